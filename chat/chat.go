@@ -1,0 +1,92 @@
+// Package chat holds the few data types that every layer of a chat turn shares:
+// the conversation Message, the ToolCall a model makes, the normalised token
+// Usage, and the Event that flows from the model adapter through the
+// orchestration service to SSE, persistence and tracing alike.
+//
+// The package has no behaviour beyond small helpers, so that every other
+// package can depend on it without pulling in providers, storage or HTTP.
+package chat
+
+import "encoding/json"
+
+// Role says who wrote a Message.
+type Role string
+
+// The roles of a conversation. Tool messages carry the result of one tool call
+// and name it by ToolCallID.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of a conversation, as sent to a model and as kept in a
+// session's history. Tool calls and their results are first-class entries
+// because a model that cannot see its earlier tool use repeats it.
+type Message struct {
+	Role    Role   `json:"role"`
+	Content string `json:"content,omitempty"`
+	// ToolCalls are the calls an assistant message made.
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// ToolCallID and ToolName identify the call a tool message answers.
+	ToolCallID string `json:"toolCallId,omitempty"`
+	ToolName   string `json:"toolName,omitempty"`
+	// IsError marks a tool message whose call failed or was refused.
+	IsError bool `json:"isError,omitempty"`
+}
+
+// ToolCall is one call of a tool by a model, complete and validated: the name
+// is known, the ID is present and Arguments is a JSON object.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolResult is what a tool call produced, as given back to the model.
+type ToolResult struct {
+	CallID string `json:"callId"`
+	Name   string `json:"name"`
+	// Content is markdown.
+	Content string `json:"content"`
+	// Type classifies the content (for example "critique_result" or "error").
+	Type    string `json:"type,omitempty"`
+	IsError bool   `json:"isError,omitempty"`
+}
+
+// Usage counts tokens, normalised across providers (OpenAI's prompt and
+// completion tokens, Anthropic's input and output tokens).
+type Usage struct {
+	Prompt     int64 `json:"prompt"`
+	Completion int64 `json:"completion"`
+	Total      int64 `json:"total"`
+}
+
+// Add returns the sum of u and v. A zero Total on either side is taken as
+// Prompt+Completion, because some providers do not report it.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		Prompt:     u.Prompt + v.Prompt,
+		Completion: u.Completion + v.Completion,
+		Total:      u.total() + v.total(),
+	}
+}
+
+func (u Usage) total() int64 {
+	if u.Total == 0 {
+		return u.Prompt + u.Completion
+	}
+	return u.Total
+}
+
+// IsZero reports whether u counts nothing.
+func (u Usage) IsZero() bool { return u == Usage{} }
+
+// ToolSpec describes a tool to a model: its name, what it does, and the JSON
+// Schema of its arguments.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}

@@ -1,0 +1,79 @@
+package chat
+
+// Kind says what an Event carries.
+type Kind string
+
+// The kinds of Event. A turn is a sequence of events that ends with exactly one
+// Done; an Error event may precede it.
+const (
+	// KindTextDelta carries the next piece of the assistant's answer in Text.
+	KindTextDelta Kind = "text-delta"
+	// KindStepStart and KindStepFinish bracket one model call of a turn.
+	KindStepStart  Kind = "step-start"
+	KindStepFinish Kind = "step-finish"
+	// KindToolCall carries a complete tool call in ToolCall.
+	KindToolCall Kind = "tool-call"
+	// KindToolResult carries the result of a tool call in ToolResult.
+	KindToolResult Kind = "tool-result"
+	// KindOrchestration carries the orchestration snapshot (active step,
+	// sequence index, offered tools) before each model call and after each
+	// transition.
+	KindOrchestration Kind = "orchestration"
+	// KindUsage carries the token usage of one model call (or, on the turn's
+	// last usage event, of the whole turn when Final is set) in Usage.
+	KindUsage Kind = "usage"
+	// KindWarning carries a warning the user should see in Text.
+	KindWarning Kind = "warning"
+	// KindError carries an error in Error. The turn ends after it.
+	KindError Kind = "error"
+	// KindDone ends a turn; FinishReason says why.
+	KindDone Kind = "done"
+)
+
+// Event is one thing that happened during a turn. Exactly the field that
+// belongs to Kind is set.
+type Event struct {
+	Kind Kind `json:"type"`
+	// Seq numbers the events of a turn from 1; it is assigned by the agent
+	// and used as the SSE event ID for resuming streams.
+	Seq int64 `json:"seq,omitempty"`
+
+	Text          string      `json:"text,omitempty"`
+	ToolCall      *ToolCall   `json:"toolCall,omitempty"`
+	ToolResult    *ToolResult `json:"toolResult,omitempty"`
+	Orchestration *Snapshot   `json:"orchestration,omitempty"`
+	Usage         *Usage      `json:"usage,omitempty"`
+	Error         *Error      `json:"error,omitempty"`
+	FinishReason  string      `json:"finishReason,omitempty"`
+	// Final marks the turn-total usage event.
+	Final bool `json:"final,omitempty"`
+}
+
+// Snapshot is the orchestration as the model sees it at one moment.
+type Snapshot struct {
+	ActiveStep    string   `json:"activeStep"`
+	SequenceIndex int      `json:"sequenceIndex"`
+	Sequence      []string `json:"sequence,omitempty"`
+	OfferedTools  []string `json:"offeredTools"`
+	// Transition is set when this snapshot follows a step change.
+	PreviousStep string `json:"previousStep,omitempty"`
+	Transition   bool   `json:"transition,omitempty"`
+}
+
+// Error is an error as shown to a client: a stable code and a message that is
+// safe to show (no keys, no raw provider bodies).
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Finish reasons of a Done event.
+const (
+	FinishStop      = "stop"
+	FinishMaxSteps  = "max-steps"
+	FinishError     = "error"
+	FinishCancelled = "cancelled"
+	FinishLength    = "length"
+)

@@ -1,0 +1,62 @@
+// Package llmorch runs chat turns: it adapts model providers to one small
+// streaming interface (Model) and drives a turn as a loop of model calls
+// under the orchestration (Service).
+package llmorch
+
+import (
+	"context"
+	"iter"
+
+	"github.com/agentdock-go/agentdock/chat"
+)
+
+// Model is one model behind one provider.
+type Model interface {
+	// Stream runs one model call. It yields, in order: text deltas
+	// (chat.KindTextDelta), complete and validated tool calls
+	// (chat.KindToolCall: known name, ID present, arguments a JSON object),
+	// at most one chat.KindUsage, and nothing after an error. The sequence
+	// ends when the model finished; a non-nil error ends it early. Stream
+	// stops promptly when ctx is cancelled and then yields ctx.Err().
+	Stream(ctx context.Context, req Request) iter.Seq2[chat.Event, error]
+	// Info names the provider and model, for tracing and logs.
+	Info() Info
+}
+
+// Info names a model.
+type Info struct {
+	// Provider is "openai", "anthropic" or "offline".
+	Provider string
+	Model    string
+}
+
+// Request is one model call.
+type Request struct {
+	// System is the system prompt.
+	System   string
+	Messages []chat.Message
+	// Tools are the tools offered for this call; the model may call no
+	// others.
+	Tools       []chat.ToolSpec
+	Temperature *float64
+	MaxTokens   int
+
+	// Orchestration describes the active step and the agent's modes. Real
+	// providers see it only through the system prompt; the offline model
+	// reads it to follow sequences and pick modes.
+	Orchestration *chat.Snapshot
+	Modes         []Mode
+}
+
+// Mode is one orchestration step as the model is told about it.
+type Mode struct {
+	Name        string
+	Description string
+	// Sequence lists the step's sequence; each entry is a group of
+	// alternative tools.
+	Sequence [][]string
+	// Tools are the step's tools (allowed minus denied).
+	Tools []string
+	// Default marks the default step.
+	Default bool
+}

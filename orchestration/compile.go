@@ -1,0 +1,319 @@
+package orchestration
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Condition types.
+const (
+	CondToolUsed          = "tool_used"
+	CondSequenceMatch     = "sequence_match"
+	CondMessageContains   = "message_contains"
+	CondMessageStartsWith = "message_starts_with"
+	CondMessageRegex      = "message_regex"
+	CondNotRecentlyUsed   = "not_recently_used"
+)
+
+// ConditionTypes lists the condition types in the order the documentation
+// gives them.
+var ConditionTypes = []string{
+	CondToolUsed, CondSequenceMatch, CondMessageContains,
+	CondMessageStartsWith, CondMessageRegex, CondNotRecentlyUsed,
+}
+
+// MaxRegexLength bounds message_regex values, so that a template cannot make
+// every user message expensive to evaluate.
+const MaxRegexLength = 1024
+
+// DefaultHistoryLimit is how many tool uses a session remembers.
+const DefaultHistoryLimit = 100
+
+// Config says what an Engine runs on besides the Spec.
+type Config struct {
+	// Tools are the agent's tools: the template's nodes without the llm.*
+	// entries, in template order.
+	Tools []string
+	// Unavailable names agent tools that the runtime cannot run. They are
+	// never offered; a step whose sequence needs one falls back to the step's
+	// other tools with a warning.
+	Unavailable []string
+	// HistoryLimit is how many tool uses a session keeps (default 100).
+	HistoryLimit int
+}
+
+// New checks spec against cfg and compiles it. It reports every problem in
+// one pass; the Engine is nil when any of them is an error. Paths in the
+// diagnostics start at "orchestration".
+func New(spec *Spec, cfg Config) (*Engine, Diagnostics) {
+	d := &diagnoser{}
+	e := compile(spec, cfg, d)
+	if d.list.HasErrors() {
+		return nil, d.list
+	}
+	return e, d.list
+}
+
+// MustNew is New for specs known to be valid (tests, embedded templates). It
+// panics on errors.
+func MustNew(spec *Spec, cfg Config) *Engine {
+	e, ds := New(spec, cfg)
+	if err := ds.Err(); err != nil {
+		panic(err)
+	}
+	return e
+}
+
+func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
+	if spec == nil {
+		spec = &Spec{}
+	}
+	e := &Engine{
+		historyLimit: cfg.HistoryLimit,
+		defaultStep:  -1,
+		byName:       make(map[string]int, len(spec.Steps)),
+	}
+	if e.historyLimit <= 0 {
+		e.historyLimit = DefaultHistoryLimit
+	}
+	switch spec.StepScope {
+	case "", ScopeSession:
+	case ScopeTurn:
+		e.turnScope = true
+	default:
+		d.errorf("orchestration.stepScope", "unknown step scope %q (known: %s, %s)", spec.StepScope, ScopeSession, ScopeTurn)
+	}
+
+	agentTools := make(map[string]bool, len(cfg.Tools))
+	for _, t := range cfg.Tools {
+		agentTools[t] = true
+	}
+	unavailable := make(map[string]bool, len(cfg.Unavailable))
+	for _, t := range cfg.Unavailable {
+		unavailable[t] = true
+	}
+	for _, t := range cfg.Tools {
+		if !unavailable[t] && !slices.Contains(e.tools, t) {
+			e.tools = append(e.tools, t)
+		}
+	}
+
+	for i := range spec.Steps {
+		s := &spec.Steps[i]
+		path := fmt.Sprintf("orchestration.steps[%d] %q", i, s.Name)
+		st := step{name: s.Name, description: s.Description, isDefault: s.IsDefault}
+
+		if strings.TrimSpace(s.Name) == "" {
+			d.errorf(fmt.Sprintf("orchestration.steps[%d]", i), "name: a step needs a name")
+		} else if j, dup := e.byName[s.Name]; dup {
+			d.errorf(path, "name: duplicate step name (also orchestration.steps[%d])", j)
+		} else {
+			e.byName[s.Name] = i
+		}
+		if s.IsDefault {
+			if e.defaultStep >= 0 {
+				d.errorf(path, "isDefault: more than one default step (orchestration.steps[%d] %q is default too)", e.defaultStep, spec.Steps[e.defaultStep].Name)
+			} else {
+				e.defaultStep = i
+			}
+		}
+
+		// The step's tools: allowed (all when empty) minus denied.
+		var allowed, denied []string
+		if s.AvailableTools != nil {
+			allowed, denied = s.AvailableTools.Allowed, s.AvailableTools.Denied
+		}
+		for _, t := range cfg.Tools {
+			if (len(allowed) == 0 || matchAny(allowed, t)) && !matchAny(denied, t) && !unavailable[t] && !slices.Contains(st.tools, t) {
+				st.tools = append(st.tools, t)
+			}
+		}
+		for k, p := range allowed {
+			if !slices.ContainsFunc(cfg.Tools, func(t string) bool { return matchPattern(p, t) }) {
+				d.warnf(path, "availableTools.allowed[%d]: %q matches none of the agent's tools (%s)", k, p, listOrNone(cfg.Tools))
+			}
+		}
+
+		// The sequence: every tool must be the agent's and allowed in this step.
+		for k, g := range s.Sequence {
+			gpath := fmt.Sprintf("%s: sequence[%d]", path, k)
+			if len(g) == 0 {
+				d.errorf(gpath, "an empty group of tools")
+				continue
+			}
+			var offer []string
+			for _, t := range g {
+				switch {
+				case !agentTools[t]:
+					d.errorf(gpath, "tool %q is not one of the agent's tools (%s)", t, listOrNone(cfg.Tools))
+				case len(allowed) > 0 && !matchAny(allowed, t):
+					d.errorf(gpath, "tool %q is not in this step's availableTools.allowed", t)
+				case matchAny(denied, t):
+					d.errorf(gpath, "tool %q is excluded by this step's availableTools.denied", t)
+				case slices.Contains(st.tools, t):
+					offer = append(offer, t)
+				}
+			}
+			st.sequence = append(st.sequence, slices.Clone(g))
+			warn := ""
+			if len(offer) == 0 {
+				warn = fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) is available here; offering the step's tools instead", s.Name, k, g)
+				offer = st.tools
+			}
+			st.offers = append(st.offers, offer)
+			st.warnings = append(st.warnings, warn)
+		}
+
+		// Conditions.
+		if s.IsDefault && len(s.Conditions) > 0 {
+			d.warnf(path, "conditions: the default step's conditions are ignored")
+		}
+		if !s.IsDefault && len(s.Conditions) == 0 {
+			d.warnf(path, "conditions: a step without conditions that is not the default can never activate")
+		}
+		for k, c := range s.Conditions {
+			cpath := fmt.Sprintf("%s: conditions[%d]", path, k)
+			cond, ok := compileCondition(c, cpath, d)
+			if !ok {
+				continue
+			}
+			if cond.kind == condSequenceMatch && len(s.Sequence) == 0 {
+				d.warnf(cpath+".type", "sequence_match on a step without a sequence never passes")
+			}
+			st.conds = append(st.conds, cond)
+		}
+		e.steps = append(e.steps, st)
+	}
+	e.warnShadowed(spec, d)
+	return e
+}
+
+func compileCondition(c Condition, path string, d *diagnoser) (condition, bool) {
+	cond := condition{value: c.Value}
+	ok := true
+	needValue := func() {
+		if c.Value == "" {
+			d.errorf(path+".value", "%s needs a value", c.Type)
+			ok = false
+		}
+	}
+	switch c.Type {
+	case CondToolUsed:
+		cond.kind = condToolUsed
+		needValue()
+	case CondSequenceMatch:
+		cond.kind = condSequenceMatch
+	case CondMessageContains:
+		cond.kind = condMessageContains
+		needValue()
+		cond.value = strings.ToLower(c.Value)
+	case CondMessageStartsWith:
+		cond.kind = condMessageStartsWith
+		needValue()
+		cond.value = strings.ToLower(c.Value)
+	case CondMessageRegex:
+		cond.kind = condMessageRegex
+		needValue()
+		if len(c.Value) > MaxRegexLength {
+			d.errorf(path+".value", "regex is %d characters long; the limit is %d", len(c.Value), MaxRegexLength)
+			ok = false
+		} else if c.Value != "" {
+			re, err := regexp.Compile("(?i)" + c.Value)
+			if err != nil {
+				d.errorf(path+".value", "invalid regex %q: %s", c.Value, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+				ok = false
+			}
+			cond.re = re
+		}
+	case CondNotRecentlyUsed:
+		cond.kind = condNotRecentlyUsed
+		needValue()
+		switch {
+		case c.Window == nil:
+			d.errorf(path+".window", "not_recently_used needs a window (how many recent tool uses to look at, >= 1)")
+			ok = false
+		case *c.Window < 1:
+			d.errorf(path+".window", "window must be at least 1, got %d", *c.Window)
+			ok = false
+		default:
+			cond.window = *c.Window
+		}
+	case "":
+		d.errorf(path+".type", "missing condition type (known: %s)", strings.Join(ConditionTypes, ", "))
+		return cond, false
+	default:
+		d.errorf(path+".type", "unknown condition %q (known: %s)", c.Type, strings.Join(ConditionTypes, ", "))
+		return cond, false
+	}
+	return cond, ok
+}
+
+// warnShadowed warns about steps that can never win: an earlier step with
+// conditions is tried first, and when its conditions are a subset of this
+// step's (identical ones included), it passes whenever this step would.
+func (e *Engine) warnShadowed(spec *Spec, d *diagnoser) {
+	keys := make([][]string, len(spec.Steps))
+	for i, s := range spec.Steps {
+		if s.IsDefault || len(s.Conditions) == 0 {
+			continue
+		}
+		seq := make([]string, len(s.Sequence))
+		for k, g := range s.Sequence {
+			gs := slices.Clone(g)
+			sort.Strings(gs)
+			seq[k] = strings.Join(gs, "|")
+		}
+		for _, c := range s.Conditions {
+			key := c.Type + "\x00" + c.Value
+			switch c.Type {
+			case CondMessageContains, CondMessageStartsWith, CondMessageRegex:
+				key = c.Type + "\x00" + strings.ToLower(c.Value)
+			case CondNotRecentlyUsed:
+				if c.Window != nil {
+					key += fmt.Sprintf("\x00%d", *c.Window)
+				}
+			case CondSequenceMatch:
+				key += "\x00" + strings.Join(seq, ",")
+			}
+			if !slices.Contains(keys[i], key) {
+				keys[i] = append(keys[i], key)
+			}
+		}
+	}
+	for i := range spec.Steps {
+		if keys[i] == nil {
+			continue
+		}
+		for j := 0; j < i; j++ {
+			if keys[j] == nil || !subset(keys[j], keys[i]) {
+				continue
+			}
+			path := fmt.Sprintf("orchestration.steps[%d] %q", i, spec.Steps[i].Name)
+			what := "identical conditions"
+			if len(keys[j]) < len(keys[i]) {
+				what = "a subset of these conditions"
+			}
+			d.warnf(path, "conditions: this step can never win: the earlier step orchestration.steps[%d] %q has %s and is chosen first", j, spec.Steps[j].Name, what)
+			break
+		}
+	}
+}
+
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,347 @@
+package orchestration
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/agentdock-go/agentdock/chat"
+)
+
+// State is one session's orchestration state. It is plain data so that stores
+// can keep it anywhere; only an Engine changes it, through Apply.
+type State struct {
+	// ActiveStep names the active step; empty means none.
+	ActiveStep string `json:"activeStep"`
+	// SequenceIndex is the position reached in the active step's sequence.
+	SequenceIndex int `json:"sequenceIndex"`
+	// RecentlyUsedTools lists executed tools, oldest first, repeats kept,
+	// bounded to the engine's history limit.
+	RecentlyUsedTools []string `json:"recentlyUsedTools"`
+	// LastUserMessage is the latest user message; message conditions test it.
+	LastUserMessage string `json:"lastUserMessage,omitempty"`
+	// UserMessages counts user messages; before the first, message
+	// conditions fail.
+	UserMessages int `json:"userMessages"`
+	// TurnToolUses counts the tools executed since the latest user message.
+	TurnToolUses int `json:"turnToolUses"`
+	// TokenUsage is the session's cumulative token usage.
+	TokenUsage chat.Usage `json:"cumulativeTokenUsage"`
+}
+
+// EventKind says what happened in an Event.
+type EventKind uint8
+
+// The events an Engine applies.
+const (
+	// EventUserMessage: the user sent Text.
+	EventUserMessage EventKind = iota + 1
+	// EventToolUsed: the model called Tool.
+	EventToolUsed
+	// EventUsage: a model call consumed Usage.
+	EventUsage
+)
+
+// Event is one input to the orchestration.
+type Event struct {
+	Kind  EventKind
+	Text  string
+	Tool  string
+	Usage chat.Usage
+}
+
+// UserMessage is the event of a user message.
+func UserMessage(text string) Event { return Event{Kind: EventUserMessage, Text: text} }
+
+// ToolUsed is the event of the model calling a tool.
+func ToolUsed(name string) Event { return Event{Kind: EventToolUsed, Tool: name} }
+
+// UsageReported is the event of a model call's token usage.
+func UsageReported(u chat.Usage) Event { return Event{Kind: EventUsage, Usage: u} }
+
+// Decision is what the engine decided about one event.
+type Decision struct {
+	// Refused is set when a tool event named a tool that is not offered: it
+	// must not be executed, and the state is unchanged. Reason is the message
+	// for the model.
+	Refused bool
+	Reason  string
+	// PreviousStep is the active step before the event; Transition reports
+	// whether the event changed it.
+	PreviousStep string
+	Transition   bool
+	// Advanced reports whether the event moved the sequence index forward.
+	Advanced bool
+}
+
+// Offer is the tool set offered to the model in a state.
+type Offer struct {
+	// Tools is shared with the engine: do not modify it.
+	Tools []string
+	// Warning is set when the active step's sequence asks for tools that are
+	// not available and the step's tools are offered instead.
+	Warning string
+}
+
+// Engine applies the orchestration rules of one template. It is immutable and
+// safe for concurrent use; it keeps no session data.
+type Engine struct {
+	tools        []string
+	steps        []step
+	byName       map[string]int
+	defaultStep  int
+	historyLimit int
+	turnScope    bool
+}
+
+type step struct {
+	name, description string
+	isDefault         bool
+	conds             []condition
+	tools             []string
+	sequence          [][]string
+	offers            [][]string // per sequence position
+	warnings          []string   // per sequence position
+}
+
+type condKind uint8
+
+const (
+	condToolUsed condKind = iota + 1
+	condSequenceMatch
+	condMessageContains
+	condMessageStartsWith
+	condMessageRegex
+	condNotRecentlyUsed
+)
+
+type condition struct {
+	kind   condKind
+	value  string // lower-cased for message_contains and message_starts_with
+	window int
+	re     *regexp.Regexp
+}
+
+// Tools returns the tools the engine may offer: the agent's available tools.
+func (e *Engine) Tools() []string { return e.tools }
+
+// HistoryLimit returns how many tool uses a state keeps.
+func (e *Engine) HistoryLimit() int { return e.historyLimit }
+
+// TurnScoped reports whether the template opted into the "turn" step scope.
+func (e *Engine) TurnScoped() bool { return e.turnScope }
+
+// Apply applies ev to s and returns the new state and the decision. It does
+// not modify s: slices of the returned state are never shared with s where
+// they differ.
+func (e *Engine) Apply(s State, ev Event) (State, Decision) {
+	d := Decision{PreviousStep: s.ActiveStep}
+	switch ev.Kind {
+	case EventUserMessage:
+		s.LastUserMessage = ev.Text
+		s.UserMessages++
+		s.TurnToolUses = 0
+		if e.turnScope {
+			// The opt-in: every turn starts from no step, so that the step
+			// is chosen by this message and this turn's tools alone.
+			s.ActiveStep, s.SequenceIndex = "", 0
+		}
+		e.choose(&s)
+	case EventToolUsed:
+		offer := e.Offer(s)
+		if !slices.Contains(offer.Tools, ev.Tool) {
+			d.Refused = true
+			d.Reason = e.refusal(s, ev.Tool, offer.Tools)
+			return s, d
+		}
+		s.RecentlyUsedTools = appendBounded(s.RecentlyUsedTools, ev.Tool, e.historyLimit)
+		s.TurnToolUses++
+		if st := e.step(s.ActiveStep); st != nil && s.SequenceIndex < len(st.sequence) &&
+			slices.Contains(st.sequence[s.SequenceIndex], ev.Tool) {
+			s.SequenceIndex++
+			d.Advanced = true
+		}
+		e.choose(&s)
+	case EventUsage:
+		s.TokenUsage = s.TokenUsage.Add(ev.Usage)
+	}
+	d.Transition = s.ActiveStep != d.PreviousStep
+	return s, d
+}
+
+// Offer returns the tools offered to the model in state s.
+func (e *Engine) Offer(s State) Offer {
+	st := e.step(s.ActiveStep)
+	if st == nil {
+		return Offer{Tools: e.tools}
+	}
+	if s.SequenceIndex >= 0 && s.SequenceIndex < len(st.offers) {
+		return Offer{Tools: st.offers[s.SequenceIndex], Warning: st.warnings[s.SequenceIndex]}
+	}
+	return Offer{Tools: st.tools}
+}
+
+// Snapshot describes state s for clients and tracing.
+func (e *Engine) Snapshot(s State) chat.Snapshot {
+	snap := chat.Snapshot{ActiveStep: s.ActiveStep, SequenceIndex: s.SequenceIndex, OfferedTools: e.Offer(s).Tools}
+	if st := e.step(s.ActiveStep); st != nil {
+		for _, g := range st.sequence {
+			snap.Sequence = append(snap.Sequence, strings.Join(g, "|"))
+		}
+	}
+	return snap
+}
+
+func (e *Engine) step(name string) *step {
+	if name == "" {
+		return nil
+	}
+	i, ok := e.byName[name]
+	if !ok {
+		return nil
+	}
+	return &e.steps[i]
+}
+
+// choose runs the step-choice rule on s.
+func (e *Engine) choose(s *State) {
+	ev := evaluation{state: s, history: s.RecentlyUsedTools}
+	if e.turnScope {
+		n := min(s.TurnToolUses, len(ev.history))
+		ev.history = ev.history[len(ev.history)-n:]
+	}
+	chosen := -1
+	for i := range e.steps {
+		st := &e.steps[i]
+		if st.isDefault || len(st.conds) == 0 {
+			continue
+		}
+		if ev.passes(st) {
+			chosen = i
+			break
+		}
+	}
+	if chosen < 0 {
+		if e.step(s.ActiveStep) != nil {
+			return // sticky: keep the current step
+		}
+		if e.defaultStep >= 0 {
+			chosen = e.defaultStep
+		}
+	}
+	name := ""
+	if chosen >= 0 {
+		name = e.steps[chosen].name
+	}
+	if name == s.ActiveStep {
+		return
+	}
+	s.ActiveStep, s.SequenceIndex = name, 0
+	if e.turnScope && chosen >= 0 && e.steps[chosen].hasSequenceMatch() {
+		// Under the opt-in, a step entered because its sequence was just
+		// run starts with that sequence done, instead of asking for it again.
+		s.SequenceIndex = len(e.steps[chosen].sequence)
+	}
+}
+
+func (st *step) hasSequenceMatch() bool {
+	for _, c := range st.conds {
+		if c.kind == condSequenceMatch {
+			return true
+		}
+	}
+	return false
+}
+
+type evaluation struct {
+	state   *State
+	history []string
+	lower   string
+	lowered bool
+}
+
+func (ev *evaluation) message() string {
+	if !ev.lowered {
+		ev.lower, ev.lowered = strings.ToLower(ev.state.LastUserMessage), true
+	}
+	return ev.lower
+}
+
+func (ev *evaluation) passes(st *step) bool {
+	for i := range st.conds {
+		if !ev.test(&st.conds[i], st) {
+			return false
+		}
+	}
+	return true
+}
+
+func (ev *evaluation) test(c *condition, st *step) bool {
+	h := ev.history
+	switch c.kind {
+	case condToolUsed:
+		return slices.Contains(h, c.value)
+	case condNotRecentlyUsed:
+		return !slices.Contains(h[max(0, len(h)-c.window):], c.value)
+	case condSequenceMatch:
+		n := len(st.sequence)
+		if n == 0 || len(h) < n {
+			return false
+		}
+		tail := h[len(h)-n:]
+		for i, g := range st.sequence {
+			if !slices.Contains(g, tail[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if ev.state.UserMessages == 0 {
+		return false
+	}
+	switch c.kind {
+	case condMessageContains:
+		return strings.Contains(ev.message(), c.value)
+	case condMessageStartsWith:
+		return strings.HasPrefix(strings.TrimSpace(ev.message()), c.value)
+	case condMessageRegex:
+		return c.re.MatchString(ev.state.LastUserMessage)
+	}
+	return false
+}
+
+func (e *Engine) refusal(s State, tool string, offered []string) string {
+	var b strings.Builder
+	if s.ActiveStep == "" {
+		fmt.Fprintf(&b, "tool %q is not available to this agent", tool)
+	} else {
+		fmt.Fprintf(&b, "tool %q is not available in step %q", tool, s.ActiveStep)
+		if st := e.step(s.ActiveStep); st != nil && s.SequenceIndex < len(st.sequence) {
+			fmt.Fprintf(&b, ", which requires the sequence %s and is at position %d", seqString(st.sequence), s.SequenceIndex+1)
+		}
+	}
+	if len(offered) == 0 {
+		b.WriteString("; no tools may be used now")
+	} else {
+		fmt.Fprintf(&b, "; tools you may use now: %s", strings.Join(offered, ", "))
+	}
+	return b.String()
+}
+
+func seqString(seq [][]string) string {
+	parts := make([]string, len(seq))
+	for i, g := range seq {
+		parts[i] = strings.Join(g, "|")
+	}
+	return strings.Join(parts, " -> ")
+}
+
+// appendBounded returns a new slice with the newest limit entries of
+// history+tool; it never writes into history's backing array.
+func appendBounded(history []string, tool string, limit int) []string {
+	start := max(0, len(history)+1-limit)
+	out := make([]string, 0, len(history)+1-start)
+	out = append(out, history[start:]...)
+	return append(out, tool)
+}

@@ -1,0 +1,234 @@
+package orchestration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+)
+
+// Spec is the "orchestration" node of a template, as written. It is plain
+// data: New checks it and compiles it into an Engine.
+type Spec struct {
+	// Description is shown to the model as the orchestration guide. AgentDock
+	// accepts a string or a list of strings.
+	Description Lines  `json:"description,omitempty"`
+	Steps       []Step `json:"steps"`
+	// StepScope is "session" (the default: the documented rules, where steps
+	// and tool history persist across turns) or "turn" (the lock-in opt-in:
+	// every user message starts the orchestration afresh). See
+	// docs/orchestration.md.
+	StepScope string `json:"stepScope,omitempty"`
+
+	// Extra keeps fields this runtime does not know, so that a template
+	// survives a round trip unchanged.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// Step scopes; see Spec.StepScope.
+const (
+	ScopeSession = "session"
+	ScopeTurn    = "turn"
+)
+
+// Step is one mode of an agent: the conditions that select it, the tools it
+// offers and the order in which it enforces them.
+type Step struct {
+	Name           string      `json:"name"`
+	Description    string      `json:"description,omitempty"`
+	Conditions     []Condition `json:"conditions,omitempty"`
+	AvailableTools *ToolFilter `json:"availableTools,omitempty"`
+	Sequence       []Group     `json:"sequence,omitempty"`
+	IsDefault      bool        `json:"isDefault,omitempty"`
+
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// ToolFilter narrows the agent's tools for a step. Patterns may use * for any
+// run of characters; without *, a pattern is an exact, case-sensitive name.
+type ToolFilter struct {
+	Allowed []string `json:"allowed,omitempty"`
+	Denied  []string `json:"denied,omitempty"`
+
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// Condition is one test of a step; a step is chosen when all its conditions
+// pass.
+type Condition struct {
+	Type        string `json:"type"`
+	Value       string `json:"value,omitempty"`
+	Window      *int   `json:"window,omitempty"`
+	Description string `json:"description,omitempty"`
+
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// Group is one position of a sequence: the tools any of which satisfies it.
+// In JSON it is a tool name or a list of alternative names.
+type Group []string
+
+// UnmarshalJSON accepts "name" or ["a", "b"].
+func (g *Group) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*g = Group{s}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return fmt.Errorf("a sequence entry must be a tool name or a list of tool names")
+	}
+	*g = list
+	return nil
+}
+
+// MarshalJSON writes a one-tool group as a plain name, as templates do.
+func (g Group) MarshalJSON() ([]byte, error) {
+	if len(g) == 1 {
+		return json.Marshal(g[0])
+	}
+	return json.Marshal([]string(g))
+}
+
+// String renders a group for people: "think" or "summarize|save".
+func (g Group) String() string { return strings.Join(g, "|") }
+
+// Lines is text that templates write either as one string or as a list of
+// strings (AgentDock's personality and orchestration description).
+type Lines []string
+
+// UnmarshalJSON accepts "text" or ["line", "line"].
+func (l *Lines) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*l = Lines{s}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return fmt.Errorf("expected a string or a list of strings")
+	}
+	*l = list
+	return nil
+}
+
+// String joins the lines with newlines.
+func (l Lines) String() string { return strings.Join(l, "\n") }
+
+func (s *Spec) UnmarshalJSON(b []byte) error       { return unmarshalKeep(b, s, &s.Extra) }
+func (s Spec) MarshalJSON() ([]byte, error)        { return marshalKeep(s, s.Extra) }
+func (s *Step) UnmarshalJSON(b []byte) error       { return unmarshalKeep(b, s, &s.Extra) }
+func (s Step) MarshalJSON() ([]byte, error)        { return marshalKeep(s, s.Extra) }
+func (f *ToolFilter) UnmarshalJSON(b []byte) error { return unmarshalKeep(b, f, &f.Extra) }
+func (f ToolFilter) MarshalJSON() ([]byte, error)  { return marshalKeep(f, f.Extra) }
+func (c *Condition) UnmarshalJSON(b []byte) error  { return unmarshalKeep(b, c, &c.Extra) }
+func (c Condition) MarshalJSON() ([]byte, error)   { return marshalKeep(c, c.Extra) }
+
+// UnmarshalKeep decodes b into v, a pointer to a struct, and stores the
+// object's fields that v does not declare in *extra. Types that keep unknown
+// fields use it from their UnmarshalJSON; it is exported for the template
+// package.
+func UnmarshalKeep(b []byte, v any, extra *map[string]json.RawMessage) error {
+	return unmarshalKeep(b, v, extra)
+}
+
+// MarshalKeep encodes v, a struct value, and merges extra into the object.
+func MarshalKeep(v any, extra map[string]json.RawMessage) ([]byte, error) {
+	return marshalKeep(v, extra)
+}
+
+func unmarshalKeep(b []byte, v any, extra *map[string]json.RawMessage) error {
+	rv := reflect.ValueOf(v).Elem()
+	// A struct type with the same fields but no methods, so that decoding it
+	// does not recurse into this UnmarshalJSON.
+	plain := reflect.New(plainType(rv.Type()))
+	if err := json.Unmarshal(b, plain.Interface()); err != nil {
+		return err
+	}
+	rv.Set(plain.Elem().Convert(rv.Type()))
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		return err
+	}
+	known := knownFields(rv.Type())
+	*extra = nil
+	for k, raw := range all {
+		if !known[k] {
+			if *extra == nil {
+				*extra = make(map[string]json.RawMessage)
+			}
+			(*extra)[k] = raw
+		}
+	}
+	return nil
+}
+
+func marshalKeep(v any, extra map[string]json.RawMessage) ([]byte, error) {
+	rv := reflect.ValueOf(v)
+	plain := rv.Convert(plainType(rv.Type())).Interface()
+	b, err := json.Marshal(plain)
+	if err != nil || len(extra) == 0 {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, raw := range extra {
+		if _, ok := m[k]; !ok {
+			m[k] = raw
+		}
+	}
+	return json.Marshal(m)
+}
+
+var (
+	plainTypes sync.Map // reflect.Type -> reflect.Type
+	knownSets  sync.Map // reflect.Type -> map[string]bool
+)
+
+// plainType returns a struct type with t's fields and tags but none of its
+// methods.
+func plainType(t reflect.Type) reflect.Type {
+	if p, ok := plainTypes.Load(t); ok {
+		return p.(reflect.Type)
+	}
+	fields := make([]reflect.StructField, t.NumField())
+	for i := range fields {
+		fields[i] = t.Field(i)
+	}
+	p := reflect.StructOf(fields)
+	plainTypes.Store(t, p)
+	return p
+}
+
+func knownFields(t reflect.Type) map[string]bool {
+	if k, ok := knownSets.Load(t); ok {
+		return k.(map[string]bool)
+	}
+	known := make(map[string]bool)
+	for i := 0; i < t.NumField(); i++ {
+		tag := t.Field(i).Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = t.Field(i).Name
+		}
+		known[name] = true
+	}
+	knownSets.Store(t, known)
+	return known
+}

@@ -1,0 +1,369 @@
+package session
+
+import (
+	"container/list"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/orchestration"
+)
+
+// Memory is a Store in process memory. Sessions expire after Config.TTL
+// without access and are really evicted: a janitor sweeps them, and the
+// store never holds more than Config.MaxSessions (the least recently used go
+// first).
+type Memory struct {
+	cfg Config
+
+	mu     sync.Mutex
+	items  map[string]*list.Element // of *memEntry
+	lru    *list.List               // front: most recently used
+	leases map[string]*memLease
+	closed bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+type memEntry struct {
+	sess    Session
+	msgs    []chat.Message
+	expires time.Time
+}
+
+// NewMemory returns a memory store and starts its janitor; Close stops it.
+func NewMemory(cfg Config) *Memory {
+	cfg = cfg.withDefaults()
+	m := &Memory{
+		cfg:    cfg,
+		items:  make(map[string]*list.Element),
+		lru:    list.New(),
+		leases: make(map[string]*memLease),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	go m.janitor(min(max(cfg.TTL/10, 10*time.Millisecond), time.Minute))
+	return m
+}
+
+func (m *Memory) janitor(every time.Duration) {
+	defer close(m.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.Sweep()
+		}
+	}
+}
+
+// Sweep evicts every expired session and lease now. The janitor calls it
+// periodically.
+func (m *Memory) Sweep() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.cfg.Now()
+	// Sliding expiry makes LRU order the expiry order: stop at the first
+	// entry that is still alive.
+	for el := m.lru.Back(); el != nil; {
+		e := el.Value.(*memEntry)
+		if now.Before(e.expires) {
+			break
+		}
+		prev := el.Prev()
+		m.lru.Remove(el)
+		delete(m.items, e.sess.ID)
+		el = prev
+	}
+	for id, l := range m.leases {
+		if !now.Before(l.expires) {
+			delete(m.leases, id)
+		}
+	}
+}
+
+// Len returns how many sessions the store holds.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.items)
+}
+
+// lookup returns the live entry for id and refreshes its TTL. m.mu is held.
+func (m *Memory) lookup(id string, now time.Time) *memEntry {
+	el, ok := m.items[id]
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*memEntry)
+	if !now.Before(e.expires) {
+		m.lru.Remove(el)
+		delete(m.items, id)
+		return nil
+	}
+	e.expires = now.Add(m.cfg.TTL)
+	e.sess.LastAccessed = now
+	m.lru.MoveToFront(el)
+	return e
+}
+
+// create adds an empty session. m.mu is held.
+func (m *Memory) create(id, owner string, now time.Time) *memEntry {
+	e := &memEntry{
+		sess:    Session{ID: id, Owner: owner, CreatedAt: now, LastAccessed: now},
+		expires: now.Add(m.cfg.TTL),
+	}
+	m.items[id] = m.lru.PushFront(e)
+	for len(m.items) > m.cfg.MaxSessions {
+		old := m.lru.Back()
+		m.lru.Remove(old)
+		delete(m.items, old.Value.(*memEntry).sess.ID)
+	}
+	return e
+}
+
+func (m *Memory) checkOpen(ctx context.Context) error {
+	if m.closed {
+		return ErrUnavailable
+	}
+	return ctx.Err()
+}
+
+// Get implements Store.
+func (m *Memory) Get(ctx context.Context, id string) (Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return Session{}, err
+	}
+	e := m.lookup(id, m.cfg.Now())
+	if e == nil {
+		return Session{}, ErrNotFound
+	}
+	return e.sess, nil
+}
+
+// GetOrCreate implements Store.
+func (m *Memory) GetOrCreate(ctx context.Context, id, owner string) (Session, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return Session{}, false, err
+	}
+	now := m.cfg.Now()
+	if e := m.lookup(id, now); e != nil {
+		return e.sess, false, nil
+	}
+	return m.create(id, owner, now).sess, true, nil
+}
+
+// Update implements Store. fn runs exactly once, under the store's lock.
+func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...UpdateOption) (Session, error) {
+	o := collect(opts)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return Session{}, err
+	}
+	now := m.cfg.Now()
+	if err := m.fence(id, o.lease, now); err != nil {
+		return Session{}, err
+	}
+	e := m.lookup(id, now)
+	st := orchestration.State{}
+	if e != nil {
+		st = e.sess.State
+	}
+	if err := fn(&st); err != nil {
+		return Session{}, err
+	}
+	if e == nil {
+		e = m.create(id, o.owner, now)
+	}
+	e.sess.State = st
+	e.sess.Version++
+	return e.sess, nil
+}
+
+// fence returns ErrFenced when l no longer holds session id. m.mu is held.
+func (m *Memory) fence(id string, l Lease, now time.Time) error {
+	if l == nil {
+		return nil
+	}
+	cur, ok := m.leases[id]
+	if !ok || cur.token != l.Token() || !now.Before(cur.expires) {
+		return ErrFenced
+	}
+	return nil
+}
+
+// Reset implements Store.
+func (m *Memory) Reset(ctx context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return err
+	}
+	e := m.lookup(id, m.cfg.Now())
+	if e == nil {
+		return ErrNotFound
+	}
+	e.sess.State = orchestration.State{}
+	e.sess.Version++
+	return nil
+}
+
+// Delete implements Store.
+func (m *Memory) Delete(ctx context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return err
+	}
+	delete(m.leases, id)
+	el, ok := m.items[id]
+	if !ok {
+		return ErrNotFound
+	}
+	m.lru.Remove(el)
+	delete(m.items, id)
+	return nil
+}
+
+// AppendMessages implements Store.
+func (m *Memory) AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...UpdateOption) error {
+	o := collect(opts)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return err
+	}
+	now := m.cfg.Now()
+	if err := m.fence(id, o.lease, now); err != nil {
+		return err
+	}
+	e := m.lookup(id, now)
+	if e == nil {
+		e = m.create(id, o.owner, now)
+	}
+	all := append(e.msgs, msgs...)
+	if over := len(all) - m.cfg.MaxMessages; over > 0 {
+		all = append([]chat.Message(nil), all[over:]...)
+	}
+	e.msgs = all
+	return nil
+}
+
+// Messages implements Store.
+func (m *Memory) Messages(ctx context.Context, id string, limit int) ([]chat.Message, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return nil, err
+	}
+	e := m.lookup(id, m.cfg.Now())
+	if e == nil {
+		return nil, ErrNotFound
+	}
+	msgs := e.msgs
+	if limit > 0 && len(msgs) > limit {
+		msgs = msgs[len(msgs)-limit:]
+	}
+	return append([]chat.Message(nil), msgs...), nil
+}
+
+// Lock implements Store.
+func (m *Memory) Lock(ctx context.Context, id string) (Lease, error) {
+	deadline := m.cfg.Now().Add(m.cfg.LockWait)
+	for {
+		l, err := m.tryLock(ctx, id)
+		if err != ErrBusy || !m.cfg.Now().Before(deadline) {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(20*time.Millisecond, time.Until(deadline))):
+		}
+	}
+}
+
+func (m *Memory) tryLock(ctx context.Context, id string) (Lease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return nil, err
+	}
+	now := m.cfg.Now()
+	if cur, ok := m.leases[id]; ok && now.Before(cur.expires) {
+		return nil, ErrBusy
+	}
+	l := &memLease{m: m, id: id, token: newToken(), expires: now.Add(m.cfg.LockTTL)}
+	m.leases[id] = l
+	return l, nil
+}
+
+// Ping implements Store.
+func (m *Memory) Ping(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checkOpen(ctx)
+}
+
+// Close stops the janitor. Later calls return ErrUnavailable.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	close(m.stop)
+	<-m.done
+	return nil
+}
+
+type memLease struct {
+	m       *Memory
+	id      string
+	token   string
+	expires time.Time // guarded by m.mu
+}
+
+func (l *memLease) SessionID() string { return l.id }
+func (l *memLease) Token() string     { return l.token }
+
+func (l *memLease) Extend(ctx context.Context) error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	now := l.m.cfg.Now()
+	if err := l.m.fence(l.id, l, now); err != nil {
+		return err
+	}
+	l.expires = now.Add(l.m.cfg.LockTTL)
+	return nil
+}
+
+func (l *memLease) Release(ctx context.Context) error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if cur, ok := l.m.leases[l.id]; ok && cur.token == l.token {
+		delete(l.m.leases, l.id)
+	}
+	return nil
+}
+
+// newToken returns 128 random bits in hex.
+func newToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,181 @@
+// Package session keeps the per-session data of a running agent: the
+// orchestration state, the conversation history and the turn lease that lets
+// one turn at a time run on a session.
+//
+// A Store applies each orchestration event as one atomic update, so that
+// concurrent tool and usage updates never lose one another, and refuses the
+// writes of a turn whose lease was taken over (fencing). The memory store
+// serves one process; the Redis store (see NewRedis) serves replicas.
+package session
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/orchestration"
+)
+
+// Errors a Store returns. Callers test them with errors.Is.
+var (
+	// ErrNotFound: the session does not exist (or expired).
+	ErrNotFound = errors.New("session not found")
+	// ErrBusy: another turn holds the session's lease.
+	ErrBusy = errors.New("session busy: another turn is running on it")
+	// ErrFenced: the caller's lease expired and was taken by a newer turn;
+	// its write was not applied.
+	ErrFenced = errors.New("session lease lost: the write was rejected because a newer turn holds the session")
+	// ErrUnavailable wraps failures to reach the backing store.
+	ErrUnavailable = errors.New("session store unavailable")
+	// ErrCorrupt: a stored value could not be decoded. The value is left as
+	// it is; it is never replaced by an empty state.
+	ErrCorrupt = errors.New("session data corrupt")
+)
+
+// Session is a session's state with its bookkeeping.
+type Session struct {
+	ID    string              `json:"id"`
+	State orchestration.State `json:"state"`
+	// Owner identifies the caller (an API key's fingerprint) that created
+	// the session; empty when the server runs without keys.
+	Owner        string    `json:"owner,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+	LastAccessed time.Time `json:"lastAccessed"`
+	// Version increases with every write; stores use it for optimistic
+	// concurrency.
+	Version int64 `json:"version"`
+}
+
+// Store keeps sessions. Every method refreshes the session's sliding TTL.
+// Implementations are safe for concurrent use.
+type Store interface {
+	// Get returns the session, or ErrNotFound.
+	Get(ctx context.Context, id string) (Session, error)
+	// GetOrCreate returns the session, creating an empty one (owned by
+	// owner) when there is none; created reports which.
+	GetOrCreate(ctx context.Context, id, owner string) (s Session, created bool, err error)
+	// Update applies fn to the session's state atomically and returns the
+	// stored session. A missing session is created empty first. fn may run
+	// more than once (optimistic retries) and must have no side effects; an
+	// error from fn aborts the update and is returned as is.
+	Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...UpdateOption) (Session, error)
+	// Reset replaces the state with an empty one, keeping the history.
+	Reset(ctx context.Context, id string) error
+	// Delete removes the session, its history and its lease.
+	Delete(ctx context.Context, id string) error
+
+	// AppendMessages adds messages to the session's history, keeping the
+	// newest Config.MaxMessages.
+	AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...UpdateOption) error
+	// Messages returns the newest limit messages of the history, oldest
+	// first (all when limit <= 0).
+	Messages(ctx context.Context, id string, limit int) ([]chat.Message, error)
+
+	// Lock takes the session's turn lease. When another turn holds it, Lock
+	// waits up to Config.LockWait and then returns ErrBusy.
+	Lock(ctx context.Context, id string) (Lease, error)
+
+	// Ping reports whether the store is reachable.
+	Ping(ctx context.Context) error
+	// Close releases the store's resources.
+	Close() error
+}
+
+// Lease is one turn's hold on a session. It expires after Config.LockTTL
+// unless extended, so a holder that dies frees the session by itself.
+type Lease interface {
+	SessionID() string
+	// Token is the lease's random token.
+	Token() string
+	// Extend renews the lease for another Config.LockTTL, or returns
+	// ErrFenced when it was lost.
+	Extend(ctx context.Context) error
+	// Release frees the session if this lease still holds it.
+	Release(ctx context.Context) error
+}
+
+// UpdateOption adjusts one write.
+type UpdateOption func(*updateOptions)
+
+type updateOptions struct {
+	lease Lease
+	owner string
+}
+
+// WithLease makes the write conditional on the lease still holding the
+// session; otherwise the write is not applied and ErrFenced is returned.
+func WithLease(l Lease) UpdateOption { return func(o *updateOptions) { o.lease = l } }
+
+// WithOwner sets the owner of a session that the write creates.
+func WithOwner(owner string) UpdateOption { return func(o *updateOptions) { o.owner = owner } }
+
+func collect(opts []UpdateOption) updateOptions {
+	var o updateOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// Config is shared by the stores.
+type Config struct {
+	// TTL is the sliding lifetime of an untouched session (default 24 h).
+	TTL time.Duration
+	// LockTTL is how long a lease lives without Extend (default 30 s).
+	LockTTL time.Duration
+	// LockWait is how long Lock waits for a busy session before ErrBusy
+	// (default 0: refuse at once).
+	LockWait time.Duration
+	// MaxMessages bounds each session's history (default 1000).
+	MaxMessages int
+	// MaxSessions bounds the memory store (default 100000); the least
+	// recently used session is evicted beyond it. Ignored by Redis.
+	MaxSessions int
+	// Now is the clock (default time.Now); tests replace it.
+	Now func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultTTL         = 24 * time.Hour
+	DefaultLockTTL     = 30 * time.Second
+	DefaultMaxMessages = 1000
+	DefaultMaxSessions = 100000
+)
+
+// withDefaults fills the zero fields.
+func (c Config) withDefaults() Config {
+	if c.TTL <= 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.LockTTL <= 0 {
+		c.LockTTL = DefaultLockTTL
+	}
+	if c.MaxMessages <= 0 {
+		c.MaxMessages = DefaultMaxMessages
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// TTLFromEnv returns SESSION_TTL_SECONDS as a duration, or DefaultTTL when it
+// is unset; a value that is not a positive integer is an error.
+func TTLFromEnv() (time.Duration, error) {
+	v := os.Getenv("SESSION_TTL_SECONDS")
+	if v == "" {
+		return DefaultTTL, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, errors.New("SESSION_TTL_SECONDS: want a positive number of seconds, got " + strconv.Quote(v))
+	}
+	return time.Duration(n) * time.Second, nil
+}

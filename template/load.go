@@ -1,0 +1,284 @@
+package template
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/agentdock-go/agentdock/orchestration"
+)
+
+// Config says what the runtime offers the templates it loads.
+type Config struct {
+	// Provided names the tools the runtime can run. A node naming another
+	// tool is a warning, and that tool is never offered. Nil skips the check.
+	Provided []string
+	// HistoryLimit is how many tool uses a session keeps (default 100).
+	HistoryLimit int
+}
+
+// Agent is a loaded template: the template, its compiled orchestration and
+// the warnings it loaded with.
+type Agent struct {
+	// File is where the template came from ("" when parsed from memory).
+	File     string
+	Template *Template
+	Engine   *orchestration.Engine
+	Warnings orchestration.Diagnostics
+}
+
+// ID returns the agent's ID.
+func (a *Agent) ID() string { return a.Template.AgentID }
+
+// MaxFileSize bounds a template file, so that a stray large file in a
+// templates directory cannot exhaust memory.
+const MaxFileSize = 4 << 20
+
+var agentIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// Parse decodes one template. file names it in diagnostics. A syntax error is
+// reported with its line and column.
+func Parse(file string, data []byte) (*Template, orchestration.Diagnostics) {
+	var t Template
+	if err := json.Unmarshal(data, &t); err != nil {
+		return nil, orchestration.Diagnostics{{Severity: orchestration.SeverityError, File: file, Message: describeJSONError(data, err)}}
+	}
+	return &t, nil
+}
+
+// Compile validates t and compiles its orchestration. The engine is nil when
+// any diagnostic is an error; every problem is reported, not only the first.
+func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orchestration.Diagnostics) {
+	var ds orchestration.Diagnostics
+	add := func(sev orchestration.Severity, p, format string, args ...any) {
+		ds = append(ds, orchestration.Diagnostic{Severity: sev, File: file, Path: p, Message: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case t.AgentID == "":
+		add(orchestration.SeverityError, "agentId", "required: the ID the agent is served under")
+	case !agentIDPattern.MatchString(t.AgentID):
+		add(orchestration.SeverityError, "agentId", "%q is not a valid ID (letters, digits, '.', '_' and '-', starting with a letter or digit, at most 128)", t.AgentID)
+	}
+	if strings.TrimSpace(t.Name) == "" {
+		add(orchestration.SeverityError, "name", "required: the agent's display name")
+	}
+	llms := 0
+	provided := map[string]bool{}
+	for _, p := range cfg.Provided {
+		provided[p] = true
+	}
+	var unavailable []string
+	for i, n := range t.Nodes {
+		if strings.HasPrefix(n, "llm.") {
+			llms++
+			if llms == 2 {
+				add(orchestration.SeverityWarning, fmt.Sprintf("nodes[%d]", i), "%q: more than one llm.* node; the first one is used", n)
+			}
+			continue
+		}
+		if cfg.Provided != nil && !provided[n] && !slices.Contains(unavailable, n) {
+			unavailable = append(unavailable, n)
+			add(orchestration.SeverityWarning, fmt.Sprintf("nodes[%d]", i), "tool %q is not provided by this runtime; it will not be offered to the model", n)
+		}
+	}
+	switch t.ChatSettings.HistoryPolicy {
+	case "", HistoryAll, HistoryLastN, HistoryNone:
+	default:
+		add(orchestration.SeverityError, "chatSettings.historyPolicy", "unknown history policy %q (known: all, lastN, none)", t.ChatSettings.HistoryPolicy)
+	}
+	if t.ChatSettings.HistoryLength < 0 {
+		add(orchestration.SeverityError, "chatSettings.historyLength", "must not be negative, got %d", t.ChatSettings.HistoryLength)
+	}
+	if t.Options.MaxSteps < 0 {
+		add(orchestration.SeverityError, "options.maxSteps", "must not be negative, got %d", t.Options.MaxSteps)
+	}
+	for name, nc := range t.NodeConfigurations {
+		if nc.MaxTokens < 0 {
+			add(orchestration.SeverityError, "nodeConfigurations."+name+".maxTokens", "must not be negative, got %d", nc.MaxTokens)
+		}
+		if nc.Temperature != nil && (*nc.Temperature < 0 || *nc.Temperature > 2) {
+			add(orchestration.SeverityWarning, "nodeConfigurations."+name+".temperature", "%g is outside the usual range 0..2", *nc.Temperature)
+		}
+	}
+
+	engine, ods := orchestration.New(t.Orchestration, orchestration.Config{
+		Tools:        t.Tools(),
+		Unavailable:  unavailable,
+		HistoryLimit: cfg.HistoryLimit,
+	})
+	for _, d := range ods {
+		d.File = file
+		ds = append(ds, d)
+	}
+	if ds.HasErrors() {
+		return nil, ds
+	}
+	return engine, ds
+}
+
+// Load parses and compiles the template in data.
+func Load(file string, data []byte, cfg Config) (*Agent, orchestration.Diagnostics) {
+	t, ds := Parse(file, data)
+	if t == nil {
+		return nil, ds
+	}
+	engine, ds := Compile(file, t, cfg)
+	if engine == nil {
+		return nil, ds
+	}
+	return &Agent{File: file, Template: t, Engine: engine, Warnings: ds}, ds
+}
+
+// Result is the outcome of loading one file: an agent, or the diagnostics
+// that stopped it (Agent nil), or both (warnings).
+type Result struct {
+	File        string
+	Agent       *Agent
+	Diagnostics orchestration.Diagnostics
+}
+
+// LoadFS loads root from fsys: root is a template file, or a directory whose
+// template.json and */template.json files are loaded in name order. An agent
+// ID that an earlier file already uses is an error. The error return is for
+// root itself being unreadable; problems of single templates are in their
+// Result.
+func LoadFS(fsys fs.FS, root string) ([]Result, error) {
+	return loadFS(fsys, root, root, Config{})
+}
+
+// LoadFSWith is LoadFS with a Config.
+func LoadFSWith(fsys fs.FS, root string, cfg Config) ([]Result, error) {
+	return loadFS(fsys, root, root, cfg)
+}
+
+// LoadPath loads a file or directory of the operating system; diagnostics
+// name files as the path was given.
+func LoadPath(p string, cfg Config) ([]Result, error) {
+	info, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return loadFS(os.DirFS(filepath.Dir(p)), filepath.Base(p), p, cfg)
+	}
+	return loadFS(os.DirFS(p), ".", p, cfg)
+}
+
+func loadFS(fsys fs.FS, root, display string, cfg Config) ([]Result, error) {
+	info, err := fs.Stat(fsys, root)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	if info.IsDir() {
+		if _, err := fs.Stat(fsys, path.Join(root, "template.json")); err == nil {
+			files = append(files, path.Join(root, "template.json"))
+		}
+		matches, err := fs.Glob(fsys, path.Join(root, "*", "template.json"))
+		if err != nil {
+			return nil, err
+		}
+		sort.Strings(matches)
+		files = append(files, matches...)
+		if len(files) == 0 {
+			return nil, fmt.Errorf("%s: no template.json and no */template.json in this directory", display)
+		}
+	} else {
+		files = []string{root}
+	}
+	shown := func(f string) string {
+		if !info.IsDir() {
+			return display
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(f, root), "/")
+		return filepath.Join(display, filepath.FromSlash(rel))
+	}
+	var results []Result
+	seen := map[string]string{}
+	for _, f := range files {
+		name := shown(f)
+		data, err := readLimited(fsys, f)
+		if err != nil {
+			results = append(results, Result{File: name, Diagnostics: orchestration.Diagnostics{{Severity: orchestration.SeverityError, File: name, Message: err.Error()}}})
+			continue
+		}
+		agent, ds := Load(name, data, cfg)
+		if agent != nil {
+			if other, dup := seen[agent.ID()]; dup {
+				ds = append(ds, orchestration.Diagnostic{Severity: orchestration.SeverityError, File: name, Path: "agentId",
+					Message: fmt.Sprintf("%q is already used by %s", agent.ID(), other)})
+				agent = nil
+			} else {
+				seen[agent.ID()] = name
+			}
+		}
+		results = append(results, Result{File: name, Agent: agent, Diagnostics: ds})
+	}
+	return results, nil
+}
+
+func readLimited(fsys fs.FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading: %w", err)
+	}
+	if n > MaxFileSize {
+		return nil, fmt.Errorf("file is larger than %d bytes", MaxFileSize)
+	}
+	return buf.Bytes(), nil
+}
+
+// describeJSONError turns a decoding error into a message with the line and
+// column where it happened.
+func describeJSONError(data []byte, err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		line, col := position(data, syn.Offset)
+		return fmt.Sprintf("line %d, column %d: malformed JSON: %s", line, col, syn.Error())
+	case errors.As(err, &typ):
+		line, col := position(data, typ.Offset)
+		field := typ.Field
+		if field == "" {
+			field = "(top level)"
+		}
+		return fmt.Sprintf("line %d, column %d: %s: expected %s, found a JSON %s", line, col, field, typ.Type, typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		line, col := position(data, int64(len(data)))
+		return fmt.Sprintf("line %d, column %d: malformed JSON: unexpected end of input", line, col)
+	}
+	return "invalid template: " + err.Error()
+}
+
+// position converts a byte offset into a 1-based line and column (columns
+// count characters, not bytes).
+func position(data []byte, offset int64) (line, col int) {
+	if offset > int64(len(data)) {
+		offset = int64(len(data))
+	}
+	before := data[:offset]
+	line = bytes.Count(before, []byte("\n")) + 1
+	lastNL := bytes.LastIndexByte(before, '\n')
+	col = len([]rune(string(before[lastNL+1:])))
+	if col == 0 {
+		col = 1
+	}
+	return line, col
+}

@@ -1,0 +1,133 @@
+// Package template reads agent templates: AgentDock's template.json format,
+// which names an agent's model, tools, personality, chat settings and
+// orchestration.
+//
+// Parsing keeps every field, known or not, so a template survives a round
+// trip. Validation reports every problem in one pass, each located by file,
+// field path and step name, and a template with errors never loads.
+package template
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/agentdock-go/agentdock/orchestration"
+)
+
+// Template is one agent template.
+type Template struct {
+	Version     string   `json:"version,omitempty"`
+	AgentID     string   `json:"agentId"`
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Tags        []string `json:"tags,omitempty"`
+	Priority    float64  `json:"priority,omitempty"`
+	// Personality is the system prompt's opening; a string or a list of
+	// lines in JSON.
+	Personality orchestration.Lines `json:"personality,omitempty"`
+	// Nodes are the agent's tools plus one "llm.<provider>" entry naming its
+	// model provider.
+	Nodes              []string              `json:"nodes,omitempty"`
+	NodeConfigurations map[string]NodeConfig `json:"nodeConfigurations,omitempty"`
+	ChatSettings       ChatSettings          `json:"chatSettings,omitzero"`
+	Options            Options               `json:"options,omitzero"`
+	Orchestration      *orchestration.Spec   `json:"orchestration,omitempty"`
+
+	// Extra keeps the fields this runtime does not know.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// NodeConfig configures one node; for llm.* nodes, the model.
+type NodeConfig struct {
+	Model           string   `json:"model,omitempty"`
+	Temperature     *float64 `json:"temperature,omitempty"`
+	MaxTokens       int      `json:"maxTokens,omitempty"`
+	UseCustomAPIKey bool     `json:"useCustomApiKey,omitempty"`
+
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// ChatSettings configures the conversation.
+type ChatSettings struct {
+	// HistoryPolicy is "all", "lastN" or "none".
+	HistoryPolicy string `json:"historyPolicy,omitempty"`
+	// HistoryLength is N for "lastN": how many messages are sent to the model.
+	HistoryLength   int                 `json:"historyLength,omitempty"`
+	InitialMessages orchestration.Lines `json:"initialMessages,omitempty"`
+	ChatPrompts     []string            `json:"chatPrompts,omitempty"`
+
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// History policies.
+const (
+	HistoryAll   = "all"
+	HistoryLastN = "lastN"
+	HistoryNone  = "none"
+)
+
+// Options holds the template's run options.
+type Options struct {
+	// MaxSteps bounds the model calls of one turn (default 10).
+	MaxSteps int `json:"maxSteps,omitempty"`
+
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// DefaultMaxSteps is the number of model calls a turn may make when the
+// template does not say.
+const DefaultMaxSteps = 10
+
+func (t *Template) UnmarshalJSON(b []byte) error { return orchestration.UnmarshalKeep(b, t, &t.Extra) }
+func (t Template) MarshalJSON() ([]byte, error)  { return orchestration.MarshalKeep(t, t.Extra) }
+func (n *NodeConfig) UnmarshalJSON(b []byte) error {
+	return orchestration.UnmarshalKeep(b, n, &n.Extra)
+}
+func (n NodeConfig) MarshalJSON() ([]byte, error) { return orchestration.MarshalKeep(n, n.Extra) }
+func (c *ChatSettings) UnmarshalJSON(b []byte) error {
+	return orchestration.UnmarshalKeep(b, c, &c.Extra)
+}
+func (c ChatSettings) MarshalJSON() ([]byte, error) { return orchestration.MarshalKeep(c, c.Extra) }
+func (o *Options) UnmarshalJSON(b []byte) error     { return orchestration.UnmarshalKeep(b, o, &o.Extra) }
+func (o Options) MarshalJSON() ([]byte, error)      { return orchestration.MarshalKeep(o, o.Extra) }
+
+// Tools returns the agent's tools: the nodes without llm.* entries, in
+// template order, without repeats.
+func (t *Template) Tools() []string {
+	var out []string
+	for _, n := range t.Nodes {
+		if !strings.HasPrefix(n, "llm.") && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Provider returns the provider named by the template's llm.* node (for
+// example "anthropic") and that node's configuration, or "" when there is
+// none.
+func (t *Template) Provider() (string, NodeConfig) {
+	for _, n := range t.Nodes {
+		if p, ok := strings.CutPrefix(n, "llm."); ok {
+			return p, t.NodeConfigurations[n]
+		}
+	}
+	return "", NodeConfig{}
+}
+
+// MaxSteps returns options.maxSteps or the default.
+func (t *Template) MaxSteps() int {
+	if t.Options.MaxSteps > 0 {
+		return t.Options.MaxSteps
+	}
+	return DefaultMaxSteps
+}
+
+// Steps returns the orchestration's steps (none without orchestration).
+func (t *Template) Steps() []orchestration.Step {
+	if t.Orchestration == nil {
+		return nil
+	}
+	return t.Orchestration.Steps
+}
