@@ -115,9 +115,9 @@ func (m *Memory) lookup(id string, now time.Time) *memEntry {
 }
 
 // create adds an empty session. m.mu is held.
-func (m *Memory) create(id, owner string, now time.Time) *memEntry {
+func (m *Memory) create(id string, o updateOptions, now time.Time) *memEntry {
 	e := &memEntry{
-		sess:    Session{ID: id, Owner: owner, CreatedAt: now, LastAccessed: now},
+		sess:    Session{ID: id, Owner: o.owner, Agent: o.agent, CreatedAt: now, LastAccessed: now},
 		expires: now.Add(m.cfg.TTL),
 	}
 	m.items[id] = m.lru.PushFront(e)
@@ -151,7 +151,8 @@ func (m *Memory) Get(ctx context.Context, id string) (Session, error) {
 }
 
 // GetOrCreate implements Store.
-func (m *Memory) GetOrCreate(ctx context.Context, id, owner string) (Session, bool, error) {
+func (m *Memory) GetOrCreate(ctx context.Context, id string, opts ...UpdateOption) (Session, bool, error) {
+	o := collect(opts)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.checkOpen(ctx); err != nil {
@@ -161,7 +162,7 @@ func (m *Memory) GetOrCreate(ctx context.Context, id, owner string) (Session, bo
 	if e := m.lookup(id, now); e != nil {
 		return e.sess, false, nil
 	}
-	return m.create(id, owner, now).sess, true, nil
+	return m.create(id, o, now).sess, true, nil
 }
 
 // Update implements Store. fn runs exactly once, under the store's lock.
@@ -185,7 +186,7 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 		return Session{}, err
 	}
 	if e == nil {
-		e = m.create(id, o.owner, now)
+		e = m.create(id, o, now)
 	}
 	e.sess.State = st
 	e.sess.Version++
@@ -251,7 +252,7 @@ func (m *Memory) AppendMessages(ctx context.Context, id string, msgs []chat.Mess
 	}
 	e := m.lookup(id, now)
 	if e == nil {
-		e = m.create(id, o.owner, now)
+		e = m.create(id, o, now)
 	}
 	all := append(e.msgs, msgs...)
 	if over := len(all) - m.cfg.MaxMessages; over > 0 {

@@ -41,7 +41,10 @@ type Session struct {
 	State orchestration.State `json:"state"`
 	// Owner identifies the caller (an API key's fingerprint) that created
 	// the session; empty when the server runs without keys.
-	Owner        string    `json:"owner,omitempty"`
+	Owner string `json:"owner,omitempty"`
+	// Agent is the ID of the agent the session belongs to; a session is
+	// bound to the agent of its first turn.
+	Agent        string    `json:"agent,omitempty"`
 	CreatedAt    time.Time `json:"createdAt"`
 	LastAccessed time.Time `json:"lastAccessed"`
 	// Version increases with every write; stores use it for optimistic
@@ -55,8 +58,9 @@ type Store interface {
 	// Get returns the session, or ErrNotFound.
 	Get(ctx context.Context, id string) (Session, error)
 	// GetOrCreate returns the session, creating an empty one (owned by
-	// owner) when there is none; created reports which.
-	GetOrCreate(ctx context.Context, id, owner string) (s Session, created bool, err error)
+	// owner and agent, see WithOwner and WithAgent) when there is none;
+	// created reports which.
+	GetOrCreate(ctx context.Context, id string, opts ...UpdateOption) (s Session, created bool, err error)
 	// Update applies fn to the session's state atomically and returns the
 	// stored session. A missing session is created empty first. fn may run
 	// more than once (optimistic retries) and must have no side effects; an
@@ -103,6 +107,7 @@ type UpdateOption func(*updateOptions)
 type updateOptions struct {
 	lease Lease
 	owner string
+	agent string
 }
 
 // WithLease makes the write conditional on the lease still holding the
@@ -111,6 +116,9 @@ func WithLease(l Lease) UpdateOption { return func(o *updateOptions) { o.lease =
 
 // WithOwner sets the owner of a session that the write creates.
 func WithOwner(owner string) UpdateOption { return func(o *updateOptions) { o.owner = owner } }
+
+// WithAgent sets the agent of a session that the write creates.
+func WithAgent(id string) UpdateOption { return func(o *updateOptions) { o.agent = id } }
 
 func collect(opts []UpdateOption) updateOptions {
 	var o updateOptions
@@ -178,4 +186,24 @@ func TTLFromEnv() (time.Duration, error) {
 		return 0, errors.New("SESSION_TTL_SECONDS: want a positive number of seconds, got " + strconv.Quote(v))
 	}
 	return time.Duration(n) * time.Second, nil
+}
+
+// NewID returns a new session ID: 128 random bits, hex-encoded.
+func NewID() string { return newToken() }
+
+// ValidID reports whether id is acceptable as a session ID: 8 to 128
+// characters from letters, digits, '-' and '_'. Client-chosen IDs are
+// allowed (AI SDK chat IDs, for example) but nothing that could break a
+// key, a header or a log line.
+func ValidID(id string) bool {
+	if len(id) < 8 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
