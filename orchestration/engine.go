@@ -345,3 +345,24 @@ func appendBounded(history []string, tool string, limit int) []string {
 	out = append(out, history[start:]...)
 	return append(out, tool)
 }
+
+// StepInfo describes one compiled step.
+type StepInfo struct {
+	Name        string
+	Description string
+	Default     bool
+	// Sequence lists the groups of the step's sequence.
+	Sequence [][]string
+	// Tools are the step's tools: allowed minus denied, available ones only.
+	Tools []string
+}
+
+// Steps describes the compiled steps in template order. The slices are
+// shared with the engine: do not modify them.
+func (e *Engine) Steps() []StepInfo {
+	out := make([]StepInfo, len(e.steps))
+	for i, s := range e.steps {
+		out[i] = StepInfo{Name: s.name, Description: s.description, Default: s.isDefault, Sequence: s.sequence, Tools: s.tools}
+	}
+	return out
+}

@@ -1,0 +1,329 @@
+// Package agent hosts agents: each Node runs one template's agent, turning a
+// user message into a streamed turn (HandleMessage) with the orchestration,
+// the tools, the model and the session store around it.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
+)
+
+// Errors HandleMessage returns before a turn starts.
+var (
+	// ErrInvalidMessage: the message is empty, not UTF-8, or too long.
+	ErrInvalidMessage = errors.New("invalid message")
+	// ErrWrongAgent: the session belongs to another agent.
+	ErrWrongAgent = errors.New("the session belongs to another agent")
+)
+
+// Tools is what an agent needs of a tool registry. *tools.Registry is one.
+type Tools interface {
+	llmorch.Executor
+	// Names lists the tools the runtime provides.
+	Names() []string
+}
+
+// ModelFactory returns the model for a template.
+type ModelFactory func(t *template.Template) (llmorch.Model, error)
+
+// Config is shared by the nodes of a server.
+type Config struct {
+	Store  session.Store
+	Tools  Tools
+	Models ModelFactory
+	Logger *slog.Logger
+	// MaxMessageBytes bounds a user message (default 32 KiB).
+	MaxMessageBytes int
+	// LeaseRenewal is how often a running turn extends its session lease
+	// (default 10 s; keep it well under the store's LockTTL).
+	LeaseRenewal time.Duration
+}
+
+// DefaultMaxMessageBytes bounds a user message unless configured.
+const DefaultMaxMessageBytes = 32 << 10
+
+func (c *Config) check() error {
+	var missing []string
+	if c.Store == nil {
+		missing = append(missing, "Store")
+	}
+	if c.Tools == nil {
+		missing = append(missing, "Tools")
+	}
+	if c.Models == nil {
+		missing = append(missing, "Models")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("agent: Config needs %s", strings.Join(missing, ", "))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.LeaseRenewal <= 0 {
+		c.LeaseRenewal = 10 * time.Second
+	}
+	return nil
+}
+
+// Agents is the set of agents a server hosts.
+type Agents struct {
+	cfg  Config
+	list []*Node
+	byID map[string]*Node
+}
+
+// New builds a Node for every loaded template. Agent IDs must be unique.
+func New(cfg Config, loaded []*template.Agent) (*Agents, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	a := &Agents{cfg: cfg, byID: make(map[string]*Node)}
+	for _, l := range loaded {
+		if _, dup := a.byID[l.ID()]; dup {
+			return nil, fmt.Errorf("agent %q is defined twice (%s)", l.ID(), l.File)
+		}
+		n, err := newNode(cfg, l)
+		if err != nil {
+			return nil, err
+		}
+		a.byID[n.ID()] = n
+		a.list = append(a.list, n)
+	}
+	sort.SliceStable(a.list, func(i, j int) bool {
+		ti, tj := a.list[i].Template(), a.list[j].Template()
+		if ti.Priority != tj.Priority {
+			return ti.Priority > tj.Priority
+		}
+		return ti.Name < tj.Name
+	})
+	return a, nil
+}
+
+// List returns the agents, highest template priority first, then by name.
+func (a *Agents) List() []*Node { return a.list }
+
+// Get returns the agent with the given ID.
+func (a *Agents) Get(id string) (*Node, bool) {
+	n, ok := a.byID[id]
+	return n, ok
+}
+
+// Store returns the session store the agents share.
+func (a *Agents) Store() session.Store { return a.cfg.Store }
+
+// Node runs one agent.
+type Node struct {
+	cfg     Config
+	agent   *template.Agent
+	model   llmorch.Model
+	service *llmorch.Service
+}
+
+func newNode(cfg Config, l *template.Agent) (*Node, error) {
+	model, err := cfg.Models(l.Template)
+	if err != nil {
+		return nil, fmt.Errorf("agent %q: model: %w", l.ID(), err)
+	}
+	svc, err := llmorch.NewService(llmorch.ServiceConfig{
+		Template: l.Template,
+		Engine:   l.Engine,
+		Store:    cfg.Store,
+		Model:    model,
+		Tools:    cfg.Tools,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent %q: %w", l.ID(), err)
+	}
+	return &Node{cfg: cfg, agent: l, model: model, service: svc}, nil
+}
+
+// ID returns the agent's ID.
+func (n *Node) ID() string { return n.agent.ID() }
+
+// Template returns the agent's template.
+func (n *Node) Template() *template.Template { return n.agent.Template }
+
+// Engine returns the agent's orchestration engine.
+func (n *Node) Engine() *orchestration.Engine { return n.agent.Engine }
+
+// ModelInfo names the agent's model; Provider is "offline" for the offline
+// model.
+func (n *Node) ModelInfo() llmorch.Info { return n.model.Info() }
+
+// Warnings returns the template's load warnings.
+func (n *Node) Warnings() []string {
+	out := make([]string, len(n.agent.Warnings))
+	for i, d := range n.agent.Warnings {
+		out[i] = d.String()
+	}
+	return out
+}
+
+// Option adjusts one HandleMessage call.
+type Option func(*options)
+
+type options struct {
+	owner string
+}
+
+// WithOwner names the caller (an API key's fingerprint). A new session is
+// owned by it; an existing session owned by someone else is reported as not
+// found.
+func WithOwner(owner string) Option { return func(o *options) { o.owner = owner } }
+
+// HandleMessage starts one turn on the session (created when new) and
+// returns its events, numbered from 1 and ending with Done.
+//
+// Errors before the turn starts: ErrInvalidMessage, ErrWrongAgent,
+// session.ErrNotFound (another owner's session), session.ErrBusy (a turn is
+// running), and store failures wrapping session.ErrUnavailable.
+//
+// The sequence must be iterated to the end, or broken off (which cancels the
+// turn): it holds the session's lease until then. The turn runs under ctx.
+func (n *Node) HandleMessage(ctx context.Context, sessionID, message string, opts ...Option) (iter.Seq[chat.Event], error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	if err := n.checkMessage(message); err != nil {
+		return nil, err
+	}
+	store := n.cfg.Store
+	sess, _, err := store.GetOrCreate(ctx, sessionID, session.WithOwner(o.owner), session.WithAgent(n.ID()))
+	if err != nil {
+		return nil, fmt.Errorf("opening session: %w", err)
+	}
+	if sess.Owner != o.owner {
+		return nil, session.ErrNotFound
+	}
+	if sess.Agent != "" && sess.Agent != n.ID() {
+		return nil, fmt.Errorf("%w %q", ErrWrongAgent, sess.Agent)
+	}
+	lease, err := store.Lock(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	release := func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := lease.Release(ctx); err != nil {
+			n.cfg.Logger.Warn("releasing session lease", "agent", n.ID(), "session", sessionID, "err", err)
+		}
+	}
+	turn, err := n.startTurn(ctx, sessionID, message, lease)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return func(yield func(chat.Event) bool) {
+		defer release()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go n.keepAlive(ctx, lease, cancel)
+		var seq int64
+		for ev := range n.service.StreamWithOrchestration(ctx, turn) {
+			seq++
+			ev.Seq = seq
+			if !yield(ev) {
+				return
+			}
+		}
+	}, nil
+}
+
+func (n *Node) checkMessage(message string) error {
+	switch {
+	case strings.TrimSpace(message) == "":
+		return fmt.Errorf("%w: the message is empty", ErrInvalidMessage)
+	case len(message) > n.cfg.MaxMessageBytes:
+		return fmt.Errorf("%w: the message is %d bytes; the limit is %d", ErrInvalidMessage, len(message), n.cfg.MaxMessageBytes)
+	case !utf8.ValidString(message):
+		return fmt.Errorf("%w: the message is not valid UTF-8", ErrInvalidMessage)
+	}
+	return nil
+}
+
+// startTurn records the user message and assembles the history the model
+// sees.
+func (n *Node) startTurn(ctx context.Context, sessionID, message string, lease session.Lease) (llmorch.Turn, error) {
+	store := n.cfg.Store
+	engine := n.Engine()
+	st, err := store.Update(ctx, sessionID, func(s *orchestration.State) error {
+		*s, _ = engine.Apply(*s, orchestration.UserMessage(message))
+		return nil
+	}, session.WithLease(lease))
+	if err != nil {
+		return llmorch.Turn{}, fmt.Errorf("recording the message: %w", err)
+	}
+	var history []chat.Message
+	cs := n.Template().ChatSettings
+	if cs.HistoryPolicy != template.HistoryNone {
+		limit := 0
+		if cs.HistoryPolicy == template.HistoryLastN && cs.HistoryLength > 0 {
+			limit = cs.HistoryLength
+		}
+		history, err = store.Messages(ctx, sessionID, limit)
+		if err != nil && !errors.Is(err, session.ErrNotFound) {
+			return llmorch.Turn{}, fmt.Errorf("reading the history: %w", err)
+		}
+		history = trimToUserStart(history)
+	}
+	user := chat.Message{Role: chat.RoleUser, Content: message}
+	if err := store.AppendMessages(ctx, sessionID, []chat.Message{user}, session.WithLease(lease)); err != nil {
+		return llmorch.Turn{}, fmt.Errorf("saving the message: %w", err)
+	}
+	return llmorch.Turn{SessionID: sessionID, Lease: lease, State: st.State, History: append(history, user)}, nil
+}
+
+// trimToUserStart drops messages from the front until the history starts
+// with a user message: a window cut by lastN must not begin with tool results
+// or tool calls whose other half was cut off.
+func trimToUserStart(h []chat.Message) []chat.Message {
+	for i, m := range h {
+		if m.Role == chat.RoleUser {
+			return h[i:]
+		}
+	}
+	return nil
+}
+
+// keepAlive extends the lease while the turn runs; when the lease is lost the
+// turn is cancelled, since its writes would be refused anyway.
+func (n *Node) keepAlive(ctx context.Context, lease session.Lease, cancel context.CancelFunc) {
+	t := time.NewTicker(n.cfg.LeaseRenewal)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := lease.Extend(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if errors.Is(err, session.ErrFenced) {
+					n.cfg.Logger.Warn("session lease lost; cancelling the turn", "agent", n.ID(), "session", lease.SessionID())
+					cancel()
+					return
+				}
+				n.cfg.Logger.Warn("extending session lease", "agent", n.ID(), "session", lease.SessionID(), "err", err)
+			}
+		}
+	}
+}

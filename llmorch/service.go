@@ -1,0 +1,406 @@
+package llmorch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"time"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
+)
+
+// Executor runs tool calls. *tools.Registry is one.
+type Executor interface {
+	// Specs describes the named tools, in order.
+	Specs(names []string) []chat.ToolSpec
+	// Execute runs one call; failures come back as error results.
+	Execute(ctx context.Context, call chat.ToolCall) chat.ToolResult
+}
+
+// ServiceConfig configures a Service for one agent.
+type ServiceConfig struct {
+	Template *template.Template
+	Engine   *orchestration.Engine
+	Store    session.Store
+	Model    Model
+	Tools    Executor
+	// MaxSteps bounds the model calls of a turn before the final answer
+	// (default: the template's options.maxSteps, else 10).
+	MaxSteps int
+	// Temperature and MaxTokens override the template's model settings.
+	Temperature *float64
+	MaxTokens   int
+}
+
+// Service is the LLM orchestration service of one agent: it runs a turn as a
+// loop of model calls, and before every call asks the orchestration which
+// tools to offer and renders the system prompt for the active step.
+type Service struct {
+	cfg   ServiceConfig
+	modes []Mode
+}
+
+// NewService checks cfg and returns a Service.
+func NewService(cfg ServiceConfig) (*Service, error) {
+	var missing []string
+	if cfg.Template == nil {
+		missing = append(missing, "Template")
+	}
+	if cfg.Engine == nil {
+		missing = append(missing, "Engine")
+	}
+	if cfg.Store == nil {
+		missing = append(missing, "Store")
+	}
+	if cfg.Model == nil {
+		missing = append(missing, "Model")
+	}
+	if cfg.Tools == nil {
+		missing = append(missing, "Tools")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("llmorch: ServiceConfig needs %v", missing)
+	}
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = cfg.Template.MaxSteps()
+	}
+	_, node := cfg.Template.Provider()
+	if cfg.Temperature == nil {
+		cfg.Temperature = node.Temperature
+	}
+	if cfg.MaxTokens == 0 {
+		cfg.MaxTokens = node.MaxTokens
+	}
+	s := &Service{cfg: cfg}
+	for _, st := range cfg.Engine.Steps() {
+		s.modes = append(s.modes, Mode{Name: st.Name, Description: st.Description, Sequence: st.Sequence, Tools: st.Tools, Default: st.Default})
+	}
+	return s, nil
+}
+
+// Turn is the input of one turn.
+type Turn struct {
+	SessionID string
+	// Lease is the turn's hold on the session; every write is fenced by it.
+	Lease session.Lease
+	// State is the orchestration state after the user message was applied.
+	State orchestration.State
+	// History is the conversation sent to the model, ending with the user
+	// message of this turn.
+	History []chat.Message
+}
+
+// saveTimeout bounds the writes made after a turn was cancelled, so that the
+// partial answer is saved but a dead store cannot hold the turn forever.
+const saveTimeout = 5 * time.Second
+
+// StreamWithOrchestration runs one turn and yields its events (without Seq
+// numbers; the agent assigns them). The last event is always Done.
+//
+// Each model call is one step. Before it, the orchestration decides the
+// offered tools; after it (onStepFinish), the step's tool calls are executed
+// in order, each one only if it is offered at that moment, each executed tool
+// is recorded (advancing sequences and re-choosing the step, so the next call
+// of the same turn sees the new step's tools), and the step's usage is
+// recorded. The step's messages are appended to the history as they
+// complete. All writes are atomic store updates fenced by the turn's lease.
+func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.Seq[chat.Event] {
+	return func(yield func(chat.Event) bool) {
+		r := &run{s: s, turn: turn, state: turn.State, yield: yield, messages: slices.Clone(turn.History)}
+		reason, err := r.loop(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				reason = chat.FinishCancelled
+			} else {
+				reason = chat.FinishError
+				if !r.emit(chat.Event{Kind: chat.KindError, Error: publicError(err)}) {
+					return
+				}
+			}
+		}
+		if !r.turnUsage.IsZero() {
+			u := r.turnUsage
+			if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u, Final: true}) {
+				return
+			}
+		}
+		r.emit(chat.Event{Kind: chat.KindDone, FinishReason: reason})
+	}
+}
+
+type run struct {
+	s         *Service
+	turn      Turn
+	state     orchestration.State
+	yield     func(chat.Event) bool
+	stopped   bool // the consumer stopped iterating
+	messages  []chat.Message
+	turnUsage chat.Usage
+	lastStep  string
+	lastSnap  chat.Snapshot
+	announced bool
+}
+
+var errStopped = errors.New("consumer stopped")
+
+func (r *run) emit(ev chat.Event) bool {
+	if r.stopped {
+		return false
+	}
+	if !r.yield(ev) {
+		r.stopped = true
+		return false
+	}
+	return true
+}
+
+func (r *run) loop(ctx context.Context) (string, error) {
+	cfg := r.s.cfg
+	for step := 1; ; step++ {
+		final := step > cfg.MaxSteps
+		calls, err := r.modelStep(ctx, final)
+		if err != nil {
+			return "", err
+		}
+		if len(calls) == 0 {
+			if final {
+				return chat.FinishMaxSteps, nil
+			}
+			return chat.FinishStop, nil
+		}
+		if final {
+			// The model called tools although none were offered; its
+			// calls were refused and the turn ends here.
+			return chat.FinishMaxSteps, nil
+		}
+	}
+}
+
+// modelStep runs one model call and its onStepFinish. It returns the step's
+// tool calls.
+func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error) {
+	cfg := r.s.cfg
+	offer := cfg.Engine.Offer(r.state)
+	snap := cfg.Engine.Snapshot(r.state)
+	if final {
+		snap.OfferedTools = nil
+		offer.Tools = nil
+	}
+	if !r.announce(snap) {
+		return nil, errStopped
+	}
+	if offer.Warning != "" && !r.emit(chat.Event{Kind: chat.KindWarning, Text: offer.Warning}) {
+		return nil, errStopped
+	}
+	req := Request{
+		System: SystemPrompt(PromptInput{
+			Personality: cfg.Template.Personality,
+			Guide:       guide(cfg.Template),
+			Steps:       cfg.Template.Steps(),
+			Snapshot:    snap,
+			FinalAnswer: final,
+		}),
+		Messages:      r.messages,
+		Tools:         cfg.Tools.Specs(offer.Tools),
+		Temperature:   cfg.Temperature,
+		MaxTokens:     cfg.MaxTokens,
+		Orchestration: &snap,
+		Modes:         r.s.modes,
+	}
+	if !r.emit(chat.Event{Kind: chat.KindStepStart}) {
+		return nil, errStopped
+	}
+	var (
+		text  []byte
+		calls []chat.ToolCall
+		usage chat.Usage
+	)
+	for ev, err := range cfg.Model.Stream(ctx, req) {
+		if err != nil {
+			r.saveMessages(ctx, assistantMessage(text, nil))
+			return nil, err
+		}
+		switch ev.Kind {
+		case chat.KindTextDelta:
+			text = append(text, ev.Text...)
+			if !r.emit(ev) {
+				r.saveMessages(ctx, assistantMessage(text, nil))
+				return nil, errStopped
+			}
+		case chat.KindToolCall:
+			calls = append(calls, *ev.ToolCall)
+		case chat.KindUsage:
+			usage = usage.Add(*ev.Usage)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		r.saveMessages(ctx, assistantMessage(text, nil))
+		return nil, err
+	}
+	return calls, r.onStepFinish(ctx, text, calls, usage)
+}
+
+// onStepFinish executes the step's tool calls, records tools and usage and
+// saves the step's messages.
+func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCall, usage chat.Usage) error {
+	cfg := r.s.cfg
+	msgs := []chat.Message{assistantMessage(text, calls)}
+	for _, call := range calls {
+		if !r.emit(chat.Event{Kind: chat.KindToolCall, ToolCall: &call}) {
+			return errStopped
+		}
+		res := r.runTool(ctx, call)
+		if err := ctx.Err(); err != nil {
+			// Cancelled mid-step: keep the text, drop the calls whose
+			// results are not all there, so the history stays valid.
+			r.saveMessages(ctx, assistantMessage(text, nil))
+			return err
+		}
+		if res.err != nil {
+			return res.err
+		}
+		msgs = append(msgs, chat.Message{Role: chat.RoleTool, Content: res.result.Content, ToolCallID: call.ID, ToolName: call.Name, IsError: res.result.IsError})
+		result := res.result
+		if !r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &result}) {
+			return errStopped
+		}
+		if res.transition {
+			if !r.announce(cfg.Engine.Snapshot(r.state)) {
+				return errStopped
+			}
+		}
+	}
+	if !usage.IsZero() {
+		st, err := cfg.Store.Update(ctx, r.turn.SessionID, func(s *orchestration.State) error {
+			*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(usage))
+			return nil
+		}, session.WithLease(r.turn.Lease))
+		if err != nil {
+			return fmt.Errorf("recording token usage: %w", err)
+		}
+		r.state = st.State
+		r.turnUsage = r.turnUsage.Add(usage)
+	}
+	r.messages = append(r.messages, msgs...)
+	if err := cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, session.WithLease(r.turn.Lease)); err != nil {
+		return fmt.Errorf("saving the conversation: %w", err)
+	}
+	if !r.emit(chat.Event{Kind: chat.KindStepFinish}) {
+		return errStopped
+	}
+	if !usage.IsZero() {
+		u := usage
+		if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u}) {
+			return errStopped
+		}
+	}
+	return nil
+}
+
+type toolOutcome struct {
+	result     chat.ToolResult
+	transition bool
+	err        error // a store failure: ends the turn
+}
+
+// runTool executes one call if the orchestration offers it now, and records
+// it when it succeeded. A refused call is neither executed nor recorded; a
+// failed one is not recorded either, so a sequence does not advance past a
+// tool that did not run.
+func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
+	cfg := r.s.cfg
+	if !slices.Contains(cfg.Engine.Offer(r.state).Tools, call.Name) {
+		_, d := cfg.Engine.Apply(r.state, orchestration.ToolUsed(call.Name))
+		return toolOutcome{result: chat.ToolResult{CallID: call.ID, Name: call.Name, Content: "Refused: " + d.Reason + ".", Type: "error", IsError: true}}
+	}
+	res := cfg.Tools.Execute(ctx, call)
+	res.CallID, res.Name = call.ID, call.Name
+	if res.IsError {
+		return toolOutcome{result: res}
+	}
+	var dec orchestration.Decision
+	st, err := cfg.Store.Update(ctx, r.turn.SessionID, func(s *orchestration.State) error {
+		*s, dec = cfg.Engine.Apply(*s, orchestration.ToolUsed(call.Name))
+		return nil
+	}, session.WithLease(r.turn.Lease))
+	if err != nil {
+		return toolOutcome{err: fmt.Errorf("recording tool %q: %w", call.Name, err)}
+	}
+	if dec.Refused {
+		// The stored state moved on since this step began (it cannot
+		// while the lease is held, but the store is the authority).
+		res = chat.ToolResult{CallID: call.ID, Name: call.Name, Content: "Refused: " + dec.Reason + ".", Type: "error", IsError: true}
+	}
+	r.state = st.State
+	return toolOutcome{result: res, transition: dec.Transition}
+}
+
+// announce emits the orchestration snapshot when it changed since the last
+// one (or for the first model call).
+func (r *run) announce(snap chat.Snapshot) bool {
+	if r.announced && snap.ActiveStep == r.lastStep && !r.changed(snap) {
+		return true
+	}
+	if r.announced && snap.ActiveStep != r.lastStep {
+		snap.Transition, snap.PreviousStep = true, r.lastStep
+	} else if !r.announced && snap.ActiveStep != r.turn.State.ActiveStep {
+		snap.Transition = true
+	}
+	r.announced, r.lastStep = true, snap.ActiveStep
+	r.lastSnap = snap
+	return r.emit(chat.Event{Kind: chat.KindOrchestration, Orchestration: &snap})
+}
+
+func (r *run) changed(snap chat.Snapshot) bool {
+	return snap.SequenceIndex != r.lastSnap.SequenceIndex || !slices.Equal(snap.OfferedTools, r.lastSnap.OfferedTools)
+}
+
+// saveMessages appends messages even when ctx is cancelled, within
+// saveTimeout; a failure here is not reported because the turn is already
+// ending with an error.
+func (r *run) saveMessages(ctx context.Context, msgs ...chat.Message) {
+	var keep []chat.Message
+	for _, m := range msgs {
+		if m.Content != "" || len(m.ToolCalls) > 0 {
+			keep = append(keep, m)
+		}
+	}
+	if len(keep) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	_ = r.s.cfg.Store.AppendMessages(ctx, r.turn.SessionID, keep, session.WithLease(r.turn.Lease))
+}
+
+func assistantMessage(text []byte, calls []chat.ToolCall) chat.Message {
+	return chat.Message{Role: chat.RoleAssistant, Content: string(text), ToolCalls: calls}
+}
+
+func guide(t *template.Template) []string {
+	if t.Orchestration == nil {
+		return nil
+	}
+	return t.Orchestration.Description
+}
+
+// publicError turns an error into one that is safe to show a client.
+func publicError(err error) *chat.Error {
+	var ce *chat.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce
+	case errors.Is(err, session.ErrFenced):
+		return &chat.Error{Code: "session_lease_lost", Message: "another turn took over this session; this turn stopped"}
+	case errors.Is(err, session.ErrUnavailable):
+		return &chat.Error{Code: "store_unavailable", Message: "the session store is unavailable; try again shortly"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &chat.Error{Code: "timeout", Message: "the turn took too long"}
+	}
+	return &chat.Error{Code: "internal_error", Message: "the turn failed"}
+}
