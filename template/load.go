@@ -3,7 +3,6 @@ package template
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentdock-go/agentdock/internal/jsonpos"
 	"github.com/agentdock-go/agentdock/orchestration"
 )
 
@@ -51,7 +51,7 @@ var agentIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 func Parse(file string, data []byte) (*Template, orchestration.Diagnostics) {
 	var t Template
 	if err := json.Unmarshal(data, &t); err != nil {
-		return nil, orchestration.Diagnostics{{Severity: orchestration.SeverityError, File: file, Message: describeJSONError(data, err)}}
+		return nil, orchestration.Diagnostics{{Severity: orchestration.SeverityError, File: file, Message: jsonpos.Describe(data, err, -1)}}
 	}
 	return &t, nil
 }
@@ -242,43 +242,4 @@ func readLimited(fsys fs.FS, name string) ([]byte, error) {
 		return nil, fmt.Errorf("file is larger than %d bytes", MaxFileSize)
 	}
 	return buf.Bytes(), nil
-}
-
-// describeJSONError turns a decoding error into a message with the line and
-// column where it happened.
-func describeJSONError(data []byte, err error) string {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		line, col := position(data, syn.Offset)
-		return fmt.Sprintf("line %d, column %d: malformed JSON: %s", line, col, syn.Error())
-	case errors.As(err, &typ):
-		line, col := position(data, typ.Offset)
-		field := typ.Field
-		if field == "" {
-			field = "(top level)"
-		}
-		return fmt.Sprintf("line %d, column %d: %s: expected %s, found a JSON %s", line, col, field, typ.Type, typ.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		line, col := position(data, int64(len(data)))
-		return fmt.Sprintf("line %d, column %d: malformed JSON: unexpected end of input", line, col)
-	}
-	return "invalid template: " + err.Error()
-}
-
-// position converts a byte offset into a 1-based line and column (columns
-// count characters, not bytes).
-func position(data []byte, offset int64) (line, col int) {
-	if offset > int64(len(data)) {
-		offset = int64(len(data))
-	}
-	before := data[:offset]
-	line = bytes.Count(before, []byte("\n")) + 1
-	lastNL := bytes.LastIndexByte(before, '\n')
-	col = len([]rune(string(before[lastNL+1:])))
-	if col == 0 {
-		col = 1
-	}
-	return line, col
 }

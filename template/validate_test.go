@@ -1,0 +1,139 @@
+package template
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentdock-go/agentdock/orchestration"
+)
+
+// tmpl builds a template with the given steps JSON and nodes.
+func tmpl(nodes, steps string) string {
+	return `{"agentId": "t", "name": "T", "nodes": [` + nodes + `], "orchestration": {"steps": [` + steps + `]}}`
+}
+
+const stdNodes = `"llm.openai", "think", "search", "critique", "debate"`
+
+// TestValidationErrors has one case per error class of the contract (and of
+// the template fields); each message must name the file, the step and the
+// field.
+func TestValidationErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		json string
+		want string // the whole diagnostic line
+	}{
+		{"unknown condition type", tmpl(stdNodes, `{"name":"A"},{"name":"B"},{"name":"EvaluationMode","conditions":[{"type":"message_sounds_like","value":"x"}]}`),
+			`cognitive.json: orchestration.steps[2] "EvaluationMode": conditions[0].type: unknown condition "message_sounds_like" (known: tool_used, sequence_match, message_contains, message_starts_with, message_regex, not_recently_used)`},
+		{"missing condition type", tmpl(stdNodes, `{"name":"A","conditions":[{"value":"x"}]}`),
+			`cognitive.json: orchestration.steps[0] "A": conditions[0].type: missing condition type`},
+		{"missing value", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"tool_used"}]}`),
+			`cognitive.json: orchestration.steps[0] "A": conditions[0].value: tool_used needs a value`},
+		{"missing window", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"not_recently_used","value":"think"}]}`),
+			`cognitive.json: orchestration.steps[0] "A": conditions[0].window: not_recently_used needs a window`},
+		{"window below one", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"not_recently_used","value":"think","window":0}]}`),
+			`cognitive.json: orchestration.steps[0] "A": conditions[0].window: window must be at least 1, got 0`},
+		{"invalid regex", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"message_regex","value":"(unclosed"}]}`),
+			`cognitive.json: orchestration.steps[0] "A": conditions[0].value: invalid regex "(unclosed": missing closing ): ` + "`(?i)(unclosed`"},
+		{"regex too long", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"message_regex","value":"`+strings.Repeat("a", 1025)+`"}]}`),
+			`cognitive.json: orchestration.steps[0] "A": conditions[0].value: regex is 1025 characters long; the limit is 1024`},
+		{"duplicate step names", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"tool_used","value":"think"}]},{"name":"A","conditions":[{"type":"tool_used","value":"search"}]}`),
+			`cognitive.json: orchestration.steps[1] "A": name: duplicate step name (also orchestration.steps[0])`},
+		{"missing step name", tmpl(stdNodes, `{"description":"nameless","isDefault":true}`),
+			`cognitive.json: orchestration.steps[0]: name: a step needs a name`},
+		{"two default steps", tmpl(stdNodes, `{"name":"A","isDefault":true},{"name":"B","isDefault":true}`),
+			`cognitive.json: orchestration.steps[1] "B": isDefault: more than one default step (orchestration.steps[0] "A" is default too)`},
+		{"sequence tool the agent lacks", tmpl(stdNodes, `{"name":"A","isDefault":true,"sequence":["think","summarize"]}`),
+			`cognitive.json: orchestration.steps[0] "A": sequence[1]: tool "summarize" is not one of the agent's tools (think, search, critique, debate)`},
+		{"sequence tool not allowed", tmpl(stdNodes, `{"name":"A","isDefault":true,"availableTools":{"allowed":["think"]},"sequence":["think",["search","debate"]]}`),
+			`cognitive.json: orchestration.steps[0] "A": sequence[1]: tool "search" is not in this step's availableTools.allowed`},
+		{"sequence tool denied", tmpl(stdNodes, `{"name":"A","isDefault":true,"availableTools":{"denied":["de*"]},"sequence":["debate"]}`),
+			`cognitive.json: orchestration.steps[0] "A": sequence[0]: tool "debate" is excluded by this step's availableTools.denied`},
+		{"empty sequence group", tmpl(stdNodes, `{"name":"A","isDefault":true,"sequence":[[]]}`),
+			`cognitive.json: orchestration.steps[0] "A": sequence[0]: an empty group of tools`},
+		{"unknown step scope", `{"agentId":"t","name":"T","nodes":["think"],"orchestration":{"stepScope":"forever","steps":[]}}`,
+			`cognitive.json: orchestration.stepScope: unknown step scope "forever" (known: session, turn)`},
+		{"missing agentId", `{"name":"T"}`, `cognitive.json: agentId: required: the ID the agent is served under`},
+		{"bad agentId", `{"agentId":"a b","name":"T"}`, `cognitive.json: agentId: "a b" is not a valid ID`},
+		{"missing name", `{"agentId":"t"}`, `cognitive.json: name: required: the agent's display name`},
+		{"unknown history policy", `{"agentId":"t","name":"T","chatSettings":{"historyPolicy":"some"}}`,
+			`cognitive.json: chatSettings.historyPolicy: unknown history policy "some" (known: all, lastN, none)`},
+		{"negative maxSteps", `{"agentId":"t","name":"T","options":{"maxSteps":-1}}`, `cognitive.json: options.maxSteps: must not be negative, got -1`},
+		{"malformed JSON", "{\n  \"agentId\": \"t\",\n  \"name\": \"T\"\n  \"nodes\": []\n}", `cognitive.json: line 4, column 3: malformed JSON: invalid character '"' after object key:value pair`},
+		{"truncated JSON", "{\n  \"agentId\": \"t\",", `cognitive.json: line 2, column 17: malformed JSON: unexpected end of JSON input`},
+		{"wrong JSON type", "{\"agentId\": \"t\", \"name\": \"T\",\n \"nodes\": \"think\"}", `cognitive.json: line 2, column 17: nodes: expected []string, found a JSON string`},
+		{"bad sequence entry", tmpl(stdNodes, `{"name":"A","isDefault":true,"sequence":[42]}`), `a sequence entry must be a tool name or a list of tool names`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agent, ds := Load("cognitive.json", []byte(tt.json), Config{})
+			if agent != nil {
+				t.Fatalf("template loaded despite the error; diagnostics: %v", ds)
+			}
+			for _, d := range ds.Errors() {
+				if strings.Contains(d.String(), tt.want) {
+					return
+				}
+			}
+			t.Errorf("no error contains\n  %s\ngot:\n  %s", tt.want, lines(ds))
+		})
+	}
+}
+
+func TestAllErrorsInOnePass(t *testing.T) {
+	_, ds := Load("x.json", []byte(tmpl(stdNodes, `
+		{"name":"A","conditions":[{"type":"nope"}]},
+		{"name":"A","conditions":[{"type":"tool_used"}]},
+		{"name":"C","isDefault":true,"sequence":["missing"]},
+		{"name":"D","isDefault":true}`)), Config{})
+	if n := len(ds.Errors()); n != 5 {
+		t.Fatalf("got %d errors, want 5 (unknown type, duplicate name, missing value, unknown sequence tool, second default):\n  %s", n, lines(ds))
+	}
+}
+
+func TestValidationWarnings(t *testing.T) {
+	tests := []struct {
+		name string
+		json string
+		want string
+	}{
+		{"step that can never activate", tmpl(stdNodes, `{"name":"Lonely","availableTools":{"allowed":["think"]}}`),
+			`w.json: orchestration.steps[0] "Lonely": conditions: a step without conditions that is not the default can never activate`},
+		{"default step with conditions", tmpl(stdNodes, `{"name":"D","isDefault":true,"conditions":[{"type":"tool_used","value":"think"}]}`),
+			`w.json: orchestration.steps[0] "D": conditions: the default step's conditions are ignored`},
+		{"identical conditions", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"tool_used","value":"search"}]},{"name":"B","conditions":[{"type":"tool_used","value":"search"}]}`),
+			`w.json: orchestration.steps[1] "B": conditions: this step can never win: the earlier step orchestration.steps[0] "A" has identical conditions and is chosen first`},
+		{"identical sequence_match", tmpl(stdNodes, `{"name":"A","sequence":["think","search"],"conditions":[{"type":"sequence_match"}]},{"name":"B","sequence":["think","search"],"conditions":[{"type":"sequence_match"}]}`),
+			`"B": conditions: this step can never win: the earlier step orchestration.steps[0] "A" has identical conditions`},
+		{"subset of conditions", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"message_contains","value":"Plan"}]},{"name":"B","conditions":[{"type":"tool_used","value":"think"},{"type":"message_contains","value":"plan"}]}`),
+			`"B": conditions: this step can never win: the earlier step orchestration.steps[0] "A" has a subset of these conditions`},
+		{"tool not provided", tmpl(stdNodes+`, "pubmed_search"`, ``), `w.json: nodes[5]: tool "pubmed_search" is not provided by this runtime; it will not be offered to the model`},
+		{"allowed pattern matching nothing", tmpl(stdNodes, `{"name":"A","isDefault":true,"availableTools":{"allowed":["summ*"]}}`),
+			`w.json: orchestration.steps[0] "A": availableTools.allowed[0]: "summ*" matches none of the agent's tools`},
+		{"sequence_match without sequence", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"sequence_match"}]}`),
+			`"A": conditions[0].type: sequence_match on a step without a sequence never passes`},
+		{"second llm node", `{"agentId":"t","name":"T","nodes":["llm.openai","llm.anthropic"]}`, `w.json: nodes[1]: "llm.anthropic": more than one llm.* node; the first one is used`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agent, ds := Load("w.json", []byte(tt.json), Config{Provided: []string{"think", "search", "critique", "debate"}})
+			if agent == nil {
+				t.Fatalf("a warning stopped the template: %s", lines(ds))
+			}
+			for _, d := range ds.Warnings() {
+				if strings.Contains(d.String(), tt.want) {
+					return
+				}
+			}
+			t.Errorf("no warning contains\n  %s\ngot:\n  %s", tt.want, lines(ds))
+		})
+	}
+}
+
+func lines(ds orchestration.Diagnostics) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Severity.String() + ": " + d.String()
+	}
+	return strings.Join(out, "\n  ")
+}
