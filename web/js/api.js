@@ -1,0 +1,264 @@
+// The page's side of the wire contract: the agent list, the chat POST, the
+// SSE framing of the AI SDK "UI message stream", and resuming a dropped stream
+// from the last frame seen. Nothing here touches the DOM, so the same code runs
+// under node in the e2e tests against the real server.
+
+/** An error the server reported (or a network failure), safe to show. */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+  }
+}
+
+// errorFrom turns a non-2xx response into an ApiError, reading the server's
+// {"error":{"code","message"}} body when it has one.
+async function errorFrom(res) {
+  let code = `http_${res.status}`;
+  let message = res.statusText || `HTTP ${res.status}`;
+  try {
+    const body = await res.json();
+    if (body && typeof body.error === 'object' && body.error !== null) {
+      code = String(body.error.code ?? code);
+      message = String(body.error.message ?? message);
+    } else if (body && typeof body.error === 'string') {
+      message = body.error;
+    }
+  } catch {
+    // Not JSON (a proxy's error page, say): the status line is all we have.
+  }
+  return new ApiError(res.status, code, message);
+}
+
+/**
+ * normalizeAgent maps one entry of GET /api/agents to the fields the page
+ * uses. It accepts both a flat shape and the template's own nesting
+ * (chatSettings.chatPrompts, model.provider) so the page does not break when
+ * the server adds detail.
+ */
+export function normalizeAgent(raw) {
+  const id = String(raw.id ?? raw.agentId ?? '');
+  const settings = raw.chatSettings ?? {};
+  const model = raw.model && typeof raw.model === 'object' ? raw.model : (raw.modelInfo ?? {});
+  const lines = (v) => (Array.isArray(v) ? v.map(String) : v ? [String(v)] : []);
+  return {
+    id,
+    name: String(raw.name ?? id),
+    description: String(raw.description ?? ''),
+    tags: lines(raw.tags),
+    chatPrompts: lines(raw.chatPrompts ?? settings.chatPrompts),
+    initialMessages: lines(raw.initialMessages ?? settings.initialMessages),
+    provider: String(raw.provider ?? model.provider ?? ''),
+    model: String(typeof raw.model === 'string' ? raw.model : (model.model ?? model.name ?? '')),
+  };
+}
+
+/** listAgents fetches GET /api/agents. */
+export async function listAgents({ fetchImpl = fetch, base = '' } = {}) {
+  const res = await fetchImpl(`${base}/api/agents`, { headers: { accept: 'application/json' } });
+  if (!res.ok) throw await errorFrom(res);
+  const body = await res.json();
+  const list = Array.isArray(body) ? body : (body.agents ?? body.data ?? []);
+  return list.map(normalizeAgent).filter((a) => a.id !== '');
+}
+
+/**
+ * parseSSE yields the events of a text/event-stream body as {id, data}, per
+ * the HTML spec's rules: lines end in CR, LF or CRLF, an empty line dispatches,
+ * multiple data lines join with LF, and the id persists until a new one comes.
+ * Comments and unknown fields are skipped. Breaking out of the loop cancels the
+ * body so the connection is released.
+ */
+export async function* parseSSE(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  let lastId = null;
+  let data = [];
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return; // An unterminated last event is dropped, as the spec says.
+      buf += value;
+      let start = 0;
+      for (;;) {
+        const lf = buf.indexOf('\n', start);
+        const cr = buf.indexOf('\r', start);
+        let end = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+        if (end < 0) break;
+        // A CR at the end of the buffer may be the first half of a CRLF.
+        if (buf[end] === '\r' && end === buf.length - 1) break;
+        const line = buf.slice(start, end);
+        start = end + (buf[end] === '\r' && buf[end + 1] === '\n' ? 2 : 1);
+        if (line === '') {
+          if (data.length > 0) yield { id: lastId, data: data.join('\n') };
+          data = [];
+          continue;
+        }
+        if (line.startsWith(':')) continue;
+        const colon = line.indexOf(':');
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let value = colon < 0 ? '' : line.slice(colon + 1);
+        if (value.startsWith(' ')) value = value.slice(1);
+        if (field === 'data') data.push(value);
+        else if (field === 'id' && !value.includes('\0')) lastId = value;
+      }
+      buf = buf.slice(start);
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
+
+/** parseEventId splits "<turnId>:<seq>"; seq is -1 when the id has another form. */
+export function parseEventId(id) {
+  const at = id?.lastIndexOf(':') ?? -1;
+  if (at < 0) return { turn: id ?? '', seq: -1 };
+  const seq = Number(id.slice(at + 1));
+  return { turn: id.slice(0, at), seq: Number.isSafeInteger(seq) ? seq : -1 };
+}
+
+/** Backoff before reconnect attempt n (0-based): 250 ms doubling to 8 s, with jitter. */
+export function backoffDelay(n) {
+  const base = Math.min(8000, 250 * 2 ** n);
+  return base / 2 + Math.random() * (base / 2);
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => { clearTimeout(t); reject(signal.reason); }, { once: true });
+  });
+}
+
+// A 4xx other than timeout and rate limit will not get better by retrying.
+const permanent = (status) => status >= 400 && status < 500 && status !== 408 && status !== 429;
+
+/**
+ * chatBody is the POST /api/chat body: the new user message as an AI SDK v5
+ * UIMessage (what useChat sends), with the plain text beside it for servers
+ * that read only that.
+ */
+export function chatBody(message, sessionId) {
+  const id = globalThis.crypto?.randomUUID?.() ?? `m${Date.now()}`;
+  return {
+    ...(sessionId ? { sessionId } : {}),
+    message,
+    messages: [{ id, role: 'user', parts: [{ type: 'text', text: message }] }],
+  };
+}
+
+/**
+ * streamTurn sends one message and feeds every UI message chunk of the reply
+ * to onChunk(chunk, frameId). When the connection drops before the closing
+ * [DONE], it reconnects to GET /api/sessions/:id/stream with Last-Event-ID set
+ * to the last frame seen, backing off between attempts, and skips any frame it
+ * has already seen so that a chunk is never applied twice. A 204 there means
+ * the turn is over and nothing is left to replay.
+ *
+ * The server runs the turn independently of this request, so aborting signal
+ * only stops reading; it does not cancel the turn.
+ *
+ * Resolves to {sessionId, turnId, lastEventId, ended}; ended is "done" when
+ * [DONE] arrived and "gone" on a 204.
+ */
+export async function streamTurn({
+  agentId,
+  sessionId,
+  message,
+  onChunk,
+  onSession = () => {},
+  onReconnect = () => {},
+  fetchImpl = fetch,
+  base = '',
+  signal,
+  maxAttempts = 8,
+  delay = backoffDelay,
+}) {
+  const headers = { 'content-type': 'application/json', accept: 'text/event-stream' };
+  if (sessionId) headers['x-session-id'] = sessionId;
+  let res;
+  try {
+    res = await fetchImpl(`${base}/api/chat/${encodeURIComponent(agentId)}`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify(chatBody(message, sessionId)),
+      signal,
+    });
+  } catch (err) {
+    if (signal?.aborted) throw err;
+    // The request may or may not have reached the server; without a turn id
+    // there is nothing to resume, so say so rather than guess.
+    throw new ApiError(0, 'network_error', `Could not reach the server: ${err.message}`);
+  }
+  if (!res.ok) throw await errorFrom(res);
+
+  const sid = res.headers.get('x-session-id') || sessionId || '';
+  const turnId = res.headers.get('x-turn-id') || '';
+  if (sid) onSession(sid);
+
+  let lastId = null;
+  let lastSeq = 0;
+  let body = res.body;
+  let attempt = 0;
+  for (;;) {
+    try {
+      for await (const frame of parseSSE(body)) {
+        if (frame.id) {
+          const { turn, seq } = parseEventId(frame.id);
+          // Drop a frame of this turn already applied (a replay that overlaps).
+          if (seq >= 0 && (!turnId || turn === turnId)) {
+            if (seq <= lastSeq) continue;
+            lastSeq = seq;
+          }
+          lastId = frame.id;
+        }
+        attempt = 0;
+        if (frame.data === '[DONE]') return { sessionId: sid, turnId, lastEventId: lastId, ended: 'done' };
+        let chunk;
+        try {
+          chunk = JSON.parse(frame.data);
+        } catch {
+          continue; // A frame that is not JSON is not a chunk; the next one may be.
+        }
+        onChunk(chunk, frame.id);
+      }
+      // The body ended without [DONE]: the connection was cut cleanly.
+    } catch (err) {
+      if (signal?.aborted) throw err;
+    }
+
+    if (!sid) throw new ApiError(0, 'connection_lost', 'The connection was lost and the server gave no session to resume.');
+    // Before any frame arrived, "<turn>:0" asks for the whole turn.
+    const from = lastId ?? (turnId ? `${turnId}:0` : null);
+    if (!from) throw new ApiError(0, 'connection_lost', 'The connection was lost before the turn started.');
+
+    for (;;) {
+      if (attempt >= maxAttempts) {
+        throw new ApiError(0, 'connection_lost', `The connection was lost and ${maxAttempts} attempts to resume failed.`);
+      }
+      await sleep(delay(attempt), signal);
+      attempt++;
+      onReconnect(attempt);
+      let r;
+      try {
+        r = await fetchImpl(`${base}/api/sessions/${encodeURIComponent(sid)}/stream`, {
+          headers: { accept: 'text/event-stream', 'last-event-id': from },
+          signal,
+        });
+      } catch (err) {
+        if (signal?.aborted) throw err;
+        continue;
+      }
+      if (r.status === 204) return { sessionId: sid, turnId, lastEventId: lastId, ended: 'gone' };
+      if (r.ok) {
+        body = r.body;
+        break;
+      }
+      const err = await errorFrom(r);
+      if (permanent(r.status)) throw err;
+    }
+  }
+}

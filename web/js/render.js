@@ -1,0 +1,244 @@
+// DOM rendering. Model output is markdown and untrusted: it reaches the page
+// only through renderMarkdown (marked, then DOMPurify), and every other string
+// from the server is set with textContent. Nothing here uses inline handlers
+// or style attributes, so the page runs under a CSP of 'self' only.
+
+import { marked } from '../vendor/marked.esm.js';
+import DOMPurify from '../vendor/purify.es.mjs';
+
+marked.use({ gfm: true, breaks: false });
+
+// Links from model output open elsewhere and cannot reach back to this page.
+DOMPurify.addHook('afterSanitizeAttributes', (node) => {
+  if (node.tagName === 'A' && node.hasAttribute('href')) {
+    node.setAttribute('target', '_blank');
+    node.setAttribute('rel', 'noopener noreferrer nofollow');
+  }
+});
+
+/** sanitize returns HTML safe to assign to innerHTML. */
+export function sanitize(html) {
+  return DOMPurify.sanitize(html, { USE_PROFILES: { html: true }, FORBID_TAGS: ['style', 'form'], FORBID_ATTR: ['style'] });
+}
+
+/** renderMarkdown renders untrusted markdown into el. */
+export function renderMarkdown(el, text) {
+  el.innerHTML = sanitize(marked.parse(String(text ?? ''), { async: false }));
+}
+
+/** h builds an element; children are nodes or strings (set as text, never HTML). */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k === 'text') el.textContent = v;
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) if (c !== undefined && c !== null) el.append(c);
+  return el;
+}
+
+const fmt = (n) => Number(n).toLocaleString('en-US');
+
+/** usageText says "1,234 tokens (1,000 in, 234 out)". */
+export function usageText(u) {
+  if (!u) return '—';
+  return `${fmt(u.total)} tokens (${fmt(u.prompt)} in, ${fmt(u.completion)} out)`;
+}
+
+/** userMessage renders what the user sent, as plain text. */
+export function userMessage(text) {
+  return h('article', { class: 'msg user', 'aria-label': 'You said' }, h('p', { class: 'msg-text', text }));
+}
+
+/** noteMessage renders a line from the page itself (an agent's greeting, a notice). */
+export function noteMessage(markdown, cls = 'note') {
+  const body = h('div', { class: 'md' });
+  renderMarkdown(body, markdown);
+  return h('article', { class: `msg ${cls}` }, body);
+}
+
+/** errorMessage renders an error that ended a request before any answer came. */
+export function errorMessage(text) {
+  return h('article', { class: 'msg error', role: 'alert' }, h('p', { text }));
+}
+
+const toolStatus = {
+  'input-streaming': 'preparing',
+  'input-available': 'running',
+  'output-available': 'done',
+  'output-error': 'failed',
+};
+
+function toolInputText(part) {
+  if (part.input !== undefined) {
+    try {
+      return JSON.stringify(part.input, null, 2);
+    } catch {
+      return String(part.input);
+    }
+  }
+  return part.inputText;
+}
+
+function toolCard(part) {
+  const status = h('span', { class: 'tool-status' });
+  const input = h('pre', { class: 'tool-input-body' });
+  const output = h('div', { class: 'tool-output md' });
+  const el = h(
+    'section',
+    { class: 'tool-card', 'aria-label': `Tool ${part.toolName}` },
+    h('header', { class: 'tool-head' }, h('span', { class: 'tool-name', text: part.toolName }), status),
+    h('details', { class: 'tool-input' }, h('summary', { text: 'Input' }), input),
+    output,
+  );
+  return {
+    el,
+    update(p) {
+      el.dataset.state = p.state;
+      el.dataset.tool = p.toolName;
+      el.querySelector('.tool-name').textContent = p.toolName;
+      status.textContent = toolStatus[p.state] ?? p.state;
+      input.textContent = toolInputText(p);
+      if (p.state === 'output-error') {
+        output.className = 'tool-output tool-error';
+        output.setAttribute('role', 'alert');
+        output.textContent = p.errorText;
+      } else if (p.state === 'output-available') {
+        output.className = 'tool-output md';
+        output.removeAttribute('role');
+        const o = p.output;
+        if (typeof o === 'string') renderMarkdown(output, o);
+        else if (o && typeof o.content === 'string') renderMarkdown(output, o.content);
+        else output.replaceChildren(h('pre', { text: JSON.stringify(o, null, 2) }));
+      } else {
+        output.replaceChildren();
+      }
+    },
+  };
+}
+
+function partView(part) {
+  switch (part.kind) {
+    case 'text': {
+      const el = h('div', { class: 'md answer' });
+      return { el, update: (p) => { renderMarkdown(el, p.text); el.classList.toggle('streaming', !p.done); } };
+    }
+    case 'tool':
+      return toolCard(part);
+    case 'step': {
+      const el = h('p', { class: 'step-change' });
+      return {
+        el,
+        update: (p) => el.replaceChildren(
+          'Step: ',
+          h('strong', { text: p.activeStep || 'none' }),
+          p.previousStep ? ` (was ${p.previousStep})` : '',
+        ),
+      };
+    }
+    case 'warning': {
+      const el = h('p', { class: 'warning', role: 'status' });
+      return { el, update: (p) => { el.textContent = `Warning: ${p.message}`; } };
+    }
+    case 'error': {
+      const el = h('p', { class: 'turn-error', role: 'alert' });
+      return { el, update: (p) => { el.textContent = p.message; } };
+    }
+    default:
+      return { el: h('span'), update() {} };
+  }
+}
+
+/**
+ * TurnView shows one assistant turn and keeps it in step with the turn model:
+ * sync() re-renders only the parts whose rev moved. The article is aria-busy
+ * while streaming so a screen reader, reading the log politely, announces the
+ * answer once it is complete rather than every token.
+ */
+export class TurnView {
+  constructor() {
+    this.body = h('div', { class: 'msg-body' });
+    this.footer = h('footer', { class: 'msg-usage' });
+    this.status = h('p', { class: 'msg-status', text: 'Thinking…' });
+    this.el = h('article', { class: 'msg assistant', 'aria-label': 'Agent answered', 'aria-busy': 'true' }, this.body, this.status, this.footer);
+    this.views = [];
+  }
+
+  sync(turn) {
+    turn.parts.forEach((part, i) => {
+      let v = this.views[i];
+      if (!v) {
+        v = partView(part);
+        v.rev = -1;
+        this.views[i] = v;
+        this.body.append(v.el);
+      }
+      if (v.rev !== part.rev) {
+        v.update(part);
+        v.rev = part.rev;
+      }
+    });
+    const u = turn.usage;
+    this.footer.textContent = u.total || u.final ? `${u.final ? 'Turn' : 'So far'}: ${usageText(u)}` : '';
+    if (turn.finished) this.done();
+  }
+
+  setStatus(text) {
+    this.status.textContent = text;
+    this.status.hidden = !text;
+  }
+
+  done() {
+    this.setStatus('');
+    this.el.setAttribute('aria-busy', 'false');
+  }
+}
+
+/** renderOrchestration shows the active step, its sequence with the current position, and the offered tools. */
+export function renderOrchestration(root, snap) {
+  const step = root.querySelector('[data-o="step"]');
+  const seq = root.querySelector('[data-o="sequence"]');
+  const pos = root.querySelector('[data-o="position"]');
+  const offered = root.querySelector('[data-o="offered"]');
+  if (!snap) {
+    step.textContent = 'Not started';
+    seq.replaceChildren();
+    pos.textContent = '';
+    offered.replaceChildren(h('li', { class: 'muted', text: 'Send a message to see the tools offered.' }));
+    return;
+  }
+  step.textContent = snap.activeStep || 'No active step';
+  root.dataset.activeStep = snap.activeStep;
+  const n = snap.sequence.length;
+  seq.replaceChildren(...snap.sequence.map((tool, i) => {
+    const state = i < snap.sequenceIndex ? 'done' : i === snap.sequenceIndex ? 'current' : 'next';
+    return h('li', { class: `seq-${state}`, 'aria-current': state === 'current' ? 'step' : undefined }, h('span', { text: tool }));
+  }));
+  pos.textContent = n === 0 ? 'No enforced sequence' : snap.sequenceIndex >= n ? `Sequence complete (${n} of ${n})` : `Next: ${snap.sequence[snap.sequenceIndex]} (${snap.sequenceIndex + 1} of ${n})`;
+  offered.replaceChildren(...(snap.offeredTools.length
+    ? snap.offeredTools.map((t) => h('li', { class: 'chip', text: t }))
+    : [h('li', { class: 'muted', text: 'No tools offered' })]));
+}
+
+/** renderUsage shows the last turn's and the session's token usage. */
+export function renderUsage(root, turnUsage, sessionUsage) {
+  root.querySelector('[data-u="turn"]').textContent = turnUsage && (turnUsage.total || turnUsage.final) ? usageText(turnUsage) : '—';
+  root.querySelector('[data-u="session"]').textContent = sessionUsage ? usageText(sessionUsage) : '—';
+}
+
+/** renderAgents fills the agent picker; the selected agent's button is aria-pressed. */
+export function renderAgents(list, agents, selectedId) {
+  list.replaceChildren(...agents.map((a) => h('li', {},
+    h('button', { type: 'button', class: 'agent', 'data-agent': a.id, 'aria-pressed': a.id === selectedId ? 'true' : 'false' },
+      h('span', { class: 'agent-name', text: a.name }),
+      a.provider === 'offline' ? h('span', { class: 'badge', text: 'offline' }) : null,
+      a.description ? h('span', { class: 'agent-desc', text: a.description }) : null))));
+}
+
+/** renderSuggestions shows an agent's chat prompts as buttons. */
+export function renderSuggestions(list, prompts) {
+  list.replaceChildren(...prompts.map((p) => h('li', {}, h('button', { type: 'button', class: 'suggestion', 'data-prompt': p, text: p }))));
+  list.hidden = prompts.length === 0;
+}
