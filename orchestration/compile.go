@@ -183,6 +183,10 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 			if cond.kind == condSequenceMatch && len(s.Sequence) == 0 {
 				d.warnf(cpath+".type", "sequence_match on a step without a sequence never passes")
 			}
+			if cond.isMessage() {
+				cond.msgIdx = e.msgConds
+				e.msgConds++
+			}
 			st.conds = append(st.conds, cond)
 		}
 		e.steps = append(e.steps, st)

@@ -28,6 +28,19 @@ type State struct {
 	TurnToolUses int `json:"turnToolUses"`
 	// TokenUsage is the session's cumulative token usage.
 	TokenUsage chat.Usage `json:"cumulativeTokenUsage"`
+
+	// memo caches the message conditions' results for LastUserMessage, so
+	// that the re-evaluation after every tool use does not run every regex
+	// again. It is derived data: absent (after a store round trip) or made
+	// by another engine, it is recomputed.
+	memo *messageMemo
+}
+
+// messageMemo holds one engine's message-condition results for one message.
+// It is never modified after creation, so states may share it.
+type messageMemo struct {
+	engine *Engine
+	bits   []uint64 // bit k: message condition k passes
 }
 
 // EventKind says what happened in an Event.
@@ -87,6 +100,7 @@ type Offer struct {
 // Engine applies the orchestration rules of one template. It is immutable and
 // safe for concurrent use; it keeps no session data.
 type Engine struct {
+	msgConds     int // message conditions, numbered at compile time
 	tools        []string
 	steps        []step
 	byName       map[string]int
@@ -118,6 +132,7 @@ const (
 
 type condition struct {
 	kind   condKind
+	msgIdx int    // for message conditions: its number in the memo
 	value  string // lower-cased for message_contains and message_starts_with
 	window int
 	re     *regexp.Regexp
@@ -147,6 +162,7 @@ func (e *Engine) Apply(s State, ev Event) (State, Decision) {
 			// is chosen by this message and this turn's tools alone.
 			s.ActiveStep, s.SequenceIndex = "", 0
 		}
+		s.memo = e.memoize(s)
 		e.choose(&s)
 	case EventToolUsed:
 		offer := e.Offer(s)
@@ -207,6 +223,9 @@ func (e *Engine) step(name string) *step {
 // choose runs the step-choice rule on s.
 func (e *Engine) choose(s *State) {
 	ev := evaluation{state: s, history: s.RecentlyUsedTools}
+	if s.memo != nil && s.memo.engine == e {
+		ev.memo = s.memo.bits
+	}
 	if e.turnScope {
 		n := min(s.TurnToolUses, len(ev.history))
 		ev.history = ev.history[len(ev.history)-n:]
@@ -255,6 +274,7 @@ func (st *step) hasSequenceMatch() bool {
 }
 
 type evaluation struct {
+	memo    []uint64
 	state   *State
 	history []string
 	lower   string
@@ -300,6 +320,13 @@ func (ev *evaluation) test(c *condition, st *step) bool {
 	if ev.state.UserMessages == 0 {
 		return false
 	}
+	if ev.memo != nil {
+		return ev.memo[c.msgIdx/64]&(1<<(c.msgIdx%64)) != 0
+	}
+	return ev.testMessage(c)
+}
+
+func (ev *evaluation) testMessage(c *condition) bool {
 	switch c.kind {
 	case condMessageContains:
 		return strings.Contains(ev.message(), c.value)
@@ -309,6 +336,28 @@ func (ev *evaluation) test(c *condition, st *step) bool {
 		return c.re.MatchString(ev.state.LastUserMessage)
 	}
 	return false
+}
+
+// memoize evaluates every message condition on s's message once.
+func (e *Engine) memoize(s State) *messageMemo {
+	if e.msgConds == 0 {
+		return nil
+	}
+	m := &messageMemo{engine: e, bits: make([]uint64, (e.msgConds+63)/64)}
+	ev := evaluation{state: &s}
+	for i := range e.steps {
+		for k := range e.steps[i].conds {
+			c := &e.steps[i].conds[k]
+			if c.isMessage() && ev.testMessage(c) {
+				m.bits[c.msgIdx/64] |= 1 << (c.msgIdx % 64)
+			}
+		}
+	}
+	return m
+}
+
+func (c *condition) isMessage() bool {
+	return c.kind == condMessageContains || c.kind == condMessageStartsWith || c.kind == condMessageRegex
 }
 
 func (e *Engine) refusal(s State, tool string, offered []string) string {

@@ -1,0 +1,31 @@
+package scenario
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzParse feeds arbitrary bytes to the scenario parser; it must never
+// panic, and everything it accepts must have one kind per event.
+func FuzzParse(f *testing.F) {
+	paths, _ := filepath.Glob("testdata/*.json")
+	for _, p := range paths {
+		if data, err := os.ReadFile(p); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte(`{"name":"x","tools":["a"],"events":[{"usage":{"prompt":1},"expect":{"activeStep":null}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc, err := Parse("fuzz.json", data)
+		if err != nil {
+			return
+		}
+		for _, ev := range sc.Events {
+			if (ev.User != nil) == (ev.Tool != nil) && ev.Usage == nil {
+				t.Fatal("accepted an event without exactly one kind")
+			}
+		}
+		_, _ = sc.Engine()
+	})
+}
