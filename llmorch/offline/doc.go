@@ -1,0 +1,48 @@
+// Package offline is the scripted model that runs when no model provider is
+// configured. It lets the demo agents (the Cognitive Reasoner above all) show
+// real orchestration without an API key, and it gives end-to-end tests a
+// model whose every output is known in advance: the same Request always
+// produces the same events.
+//
+// It does not understand language. It reads the structure of the Request and
+// follows a few documented rules:
+//
+//   - Echo. When the latest user message contains the marker [offline:echo],
+//     the text after the marker (leading white space removed) is streamed
+//     back verbatim as the answer and no tool is called. Tests use it to put
+//     exact text, HTML included, into the model output.
+//   - Active sequence. When the orchestration snapshot names an active step
+//     whose sequence is not complete (SequenceIndex < len(Sequence)), the
+//     model calls the first tool of the group at SequenceIndex that is among
+//     Request.Tools.
+//   - Mode choice. When the active step is the default step, or there is no
+//     active step, the model scores every non-default Mode that has a
+//     sequence against the latest user message and follows the best one
+//     itself: its next tool is Sequence[p], where p is how many of this
+//     turn's calls, in order, matched the sequence so far. The score is
+//     described at modeScore; ties go to the mode listed first. A failed tool
+//     call still counts, because retrying the same deterministic arguments
+//     would fail the same way.
+//   - Single tool. When no mode fits (or the active step has no pending
+//     sequence) and no tool was called yet in this turn, the model calls the
+//     offered tool whose name and description best match the message, if any
+//     matches at all (see toolScore); otherwise it calls nothing.
+//   - Final answer. Otherwise it streams a markdown answer: a heading, a
+//     statement that this is the offline demo model, one sub-heading per tool
+//     result of this turn (in order) quoting the result's first lines, and a
+//     conclusion. Without tool results it answers plainly and says that no
+//     model provider is configured.
+//
+// It never calls a tool that is not in Request.Tools, makes at most one tool
+// call per model call and at most maxTurnCalls per turn, and numbers calls
+// "call_<n>" so that IDs are unique within the conversation it is given.
+// Arguments are generated from each tool's JSON Schema (see arguments.go):
+// topic-like string fields get a topic phrase taken from the message, other
+// string fields get sectioned text about that topic, whose section headings
+// are the bold headings the tool's description asks for when it names them.
+//
+// Text is streamed one word per event (a word with the white space that
+// follows it), with Config.Delay between words; Temperature and MaxTokens are
+// ignored because the output is scripted. Token usage is estimated at about
+// four characters per token.
+package offline
