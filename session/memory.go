@@ -35,6 +35,14 @@ type memEntry struct {
 	expires time.Time
 }
 
+// session returns a copy of the entry's session that shares no slice with
+// the store.
+func (e *memEntry) session() Session {
+	s := e.sess
+	s.State = cloneState(s.State)
+	return s
+}
+
 // NewMemory returns a memory store and starts its janitor; Close stops it.
 func NewMemory(cfg Config) *Memory {
 	cfg = cfg.withDefaults()
@@ -147,7 +155,7 @@ func (m *Memory) Get(ctx context.Context, id string) (Session, error) {
 	if e == nil {
 		return Session{}, ErrNotFound
 	}
-	return e.sess, nil
+	return e.session(), nil
 }
 
 // GetOrCreate implements Store.
@@ -160,9 +168,9 @@ func (m *Memory) GetOrCreate(ctx context.Context, id string, opts ...UpdateOptio
 	}
 	now := m.cfg.Now()
 	if e := m.lookup(id, now); e != nil {
-		return e.sess, false, nil
+		return e.session(), false, nil
 	}
-	return m.create(id, o, now).sess, true, nil
+	return m.create(id, o, now).session(), true, nil
 }
 
 // Update implements Store. fn runs exactly once, under the store's lock.
@@ -180,7 +188,8 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 	e := m.lookup(id, now)
 	st := orchestration.State{}
 	if e != nil {
-		st = e.sess.State
+		// fn gets a copy: if it fails half-way, the stored state is intact.
+		st = cloneState(e.sess.State)
 	}
 	if err := fn(&st); err != nil {
 		return Session{}, err
@@ -190,7 +199,7 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 	}
 	e.sess.State = st
 	e.sess.Version++
-	return e.sess, nil
+	return e.session(), nil
 }
 
 // fence returns ErrFenced when l no longer holds session id. m.mu is held.
@@ -280,18 +289,20 @@ func (m *Memory) Messages(ctx context.Context, id string, limit int) ([]chat.Mes
 	return append([]chat.Message(nil), msgs...), nil
 }
 
-// Lock implements Store.
+// Lock implements Store. The wait is measured on the wall clock, not on
+// Config.Now: a test clock that stands still must not make Lock wait forever.
 func (m *Memory) Lock(ctx context.Context, id string) (Lease, error) {
-	deadline := m.cfg.Now().Add(m.cfg.LockWait)
+	deadline := time.Now().Add(m.cfg.LockWait)
 	for {
 		l, err := m.tryLock(ctx, id)
-		if err != ErrBusy || !m.cfg.Now().Before(deadline) {
+		wait := time.Until(deadline)
+		if err != ErrBusy || wait <= 0 {
 			return l, err
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(min(20*time.Millisecond, time.Until(deadline))):
+		case <-time.After(min(lockPoll, wait)):
 		}
 	}
 }

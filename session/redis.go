@@ -1,0 +1,499 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/orchestration"
+)
+
+// Redis is a Store in Redis (one server, Sentinel or Cluster), shared by
+// every replica of the service.
+//
+// Each event is one optimistic compare-and-set: the session is read (HGET)
+// and written back by a Lua script that checks the version read (and the
+// lease token under WithLease) and sets value and TTL in one step; on a
+// conflict the script hands back the current value and the update is
+// retried without another read. Goroutines of one process that update the
+// same session queue locally first, so that the compare-and-set only races
+// with other replicas. The steady state is one HGET and one EVALSHA per
+// event.
+type Redis struct {
+	cfg    Config
+	client redis.UniversalClient
+	prefix string
+	// budget bounds one round trip, including go-redis's own retries.
+	budget time.Duration
+
+	locks keyLocks
+}
+
+// maxConflicts bounds the compare-and-set retries of one write; reaching it
+// means other replicas win every race on this session for a long time.
+const maxConflicts = 1000
+
+// NewRedis connects to Redis, checks that it answers and loads the store's
+// scripts. It returns an error wrapping ErrUnavailable when Redis cannot be
+// reached, and a plain error for an invalid configuration.
+func NewRedis(cfg RedisConfig) (*Redis, error) {
+	return newRedis(context.Background(), cfg)
+}
+
+func newRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
+	opts, err := cfg.universalOptions()
+	if err != nil {
+		return nil, err
+	}
+	r := &Redis{
+		cfg:    cfg.Config.withDefaults(),
+		client: redis.NewUniversalClient(opts),
+		prefix: cfg.Prefix,
+		budget: opts.DialTimeout + opts.ReadTimeout + opts.WriteTimeout,
+	}
+	if r.prefix == "" {
+		r.prefix = DefaultPrefix
+	}
+	if err := r.preload(ctx); err != nil {
+		r.client.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// preload pings Redis and loads the scripts, so that the steady state needs
+// no EVAL. After a restart or SCRIPT FLUSH, go-redis falls back to EVAL on
+// NOSCRIPT, which loads the script again.
+func (r *Redis) preload(ctx context.Context) error {
+	ctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	if err := r.client.Ping(ctx).Err(); err != nil {
+		return r.fail("", "connect", err)
+	}
+	for _, s := range allScripts {
+		if err := s.Load(ctx, r.client).Err(); err != nil {
+			return r.fail("", "load scripts", err)
+		}
+	}
+	return nil
+}
+
+// Client returns the underlying go-redis client, for callers that keep
+// their own data next to the sessions (the same connection pool) and for
+// tests that install hooks. Closing the store closes it.
+func (r *Redis) Client() redis.UniversalClient { return r.client }
+
+func (r *Redis) key(id, kind string) string { return r.prefix + ":{" + id + "}:" + kind }
+
+func (r *Redis) keys(id string) []string {
+	return []string{r.key(id, "state"), r.key(id, "messages"), r.key(id, "lease")}
+}
+
+// roundTrip bounds one round trip so that an unresponsive Redis fails the
+// call within the configured timeouts; an earlier deadline of ctx wins.
+func (r *Redis) roundTrip(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.budget)
+}
+
+func (r *Redis) ttlMillis() string { return strconv.FormatInt(r.cfg.TTL.Milliseconds(), 10) }
+func (r *Redis) lockMillis() string {
+	return strconv.FormatInt(max(r.cfg.LockTTL.Milliseconds(), 1), 10)
+}
+
+// fail classifies a go-redis error: a WRONGTYPE reply means a key holds
+// something this store did not write (ErrCorrupt); every other failure
+// means the store cannot be used right now (ErrUnavailable).
+func (r *Redis) fail(id, op string, err error) error {
+	where := "redis session store: " + op
+	if id != "" {
+		where = "redis session store: session " + id + ": " + op
+	}
+	if redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return fmt.Errorf("%s: %w: %w", where, ErrCorrupt, err)
+	}
+	return fmt.Errorf("%s: %w: %w", where, ErrUnavailable, err)
+}
+
+func (r *Redis) decode(id string, data string) (Session, error) {
+	var s Session
+	if err := json.Unmarshal([]byte(data), &s); err != nil {
+		return Session{}, fmt.Errorf("redis session store: session %s: state value: %w: %w", id, ErrCorrupt, err)
+	}
+	if s.ID != id {
+		return Session{}, fmt.Errorf("redis session store: session %s: state value names session %q: %w", id, s.ID, ErrCorrupt)
+	}
+	return s, nil
+}
+
+func (r *Redis) newSession(id string, o updateOptions, now time.Time) Session {
+	return Session{ID: id, Owner: o.owner, Agent: o.agent, CreatedAt: now, LastAccessed: now}
+}
+
+func encode(s Session) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		// Session holds only strings, numbers and times.
+		panic("session: encoding a session: " + err.Error())
+	}
+	return string(b)
+}
+
+// Get implements Store.
+func (r *Redis) Get(ctx context.Context, id string) (Session, error) {
+	rctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	data, err := scriptGet.Run(rctx, r.client, r.keys(id)[:2], r.ttlMillis()).Text()
+	if errors.Is(err, redis.Nil) {
+		return Session{}, ErrNotFound
+	}
+	if err != nil {
+		return Session{}, r.fail(id, "get", err)
+	}
+	s, err := r.decode(id, data)
+	if err != nil {
+		return Session{}, err
+	}
+	s.LastAccessed = r.cfg.Now()
+	return s, nil
+}
+
+// GetOrCreate implements Store.
+func (r *Redis) GetOrCreate(ctx context.Context, id string, opts ...UpdateOption) (Session, bool, error) {
+	o := collect(opts)
+	rctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	now := r.cfg.Now()
+	fresh := r.newSession(id, o, now)
+	reply, err := scriptGetOrCreate.Run(rctx, r.client, r.keys(id)[:2], r.ttlMillis(), encode(fresh), newToken()).Slice()
+	if err != nil {
+		return Session{}, false, r.fail(id, "get or create", err)
+	}
+	if len(reply) != 2 {
+		return Session{}, false, fmt.Errorf("redis session store: session %s: get or create: unexpected reply %v: %w", id, reply, ErrUnavailable)
+	}
+	created, _ := reply[0].(int64)
+	data, _ := reply[1].(string)
+	s, err := r.decode(id, data)
+	if err != nil {
+		return Session{}, false, err
+	}
+	s.LastAccessed = now
+	return s, created == 1, nil
+}
+
+// Update implements Store. fn may run more than once: again after every
+// conflict with another replica's write.
+func (r *Redis) Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...UpdateOption) (Session, error) {
+	return r.mutate(ctx, id, fn, collect(opts), false)
+}
+
+// Reset implements Store.
+func (r *Redis) Reset(ctx context.Context, id string) error {
+	_, err := r.mutate(ctx, id, func(s *orchestration.State) error {
+		*s = orchestration.State{}
+		return nil
+	}, updateOptions{}, true)
+	return err
+}
+
+// mutate is the compare-and-set loop behind Update and Reset.
+func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.State) error, o updateOptions, mustExist bool) (Session, error) {
+	kl, err := r.locks.lock(ctx, id)
+	if err != nil {
+		return Session{}, err
+	}
+	defer r.locks.unlock(id, kl)
+
+	keys := r.keys(id)
+	var data string
+	exists := true
+	// A goroutine of this process that just wrote the session left what it
+	// wrote: start from it instead of reading it back. If another replica
+	// wrote since, the compare-and-set says so and hands over its value.
+	cached := kl.last
+	kl.last = nil
+	if cached == nil {
+		rctx, cancel := r.roundTrip(ctx)
+		data, err = r.client.HGet(rctx, keys[0], "data").Result()
+		cancel()
+		switch {
+		case errors.Is(err, redis.Nil):
+			exists = false
+		case err != nil:
+			return Session{}, r.fail(id, "read", err)
+		}
+	}
+	lease := ""
+	if o.lease != nil {
+		lease = o.lease.Token()
+	}
+	for attempt := 0; ; attempt++ {
+		var cur Session
+		if cached != nil {
+			cur, cached = *cached, nil
+		} else if exists {
+			if cur, err = r.decode(id, data); err != nil {
+				return Session{}, err
+			}
+		} else if mustExist {
+			return Session{}, ErrNotFound
+		}
+		now := r.cfg.Now()
+		next := cur
+		if !exists {
+			next = r.newSession(id, o, now)
+		}
+		st := cloneState(next.State)
+		if err := fn(&st); err != nil {
+			if exists {
+				kl.last = &cur // unchanged, still current as far as we know
+			}
+			return Session{}, err
+		}
+		next.State, next.LastAccessed = st, now
+		next.Version = cur.Version + 1
+		expected := ""
+		if exists {
+			expected = strconv.FormatInt(cur.Version, 10)
+		}
+
+		rctx, cancel := r.roundTrip(ctx)
+		reply, err := scriptUpdate.Run(rctx, r.client, keys,
+			expected, strconv.FormatInt(next.Version, 10), encode(next), newToken(), r.ttlMillis(), lease).Slice()
+		cancel()
+		if err != nil {
+			return Session{}, r.fail(id, "write", err)
+		}
+		status, _ := reply[0].(string)
+		switch status {
+		case "ok":
+			kl.last = &next
+			out := next
+			out.State = cloneState(next.State)
+			return out, nil
+		case "fenced":
+			return Session{}, fmt.Errorf("redis session store: session %s: %w", id, ErrFenced)
+		case "conflict":
+		default:
+			return Session{}, fmt.Errorf("redis session store: session %s: write: unexpected reply %v: %w", id, reply, ErrUnavailable)
+		}
+		if attempt >= maxConflicts {
+			return Session{}, fmt.Errorf("redis session store: session %s: gave up after %d conflicting writes from other replicas: %w", id, attempt+1, ErrBusy)
+		}
+		data, exists = "", false
+		if len(reply) > 1 && reply[1] != nil {
+			data, exists = reply[1].(string), true
+		}
+		if attempt > 2 {
+			// Replicas racing on one session: spread them out.
+			select {
+			case <-ctx.Done():
+				return Session{}, fmt.Errorf("redis session store: session %s: write: %w", id, ctx.Err())
+			case <-time.After(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt-2, 5)))):
+			}
+		}
+	}
+}
+
+// Delete implements Store.
+func (r *Redis) Delete(ctx context.Context, id string) error {
+	rctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	n, err := scriptDelete.Run(rctx, r.client, r.keys(id)).Int64()
+	if err != nil {
+		return r.fail(id, "delete", err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// AppendMessages implements Store.
+func (r *Redis) AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...UpdateOption) error {
+	o := collect(opts)
+	lease := ""
+	if o.lease != nil {
+		lease = o.lease.Token()
+	}
+	args := make([]any, 0, 5+len(msgs))
+	args = append(args, r.ttlMillis(), r.cfg.MaxMessages, lease, newToken(), encode(r.newSession(id, o, r.cfg.Now())))
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("redis session store: session %s: message %d: %w", id, i, err)
+		}
+		args = append(args, string(b))
+	}
+	rctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	status, err := scriptAppend.Run(rctx, r.client, r.keys(id), args...).Text()
+	if err != nil {
+		return r.fail(id, "append messages", err)
+	}
+	if status == "fenced" {
+		return fmt.Errorf("redis session store: session %s: %w", id, ErrFenced)
+	}
+	return nil
+}
+
+// Messages implements Store.
+func (r *Redis) Messages(ctx context.Context, id string, limit int) ([]chat.Message, error) {
+	rctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	raw, err := scriptMessages.Run(rctx, r.client, r.keys(id)[:2], r.ttlMillis(), max(limit, 0)).StringSlice()
+	if errors.Is(err, redis.Nil) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, r.fail(id, "messages", err)
+	}
+	msgs := make([]chat.Message, len(raw))
+	for i, s := range raw {
+		if err := json.Unmarshal([]byte(s), &msgs[i]); err != nil {
+			return nil, fmt.Errorf("redis session store: session %s: message %d of the history: %w: %w", id, i, ErrCorrupt, err)
+		}
+	}
+	return msgs, nil
+}
+
+// lockPoll is how often Lock retries a busy session while it waits.
+const lockPoll = 20 * time.Millisecond
+
+// Lock implements Store.
+func (r *Redis) Lock(ctx context.Context, id string) (Lease, error) {
+	deadline := time.Now().Add(r.cfg.LockWait)
+	key := r.key(id, "lease")
+	for {
+		token := newToken()
+		rctx, cancel := r.roundTrip(ctx)
+		ok, err := r.client.SetNX(rctx, key, token, r.cfg.LockTTL).Result()
+		cancel()
+		if err != nil {
+			return nil, r.fail(id, "lock", err)
+		}
+		if ok {
+			return &redisLease{r: r, id: id, key: key, token: token}, nil
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return nil, fmt.Errorf("redis session store: session %s: %w", id, ErrBusy)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("redis session store: session %s: waiting for the lease: %w", id, ctx.Err())
+		case <-time.After(min(lockPoll, wait)):
+		}
+	}
+}
+
+// Ping implements Store.
+func (r *Redis) Ping(ctx context.Context) error {
+	rctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	if err := r.client.Ping(rctx).Err(); err != nil {
+		return r.fail("", "ping", err)
+	}
+	return nil
+}
+
+// Close implements Store.
+func (r *Redis) Close() error { return r.client.Close() }
+
+type redisLease struct {
+	r     *Redis
+	id    string
+	key   string
+	token string
+}
+
+func (l *redisLease) SessionID() string { return l.id }
+func (l *redisLease) Token() string     { return l.token }
+
+func (l *redisLease) Extend(ctx context.Context) error {
+	rctx, cancel := l.r.roundTrip(ctx)
+	defer cancel()
+	n, err := scriptExtend.Run(rctx, l.r.client, []string{l.key}, l.token, l.r.lockMillis()).Int64()
+	if err != nil {
+		return l.r.fail(l.id, "extend lease", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("redis session store: session %s: extend lease: %w", l.id, ErrFenced)
+	}
+	return nil
+}
+
+func (l *redisLease) Release(ctx context.Context) error {
+	rctx, cancel := l.r.roundTrip(ctx)
+	defer cancel()
+	if err := scriptRelease.Run(rctx, l.r.client, []string{l.key}, l.token).Err(); err != nil {
+		return l.r.fail(l.id, "release lease", err)
+	}
+	return nil
+}
+
+// cloneState copies the slices of s, so that fn cannot change a state that
+// someone else holds.
+func cloneState(s orchestration.State) orchestration.State {
+	s.RecentlyUsedTools = slices.Clone(s.RecentlyUsedTools)
+	return s
+}
+
+// keyLocks queues the goroutines of one process that write the same
+// session, so that they do not race one another's compare-and-set.
+type keyLocks struct {
+	mu sync.Mutex
+	m  map[string]*keyLock
+}
+
+type keyLock struct {
+	ch   chan struct{}
+	refs int // guarded by keyLocks.mu
+	// last is the session as the previous holder wrote it; only the holder
+	// touches it, and it lives only while goroutines queue on the session.
+	last *Session
+}
+
+func (k *keyLocks) lock(ctx context.Context, id string) (*keyLock, error) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = make(map[string]*keyLock)
+	}
+	l := k.m[id]
+	if l == nil {
+		l = &keyLock{ch: make(chan struct{}, 1)}
+		k.m[id] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+
+	select {
+	case l.ch <- struct{}{}:
+		return l, nil
+	case <-ctx.Done():
+		k.release(id, l)
+		return nil, fmt.Errorf("redis session store: session %s: waiting for a local write: %w", id, ctx.Err())
+	}
+}
+
+func (k *keyLocks) unlock(id string, l *keyLock) {
+	<-l.ch
+	k.release(id, l)
+}
+
+func (k *keyLocks) release(id string, l *keyLock) {
+	k.mu.Lock()
+	if l.refs--; l.refs == 0 {
+		delete(k.m, id)
+	}
+	k.mu.Unlock()
+}

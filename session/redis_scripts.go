@@ -1,0 +1,152 @@
+package session
+
+import "github.com/redis/go-redis/v9"
+
+// The Redis store keeps three keys per session, all in one Cluster slot
+// thanks to the {id} hash tag:
+//
+//	PREFIX:{id}:state     hash: version, data (Session JSON), write, appended
+//	PREFIX:{id}:messages  list of chat.Message JSON, oldest first
+//	PREFIX:{id}:lease     string: the token of the turn holding the session
+//
+// Every script below receives KEYS in that order (state, messages, lease) so
+// that each mutation is one atomic server-side step. The "write" and
+// "appended" fields hold the random nonce of the last write and append: when
+// go-redis retries a script whose reply was lost on a broken connection, the
+// script recognises its own earlier success instead of applying it twice.
+
+// scriptUpdate compares the stored version (and the lease token when one is
+// given) and sets the new state.
+//
+// ARGV: expected version ("" = absent), new version, data, nonce, ttl ms,
+// lease token ("" = none).
+// Reply: {"ok"} | {"fenced"} | {"conflict", current data or nil}.
+var scriptUpdate = redis.NewScript(`
+local lease = ARGV[6]
+if lease ~= '' and redis.call('GET', KEYS[3]) ~= lease then
+  return {'fenced'}
+end
+local cur = redis.call('HGET', KEYS[1], 'version')
+if (cur or '') ~= ARGV[1] then
+  if cur and redis.call('HGET', KEYS[1], 'write') == ARGV[4] then
+    return {'ok'}
+  end
+  return {'conflict', redis.call('HGET', KEYS[1], 'data')}
+end
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'data', ARGV[3], 'write', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+return {'ok'}
+`)
+
+// scriptGet returns the session's data and slides the TTL of its keys.
+//
+// ARGV: ttl ms. Reply: data | nil.
+var scriptGet = redis.NewScript(`
+local d = redis.call('HGET', KEYS[1], 'data')
+if not d then
+  return false
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return d
+`)
+
+// scriptGetOrCreate returns the session's data, creating it when missing.
+//
+// ARGV: ttl ms, data of the new session, nonce.
+// Reply: {created 0|1, data}.
+var scriptGetOrCreate = redis.NewScript(`
+local d = redis.call('HGET', KEYS[1], 'data')
+if d then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  redis.call('PEXPIRE', KEYS[2], ARGV[1])
+  local created = 0
+  if redis.call('HGET', KEYS[1], 'write') == ARGV[3] then
+    created = 1
+  end
+  return {created, d}
+end
+redis.call('HSET', KEYS[1], 'version', '0', 'data', ARGV[2], 'write', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return {1, ARGV[2]}
+`)
+
+// scriptAppend appends messages, trims the history and slides the TTL; it
+// creates the session when missing.
+//
+// ARGV: ttl ms, max messages, lease token ("" = none), nonce, data of a new
+// session, messages...
+// Reply: "ok" | "fenced".
+var scriptAppend = redis.NewScript(`
+if ARGV[3] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[3] then
+  return 'fenced'
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'version', '0', 'data', ARGV[5])
+elseif redis.call('HGET', KEYS[1], 'appended') == ARGV[4] then
+  return 'ok'
+end
+redis.call('HSET', KEYS[1], 'appended', ARGV[4])
+local n = #ARGV
+local i = 6
+while i <= n do
+  local j = math.min(i + 999, n)
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
+  i = j + 1
+end
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[2]), -1)
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return 'ok'
+`)
+
+// scriptMessages returns the newest messages and slides the TTL.
+//
+// ARGV: ttl ms, limit (<= 0: all). Reply: list | nil when the session is
+// missing.
+var scriptMessages = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return false
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+local limit = tonumber(ARGV[2])
+local start = 0
+if limit > 0 then
+  start = -limit
+end
+return redis.call('LRANGE', KEYS[2], start, -1)
+`)
+
+// scriptDelete removes the session's keys. Reply: 1 if the session existed.
+var scriptDelete = redis.NewScript(`
+local n = redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[2], KEYS[3])
+return n
+`)
+
+// scriptExtend renews the lease if the token still holds it.
+//
+// ARGV: token, lock ttl ms. Reply: 1 | 0.
+var scriptExtend = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`)
+
+// scriptRelease deletes the lease if the token still holds it.
+//
+// ARGV: token. Reply: 1 | 0.
+var scriptRelease = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
+
+var allScripts = []*redis.Script{
+	scriptUpdate, scriptGet, scriptGetOrCreate, scriptAppend,
+	scriptMessages, scriptDelete, scriptExtend, scriptRelease,
+}

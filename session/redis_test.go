@@ -1,0 +1,430 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redistest"
+	"github.com/agentdock-go/agentdock/session/sessiontest"
+)
+
+func openRedis(t testing.TB, srv *redistest.Server, rc session.RedisConfig) *session.Redis {
+	t.Helper()
+	rc.URL = srv.URL()
+	r, err := session.NewRedis(rc)
+	if err != nil {
+		t.Fatalf("NewRedis: %v", err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// rawClient is a client of its own, to look at and tamper with the keys.
+func rawClient(t testing.TB, srv *redistest.Server) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+var engine = orchestration.MustNew(&orchestration.Spec{}, orchestration.Config{
+	Tools: []string{"search", "fetch"}, HistoryLimit: 10000,
+})
+
+func applyEvent(ev orchestration.Event) func(*orchestration.State) error {
+	return func(s *orchestration.State) error {
+		next, d := engine.Apply(*s, ev)
+		if d.Refused {
+			return errors.New(d.Reason)
+		}
+		*s = next
+		return nil
+	}
+}
+
+func TestRedisConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	sessiontest.Run(t, func(t *testing.T, cfg session.Config) session.Store {
+		return openRedis(t, srv, session.RedisConfig{Config: cfg})
+	}, sessiontest.RealClock())
+}
+
+func TestRedisKeysAndTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl, lockTTL = time.Hour, 10 * time.Second
+	s := openRedis(t, srv, session.RedisConfig{Config: session.Config{TTL: ttl, LockTTL: lockTTL}, Prefix: "test-prefix"})
+	raw := rawClient(t, srv)
+	ctx := t.Context()
+	id := session.NewID()
+	l, err := s.Lock(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")), session.WithLease(l)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, session.WithLease(l)); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := raw.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	want := []string{"test-prefix:{" + id + "}:lease", "test-prefix:{" + id + "}:messages", "test-prefix:{" + id + "}:state"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("keys = %q, want %q (one hash tag, so one Cluster slot)", keys, want)
+	}
+	for _, k := range []struct {
+		key  string
+		want time.Duration
+	}{{want[0], lockTTL}, {want[1], ttl}, {want[2], ttl}} {
+		got, err := raw.PTTL(ctx, k.key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got > k.want || got < k.want-5*time.Second {
+			t.Errorf("TTL of %s = %v, want close to %v", k.key, got, k.want)
+		}
+	}
+}
+
+func TestRedisPersistence(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = time.Hour
+	s := openRedis(t, srv, session.RedisConfig{Config: session.Config{TTL: ttl}})
+	ctx := t.Context()
+	id := session.NewID()
+	before, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("fetch")), session.WithOwner("owner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "kept"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart()
+
+	// Same store, no reopening: go-redis reconnects, EVALSHA finds no
+	// script after the restart and falls back to EVAL.
+	after, err := s.Get(ctx, id)
+	if err != nil {
+		t.Fatalf("Get after a restart: %v", err)
+	}
+	if after.Version != before.Version || after.Owner != "owner" || !slices.Equal(after.State.RecentlyUsedTools, []string{"fetch"}) {
+		t.Fatalf("after restart %+v, before %+v", after, before)
+	}
+	msgs, err := s.Messages(ctx, id, 0)
+	if err != nil || len(msgs) != 1 || msgs[0].Content != "kept" {
+		t.Fatalf("history after restart: %+v, %v", msgs, err)
+	}
+	pttl, err := rawClient(t, srv).PTTL(ctx, "orchestration-state:{"+id+"}:state").Result()
+	if err != nil || pttl > ttl || pttl < ttl-time.Minute {
+		t.Fatalf("TTL after restart = %v (%v), want close to %v", pttl, err, ttl)
+	}
+	if _, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search"))); err != nil {
+		t.Fatalf("Update after a restart: %v", err)
+	}
+}
+
+func TestRedisFaults(t *testing.T) {
+	srv := redistest.Start(t)
+	const timeout = 200 * time.Millisecond
+	budget := 3 * timeout // dial + read + write
+	s := openRedis(t, srv, session.RedisConfig{DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
+	ctx := t.Context()
+	id := session.NewID()
+	stored, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := applyEvent(orchestration.ToolUsed("fetch"))
+
+	for _, fault := range []struct {
+		name         string
+		break_, heal func()
+	}{
+		{"stopped", srv.Stop, srv.Restart},
+		{"paused", srv.Pause, srv.Resume},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			fault.break_()
+			healed := false
+			defer func() {
+				if !healed {
+					fault.heal()
+				}
+			}()
+			calls := []struct {
+				name string
+				call func() error
+			}{
+				{"Get", func() error { _, err := s.Get(ctx, id); return err }},
+				{"Update", func() error { _, err := s.Update(ctx, id, write); return err }},
+				{"AppendMessages", func() error {
+					return s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "lost"}})
+				}},
+				{"Lock", func() error { _, err := s.Lock(ctx, id); return err }},
+				{"Ping", func() error { return s.Ping(ctx) }},
+			}
+			for _, c := range calls {
+				start := time.Now()
+				err := c.call()
+				took := time.Since(start)
+				if !errors.Is(err, session.ErrUnavailable) {
+					t.Fatalf("%s with Redis %s: error %v, want ErrUnavailable", c.name, fault.name, err)
+				}
+				// Update reads once before writing: two round trips at most.
+				if took > 2*budget+time.Second {
+					t.Errorf("%s with Redis %s took %v, want the failure within about %v", c.name, fault.name, took, 2*budget)
+				}
+				t.Logf("%s with Redis %s: %v after %v", c.name, fault.name, err, took.Round(time.Millisecond))
+			}
+			fault.heal()
+			healed = true
+			got, err := s.Get(ctx, id)
+			if err != nil {
+				t.Fatalf("Get after Redis came back (same store): %v", err)
+			}
+			if got.Version != stored.Version || !slices.Equal(got.State.RecentlyUsedTools, stored.State.RecentlyUsedTools) {
+				t.Fatalf("state changed by the failed calls: %+v, want %+v", got, stored)
+			}
+			if msgs, err := s.Messages(ctx, id, 0); err != nil || len(msgs) != 0 {
+				t.Fatalf("history after the failed append: %+v, %v", msgs, err)
+			}
+		})
+	}
+	if _, err := s.Update(ctx, id, write); err != nil {
+		t.Fatalf("Update after the faults: %v", err)
+	}
+}
+
+func TestNewRedisUnreachable(t *testing.T) {
+	// A port nobody listens on: start a server to learn a free port, stop it.
+	srv := redistest.Start(t)
+	srv.Stop()
+	_, err := session.NewRedis(session.RedisConfig{URL: srv.URL(), DialTimeout: 200 * time.Millisecond})
+	if !errors.Is(err, session.ErrUnavailable) {
+		t.Fatalf("NewRedis without a server: %v, want ErrUnavailable", err)
+	}
+	_, err = session.Open(t.Context(), srv.URL(), session.Config{})
+	if !errors.Is(err, session.ErrUnavailable) {
+		t.Fatalf("Open without a server: %v, want ErrUnavailable", err)
+	}
+}
+
+func TestRedisCorrupt(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openRedis(t, srv, session.RedisConfig{})
+	raw := rawClient(t, srv)
+	ctx := t.Context()
+
+	t.Run("undecodable state", func(t *testing.T) {
+		id := session.NewID()
+		key := "orchestration-state:{" + id + "}:state"
+		if err := raw.HSet(ctx, key, "version", "3", "data", "{not json").Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Get(ctx, id)
+		if !errors.Is(err, session.ErrCorrupt) {
+			t.Fatalf("Get: %v, want ErrCorrupt", err)
+		}
+		if _, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search"))); !errors.Is(err, session.ErrCorrupt) {
+			t.Fatalf("Update: %v, want ErrCorrupt", err)
+		}
+		if err := s.Reset(ctx, id); !errors.Is(err, session.ErrCorrupt) {
+			t.Fatalf("Reset: %v, want ErrCorrupt", err)
+		}
+		if got, _ := raw.HGet(ctx, key, "data").Result(); got != "{not json" {
+			t.Fatalf("the corrupt value was replaced by %q", got)
+		}
+	})
+	t.Run("wrong type", func(t *testing.T) {
+		id := session.NewID()
+		key := "orchestration-state:{" + id + "}:state"
+		if err := raw.Set(ctx, key, "a string", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for name, err := range map[string]error{
+			"Get":            func() error { _, err := s.Get(ctx, id); return err }(),
+			"Update":         func() error { _, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search"))); return err }(),
+			"AppendMessages": s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser}}),
+		} {
+			if !errors.Is(err, session.ErrCorrupt) {
+				t.Errorf("%s on a string key: %v, want ErrCorrupt", name, err)
+			}
+		}
+		if got, _ := raw.Get(ctx, key).Result(); got != "a string" {
+			t.Fatalf("the foreign value was replaced by %q", got)
+		}
+	})
+	t.Run("undecodable message", func(t *testing.T) {
+		id := session.NewID()
+		if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "ok"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.RPush(ctx, "orchestration-state:{"+id+"}:messages", "garbage").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Messages(ctx, id, 0); !errors.Is(err, session.ErrCorrupt) {
+			t.Fatalf("Messages: %v, want ErrCorrupt", err)
+		}
+		if msgs, err := s.Messages(ctx, id, -1); err == nil {
+			t.Fatalf("Messages read %+v from a corrupt history", msgs)
+		}
+	})
+}
+
+// commandCounter counts the commands a client sends.
+type commandCounter struct {
+	mu   sync.Mutex
+	cmds []string
+}
+
+func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.mu.Lock()
+		c.cmds = append(c.cmds, cmd.Name())
+		c.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.mu.Lock()
+		for _, cmd := range cmds {
+			c.cmds = append(c.cmds, cmd.Name())
+		}
+		c.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (c *commandCounter) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.cmds
+	c.cmds = nil
+	return out
+}
+
+func TestRedisRoundTrips(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openRedis(t, srv, session.RedisConfig{})
+	counter := &commandCounter{}
+	s.Client().AddHook(counter)
+	ctx := t.Context()
+	id := session.NewID()
+	l, err := s.Lock(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter.take()
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want []string
+	}{
+		{"Update creating", func() error {
+			_, err := s.Update(ctx, id, applyEvent(orchestration.UserMessage("hi")), session.WithLease(l))
+			return err
+		}, []string{"hget", "evalsha"}},
+		{"Update tool", func() error {
+			_, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")), session.WithLease(l))
+			return err
+		}, []string{"hget", "evalsha"}},
+		{"Update usage", func() error {
+			_, err := s.Update(ctx, id, applyEvent(orchestration.UsageReported(chat.Usage{Prompt: 3})))
+			return err
+		}, []string{"hget", "evalsha"}},
+		{"AppendMessages", func() error {
+			return s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser}, {Role: chat.RoleAssistant}}, session.WithLease(l))
+		}, []string{"evalsha"}},
+		{"Messages", func() error { _, err := s.Messages(ctx, id, 10); return err }, []string{"evalsha"}},
+		{"Get", func() error { _, err := s.Get(ctx, id); return err }, []string{"evalsha"}},
+		{"Extend", func() error { return l.Extend(ctx) }, []string{"evalsha"}},
+		{"script cache flushed", func() error {
+			if err := rawClient(t, srv).ScriptFlush(ctx).Err(); err != nil {
+				return err
+			}
+			_, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("fetch")))
+			return err
+		}, []string{"hget", "evalsha", "eval"}},
+		{"Update after the flush", func() error {
+			_, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")))
+			return err
+		}, []string{"hget", "evalsha"}},
+	} {
+		if err := tc.call(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := counter.take(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s sent %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	got, err := s.Get(ctx, id)
+	if err != nil || !slices.Equal(got.State.RecentlyUsedTools, []string{"search", "fetch", "search"}) || got.State.TokenUsage.Prompt != 3 {
+		t.Fatalf("state after the round-trip checks: %+v, %v", got.State, err)
+	}
+}
+
+// TestRedisReplicas runs several stores (replicas) on one session: only the
+// compare-and-set keeps their writes apart.
+func TestRedisReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	const replicas, workers, events = 4, 4, 50
+	var stores []*session.Redis
+	for range replicas {
+		stores = append(stores, openRedis(t, srv, session.RedisConfig{}))
+	}
+	ctx := t.Context()
+	id := session.NewID()
+	var fnRuns atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, replicas*workers)
+	for r, s := range stores {
+		for w := range workers {
+			wg.Go(func() {
+				for i := range events {
+					ev := orchestration.ToolUsed("search")
+					if i%2 == 1 {
+						ev = orchestration.UsageReported(chat.Usage{Prompt: 1, Completion: 2})
+					}
+					_, err := s.Update(ctx, id, func(st *orchestration.State) error {
+						fnRuns.Add(1)
+						return applyEvent(ev)(st)
+					})
+					if err != nil {
+						errs <- fmt.Errorf("replica %d worker %d event %d: %w", r, w, i, err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got, err := stores[0].Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := replicas * workers * events
+	if got.Version != int64(total) || len(got.State.RecentlyUsedTools) != total/2 ||
+		got.State.TokenUsage != (chat.Usage{Prompt: int64(total / 2), Completion: int64(total), Total: int64(total / 2 * 3)}) {
+		t.Fatalf("after %d events from %d replicas: version %d, %d tools, usage %+v", total, replicas, got.Version, len(got.State.RecentlyUsedTools), got.State.TokenUsage)
+	}
+	t.Logf("%d events, fn ran %d times (the rest were compare-and-set retries)", total, fnRuns.Load())
+}

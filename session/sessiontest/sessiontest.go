@@ -1,0 +1,632 @@
+// Package sessiontest is the conformance suite of session.Store: every store
+// (memory, Redis, and any later one) must pass Run, so that the agent and the
+// HTTP server can rely on one behaviour whatever the store.
+package sessiontest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/session"
+)
+
+// Option adjusts the suite.
+type Option func(*options)
+
+type options struct{ realClock bool }
+
+// RealClock tells the suite that the store keeps time itself (Redis expires
+// keys on the server) and ignores Config.Now: the suite then waits on the
+// wall clock where it would otherwise move its test clock. The TTLs stay
+// short, so this costs about two seconds.
+func RealClock() Option { return func(o *options) { o.realClock = true } }
+
+// Run runs the suite. open returns a new store for cfg; the suite closes it.
+// Config.Now is the suite's clock: a store that honours it (the memory
+// store) sees time move without waiting; pass RealClock otherwise.
+func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store, opts ...Option) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	h := &harness{open: open, opts: o}
+	// Not parallel: it loads the machine, and the tests that follow wait on
+	// clocks.
+	t.Run("Concurrency", h.concurrency)
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"NotFound", h.notFound},
+		{"GetOrCreate", h.getOrCreate},
+		{"UpdateCreatesAndVersions", h.updateCreates},
+		{"UpdateErrorLeavesState", h.updateError},
+		{"ResetKeepsHistory", h.reset},
+		{"Delete", h.delete},
+		{"SlidingTTL", h.slidingTTL},
+		{"History", h.history},
+		{"BusyAtOnce", h.busyAtOnce},
+		{"BusyWaits", h.busyWaits},
+		{"LeaseExpiryFreesSession", h.leaseExpiry},
+		{"ExtendKeepsLease", h.extend},
+		{"Fencing", h.fencing},
+		{"Closed", h.closed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t)
+		})
+	}
+}
+
+type harness struct {
+	open func(t *testing.T, cfg session.Config) session.Store
+	opts options
+}
+
+// clock is the suite's Config.Now: the wall clock plus an offset that
+// advance moves (or, with RealClock, the wall clock and a real wait).
+type clock struct {
+	real   bool
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *clock) advance(d time.Duration) {
+	if c.real {
+		time.Sleep(d)
+		return
+	}
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+}
+
+// store opens a store with cfg and the suite's clock.
+func (h *harness) store(t *testing.T, cfg session.Config) (session.Store, *clock) {
+	t.Helper()
+	c := &clock{real: h.opts.realClock}
+	cfg.Now = c.Now
+	s := h.open(t, cfg)
+	t.Cleanup(func() { s.Close() })
+	return s, c
+}
+
+// must(call())(t) returns call's value or fails t with its error.
+func must[T any](v T, err error) func(*testing.T) T {
+	return func(t *testing.T) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: error %v, want %v", what, err, target)
+	}
+}
+
+var testEngine = orchestration.MustNew(&orchestration.Spec{}, orchestration.Config{
+	Tools:        []string{"search", "fetch", "think"},
+	HistoryLimit: 10000,
+})
+
+// apply returns an Update function applying ev through the engine.
+func apply(ev orchestration.Event) func(*orchestration.State) error {
+	return func(s *orchestration.State) error {
+		next, d := testEngine.Apply(*s, ev)
+		if d.Refused {
+			return errors.New("refused: " + d.Reason)
+		}
+		*s = next
+		return nil
+	}
+}
+
+func (h *harness) notFound(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	_, err := s.Get(ctx, id)
+	wantErr(t, "Get", err, session.ErrNotFound)
+	_, err = s.Messages(ctx, id, 0)
+	wantErr(t, "Messages", err, session.ErrNotFound)
+	wantErr(t, "Reset", s.Reset(ctx, id), session.ErrNotFound)
+	wantErr(t, "Delete", s.Delete(ctx, id), session.ErrNotFound)
+	// None of them created the session.
+	_, err = s.Get(ctx, id)
+	wantErr(t, "Get after the failed calls", err, session.ErrNotFound)
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+}
+
+func (h *harness) getOrCreate(t *testing.T) {
+	s, c := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	before := c.Now().Add(-time.Second)
+	got, created, err := s.GetOrCreate(ctx, id, session.WithOwner("key-a"), session.WithAgent("agent-1"))
+	if err != nil || !created {
+		t.Fatalf("GetOrCreate on a new session: created=%v err=%v", created, err)
+	}
+	if got.ID != id || got.Owner != "key-a" || got.Agent != "agent-1" || got.Version != 0 {
+		t.Fatalf("new session = %+v, want ID %s, owner key-a, agent agent-1, version 0", got, id)
+	}
+	if got.CreatedAt.Before(before) || !reflectZeroState(got.State) {
+		t.Fatalf("new session: CreatedAt %v (want after %v), state %+v (want empty)", got.CreatedAt, before, got.State)
+	}
+	again, created, err := s.GetOrCreate(ctx, id, session.WithOwner("key-b"), session.WithAgent("agent-2"))
+	if err != nil || created {
+		t.Fatalf("GetOrCreate on an existing session: created=%v err=%v", created, err)
+	}
+	if again.Owner != "key-a" || again.Agent != "agent-1" || !again.CreatedAt.Equal(got.CreatedAt) {
+		t.Fatalf("existing session changed by GetOrCreate: %+v, was %+v", again, got)
+	}
+	// Owner and agent from the other creating writes.
+	for name, create := range map[string]func(id string) error{
+		"Update": func(id string) error {
+			_, err := s.Update(ctx, id, apply(orchestration.ToolUsed("think")), session.WithOwner("key-c"), session.WithAgent("agent-3"))
+			return err
+		},
+		"AppendMessages": func(id string) error {
+			return s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, session.WithOwner("key-c"), session.WithAgent("agent-3"))
+		},
+	} {
+		id := session.NewID()
+		if err := create(id); err != nil {
+			t.Fatalf("%s creating a session: %v", name, err)
+		}
+		got := must(s.Get(ctx, id))(t)
+		if got.Owner != "key-c" || got.Agent != "agent-3" {
+			t.Fatalf("%s created %+v, want owner key-c, agent agent-3", name, got)
+		}
+	}
+}
+
+func reflectZeroState(s orchestration.State) bool {
+	return s.ActiveStep == "" && s.SequenceIndex == 0 && len(s.RecentlyUsedTools) == 0 &&
+		s.LastUserMessage == "" && s.UserMessages == 0 && s.TurnToolUses == 0 && s.TokenUsage.IsZero()
+}
+
+func (h *harness) updateCreates(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	first := must(s.Update(ctx, id, apply(orchestration.UserMessage("hello"))))(t)
+	if first.Version != 1 || first.State.UserMessages != 1 || first.State.LastUserMessage != "hello" {
+		t.Fatalf("first Update = %+v, want version 1 and the user message applied", first)
+	}
+	second := must(s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithOwner("intruder")))(t)
+	if second.Version != 2 || !slices.Equal(second.State.RecentlyUsedTools, []string{"search"}) || second.Owner != "" {
+		t.Fatalf("second Update = %+v, want version 2, tools [search], owner unchanged (empty)", second)
+	}
+	got := must(s.Get(ctx, id))(t)
+	if got.Version != 2 || got.State.LastUserMessage != "hello" || !slices.Equal(got.State.RecentlyUsedTools, []string{"search"}) {
+		t.Fatalf("Get after two updates = %+v", got)
+	}
+	// The returned session shares nothing with the store.
+	got.State.RecentlyUsedTools[0] = "mutated"
+	if again := must(s.Get(ctx, id))(t); again.State.RecentlyUsedTools[0] != "search" {
+		t.Fatalf("changing a returned state changed the stored one: %v", again.State.RecentlyUsedTools)
+	}
+}
+
+func (h *harness) updateError(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search"))))(t)
+	boom := errors.New("boom")
+	_, err := s.Update(ctx, id, func(st *orchestration.State) error {
+		st.RecentlyUsedTools[0] = "half-done" // in place: must not leak
+		st.TurnToolUses = 99
+		return boom
+	})
+	if err != boom {
+		t.Fatalf("Update with a failing fn returned %v, want fn's error as is", err)
+	}
+	got := must(s.Get(ctx, id))(t)
+	if got.Version != 1 || !slices.Equal(got.State.RecentlyUsedTools, []string{"search"}) || got.State.TurnToolUses != 1 {
+		t.Fatalf("a failed Update changed the session: %+v", got)
+	}
+	// A failed fn creates nothing.
+	other := session.NewID()
+	if _, err := s.Update(ctx, other, func(*orchestration.State) error { return boom }); err != boom {
+		t.Fatalf("Update with a failing fn on a new session: %v", err)
+	}
+	_, err = s.Get(ctx, other)
+	wantErr(t, "Get after a failed creating Update", err, session.ErrNotFound)
+}
+
+func (h *harness) reset(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	must(s.Update(ctx, id, apply(orchestration.UserMessage("hi")), session.WithOwner("o"), session.WithAgent("a")))(t)
+	msgs := []chat.Message{{Role: chat.RoleUser, Content: "hi"}, {Role: chat.RoleAssistant, Content: "hello"}}
+	if err := s.AppendMessages(ctx, id, msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reset(ctx, id); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	got := must(s.Get(ctx, id))(t)
+	if !reflectZeroState(got.State) || got.Version != 2 || got.Owner != "o" || got.Agent != "a" {
+		t.Fatalf("after Reset: %+v, want empty state, version 2, owner and agent kept", got)
+	}
+	if hist := must(s.Messages(ctx, id, 0))(t); !slices.EqualFunc(hist, msgs, msgEqual) {
+		t.Fatalf("Reset changed the history: %+v", hist)
+	}
+}
+
+func (h *harness) delete(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	must(s.Update(ctx, id, apply(orchestration.ToolUsed("think"))))(t)
+	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	must(s.Lock(ctx, id))(t)
+	if err := s.Delete(ctx, id); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	_, err := s.Get(ctx, id)
+	wantErr(t, "Get after Delete", err, session.ErrNotFound)
+	_, err = s.Messages(ctx, id, 0)
+	wantErr(t, "Messages after Delete", err, session.ErrNotFound)
+	l, err := s.Lock(ctx, id)
+	if err != nil {
+		t.Fatalf("Lock after Delete (the lease must be gone too): %v", err)
+	}
+	l.Release(ctx)
+	// A new session under the same ID starts empty.
+	if _, created, err := s.GetOrCreate(ctx, id); err != nil || !created {
+		t.Fatalf("GetOrCreate after Delete: created=%v err=%v", created, err)
+	}
+	if hist := must(s.Messages(ctx, id, 0))(t); len(hist) != 0 {
+		t.Fatalf("history survived Delete: %+v", hist)
+	}
+}
+
+func (h *harness) slidingTTL(t *testing.T) {
+	const ttl = 500 * time.Millisecond
+	const step = 250 * time.Millisecond // < ttl: each access keeps the session
+	s, c := h.store(t, session.Config{TTL: ttl})
+	ctx := t.Context()
+	id := session.NewID()
+	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search"))))(t)
+	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "q"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Alternate state and history accesses, each within the TTL of the
+	// previous one but together well past the TTL of the first.
+	accesses := []struct {
+		name string
+		fn   func() error
+	}{
+		{"Get", func() error { _, err := s.Get(ctx, id); return err }},
+		{"Messages", func() error { _, err := s.Messages(ctx, id, 1); return err }},
+		{"GetOrCreate", func() error {
+			_, created, err := s.GetOrCreate(ctx, id)
+			if created {
+				return errors.New("recreated")
+			}
+			return err
+		}},
+		{"Messages", func() error { _, err := s.Messages(ctx, id, 0); return err }},
+	}
+	for i, a := range accesses {
+		c.advance(step)
+		if err := a.fn(); err != nil {
+			t.Fatalf("access %d (%s) %v after the previous one: %v", i, a.name, step, err)
+		}
+	}
+	if hist := must(s.Messages(ctx, id, 0))(t); len(hist) != 1 {
+		t.Fatalf("history lost while the session was in use: %+v", hist)
+	}
+	c.advance(ttl + 300*time.Millisecond)
+	_, err := s.Get(ctx, id)
+	wantErr(t, "Get after the TTL without access", err, session.ErrNotFound)
+	_, err = s.Messages(ctx, id, 0)
+	wantErr(t, "Messages after the TTL without access", err, session.ErrNotFound)
+}
+
+func (h *harness) history(t *testing.T) {
+	s, _ := h.store(t, session.Config{MaxMessages: 10})
+	ctx := t.Context()
+	id := session.NewID()
+	rich := chat.Message{
+		Role:      chat.RoleAssistant,
+		Content:   "calling",
+		ToolCalls: []chat.ToolCall{{ID: "c1", Name: "search", Arguments: []byte(`{"q":"go"}`)}},
+	}
+	tool := chat.Message{Role: chat.RoleTool, Content: "result", ToolCallID: "c1", ToolName: "search", IsError: true}
+	var all []chat.Message
+	all = append(all, rich, tool)
+	for i := range 13 {
+		all = append(all, chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("m%02d", i)})
+	}
+	// Appended in batches of varying size.
+	for i := 0; i < len(all); {
+		n := min(1+i%4, len(all)-i)
+		if err := s.AppendMessages(ctx, id, all[i:i+n]); err != nil {
+			t.Fatalf("AppendMessages: %v", err)
+		}
+		if i == 0 {
+			if got := must(s.Messages(ctx, id, 0))(t); !slices.EqualFunc(got, all[:n], msgEqual) {
+				t.Fatalf("first batch round trip: got %+v, want %+v", got, all[:n])
+			}
+		}
+		i += n
+	}
+	want := all[len(all)-10:]
+	for _, tc := range []struct {
+		limit int
+		want  []chat.Message
+	}{{0, want}, {-1, want}, {3, want[7:]}, {10, want}, {50, want}} {
+		if got := must(s.Messages(ctx, id, tc.limit))(t); !slices.EqualFunc(got, tc.want, msgEqual) {
+			t.Fatalf("Messages(limit %d) = %+v, want %+v", tc.limit, got, tc.want)
+		}
+	}
+}
+
+func msgEqual(a, b chat.Message) bool {
+	return a.Role == b.Role && a.Content == b.Content && a.ToolCallID == b.ToolCallID &&
+		a.ToolName == b.ToolName && a.IsError == b.IsError &&
+		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y chat.ToolCall) bool {
+			return x.ID == y.ID && x.Name == y.Name && string(x.Arguments) == string(y.Arguments)
+		})
+}
+
+func (h *harness) busyAtOnce(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	a := must(s.Lock(ctx, id))(t)
+	if a.SessionID() != id || len(a.Token()) < 16 {
+		t.Fatalf("lease: session %q token %q", a.SessionID(), a.Token())
+	}
+	_, err := s.Lock(ctx, id)
+	wantErr(t, "second Lock", err, session.ErrBusy)
+	// Other sessions are independent.
+	other := must(s.Lock(ctx, session.NewID()))(t)
+	defer other.Release(ctx)
+	if err := a.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	b := must(s.Lock(ctx, id))(t)
+	if b.Token() == a.Token() {
+		t.Fatal("a new lease reused the old token")
+	}
+	b.Release(ctx)
+}
+
+func (h *harness) busyWaits(t *testing.T) {
+	s, _ := h.store(t, session.Config{LockWait: 5 * time.Second})
+	ctx := t.Context()
+	id := session.NewID()
+	a := must(s.Lock(ctx, id))(t)
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		close(released)
+		a.Release(context.Background())
+	}()
+	b, err := s.Lock(ctx, id)
+	if err != nil {
+		t.Fatalf("Lock with LockWait while the holder releases: %v", err)
+	}
+	select {
+	case <-released:
+	default:
+		t.Fatal("Lock returned before the holder released")
+	}
+	b.Release(ctx)
+
+	// Bounded wait: a holder that does not release gives ErrBusy.
+	short, _ := h.store(t, session.Config{LockWait: 100 * time.Millisecond})
+	id2 := session.NewID()
+	held := must(short.Lock(ctx, id2))(t)
+	_, err = short.Lock(ctx, id2)
+	wantErr(t, "Lock with a short LockWait on a held session", err, session.ErrBusy)
+	held.Release(ctx)
+
+	// The caller's context ends the wait early.
+	long, _ := h.store(t, session.Config{LockWait: time.Hour})
+	id3 := session.NewID()
+	held = must(long.Lock(ctx, id3))(t)
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := long.Lock(cctx, id3); err == nil {
+		t.Fatal("Lock whose context ended returned a lease on a held session")
+	}
+	held.Release(ctx)
+}
+
+func (h *harness) leaseExpiry(t *testing.T) {
+	const lockTTL = 300 * time.Millisecond
+	s, c := h.store(t, session.Config{LockTTL: lockTTL})
+	ctx := t.Context()
+	id := session.NewID()
+	must(s.Lock(ctx, id))(t) // the holder "dies": no Release, no Extend
+	_, err := s.Lock(ctx, id)
+	wantErr(t, "Lock on a held session", err, session.ErrBusy)
+	c.advance(lockTTL + 200*time.Millisecond)
+	l, err := s.Lock(ctx, id)
+	if err != nil {
+		t.Fatalf("Lock after the holder's lease expired: %v", err)
+	}
+	l.Release(ctx)
+}
+
+func (h *harness) extend(t *testing.T) {
+	const lockTTL = 500 * time.Millisecond
+	s, c := h.store(t, session.Config{LockTTL: lockTTL})
+	ctx := t.Context()
+	id := session.NewID()
+	a := must(s.Lock(ctx, id))(t)
+	c.advance(300 * time.Millisecond)
+	if err := a.Extend(ctx); err != nil {
+		t.Fatalf("Extend a live lease: %v", err)
+	}
+	c.advance(300 * time.Millisecond) // past the first TTL, within the extended one
+	_, err := s.Lock(ctx, id)
+	wantErr(t, "Lock on an extended lease", err, session.ErrBusy)
+	if _, err := s.Update(ctx, id, apply(orchestration.ToolUsed("think")), session.WithLease(a)); err != nil {
+		t.Fatalf("Update with an extended lease: %v", err)
+	}
+	a.Release(ctx)
+}
+
+func (h *harness) fencing(t *testing.T) {
+	const lockTTL = 300 * time.Millisecond
+	s, c := h.store(t, session.Config{LockTTL: lockTTL})
+	ctx := t.Context()
+	id := session.NewID()
+	a := must(s.Lock(ctx, id))(t)
+	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(a)))(t)
+	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "from a"}}, session.WithLease(a)); err != nil {
+		t.Fatalf("AppendMessages with a live lease: %v", err)
+	}
+	c.advance(lockTTL + 200*time.Millisecond) // a stalls; its lease expires
+	b := must(s.Lock(ctx, id))(t)
+
+	before := must(s.Get(ctx, id))(t)
+	histBefore := must(s.Messages(ctx, id, 0))(t)
+	calls := 0
+	_, err := s.Update(ctx, id, func(st *orchestration.State) error {
+		calls++
+		return apply(orchestration.ToolUsed("fetch"))(st)
+	}, session.WithLease(a))
+	wantErr(t, "Update by the superseded holder", err, session.ErrFenced)
+	err = s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleAssistant, Content: "stale"}}, session.WithLease(a))
+	wantErr(t, "AppendMessages by the superseded holder", err, session.ErrFenced)
+	wantErr(t, "Extend by the superseded holder", a.Extend(ctx), session.ErrFenced)
+
+	after := must(s.Get(ctx, id))(t)
+	if after.Version != before.Version || !slices.Equal(after.State.RecentlyUsedTools, before.State.RecentlyUsedTools) {
+		t.Fatalf("a fenced Update was applied (fn ran %d times): before %+v, after %+v", calls, before, after)
+	}
+	if hist := must(s.Messages(ctx, id, 0))(t); !slices.EqualFunc(hist, histBefore, msgEqual) {
+		t.Fatalf("a fenced AppendMessages was applied: %+v", hist)
+	}
+	// a's Release must not free b's lease.
+	a.Release(ctx)
+	_, err = s.Lock(ctx, id)
+	wantErr(t, "Lock after the superseded holder released", err, session.ErrBusy)
+	// b writes normally.
+	got := must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(b)))(t)
+	if !slices.Equal(got.State.RecentlyUsedTools, []string{"search", "fetch"}) {
+		t.Fatalf("the new holder's Update: %+v", got.State)
+	}
+	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleAssistant, Content: "from b"}}, session.WithLease(b)); err != nil {
+		t.Fatalf("AppendMessages by the new holder: %v", err)
+	}
+	if n := len(must(s.Messages(ctx, id, 0))(t)); n != 2 {
+		t.Fatalf("history has %d messages, want 2", n)
+	}
+	b.Release(ctx)
+	// A released lease fences too.
+	_, err = s.Update(ctx, id, apply(orchestration.ToolUsed("think")), session.WithLease(b))
+	wantErr(t, "Update with a released lease", err, session.ErrFenced)
+}
+
+func (h *harness) closed(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	_, err := s.Get(ctx, session.NewID())
+	wantErr(t, "Get on a closed store", err, session.ErrUnavailable)
+	wantErr(t, "Ping on a closed store", s.Ping(ctx), session.ErrUnavailable)
+}
+
+// concurrency runs 32 goroutines x 200 events on one session: every tool use
+// and every token must be counted exactly once.
+func (h *harness) concurrency(t *testing.T) {
+	const workers, events = 32, 200
+	s, _ := h.store(t, session.Config{MaxMessages: 10000})
+	ctx := t.Context()
+	id := session.NewID()
+	tools := testEngine.Tools()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for g := range workers {
+		wg.Go(func() {
+			for i := range events {
+				ev := orchestration.UsageReported(chat.Usage{Prompt: int64(g + 1), Completion: int64(i)})
+				if i%2 == 0 {
+					ev = orchestration.ToolUsed(tools[(g+i)%len(tools)])
+				}
+				if _, err := s.Update(ctx, id, apply(ev)); err != nil {
+					errs <- fmt.Errorf("worker %d event %d: %w", g, i, err)
+					return
+				}
+				if i%20 == 0 {
+					m := chat.Message{Role: chat.RoleTool, Content: fmt.Sprintf("%d/%d", g, i)}
+					if err := s.AppendMessages(ctx, id, []chat.Message{m}); err != nil {
+						errs <- fmt.Errorf("worker %d append %d: %w", g, i, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got := must(s.Get(ctx, id))(t)
+	var prompt, completion int64
+	for g := range workers {
+		for i := 1; i < events; i += 2 {
+			prompt += int64(g + 1)
+			completion += int64(i)
+		}
+	}
+	want := chat.Usage{Prompt: prompt, Completion: completion, Total: prompt + completion}
+	if got.State.TokenUsage != want {
+		t.Errorf("token usage = %+v, want %+v", got.State.TokenUsage, want)
+	}
+	if n := len(got.State.RecentlyUsedTools); n != workers*events/2 {
+		t.Errorf("tool history has %d entries, want %d", n, workers*events/2)
+	}
+	if got.State.TurnToolUses != workers*events/2 {
+		t.Errorf("turn tool uses = %d, want %d", got.State.TurnToolUses, workers*events/2)
+	}
+	if got.Version != workers*events {
+		t.Errorf("version = %d, want %d (one per event)", got.Version, workers*events)
+	}
+	hist := must(s.Messages(ctx, id, 0))(t)
+	if len(hist) != workers*events/20 {
+		t.Errorf("history has %d messages, want %d", len(hist), workers*events/20)
+	}
+	seen := make(map[string]bool, len(hist))
+	for _, m := range hist {
+		if seen[m.Content] {
+			t.Errorf("message %q appended twice", m.Content)
+		}
+		seen[m.Content] = true
+	}
+}
