@@ -43,6 +43,7 @@ export function normalizeAgent(raw) {
   const settings = raw.chatSettings ?? {};
   const model = raw.model && typeof raw.model === 'object' ? raw.model : (raw.modelInfo ?? {});
   const lines = (v) => (Array.isArray(v) ? v.map(String) : v ? [String(v)] : []);
+  const provider = String(raw.provider ?? model.provider ?? '');
   return {
     id,
     name: String(raw.name ?? id),
@@ -50,7 +51,9 @@ export function normalizeAgent(raw) {
     tags: lines(raw.tags),
     chatPrompts: lines(raw.chatPrompts ?? settings.chatPrompts),
     initialMessages: lines(raw.initialMessages ?? settings.initialMessages),
-    provider: String(raw.provider ?? model.provider ?? ''),
+    provider,
+    // The banner's trigger: the server's flag, or the provider name.
+    offline: raw.offline === true || provider === 'offline',
     model: String(typeof raw.model === 'string' ? raw.model : (model.model ?? model.name ?? '')),
   };
 }
@@ -72,23 +75,26 @@ export async function listAgents({ fetchImpl = fetch, base = '' } = {}) {
  * body so the connection is released.
  */
 export async function* parseSSE(body) {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  // Reading bytes and decoding here (rather than piping through a
+  // TextDecoderStream) lets cancel() reach the body itself at once.
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
   let buf = '';
   let lastId = null;
   let data = [];
   try {
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) return; // An unterminated last event is dropped, as the spec says.
-      buf += value;
+      buf += done ? decoder.decode() : decoder.decode(value, { stream: true });
       let start = 0;
       for (;;) {
         const lf = buf.indexOf('\n', start);
         const cr = buf.indexOf('\r', start);
-        let end = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+        const end = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
         if (end < 0) break;
-        // A CR at the end of the buffer may be the first half of a CRLF.
-        if (buf[end] === '\r' && end === buf.length - 1) break;
+        // A CR at the end of the buffer may be the first half of a CRLF,
+        // unless the body has ended.
+        if (buf[end] === '\r' && end === buf.length - 1 && !done) break;
         const line = buf.slice(start, end);
         start = end + (buf[end] === '\r' && buf[end + 1] === '\n' ? 2 : 1);
         if (line === '') {
@@ -105,9 +111,10 @@ export async function* parseSSE(body) {
         else if (field === 'id' && !value.includes('\0')) lastId = value;
       }
       buf = buf.slice(start);
+      if (done) return; // An unterminated last event is dropped, as the spec says.
     }
   } finally {
-    reader.cancel().catch(() => {});
+    await reader.cancel().catch(() => {});
   }
 }
 

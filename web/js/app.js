@@ -105,7 +105,7 @@ function selectAgent(id, { focus = true } = {}) {
   renderAgents(ui.agentList, agents, agent.id);
   ui.title.textContent = agent.name;
   ui.desc.textContent = agent.description;
-  ui.banner.hidden = agent.provider !== 'offline';
+  ui.banner.hidden = !agent.offline;
   renderSuggestions(ui.suggestions, agent.chatPrompts);
   renderPanels();
   updateComposer();

@@ -233,7 +233,7 @@ export function renderAgents(list, agents, selectedId) {
   list.replaceChildren(...agents.map((a) => h('li', {},
     h('button', { type: 'button', class: 'agent', 'data-agent': a.id, 'aria-pressed': a.id === selectedId ? 'true' : 'false' },
       h('span', { class: 'agent-name', text: a.name }),
-      a.provider === 'offline' ? h('span', { class: 'badge', text: 'offline' }) : null,
+      a.offline ? h('span', { class: 'badge', text: 'offline' }) : null,
       a.description ? h('span', { class: 'agent-desc', text: a.description }) : null))));
 }
 

@@ -1,0 +1,95 @@
+// Starts the real agentdock binary for a test file and stops it afterwards.
+// Each test file gets its own server on a free loopback port, so files can run
+// in parallel and no test depends on another's sessions.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const e2eDir = fileURLToPath(new URL('..', import.meta.url));
+
+/** binaryPath is AGENTDOCK_BIN, relative to e2e/, or ../bin/agentdock. */
+export function binaryPath() {
+  return resolve(e2eDir, process.env.AGENTDOCK_BIN || '../bin/agentdock');
+}
+
+function freePort() {
+  return new Promise((ok, fail) => {
+    const srv = createServer();
+    srv.on('error', fail);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => ok(port));
+    });
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * startServer runs `agentdock serve --addr 127.0.0.1:<port>` with the offline
+ * model's delay at 1 ms, waits until /healthz answers 200, and returns its
+ * base URL and a stop function. The server's output is kept and shown when it
+ * fails to start, since a test can only say "not ready" otherwise.
+ */
+export async function startServer({ env = {}, timeoutMs = 20000 } = {}) {
+  const bin = binaryPath();
+  if (!existsSync(bin)) {
+    throw new Error(`agentdock binary not found at ${bin}: run "make build" in the repository root, or set AGENTDOCK_BIN`);
+  }
+  // A port picked free can be taken before the server binds it; try a few.
+  let lastErr;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const child = spawn(bin, ['serve', '--addr', `127.0.0.1:${port}`], {
+      env: { ...process.env, OFFLINE_MODEL_DELAY_MS: '1', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    const keep = (d) => { output = (output + d).slice(-8000); };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    let exited = null;
+    const exit = new Promise((r) => child.on('exit', (code, signal) => { exited = { code, signal }; r(); }));
+
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline && !exited) {
+      try {
+        const res = await fetch(`${base}/healthz`);
+        if (res.status === 200) {
+          return {
+            base,
+            output: () => output,
+            async stop() {
+              if (exited) return;
+              child.kill('SIGTERM');
+              const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
+              await exit;
+              clearTimeout(killer);
+            },
+          };
+        }
+      } catch {
+        // Not listening yet.
+      }
+      await sleep(50);
+    }
+    if (!exited) {
+      child.kill('SIGKILL');
+      await exit;
+      throw new Error(`agentdock did not answer /healthz within ${timeoutMs} ms; its output:\n${output}`);
+    }
+    lastErr = new Error(`agentdock exited (${JSON.stringify(exited)}) before answering /healthz; its output:\n${output}`);
+  }
+  throw lastErr;
+}
+
+/** readFrames reads a whole SSE body into [{id, data}] (for assertions on the raw wire). */
+export async function readFrames(res) {
+  const { parseSSE } = await import('../../web/js/api.js');
+  const frames = [];
+  for await (const f of parseSSE(res.body)) frames.push(f);
+  return frames;
+}
