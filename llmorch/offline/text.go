@@ -3,6 +3,7 @@ package offline
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -137,7 +138,7 @@ func section(h string, tp *topic, c comparison) []sectionText {
 	case has("issue", "weakness", "flaw"):
 		return one(fmt.Sprintf("1. **Correlation or cause.** Cases that fit \"%s\" may differ in other ways (who chose it, "+
 			"incentives, timing), which could explain the outcome instead.\n"+
-			"2. **Measurement.** The verdict depends on how %s is defined and measured; different measures can point in different directions.\n"+
+			"2. **Measurement.** The verdict depends on how one defines and measures %s; different measures can point in different directions.\n"+
 			"3. **Scope.** The effect may hold for some people, tasks or settings and not for others.\n"+
 			"4. **Time horizon.** Early results can hide costs or benefits that appear later.", T, last))
 	case has("suggest", "improvement"):
@@ -147,7 +148,7 @@ func section(h string, tp *topic, c comparison) []sectionText {
 			"4. Follow the outcome over a longer period (answers the time-horizon issue).", T, last))
 	case has("overall", "verdict", "assessment"):
 		return one(fmt.Sprintf("As stated, \"%s\" is plausible but conditional. It is best defended as \"under these conditions, "+
-			"for these groups\" rather than as a universal rule, and the first thing to settle is how %s is measured.", T, last))
+			"for these groups\" rather than as a universal rule, and the first thing to settle is how to measure %s.", T, last))
 	case has("problem"):
 		return one(fmt.Sprintf("The question is **%s**. A good answer has to say precisely what is being asked, which factors "+
 			"decide it, and how sure anyone can be.", T))
@@ -191,7 +192,7 @@ func section(h string, tp *topic, c comparison) []sectionText {
 			"weigh the outcomes differently.", T))
 	case has("position", "perspective", "viewpoint"):
 		return []sectionText{
-			{h + ": in favour", fmt.Sprintf("- **Best arguments:** clear benefits, cases where %s has held, and the cost of ignoring it.\n"+
+			{h + ": in favour", fmt.Sprintf("- **Best arguments:** \"%s\" is backed by clear benefits, by cases where it has held, and by the cost of ignoring it.\n"+
 				"- **Strongest objection:** the benefits may not carry over to other settings.\n"+
 				"- **Evidence:** examples and studies that support it, often from early adopters.", T)},
 			{h + ": against", fmt.Sprintf("- **Best arguments:** benefits are uneven, effects on %s are overstated, and alternatives are overlooked.\n"+
@@ -199,7 +200,7 @@ func section(h string, tp *topic, c comparison) []sectionText {
 				"- **Evidence:** counter-examples and studies with mixed results.", last)},
 		}
 	case has("common ground", "agree"):
-		return one(fmt.Sprintf("Both sides agree that %s matter and that outcomes depend on conditions; they differ on how "+
+		return one(fmt.Sprintf("Both sides accept that the factors involved (%s) matter and that outcomes depend on conditions; they differ on how "+
 			"often those conditions are met.", terms))
 	case has("judgement", "judgment"):
 		return one(fmt.Sprintf("Neither position wins outright. The case holds best where conditions favour it; with moderate "+
@@ -366,7 +367,7 @@ func toolRole(name string) string {
 // maxQuoteLines and maxQuoteRunes bound how much of each tool result the
 // final answer quotes.
 const (
-	maxQuoteLines = 4
+	maxQuoteLines = 3
 	maxQuoteRunes = 300
 )
 
@@ -390,31 +391,39 @@ func finalAnswer(req llmorch.Request, t turn, tp *topic, mode *llmorch.Mode) str
 		if name == "" {
 			name = "tool"
 		}
-		fmt.Fprintf(&b, "### %d. %s\n\n", i+1, capitalise(name))
-		lines := resultLines(r.content)
+		doc := parseResult(r.content)
+		title := doc.title
+		if title == "" {
+			title = capitalise(name)
+		}
+		fmt.Fprintf(&b, "### %d. %s\n\n", i+1, title)
 		if r.isError {
 			failed++
 			first := "no details"
-			if len(lines) > 0 {
+			if lines := doc.lines(); len(lines) > 0 {
 				first = lines[0]
 			}
-			fmt.Fprintf(&b, "The tool reported an error: %s\n\n", first)
+			fmt.Fprintf(&b, "The %s tool reported an error: %s\n\n", name, first)
 			continue
 		}
 		roles = append(roles, fmt.Sprintf("the %s step %s", name, toolRole(name)))
+		lines := doc.lines()
 		if len(lines) == 0 {
 			b.WriteString("The tool returned no content.\n\n")
 			continue
 		}
-		for j, l := range lines[:min(len(lines), maxQuoteLines)] {
-			if j > 0 {
-				b.WriteString(">\n")
+		writeQuote(&b, lines[:min(len(lines), maxQuoteLines)])
+		if len(doc.sections) >= 2 {
+			hs := make([]string, len(doc.sections))
+			for j, sec := range doc.sections {
+				hs[j] = sec.heading
 			}
-			fmt.Fprintf(&b, "> %s\n", l)
-		}
-		b.WriteString("\n")
-		if hs := resultHeadings(r.content); len(hs) >= 2 {
 			fmt.Fprintf(&b, "*Sections: %s.*\n\n", strings.Join(hs, ", "))
+			// The last section is where the tools put their verdict
+			// (overall assessment, judgement, recommendation).
+			if last := doc.sections[len(doc.sections)-1]; len(last.lines) > 0 {
+				fmt.Fprintf(&b, "**%s:** %s\n\n", last.heading, last.lines[0])
+			}
 		}
 	}
 	b.WriteString("### Conclusion\n\n")
@@ -482,45 +491,73 @@ func sequenceText(seq [][]string) string {
 	return strings.Join(parts, " → ")
 }
 
-// resultLines returns the non-empty lines of a tool result, headings turned
-// into bold text and each line cut to maxQuoteRunes.
-func resultLines(content string) []string {
-	var out []string
+// resultDoc is a tool result split into its title (a heading on its first
+// line), the lines before the first section, and its sections.
+type resultDoc struct {
+	title    string
+	lead     []string
+	sections []resultSection
+}
+
+type resultSection struct {
+	heading string
+	lines   []string
+}
+
+// parseResult reads the markdown of a tool result. Lines are trimmed, cut to
+// maxQuoteRunes and stripped of heading marks.
+func parseResult(content string) resultDoc {
+	var d resultDoc
+	first := true
 	for line := range strings.Lines(content) {
 		line = strings.TrimSpace(line)
 		if line == "" {
 			continue
 		}
 		if strings.HasPrefix(line, "#") {
-			h := strings.TrimSpace(strings.TrimLeft(line, "#"))
+			h := strings.TrimSpace(strings.ReplaceAll(strings.TrimLeft(line, "#"), "*", ""))
 			if h == "" {
 				continue
 			}
-			line = "**" + strings.ReplaceAll(h, "*", "") + "**"
+			h = cutRunes(h, maxQuoteRunes)
+			if first {
+				d.title = h
+			} else {
+				d.sections = append(d.sections, resultSection{heading: h})
+			}
+			first = false
+			continue
 		}
-		out = append(out, cutRunes(line, maxQuoteRunes))
+		first = false
+		line = cutRunes(line, maxQuoteRunes)
+		if n := len(d.sections); n > 0 {
+			d.sections[n-1].lines = append(d.sections[n-1].lines, line)
+		} else {
+			d.lead = append(d.lead, line)
+		}
+	}
+	return d
+}
+
+// lines returns the content lines in order, without headings.
+func (d resultDoc) lines() []string {
+	out := slices.Clone(d.lead)
+	for _, s := range d.sections {
+		out = append(out, s.lines...)
 	}
 	return out
 }
 
-// resultHeadings lists the headings of a result below its title.
-func resultHeadings(content string) []string {
-	var out []string
-	first := true
-	for line := range strings.Lines(content) {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "#") {
-			if line != "" {
-				first = false
-			}
-			continue
+var listItem = regexp.MustCompile(`^([-*+]|\d+[.)])\s`)
+
+// writeQuote writes lines as a block quote: list items stay one list,
+// other lines become separate paragraphs.
+func writeQuote(b *strings.Builder, lines []string) {
+	for i, l := range lines {
+		if i > 0 && !(listItem.MatchString(l) && listItem.MatchString(lines[i-1])) {
+			b.WriteString(">\n")
 		}
-		h := strings.TrimSpace(strings.TrimLeft(line, "#"))
-		if first || h == "" {
-			first = false
-			continue
-		}
-		out = append(out, h)
+		fmt.Fprintf(b, "> %s\n", l)
 	}
-	return out
+	b.WriteString("\n")
 }

@@ -25,17 +25,65 @@ const maxPhraseRunes = 120
 func newTopic(message string) *topic {
 	tp := &topic{message: message, phrase: topicPhrase(message)}
 	seen := map[string]bool{}
-	for _, w := range words(tp.phrase) {
+	for _, term := range termRuns(tp.phrase) {
 		if len(tp.terms) == 4 {
 			break
 		}
-		if utf8.RuneCountInString(w) >= 3 && !stopwords[w] && !seen[w] {
-			seen[w] = true
-			tp.terms = append(tp.terms, w)
+		if l := strings.ToLower(term); utf8.RuneCountInString(term) >= 3 && !seen[l] {
+			seen[l] = true
+			tp.terms = append(tp.terms, term)
 		}
 	}
 	tp.concepts = concepts(message)
 	return tp
+}
+
+// termRuns splits a phrase into its noun-like runs: runs of content words
+// between stop words, relation verbs ("improves", "replace") and adverbs,
+// at most four words each. "remote work improves productivity" gives
+// "remote work" and "productivity". Terms keep the case they were written in
+// ("France", "NASA").
+func termRuns(phrase string) []string {
+	var out, run []string
+	flush := func() {
+		if len(run) > 0 {
+			out = append(out, strings.Join(run, " "))
+			run = run[:0]
+		}
+	}
+	for _, w := range strings.FieldsFunc(phrase, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '\''
+	}) {
+		l := strings.ToLower(strings.Trim(w, "-'"))
+		if l == "" || stopwords[l] || relationVerbs[l] || (strings.HasSuffix(l, "ly") && len(l) > 4) {
+			flush()
+			continue
+		}
+		if len(run) == 4 {
+			flush()
+		}
+		run = append(run, strings.Trim(w, "-'"))
+	}
+	flush()
+	return out
+}
+
+// relationVerbs are verbs that link the parts of a claim; they separate
+// terms.
+var relationVerbs = map[string]bool{}
+
+func init() {
+	for _, v := range strings.Fields(`improve reduce replace increase decrease solve cause affect help make lead
+		boost hurt harm change create prevent drive beat outperform become need require raise lower cut save
+		destroy kill threaten support undermine enable matter win lose cost`) {
+		relationVerbs[v] = true
+		relationVerbs[v+"s"] = true
+		relationVerbs[v+"d"] = true
+		relationVerbs[v+"ed"] = true
+	}
+	for _, v := range []string{"causes", "reduces", "replaces", "increases", "decreases", "solves", "makes", "leads", "led", "made", "won", "lost", "cuts", "drove", "became"} {
+		relationVerbs[v] = true
+	}
 }
 
 // Title is the phrase with its first letter in upper case, for headings.
@@ -92,6 +140,7 @@ var (
 		"give me", "critique", "criticise", "criticize", "evaluate", "assess", "review", "analyze", "analyse",
 		"compare", "contrast", "research", "investigate", "brainstorm", "debate", "discuss", "explain",
 		"describe", "summarize", "summarise", "explore", "examine", "consider", "find",
+		"what is", "what are", "what was", "what were", "who is", "who was", "who were", "where is", "where are",
 	}
 	framings = []string{
 		"the argument that", "the claim that", "the idea that", "the statement that", "the notion that",
