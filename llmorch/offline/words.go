@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -29,7 +30,9 @@ func newTopic(message string) *topic {
 		if len(tp.terms) == 4 {
 			break
 		}
-		if l := strings.ToLower(term); utf8.RuneCountInString(term) >= 3 && !seen[l] {
+		// A term needs one word of three letters or more: "b c" is noise.
+		long := slices.ContainsFunc(strings.Fields(term), func(w string) bool { return utf8.RuneCountInString(w) >= 3 })
+		if l := strings.ToLower(term); long && !seen[l] {
 			seen[l] = true
 			tp.terms = append(tp.terms, term)
 		}
