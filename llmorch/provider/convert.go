@@ -1,0 +1,145 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/llms/openai"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
+)
+
+// emptySchema is the parameters schema of a tool that declares none; both
+// APIs reject a tool without one.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// noopStream only makes langchaingo ask for a stream; the transport takes
+// the stream itself.
+func noopStream(context.Context, []byte) error { return nil }
+
+// convert turns req into langchaingo messages and call options. The call
+// state collects what the transport must correct in the request.
+func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageContent, []llms.CallOption, error) {
+	anth := m.cfg.Provider == Anthropic
+	msgs := make([]llms.MessageContent, 0, len(req.Messages)+1)
+
+	// System text goes first, merged: langchaingo's Anthropic conversion
+	// concatenates system messages without a separator.
+	system := req.System
+	for _, msg := range req.Messages {
+		if msg.Role == chat.RoleSystem && msg.Content != "" {
+			if system != "" {
+				system += "\n\n"
+			}
+			system += msg.Content
+		}
+	}
+	if system != "" {
+		msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeSystem, system))
+	}
+
+	for i, msg := range req.Messages {
+		switch msg.Role {
+		case chat.RoleSystem:
+		case chat.RoleUser:
+			msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, msg.Content))
+		case chat.RoleAssistant:
+			var parts []llms.ContentPart
+			if msg.Content != "" {
+				parts = append(parts, llms.TextContent{Text: msg.Content})
+			}
+			for j, tc := range msg.ToolCalls {
+				if tc.ID == "" || tc.Name == "" {
+					return nil, nil, fmt.Errorf("messages[%d].toolCalls[%d]: ID and Name are required", i, j)
+				}
+				args := string(tc.Arguments)
+				if strings.TrimSpace(args) == "" {
+					args = "{}"
+				} else if !isJSONObject(tc.Arguments) {
+					return nil, nil, fmt.Errorf("messages[%d].toolCalls[%d] (%s): arguments are not a JSON object", i, j, tc.Name)
+				}
+				parts = append(parts, llms.ToolCall{ID: tc.ID, Type: "function",
+					FunctionCall: &llms.FunctionCall{Name: tc.Name, Arguments: args}})
+			}
+			if len(parts) == 0 {
+				// An empty assistant turn is rejected by both APIs and says
+				// nothing to the model.
+				continue
+			}
+			if anth {
+				// langchaingo keeps only the first part of an Anthropic
+				// assistant message; one message per part gets every part
+				// through, and the transport merges them back into one.
+				for _, p := range parts {
+					msgs = append(msgs, llms.MessageContent{Role: llms.ChatMessageTypeAI, Parts: []llms.ContentPart{p}})
+				}
+				if len(parts) > 1 {
+					st.mergeRoles = true
+				}
+			} else {
+				msgs = append(msgs, llms.MessageContent{Role: llms.ChatMessageTypeAI, Parts: parts})
+			}
+		case chat.RoleTool:
+			if msg.ToolCallID == "" {
+				return nil, nil, fmt.Errorf("messages[%d]: a tool message needs ToolCallID", i)
+			}
+			msgs = append(msgs, llms.MessageContent{Role: llms.ChatMessageTypeTool, Parts: []llms.ContentPart{
+				llms.ToolCallResponse{ToolCallID: msg.ToolCallID, Name: msg.ToolName, Content: msg.Content}}})
+			if anth {
+				// Each result is its own user message in langchaingo;
+				// the API wants the results of one turn in one message.
+				st.mergeRoles = true
+				if msg.IsError {
+					if st.errorResults == nil {
+						st.errorResults = map[string]bool{}
+					}
+					st.errorResults[msg.ToolCallID] = true
+				}
+			}
+		default:
+			return nil, nil, fmt.Errorf("messages[%d]: unknown role %q", i, msg.Role)
+		}
+	}
+
+	opts := make([]llms.CallOption, 0, 6)
+	opts = append(opts, llms.WithModel(m.cfg.Model), llms.WithStreamingFunc(noopStream))
+	temp := req.Temperature
+	if temp == nil {
+		temp = m.cfg.Temperature
+	}
+	if temp != nil {
+		opts = append(opts, llms.WithTemperature(*temp))
+	} else {
+		st.dropTemperature = true
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = m.cfg.MaxTokens
+	}
+	if maxTokens > 0 {
+		opts = append(opts, llms.WithMaxTokens(maxTokens))
+	}
+	if m.cfg.LegacyMaxTokensField {
+		opts = append(opts, openai.WithLegacyMaxTokensField())
+	}
+	if len(req.Tools) > 0 {
+		tools := make([]llms.Tool, len(req.Tools))
+		for i, t := range req.Tools {
+			if t.Name == "" {
+				return nil, nil, fmt.Errorf("tools[%d]: Name is empty", i)
+			}
+			params := t.Parameters
+			if len(params) == 0 {
+				params = emptySchema
+			}
+			tools[i] = llms.Tool{Type: "function", Function: &llms.FunctionDefinition{
+				Name: t.Name, Description: t.Description, Parameters: params}}
+		}
+		opts = append(opts, llms.WithTools(tools))
+	}
+	return msgs, opts, nil
+}

@@ -1,0 +1,165 @@
+package provider
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"math/rand/v2"
+	"time"
+
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
+)
+
+// Stream runs one model call; see the package documentation for what it
+// yields and how it fails.
+func (m *model) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.Event, error] {
+	return func(yield func(chat.Event, error) bool) {
+		if m.cfg.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, m.cfg.Timeout)
+			defer cancel()
+		}
+		var base callState
+		msgs, opts, err := m.convert(req, &base)
+		if err != nil {
+			yield(chat.Event{}, m.fail(CodeInvalidRequest, false, "%s", err.Error()))
+			return
+		}
+		for attempt := 1; ; attempt++ {
+			if ctx.Err() != nil {
+				yield(chat.Event{}, m.ctxFailure(ctx))
+				return
+			}
+			st := base
+			emitted, stopped, cerr := m.attempt(ctx, &st, msgs, opts, req.Tools, yield)
+			if stopped || cerr == nil {
+				return
+			}
+			if emitted || !cerr.retryable || attempt > m.cfg.MaxRetries {
+				if attempt > 1 {
+					cerr.ce.Message += " (after " + itoa(attempt) + " attempts)"
+				}
+				yield(chat.Event{}, cerr)
+				return
+			}
+			wait, ok := m.backoff(attempt, cerr.retryAfter)
+			if !ok {
+				cerr.ce.Message += " (asked to wait " + cerr.retryAfter.Round(time.Millisecond).String() +
+					", over the limit of " + m.cfg.MaxRetryDelay.String() + ")"
+				yield(chat.Event{}, cerr)
+				return
+			}
+			if !m.sleep(ctx.Done(), wait) {
+				yield(chat.Event{}, m.ctxFailure(ctx))
+				return
+			}
+		}
+	}
+}
+
+// backoff returns the wait before the next attempt: the server's
+// Retry-After when given (false when it is over MaxRetryDelay), else an
+// exponential delay with jitter, bounded by MaxRetryDelay.
+func (m *model) backoff(attempt int, retryAfter time.Duration) (time.Duration, bool) {
+	if retryAfter > 0 {
+		return retryAfter, retryAfter <= m.cfg.MaxRetryDelay
+	}
+	d := m.cfg.RetryBaseDelay << (attempt - 1)
+	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	return min(d, m.cfg.MaxRetryDelay), true
+}
+
+// attempt sends the request once and streams the answer. emitted says
+// whether anything was yielded, stopped whether the consumer stopped.
+func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageContent, opts []llms.CallOption,
+	tools []chat.ToolSpec, yield func(chat.Event, error) bool) (emitted, stopped bool, cerr *callError) {
+	_, lerr := m.llm.GenerateContent(withState(ctx, st), msgs, opts...)
+	if st.body != nil {
+		defer st.body.Close()
+	}
+	// langchaingo may report success on a deadline, or an unrelated error on
+	// cancellation: the context decides first.
+	if ctx.Err() != nil {
+		return false, false, m.ctxFailure(ctx)
+	}
+	switch {
+	case st.body != nil:
+		// The transport took the stream; langchaingo only parsed an empty
+		// one, so its result says nothing.
+	case st.status != 0:
+		return false, false, m.statusFailure(st)
+	case st.sendErr != nil:
+		return false, false, m.sendFailure(st.sendErr, "before the response")
+	case lerr != nil:
+		return false, false, m.fail(CodeProviderError, false, "the request could not be sent")
+	default:
+		return false, false, m.fail(CodeProviderError, false, "the provider sent no response")
+	}
+
+	p := &parser{m: m, tools: tools, yield: yield}
+	if st.contentType == "application/json" {
+		p.whole(st.body)
+	} else {
+		p.stream(st.body)
+	}
+	if p.stopped {
+		return p.emitted, true, nil
+	}
+	if ctx.Err() != nil {
+		return p.emitted, false, m.ctxFailure(ctx)
+	}
+	return p.emitted, false, p.err
+}
+
+// errLineTooLong ends a stream whose line exceeds maxLine.
+var errLineTooLong = errors.New("stream line too long")
+
+// maxLine bounds one SSE line. langchaingo's scanner stops at 64 KiB; a
+// long tool argument or text delta can exceed that, so the bound here only
+// protects memory.
+const maxLine = 16 << 20
+
+// lineReader reads lines of any length up to maxLine.
+type lineReader struct {
+	r    *bufio.Reader
+	long []byte
+}
+
+func newLineReader(r io.Reader) *lineReader { return &lineReader{r: bufio.NewReaderSize(r, 32<<10)} }
+
+// next returns the next line without its line ending. An unterminated last
+// line is dropped, as SSE drops an incomplete event.
+func (l *lineReader) next() ([]byte, error) {
+	line, err := l.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		l.long = append(l.long[:0], line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			line, err = l.r.ReadSlice('\n')
+			l.long = append(l.long, line...)
+			if len(l.long) > maxLine {
+				return nil, errLineTooLong
+			}
+		}
+		line = l.long
+	}
+	if err != nil {
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}

@@ -1,0 +1,265 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// callState is what one attempt's transport round trip and the stream
+// parser share. langchaingo sends the request synchronously in the
+// goroutine that runs Stream, so no locking is needed.
+type callState struct {
+	// Request corrections, set by convert.
+	dropTemperature bool
+	mergeRoles      bool
+	errorResults    map[string]bool
+
+	// Response, set by the transport.
+	status      int
+	retryAfter  time.Duration
+	errType     string
+	sendErr     error
+	body        io.ReadCloser
+	contentType string
+}
+
+type stateKey struct{}
+
+func withState(ctx context.Context, st *callState) context.Context {
+	return context.WithValue(ctx, stateKey{}, st)
+}
+
+// transport sits between langchaingo and the network: it corrects the
+// request, records failures for classification and takes the response
+// body for the package's own parser (see the package documentation).
+type transport struct {
+	base    http.RoundTripper
+	wire    string
+	keyless bool
+}
+
+// Well-formed empty streams for langchaingo to parse in place of the real
+// one, so that it returns without error and without work.
+var (
+	emptyOpenAIStream    = []byte("data: [DONE]\n\n")
+	emptyAnthropicStream = []byte(`data: {"type":"message_start","message":{"id":"msg","type":"message","role":"assistant","model":"m","usage":{"input_tokens":0,"output_tokens":0}}}` + "\n\n" +
+		`data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+		`data: {"type":"message_stop"}` + "\n\n")
+	emptyErrorBody = []byte("{}")
+)
+
+// maxErrorBody bounds how much of an error response is read to classify it.
+const maxErrorBody = 64 << 10
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	st, _ := req.Context().Value(stateKey{}).(*callState)
+	req, err := t.patch(req, st)
+	if err != nil {
+		if st != nil {
+			st.sendErr = err
+		}
+		return nil, err
+	}
+	resp, err := t.base.RoundTrip(req)
+	if st == nil {
+		return resp, err
+	}
+	if err != nil {
+		st.sendErr = err
+		return nil, err
+	}
+	st.status = resp.StatusCode
+	if resp.StatusCode != http.StatusOK {
+		st.retryAfter = retryAfter(resp.Header, time.Now())
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		_ = resp.Body.Close()
+		st.errType = errorType(data)
+		resp.Body = io.NopCloser(bytes.NewReader(emptyErrorBody))
+		resp.ContentLength = int64(len(emptyErrorBody))
+		return resp, nil
+	}
+	st.body = resp.Body
+	st.contentType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	empty := emptyOpenAIStream
+	if t.wire == Anthropic {
+		empty = emptyAnthropicStream
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(empty))
+	resp.ContentLength = int64(len(empty))
+	return resp, nil
+}
+
+// patch returns req corrected: no auth header for keyless servers, no
+// temperature when none was asked for, Anthropic messages merged by role.
+func (t *transport) patch(req *http.Request, st *callState) (*http.Request, error) {
+	needBody := st != nil && (st.dropTemperature || (st.mergeRoles && t.wire == Anthropic))
+	if !t.keyless && !needBody {
+		return req, nil
+	}
+	out := req.Clone(req.Context())
+	if t.keyless {
+		out.Header.Del("Authorization")
+		out.Header.Del("X-Api-Key")
+		out.Header.Del("Api-Key")
+	}
+	if !needBody || req.Body == nil {
+		return out, nil
+	}
+	data, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the request body: %w", err)
+	}
+	data, err = t.patchBody(data, st)
+	if err != nil {
+		return nil, err
+	}
+	out.Body = io.NopCloser(bytes.NewReader(data))
+	out.ContentLength = int64(len(data))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	return out, nil
+}
+
+func (t *transport) patchBody(data []byte, st *callState) ([]byte, error) {
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(data, &body); err != nil {
+		return nil, fmt.Errorf("correcting the request body: %w", err)
+	}
+	if st.dropTemperature {
+		delete(body, "temperature")
+	}
+	if st.mergeRoles && t.wire == Anthropic {
+		merged, err := mergeAnthropicMessages(body["messages"], st.errorResults)
+		if err != nil {
+			return nil, fmt.Errorf("correcting the request messages: %w", err)
+		}
+		body["messages"] = merged
+	}
+	return json.Marshal(body)
+}
+
+// mergeAnthropicMessages joins consecutive messages of one role into one
+// message with all their content blocks, and sets is_error on the
+// tool_result blocks answering the calls in errorResults.
+func mergeAnthropicMessages(raw json.RawMessage, errorResults map[string]bool) (json.RawMessage, error) {
+	var in []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, err
+	}
+	type message struct {
+		Role    string            `json:"role"`
+		Content []json.RawMessage `json:"content"`
+	}
+	out := make([]message, 0, len(in))
+	for _, m := range in {
+		var blocks []json.RawMessage
+		var s string
+		if err := json.Unmarshal(m.Content, &s); err == nil {
+			b, err := json.Marshal(map[string]string{"type": "text", "text": s})
+			if err != nil {
+				return nil, err
+			}
+			blocks = []json.RawMessage{b}
+		} else if err := json.Unmarshal(m.Content, &blocks); err != nil {
+			return nil, err
+		}
+		if len(errorResults) > 0 {
+			for i, b := range blocks {
+				var head struct {
+					Type      string `json:"type"`
+					ToolUseID string `json:"tool_use_id"`
+				}
+				if json.Unmarshal(b, &head) != nil || head.Type != "tool_result" || !errorResults[head.ToolUseID] {
+					continue
+				}
+				var full map[string]any
+				if err := json.Unmarshal(b, &full); err != nil {
+					return nil, err
+				}
+				full["is_error"] = true
+				nb, err := json.Marshal(full)
+				if err != nil {
+					return nil, err
+				}
+				blocks[i] = nb
+			}
+		}
+		if n := len(out); n > 0 && out[n-1].Role == m.Role {
+			out[n-1].Content = append(out[n-1].Content, blocks...)
+			continue
+		}
+		out = append(out, message{Role: m.Role, Content: blocks})
+	}
+	return json.Marshal(out)
+}
+
+// retryAfter reads how long the server asked to wait: OpenAI's
+// retry-after-ms (precise), else Retry-After in seconds or as an HTTP date.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < 1e9 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs < 0 || secs > 1e6 {
+			return 0
+		}
+		return time.Duration(secs * float64(time.Second))
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return at.Sub(now)
+	}
+	return 0
+}
+
+// errorType extracts a short identifier from an error body (OpenAI's
+// error.code or error.type, Anthropic's error.type). Messages are never
+// taken: they may echo the request or name the key.
+func errorType(data []byte) string {
+	var body struct {
+		Error struct {
+			Type string `json:"type"`
+			Code any    `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &body) != nil {
+		return ""
+	}
+	if code, ok := body.Error.Code.(string); ok && isIdentifier(code) {
+		return code
+	}
+	if isIdentifier(body.Error.Type) {
+		return body.Error.Type
+	}
+	return ""
+}
+
+// isIdentifier reports whether s looks like an error code (letters,
+// digits, _ . -; at most 64 bytes) and so is safe to show.
+func isIdentifier(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
