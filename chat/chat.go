@@ -53,6 +53,11 @@ type ToolResult struct {
 	// Type classifies the content (for example "critique_result" or "error").
 	Type    string `json:"type,omitempty"`
 	IsError bool   `json:"isError,omitempty"`
+	// NotRun marks an error result for a call that never reached the tool
+	// (unknown tool, arguments that fail the schema, a refused call). Such a
+	// call is not recorded by the orchestration; a tool that ran and failed
+	// is.
+	NotRun bool `json:"notRun,omitempty"`
 }
 
 // Usage counts tokens, normalised across providers (OpenAI's prompt and

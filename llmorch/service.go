@@ -309,18 +309,19 @@ type toolOutcome struct {
 }
 
 // runTool executes one call if the orchestration offers it now, and records
-// it when it succeeded. A refused call is neither executed nor recorded; a
-// failed one is not recorded either, so a sequence does not advance past a
-// tool that did not run.
+// it when the tool ran, whether it succeeded or failed (a web search without
+// a backend still completes its place in a sequence; the model reads the
+// error). A refused call, or one that never reached the tool (invalid
+// arguments), is not recorded, so the model can correct it.
 func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	cfg := r.s.cfg
 	if !slices.Contains(cfg.Engine.Offer(r.state).Tools, call.Name) {
 		_, d := cfg.Engine.Apply(r.state, orchestration.ToolUsed(call.Name))
-		return toolOutcome{result: chat.ToolResult{CallID: call.ID, Name: call.Name, Content: "Refused: " + d.Reason + ".", Type: "error", IsError: true}}
+		return toolOutcome{result: refused(call, d.Reason)}
 	}
 	res := cfg.Tools.Execute(ctx, call)
 	res.CallID, res.Name = call.ID, call.Name
-	if res.IsError {
+	if res.NotRun || ctx.Err() != nil {
 		return toolOutcome{result: res}
 	}
 	var dec orchestration.Decision
@@ -334,7 +335,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	if dec.Refused {
 		// The stored state moved on since this step began (it cannot
 		// while the lease is held, but the store is the authority).
-		res = chat.ToolResult{CallID: call.ID, Name: call.Name, Content: "Refused: " + dec.Reason + ".", Type: "error", IsError: true}
+		res = refused(call, dec.Reason)
 	}
 	r.state = st.State
 	return toolOutcome{result: res, transition: dec.Transition}
@@ -376,6 +377,10 @@ func (r *run) saveMessages(ctx context.Context, msgs ...chat.Message) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
 	_ = r.s.cfg.Store.AppendMessages(ctx, r.turn.SessionID, keep, session.WithLease(r.turn.Lease))
+}
+
+func refused(call chat.ToolCall, reason string) chat.ToolResult {
+	return chat.ToolResult{CallID: call.ID, Name: call.Name, Content: "Refused: " + reason + ".", Type: "refused", IsError: true, NotRun: true}
 }
 
 func assistantMessage(text []byte, calls []chat.ToolCall) chat.Message {

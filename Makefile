@@ -1,0 +1,59 @@
+# The two commands a new machine needs: `make run` and `make test`.
+GO      ?= go
+BIN     := bin/agentdock
+PKGS    := ./...
+# Packages with goroutines of their own: tested again under the race detector.
+RACE    := ./session/... ./agent/... ./llmorch/... ./tools/... ./server/...
+FUZZTIME ?= 60s
+
+.PHONY: all build run test test-go test-race test-sim test-e2e bench lint fuzz fuzz-short clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/server
+
+# Starts the server on :8080 with its embedded defaults: the memory store and,
+# without a provider key, the offline model.
+run: build
+	./$(BIN) serve
+
+test: lint test-go test-race test-sim fuzz-short test-e2e
+
+test-go:
+	$(GO) test -count=1 $(PKGS)
+
+test-race:
+	$(GO) test -count=1 -race $(RACE)
+
+# The acceptance commands of the orchestration contract, through the binary.
+test-sim: build
+	@if [ -d ../shared/spec/scenarios ]; then \
+		./$(BIN) simulate -q ../shared/spec/scenarios/*.json scenario/testdata/*.json && \
+		./$(BIN) validate -q ../shared/fixtures/agentdock-templates/*/template.json templates/; \
+	elif [ "$$CI" = true ]; then echo "../shared is required in CI" >&2; exit 1; \
+	else echo "skipping simulate/validate of ../shared: not beside the project"; \
+		./$(BIN) simulate -q scenario/testdata/*.json && ./$(BIN) validate -q templates/; fi
+
+test-e2e: build
+	@if [ -f e2e/package.json ]; then cd e2e && npm ci --no-audit --no-fund --loglevel=error && AGENTDOCK_BIN=../$(BIN) node --test; fi
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./orchestration ./session/... ./llmorch/... ./tools/...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# Each fuzz target for FUZZTIME (CI runs them briefly through fuzz-short).
+FUZZ_TARGETS := ./orchestration:FuzzConditions ./template:FuzzLoad ./scenario:FuzzParse
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzzing $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+
+clean:
+	rm -rf bin

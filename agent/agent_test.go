@@ -1,0 +1,228 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/llmorch/offline"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/templates"
+	"github.com/agentdock-go/agentdock/tools"
+)
+
+// shipped loads the embedded templates.
+func shipped(t *testing.T) []*template.Agent {
+	t.Helper()
+	results, err := template.LoadFSWith(templates.FS(), ".", template.Config{Provided: tools.BuiltinNames()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*template.Agent
+	for _, r := range results {
+		if r.Agent == nil {
+			t.Fatalf("%s does not load: %v", r.File, r.Diagnostics.Err())
+		}
+		out = append(out, r.Agent)
+	}
+	return out
+}
+
+func newAgents(t *testing.T, store session.Store, models agent.ModelFactory, loaded []*template.Agent) *agent.Agents {
+	t.Helper()
+	reg, err := tools.Builtin(tools.BuiltinConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{Store: store, Tools: reg, Models: models}, loaded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func offlineModels(*template.Template) (llmorch.Model, error) { return offline.New(offline.Config{}), nil }
+
+// turn runs one turn to the end and returns its events.
+func turn(t *testing.T, n *agent.Node, sessionID, msg string) []chat.Event {
+	t.Helper()
+	events, err := n.HandleMessage(context.Background(), sessionID, msg)
+	if err != nil {
+		t.Fatalf("HandleMessage(%q): %v", msg, err)
+	}
+	var out []chat.Event
+	for ev := range events {
+		out = append(out, ev)
+	}
+	if len(out) == 0 || out[len(out)-1].Kind != chat.KindDone {
+		t.Fatalf("turn did not end with done: %v", kinds(out))
+	}
+	for i, ev := range out {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, ev.Seq)
+		}
+	}
+	return out
+}
+
+func kinds(evs []chat.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, string(e.Kind))
+	}
+	return out
+}
+
+func toolCalls(evs []chat.Event) []string {
+	var out []string
+	for _, e := range evs {
+		if e.Kind == chat.KindToolCall {
+			out = append(out, e.ToolCall.Name)
+		}
+	}
+	return out
+}
+
+func snapshots(evs []chat.Event) []chat.Snapshot {
+	var out []chat.Snapshot
+	for _, e := range evs {
+		if e.Kind == chat.KindOrchestration {
+			out = append(out, *e.Orchestration)
+		}
+	}
+	return out
+}
+
+func text(evs []chat.Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		if e.Kind == chat.KindTextDelta {
+			b.WriteString(e.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestCognitiveReasonerModePerTurn: with the opt-in, one session runs the
+// evaluation sequence in one turn and the research sequence in the next.
+func TestCognitiveReasonerModePerTurn(t *testing.T) {
+	store := session.NewMemory(session.Config{})
+	defer store.Close()
+	agents := newAgents(t, store, offlineModels, shipped(t))
+	n, ok := agents.Get("cognitive-reasoner")
+	if !ok {
+		t.Fatal("cognitive-reasoner is not loaded")
+	}
+	id := session.NewID()
+
+	evs := turn(t, n, id, "Critique the argument that remote work improves productivity")
+	if got, want := toolCalls(evs), []string{"critique", "debate", "reflect"}; !slices.Equal(got, want) {
+		t.Fatalf("turn 1 tool calls = %v, want %v (events %v)", got, want, kinds(evs))
+	}
+	snaps := snapshots(evs)
+	if snaps[0].ActiveStep != "EvaluationMode" || !slices.Equal(snaps[0].OfferedTools, []string{"critique"}) {
+		t.Fatalf("turn 1 starts in %+v, want EvaluationMode offering critique", snaps[0])
+	}
+	var offered [][]string
+	for _, s := range snaps {
+		offered = append(offered, s.OfferedTools)
+	}
+	if want := [][]string{{"critique"}, {"debate"}, {"reflect"}, {"search", "reflect", "critique", "debate"}}; !slices.EqualFunc(offered, want, slices.Equal) {
+		t.Fatalf("offered tools per model call = %v, want %v", offered, want)
+	}
+	for _, ev := range evs {
+		if ev.Kind == chat.KindToolResult && ev.ToolResult.IsError {
+			t.Fatalf("tool %s failed: %s", ev.ToolResult.Name, ev.ToolResult.Content)
+		}
+	}
+	answer := text(evs)
+	if !strings.Contains(answer, "critique") && !strings.Contains(answer, "Critique") {
+		t.Fatalf("the final answer does not use the tool results:\n%s", answer)
+	}
+	if done := evs[len(evs)-1]; done.FinishReason != chat.FinishStop {
+		t.Fatalf("turn 1 finished with %q", done.FinishReason)
+	}
+
+	evs = turn(t, n, id, "Research the history of electric cars")
+	snaps = snapshots(evs)
+	if snaps[0].ActiveStep != "ResearchMode" || !slices.Equal(snaps[0].OfferedTools, []string{"search"}) {
+		t.Fatalf("turn 2 starts in %+v, want ResearchMode offering search", snaps[0])
+	}
+	if got, want := toolCalls(evs), []string{"search", "think", "reflect"}; !slices.Equal(got, want) {
+		t.Fatalf("turn 2 tool calls = %v, want %v", got, want)
+	}
+
+	sess, err := store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"critique", "debate", "reflect", "search", "think", "reflect"}; !slices.Equal(sess.State.RecentlyUsedTools, want) {
+		t.Fatalf("recorded tools = %v, want %v", sess.State.RecentlyUsedTools, want)
+	}
+	if sess.State.TokenUsage.Total == 0 {
+		t.Fatal("no token usage recorded")
+	}
+	history, err := store.Messages(context.Background(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []chat.Role
+	calls := 0
+	for _, m := range history {
+		roles = append(roles, m.Role)
+		calls += len(m.ToolCalls)
+	}
+	if calls != 6 || roles[0] != chat.RoleUser || roles[len(roles)-1] != chat.RoleAssistant {
+		t.Fatalf("history keeps %d tool calls (want 6), roles %v", calls, roles)
+	}
+}
+
+func TestHandleMessageErrors(t *testing.T) {
+	store := session.NewMemory(session.Config{})
+	defer store.Close()
+	agents := newAgents(t, store, offlineModels, shipped(t))
+	cr, _ := agents.Get("cognitive-reasoner")
+	planner, _ := agents.Get("planner")
+	ctx := context.Background()
+
+	if _, err := cr.HandleMessage(ctx, session.NewID(), "   "); !errors.Is(err, agent.ErrInvalidMessage) {
+		t.Errorf("empty message: %v", err)
+	}
+	if _, err := cr.HandleMessage(ctx, session.NewID(), strings.Repeat("x", agent.DefaultMaxMessageBytes+1)); !errors.Is(err, agent.ErrInvalidMessage) {
+		t.Errorf("long message: %v", err)
+	}
+	if _, err := cr.HandleMessage(ctx, session.NewID(), "bad \xff utf-8"); !errors.Is(err, agent.ErrInvalidMessage) {
+		t.Errorf("invalid UTF-8: %v", err)
+	}
+
+	id := session.NewID()
+	events, err := cr.HandleMessage(ctx, id, "Critique this plan", agent.WithOwner("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// While the first turn holds the session, a second one is refused.
+	if _, err := cr.HandleMessage(ctx, id, "hello", agent.WithOwner("alice")); !errors.Is(err, session.ErrBusy) {
+		t.Errorf("second turn on a busy session: %v, want ErrBusy", err)
+	}
+	for range events {
+	}
+	if _, err := planner.HandleMessage(ctx, id, "plan it", agent.WithOwner("alice")); !errors.Is(err, agent.ErrWrongAgent) {
+		t.Errorf("another agent on the session: %v, want ErrWrongAgent", err)
+	}
+	if _, err := cr.HandleMessage(ctx, id, "hello", agent.WithOwner("mallory")); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("another owner's session: %v, want ErrNotFound", err)
+	}
+	// After the turn the session is free again.
+	events, err = cr.HandleMessage(ctx, id, "thanks", agent.WithOwner("alice"))
+	if err != nil {
+		t.Fatalf("turn after the first finished: %v", err)
+	}
+	for range events {
+	}
+}
