@@ -219,7 +219,9 @@ func TestBackendErrors(t *testing.T) {
 		{Tavily, func(b string) Config { return Config{TavilyAPIKey: testKey, TavilyBaseURL: b} }},
 		{Brave, func(b string) Config { return Config{BraveAPIKey: testKey, BraveBaseURL: b} }},
 		{Serper, func(b string) Config { return Config{SerperAPIKey: testKey, SerperBaseURL: b} }},
-		{SearXNG, func(b string) Config { return Config{SearXNGURL: strings.Replace(b, "http://", "http://agent:"+testKey+"@", 1)} }},
+		{SearXNG, func(b string) Config {
+			return Config{SearXNGURL: strings.Replace(b, "http://", "http://agent:"+testKey+"@", 1)}
+		}},
 	}
 	echoKey := []byte(`{"message":"invalid key ` + testKey + `"}`)
 	cases := []struct {
