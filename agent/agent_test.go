@@ -47,7 +47,9 @@ func newAgents(t *testing.T, store session.Store, models agent.ModelFactory, loa
 	return a
 }
 
-func offlineModels(*template.Template) (llmorch.Model, error) { return offline.New(offline.Config{}), nil }
+func offlineModels(*template.Template) (llmorch.Model, error) {
+	return offline.New(offline.Config{}), nil
+}
 
 // turn runs one turn to the end and returns its events.
 func turn(t *testing.T, n *agent.Node, sessionID, msg string) []chat.Event {

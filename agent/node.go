@@ -264,8 +264,9 @@ func (n *Node) checkMessage(message string) error {
 func (n *Node) startTurn(ctx context.Context, sessionID, message string, lease session.Lease) (llmorch.Turn, error) {
 	store := n.cfg.Store
 	engine := n.Engine()
+	var dec orchestration.Decision
 	st, err := store.Update(ctx, sessionID, func(s *orchestration.State) error {
-		*s, _ = engine.Apply(*s, orchestration.UserMessage(message))
+		*s, dec = engine.Apply(*s, orchestration.UserMessage(message))
 		return nil
 	}, session.WithLease(lease))
 	if err != nil {
@@ -288,7 +289,7 @@ func (n *Node) startTurn(ctx context.Context, sessionID, message string, lease s
 	if err := store.AppendMessages(ctx, sessionID, []chat.Message{user}, session.WithLease(lease)); err != nil {
 		return llmorch.Turn{}, fmt.Errorf("saving the message: %w", err)
 	}
-	return llmorch.Turn{SessionID: sessionID, Lease: lease, State: st.State, History: append(history, user)}, nil
+	return llmorch.Turn{SessionID: sessionID, Lease: lease, State: st.State, PreviousStep: dec.PreviousStep, History: append(history, user)}, nil
 }
 
 // trimToUserStart drops messages from the front until the history starts

@@ -90,6 +90,9 @@ type Turn struct {
 	Lease session.Lease
 	// State is the orchestration state after the user message was applied.
 	State orchestration.State
+	// PreviousStep is the active step before the user message, so that the
+	// turn's first snapshot can report a transition the message caused.
+	PreviousStep string
 	// History is the conversation sent to the model, ending with the user
 	// message of this turn.
 	History []chat.Message
@@ -347,10 +350,12 @@ func (r *run) announce(snap chat.Snapshot) bool {
 	if r.announced && snap.ActiveStep == r.lastStep && !r.changed(snap) {
 		return true
 	}
-	if r.announced && snap.ActiveStep != r.lastStep {
-		snap.Transition, snap.PreviousStep = true, r.lastStep
-	} else if !r.announced && snap.ActiveStep != r.turn.State.ActiveStep {
-		snap.Transition = true
+	prev := r.lastStep
+	if !r.announced {
+		prev = r.turn.PreviousStep
+	}
+	if snap.ActiveStep != prev {
+		snap.Transition, snap.PreviousStep = true, prev
 	}
 	r.announced, r.lastStep = true, snap.ActiveStep
 	r.lastSnap = snap
