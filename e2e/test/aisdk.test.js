@@ -5,6 +5,7 @@
 // chunk or assembles a different message, and this fails.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { DefaultChatTransport, isToolUIPart, readUIMessageStream } from 'ai';
 import { startServer } from '../lib/server.js';
 
@@ -43,8 +44,9 @@ async function assemble(stream) {
 
 test('AI SDK reads a Cognitive Reasoner turn: text, tools in sequence order, orchestration', async () => {
   const { transport, seen } = transportFor('cognitive-reasoner');
+  const chatId = `e2e-${randomUUID()}`;
   const stream = await transport.sendMessages({
-    chatId: 'e2e-chat',
+    chatId,
     messages: [userMessage('Critique the argument that remote work improves productivity')],
     trigger: 'submit-message',
     messageId: undefined,
@@ -54,7 +56,8 @@ test('AI SDK reads a Cognitive Reasoner turn: text, tools in sequence order, orc
 
   assert.equal(seen.headers.get('content-type')?.split(';')[0], 'text/event-stream');
   assert.equal(seen.headers.get('x-vercel-ai-ui-message-stream'), 'v1');
-  assert.match(seen.headers.get('x-session-id') ?? '', /^[0-9a-f]{32}$/, 'x-session-id is a 128-bit hex id');
+  // useChat's chat ID names the session, so a useChat client needs no header.
+  assert.equal(seen.headers.get('x-session-id'), chatId, 'the chat id is not the session id');
   const turnId = seen.headers.get('x-turn-id');
   assert.ok(turnId, 'x-turn-id header missing');
   assert.equal(message.id, turnId, 'the message id is the turn id from the start chunk');
@@ -89,7 +92,10 @@ test('AI SDK reads a Cognitive Reasoner turn: text, tools in sequence order, orc
   const indexes = evaluation.map((d) => d.sequenceIndex);
   assert.deepEqual(indexes, [...indexes].sort((a, b) => a - b), `sequenceIndex went back: ${indexes}`);
   assert.equal(indexes.at(-1), 3);
-  assert.ok(orch.some((d) => d.transition), 'no orchestration part marks the step transition');
+  // While the sequence runs, exactly its next tool is offered.
+  for (const d of evaluation) {
+    if (d.sequenceIndex < d.sequence.length) assert.deepEqual(d.offeredTools, [d.sequence[d.sequenceIndex]], `at position ${d.sequenceIndex}`);
+  }
 
   const usage = message.parts.filter((p) => p.type === 'data-usage').map((p) => p.data);
   const final = usage.filter((u) => u.final);
@@ -99,14 +105,18 @@ test('AI SDK reads a Cognitive Reasoner turn: text, tools in sequence order, orc
 });
 
 test('AI SDK continues a session through x-session-id and sees its usage grow', async () => {
+  // A chat ID that is not a valid session ID: the server makes a session and
+  // names it in x-session-id, which the client then sends back.
+  const chatId = 'not a session id';
   const first = transportFor('cognitive-reasoner');
   const m1 = await assemble(await first.transport.sendMessages({
-    chatId: 'e2e-chat-2', messages: [userMessage('[offline:echo] first answer')], trigger: 'submit-message', messageId: undefined,
+    chatId, messages: [userMessage('[offline:echo] first answer')], trigger: 'submit-message', messageId: undefined,
   }));
   const sid = first.seen.headers.get('x-session-id');
+  assert.match(sid ?? '', /^[0-9a-f]{32}$/, 'a new session id is not 128-bit hex');
   const second = transportFor('cognitive-reasoner', sid);
   const m2 = await assemble(await second.transport.sendMessages({
-    chatId: 'e2e-chat-2', messages: [userMessage('[offline:echo] second answer')], trigger: 'submit-message', messageId: undefined,
+    chatId, messages: [userMessage('[offline:echo] second answer')], trigger: 'submit-message', messageId: undefined,
   }));
   assert.equal(second.seen.headers.get('x-session-id'), sid, 'the session changed');
   const textOf = (m) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');

@@ -47,7 +47,12 @@ async function openPage(viewport) {
   const page = await context.newPage();
   if (viewport) await page.setViewportSize(viewport);
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-  page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+  page.on('requestfailed', (r) => {
+    // The page cancels a stream's body once [DONE] arrived; Chromium reports
+    // that as ERR_ABORTED. Anything else is a real failure.
+    const streamDone = r.failure()?.errorText === 'net::ERR_ABORTED' && /\/api\/(chat\/|sessions\/[^/]+\/stream)/.test(r.url());
+    if (!streamDone) problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`);
+  });
   await page.goto(`${server.base}/`);
   await page.waitForSelector('body[data-ready="true"]', { timeout: 10000 });
   return page;
@@ -55,7 +60,7 @@ async function openPage(viewport) {
 
 async function pickAgent(page, id) {
   await page.click(`button[data-agent="${id}"]`);
-  await page.waitForSelector(`button[data-agent="${id}"][aria-pressed="true"]`);
+  await page.waitForSelector(`button[data-agent="${id}"][aria-pressed="true"]`, { state: 'attached' });
 }
 
 async function sendAndWait(page, text) {
@@ -75,12 +80,16 @@ test('Cognitive Reasoner: tool cards in sequence order, step indicator, final an
   assert.ok(await page.locator('#suggestions button.suggestion').count() > 0, 'no chat prompt suggestions');
   assert.equal(await page.evaluate(() => document.activeElement?.id), 'composer-input', 'picking an agent does not focus the message box');
 
-  // Record every active step the indicator shows while the turn streams.
+  // Record every active step and sequence position the panel shows while the turn streams.
   await page.evaluate(() => {
-    window.__steps = [];
-    const el = document.querySelector('[data-o="step"]');
-    new MutationObserver(() => { if (window.__steps.at(-1) !== el.textContent) window.__steps.push(el.textContent); })
-      .observe(el, { childList: true, characterData: true, subtree: true });
+    const watch = (sel, list) => {
+      const el = document.querySelector(sel);
+      list.push(el.textContent);
+      new MutationObserver(() => { if (list.at(-1) !== el.textContent) list.push(el.textContent); })
+        .observe(el, { childList: true, characterData: true, subtree: true });
+    };
+    watch('[data-o="step"]', window.__steps = []);
+    watch('[data-o="position"]', window.__positions = []);
   });
   const answer = await sendAndWait(page, 'Critique the argument that remote work improves productivity');
 
@@ -95,6 +104,11 @@ test('Cognitive Reasoner: tool cards in sequence order, step indicator, final an
   const steps = await page.evaluate(() => window.__steps);
   assert.ok(steps.includes('EvaluationMode'), `the step indicator never showed EvaluationMode: ${JSON.stringify(steps)}`);
   assert.ok(steps.length >= 2, `the step indicator did not change: ${JSON.stringify(steps)}`);
+  const positions = await page.evaluate(() => window.__positions);
+  for (const want of ['Next: critique (1 of 3)', 'Next: debate (2 of 3)', 'Next: reflect (3 of 3)', 'Sequence complete (3 of 3)']) {
+    assert.ok(positions.includes(want), `the sequence position never showed "${want}": ${JSON.stringify(positions)}`);
+  }
+  assert.ok(positions.indexOf('Next: debate (2 of 3)') < positions.indexOf('Sequence complete (3 of 3)'), 'the sequence position went back');
   assert.equal(await page.textContent('[data-o="step"]'), 'EvaluationMode');
   assert.deepEqual(await page.locator('[data-o="sequence"] li').allTextContents(), ['critique', 'debate', 'reflect']);
   assert.equal(await page.locator('[data-o="sequence"] li.seq-done').count(), 3, 'the sequence is not shown complete');
@@ -113,7 +127,8 @@ test('Cognitive Reasoner: tool cards in sequence order, step indicator, final an
   const sid = await page.evaluate(() => sessionStorage.getItem('agentdock.session.cognitive-reasoner'));
   assert.match(sid ?? '', /^[0-9a-f]{32}$/, 'the session id is not kept in sessionStorage');
 
-  await page.screenshot({ path: join(artifacts, 'cognitive-reasoner.png'), fullPage: true });
+  await page.screenshot({ path: join(artifacts, 'cognitive-reasoner.png') });
+  await answer.screenshot({ path: join(artifacts, 'cognitive-reasoner-answer.png') });
   await page.close();
 });
 
