@@ -80,8 +80,8 @@ func (r Request) ToolNames() []string {
 func decodeRequest(api string, body []byte) (Request, error) {
 	req := Request{API: api, Body: append(json.RawMessage(nil), body...)}
 	var raw struct {
-		Model         string            `json:"model"`
-		Stream        bool              `json:"stream"`
+		Model         string `json:"model"`
+		Stream        bool   `json:"stream"`
 		StreamOptions *struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
