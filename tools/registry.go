@@ -188,10 +188,14 @@ func (r *Registry) Names() []string { return slices.Clone(r.names) }
 
 // Specs returns the specs of the named tools in the order given, skipping
 // names that are not registered (the orchestration decides what is offered;
-// the registry only knows what exists).
+// the registry only knows what exists) and repeats (providers reject a tool
+// list that names a tool twice).
 func (r *Registry) Specs(names []string) []chat.ToolSpec {
 	out := make([]chat.ToolSpec, 0, len(names))
-	for _, n := range names {
+	for i, n := range names {
+		if slices.Contains(names[:i], n) {
+			continue
+		}
 		if e, ok := r.entries[n]; ok {
 			s := e.spec
 			s.Parameters = slices.Clone(s.Parameters)

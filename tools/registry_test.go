@@ -97,7 +97,7 @@ func TestRegistryLookupNamesSpecs(t *testing.T) {
 	if got := r.Names(); !reflect.DeepEqual(got, []string{"alpha", "mid", "zeta"}) {
 		t.Fatalf("names %v", got)
 	}
-	specs := r.Specs([]string{"zeta", "missing", "alpha"})
+	specs := r.Specs([]string{"zeta", "missing", "alpha", "zeta"})
 	if len(specs) != 2 || specs[0].Name != "zeta" || specs[1].Name != "alpha" {
 		t.Fatalf("specs %+v", specs)
 	}
