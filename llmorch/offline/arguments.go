@@ -114,6 +114,9 @@ func (s *schema) itemSchema() (*schema, error) {
 	return &it, nil
 }
 
+// maxGenerated bounds the length of one generated string.
+const maxGenerated = 1 << 20
+
 // errSkip reports that no value was generated for an optional field.
 var errSkip = errors.New("no value")
 
@@ -397,7 +400,12 @@ func (g *generator) array(s *schema, name string) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fieldPath(name), err)
 	}
+	// Three items show a list; deeper down one is enough, so that nested
+	// arrays do not multiply.
 	n := 3
+	if g.depth > 2 {
+		n = 1
+	}
 	if s.MinItems != nil {
 		n = max(n, *s.MinItems)
 	}
@@ -476,13 +484,23 @@ func (g *generator) text(s *schema, path string, index int) (any, error) {
 // fitString makes v satisfy the string's length and pattern constraints.
 func fitString(v string, s *schema, path string, tp *topic) (any, error) {
 	if s.MinLength != nil {
+		if *s.MinLength > maxGenerated {
+			return nil, fmt.Errorf("%s: minLength %d is more than the %d characters generated at most", fieldPath(path), *s.MinLength, maxGenerated)
+		}
 		pad := tp.phrase
 		if pad == "" {
 			pad = "x"
 		}
-		for utf8.RuneCountInString(v) < *s.MinLength {
-			v = strings.TrimSpace(v + " " + pad)
+		var b strings.Builder
+		b.WriteString(v)
+		for n := utf8.RuneCountInString(v); n < *s.MinLength; n += utf8.RuneCountInString(pad) {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+				n++
+			}
+			b.WriteString(pad)
 		}
+		v = b.String()
 	}
 	if s.MaxLength != nil && utf8.RuneCountInString(v) > *s.MaxLength {
 		cut := cutRunes(v, max(*s.MaxLength, 0))

@@ -257,3 +257,26 @@ func BenchmarkFinalAnswer(b *testing.B) {
 }
 
 var _ llmorch.Model = New(Config{})
+
+// Padding to minLength reaches the minimum exactly or just past it, from an
+// empty start too (a field whose format gives no text).
+func TestMinLengthPadding(t *testing.T) {
+	for _, tt := range []struct {
+		phrase string
+		min    int
+	}{{"abc", 4}, {"abc", 3}, {"abc", 7}, {"", 2}, {"ü", 5}} {
+		tp := &topic{phrase: tt.phrase}
+		min := tt.min
+		v, err := fitString("", &schema{MinLength: &min}, "f", tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len([]rune(v.(string))); n < tt.min || n > tt.min+len([]rune(tt.phrase))+1 {
+			t.Errorf("phrase %q, minLength %d: got %q (%d runes)", tt.phrase, tt.min, v, n)
+		}
+	}
+	huge := maxGenerated + 1
+	if _, err := fitString("", &schema{MinLength: &huge}, "f", &topic{phrase: "x"}); err == nil || !strings.Contains(err.Error(), `field "f": minLength`) {
+		t.Errorf("huge minLength: err = %v, want a minLength error naming the field", err)
+	}
+}
