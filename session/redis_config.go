@@ -182,6 +182,7 @@ func splitAddrs(hosts string) ([]string, error) {
 	}
 	var addrs []string
 	for a := range strings.SplitSeq(hosts, ",") {
+		a = strings.TrimSpace(a)
 		h, p, err := net.SplitHostPort(a)
 		if err != nil || h == "" {
 			return nil, fmt.Errorf("address %q: want host:port", a)
