@@ -15,18 +15,19 @@
 //     whose sequence is not complete (SequenceIndex < len(Sequence)), the
 //     model calls the first tool of the group at SequenceIndex that is among
 //     Request.Tools.
-//   - Mode choice. When the active step is the default step, or there is no
-//     active step, the model scores every non-default Mode that has a
-//     sequence against the latest user message and follows the best one
-//     itself: its next tool is Sequence[p], where p is how many of this
-//     turn's calls, in order, matched the sequence so far. The score is
-//     described at modeScore; ties go to the mode listed first. A failed tool
-//     call still counts, because retrying the same deterministic arguments
-//     would fail the same way.
-//   - Single tool. When no mode fits (or the active step has no pending
-//     sequence) and no tool was called yet in this turn, the model calls the
-//     offered tool whose name and description best match the message, if any
-//     matches at all (see toolScore); otherwise it calls nothing.
+//   - Mode choice. Otherwise (the active step is the default step, has no
+//     sequence, or has completed it; or there is no active step) the model
+//     scores every non-default Mode that has a sequence against the latest
+//     user message and follows the best one itself: its next tool is
+//     Sequence[p], where p is how many of this turn's calls, in order,
+//     matched the sequence so far, provided that tool is offered. The score
+//     is described at modeScore and bestMode; ties go to the mode listed
+//     first. A failed tool call still counts, because retrying the same
+//     deterministic arguments would fail the same way.
+//   - Single tool. When no mode fits, or the fitting mode's first tool is not
+//     offered, and no tool was called yet in this turn, the model calls the
+//     offered tool whose name and description best match the message, if
+//     one matches well enough (see bestTool); otherwise it calls nothing.
 //   - Final answer. Otherwise it streams a markdown answer: a heading, a
 //     statement that this is the offline demo model, one sub-heading per tool
 //     result of this turn (in order) quoting the result's first lines, and a

@@ -71,7 +71,7 @@ func TestCritiqueArguments(t *testing.T) {
 	m := New(Config{})
 	o := call(t, m, defaultStepRequest(user("Critique the argument that remote work improves productivity")))
 	if len(o.calls) != 1 || o.calls[0].Name != "critique" {
-		t.Fatalf("calls = %v, want one critique call", o.calls)
+		t.Fatalf("calls = %v, want one critique call", callNames(o.calls))
 	}
 	var args struct{ Subject, Analysis string }
 	if err := json.Unmarshal(o.calls[0].Arguments, &args); err != nil {
@@ -137,9 +137,12 @@ func TestActiveSequence(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			msgs := []chat.Message{user(tt.message)}
 			if strings.HasPrefix(tt.name, "a completed mode") {
-				msgs = append(msgs,
-					chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "critique", Arguments: json.RawMessage(`{}`)}}},
-					chat.Message{Role: chat.RoleTool, ToolCallID: "call_1", ToolName: "critique", Content: "## Critique\n\nFine."})
+				for i, name := range []string{"critique", "debate", "reflect"} {
+					id := fmt.Sprintf("call_%d", i+1)
+					msgs = append(msgs,
+						chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: id, Name: name, Arguments: json.RawMessage(`{}`)}}},
+						chat.Message{Role: chat.RoleTool, ToolCallID: id, ToolName: name, Content: "## " + name + "\n\nDone."})
+				}
 			}
 			snap := tt.snap
 			snap.OfferedTools = toolNames(tt.tools)
@@ -147,7 +150,7 @@ func TestActiveSequence(t *testing.T) {
 			o := call(t, m, req)
 			if tt.want == "" {
 				if len(o.calls) != 0 {
-					t.Fatalf("calls = %v, want none", o.calls)
+					t.Fatalf("calls = %v, want none", callNames(o.calls))
 				}
 				if o.text == "" {
 					t.Fatal("no tool call and no answer")
@@ -155,7 +158,7 @@ func TestActiveSequence(t *testing.T) {
 				return
 			}
 			if len(o.calls) != 1 || o.calls[0].Name != tt.want {
-				t.Fatalf("calls = %v, want %s", o.calls, tt.want)
+				t.Fatalf("calls = %v, want %s", callNames(o.calls), tt.want)
 			}
 			validate(t, findTool(tt.tools, tt.want), o.calls[0].Arguments)
 			if tt.want == "search" {
@@ -352,7 +355,7 @@ func TestEcho(t *testing.T) {
 		t.Run(tt.want, func(t *testing.T) {
 			o := call(t, m, defaultStepRequest(user(tt.message)))
 			if len(o.calls) != 0 {
-				t.Fatalf("calls = %v, want none", o.calls)
+				t.Fatalf("calls = %v, want none", callNames(o.calls))
 			}
 			if o.text != tt.want {
 				t.Fatalf("text = %q, want %q", o.text, tt.want)
@@ -527,5 +530,50 @@ func TestTerms(t *testing.T) {
 		if got := newTopic(tt.message).terms; !slices.Equal(got, tt.want) {
 			t.Errorf("terms of %q = %q, want %q", tt.message, got, tt.want)
 		}
+	}
+}
+
+// An agent shaped like AgentDock's "orchestrated agent": one short sequence
+// (search -> think) and single-tool modes. Requests that name one tool get
+// that tool alone; a research request follows the sequence, also after the
+// engine moved the turn into a follow-up step without a sequence.
+func TestOrchestratedAgentShape(t *testing.T) {
+	tools := cognitiveReasonerTools()
+	modes := []llmorch.Mode{
+		{Name: "Initial Greeting", Description: "Start with a friendly greeting and ask how you can help.", Default: true},
+		{Name: "Research Sequence", Description: "First search for relevant information, then use structured thinking to analyze the findings.",
+			Sequence: [][]string{{"search"}, {"think"}}, Tools: []string{"search", "think"}},
+		{Name: "Web Research Mode", Description: "Use web search tools to find information requested by the user.", Tools: []string{"search"}},
+		{Name: "Tool Follow-up Mode", Description: "After using a tool, follow up on results."},
+	}
+	tests := []struct {
+		message string
+		want    []string
+	}{
+		{"Research the future of renewable energy", []string{"search", "think"}},
+		{"Think through how to solve the traveling salesman problem", []string{"think"}},
+		{"Help me reflect on my recent project experience", []string{"reflect"}},
+		{"Compare electric vehicles and hybrid cars", []string{"compare"}},
+		{"Brainstorm ideas for a new mobile app.", []string{"brainstorm"}},
+	}
+	m := New(Config{})
+	for _, tt := range tests {
+		t.Run(tt.message, func(t *testing.T) {
+			snapshot := func(calls []chat.ToolCall) *chat.Snapshot {
+				step := "Initial Greeting"
+				if len(calls) > 0 {
+					step = "Tool Follow-up Mode" // its tool_used conditions pass
+				}
+				return &chat.Snapshot{ActiveStep: step, OfferedTools: toolNames(tools)}
+			}
+			req := llmorch.Request{Messages: []chat.Message{user(tt.message)}, Tools: tools, Modes: modes}
+			calls, final := runTurn(t, m, req, snapshot)
+			if got := callNames(calls); !slices.Equal(got, tt.want) {
+				t.Fatalf("calls = %v, want %v", got, tt.want)
+			}
+			if !strings.Contains(final, "### Conclusion") {
+				t.Errorf("no synthesis in the final answer:\n%s", final)
+			}
+		})
 	}
 }

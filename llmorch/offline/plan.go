@@ -98,12 +98,17 @@ func choose(req llmorch.Request, t turn, tp *topic) (string, *llmorch.Mode) {
 	if snap != nil && snap.ActiveStep != "" && snap.SequenceIndex >= 0 && snap.SequenceIndex < len(snap.Sequence) {
 		return firstOffered(strings.Split(snap.Sequence[snap.SequenceIndex], "|"), req.Tools), active
 	}
-	if snap == nil || snap.ActiveStep == "" || (active != nil && active.Default) {
-		if m := bestMode(req.Modes, tp); m != nil {
-			pos := progress(m.Sequence, t.calls)
-			if pos < len(m.Sequence) {
-				return firstOffered(m.Sequence[pos], req.Tools), m
+	// No sequence of the active step is pending (it is the default step,
+	// a step without a sequence, or one whose sequence is done): follow the
+	// mode that fits the message, as far as its tools are offered.
+	if m := bestMode(req.Modes, tp); m != nil {
+		pos := progress(m.Sequence, t.calls)
+		if pos < len(m.Sequence) {
+			if name := firstOffered(m.Sequence[pos], req.Tools); name != "" {
+				return name, m
 			}
+		}
+		if len(t.calls) > 0 || pos >= len(m.Sequence) {
 			return "", m
 		}
 	}
@@ -171,10 +176,12 @@ func progress(seq [][]string, calls []chat.ToolCall) int {
 }
 
 // bestMode returns the non-default mode with a sequence that scores highest
-// for the message, the first listed on a tie, or nil if none scores.
+// for the message, the first listed on a tie, or nil if none scores at least
+// 2: a message that only names one later tool of a sequence ("think ...")
+// is better served by that tool alone.
 func bestMode(modes []llmorch.Mode, tp *topic) *llmorch.Mode {
 	var best *llmorch.Mode
-	bestScore := 0
+	bestScore := 1
 	for i := range modes {
 		m := &modes[i]
 		if m.Default || len(m.Sequence) == 0 {

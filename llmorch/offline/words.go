@@ -336,7 +336,7 @@ var (
 		"pros": debate, "cons": debate, "perspectives": debate, "viewpoints": debate,
 
 		"research": research, "history": research, "historical": research, "latest": research,
-		"news": research, "recent": research, "statistics": research, "data": research,
+		"news": research, "statistics": research, "data": research,
 		"trends": research, "forecast": research, "predict": research, "search": research,
 		"find": research, "sources": research, "evidence": research,
 
