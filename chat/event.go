@@ -24,14 +24,18 @@ const (
 	KindUsage Kind = "usage"
 	// KindWarning carries a warning the user should see in Text.
 	KindWarning Kind = "warning"
-	// KindError carries an error in Error. The turn ends after it.
+	// KindError carries an error in Error. In a turn's stream the turn
+	// ends after it. From a model (llmorch.Model.Stream) it may also carry
+	// ToolCall: the model made a call that is invalid (unknown tool,
+	// arguments that are not a JSON object); the call is answered with an
+	// error result and the turn goes on.
 	KindError Kind = "error"
 	// KindDone ends a turn; FinishReason says why.
 	KindDone Kind = "done"
 )
 
-// Event is one thing that happened during a turn. Exactly the field that
-// belongs to Kind is set.
+// Event is one thing that happened during a turn. The field that belongs to
+// Kind is set (an invalid tool call from a model sets Error and ToolCall).
 type Event struct {
 	Kind Kind `json:"type"`
 	// Seq numbers the events of a turn from 1; it is assigned by the agent

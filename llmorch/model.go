@@ -15,7 +15,10 @@ type Model interface {
 	// Stream runs one model call. It yields, in order: text deltas
 	// (chat.KindTextDelta), complete and validated tool calls
 	// (chat.KindToolCall: known name, ID present, arguments a JSON object),
-	// at most one chat.KindUsage, and nothing after an error. The sequence
+	// at most one chat.KindUsage, and nothing after an error. A call the
+	// model made that cannot be valid comes as chat.KindError with both
+	// Error (the message for the model) and ToolCall set; it is never
+	// executed, but answered with an error result. The sequence
 	// ends when the model finished; a non-nil error ends it early. Stream
 	// stops promptly when ctx is cancelled and then yields ctx.Err().
 	Stream(ctx context.Context, req Request) iter.Seq2[chat.Event, error]

@@ -219,9 +219,10 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		return nil, errStopped
 	}
 	var (
-		text  []byte
-		calls []chat.ToolCall
-		usage chat.Usage
+		text    []byte
+		calls   []chat.ToolCall
+		usage   chat.Usage
+		invalid = map[string]string{} // call ID -> why the call is invalid
 	)
 	for ev, err := range cfg.Model.Stream(ctx, req) {
 		if err != nil {
@@ -237,6 +238,12 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 			}
 		case chat.KindToolCall:
 			calls = append(calls, *ev.ToolCall)
+		case chat.KindError:
+			if ev.ToolCall != nil && ev.Error != nil {
+				call := *ev.ToolCall
+				calls = append(calls, call)
+				invalid[call.ID] = ev.Error.Message
+			}
 		case chat.KindUsage:
 			usage = usage.Add(*ev.Usage)
 		}
@@ -245,19 +252,24 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		r.saveMessages(ctx, assistantMessage(text, nil))
 		return nil, err
 	}
-	return calls, r.onStepFinish(ctx, text, calls, usage)
+	return calls, r.onStepFinish(ctx, text, calls, invalid, usage)
 }
 
 // onStepFinish executes the step's tool calls, records tools and usage and
 // saves the step's messages.
-func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCall, usage chat.Usage) error {
+func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCall, invalid map[string]string, usage chat.Usage) error {
 	cfg := r.s.cfg
 	msgs := []chat.Message{assistantMessage(text, calls)}
 	for _, call := range calls {
 		if !r.emit(chat.Event{Kind: chat.KindToolCall, ToolCall: &call}) {
 			return errStopped
 		}
-		res := r.runTool(ctx, call)
+		var res toolOutcome
+		if why, bad := invalid[call.ID]; bad {
+			res.result = chat.ToolResult{CallID: call.ID, Name: call.Name, Content: why, Type: "invalid_tool_call", IsError: true, NotRun: true}
+		} else {
+			res = r.runTool(ctx, call)
+		}
 		if err := ctx.Err(); err != nil {
 			// Cancelled mid-step: keep the text, drop the calls whose
 			// results are not all there, so the history stays valid.

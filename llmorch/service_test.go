@@ -53,7 +53,13 @@ func (m *scripted) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[ch
 		}
 		for i, name := range reply {
 			call := chat.ToolCall{ID: "c" + string(rune('0'+n)) + string(rune('0'+i)), Name: name, Arguments: argsFor[name]}
-			if !yield(chat.Event{Kind: chat.KindToolCall, ToolCall: &call}, nil) {
+			ev := chat.Event{Kind: chat.KindToolCall, ToolCall: &call}
+			if bad, ok := strings.CutPrefix(name, "!"); ok {
+				// An invalid call, as providers report it.
+				call.Name, call.Arguments = bad, json.RawMessage(`{}`)
+				ev = chat.Event{Kind: chat.KindError, ToolCall: &call, Error: &chat.Error{Code: "invalid_tool_call", Message: "arguments of " + bad + " are not a JSON object"}}
+			}
+			if !yield(ev, nil) {
 				return
 			}
 		}
@@ -312,5 +318,30 @@ func TestFencedWritesStopTheTurn(t *testing.T) {
 	sess, _ := f.store.Get(context.Background(), f.id)
 	if len(sess.State.RecentlyUsedTools) != 0 {
 		t.Fatalf("a fenced turn's tool was recorded: %v", sess.State.RecentlyUsedTools)
+	}
+}
+
+// TestInvalidToolCallIsAnswered: a call the provider reports as invalid is
+// answered with an error result for the model, and not recorded.
+func TestInvalidToolCallIsAnswered(t *testing.T) {
+	f := newFixture(t, &scripted{replies: [][]string{{"!think"}, {"think"}, nil}})
+	evs := collect(f.svc.StreamWithOrchestration(context.Background(), f.start(t, "hello")))
+	var first *chat.ToolResult
+	for _, ev := range evs {
+		if ev.Kind == chat.KindToolResult {
+			first = ev.ToolResult
+			break
+		}
+	}
+	if first == nil || !first.IsError || !first.NotRun || !strings.Contains(first.Content, "not a JSON object") {
+		t.Fatalf("first result = %+v", first)
+	}
+	msgs := f.model.reqs[1].Messages
+	if m := msgs[len(msgs)-1]; m.Role != chat.RoleTool || m.ToolCallID != first.CallID {
+		t.Fatalf("the model did not get the answer to its invalid call: %+v", m)
+	}
+	sess, _ := f.store.Get(context.Background(), f.id)
+	if !slices.Equal(sess.State.RecentlyUsedTools, []string{"think"}) {
+		t.Fatalf("recorded %v; the invalid call must not count", sess.State.RecentlyUsedTools)
 	}
 }

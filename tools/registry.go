@@ -227,6 +227,9 @@ func (r *Registry) Execute(ctx context.Context, call chat.ToolCall) chat.ToolRes
 	start := time.Now()
 	res, oc := r.execute(ctx, call)
 	res.CallID, res.Name = call.ID, call.Name
+	// The orchestration records tools that ran, failed or not; a call that
+	// never reached its tool must not count.
+	res.NotRun = oc == outcomeUnknown || oc == outcomeInvalid
 	level := slog.LevelDebug
 	switch oc {
 	case outcomeOK:
