@@ -11,10 +11,10 @@ import (
 type topic struct {
 	message string
 	// phrase is the topic phrase: the message without its instruction
-	// ("Critique the argument that ..."), in lower case unless it starts
-	// with a name.
+	// ("Critique the argument that ..."), as written, except that a
+	// sentence-initial common word loses its capital.
 	phrase string
-	// terms are the phrase's content words, in order, at most four.
+	// terms are the phrase's noun-like runs (see termRuns), at most four.
 	terms []string
 	// concepts are the stems of the message's content words and of their
 	// synonyms; they score modes, tools and enum values.
