@@ -1,0 +1,237 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"strings"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/gin-gonic/gin"
+)
+
+// chatRequest is the body of POST /api/chat/:agentId: the AI SDK's
+// (id, messages) or the plain (message, sessionId).
+type chatRequest struct {
+	ID        string          `json:"id"`
+	Messages  []uiMessage     `json:"messages"`
+	Message   *string         `json:"message"`
+	SessionID string          `json:"sessionId"`
+	Trigger   string          `json:"trigger"`
+}
+
+// uiMessage is an AI SDK UI message (parts) or a classic one (content).
+type uiMessage struct {
+	Role    string          `json:"role"`
+	Parts   []uiPart        `json:"parts"`
+	Content json.RawMessage `json:"content"`
+}
+
+type uiPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// lastUserText returns the text of the last user message: its text parts
+// joined, or its content (a string, or a list of {type:"text", text} parts).
+func lastUserText(msgs []uiMessage) (string, *apiError) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if m.Role != "user" {
+			continue
+		}
+		var texts []string
+		for _, p := range m.Parts {
+			if p.Type == "text" {
+				texts = append(texts, p.Text)
+			}
+		}
+		if len(m.Parts) == 0 && len(m.Content) > 0 {
+			t, err := contentText(m.Content)
+			if err != nil {
+				return "", newError(http.StatusBadRequest, "invalid_message", "messages[%d].content: %s", i, err.Error())
+			}
+			texts = append(texts, t)
+		}
+		return strings.Join(texts, "\n"), nil
+	}
+	return "", newError(http.StatusBadRequest, "invalid_message", "no user message: messages must contain one with role \"user\"")
+}
+
+// contentText reads an OpenAI-style content: a string or a list of parts.
+func contentText(raw json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []uiPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("want a string or a list of {\"type\":\"text\",\"text\":...} parts")
+	}
+	var texts []string
+	for _, p := range parts {
+		if p.Type == "text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// chatSession picks the session of a chat request: the x-session-id header,
+// else body.sessionId, else body.id (the AI SDK's chat ID) when it is a valid
+// session ID, else a new one.
+func chatSession(r *http.Request, body *chatRequest) (string, *apiError) {
+	if h := r.Header.Get("X-Session-Id"); h != "" {
+		if !session.ValidID(h) {
+			return "", errBadSessionID("the x-session-id header")
+		}
+		return h, nil
+	}
+	if body.SessionID != "" {
+		if !session.ValidID(body.SessionID) {
+			return "", errBadSessionID("sessionId")
+		}
+		return body.SessionID, nil
+	}
+	if body.ID != "" && session.ValidID(body.ID) {
+		return body.ID, nil
+	}
+	return session.NewID(), nil
+}
+
+func errBadSessionID(where string) *apiError {
+	return newError(http.StatusBadRequest, "invalid_session_id", "%s is not a valid session ID: want 8 to 128 letters, digits, '-' or '_'", where)
+}
+
+func (s *Server) postChat(c *gin.Context) {
+	node, ok := s.cfg.Agents.Get(c.Param("agentId"))
+	if !ok {
+		abortWith(c, newError(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", c.Param("agentId")))
+		return
+	}
+	var body chatRequest
+	if e := decodeJSON(c.Request, &body); e != nil {
+		abortWith(c, e)
+		return
+	}
+	var text string
+	switch {
+	case body.Message != nil:
+		text = *body.Message
+	case len(body.Messages) > 0:
+		var e *apiError
+		if text, e = lastUserText(body.Messages); e != nil {
+			abortWith(c, e)
+			return
+		}
+	default:
+		abortWith(c, newError(http.StatusBadRequest, "invalid_message", "the body needs \"message\" (a string) or \"messages\" (AI SDK UI messages)"))
+		return
+	}
+	sid, e := chatSession(c.Request, &body)
+	if e != nil {
+		abortWith(c, e)
+		return
+	}
+	t, err := s.startTurn(node, sid, text, ownerOf(c))
+	if err != nil {
+		s.answerStartError(c, node.ID(), err)
+		return
+	}
+	s.streamTurn(c, t, 0)
+}
+
+// answerStartError answers an error that kept a turn from starting.
+func (s *Server) answerStartError(c *gin.Context, agentID string, err error) {
+	e := turnStartError(err)
+	if e.Status >= 500 {
+		s.log.Error("starting a turn", "agent", agentID, "err", err)
+	}
+	abortWith(c, e)
+}
+
+// startTurn starts one turn of node on the session in its own goroutine,
+// under the server's context: the request that started it may go away.
+func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string) (*turn, error) {
+	if s.turns.isClosing() {
+		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
+	}
+	if s.cfg.MaxMessageBytes > 0 && len(message) > s.cfg.MaxMessageBytes {
+		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
+	}
+	ctx, cancel := context.WithCancelCause(s.base)
+	runCtx := ctx
+	stopTimer := func() bool { return true }
+	if s.cfg.TurnTimeout > 0 {
+		var cancelTimeout context.CancelFunc
+		runCtx, cancelTimeout = context.WithTimeoutCause(ctx, s.cfg.TurnTimeout, errTurnTimout)
+		stopTimer = func() bool { cancelTimeout(); return true }
+	}
+	events, err := node.HandleMessage(runCtx, sessionID, message, agent.WithOwner(owner))
+	if err != nil {
+		stopTimer()
+		cancel(nil)
+		return nil, err
+	}
+	t := newTurn(session.NewID(), sessionID, node.ID(), owner, cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
+	if !s.turns.register(t) {
+		// Shutdown began in between: run the turn's sequence cancelled, so
+		// that it releases the session.
+		cancel(errShutdown)
+		for range events {
+		}
+		stopTimer()
+		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
+	}
+	go func() {
+		defer stopTimer()
+		defer cancel(nil)
+		defer s.turns.ended(t)
+		s.runTurn(runCtx, t, events)
+	}()
+	return t, nil
+}
+
+// runTurn drains the turn's events into its log. It recovers a panic of the
+// agent into an error frame, so that clients always get finish and [DONE].
+func (s *Server) runTurn(ctx context.Context, t *turn, events iter.Seq[chat.Event]) {
+	m := &uiMapper{turnID: t.id}
+	finished := false
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("panic in turn", "agent", t.agentID, "session", t.sessionID, "turn", t.id, "panic", fmt.Sprint(v))
+		}
+		if !finished {
+			e := chat.Event{Kind: chat.KindError, Error: &chat.Error{Code: "internal_error", Message: "the turn failed"}}
+			t.add(m.mapEvent(e, nil)...)
+			t.add(m.mapEvent(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishError}, nil)...)
+		}
+		t.finish()
+	}()
+	t.add(m.start())
+	usage := func() *chat.Usage { return s.sessionUsage(t.sessionID) }
+	sawError := false
+	for ev := range events {
+		switch ev.Kind {
+		case chat.KindError:
+			sawError = true
+		case chat.KindDone:
+			// A cancellation the server caused is reported, so that the
+			// client knows why the answer stopped.
+			var ce *chat.Error
+			if ev.FinishReason == chat.FinishCancelled && !sawError && errors.As(context.Cause(ctx), &ce) {
+				t.add(m.mapEvent(chat.Event{Kind: chat.KindError, Error: ce}, nil)...)
+			}
+			finished = true
+		}
+		t.add(m.mapEvent(ev, usage)...)
+		if finished {
+			return
+		}
+	}
+}

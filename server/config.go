@@ -1,0 +1,131 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/session"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultStreamRetention = 5 * time.Minute
+	DefaultHeartbeat       = 15 * time.Second
+	DefaultMaxTurnEvents   = 20000
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Limiter decides whether a request may proceed; it is the hook for rate
+// limits. Allow is called once per /api and /v1 request, after the caller's
+// owner is known.
+type Limiter interface {
+	// Allow reports whether the request may proceed. When it may not,
+	// retryAfter says when to try again (0 when unknown); the client gets 429.
+	Allow(r *http.Request, owner string) (ok bool, retryAfter time.Duration)
+}
+
+// Config configures a Server. New validates it once and fills the defaults.
+type Config struct {
+	// Agents are the agents served. Required.
+	Agents *agent.Agents
+	// Store is the session store; nil means Agents.Store().
+	Store session.Store
+	// Logger gets one record per request (method, route, status, duration;
+	// never bodies or chat content). Nil means slog.Default().
+	Logger *slog.Logger
+
+	// MaxBodyBytes bounds a request body (default 1 MiB); larger bodies get
+	// 413.
+	MaxBodyBytes int64
+	// MaxMessageBytes, when positive, bounds the user message before the
+	// agent sees it (the agent applies its own limit as well).
+	MaxMessageBytes int
+	// StreamRetention is how long a finished turn's events are kept for
+	// resuming (default 5 min).
+	StreamRetention time.Duration
+	// MaxTurnEvents bounds the events kept per turn (default 20000); when a
+	// turn produces more, the oldest are dropped and a resume from before the
+	// kept window is refused with 410.
+	MaxTurnEvents int
+	// Heartbeat is the interval of SSE comment lines on idle streams
+	// (default 15 s).
+	Heartbeat time.Duration
+	// TurnTimeout, when positive, bounds each turn; the turn then ends with
+	// an error event "turn_timeout".
+	TurnTimeout time.Duration
+	// DisconnectGrace, when positive, cancels a running turn once no client
+	// has been attached to its stream for that long. Zero (the default)
+	// never cancels: the turn finishes and its answer is saved.
+	DisconnectGrace time.Duration
+	// ShutdownTimeout bounds Serve's graceful shutdown (default 10 s).
+	ShutdownTimeout time.Duration
+
+	// WebFS is the chat page, served at /; nil serves no page.
+	WebFS fs.FS
+	// Limiter limits requests; nil means no limit.
+	Limiter Limiter
+	// Owner identifies the caller of a request (for example the fingerprint
+	// of its API key); sessions are owned by it, and another owner's session
+	// is reported as not found. An error answers 401. Nil means every caller
+	// is the same anonymous owner "".
+	Owner func(r *http.Request) (string, error)
+}
+
+// validate fills the defaults and reports every problem in one error.
+func (c *Config) validate() error {
+	var probs []string
+	if c.Agents == nil {
+		probs = append(probs, "Agents is required")
+	}
+	if c.Store == nil && c.Agents != nil {
+		c.Store = c.Agents.Store()
+	}
+	if c.Store == nil {
+		probs = append(probs, "Store is required (Agents.Store() is nil)")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	neg := func(name string, v int64) {
+		if v < 0 {
+			probs = append(probs, fmt.Sprintf("%s must not be negative (got %d)", name, v))
+		}
+	}
+	neg("MaxBodyBytes", c.MaxBodyBytes)
+	neg("MaxMessageBytes", int64(c.MaxMessageBytes))
+	neg("StreamRetention", int64(c.StreamRetention))
+	neg("MaxTurnEvents", int64(c.MaxTurnEvents))
+	neg("Heartbeat", int64(c.Heartbeat))
+	neg("TurnTimeout", int64(c.TurnTimeout))
+	neg("DisconnectGrace", int64(c.DisconnectGrace))
+	neg("ShutdownTimeout", int64(c.ShutdownTimeout))
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.StreamRetention == 0 {
+		c.StreamRetention = DefaultStreamRetention
+	}
+	if c.MaxTurnEvents == 0 {
+		c.MaxTurnEvents = DefaultMaxTurnEvents
+	}
+	if c.MaxTurnEvents > 0 && c.MaxTurnEvents < 16 {
+		probs = append(probs, fmt.Sprintf("MaxTurnEvents must be at least 16 (got %d)", c.MaxTurnEvents))
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if len(probs) > 0 {
+		return errors.New("server: invalid Config: " + strings.Join(probs, "; "))
+	}
+	return nil
+}

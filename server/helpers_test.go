@@ -1,0 +1,218 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/llmorch/offline"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
+)
+
+// env is a server on a real loopback listener with the real agent package,
+// the cognitive tools and the offline model.
+type env struct {
+	t     *testing.T
+	srv   *Server
+	http  *httptest.Server
+	store *session.Memory
+	base  string
+}
+
+type envOptions struct {
+	delay time.Duration // the offline model's delay between words
+	cfg   func(*Config)
+}
+
+func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	store := session.NewMemory(session.Config{})
+	reg, err := tools.NewRegistry(tools.CognitiveTools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := template.LoadPath("testdata/templates", template.Config{Provided: reg.Names()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loaded []*template.Agent
+	for _, r := range results {
+		if r.Agent == nil {
+			t.Fatalf("template %s did not load: %v", r.File, r.Diagnostics)
+		}
+		loaded = append(loaded, r.Agent)
+	}
+	model := offline.New(offline.Config{Delay: o.delay})
+	agents, err := agent.New(agent.Config{
+		Store:  store,
+		Tools:  reg,
+		Models: func(*template.Template) (llmorch.Model, error) { return model, nil },
+		Logger: slog.New(slog.DiscardHandler),
+	}, loaded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Agents: agents, Logger: slog.New(slog.DiscardHandler)}
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	e := &env{t: t, srv: s, http: hs, store: store, base: hs.URL}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		hs.Close()
+		store.Close()
+	})
+	return e
+}
+
+// do sends a request and returns the response; the caller closes its body.
+func (e *env) do(method, path string, body string, headers ...string) *http.Response {
+	e.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.base+path, r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+// getJSON decodes a response body, checking the status.
+func getJSON(t *testing.T, res *http.Response, status int, v any) {
+	t.Helper()
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != status {
+		t.Fatalf("%s %s: status %d, want %d; body %s", res.Request.Method, res.Request.URL.Path, res.StatusCode, status, b)
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("decoding %s: %v", b, err)
+		}
+	}
+}
+
+type errBodyT struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// sseEvent is one SSE event as a client parses it.
+type sseEvent struct {
+	ID, Data string
+	HasID    bool
+}
+
+// sseReader parses an SSE body.
+type sseReader struct {
+	sc       *bufio.Scanner
+	comments int
+}
+
+func newSSEReader(r io.Reader) *sseReader {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	return &sseReader{sc: sc}
+}
+
+// next returns the next event; ok is false at the end of the body.
+func (r *sseReader) next() (ev sseEvent, ok bool) {
+	var data []string
+	for r.sc.Scan() {
+		line := r.sc.Text()
+		switch {
+		case line == "":
+			if data != nil {
+				ev.Data = strings.Join(data, "\n")
+				return ev, true
+			}
+		case strings.HasPrefix(line, ":"):
+			r.comments++
+		case strings.HasPrefix(line, "id:"):
+			ev.ID, ev.HasID = strings.TrimSpace(strings.TrimPrefix(line, "id:")), true
+		case strings.HasPrefix(line, "data:"):
+			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+	return ev, false
+}
+
+func (r *sseReader) all() []sseEvent {
+	var out []sseEvent
+	for {
+		ev, ok := r.next()
+		if !ok {
+			return out
+		}
+		out = append(out, ev)
+	}
+}
+
+// chunkType returns the "type" of a UI stream chunk ("[DONE]" for the end).
+func chunkType(t *testing.T, data string) string {
+	t.Helper()
+	if data == "[DONE]" {
+		return data
+	}
+	var c struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal([]byte(data), &c); err != nil {
+		t.Fatalf("frame data is not JSON: %q: %v", data, err)
+	}
+	return c.Type
+}
+
+func jsonBody(v any) string {
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(v)
+	return b.String()
+}
+
+// waitIdle waits until the session's latest turn finished.
+func (e *env) waitIdle(sessionID string) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if t := e.srv.turns.latest(sessionID); t != nil {
+			if _, done := t.state(); done {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.t.Fatalf("the turn of session %s did not finish", sessionID)
+}

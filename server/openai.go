@@ -1,0 +1,419 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/gin-gonic/gin"
+)
+
+// The OpenAI-compatible endpoint. Only standard chat.completion and
+// chat.completion.chunk objects go out; the agent's tool activity,
+// orchestration and usage ride in an extension field "agentdock" inside the
+// objects, which OpenAI clients ignore.
+
+type oaRequest struct {
+	Model         string      `json:"model"`
+	Messages      []oaMessage `json:"messages"`
+	Stream        bool        `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	User string `json:"user"`
+}
+
+type oaMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type oaUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+type oaCompletion struct {
+	ID                string      `json:"id"`
+	Object            string      `json:"object"`
+	Created           int64       `json:"created"`
+	Model             string      `json:"model"`
+	SystemFingerprint string      `json:"system_fingerprint"`
+	Choices           []oaChoice  `json:"choices"`
+	Usage             oaUsage     `json:"usage"`
+	AgentDock         *oaExtended `json:"agentdock,omitempty"`
+}
+
+type oaChoice struct {
+	Index        int             `json:"index"`
+	Message      oaReplyMessage  `json:"message"`
+	FinishReason string          `json:"finish_reason"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+}
+
+type oaReplyMessage struct {
+	Role    string  `json:"role"`
+	Content string  `json:"content"`
+	Refusal *string `json:"refusal"`
+}
+
+type oaChunk struct {
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	SystemFingerprint string          `json:"system_fingerprint"`
+	Choices           []oaChunkChoice `json:"choices"`
+	Usage             *oaUsage        `json:"usage,omitempty"`
+	AgentDock         *oaExtended     `json:"agentdock,omitempty"`
+}
+
+type oaChunkChoice struct {
+	Index        int     `json:"index"`
+	Delta        oaDelta `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+type oaDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// oaExtended is the "agentdock" extension field.
+type oaExtended struct {
+	SessionID     string           `json:"sessionId,omitempty"`
+	TurnID        string           `json:"turnId,omitempty"`
+	ToolCall      *chat.ToolCall   `json:"toolCall,omitempty"`
+	ToolResult    *chat.ToolResult `json:"toolResult,omitempty"`
+	Orchestration *chat.Snapshot   `json:"orchestration,omitempty"`
+	Usage         *uiUsage         `json:"usage,omitempty"`
+	Warning       string           `json:"warning,omitempty"`
+	Error         *chat.Error      `json:"error,omitempty"`
+	FinishReason  string           `json:"finishReason,omitempty"`
+	// ToolCalls and ToolResults list a whole turn's tool activity in a
+	// non-streaming answer.
+	ToolCalls   []chat.ToolCall   `json:"toolCalls,omitempty"`
+	ToolResults []chat.ToolResult `json:"toolResults,omitempty"`
+}
+
+// openAIError answers in both shapes at once: our {"error":{"code",
+// "message"}} with OpenAI's "type" and "param" added, which OpenAI clients
+// read as their own error object.
+func openAIError(c *gin.Context, e *apiError) {
+	typ := "invalid_request_error"
+	switch {
+	case e.Status == http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case e.Status == http.StatusNotFound:
+		typ = "not_found_error"
+	case e.Status >= 500:
+		typ = "server_error"
+	}
+	c.AbortWithStatusJSON(e.Status, gin.H{"error": gin.H{"code": e.Code, "message": e.Message, "type": typ, "param": nil}})
+}
+
+// openAISession picks the session: the x-session-id header, else the body's
+// user when it is a valid session ID, else a session derived from user (a
+// hash, so that any user string keeps its conversation), else a new one.
+func openAISession(r *http.Request, user, owner string) (string, *apiError) {
+	if h := r.Header.Get("X-Session-Id"); h != "" {
+		if !session.ValidID(h) {
+			return "", errBadSessionID("the x-session-id header")
+		}
+		return h, nil
+	}
+	if user == "" {
+		return session.NewID(), nil
+	}
+	if session.ValidID(user) {
+		return user, nil
+	}
+	sum := sha256.Sum256([]byte(owner + "\x00" + user))
+	return "user-" + hex.EncodeToString(sum[:16]), nil
+}
+
+func (s *Server) listModels(c *gin.Context) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := s.cfg.Agents.List()
+	out := make([]model, 0, len(list))
+	for _, n := range list {
+		out = append(out, model{ID: n.ID(), Object: "model", Created: 0, OwnedBy: "agentdock"})
+	}
+	c.JSON(http.StatusOK, gin.H{"object": "list", "data": out})
+}
+
+func (s *Server) chatCompletions(c *gin.Context) {
+	var body oaRequest
+	if e := decodeJSON(c.Request, &body); e != nil {
+		openAIError(c, e)
+		return
+	}
+	if body.Model == "" {
+		openAIError(c, newError(http.StatusBadRequest, "invalid_request", "model is required: an agent ID (GET /v1/models lists them)"))
+		return
+	}
+	node, ok := s.cfg.Agents.Get(body.Model)
+	if !ok {
+		openAIError(c, newError(http.StatusNotFound, "model_not_found", "no agent %q; GET /v1/models lists them", body.Model))
+		return
+	}
+	text := ""
+	found := false
+	for i := len(body.Messages) - 1; i >= 0; i-- {
+		if body.Messages[i].Role != "user" {
+			continue
+		}
+		t, err := contentText(body.Messages[i].Content)
+		if err != nil {
+			openAIError(c, newError(http.StatusBadRequest, "invalid_message", "messages[%d].content: %s", i, err.Error()))
+			return
+		}
+		text, found = t, true
+		break
+	}
+	if !found {
+		openAIError(c, newError(http.StatusBadRequest, "invalid_message", "messages must contain a message with role \"user\""))
+		return
+	}
+	sid, e := openAISession(c.Request, body.User, ownerOf(c))
+	if e != nil {
+		openAIError(c, e)
+		return
+	}
+	t, err := s.startTurn(node, sid, text, ownerOf(c))
+	if err != nil {
+		e := turnStartError(err)
+		if e.Status >= 500 {
+			s.log.Error("starting a turn", "agent", node.ID(), "err", err)
+		}
+		openAIError(c, e)
+		return
+	}
+	c.Header("X-Session-Id", sid)
+	c.Header("X-Turn-Id", t.id)
+	if body.Stream {
+		s.streamCompletion(c, t, body.Model, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+		return
+	}
+	s.completion(c, t, body.Model)
+}
+
+// follow calls fn for each event of the turn, in order, until the turn ends
+// or ctx is done; tick, when not nil, is called on idle heartbeats.
+func follow(ctx context.Context, t *turn, heartbeat time.Duration, fn func(chat.Event), tick func()) error {
+	var after int64
+	hb := time.NewTicker(heartbeat)
+	defer hb.Stop()
+	for {
+		frames, done, gap, changed := t.read(after)
+		if gap {
+			return errGap
+		}
+		for _, f := range frames {
+			if f.ev != nil {
+				fn(*f.ev)
+			}
+			after = f.seq
+		}
+		if len(frames) > 0 {
+			continue
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-hb.C:
+			if tick != nil {
+				tick()
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+var errGap = &chat.Error{Code: "stream_gap", Message: "events of this turn were dropped before they could be sent"}
+
+func oaFinish(reason string) string {
+	if reason == chat.FinishLength || reason == chat.FinishMaxSteps {
+		return "length"
+	}
+	return "stop"
+}
+
+// completion waits for the turn and answers one chat.completion. The turn
+// runs on when the client goes away.
+func (s *Server) completion(c *gin.Context, t *turn, model string) {
+	rc := http.NewResponseController(c.Writer)
+	_ = rc.SetWriteDeadline(time.Time{})
+	var (
+		text    strings.Builder
+		ext     = &oaExtended{SessionID: t.sessionID, TurnID: t.id}
+		usage   chat.Usage
+		errEv   *chat.Error
+		reason  string
+		newRun  bool
+	)
+	err := follow(c.Request.Context(), t, s.cfg.Heartbeat, func(ev chat.Event) {
+		switch ev.Kind {
+		case chat.KindTextDelta:
+			if newRun && text.Len() > 0 {
+				text.WriteString("\n\n")
+			}
+			newRun = false
+			text.WriteString(ev.Text)
+		case chat.KindToolCall, chat.KindStepFinish:
+			newRun = true
+			if ev.ToolCall != nil {
+				ext.ToolCalls = append(ext.ToolCalls, *ev.ToolCall)
+			}
+		case chat.KindToolResult:
+			ext.ToolResults = append(ext.ToolResults, *ev.ToolResult)
+		case chat.KindOrchestration:
+			ext.Orchestration = ev.Orchestration
+		case chat.KindUsage:
+			if ev.Final {
+				usage = *ev.Usage
+			}
+		case chat.KindError:
+			errEv = ev.Error
+		case chat.KindDone:
+			reason = ev.FinishReason
+		}
+	}, nil)
+	if err != nil {
+		if ce, ok := err.(*chat.Error); ok {
+			errEv = ce
+		} else {
+			return // the client went away; the turn runs on
+		}
+	}
+	if errEv != nil {
+		openAIError(c, turnErrorStatus(errEv))
+		return
+	}
+	ext.FinishReason = reason
+	c.JSON(http.StatusOK, oaCompletion{
+		ID: "chatcmpl-" + t.id, Object: "chat.completion", Created: time.Now().Unix(), Model: model,
+		SystemFingerprint: "agentdock",
+		Choices:           []oaChoice{{Index: 0, Message: oaReplyMessage{Role: "assistant", Content: text.String()}, FinishReason: oaFinish(reason), Logprobs: json.RawMessage("null")}},
+		Usage:             oaUsage{PromptTokens: usage.Prompt, CompletionTokens: usage.Completion, TotalTokens: totalOf(usage)},
+		AgentDock:         ext,
+	})
+}
+
+// turnErrorStatus gives the HTTP status of an error that ended a turn.
+func turnErrorStatus(e *chat.Error) *apiError {
+	status := http.StatusBadGateway
+	switch e.Code {
+	case "store_unavailable", "server_shutdown":
+		status = http.StatusServiceUnavailable
+	case "turn_timeout", "timeout":
+		status = http.StatusGatewayTimeout
+	case "rate_limited":
+		status = http.StatusTooManyRequests
+	case "internal_error", "stream_gap", "session_lease_lost":
+		status = http.StatusInternalServerError
+	}
+	return &apiError{Status: status, Code: e.Code, Message: e.Message}
+}
+
+// streamCompletion streams the turn as chat.completion.chunk objects.
+func (s *Server) streamCompletion(c *gin.Context, t *turn, model string, includeUsage bool) {
+	w := c.Writer
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+
+	id, created := "chatcmpl-"+t.id, time.Now().Unix()
+	var buf bytes.Buffer
+	send := func(v any) {
+		buf.Reset()
+		buf.WriteString("data: ")
+		buf.Write(mustJSON(v))
+		buf.WriteString("\n\n")
+		_, _ = w.Write(buf.Bytes())
+		_ = rc.Flush()
+	}
+	chunk := func(delta oaDelta, finish *string, ext *oaExtended) oaChunk {
+		return oaChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, SystemFingerprint: "agentdock",
+			Choices: []oaChunkChoice{{Index: 0, Delta: delta, FinishReason: finish}}, AgentDock: ext}
+	}
+	empty := ""
+	send(chunk(oaDelta{Role: "assistant", Content: &empty}, nil, &oaExtended{SessionID: t.sessionID, TurnID: t.id}))
+
+	var usage chat.Usage
+	finished := false
+	finish := func(reason string, ext *oaExtended) {
+		fr := oaFinish(reason)
+		send(chunk(oaDelta{}, &fr, ext))
+		if includeUsage {
+			send(oaChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, SystemFingerprint: "agentdock",
+				Choices: []oaChunkChoice{}, Usage: &oaUsage{PromptTokens: usage.Prompt, CompletionTokens: usage.Completion, TotalTokens: totalOf(usage)}})
+		}
+		_, _ = w.Write([]byte("data: [DONE]\n\n"))
+		_ = rc.Flush()
+		finished = true
+	}
+	// sendError writes an error object the way OpenAI streams errors; OpenAI
+	// clients raise it. The finish chunk and [DONE] follow.
+	sendError := func(e *chat.Error) {
+		send(gin.H{"error": gin.H{"code": e.Code, "message": e.Message, "type": "server_error", "param": nil}})
+	}
+	var failed *chat.Error
+	err := follow(c.Request.Context(), t, s.cfg.Heartbeat, func(ev chat.Event) {
+		switch ev.Kind {
+		case chat.KindTextDelta:
+			text := ev.Text
+			send(chunk(oaDelta{Content: &text}, nil, nil))
+		case chat.KindToolCall:
+			send(chunk(oaDelta{}, nil, &oaExtended{ToolCall: ev.ToolCall}))
+		case chat.KindToolResult:
+			send(chunk(oaDelta{}, nil, &oaExtended{ToolResult: ev.ToolResult}))
+		case chat.KindOrchestration:
+			send(chunk(oaDelta{}, nil, &oaExtended{Orchestration: ev.Orchestration}))
+		case chat.KindWarning:
+			send(chunk(oaDelta{}, nil, &oaExtended{Warning: ev.Text}))
+		case chat.KindUsage:
+			u := uiUsage{Prompt: ev.Usage.Prompt, Completion: ev.Usage.Completion, Total: totalOf(*ev.Usage), Final: ev.Final}
+			if ev.Final {
+				usage = *ev.Usage
+			}
+			send(chunk(oaDelta{}, nil, &oaExtended{Usage: &u}))
+		case chat.KindError:
+			failed = ev.Error
+			sendError(ev.Error)
+		case chat.KindDone:
+			reason := ev.FinishReason
+			finish(reason, &oaExtended{FinishReason: reason, Error: failed})
+		}
+	}, func() {
+		_, _ = w.Write([]byte(": heartbeat\n\n"))
+		_ = rc.Flush()
+	})
+	if err != nil && !finished {
+		if ce, ok := err.(*chat.Error); ok {
+			sendError(ce)
+			finish(chat.FinishError, &oaExtended{FinishReason: chat.FinishError, Error: ce})
+		}
+	}
+}

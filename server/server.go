@@ -1,0 +1,287 @@
+// Package server is the HTTP API of agentdock: the AI SDK chat stream
+// (POST /api/chat/:agentId) with resumable turns, the agents and sessions
+// endpoints, health checks, an OpenAI-compatible chat completions endpoint
+// and the chat page. docs/api.md is its reference.
+//
+// A turn runs in its own goroutine under a server-owned context, not the
+// request's: a client that disconnects does not stop it. Every frame of a turn
+// goes to the turn's bounded log, from which each connected client is fed, so
+// that a client that reconnects with Last-Event-ID gets exactly the frames it
+// missed. Streams are served through github.com/r3labs/sse/v2, one sse stream
+// per connection (see stream.go for why and for the library's traps avoided).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/gin-gonic/gin"
+	"github.com/r3labs/sse/v2"
+)
+
+// Server serves the HTTP API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	engine  *gin.Engine
+	turns   *turnRegistry
+	sse     *sse.Server
+	subs    sync.Map // sse stream ID -> *sseConn
+	connSeq atomic.Int64
+
+	// base is the context of every turn; cancelled only when Serve ends.
+	base     context.Context
+	stopBase context.CancelFunc
+	// closing is closed when streams must end (shutdown).
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+var ginMode sync.Once
+
+// New validates cfg and builds the server.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ginMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		turns:   newTurnRegistry(cfg.StreamRetention),
+		closing: make(chan struct{}),
+	}
+	s.base, s.stopBase = context.WithCancel(context.Background())
+	s.sse = newSSE(s)
+	s.engine = s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the API and the page.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// ListenAndServe listens on addr and serves until ctx is cancelled, then
+// shuts down gracefully (see Serve).
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server: listening on %s: %w", addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx is cancelled. Then it shuts down within
+// Config.ShutdownTimeout: new turns are refused (503), running turns are
+// cancelled (their partial answers are saved and their streams get an error
+// frame "server_shutdown", the finish frame and [DONE]), every other open
+// stream gets the same closing frames, and the listener is closed. The
+// http.Server's WriteTimeout is not set for streams: each stream clears its
+// own write deadline.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.engine,
+		ReadHeaderTimeout: 10 * time.Second,
+		// No ReadTimeout: once it passes, net/http's background read fails
+		// and cancels the request context, which would end every stream
+		// older than it. Bodies are bounded by MaxBodyBytes instead.
+		WriteTimeout: 60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.Shutdown(context.Background())
+		return fmt.Errorf("server: serving: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(sctx) }()
+	s.Shutdown(sctx)
+	err := <-shut
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("server: shutting down: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("server: serving: %w", err)
+	}
+	return nil
+}
+
+// Shutdown refuses new turns, cancels the running ones, waits for them (or
+// ctx) and then ends every open stream with closing frames. It is what Serve
+// does on shutdown; call it yourself when serving Handler with your own
+// http.Server (from its RegisterOnShutdown, for example). The http.Server
+// still has to be shut down.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.turns.shutdown()
+	if err := s.turns.wait(ctx); err != nil {
+		s.log.Warn("shutdown: turns still running", "err", err)
+	}
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.stopBase()
+	})
+}
+
+func (s *Server) routes() *gin.Engine {
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true
+	e.Use(s.recovery, s.logRequests)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/openapi.json", s.openapi)
+
+	api := e.Group("/api", s.limitBody, s.identify)
+	api.GET("/agents", s.listAgents)
+	api.GET("/agents/:id", s.getAgent)
+	api.POST("/chat/:agentId", s.postChat)
+	api.GET("/sessions/:id", s.getSession)
+	api.DELETE("/sessions/:id", s.deleteSession)
+	api.GET("/sessions/:id/stream", s.resumeStream)
+
+	v1 := e.Group("/v1", s.limitBody, s.identify)
+	v1.GET("/models", s.listModels)
+	v1.POST("/chat/completions", s.chatCompletions)
+
+	e.NoRoute(s.noRoute)
+	e.NoMethod(func(c *gin.Context) {
+		abortWith(c, newError(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
+	})
+	return e
+}
+
+// recovery turns a panic into a 500 JSON answer (or, when the response
+// already started, ends it) and logs it; the process goes on.
+func (s *Server) recovery(c *gin.Context) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		s.log.Error("panic in handler", "route", c.FullPath(), "panic", fmt.Sprint(v))
+		if c.Writer.Written() {
+			c.Abort()
+			return
+		}
+		abortWith(c, newError(http.StatusInternalServerError, "internal_error", "the server failed to handle the request"))
+	}()
+	c.Next()
+}
+
+// logRequests logs one record per request, without bodies, queries or
+// headers, which may carry chat content or keys.
+func (s *Server) logRequests(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "(no route)"
+	}
+	s.log.LogAttrs(c.Request.Context(), slog.LevelInfo, "http request",
+		slog.String("method", c.Request.Method), slog.String("route", route),
+		slog.Int("status", c.Writer.Status()), slog.Duration("duration", time.Since(start)),
+		slog.Int("bytes", c.Writer.Size()))
+}
+
+// limitBody bounds the request body; reading past the limit fails with
+// *http.MaxBytesError, answered 413.
+func (s *Server) limitBody(c *gin.Context) {
+	if c.Request.ContentLength > s.cfg.MaxBodyBytes {
+		abortWith(c, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over the limit of %d bytes", s.cfg.MaxBodyBytes))
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+	c.Next()
+}
+
+const ownerKey = "agentdock.owner"
+
+// identify runs the Owner hook and the Limiter.
+func (s *Server) identify(c *gin.Context) {
+	owner := ""
+	if s.cfg.Owner != nil {
+		o, err := s.cfg.Owner(c.Request)
+		if err != nil {
+			abortWith(c, newError(http.StatusUnauthorized, "unauthorized", "%s", err.Error()))
+			return
+		}
+		owner = o
+	}
+	c.Set(ownerKey, owner)
+	if s.cfg.Limiter != nil {
+		if ok, retry := s.cfg.Limiter.Allow(c.Request, owner); !ok {
+			e := newError(http.StatusTooManyRequests, "rate_limited", "too many requests; slow down")
+			e.RetryAfter = retry
+			abortWith(c, e)
+			return
+		}
+	}
+	c.Next()
+}
+
+func ownerOf(c *gin.Context) string { return c.GetString(ownerKey) }
+
+func (s *Server) noRoute(c *gin.Context) {
+	p := c.Request.URL.Path
+	if s.cfg.WebFS == nil || p == "/api" || p == "/v1" || strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/v1/") ||
+		(c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead) {
+		abortWith(c, newError(http.StatusNotFound, "not_found", "no endpoint %s %s", c.Request.Method, p))
+		return
+	}
+	http.FileServerFS(s.cfg.WebFS).ServeHTTP(c.Writer, c.Request)
+}
+
+func (s *Server) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	if s.turns.isClosing() {
+		abortWith(c, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		s.log.Warn("readiness: session store ping failed", "err", err)
+		abortWith(c, errStoreDown())
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// sessionUsage reads the session's cumulative usage for a usage frame; nil
+// when the store cannot say.
+func (s *Server) sessionUsage(sessionID string) *chat.Usage {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	sess, err := s.cfg.Store.Get(ctx, sessionID)
+	if err != nil {
+		if !errors.Is(err, session.ErrNotFound) {
+			s.log.Warn("reading session usage", "session", sessionID, "err", err)
+		}
+		return nil
+	}
+	u := sess.State.TokenUsage
+	return &u
+}

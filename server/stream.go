@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/r3labs/sse/v2"
+)
+
+// Streams go out through github.com/r3labs/sse/v2, used so that none of its
+// traps applies (docs/api.md, "Implementation notes"):
+//
+//   - AutoReplay is off: its replay log grows without bound, renumbers our
+//     event IDs to 0, 1, 2 ... and replays Last-Event-ID inclusively. The
+//     turn's own bounded log (turn.frames) is the replay source instead.
+//   - One sse stream per connection, not per turn: in a shared stream one
+//     slow subscriber stalls every other, and a shared stream cannot give
+//     each reconnecting client a different starting point. Each connection
+//     gets a publisher goroutine that reads the turn's log from the client's
+//     position; the turn itself never waits for any client.
+//   - Our IDs ("<turnId>:<seq>") are not numbers, which its ServeHTTP answers
+//     with 400, so Last-Event-ID is parsed here and removed from the request
+//     handed to it; its 500 for unknown streams never happens because the
+//     stream is created just before.
+//   - An event with empty data ends its response: frames never have empty
+//     data (JSON objects or [DONE]); an empty event is published on purpose
+//     to end the response once the turn's last frame went out. Heartbeats are
+//     comment events.
+//   - RemoveStream with a subscriber still registered leaks a goroutine: the
+//     stream is removed only after OnUnsubscribe reported the subscriber gone.
+//   - Publishing one *sse.Event to two streams is a data race: every publish
+//     gets a new event.
+
+// sseConn tracks one connection's subscription to its sse stream.
+type sseConn struct {
+	subscribed, unsubscribed chan struct{}
+	subOnce, unsubOnce       sync.Once
+}
+
+func newSSE(s *Server) *sse.Server {
+	srv := sse.NewWithCallback(
+		func(id string, _ *sse.Subscriber) {
+			if v, ok := s.subs.Load(id); ok {
+				c := v.(*sseConn)
+				c.subOnce.Do(func() { close(c.subscribed) })
+			}
+		},
+		func(id string, _ *sse.Subscriber) {
+			if v, ok := s.subs.Load(id); ok {
+				c := v.(*sseConn)
+				c.unsubOnce.Do(func() { close(c.unsubscribed) })
+			}
+		})
+	srv.AutoReplay = false
+	srv.AutoStream = false
+	// The turn's log is the buffer; the stream's channel only decouples the
+	// publisher from the writer.
+	srv.BufferSize = 64
+	return srv
+}
+
+// streamHeaders are the headers of every UI message stream response.
+func streamHeaders(h http.Header, t *turn) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Vercel-Ai-Ui-Message-Stream", "v1")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Session-Id", t.sessionID)
+	h.Set("X-Turn-Id", t.id)
+}
+
+// streamTurn writes t's frames after seq `after` to the response, live until
+// the turn's last frame, the client's disconnect or the server's shutdown.
+func (s *Server) streamTurn(c *gin.Context, t *turn, after int64) {
+	w := c.Writer
+	// The http.Server's WriteTimeout (and a ReadTimeout, if one is set) would
+	// cut a long stream: this stream has no deadline.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
+	streamHeaders(w.Header(), t)
+
+	streamID := t.id + "/" + strconv.FormatInt(s.connSeq.Add(1), 10)
+	conn := &sseConn{subscribed: make(chan struct{}), unsubscribed: make(chan struct{})}
+	s.subs.Store(streamID, conn)
+	defer s.subs.Delete(streamID)
+	s.sse.CreateStream(streamID)
+
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	req := c.Request.Clone(ctx)
+	req.URL.RawQuery = url.Values{"stream": {streamID}}.Encode()
+	req.Header.Del("Last-Event-ID")
+
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		s.publish(ctx, streamID, conn, t, after)
+	}()
+	s.sse.ServeHTTP(w, req)
+	cancel()
+	<-published
+	select {
+	case <-conn.subscribed:
+		select {
+		case <-conn.unsubscribed:
+		case <-time.After(5 * time.Second):
+			s.log.Error("sse subscriber did not unsubscribe; leaving its stream", "stream", streamID)
+			return
+		}
+	default:
+	}
+	s.sse.RemoveStream(streamID)
+}
+
+// publish feeds one connection's sse stream from the turn's log.
+func (s *Server) publish(ctx context.Context, streamID string, conn *sseConn, t *turn, after int64) {
+	select {
+	case <-conn.subscribed:
+	case <-ctx.Done():
+		return
+	}
+	t.attach()
+	defer t.detach()
+	hb := time.NewTicker(s.cfg.Heartbeat)
+	defer hb.Stop()
+	pub := func(ev *sse.Event) { s.sse.Publish(streamID, ev) }
+	// closeWith sends frames that are not in the turn's log (so they carry no
+	// ID) and ends the response.
+	closeWith := func(code, msg string) {
+		pub(&sse.Event{Data: mustJSON(uiChunk{Type: "error", ErrorText: code + ": " + msg})})
+		pub(&sse.Event{Data: mustJSON(uiChunk{Type: "finish", FinishReason: "error"})})
+		pub(&sse.Event{Data: doneData})
+		pub(&sse.Event{})
+	}
+	for {
+		frames, done, gap, changed := t.read(after)
+		if gap {
+			closeWith("stream_gap", "events of this turn were dropped before they could be sent; read the answer from the session history")
+			return
+		}
+		for _, f := range frames {
+			if ctx.Err() != nil {
+				return
+			}
+			pub(&sse.Event{ID: []byte(eventID(t.id, f.seq)), Data: f.data})
+			after = f.seq
+		}
+		if len(frames) > 0 {
+			hb.Reset(s.cfg.Heartbeat)
+			continue
+		}
+		if done {
+			pub(&sse.Event{})
+			return
+		}
+		select {
+		case <-changed:
+		case <-hb.C:
+			pub(&sse.Event{Comment: []byte("heartbeat")})
+		case <-ctx.Done():
+			return
+		case <-s.closing:
+			closeWith(errShutdown.Code, errShutdown.Message)
+			return
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/session"
+)
+
+// Causes of a turn's cancellation that the server reports to the client as an
+// error frame before the turn's finish.
+var (
+	errShutdown   = &chat.Error{Code: "server_shutdown", Message: "the server is shutting down; the partial answer was saved"}
+	errTurnTimout = &chat.Error{Code: "turn_timeout", Message: "the turn took too long and was stopped; the partial answer was saved"}
+	errClientGone = &chat.Error{Code: "client_gone", Message: "no client was attached to the turn's stream; the turn was stopped and the partial answer was saved"}
+	errDeleted    = &chat.Error{Code: "session_deleted", Message: "the session was deleted"}
+)
+
+// frame is one SSE frame of a turn's stream: its sequence number (the part
+// after the colon of its SSE id), its data line and the event it carries.
+type frame struct {
+	seq  int64
+	data []byte
+	ev   *chat.Event
+}
+
+// turn is one running or recently finished turn: its frames, kept so that a
+// client can resume the stream, and the cancellation of its context.
+type turn struct {
+	id        string
+	sessionID string
+	agentID   string
+	owner     string
+	cancel    context.CancelCauseFunc
+	maxFrames int
+	grace     time.Duration
+
+	mu       sync.Mutex
+	frames   []frame // the kept window, oldest first
+	next     int64   // seq of the next frame
+	done     bool
+	changed  chan struct{} // closed and replaced when frames or done change
+	attached int
+	timer    *time.Timer // the disconnect grace timer
+}
+
+func newTurn(id, sessionID, agentID, owner string, cancel context.CancelCauseFunc, maxFrames int, grace time.Duration) *turn {
+	return &turn{id: id, sessionID: sessionID, agentID: agentID, owner: owner, cancel: cancel,
+		maxFrames: maxFrames, grace: grace, next: 1, changed: make(chan struct{})}
+}
+
+// add appends frames and wakes the readers. It never blocks on readers: a
+// slow client only falls behind in the log.
+func (t *turn) add(items ...item) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	for _, it := range items {
+		if len(t.frames) >= t.maxFrames {
+			t.frames[0] = frame{}
+			t.frames = t.frames[1:]
+		}
+		t.frames = append(t.frames, frame{seq: t.next, data: it.data, ev: it.ev})
+		t.next++
+	}
+	t.notify()
+}
+
+// finish marks the turn complete: no frame is added after it.
+func (t *turn) finish() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.done = true
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.notify()
+}
+
+func (t *turn) notify() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// read returns the frames after seq after, whether the turn is done, a
+// channel closed on the next change, and gap when frames after `after` were
+// already dropped from the window.
+func (t *turn) read(after int64) (frames []frame, done, gap bool, changed <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.frames) > 0 && after+1 < t.frames[0].seq {
+		return nil, t.done, true, t.changed
+	}
+	if len(t.frames) > 0 {
+		i := int(after + 1 - t.frames[0].seq)
+		if i < len(t.frames) {
+			frames = t.frames[i:len(t.frames):len(t.frames)]
+		}
+	}
+	return frames, t.done, false, t.changed
+}
+
+// state reports the last frame's seq and whether the turn is done.
+func (t *turn) state() (last int64, done bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.next - 1, t.done
+}
+
+// firstKept is the seq of the oldest frame still kept.
+func (t *turn) firstKept() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.frames) == 0 {
+		return t.next
+	}
+	return t.frames[0].seq
+}
+
+// attach and detach count the clients reading the turn's stream; they drive
+// the disconnect grace.
+func (t *turn) attach() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.attached++
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+}
+
+func (t *turn) detach() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.attached--
+	if t.attached > 0 || t.done || t.grace <= 0 {
+		return
+	}
+	t.timer = time.AfterFunc(t.grace, func() {
+		t.mu.Lock()
+		gone := t.attached == 0 && !t.done
+		t.mu.Unlock()
+		if gone {
+			t.cancel(errClientGone)
+		}
+	})
+}
+
+// eventID is the SSE id of a frame: "<turnId>:<seq>".
+func eventID(turnID string, seq int64) string { return turnID + ":" + strconv.FormatInt(seq, 10) }
+
+// parseEventID splits a Last-Event-ID.
+func parseEventID(s string) (turnID string, seq int64, err error) {
+	id, n, ok := strings.Cut(s, ":")
+	if !ok || !session.ValidID(id) {
+		return "", 0, errors.New(`want "<turnId>:<seq>"`)
+	}
+	seq, err = strconv.ParseInt(n, 10, 64)
+	if err != nil || seq < 0 {
+		return "", 0, errors.New(`the part after ":" must be a non-negative integer`)
+	}
+	return id, seq, nil
+}
+
+// turnRegistry holds the running turns and the finished ones still kept for
+// resuming.
+type turnRegistry struct {
+	retention time.Duration
+
+	mu        sync.Mutex
+	byID      map[string]*turn
+	bySession map[string]*turn // the latest turn of each session
+	running   sync.WaitGroup
+	closing   bool
+}
+
+func newTurnRegistry(retention time.Duration) *turnRegistry {
+	return &turnRegistry{retention: retention, byID: make(map[string]*turn), bySession: make(map[string]*turn)}
+}
+
+// register adds a new turn; it fails once the server is shutting down.
+func (r *turnRegistry) register(t *turn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return false
+	}
+	r.byID[t.id] = t
+	r.bySession[t.sessionID] = t
+	r.running.Add(1)
+	return true
+}
+
+// ended is called once the turn finished: the turn is dropped after the
+// retention.
+func (r *turnRegistry) ended(t *turn) {
+	r.running.Done()
+	time.AfterFunc(r.retention, func() { r.remove(t) })
+}
+
+func (r *turnRegistry) remove(t *turn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byID[t.id] == t {
+		delete(r.byID, t.id)
+	}
+	if r.bySession[t.sessionID] == t {
+		delete(r.bySession, t.sessionID)
+	}
+}
+
+func (r *turnRegistry) get(id string) *turn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byID[id]
+}
+
+func (r *turnRegistry) latest(sessionID string) *turn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bySession[sessionID]
+}
+
+// forgetSession drops the kept turns of a deleted session.
+func (r *turnRegistry) forgetSession(sessionID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, t := range r.byID {
+		if t.sessionID == sessionID {
+			delete(r.byID, id)
+		}
+	}
+	delete(r.bySession, sessionID)
+}
+
+// shutdown refuses new turns and cancels the running ones.
+func (r *turnRegistry) shutdown() {
+	r.mu.Lock()
+	r.closing = true
+	var all []*turn
+	for _, t := range r.byID {
+		all = append(all, t)
+	}
+	r.mu.Unlock()
+	for _, t := range all {
+		t.cancel(errShutdown)
+	}
+}
+
+// wait waits for the running turns to end, or for ctx.
+func (r *turnRegistry) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		r.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *turnRegistry) isClosing() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closing
+}

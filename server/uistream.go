@@ -1,0 +1,206 @@
+package server
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/agentdock-go/agentdock/chat"
+)
+
+// The AI SDK "UI message stream" (v1 protocol of AI SDK 5 and later): one
+// JSON object per SSE frame. These types are its chunks as this server emits
+// them; see docs/api.md for the mapping from chat.Event.
+
+type uiChunk struct {
+	Type       string          `json:"type"`
+	ID         string          `json:"id,omitempty"`
+	MessageID  string          `json:"messageId,omitempty"`
+	Delta      string          `json:"delta,omitempty"`
+	ToolCallID string          `json:"toolCallId,omitempty"`
+	ToolName   string          `json:"toolName,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Output     *uiToolOutput   `json:"output,omitempty"`
+	ErrorText  string          `json:"errorText,omitempty"`
+	Data       any             `json:"data,omitempty"`
+	// FinishReason is one of the AI SDK's reasons: stop, length, error,
+	// other.
+	FinishReason string `json:"finishReason,omitempty"`
+}
+
+type uiToolOutput struct {
+	Content string `json:"content"`
+	Type    string `json:"type,omitempty"`
+}
+
+type uiOrchestration struct {
+	ActiveStep    string   `json:"activeStep"`
+	SequenceIndex int      `json:"sequenceIndex"`
+	Sequence      []string `json:"sequence"`
+	OfferedTools  []string `json:"offeredTools"`
+	PreviousStep  string   `json:"previousStep"`
+	Transition    bool     `json:"transition"`
+}
+
+type uiUsage struct {
+	Prompt     int64        `json:"prompt"`
+	Completion int64        `json:"completion"`
+	Total      int64        `json:"total"`
+	Final      bool         `json:"final"`
+	Session    *usageTotals `json:"session,omitempty"`
+}
+
+type usageTotals struct {
+	Prompt     int64 `json:"prompt"`
+	Completion int64 `json:"completion"`
+	Total      int64 `json:"total"`
+}
+
+type uiWarning struct {
+	Message string `json:"message"`
+}
+
+// doneData is the data of the last frame of every turn.
+var doneData = []byte("[DONE]")
+
+// uiMapper turns the chat.Events of one turn into UI stream chunks. It keeps
+// the state the mapping needs: whether a text run is open and its ID.
+type uiMapper struct {
+	turnID   string
+	textOpen bool
+	textRuns int
+	textID   string
+}
+
+// item is one frame's payload with the event it came from (nil for frames
+// that only frame others, like start and text-start).
+type item struct {
+	data []byte
+	ev   *chat.Event
+}
+
+func (m *uiMapper) start() item {
+	return item{data: mustJSON(uiChunk{Type: "start", MessageID: m.turnID})}
+}
+
+// mapEvent returns the frames of ev. sessionUsage, called for usage events
+// only, gives the session's cumulative usage (nil when unknown).
+func (m *uiMapper) mapEvent(ev chat.Event, sessionUsage func() *chat.Usage) []item {
+	var out []item
+	add := func(c uiChunk, src *chat.Event) { out = append(out, item{data: mustJSON(c), ev: src}) }
+	closeText := func() {
+		if m.textOpen {
+			add(uiChunk{Type: "text-end", ID: m.textID}, nil)
+			m.textOpen = false
+		}
+	}
+	src := &ev
+	switch ev.Kind {
+	case chat.KindStepStart:
+		add(uiChunk{Type: "start-step"}, src)
+	case chat.KindStepFinish:
+		closeText()
+		add(uiChunk{Type: "finish-step"}, src)
+	case chat.KindTextDelta:
+		if ev.Text == "" {
+			return nil
+		}
+		if !m.textOpen {
+			m.textRuns++
+			m.textID = m.turnID + "-text-" + strconv.Itoa(m.textRuns)
+			m.textOpen = true
+			add(uiChunk{Type: "text-start", ID: m.textID}, nil)
+		}
+		add(uiChunk{Type: "text-delta", ID: m.textID, Delta: ev.Text}, src)
+	case chat.KindToolCall:
+		if ev.ToolCall == nil {
+			return nil
+		}
+		closeText()
+		input := ev.ToolCall.Arguments
+		if len(input) == 0 || !json.Valid(input) {
+			input = json.RawMessage("{}")
+		}
+		add(uiChunk{Type: "tool-input-start", ToolCallID: ev.ToolCall.ID, ToolName: ev.ToolCall.Name}, nil)
+		add(uiChunk{Type: "tool-input-available", ToolCallID: ev.ToolCall.ID, ToolName: ev.ToolCall.Name, Input: input}, src)
+	case chat.KindToolResult:
+		r := ev.ToolResult
+		if r == nil {
+			return nil
+		}
+		closeText()
+		if r.IsError {
+			add(uiChunk{Type: "tool-output-error", ToolCallID: r.CallID, ErrorText: r.Content}, src)
+		} else {
+			add(uiChunk{Type: "tool-output-available", ToolCallID: r.CallID, Output: &uiToolOutput{Content: r.Content, Type: r.Type}}, src)
+		}
+	case chat.KindOrchestration:
+		s := ev.Orchestration
+		if s == nil {
+			return nil
+		}
+		add(uiChunk{Type: "data-orchestration", Data: uiOrchestration{
+			ActiveStep: s.ActiveStep, SequenceIndex: s.SequenceIndex, Sequence: nonNil(s.Sequence),
+			OfferedTools: nonNil(s.OfferedTools), PreviousStep: s.PreviousStep, Transition: s.Transition,
+		}}, src)
+	case chat.KindUsage:
+		if ev.Usage == nil {
+			return nil
+		}
+		u := uiUsage{Prompt: ev.Usage.Prompt, Completion: ev.Usage.Completion, Total: totalOf(*ev.Usage), Final: ev.Final}
+		if su := sessionUsage(); su != nil {
+			u.Session = &usageTotals{Prompt: su.Prompt, Completion: su.Completion, Total: totalOf(*su)}
+		}
+		add(uiChunk{Type: "data-usage", Data: u}, src)
+	case chat.KindWarning:
+		add(uiChunk{Type: "data-warning", Data: uiWarning{Message: ev.Text}}, src)
+	case chat.KindError:
+		closeText()
+		e := ev.Error
+		if e == nil {
+			e = &chat.Error{Code: "internal_error", Message: "the turn failed"}
+		}
+		add(uiChunk{Type: "error", ErrorText: e.Code + ": " + e.Message}, src)
+	case chat.KindDone:
+		closeText()
+		add(uiChunk{Type: "finish", FinishReason: uiFinishReason(ev.FinishReason)}, src)
+		out = append(out, item{data: doneData})
+	}
+	return out
+}
+
+// uiFinishReason maps a chat finish reason to the AI SDK's enumeration.
+func uiFinishReason(r string) string {
+	switch r {
+	case chat.FinishStop:
+		return "stop"
+	case chat.FinishLength, chat.FinishMaxSteps:
+		return "length"
+	case chat.FinishError:
+		return "error"
+	}
+	return "other"
+}
+
+func totalOf(u chat.Usage) int64 {
+	if u.Total == 0 {
+		return u.Prompt + u.Completion
+	}
+	return u.Total
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// mustJSON marshals values whose types cannot fail to marshal (no channels,
+// no funcs; RawMessage inputs are validated before).
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("server: marshalling a stream chunk: " + err.Error())
+	}
+	return b
+}
