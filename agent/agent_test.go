@@ -34,7 +34,7 @@ func shipped(t *testing.T) []*template.Agent {
 	return out
 }
 
-func newAgents(t *testing.T, store session.Store, models agent.ModelFactory, loaded []*template.Agent) *agent.Agents {
+func newAgents(t testing.TB, store session.Store, models agent.ModelFactory, loaded []*template.Agent) *agent.Agents {
 	t.Helper()
 	reg, err := tools.Builtin(tools.BuiltinConfig{})
 	if err != nil {
