@@ -1,7 +1,7 @@
 // Package redistest runs a real redis-server for tests: on a free loopback
 // port, in a temporary directory, with the append-only file on (appendonly
 // yes, appendfsync everysec) so that a restart keeps the data, as in
-// production.
+// production. Options turn it into a one-node Cluster or a Sentinel.
 //
 // When redis-server is not installed the test is skipped with a one-line
 // reason, unless the environment has CI=true: then it fails, so that CI never
@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -30,6 +31,7 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	opts options
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -41,8 +43,28 @@ type Server struct {
 // (loading the append-only file included).
 const startTimeout = 10 * time.Second
 
+// Option selects a kind of server other than a plain one.
+type Option func(*options)
+
+type options struct {
+	cluster bool
+	// sentinel monitors this master under this name.
+	master     *Server
+	masterName string
+}
+
+// Cluster makes the server a one-node Redis Cluster that serves all 16384
+// slots, so that Cluster clients (MOVED handling, CROSSSLOT checks) can be
+// tested against a real cluster-mode server.
+func Cluster() Option { return func(o *options) { o.cluster = true } }
+
+// Sentinel makes the server a Sentinel that monitors master under name.
+func Sentinel(master *Server, name string) Option {
+	return func(o *options) { o.master, o.masterName = master, name }
+}
+
 // Start starts a redis-server and stops it when the test ends.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -52,6 +74,9 @@ func Start(t testing.TB) *Server {
 		t.Skip("redis-server not found on PATH; install the redis-server package to run this test")
 	}
 	s := &Server{t: t, bin: bin, dir: t.TempDir()}
+	for _, f := range opts {
+		f(&s.opts)
+	}
 	t.Cleanup(s.kill)
 	// A free port can be taken between our probe and redis-server's bind:
 	// try a few.
@@ -132,23 +157,42 @@ func (s *Server) signal(sig os.Signal) {
 
 func (s *Server) start() error {
 	logFile := filepath.Join(s.dir, "redis.log")
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
-		"--appendonly", "yes",
-		"--appendfsync", "everysec",
-		"--save", "",
 		"--daemonize", "no",
 		"--protected-mode", "no",
 		"--logfile", logFile,
-	)
+	}
+	switch {
+	case s.opts.master != nil:
+		// Sentinel rewrites its configuration file, so it needs one.
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		if _, err := os.Stat(conf); err != nil {
+			text := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n", s.opts.masterName, s.opts.master.port)
+			if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+				return fmt.Errorf("write %s: %w", conf, err)
+			}
+		}
+		args = append([]string{conf, "--sentinel"}, args...)
+	default:
+		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec", "--save", "")
+		if s.opts.cluster {
+			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+		}
+	}
+	cmd := exec.Command(s.bin, args...)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", s.bin, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	if err := waitReady(s.Addr(), exited); err != nil {
+	err := waitReady(s.Addr(), exited)
+	if err == nil && s.opts.cluster {
+		err = claimSlots(s.Addr())
+	}
+	if err != nil {
 		_ = cmd.Process.Kill()
 		<-exited
 		return fmt.Errorf("redis-server on %s: %w; log: %s", s.Addr(), err, tail(logFile))
@@ -191,23 +235,78 @@ func waitReady(addr string, exited <-chan struct{}) error {
 }
 
 func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	reply, err := command(addr, "PING")
 	if err != nil {
 		return err
+	}
+	if reply != "PONG" {
+		return fmt.Errorf("PING answered %q", reply)
+	}
+	return nil
+}
+
+// claimSlots gives a one-node cluster all slots (a restarted node already
+// has them in nodes.conf) and waits until the cluster reports ok.
+func claimSlots(addr string) error {
+	if reply, err := command(addr, "CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil && !strings.Contains(err.Error(), "already busy") {
+		return fmt.Errorf("CLUSTER ADDSLOTSRANGE: %q, %w", reply, err)
+	}
+	deadline := time.Now().Add(startTimeout)
+	for time.Now().Before(deadline) {
+		info, err := command(addr, "CLUSTER", "INFO")
+		if err != nil {
+			return fmt.Errorf("CLUSTER INFO: %w", err)
+		}
+		if strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("cluster state not ok within %v", startTimeout)
+}
+
+// command sends one command and returns its simple, integer or bulk string
+// reply; an error reply is an error.
+func command(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
+	req := fmt.Sprintf("*%d\r\n", len(args))
+	for _, a := range args {
+		req += fmt.Sprintf("$%d\r\n%s\r\n", len(a), a)
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	if _, err := c.Write([]byte(req)); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
 	if err != nil {
-		return err
+		return "", err
 	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", errors.New("empty reply")
 	}
-	return nil
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", errors.New(line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("bad bulk reply %q", line)
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return "", fmt.Errorf("unexpected reply %q", line)
 }
 
 func freePort() (int, error) {
