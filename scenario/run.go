@@ -28,8 +28,9 @@ type Step struct {
 
 // Report is the outcome of one scenario.
 type Report struct {
-	Scenario *Scenario
-	Steps    []Step
+	Scenario  *Scenario
+	SessionID string
+	Steps     []Step
 }
 
 // Failed reports whether any expectation did not hold.
@@ -54,12 +55,13 @@ func (r *Report) Mismatches() []string {
 }
 
 // Run plays sc in a fresh session of store, one atomic update per event, and
-// checks every expectation. The error is for failures to run (store errors),
-// not for mismatches, which are in the Report.
+// checks every expectation. The session is left in the store, to expire with
+// its TTL like any other; Report.SessionID names it. The error is for
+// failures to run (store errors), not for mismatches, which are in the
+// Report.
 func Run(ctx context.Context, sc *Scenario, engine *orchestration.Engine, store session.Store) (*Report, error) {
-	id := session.NewID()
-	defer store.Delete(context.WithoutCancel(ctx), id)
-	rep := &Report{Scenario: sc}
+	rep := &Report{Scenario: sc, SessionID: session.NewID()}
+	id := rep.SessionID
 	for i, ev := range sc.Events {
 		var in orchestration.Event
 		var desc string
