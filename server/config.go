@@ -20,6 +20,7 @@ const (
 	DefaultHeartbeat       = 15 * time.Second
 	DefaultMaxTurnEvents   = 20000
 	DefaultShutdownTimeout = 10 * time.Second
+	DefaultWriteTimeout    = 60 * time.Second
 )
 
 // Limiter decides whether a request may proceed; it is the hook for rate
@@ -64,6 +65,9 @@ type Config struct {
 	// has been attached to its stream for that long. Zero (the default)
 	// never cancels: the turn finishes and its answer is saved.
 	DisconnectGrace time.Duration
+	// WriteTimeout is the http.Server's WriteTimeout in Serve (default 60 s);
+	// it bounds ordinary answers, while every stream clears its own deadline.
+	WriteTimeout time.Duration
 	// ShutdownTimeout bounds Serve's graceful shutdown (default 10 s).
 	ShutdownTimeout time.Duration
 
@@ -106,6 +110,7 @@ func (c *Config) validate() error {
 	neg("TurnTimeout", int64(c.TurnTimeout))
 	neg("DisconnectGrace", int64(c.DisconnectGrace))
 	neg("ShutdownTimeout", int64(c.ShutdownTimeout))
+	neg("WriteTimeout", int64(c.WriteTimeout))
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -120,6 +125,9 @@ func (c *Config) validate() error {
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout

@@ -216,3 +216,12 @@ func (e *env) waitIdle(sessionID string) {
 	}
 	e.t.Fatalf("the turn of session %s did not finish", sessionID)
 }
+
+func mustAgent(t *testing.T, e *env, id string) *agent.Node {
+	t.Helper()
+	n, ok := e.srv.cfg.Agents.Get(id)
+	if !ok {
+		t.Fatalf("no agent %s", id)
+	}
+	return n
+}

@@ -94,7 +94,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// No ReadTimeout: once it passes, net/http's background read fails
 		// and cancels the request context, which would end every stream
 		// older than it. Bodies are bounded by MaxBodyBytes instead.
-		WriteTimeout: 60 * time.Second,
+		WriteTimeout: s.cfg.WriteTimeout,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}

@@ -1,0 +1,270 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentdock-go/agentdock/chat"
+)
+
+const exploreBody = `{"message":"Please explore options for a team offsite","sessionId":"%s"}`
+
+func exploreFor(sid string) string { return strings.Replace(exploreBody, "%s", sid, 1) }
+
+// TestResumeAfterDisconnect cuts the connection after n frames and resumes
+// with Last-Event-ID: the frames n+1..end come, no duplicate and no gap, and
+// together they are exactly the turn's stream.
+func TestResumeAfterDisconnect(t *testing.T) {
+	e := newEnv(t, envOptions{delay: 2 * time.Millisecond})
+	for _, n := range []int{1, 7, 40} {
+		sid := "resume-session-" + strings.Repeat("x", n%5+1)
+		ctx, cancel := context.WithCancel(t.Context())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/explorer", strings.NewReader(exploreFor(sid)))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		turnID := res.Header.Get("X-Turn-Id")
+		r := newSSEReader(res.Body)
+		var first []sseEvent
+		for len(first) < n {
+			ev, ok := r.next()
+			if !ok {
+				t.Fatalf("stream ended after %d frames", len(first))
+			}
+			first = append(first, ev)
+		}
+		cancel()
+		res.Body.Close()
+
+		res2 := e.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", first[n-1].ID)
+		if res2.StatusCode != http.StatusOK || res2.Header.Get("X-Turn-Id") != turnID {
+			t.Fatalf("resume: status %d turn %q", res2.StatusCode, res2.Header.Get("X-Turn-Id"))
+		}
+		rest := newSSEReader(res2.Body).all()
+		res2.Body.Close()
+		all := append(first, rest...)
+		_, _, text := checkTurnStream(t, turnID, all, 1)
+
+		e.waitIdle(sid)
+		var sv sessionView
+		getJSON(t, e.do(http.MethodGet, "/api/sessions/"+sid, ""), http.StatusOK, &sv)
+		if got := sv.Messages[len(sv.Messages)-1].Content; got != text {
+			t.Fatalf("n=%d: the streamed answer differs from the saved one", n)
+		}
+		// Everything was replayed: 204.
+		res3 := e.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", all[len(all)-1].ID)
+		res3.Body.Close()
+		if res3.StatusCode != http.StatusNoContent {
+			t.Fatalf("resume after the last frame: %d, want 204", res3.StatusCode)
+		}
+	}
+}
+
+func TestResumeRules(t *testing.T) {
+	e := newEnv(t, envOptions{delay: 3 * time.Millisecond})
+	// No turn at all: 204.
+	res := e.do(http.MethodGet, "/api/sessions/never-used-session/stream", "")
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("unknown session: %d", res.StatusCode)
+	}
+	var eb errBodyT
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/bad!/stream", ""), http.StatusBadRequest, &eb)
+	for _, lei := range []string{"nocolon", "abcdefgh12:x", "abcdefgh12:-1", "bad id:1"} {
+		getJSON(t, e.do(http.MethodGet, "/api/sessions/some-session-1/stream", "", "Last-Event-ID", lei), http.StatusBadRequest, &eb)
+		if eb.Error.Code != "invalid_last_event_id" {
+			t.Fatalf("%q: %+v", lei, eb.Error)
+		}
+	}
+
+	// Without Last-Event-ID while the turn runs: from its first frame.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/explorer", strings.NewReader(exploreFor("running-session")))
+	post, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turnID := post.Header.Get("X-Turn-Id")
+	pr := newSSEReader(post.Body)
+	pr.next()
+	res = e.do(http.MethodGet, "/api/sessions/running-session/stream", "")
+	evs := newSSEReader(res.Body).all()
+	res.Body.Close()
+	checkTurnStream(t, turnID, evs, 1)
+	// The Last-Event-ID of another session's turn is refused.
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/other-session-1/stream", "", "Last-Event-ID", eventID(turnID, 1)), http.StatusBadRequest, &eb)
+	// Ahead of the turn.
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/running-session/stream", "", "Last-Event-ID", eventID(turnID, 1_000_000)), http.StatusBadRequest, &eb)
+	// Finished, no Last-Event-ID: 204 (the answer is in the history).
+	res = e.do(http.MethodGet, "/api/sessions/running-session/stream", "")
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("finished turn without Last-Event-ID: %d", res.StatusCode)
+	}
+	post.Body.Close()
+}
+
+// TestDisconnectDoesNotCancelTurn: the client goes away after two frames;
+// the turn finishes and its whole answer is in the session history, the
+// same answer an uninterrupted turn gives.
+func TestDisconnectDoesNotCancelTurn(t *testing.T) {
+	e := newEnv(t, envOptions{delay: 2 * time.Millisecond})
+	_, whole := e.streamChat("explorer", exploreFor("uninterrupted-1"))
+	_, _, want := checkTurnStream(t, eventTurn(whole[0].ID), whole, 1)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/explorer", strings.NewReader(exploreFor("interrupted-1")))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newSSEReader(res.Body)
+	r.next()
+	r.next()
+	cancel()
+	res.Body.Close()
+	e.waitIdle("interrupted-1")
+	var sv sessionView
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/interrupted-1", ""), http.StatusOK, &sv)
+	last := sv.Messages[len(sv.Messages)-1]
+	if last.Role != chat.RoleAssistant || last.Content != want {
+		t.Fatalf("saved answer %q, want the full answer %q", last.Content, want)
+	}
+	if sv.Turn == nil || sv.Turn.Running {
+		t.Fatalf("turn %+v", sv.Turn)
+	}
+}
+
+func eventTurn(id string) string { tid, _, _ := strings.Cut(id, ":"); return tid }
+
+// finalFrames resumes a finished turn from its start and returns its chunk
+// types.
+func (e *env) finalTypes(sid string) []string {
+	e.t.Helper()
+	e.waitIdle(sid)
+	turn := e.srv.turns.latest(sid)
+	res := e.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", eventID(turn.id, 0))
+	defer res.Body.Close()
+	evs := newSSEReader(res.Body).all()
+	types, _, _ := checkTurnStream(e.t, turn.id, evs, 1)
+	return types
+}
+
+func TestDisconnectGraceCancelsTurn(t *testing.T) {
+	e := newEnv(t, envOptions{delay: 20 * time.Millisecond, cfg: func(c *Config) { c.DisconnectGrace = 30 * time.Millisecond }})
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/plain", strings.NewReader(`{"message":"tell me a long story","sessionId":"grace-session"}`))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSSEReader(res.Body).next()
+	cancel()
+	res.Body.Close()
+	types := e.finalTypes("grace-session")
+	tail := strings.Join(types[len(types)-3:], ",")
+	if tail != "error,finish,[DONE]" {
+		t.Fatalf("stream ends %s", tail)
+	}
+	turn := e.srv.turns.latest("grace-session")
+	frames, _, _, _ := turn.read(0)
+	if !strings.Contains(string(frames[len(frames)-3].data), "client_gone") {
+		t.Fatalf("error frame %s", frames[len(frames)-3].data)
+	}
+}
+
+func TestTurnTimeout(t *testing.T) {
+	e := newEnv(t, envOptions{delay: 20 * time.Millisecond, cfg: func(c *Config) { c.TurnTimeout = 60 * time.Millisecond }})
+	_, evs := e.streamChat("plain", `{"message":"tell me a long story","sessionId":"timeout-session"}`)
+	n := len(evs)
+	if !strings.Contains(evs[n-3].Data, `"turn_timeout: `) || chunkType(t, evs[n-2].Data) != "finish" || evs[n-1].Data != "[DONE]" {
+		t.Fatalf("stream ends %v", evs[n-3:])
+	}
+}
+
+// TestHeartbeatAndWriteTimeout: a stream longer than the http.Server's
+// WriteTimeout is not cut, and idle gaps carry heartbeat comments.
+func TestHeartbeatAndWriteTimeout(t *testing.T) {
+	e := newEnv(t, envOptions{delay: 25 * time.Millisecond, cfg: func(c *Config) {
+		c.Heartbeat = 5 * time.Millisecond
+		c.WriteTimeout = 50 * time.Millisecond
+	}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- e.srv.Serve(ctx, ln) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
+	res, err := http.Post("http://"+ln.Addr().String()+"/api/chat/plain", "application/json", strings.NewReader(`{"message":"hello","sessionId":"heartbeat-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	start := time.Now()
+	r := newSSEReader(res.Body)
+	evs := r.all()
+	checkTurnStream(t, res.Header.Get("X-Turn-Id"), evs, 1)
+	if time.Since(start) < 50*time.Millisecond {
+		t.Skip("the turn was shorter than the write timeout; the check proves nothing")
+	}
+	if r.comments == 0 {
+		t.Fatal("no heartbeat comment")
+	}
+}
+
+// TestShutdownEndsStreams: Serve's shutdown cancels the running turn; its
+// stream gets the server_shutdown error, finish and [DONE], the partial
+// answer is saved, and new turns are refused.
+func TestShutdownEndsStreams(t *testing.T) {
+	e := newEnv(t, envOptions{delay: 20 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- e.srv.Serve(ctx, ln) }()
+	res, err := http.Post("http://"+ln.Addr().String()+"/api/chat/plain", "application/json", strings.NewReader(`{"message":"tell me a long story","sessionId":"shutdown-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := newSSEReader(res.Body)
+	for i := 0; i < 5; i++ {
+		r.next()
+	}
+	stop()
+	rest := r.all()
+	n := len(rest)
+	if n < 3 || !strings.Contains(rest[n-3].Data, "server_shutdown") || chunkType(t, rest[n-2].Data) != "finish" || rest[n-1].Data != "[DONE]" {
+		t.Fatalf("stream ends %v", rest)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := e.store.Messages(t.Context(), "shutdown-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := msgs[len(msgs)-1]; last.Role != chat.RoleAssistant || last.Content == "" {
+		t.Fatalf("partial answer not saved: %+v", msgs)
+	}
+	var ae *apiError
+	if _, err := e.srv.startTurn(mustAgent(t, e, "plain"), "after-shutdown", "hi", ""); !errors.As(err, &ae) || ae.Status != 503 {
+		t.Fatalf("want 503, got %v", err)
+	}
+}
