@@ -129,6 +129,20 @@ test('Cognitive Reasoner: tool cards in sequence order, step indicator, final an
 
   await page.screenshot({ path: join(artifacts, 'cognitive-reasoner.png') });
   await answer.screenshot({ path: join(artifacts, 'cognitive-reasoner-answer.png') });
+
+  // A reload keeps the tab's session and shows the conversation again from the server's history.
+  const sessionTotal = await page.textContent('[data-u="session"]');
+  await page.reload();
+  await page.waitForSelector('body[data-ready="true"]');
+  await page.waitForSelector('#log article.msg.assistant section.tool-card');
+  await page.waitForFunction(() => !document.getElementById('send').disabled);
+  assert.equal(await page.locator('#log article.msg.user').count(), 1);
+  const restored = page.locator('#log article.msg.assistant').last();
+  assert.deepEqual(await restored.locator('section.tool-card').evaluateAll((els) => els.map((e) => `${e.dataset.tool}:${e.dataset.state}`)),
+    ['critique:output-available', 'debate:output-available', 'reflect:output-available']);
+  assert.ok((await restored.locator('.answer').last().innerText()).trim().length > 0, 'the restored turn has no answer');
+  assert.equal(await page.textContent('[data-o="step"]'), 'EvaluationMode');
+  assert.equal(await page.textContent('[data-u="session"]'), sessionTotal, 'the session usage changed across a reload');
   await page.close();
 });
 

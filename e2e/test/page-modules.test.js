@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { backoffDelay, chatBody, normalizeAgent, parseEventId, parseSSE } from '../../web/js/api.js';
-import { Sessions, applyChunk, newTurn, textOf } from '../../web/js/state.js';
+import { Sessions, applyChunk, historyEntries, newTurn, snapshotOf, textOf } from '../../web/js/state.js';
 
 // bodyOf returns a byte stream delivering the given string pieces one by one,
 // so frames and even lines and UTF-8 sequences split across reads.
@@ -173,4 +173,38 @@ test('Sessions keeps one session per agent and survives disabled storage', () =>
   const m = new Sessions(broken);
   m.set('a', 'sid');
   assert.equal(m.get('a'), 'sid');
+});
+
+test('historyEntries rebuilds turns from a stored history', () => {
+  const history = [
+    { role: 'system', content: 'not shown' },
+    { role: 'user', content: 'Critique X' },
+    { role: 'assistant', content: 'Starting.', toolCalls: [{ id: 'call_1', name: 'critique', arguments: { subject: 'X' } }] },
+    { role: 'tool', toolCallId: 'call_1', toolName: 'critique', content: '## Critique' },
+    { role: 'assistant', toolCalls: [{ id: 'call_2', name: 'debate', arguments: {} }] },
+    { role: 'tool', toolCallId: 'call_2', toolName: 'debate', content: 'refused', isError: true },
+    { role: 'assistant', content: 'Final.' },
+    { role: 'user', content: 'Again' },
+    { role: 'assistant', content: 'partial, still streaming' },
+    null,
+  ];
+  const entries = historyEntries(history);
+  assert.deepEqual(entries.map((e) => ('user' in e ? `user:${e.user}` : 'turn')), ['user:Critique X', 'turn', 'user:Again', 'turn']);
+  const t = entries[1].turn;
+  assert.ok(t.finished);
+  assert.deepEqual(t.parts.map((p) => p.kind), ['text', 'tool', 'tool', 'text']);
+  assert.equal(textOf(t), 'Starting.\n\nFinal.');
+  assert.deepEqual([t.parts[1].toolName, t.parts[1].state, t.parts[1].input, t.parts[1].output.content], ['critique', 'output-available', { subject: 'X' }, '## Critique']);
+  assert.deepEqual([t.parts[2].toolName, t.parts[2].state, t.parts[2].errorText], ['debate', 'output-error', 'refused']);
+
+  // A running turn is replayed from its start, so its stored part is left out.
+  const running = historyEntries(history, { dropAfterLastUser: true });
+  assert.deepEqual(running.map((e) => ('user' in e ? `user:${e.user}` : 'turn')), ['user:Critique X', 'turn', 'user:Again']);
+  assert.deepEqual(historyEntries(undefined), []);
+});
+
+test('snapshotOf fills what a snapshot leaves out', () => {
+  assert.deepEqual(snapshotOf({ activeStep: 'A', sequenceIndex: 1, offeredTools: ['t'] }),
+    { activeStep: 'A', sequenceIndex: 1, sequence: [], offeredTools: ['t'], previousStep: '', transition: false });
+  assert.deepEqual(snapshotOf(null).offeredTools, []);
 });

@@ -6,7 +6,7 @@
 // connection looks to fetch.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseEventId, streamTurn } from '../../web/js/api.js';
+import { getSession, parseEventId, resumeTurn, streamTurn } from '../../web/js/api.js';
 import { applyChunk, newTurn, textOf } from '../../web/js/state.js';
 import { startServer } from '../lib/server.js';
 
@@ -125,4 +125,33 @@ test('resuming a finished turn from its last frame gets 204', async () => {
     headers: { 'last-event-id': whole.result.lastEventId },
   });
   assert.equal(res.status, 204);
+});
+
+test('a page that reloads mid-turn follows the running turn from its start', async () => {
+  const words = Array.from({ length: 60 }, (_, i) => `w${i}`).join(' ');
+  // The first page: reads a few frames, then goes away (a reload aborts its fetch).
+  const gone = new AbortController();
+  let seen = 0;
+  let lastSession = null;
+  const first = streamTurn({
+    base: slow.base, agentId: 'cognitive-reasoner', message: `[offline:echo] ${words}`, signal: gone.signal,
+    onSession(id) { lastSession = id; },
+    onChunk() { if (++seen === 3) gone.abort(new Error('page reloaded')); },
+  });
+  await assert.rejects(first);
+
+  // The reloaded page: finds the session's running turn and follows it.
+  const sid = lastSession ?? assert.fail('no session id from the first request');
+  const view = await getSession(sid, { base: slow.base });
+  assert.equal(view.turn?.running, true, 'the turn is not running any more; the test is too slow to show a live resume');
+  const turn = newTurn();
+  const ids = [];
+  const result = await resumeTurn({
+    base: slow.base, sessionId: sid, lastEventId: `${view.turn.id}:0`, delay: () => 20, signal: AbortSignal.timeout(30000),
+    onChunk(chunk, id) { ids.push(id); applyChunk(turn, chunk); },
+  });
+  assert.equal(result.ended, 'done');
+  assertContiguous(ids, view.turn.id);
+  assert.equal(textOf(turn), words);
+  assert.equal(await getSession('0123456789abcdef0123456789abcdef', { base: slow.base }), null, 'an unknown session is not null');
 });

@@ -171,19 +171,7 @@ export function chatBody(message, sessionId) {
  * Resolves to {sessionId, turnId, lastEventId, ended}; ended is "done" when
  * [DONE] arrived and "gone" on a 204.
  */
-export async function streamTurn({
-  agentId,
-  sessionId,
-  message,
-  onChunk,
-  onSession = () => {},
-  onReconnect = () => {},
-  fetchImpl = fetch,
-  base = '',
-  signal,
-  maxAttempts = 8,
-  delay = backoffDelay,
-}) {
+export async function streamTurn({ agentId, sessionId, message, onSession = () => {}, fetchImpl = fetch, base = '', signal, ...rest }) {
   const headers = { 'content-type': 'application/json', accept: 'text/event-stream' };
   if (sessionId) headers['x-session-id'] = sessionId;
   let res;
@@ -205,54 +193,80 @@ export async function streamTurn({
   const sid = res.headers.get('x-session-id') || sessionId || '';
   const turnId = res.headers.get('x-turn-id') || '';
   if (sid) onSession(sid);
+  return follow({ ...rest, sessionId: sid, turnId, body: res.body, fetchImpl, base, signal });
+}
 
-  let lastId = null;
-  let lastSeq = 0;
-  let body = res.body;
+/**
+ * resumeTurn follows a turn that is already under way (after a page reload,
+ * say) from the frame after lastEventId, "<turnId>:0" for the whole turn.
+ * Same callbacks and result as streamTurn.
+ */
+export function resumeTurn({ sessionId, lastEventId, fetchImpl = fetch, base = '', signal, ...rest }) {
+  const { turn, seq } = parseEventId(lastEventId);
+  return follow({ ...rest, sessionId, turnId: turn, body: null, from: lastEventId, fromSeq: Math.max(0, seq), fetchImpl, base, signal });
+}
+
+// follow reads frames from body and, whenever the body fails or ends before
+// [DONE], reconnects to the session's stream from the last frame seen.
+async function follow({
+  sessionId: sid, turnId, body, from = null, fromSeq = 0,
+  onChunk, onReconnect = () => {}, fetchImpl, base, signal,
+  maxAttempts = 8, delay = backoffDelay,
+}) {
+  let lastId = from;
+  let lastSeq = fromSeq;
   let attempt = 0;
+  // A resumeTurn starts without a body: its first connect is not a reconnect.
+  let first = body === null;
   for (;;) {
-    try {
-      for await (const frame of parseSSE(body)) {
-        if (frame.id) {
-          const { turn, seq } = parseEventId(frame.id);
-          // Drop a frame of this turn already applied (a replay that overlaps).
-          if (seq >= 0 && (!turnId || turn === turnId)) {
-            if (seq <= lastSeq) continue;
-            lastSeq = seq;
+    if (body) {
+      try {
+        for await (const frame of parseSSE(body)) {
+          if (frame.id) {
+            const { turn, seq } = parseEventId(frame.id);
+            // Drop a frame of this turn already applied (a replay that overlaps).
+            if (seq >= 0 && (!turnId || turn === turnId)) {
+              if (seq <= lastSeq) continue;
+              lastSeq = seq;
+            }
+            lastId = frame.id;
           }
-          lastId = frame.id;
+          attempt = 0;
+          if (frame.data === '[DONE]') return { sessionId: sid, turnId, lastEventId: lastId, ended: 'done' };
+          let chunk;
+          try {
+            chunk = JSON.parse(frame.data);
+          } catch {
+            continue; // A frame that is not JSON is not a chunk; the next one may be.
+          }
+          onChunk(chunk, frame.id);
         }
-        attempt = 0;
-        if (frame.data === '[DONE]') return { sessionId: sid, turnId, lastEventId: lastId, ended: 'done' };
-        let chunk;
-        try {
-          chunk = JSON.parse(frame.data);
-        } catch {
-          continue; // A frame that is not JSON is not a chunk; the next one may be.
-        }
-        onChunk(chunk, frame.id);
+        // The body ended without [DONE]: the connection was cut cleanly.
+      } catch (err) {
+        if (signal?.aborted) throw err;
       }
-      // The body ended without [DONE]: the connection was cut cleanly.
-    } catch (err) {
-      if (signal?.aborted) throw err;
     }
 
     if (!sid) throw new ApiError(0, 'connection_lost', 'The connection was lost and the server gave no session to resume.');
     // Before any frame arrived, "<turn>:0" asks for the whole turn.
-    const from = lastId ?? (turnId ? `${turnId}:0` : null);
-    if (!from) throw new ApiError(0, 'connection_lost', 'The connection was lost before the turn started.');
+    const resumeFrom = lastId ?? (turnId ? `${turnId}:0` : null);
+    if (!resumeFrom) throw new ApiError(0, 'connection_lost', 'The connection was lost before the turn started.');
 
-    for (;;) {
+    body = null;
+    while (!body) {
       if (attempt >= maxAttempts) {
         throw new ApiError(0, 'connection_lost', `The connection was lost and ${maxAttempts} attempts to resume failed.`);
       }
-      await sleep(delay(attempt), signal);
+      if (!first) {
+        await sleep(delay(attempt), signal);
+        onReconnect(attempt + 1);
+      }
+      first = false;
       attempt++;
-      onReconnect(attempt);
       let r;
       try {
         r = await fetchImpl(`${base}/api/sessions/${encodeURIComponent(sid)}/stream`, {
-          headers: { accept: 'text/event-stream', 'last-event-id': from },
+          headers: { accept: 'text/event-stream', 'last-event-id': resumeFrom },
           signal,
         });
       } catch (err) {
@@ -268,4 +282,15 @@ export async function streamTurn({
       if (permanent(r.status)) throw err;
     }
   }
+}
+
+/**
+ * getSession reads GET /api/sessions/:id (history, orchestration snapshot,
+ * usage, the latest turn); null when the server no longer knows the session.
+ */
+export async function getSession(id, { fetchImpl = fetch, base = '' } = {}) {
+  const res = await fetchImpl(`${base}/api/sessions/${encodeURIComponent(id)}`, { headers: { accept: 'application/json' } });
+  if (res.status === 404) return null;
+  if (!res.ok) throw await errorFrom(res);
+  return res.json();
 }

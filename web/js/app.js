@@ -4,8 +4,8 @@
 // agents and back loses nothing, and a turn still streaming keeps updating
 // its agent's (possibly hidden) transcript.
 
-import { ApiError, listAgents, streamTurn } from './api.js';
-import { Sessions, applyChunk, newTurn } from './state.js';
+import { ApiError, getSession, listAgents, resumeTurn, streamTurn } from './api.js';
+import { Sessions, applyChunk, historyEntries, newTurn, snapshotOf, usageOf } from './state.js';
 import {
   TurnView, errorMessage, noteMessage, renderAgents, renderOrchestration,
   renderSuggestions, renderUsage, userMessage,
@@ -94,7 +94,8 @@ function selectAgent(id, { focus = true } = {}) {
   if (!current.greeted) {
     current.greeted = true;
     if (agent.initialMessages.length) ui.log.append(noteMessage(agent.initialMessages.join('\n\n'), 'assistant greeting'));
-    if (sessions.get(agent.id)) ui.log.append(noteMessage('Continuing your earlier conversation with this agent in this tab.', 'note'));
+    const sid = sessions.get(agent.id);
+    if (sid) restore(current, sid);
   }
   scrollToEnd();
   try {
@@ -138,7 +139,13 @@ async function send(text) {
   s.busy = true;
   updateComposer();
   appendTo(s, userMessage(text));
+  await play(s, (callbacks) => streamTurn({ agentId, sessionId: sessions.get(agentId), message: text, ...callbacks }));
+}
 
+// play shows one assistant turn as start(callbacks) streams it, and keeps the
+// side panel in step. s.busy must be set by the caller and is cleared here.
+async function play(s, start) {
+  const agentId = s.agent.id;
   const turn = newTurn();
   const view = new TurnView();
   appendTo(s, view.el);
@@ -154,10 +161,7 @@ async function send(text) {
   const schedule = () => { if (!frame) frame = requestAnimationFrame(draw); };
 
   try {
-    await streamTurn({
-      agentId,
-      sessionId: sessions.get(agentId),
-      message: text,
+    await start({
       onSession(id) {
         sessions.set(agentId, id);
         if (s === current) renderPanels();
@@ -172,8 +176,8 @@ async function send(text) {
           const prev = s.orchestration;
           s.orchestration = turn.orchestration;
           if (s === current) renderOrchestration(ui.orchestration, s.orchestration);
-          if (turn.orchestration.transition && turn.orchestration.activeStep !== prev?.activeStep && s === current) {
-            announce(`Step changed to ${turn.orchestration.activeStep || 'none'}`);
+          if (turn.orchestration.activeStep !== (prev?.activeStep ?? '') && s === current) {
+            announce(`Step: ${turn.orchestration.activeStep || 'none'}`);
           }
         }
         if (changed.usage) {
@@ -213,6 +217,45 @@ async function send(text) {
       announce('Answer complete');
     }
   }
+}
+
+// restore shows the history of the session this tab already has with the
+// agent (after a reload), and follows its turn if one is still running.
+async function restore(s, sid) {
+  s.busy = true;
+  updateComposer();
+  let view;
+  try {
+    view = await getSession(sid);
+  } catch (err) {
+    appendTo(s, errorMessage(`Could not load your earlier conversation: ${explain(err)}`));
+  }
+  if (view === null || (view && view.agent && view.agent !== s.agent.id)) {
+    sessions.set(s.agent.id, '');
+    appendTo(s, noteMessage('Your earlier conversation has expired; your next message starts a new one.'));
+  }
+  const running = Boolean(view?.turn?.running);
+  if (view) {
+    for (const e of historyEntries(view.messages, { dropAfterLastUser: running })) {
+      if ('user' in e) {
+        appendTo(s, userMessage(e.user));
+      } else {
+        const tv = new TurnView();
+        tv.sync(e.turn);
+        tv.done();
+        appendTo(s, tv.el);
+      }
+    }
+    if (view.orchestration) s.orchestration = snapshotOf(view.orchestration);
+    if (view.usage) s.sessionUsage = usageOf(view.usage);
+  }
+  if (s === current) renderPanels();
+  if (running) {
+    await play(s, (callbacks) => resumeTurn({ sessionId: sid, lastEventId: `${view.turn.id}:0`, ...callbacks }));
+    return;
+  }
+  s.busy = false;
+  if (s === current) updateComposer();
 }
 
 function newConversation() {

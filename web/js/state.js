@@ -42,7 +42,21 @@ function toolPart(turn, chunk) {
 
 const num = (v) => (Number.isFinite(Number(v)) ? Number(v) : 0);
 
-function usageOf(d) {
+/** snapshotOf normalizes an orchestration snapshot (a data-orchestration part's data, or a session's). */
+export function snapshotOf(d) {
+  d = d && typeof d === 'object' ? d : {};
+  return {
+    activeStep: String(d.activeStep ?? ''),
+    sequenceIndex: num(d.sequenceIndex),
+    sequence: Array.isArray(d.sequence) ? d.sequence.map(String) : [],
+    offeredTools: Array.isArray(d.offeredTools) ? d.offeredTools.map(String) : [],
+    previousStep: String(d.previousStep ?? ''),
+    transition: Boolean(d.transition),
+  };
+}
+
+/** usageOf normalizes a token count. */
+export function usageOf(d) {
   return { prompt: num(d?.prompt), completion: num(d?.completion), total: num(d?.total) || num(d?.prompt) + num(d?.completion) };
 }
 
@@ -117,15 +131,7 @@ export function applyChunk(turn, chunk) {
       break;
     }
     case 'data-orchestration': {
-      const d = chunk.data ?? {};
-      const snap = {
-        activeStep: String(d.activeStep ?? ''),
-        sequenceIndex: num(d.sequenceIndex),
-        sequence: Array.isArray(d.sequence) ? d.sequence.map(String) : [],
-        offeredTools: Array.isArray(d.offeredTools) ? d.offeredTools.map(String) : [],
-        previousStep: String(d.previousStep ?? ''),
-        transition: Boolean(d.transition),
-      };
+      const snap = snapshotOf(chunk.data);
       turn.orchestration = snap;
       changed.orchestration = true;
       // A step change is also marked in the transcript, where it happened.
@@ -181,6 +187,60 @@ export function applyChunk(turn, chunk) {
 /** textOf returns a turn's answer text, all text parts in order. */
 export function textOf(turn) {
   return turn.parts.filter((p) => p.kind === 'text').map((p) => p.text).join('\n\n');
+}
+
+/**
+ * historyEntries turns a session's stored history (chat.Message objects from
+ * GET /api/sessions/:id) into what the transcript shows: {user: text} entries
+ * and assistant turns, built by feeding the same chunks the live stream would
+ * send through applyChunk, so a restored turn looks exactly like a live one.
+ * With dropAfterLastUser (a turn still running, to be replayed from its
+ * start), the messages after the last user message are left out so they do
+ * not show twice.
+ */
+export function historyEntries(messages, { dropAfterLastUser = false } = {}) {
+  let list = Array.isArray(messages) ? messages : [];
+  if (dropAfterLastUser) {
+    const last = list.findLastIndex((m) => m?.role === 'user');
+    if (last >= 0) list = list.slice(0, last + 1);
+  }
+  const out = [];
+  let turn = null;
+  let texts = 0;
+  const close = () => {
+    if (turn) applyChunk(turn, { type: 'finish' });
+    turn = null;
+  };
+  for (const m of list) {
+    if (!m || typeof m !== 'object') continue;
+    if (m.role === 'user') {
+      close();
+      out.push({ user: String(m.content ?? '') });
+      continue;
+    }
+    if (m.role !== 'assistant' && m.role !== 'tool') continue; // system prompts are not shown
+    if (!turn) {
+      turn = newTurn();
+      out.push({ turn });
+    }
+    if (m.role === 'assistant') {
+      if (m.content) {
+        const id = `h${++texts}`;
+        applyChunk(turn, { type: 'text-start', id });
+        applyChunk(turn, { type: 'text-delta', id, delta: String(m.content) });
+        applyChunk(turn, { type: 'text-end', id });
+      }
+      for (const c of Array.isArray(m.toolCalls) ? m.toolCalls : []) {
+        applyChunk(turn, { type: 'tool-input-available', toolCallId: c.id, toolName: c.name, input: c.arguments });
+      }
+    } else if (m.isError) {
+      applyChunk(turn, { type: 'tool-output-error', toolCallId: m.toolCallId, toolName: m.toolName, errorText: String(m.content ?? '') });
+    } else {
+      applyChunk(turn, { type: 'tool-output-available', toolCallId: m.toolCallId, toolName: m.toolName, output: { content: String(m.content ?? '') } });
+    }
+  }
+  close();
+  return out;
 }
 
 const prefix = 'agentdock.session.';
