@@ -175,9 +175,13 @@ test('phone width: one column, agent picker behind a toggle, keyboard sends', { 
   assert.equal(await page.isVisible('#agent-list'), false, 'the agent list stays open after picking');
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   assert.ok(overflow <= 0, `the page scrolls sideways by ${overflow}px at phone width`);
+  assert.equal(await page.isVisible('[data-o="offered"]'), false, 'the status panel is not folded at phone width');
   const answer = await sendAndWait(page, '[offline:echo] small **screen**');
   assert.equal(await answer.locator('.answer strong').textContent(), 'screen');
-  await page.screenshot({ path: join(artifacts, 'phone.png'), fullPage: true });
+  assert.match(await page.textContent('#status-summary'), /tokens$/, 'the folded status line shows no usage');
+  await page.screenshot({ path: join(artifacts, 'phone.png') });
+  await page.click('#status-details > summary');
+  assert.equal(await page.isVisible('[data-o="offered"]'), true, 'the status panel does not unfold');
   await page.close();
 });
 

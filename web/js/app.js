@@ -28,6 +28,8 @@ const ui = {
   orchestration: $('orchestration'),
   usage: $('usage'),
   sessionId: $('session-id'),
+  statusDetails: $('status-details'),
+  statusSummary: $('status-summary'),
   announcer: $('announcer'),
 };
 
@@ -54,11 +56,17 @@ function announce(text) {
 }
 
 // Keep the newest content in view, unless the reader scrolled up to read.
+// Wide layouts scroll the log itself; the phone layout scrolls the page.
+function scroller() {
+  return getComputedStyle(ui.log).overflowY === 'visible' ? document.scrollingElement : ui.log;
+}
 function nearBottom() {
-  return ui.log.scrollHeight - ui.log.scrollTop - ui.log.clientHeight < 80;
+  const el = scroller();
+  return el.scrollHeight - el.scrollTop - el.clientHeight < 120;
 }
 function scrollToEnd() {
-  ui.log.scrollTop = ui.log.scrollHeight;
+  const el = scroller();
+  el.scrollTop = el.scrollHeight;
 }
 
 function appendTo(s, node) {
@@ -71,9 +79,19 @@ function appendTo(s, node) {
   }
 }
 
+// The one-line summary is what a phone shows while the panel is folded.
+function renderSummary() {
+  const o = current?.orchestration;
+  const parts = [o ? (o.activeStep || 'no step') : 'not started'];
+  if (o?.sequence.length) parts.push(`${Math.min(o.sequenceIndex, o.sequence.length)}/${o.sequence.length}`);
+  if (current?.sessionUsage) parts.push(`${current.sessionUsage.total.toLocaleString('en-US')} tokens`);
+  ui.statusSummary.textContent = parts.join(' · ');
+}
+
 function renderPanels() {
   renderOrchestration(ui.orchestration, current?.orchestration ?? null);
   renderUsage(ui.usage, current?.turnUsage ?? null, current?.sessionUsage ?? null);
+  renderSummary();
   const sid = current ? sessions.get(current.agent.id) : '';
   ui.sessionId.textContent = sid ? `Session ${sid.slice(0, 8)}…` : 'No session yet';
   ui.sessionId.title = sid;
@@ -175,7 +193,10 @@ async function play(s, start) {
         if (changed.orchestration) {
           const prev = s.orchestration;
           s.orchestration = turn.orchestration;
-          if (s === current) renderOrchestration(ui.orchestration, s.orchestration);
+          if (s === current) {
+            renderOrchestration(ui.orchestration, s.orchestration);
+            renderSummary();
+          }
           if (turn.orchestration.activeStep !== (prev?.activeStep ?? '') && s === current) {
             announce(`Step: ${turn.orchestration.activeStep || 'none'}`);
           }
@@ -183,7 +204,10 @@ async function play(s, start) {
         if (changed.usage) {
           s.turnUsage = turn.usage;
           if (turn.sessionUsage) s.sessionUsage = turn.sessionUsage;
-          if (s === current) renderUsage(ui.usage, s.turnUsage, s.sessionUsage);
+          if (s === current) {
+            renderUsage(ui.usage, s.turnUsage, s.sessionUsage);
+            renderSummary();
+          }
         }
         const tools = turn.parts.filter((p) => p.kind === 'tool');
         if (tools.length > toolsSeen) {
@@ -302,6 +326,11 @@ document.addEventListener('keydown', (e) => {
 });
 
 async function start() {
+  // Phones start with the status panel folded to its summary line; wider
+  // screens hide the summary, so the panel must be open there.
+  const phone = matchMedia('(max-width: 640px)');
+  ui.statusDetails.open = !phone.matches;
+  phone.addEventListener('change', (e) => { ui.statusDetails.open = !e.matches; });
   renderPanels();
   updateComposer();
   try {
