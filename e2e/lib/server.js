@@ -43,8 +43,11 @@ export async function startServer({ env = {}, timeoutMs = 20000 } = {}) {
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
+    // An env value of undefined removes the variable.
+    const childEnv = { ...process.env, OFFLINE_MODEL_DELAY_MS: '1', ...env };
+    for (const [k, v] of Object.entries(childEnv)) if (v === undefined) delete childEnv[k];
     const child = spawn(bin, ['serve', '--addr', `127.0.0.1:${port}`], {
-      env: { ...process.env, OFFLINE_MODEL_DELAY_MS: '1', ...env },
+      env: childEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
