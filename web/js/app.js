@@ -188,7 +188,6 @@ async function play(s, start) {
         view.setStatus(`Connection lost; reconnecting (attempt ${attempt})…`);
       },
       onChunk(chunk) {
-        if (view.status.textContent.startsWith('Connection lost')) view.setStatus('Thinking…');
         const changed = applyChunk(turn, chunk);
         if (changed.orchestration) {
           const prev = s.orchestration;
@@ -209,12 +208,17 @@ async function play(s, start) {
             renderSummary();
           }
         }
+        // The status line says what the agent is doing between visible output.
+        const last = turn.parts.at(-1);
+        if (last?.kind === 'tool' && (last.state === 'input-streaming' || last.state === 'input-available')) {
+          view.setStatus(`Using ${last.toolName}…`);
+        } else {
+          view.setStatus(last?.kind === 'text' && !last.done ? '' : 'Thinking…');
+        }
         const tools = turn.parts.filter((p) => p.kind === 'tool');
         if (tools.length > toolsSeen) {
           toolsSeen = tools.length;
-          const name = tools[tools.length - 1].toolName;
-          view.setStatus(`Using ${name}…`);
-          if (s === current) announce(`Using tool ${name}`);
+          if (s === current) announce(`Using tool ${tools.at(-1).toolName}`);
         }
         schedule();
       },
