@@ -18,11 +18,11 @@ import (
 // chatRequest is the body of POST /api/chat/:agentId: the AI SDK's
 // (id, messages) or the plain (message, sessionId).
 type chatRequest struct {
-	ID        string          `json:"id"`
-	Messages  []uiMessage     `json:"messages"`
-	Message   *string         `json:"message"`
-	SessionID string          `json:"sessionId"`
-	Trigger   string          `json:"trigger"`
+	ID        string      `json:"id"`
+	Messages  []uiMessage `json:"messages"`
+	Message   *string     `json:"message"`
+	SessionID string      `json:"sessionId"`
+	Trigger   string      `json:"trigger"`
 }
 
 // uiMessage is an AI SDK UI message (parts) or a classic one (content).

@@ -261,12 +261,12 @@ func (s *Server) completion(c *gin.Context, t *turn, model string) {
 	rc := http.NewResponseController(c.Writer)
 	_ = rc.SetWriteDeadline(time.Time{})
 	var (
-		text    strings.Builder
-		ext     = &oaExtended{SessionID: t.sessionID, TurnID: t.id}
-		usage   chat.Usage
-		errEv   *chat.Error
-		reason  string
-		newRun  bool
+		text   strings.Builder
+		ext    = &oaExtended{SessionID: t.sessionID, TurnID: t.id}
+		usage  chat.Usage
+		errEv  *chat.Error
+		reason string
+		newRun bool
 	)
 	err := follow(c.Request.Context(), t, s.cfg.Heartbeat, func(ev chat.Event) {
 		switch ev.Kind {

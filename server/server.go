@@ -95,8 +95,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// and cancels the request context, which would end every stream
 		// older than it. Bodies are bounded by MaxBodyBytes instead.
 		WriteTimeout: s.cfg.WriteTimeout,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
