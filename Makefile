@@ -6,19 +6,20 @@ PKGS    := ./...
 RACE    := ./session/... ./agent/... ./llmorch/... ./tools/... ./server/...
 FUZZTIME ?= 60s
 
-.PHONY: all build run test test-go test-race test-sim test-e2e bench lint fuzz fuzz-short clean
+.PHONY: all build run test test-go test-race test-sim test-e2e bench lint fuzz fuzz-short docker-check clean
 
 all: build
 
+# The same command as the Dockerfile's build stage (make docker-check).
 build:
-	$(GO) build -trimpath -o $(BIN) ./cmd/server
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags="-s -w" -o $(BIN) ./cmd/server
 
 # Starts the server on :8080 with its embedded defaults: the memory store and,
 # without a provider key, the offline model.
 run: build
 	./$(BIN) serve
 
-test: lint test-go test-race test-sim fuzz-short test-e2e
+test: lint test-go test-race test-sim fuzz-short docker-check test-e2e
 
 test-go:
 	$(GO) test -count=1 $(PKGS)
@@ -54,6 +55,10 @@ fuzz:
 
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+
+# The Dockerfile builds the same binary as make build (checked without Docker).
+docker-check:
+	scripts/docker-check.sh
 
 clean:
 	rm -rf bin

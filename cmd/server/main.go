@@ -1,0 +1,65 @@
+// Command agentdock is the agent runtime: one binary that serves agents over
+// HTTP (serve, the default), checks templates (validate), plays orchestration
+// scenarios (simulate) and runs a mock model server for load tests (mockllm).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand. run returns the process exit code.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "serve the agents, the API and the web page (the default)", runServe},
+		{"validate", "check templates: validate PATH... (files or directories)", runValidate},
+		{"simulate", "play orchestration scenarios: simulate [--store URL] SCENARIO...", runSimulate},
+		{"mockllm", "serve a mock OpenAI/Anthropic-compatible model for tests and load: mockllm --addr ADDR", runMockLLM},
+		{"healthcheck", "ask a running server's /healthz (for container health checks)", runHealthcheck},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-' {
+		return runServe(ctx, args, stdout, stderr)
+	}
+	switch args[0] {
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "agentdock: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: agentdock [command] [flags] [args]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'agentdock COMMAND -h' for a command's flags.")
+}

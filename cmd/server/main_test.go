@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentdock-go/agentdock/internal/testenv"
+	"github.com/agentdock-go/agentdock/session/redistest"
+)
+
+func run(args ...string) (int, string) {
+	var out bytes.Buffer
+	code := dispatch(context.Background(), args, &out, &out)
+	return code, out.String()
+}
+
+// TestValidateFixtures: AgentDock's own templates load, with the warnings
+// the contract asks for.
+func TestValidateFixtures(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(testenv.SharedDir(t), "fixtures", "agentdock-templates", "*", "template.json"))
+	code, out := run(append([]string{"validate"}, files...)...)
+	if code != 0 {
+		t.Fatalf("validate exited %d:\n%s", code, out)
+	}
+	for _, want := range []string{
+		// Steps that can never activate.
+		`orchestrated-agent/template.json: orchestration.steps[1] "Research Sequence": conditions: a step without conditions that is not the default can never activate`,
+		`orchestrated-agent/template.json: orchestration.steps[6] "Comparison Mode": conditions: a step without conditions`,
+		// Identically conditioned steps.
+		`dr-house/template.json: orchestration.steps[3] "Web Search Mode": conditions: this step can never win: the earlier step orchestration.steps[1] "Basic Medical Research" has identical conditions`,
+		`dr-house/template.json: orchestration.steps[4] "Deep Research Mode": conditions: this step can never win: the earlier step orchestration.steps[2] "Complex Medical Investigation" has identical conditions`,
+		// Tools the runtime does not provide.
+		`dr-house/template.json: nodes[3]: tool "pubmed_search" is not provided by this runtime`,
+		"cognitive-reasoner/template.json: ok (0 errors, 0 warnings)",
+		"3 templates: 0 errors, 11 warnings",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q\n%s", want, out)
+		}
+	}
+}
+
+func TestValidateShippedTemplates(t *testing.T) {
+	code, out := run("validate", filepath.Join(testenv.ModuleRoot(), "templates"))
+	if code != 0 || !strings.Contains(out, "3 templates: 0 errors, 0 warnings") {
+		t.Fatalf("validate templates/ exited %d:\n%s", code, out)
+	}
+}
+
+func TestValidateErrorsExitOne(t *testing.T) {
+	code, out := run("validate", "testdata/mismatch.json")
+	if code != 1 || !strings.Contains(out, "agentId: required") {
+		t.Fatalf("a file that is no template: exit %d\n%s", code, out)
+	}
+	if code, _ := run("validate"); code != 2 {
+		t.Fatalf("validate without paths exited %d, want 2 (usage)", code)
+	}
+}
+
+func TestSimulateExitCodes(t *testing.T) {
+	own, _ := filepath.Glob(filepath.Join(testenv.ModuleRoot(), "scenario", "testdata", "*.json"))
+	if code, out := run(append([]string{"simulate", "-q"}, own...)...); code != 0 {
+		t.Fatalf("own scenarios: exit %d\n%s", code, out)
+	}
+	code, out := run("simulate", "testdata/mismatch.json")
+	if code != 1 || !strings.Contains(out, "MISMATCH allowedTools: expected [a], got [b]") {
+		t.Fatalf("mismatch: exit %d, want 1 with expected vs got\n%s", code, out)
+	}
+	code, out = run("simulate", "testdata/bad-template-ref.json")
+	if code != 2 || !strings.Contains(out, "does-not-exist.json") {
+		t.Fatalf("unreadable template: exit %d, want 2\n%s", code, out)
+	}
+	if code, out := run("simulate", "testdata/no-such-file.json"); code != 2 {
+		t.Fatalf("missing scenario: exit %d, want 2\n%s", code, out)
+	}
+	if code, out := run("simulate", "--store", "bogus://x", "testdata/mismatch.json"); code != 2 {
+		t.Fatalf("bad store URL: exit %d, want 2\n%s", code, out)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	if code, out := run("frobnicate"); code != 2 || !strings.Contains(out, `unknown command "frobnicate"`) {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+// TestSimulateAgainstRedis: the contract's scenarios pass against a real
+// redis-server, and the sessions they leave expire with the configured TTL.
+func TestSimulateAgainstRedis(t *testing.T) {
+	scenarios, _ := filepath.Glob(filepath.Join(testenv.SharedDir(t), "spec", "scenarios", "*.json"))
+	srv := redistest.Start(t)
+	t.Setenv("SESSION_TTL_SECONDS", "3600")
+	if code, out := run(append([]string{"simulate", "-q", "--store", srv.URL()}, scenarios...)...); code != 0 {
+		t.Fatalf("simulate against redis exited %d:\n%s", code, out)
+	}
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer client.Close()
+	keys, err := client.Keys(ctx, "orchestration-state:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) < len(scenarios) {
+		t.Fatalf("%d keys left for %d scenarios: %v", len(keys), len(scenarios), keys)
+	}
+	for _, k := range keys {
+		ttl, err := client.TTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl < 3590*time.Second || ttl > 3600*time.Second {
+			t.Errorf("%s has TTL %v, want about 3600s", k, ttl)
+		}
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if code, out := run("healthcheck", "--addr", addr); code != 0 {
+		t.Fatalf("healthy server: exit %d\n%s", code, out)
+	}
+	status = http.StatusServiceUnavailable
+	if code, out := run("healthcheck", "--addr", addr); code != 1 || !strings.Contains(out, "503") {
+		t.Fatalf("unhealthy server: exit %d\n%s", code, out)
+	}
+	srv.Close()
+	if code, _ := run("healthcheck", "--addr", addr); code != 1 {
+		t.Fatalf("no server: exit %d, want 1", code)
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
+)
+
+// runValidate prints every error and warning of the templates under the
+// given paths. Exit code 0 when there are no errors (warnings allowed), 1
+// otherwise.
+func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quiet := fs.Bool("q", false, "print only errors and warnings, no summary")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: agentdock validate [-q] PATH...\n\nPATH is a template file or a directory of */template.json.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	cfg := template.Config{Provided: tools.BuiltinNames()}
+	var files, errs, warns int
+	for _, p := range fs.Args() {
+		results, err := template.LoadPath(p, cfg)
+		if err != nil {
+			fmt.Fprintf(stdout, "error: %s\n", err)
+			errs++
+			continue
+		}
+		for _, r := range results {
+			files++
+			for _, d := range r.Diagnostics {
+				fmt.Fprintf(stdout, "%s: %s\n", d.Severity, d)
+			}
+			e, w := len(r.Diagnostics.Errors()), len(r.Diagnostics.Warnings())
+			errs += e
+			warns += w
+			if !*quiet {
+				status := "ok"
+				if e > 0 {
+					status = "INVALID"
+				}
+				fmt.Fprintf(stdout, "%s: %s (%d errors, %d warnings)\n", r.File, status, e, w)
+			}
+		}
+	}
+	if !*quiet {
+		fmt.Fprintf(stdout, "%d templates: %d errors, %d warnings\n", files, errs, warns)
+	}
+	if errs > 0 {
+		return 1
+	}
+	return 0
+}
