@@ -116,7 +116,7 @@ func jsonError(data []byte, err error) *apiError {
 		line, col := position(data, max(se.Offset-1, 0))
 		return newError(http.StatusBadRequest, "invalid_json", "invalid JSON at line %d, column %d: %s", line, col, se.Error())
 	case errors.As(err, &te):
-		line, col := position(data, te.Offset)
+		line, col := position(data, max(te.Offset-1, 0))
 		field := te.Field
 		if field == "" {
 			field = "the body"

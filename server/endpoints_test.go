@@ -1,0 +1,173 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+)
+
+func TestInfoEndpoints(t *testing.T) {
+	page := fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>agentdock</title>")}}
+	e := newEnv(t, envOptions{cfg: func(c *Config) { c.WebFS = page }})
+
+	getJSON(t, e.do(http.MethodGet, "/healthz", ""), http.StatusOK, nil)
+	getJSON(t, e.do(http.MethodGet, "/readyz", ""), http.StatusOK, nil)
+
+	var list struct{ Agents []agentSummary }
+	getJSON(t, e.do(http.MethodGet, "/api/agents", ""), http.StatusOK, &list)
+	if len(list.Agents) != 2 || list.Agents[0].ID != "explorer" || list.Agents[1].ID != "plain" {
+		t.Fatalf("agents %+v", list.Agents)
+	}
+	ex := list.Agents[0]
+	if !ex.Offline || ex.Model.Provider != "offline" || !ex.HasOrchestration || ex.ChatPrompts[0] != "Explore options for a team offsite" ||
+		ex.InitialMessages[0] != "What shall we explore?" || !slices.Equal(ex.Tags, []string{"test", "planning"}) {
+		t.Fatalf("explorer %+v", ex)
+	}
+
+	var d agentDetail
+	getJSON(t, e.do(http.MethodGet, "/api/agents/explorer", ""), http.StatusOK, &d)
+	o := d.Orchestration
+	if o == nil || len(o.Steps) != 2 || o.StepScope != "session" {
+		t.Fatalf("orchestration %+v", o)
+	}
+	explore := o.Steps[0]
+	if explore.Name != "Explore" || len(explore.Sequence) != 2 || explore.Sequence[0][0] != "brainstorm" ||
+		explore.Conditions[0].Type != "message_regex" || !o.Steps[1].IsDefault || !slices.Equal(explore.Tools, []string{"brainstorm", "compare"}) {
+		t.Fatalf("steps %+v", o.Steps)
+	}
+	var plain agentDetail
+	getJSON(t, e.do(http.MethodGet, "/api/agents/plain", ""), http.StatusOK, &plain)
+	if plain.Orchestration != nil {
+		t.Fatalf("plain has orchestration %+v", plain.Orchestration)
+	}
+	var eb errBodyT
+	getJSON(t, e.do(http.MethodGet, "/api/agents/nobody", ""), http.StatusNotFound, &eb)
+	if eb.Error.Code != "agent_not_found" {
+		t.Fatalf("%+v", eb.Error)
+	}
+
+	// Sessions: 400 for a bad ID, 404 unknown, then a real one deleted.
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/bad!", ""), http.StatusBadRequest, &eb)
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/unknown-session", ""), http.StatusNotFound, &eb)
+	if eb.Error.Code != "session_not_found" {
+		t.Fatalf("%+v", eb.Error)
+	}
+	e.streamChat("plain", `{"message":"hi","sessionId":"to-be-deleted"}`)
+	var sv sessionView
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/to-be-deleted?limit=1", ""), http.StatusOK, &sv)
+	if len(sv.Messages) != 1 || sv.Messages[0].Role != "assistant" {
+		t.Fatalf("limit=1 gave %+v", sv.Messages)
+	}
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/to-be-deleted?limit=x", ""), http.StatusBadRequest, &eb)
+	res := e.do(http.MethodDelete, "/api/sessions/to-be-deleted", "")
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("delete: %d", res.StatusCode)
+	}
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/to-be-deleted", ""), http.StatusNotFound, &eb)
+	getJSON(t, e.do(http.MethodDelete, "/api/sessions/to-be-deleted", ""), http.StatusNotFound, &eb)
+
+	// Routing: unknown API paths and methods are JSON errors; the page is at /.
+	getJSON(t, e.do(http.MethodGet, "/api/nothing", ""), http.StatusNotFound, &eb)
+	getJSON(t, e.do(http.MethodPut, "/api/agents", ""), http.StatusMethodNotAllowed, &eb)
+	res = e.do(http.MethodGet, "/", "")
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("<title>agentdock</title>")) {
+		t.Fatalf("page: %d %s", res.StatusCode, body)
+	}
+}
+
+func TestDeleteRunningSessionConflicts(t *testing.T) {
+	e := newEnv(t, envOptions{delay: 20 * time.Millisecond})
+	res := e.do(http.MethodPost, "/api/chat/plain", `{"message":"tell me a story","sessionId":"busy-delete"}`)
+	defer res.Body.Close()
+	newSSEReader(res.Body).next()
+	var eb errBodyT
+	getJSON(t, e.do(http.MethodDelete, "/api/sessions/busy-delete", ""), http.StatusConflict, &eb)
+	if eb.Error.Code != "session_busy" {
+		t.Fatalf("%+v", eb.Error)
+	}
+	// A second turn on the running session is refused as well.
+	getJSON(t, e.do(http.MethodPost, "/api/chat/plain", `{"message":"again","sessionId":"busy-delete"}`), http.StatusConflict, &eb)
+	if eb.Error.Code != "session_busy" {
+		t.Fatalf("%+v", eb.Error)
+	}
+}
+
+// TestResumeGapIsRefused: with a small event cap, a resume from before the
+// kept window gets 410 rather than a stream with a hole in it.
+func TestResumeGapIsRefused(t *testing.T) {
+	e := newEnv(t, envOptions{delay: time.Millisecond, cfg: func(c *Config) { c.MaxTurnEvents = 16 }})
+	res, evs := e.streamChat("explorer", exploreFor("gap-session-1"))
+	turnID := res.Header.Get("X-Turn-Id")
+	// The live client kept up, so it got every frame.
+	checkTurnStream(t, turnID, evs, 1)
+	if len(evs) <= 16 {
+		t.Fatalf("the turn has only %d frames; the test needs more than the cap", len(evs))
+	}
+	var eb errBodyT
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/gap-session-1/stream", "", "Last-Event-ID", eventID(turnID, 1)), http.StatusGone, &eb)
+	if eb.Error.Code != "stream_gap" {
+		t.Fatalf("%+v", eb.Error)
+	}
+	// Inside the window resuming works.
+	last := int64(len(evs))
+	res2 := e.do(http.MethodGet, "/api/sessions/gap-session-1/stream", "", "Last-Event-ID", eventID(turnID, last-5))
+	rest := newSSEReader(res2.Body).all()
+	res2.Body.Close()
+	if len(rest) != 5 || rest[0].ID != eventID(turnID, last-4) {
+		t.Fatalf("resumed %d frames from %q", len(rest), rest[0].ID)
+	}
+}
+
+// TestOpenAPIDocument: the served document is docs/openapi.json, and it
+// describes exactly the routes the server has.
+func TestOpenAPIDocument(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	res := e.do(http.MethodGet, "/openapi.json", "")
+	served, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	onDisk, err := os.ReadFile("../docs/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(served, onDisk) {
+		t.Fatal("docs/openapi.json differs from server/openapi.json: copy server/openapi.json to docs/")
+	}
+	var doc struct {
+		OpenAPI string                             `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(served, &doc); err != nil {
+		t.Fatal(err)
+	}
+	param := regexp.MustCompile(`\{(\w+)\}`)
+	documented := map[string]bool{}
+	for p, ops := range doc.Paths {
+		for m := range ops {
+			if m == "parameters" {
+				continue
+			}
+			documented[strings.ToUpper(m)+" "+param.ReplaceAllString(p, ":$1")] = true
+		}
+	}
+	for _, r := range e.srv.engine.Routes() {
+		key := r.Method + " " + r.Path
+		if !documented[key] {
+			t.Errorf("route %s is not in the OpenAPI document", key)
+		}
+		delete(documented, key)
+	}
+	for k := range documented {
+		t.Errorf("the OpenAPI document has %s, which the server does not serve", k)
+	}
+}
