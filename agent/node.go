@@ -18,6 +18,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/template"
 )
 
@@ -50,6 +51,9 @@ type Config struct {
 	// LeaseRenewal is how often a running turn extends its session lease
 	// (default 10 s; keep it well under the store's LockTTL).
 	LeaseRenewal time.Duration
+	// Telemetry records an invoke_agent span per turn (with the model and
+	// tool spans under it) and the turn metrics; nil records nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 // DefaultMaxMessageBytes bounds a user message unless configured.
@@ -144,8 +148,9 @@ func newNode(cfg Config, l *template.Agent) (*Node, error) {
 		Template: l.Template,
 		Engine:   l.Engine,
 		Store:    cfg.Store,
-		Model:    model,
-		Tools:    cfg.Tools,
+		Model:     model,
+		Tools:     cfg.Tools,
+		Telemetry: cfg.Telemetry,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: %w", l.ID(), err)
@@ -197,6 +202,31 @@ func WithOwner(owner string) Option { return func(o *options) { o.owner = owner 
 // The sequence must be iterated to the end, or broken off (which cancels the
 // turn): it holds the session's lease until then. The turn runs under ctx.
 func (n *Node) HandleMessage(ctx context.Context, sessionID, message string, opts ...Option) (iter.Seq[chat.Event], error) {
+	info := n.model.Info()
+	// The turn's log records (lease warnings, tool calls) name the agent
+	// and the session through the context.
+	ctx = telemetry.WithLogAttrs(ctx, slog.String("agent", n.ID()), slog.String("session", sessionID))
+	ctx, obs := n.cfg.Telemetry.StartTurn(ctx, telemetry.TurnInfo{
+		AgentID: n.ID(), AgentName: n.Template().Name, SessionID: sessionID,
+		Provider: info.Provider, Model: info.Model, Message: message,
+	})
+	events, err := n.handleMessage(ctx, sessionID, message, opts...)
+	if err != nil {
+		obs.Reject(err)
+		return nil, err
+	}
+	return func(yield func(chat.Event) bool) {
+		defer obs.End()
+		for ev := range events {
+			obs.Observe(ev)
+			if !yield(ev) {
+				return
+			}
+		}
+	}, nil
+}
+
+func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opts ...Option) (iter.Seq[chat.Event], error) {
 	var o options
 	for _, f := range opts {
 		f(&o)
@@ -223,7 +253,7 @@ func (n *Node) HandleMessage(ctx context.Context, sessionID, message string, opt
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := lease.Release(ctx); err != nil {
-			n.cfg.Logger.Warn("releasing session lease", "agent", n.ID(), "session", sessionID, "err", err)
+			n.cfg.Logger.WarnContext(ctx, "releasing session lease", "err", err)
 		}
 	}
 	turn, err := n.startTurn(ctx, sessionID, message, lease)
@@ -272,6 +302,9 @@ func (n *Node) startTurn(ctx context.Context, sessionID, message string, lease s
 	if err != nil {
 		return llmorch.Turn{}, fmt.Errorf("recording the message: %w", err)
 	}
+	if dec.Transition {
+		n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, st.State.ActiveStep, telemetry.CauseUserMessage)
+	}
 	var history []chat.Message
 	cs := n.Template().ChatSettings
 	if cs.HistoryPolicy != template.HistoryNone {
@@ -319,11 +352,11 @@ func (n *Node) keepAlive(ctx context.Context, lease session.Lease, cancel contex
 					return
 				}
 				if errors.Is(err, session.ErrFenced) {
-					n.cfg.Logger.Warn("session lease lost; cancelling the turn", "agent", n.ID(), "session", lease.SessionID())
+					n.cfg.Logger.WarnContext(ctx, "session lease lost; cancelling the turn")
 					cancel()
 					return
 				}
-				n.cfg.Logger.Warn("extending session lease", "agent", n.ID(), "session", lease.SessionID(), "err", err)
+				n.cfg.Logger.WarnContext(ctx, "extending session lease", "err", err)
 			}
 		}
 	}

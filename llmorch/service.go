@@ -11,6 +11,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/template"
 )
 
@@ -35,6 +36,9 @@ type ServiceConfig struct {
 	// Temperature and MaxTokens override the template's model settings.
 	Temperature *float64
 	MaxTokens   int
+	// Telemetry records a chat span per model call and an execute_tool
+	// span per tool call, with their metrics; nil records nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 // Service is the LLM orchestration service of one agent: it runs a turn as a
@@ -147,6 +151,8 @@ type run struct {
 	lastStep  string
 	lastSnap  chat.Snapshot
 	announced bool
+	calls     int    // model calls so far
+	callStep  string // the active step at the latest model call
 }
 
 var errStopped = errors.New("consumer stopped")
@@ -218,13 +224,19 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	if !r.emit(chat.Event{Kind: chat.KindStepStart}) {
 		return nil, errStopped
 	}
+	prevStep := r.turn.PreviousStep
+	if r.calls > 0 {
+		prevStep = r.callStep
+	}
+	r.calls++
+	r.callStep = snap.ActiveStep
 	var (
 		text    []byte
 		calls   []chat.ToolCall
 		usage   chat.Usage
 		invalid = map[string]string{} // call ID -> why the call is invalid
 	)
-	for ev, err := range cfg.Model.Stream(ctx, req) {
+	for ev, err := range r.stream(ctx, req, prevStep) {
 		if err != nil {
 			r.saveMessages(ctx, assistantMessage(text, nil))
 			return nil, err
@@ -264,12 +276,7 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		if !r.emit(chat.Event{Kind: chat.KindToolCall, ToolCall: &call}) {
 			return errStopped
 		}
-		var res toolOutcome
-		if why, bad := invalid[call.ID]; bad {
-			res.result = chat.ToolResult{CallID: call.ID, Name: call.Name, Content: why, Type: "invalid_tool_call", IsError: true, NotRun: true}
-		} else {
-			res = r.runTool(ctx, call)
-		}
+		res := r.tool(ctx, call, invalid)
 		if err := ctx.Err(); err != nil {
 			// Cancelled mid-step: keep the text, drop the calls whose
 			// results are not all there, so the history stays valid.
@@ -319,8 +326,67 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 
 type toolOutcome struct {
 	result     chat.ToolResult
+	refused    bool
 	transition bool
 	err        error // a store failure: ends the turn
+}
+
+// stream runs one model call inside its chat span.
+func (r *run) stream(ctx context.Context, req Request, prevStep string) iter.Seq2[chat.Event, error] {
+	cfg := r.s.cfg
+	if cfg.Telemetry == nil {
+		return cfg.Model.Stream(ctx, req)
+	}
+	return func(yield func(chat.Event, error) bool) {
+		info := cfg.Model.Info()
+		ctx, span := cfg.Telemetry.StartChat(ctx, telemetry.ChatInfo{
+			AgentID:      cfg.Template.AgentID,
+			SessionID:    r.turn.SessionID,
+			Provider:     info.Provider,
+			Model:        info.Model,
+			Temperature:  req.Temperature,
+			MaxTokens:    req.MaxTokens,
+			Call:         r.calls,
+			Snapshot:     *req.Orchestration,
+			PreviousStep: prevStep,
+			System:       req.System,
+			Messages:     req.Messages,
+		})
+		defer span.End()
+		for ev, err := range cfg.Model.Stream(ctx, req) {
+			span.Observe(ev, err)
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+// tool handles one tool call inside its execute_tool span: an invalid call
+// is answered with its error, a valid one goes to runTool.
+func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]string) toolOutcome {
+	cfg := r.s.cfg
+	why, bad := invalid[call.ID]
+	var span *telemetry.Tool
+	if cfg.Telemetry != nil {
+		ctx, span = cfg.Telemetry.StartTool(ctx, telemetry.ToolInfo{
+			AgentID:       cfg.Template.AgentID,
+			SessionID:     r.turn.SessionID,
+			Call:          call,
+			ActiveStep:    r.state.ActiveStep,
+			SequenceIndex: r.state.SequenceIndex,
+			// Only an invalid call can name a tool the runtime lacks.
+			UnknownTool: bad && len(cfg.Tools.Specs([]string{call.Name})) == 0,
+		})
+	}
+	var out toolOutcome
+	if bad {
+		out.result = chat.ToolResult{CallID: call.ID, Name: call.Name, Content: why, Type: "invalid_tool_call", IsError: true, NotRun: true}
+	} else {
+		out = r.runTool(ctx, call)
+	}
+	span.End(telemetry.ToolEnd{Result: out.result, Refused: out.refused, Transition: out.transition, NextStep: r.state.ActiveStep, Err: out.err})
+	return out
 }
 
 // runTool executes one call if the orchestration offers it now, and records
@@ -332,7 +398,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	cfg := r.s.cfg
 	if !slices.Contains(cfg.Engine.Offer(r.state).Tools, call.Name) {
 		_, d := cfg.Engine.Apply(r.state, orchestration.ToolUsed(call.Name))
-		return toolOutcome{result: refused(call, d.Reason)}
+		return toolOutcome{result: refused(call, d.Reason), refused: true}
 	}
 	res := cfg.Tools.Execute(ctx, call)
 	res.CallID, res.Name = call.ID, call.Name
@@ -347,12 +413,15 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	if err != nil {
 		return toolOutcome{err: fmt.Errorf("recording tool %q: %w", call.Name, err)}
 	}
+	r.state = st.State
 	if dec.Refused {
 		// The stored state moved on since this step began (it cannot
 		// while the lease is held, but the store is the authority).
-		res = refused(call, dec.Reason)
+		return toolOutcome{result: refused(call, dec.Reason), refused: true}
 	}
-	r.state = st.State
+	if dec.Transition {
+		cfg.Telemetry.RecordTransition(ctx, cfg.Template.AgentID, dec.PreviousStep, st.State.ActiveStep, telemetry.CauseTool)
+	}
 	return toolOutcome{result: res, transition: dec.Transition}
 }
 
