@@ -145,9 +145,9 @@ func newNode(cfg Config, l *template.Agent) (*Node, error) {
 		return nil, fmt.Errorf("agent %q: model: %w", l.ID(), err)
 	}
 	svc, err := llmorch.NewService(llmorch.ServiceConfig{
-		Template: l.Template,
-		Engine:   l.Engine,
-		Store:    cfg.Store,
+		Template:  l.Template,
+		Engine:    l.Engine,
+		Store:     cfg.Store,
 		Model:     model,
 		Tools:     cfg.Tools,
 		Telemetry: cfg.Telemetry,
