@@ -144,7 +144,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Fatal("docs/openapi.json differs from server/openapi.json: copy server/openapi.json to docs/")
 	}
 	var doc struct {
-		OpenAPI string                             `json:"openapi"`
+		OpenAPI string                                `json:"openapi"`
 		Paths   map[string]map[string]json.RawMessage `json:"paths"`
 	}
 	if err := json.Unmarshal(served, &doc); err != nil {
