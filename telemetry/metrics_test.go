@@ -1,0 +1,190 @@
+package telemetry_test
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/session"
+)
+
+func matches(set attribute.Set, want map[string]string) bool {
+	for k, v := range want {
+		got, ok := set.Value(attribute.Key(k))
+		if !ok || got.Emit() != v {
+			return false
+		}
+	}
+	return true
+}
+
+// sumPoints adds the values of the counter's points that carry want.
+func sumPoints(t *testing.T, m map[string]metricdata.Metrics, name string, want map[string]string) int64 {
+	t.Helper()
+	md, ok := m[name]
+	if !ok {
+		return 0
+	}
+	var n int64
+	switch d := md.Data.(type) {
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			if matches(p.Attributes, want) {
+				n += p.Value
+			}
+		}
+	default:
+		t.Fatalf("%s is a %T, not an int64 sum", name, md.Data)
+	}
+	return n
+}
+
+// histogram returns the count and sum of the histogram's points that carry
+// want.
+func histogram(t *testing.T, m map[string]metricdata.Metrics, name string, want map[string]string) (count uint64, sum float64) {
+	t.Helper()
+	md, ok := m[name]
+	if !ok {
+		return 0, 0
+	}
+	switch d := md.Data.(type) {
+	case metricdata.Histogram[int64]:
+		for _, p := range d.DataPoints {
+			if matches(p.Attributes, want) {
+				count += p.Count
+				sum += float64(p.Sum)
+			}
+		}
+	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			if matches(p.Attributes, want) {
+				count += p.Count
+				sum += p.Sum
+			}
+		}
+	default:
+		t.Fatalf("%s is a %T, not a histogram", name, md.Data)
+	}
+	return count, sum
+}
+
+// TestTurnMetrics: after two turns of the cognitive reasoner the manual
+// reader finds the token usage by type, the model-call durations, the
+// step transitions each message caused, and the turn and tool metrics;
+// Prometheus serves the same.
+func TestTurnMetrics(t *testing.T) {
+	rec := setupRecorded(t, false)
+	store := session.NewMemory(session.Config{})
+	defer store.Close()
+	n := node(t, store, rec.tel, offlineModels, "cognitive-reasoner")
+	id := session.NewID()
+	var usage chat.Usage
+	var steps, tools int
+	for _, msg := range []string{critiqueMessage, "Research the history of electric cars"} {
+		for _, ev := range runTurn(t, n, id, msg) {
+			switch ev.Kind {
+			case chat.KindUsage:
+				if ev.Final {
+					usage = usage.Add(*ev.Usage)
+				}
+			case chat.KindStepStart:
+				steps++
+			case chat.KindToolCall:
+				tools++
+			}
+		}
+	}
+	m := rec.collect(t)
+	model := map[string]string{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "offline", "gen_ai.request.model": n.ModelInfo().Model}
+	for typ, want := range map[string]int64{"input": usage.Prompt, "output": usage.Completion} {
+		count, sum := histogram(t, m, "gen_ai.client.token.usage", with(model, "gen_ai.token.type", typ))
+		if int(count) != steps || int64(sum) != want || want == 0 {
+			t.Errorf("gen_ai.client.token.usage{%s}: %d records summing to %v, want %d summing to %d", typ, count, sum, steps, want)
+		}
+	}
+	if count, _ := histogram(t, m, "gen_ai.client.operation.duration", model); int(count) != steps {
+		t.Errorf("gen_ai.client.operation.duration has %d records, want %d", count, steps)
+	}
+	for _, tr := range []struct{ from, to string }{{"(none)", "EvaluationMode"}, {"EvaluationMode", "ResearchMode"}} {
+		got := sumPoints(t, m, "agentdock.orchestration.transitions", map[string]string{
+			"gen_ai.agent.id": "cognitive-reasoner", "agentdock.orchestration.from_step": tr.from,
+			"agentdock.orchestration.to_step": tr.to, "agentdock.orchestration.cause": "user_message",
+		})
+		if got != 1 {
+			t.Errorf("transitions %s -> %s = %d, want 1", tr.from, tr.to, got)
+		}
+	}
+	agentAttrs := map[string]string{"gen_ai.agent.id": "cognitive-reasoner"}
+	if count, _ := histogram(t, m, "agentdock.turn.duration", with(agentAttrs, "agentdock.turn.finish_reason", "stop")); count != 2 {
+		t.Errorf("agentdock.turn.duration has %d records, want 2", count)
+	}
+	if count, _ := histogram(t, m, "agentdock.turn.time_to_first_token", agentAttrs); count != 2 {
+		t.Errorf("agentdock.turn.time_to_first_token has %d records, want 2", count)
+	}
+	if count, _ := histogram(t, m, "agentdock.tool.duration", nil); int(count) != tools || tools != 6 {
+		t.Errorf("agentdock.tool.duration has %d records, want %d (6 tools)", count, tools)
+	}
+	// Without a search backend the search tool runs and fails.
+	if count, _ := histogram(t, m, "agentdock.tool.duration", map[string]string{"gen_ai.tool.name": "search", "agentdock.tool.outcome": "error"}); count != 1 {
+		t.Errorf("agentdock.tool.duration{search, error} has %d records, want 1", count)
+	}
+	if got := sumPoints(t, m, "agentdock.tool.errors", map[string]string{"gen_ai.tool.name": "search", "agentdock.tool.outcome": "error"}); got != 1 {
+		t.Errorf("agentdock.tool.errors{search} = %d, want 1", got)
+	}
+	if count, _ := histogram(t, m, "agentdock.tool.duration", map[string]string{"gen_ai.tool.name": "reflect"}); count != 2 {
+		t.Errorf("agentdock.tool.duration{reflect} has %d records, want 2", count)
+	}
+
+	// The Prometheus handler serves the same instruments.
+	w := httptest.NewRecorder()
+	rec.tel.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(w.Result().Body)
+	for _, name := range []string{"gen_ai_client_token_usage", "agentdock_orchestration_transitions", "agentdock_turn_duration_seconds", "go_goroutines"} {
+		if !strings.Contains(string(body), name) {
+			t.Errorf("/metrics lacks %s:\n%.2000s", name, body)
+		}
+	}
+}
+
+func with(m map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for kk, vv := range m {
+		out[kk] = vv
+	}
+	return out
+}
+
+// TestServerAndStoreMetrics: the helpers the server and the store call move
+// their instruments; a stream's done function counts down once.
+func TestServerAndStoreMetrics(t *testing.T) {
+	rec := setupRecorded(t, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done1 := rec.tel.TrackStream(ctx, "chat")
+	done2 := rec.tel.TrackStream(ctx, "chat")
+	rec.tel.TrackStream(ctx, "resume")
+	cancel() // a cancelled stream context still counts down
+	done1()
+	done1()
+	rec.tel.RecordStoreError(ctx, "update", "unavailable")
+	m := rec.collect(t)
+	if got := sumPoints(t, m, "agentdock.streams.active", map[string]string{"agentdock.stream.kind": "chat"}); got != 1 {
+		t.Errorf("active chat streams = %d, want 1", got)
+	}
+	if got := sumPoints(t, m, "agentdock.streams.active", map[string]string{"agentdock.stream.kind": "resume"}); got != 1 {
+		t.Errorf("active resume streams = %d, want 1", got)
+	}
+	done2()
+	m = rec.collect(t)
+	if got := sumPoints(t, m, "agentdock.streams.active", map[string]string{"agentdock.stream.kind": "chat"}); got != 0 {
+		t.Errorf("active chat streams = %d after both ended, want 0", got)
+	}
+	if got := sumPoints(t, m, "agentdock.store.errors", map[string]string{"agentdock.store.operation": "update", "error.type": "unavailable"}); got != 1 {
+		t.Errorf("store errors = %d, want 1", got)
+	}
+}
