@@ -103,15 +103,15 @@ func TestTurnTrace(t *testing.T) {
 
 			inv := attrs(ts.invoke)
 			want := map[attribute.Key]attribute.Value{
-				"gen_ai.agent.id":                      attribute.StringValue("cognitive-reasoner"),
-				"gen_ai.conversation.id":               attribute.StringValue(id),
-				"session.id":                           attribute.StringValue(id),
-				"gen_ai.provider.name":                 attribute.StringValue("offline"),
-				"agentdock.turn.finish_reason":         attribute.StringValue(chat.FinishStop),
-				"agentdock.turn.model_calls":           attribute.IntValue(steps),
-				"agentdock.turn.tool_calls":            attribute.IntValue(3),
-				"agentdock.orchestration.active_step":  attribute.StringValue("EvaluationMode"),
-				"agentdock.orchestration.transition":   attribute.BoolValue(true),
+				"gen_ai.agent.id":                       attribute.StringValue("cognitive-reasoner"),
+				"gen_ai.conversation.id":                attribute.StringValue(id),
+				"session.id":                            attribute.StringValue(id),
+				"gen_ai.provider.name":                  attribute.StringValue("offline"),
+				"agentdock.turn.finish_reason":          attribute.StringValue(chat.FinishStop),
+				"agentdock.turn.model_calls":            attribute.IntValue(steps),
+				"agentdock.turn.tool_calls":             attribute.IntValue(3),
+				"agentdock.orchestration.active_step":   attribute.StringValue("EvaluationMode"),
+				"agentdock.orchestration.transition":    attribute.BoolValue(true),
 				"agentdock.orchestration.previous_step": attribute.StringValue(""),
 			}
 			checkAttrs(t, ts.invoke, want)

@@ -1,0 +1,150 @@
+package telemetry_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redistest"
+	"github.com/agentdock-go/agentdock/telemetry"
+)
+
+var chatDone = chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishStop}
+
+func spanContext(ctx context.Context) trace.SpanContext { return trace.SpanContextFromContext(ctx) }
+
+// TestHTTPClient: the wrapped client makes a client span under the current
+// span and sends its trace context to the server.
+func TestHTTPClient(t *testing.T) {
+	rec := setupRecorded(t, false)
+	var traceparent string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		traceparent = r.Header.Get("traceparent")
+	}))
+	defer srv.Close()
+	client := rec.tel.HTTPClient(&http.Client{Timeout: 5e9})
+	if client.Timeout != 5e9 {
+		t.Errorf("the wrapped client lost its timeout")
+	}
+	ctx, turn := rec.tel.StartTurn(context.Background(), telemetry.TurnInfo{AgentID: "planner"})
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/chat/completions", strings.NewReader("{}"))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	turn.End()
+	parent := spanContext(ctx)
+	var found bool
+	for _, s := range rec.spans.Ended() {
+		if s.SpanKind() == trace.SpanKindClient && s.Parent().SpanID() == parent.SpanID() {
+			found = true
+			if !strings.Contains(traceparent, s.SpanContext().SpanID().String()) {
+				t.Errorf("traceparent %q does not name the client span %s", traceparent, s.SpanContext().SpanID())
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no HTTP client span under the turn")
+	}
+}
+
+// TestGinMiddleware: ordinary routes get a server span; streaming routes
+// get none but still join the caller's trace.
+func TestGinMiddleware(t *testing.T) {
+	rec := setupRecorded(t, false)
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	e.Use(rec.tel.GinMiddleware("/api/chat/:agentId"))
+	var streamCtx trace.SpanContext
+	e.GET("/api/agents", func(c *gin.Context) { c.String(200, "[]") })
+	e.POST("/api/chat/:agentId", func(c *gin.Context) {
+		streamCtx = spanContext(c.Request.Context())
+		c.String(200, "data: {}\n\n")
+	})
+	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, path := range []string{"/api/agents", "/api/chat/planner"} {
+		method := "GET"
+		if strings.HasPrefix(path, "/api/chat") {
+			method = "POST"
+		}
+		req := httptest.NewRequest(method, path, nil)
+		req.Header.Set("traceparent", caller)
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, req)
+		if w.Code != 200 {
+			t.Fatalf("%s: %d", path, w.Code)
+		}
+	}
+	var names []string
+	for _, s := range rec.spans.Ended() {
+		names = append(names, s.Name())
+	}
+	if len(names) != 1 || names[0] != "GET /api/agents" {
+		t.Fatalf("server spans %q, want only GET /api/agents", names)
+	}
+	if streamCtx.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || !streamCtx.IsRemote() {
+		t.Fatalf("the streaming route's context %v does not carry the caller's trace", streamCtx)
+	}
+}
+
+// TestRedisTurnSpans: with a real redis-server behind the store, the store
+// commands of a turn are spans inside the turn's trace, and no command
+// carries chat content.
+func TestRedisTurnSpans(t *testing.T) {
+	srv := redistest.Start(t)
+	rec := setupRecorded(t, false)
+	store, err := session.NewRedis(session.RedisConfig{URL: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := rec.tel.InstrumentRedis(store.Client()); err != nil {
+		t.Fatal(err)
+	}
+	n := node(t, store, rec.tel, offlineModels, "cognitive-reasoner")
+	runTurn(t, n, session.NewID(), critiqueMessage)
+
+	ts := splitTurn(t, rec.spans.Ended())
+	if len(ts.other) == 0 {
+		t.Fatal("no Redis spans")
+	}
+	ids := map[trace.SpanID]bool{ts.invoke.SpanContext().SpanID(): true}
+	for _, s := range append(ts.chats, ts.tools...) {
+		ids[s.SpanContext().SpanID()] = true
+	}
+	var underTool bool
+	for _, s := range ts.other {
+		if s.SpanKind() != trace.SpanKindClient || attrs(s)["db.system.name"].AsString()+attrs(s)["db.system"].AsString() == "" {
+			t.Errorf("span %q (kind %v) is not a Redis client span: %v", s.Name(), s.SpanKind(), s.Attributes())
+		}
+		if !ids[s.Parent().SpanID()] {
+			t.Errorf("Redis span %q is outside the turn", s.Name())
+		}
+		underTool = underTool || attrs(s)["gen_ai.operation.name"].AsString() == "" && isTool(ts, s.Parent().SpanID())
+		for where, v := range spanStrings(s) {
+			if strings.Contains(v, "remote work") {
+				t.Errorf("Redis span %q, %s holds chat content: %.80q", s.Name(), where, v)
+			}
+		}
+	}
+	if !underTool {
+		t.Error("no Redis command under a tool span (recording the tool)")
+	}
+}
+
+func isTool(ts turnSpans, id trace.SpanID) bool {
+	for _, s := range ts.tools {
+		if s.SpanContext().SpanID() == id {
+			return true
+		}
+	}
+	return false
+}
