@@ -21,7 +21,18 @@ import (
 var (
 	spanFromContext = trace.SpanFromContext
 	withAttrs       = trace.WithAttributes
+	// nonRecording is what a span is with tracing off.
+	nonRecording = trace.SpanFromContext(context.Background())
 )
+
+// start opens a span named op+name. With tracing off it returns ctx as it
+// is and a non-recording span: no name, no context value, no allocation.
+func (t *Telemetry) start(ctx context.Context, op, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	if !t.tracing {
+		return ctx, nonRecording
+	}
+	return t.tracer.Start(ctx, op+name, trace.WithSpanKind(kind))
+}
 
 // TurnInfo describes a turn for its invoke_agent span.
 type TurnInfo struct {
@@ -60,7 +71,7 @@ func (t *Telemetry) StartTurn(ctx context.Context, info TurnInfo) (context.Conte
 	if t == nil {
 		return ctx, nil
 	}
-	ctx, span := t.tracer.Start(ctx, "invoke_agent "+info.AgentID, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := t.start(ctx, "invoke_agent ", info.AgentID, trace.SpanKindInternal)
 	if span.IsRecording() {
 		span.SetAttributes(
 			semconv.GenAIOperationNameInvokeAgent,
@@ -231,7 +242,7 @@ func (t *Telemetry) StartChat(ctx context.Context, info ChatInfo) (context.Conte
 	if t == nil {
 		return ctx, nil
 	}
-	ctx, span := t.tracer.Start(ctx, "chat "+info.Model, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := t.start(ctx, "chat ", info.Model, trace.SpanKindClient)
 	if span.IsRecording() {
 		snap := info.Snapshot
 		span.SetAttributes(
@@ -399,7 +410,7 @@ func (t *Telemetry) StartTool(ctx context.Context, info ToolInfo) (context.Conte
 	if t == nil {
 		return ctx, nil
 	}
-	ctx, span := t.tracer.Start(ctx, "execute_tool "+info.Call.Name, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := t.start(ctx, "execute_tool ", info.Call.Name, trace.SpanKindInternal)
 	if span.IsRecording() {
 		span.SetAttributes(
 			semconv.GenAIOperationNameExecuteTool,
