@@ -212,6 +212,9 @@ func (n *Node) HandleMessage(ctx context.Context, sessionID, message string, opt
 	})
 	events, err := n.handleMessage(ctx, sessionID, message, opts...)
 	if err != nil {
+		if errors.Is(err, session.ErrUnavailable) {
+			n.cfg.Telemetry.RecordStoreError(ctx, "start_turn", "unavailable")
+		}
 		obs.Reject(err)
 		return nil, err
 	}
@@ -219,11 +222,26 @@ func (n *Node) HandleMessage(ctx context.Context, sessionID, message string, opt
 		defer obs.End()
 		for ev := range events {
 			obs.Observe(ev)
+			if ev.Kind == chat.KindError {
+				n.recordStoreError(ctx, ev.Error)
+			}
 			if !yield(ev) {
 				return
 			}
 		}
 	}, nil
+}
+
+// recordStoreError counts a turn that ended on a store failure (the codes
+// llmorch gives them).
+func (n *Node) recordStoreError(ctx context.Context, e *chat.Error) {
+	switch {
+	case e == nil:
+	case e.Code == "store_unavailable":
+		n.cfg.Telemetry.RecordStoreError(ctx, "turn", "unavailable")
+	case e.Code == "session_lease_lost":
+		n.cfg.Telemetry.RecordStoreError(ctx, "turn", "fenced")
+	}
 }
 
 func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opts ...Option) (iter.Seq[chat.Event], error) {

@@ -27,12 +27,22 @@ func (t *Telemetry) HTTPClient(base *http.Client) *http.Client {
 	if base != nil {
 		*c = *base
 	}
-	c.Transport = otelhttp.NewTransport(c.Transport,
+	c.Transport = t.WrapTransport(c.Transport)
+	return c
+}
+
+// WrapTransport wraps rt (nil: http.DefaultTransport) in otelhttp's
+// transport, for code that takes a transport hook rather than a client. With
+// tracing off it returns rt unchanged.
+func (t *Telemetry) WrapTransport(rt http.RoundTripper) http.RoundTripper {
+	if !t.Tracing() {
+		return rt
+	}
+	return otelhttp.NewTransport(rt,
 		otelhttp.WithTracerProvider(t.tp),
 		otelhttp.WithMeterProvider(t.mp),
 		otelhttp.WithPropagators(t.prop),
 	)
-	return c
 }
 
 // GinMiddleware returns the otelgin middleware: a server span and the HTTP

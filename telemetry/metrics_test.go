@@ -2,12 +2,15 @@ package telemetry_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -186,5 +189,36 @@ func TestServerAndStoreMetrics(t *testing.T) {
 	}
 	if got := sumPoints(t, m, "agentdock.store.errors", map[string]string{"agentdock.store.operation": "update", "error.type": "unavailable"}); got != 1 {
 		t.Errorf("store errors = %d, want 1", got)
+	}
+}
+
+// downStore is a memory store whose sessions cannot be opened, as when
+// Redis is down.
+type downStore struct{ session.Store }
+
+func (downStore) GetOrCreate(ctx context.Context, id string, opts ...session.UpdateOption) (session.Session, bool, error) {
+	return session.Session{}, false, fmt.Errorf("dialing redis: %w", session.ErrUnavailable)
+}
+
+// TestStoreErrorOfRejectedTurn: a turn refused because the store is down
+// counts a store error and leaves an error span, and no turn metrics.
+func TestStoreErrorOfRejectedTurn(t *testing.T) {
+	rec := setupRecorded(t, false)
+	mem := session.NewMemory(session.Config{})
+	defer mem.Close()
+	n := node(t, downStore{mem}, rec.tel, offlineModels, "planner")
+	if _, err := n.HandleMessage(context.Background(), session.NewID(), "hello"); !errors.Is(err, session.ErrUnavailable) {
+		t.Fatalf("HandleMessage: %v, want ErrUnavailable", err)
+	}
+	m := rec.collect(t)
+	if got := sumPoints(t, m, "agentdock.store.errors", map[string]string{"agentdock.store.operation": "start_turn", "error.type": "unavailable"}); got != 1 {
+		t.Errorf("store errors = %d, want 1", got)
+	}
+	if count, _ := histogram(t, m, "agentdock.turn.duration", nil); count != 0 {
+		t.Errorf("a rejected turn recorded a turn duration")
+	}
+	spans := rec.spans.Ended()
+	if len(spans) != 1 || spans[0].Status().Code != codes.Error || attrs(spans[0])["error.type"].AsString() != "_OTHER" {
+		t.Fatalf("spans %v", spans)
 	}
 }
