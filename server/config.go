@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/telemetry"
 )
 
 // Defaults of Config.
@@ -75,6 +76,11 @@ type Config struct {
 	WebFS fs.FS
 	// Limiter limits requests; nil means no limit.
 	Limiter Limiter
+	// Telemetry traces the API routes (streaming routes excepted: their
+	// duration is the chat's, not the request's), counts open streams and
+	// serves /metrics. Nil records nothing and serves no /metrics.
+	Telemetry *telemetry.Telemetry
+
 	// Owner identifies the caller of a request (for example the fingerprint
 	// of its API key); sessions are owned by it, and another owner's session
 	// is reported as not found. An error answers 401. Nil means every caller

@@ -334,6 +334,7 @@ func turnErrorStatus(e *chat.Error) *apiError {
 
 // streamCompletion streams the turn as chat.completion.chunk objects.
 func (s *Server) streamCompletion(c *gin.Context, t *turn, model string, includeUsage bool) {
+	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "openai")()
 	w := c.Writer
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})

@@ -25,6 +25,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/gin-gonic/gin"
 	"github.com/r3labs/sse/v2"
 )
@@ -142,11 +143,16 @@ func (s *Server) routes() *gin.Engine {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
-	e.Use(s.recovery, s.logRequests)
+	e.Use(s.recovery,
+		s.cfg.Telemetry.GinMiddleware("/api/chat/:agentId", "/api/sessions/:id/stream", "/v1/chat/completions"),
+		s.requestID, s.logRequests)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", s.openapi)
+	if s.cfg.Telemetry != nil {
+		e.GET("/metrics", gin.WrapH(s.cfg.Telemetry.MetricsHandler()))
+	}
 
 	api := e.Group("/api", s.limitBody, s.identify)
 	api.GET("/agents", s.listAgents)
@@ -185,6 +191,19 @@ func (s *Server) recovery(c *gin.Context) {
 		}
 		abortWith(c, newError(http.StatusInternalServerError, "internal_error", "the server failed to handle the request"))
 	}()
+	c.Next()
+}
+
+// requestID names every request: a well-formed X-Request-ID from the caller
+// (a proxy's), else a new random one. It is returned in X-Request-ID and
+// carried by every log record of the request.
+func (s *Server) requestID(c *gin.Context) {
+	id := c.GetHeader("X-Request-ID")
+	if !session.ValidID(id) {
+		id = session.NewID()
+	}
+	c.Header("X-Request-ID", id)
+	c.Request = c.Request.WithContext(telemetry.WithLogAttrs(c.Request.Context(), slog.String("request_id", id)))
 	c.Next()
 }
 

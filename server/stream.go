@@ -77,6 +77,7 @@ func streamHeaders(h http.Header, t *turn) {
 // streamTurn writes t's frames after seq `after` to the response, live until
 // the turn's last frame, the client's disconnect or the server's shutdown.
 func (s *Server) streamTurn(c *gin.Context, t *turn, after int64) {
+	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "chat")()
 	w := c.Writer
 	// The http.Server's WriteTimeout (and a ReadTimeout, if one is set) would
 	// cut a long stream: this stream has no deadline.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/templates"
 	"github.com/agentdock-go/agentdock/tools"
@@ -87,29 +89,42 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "agentdock serve:", err)
 		return 2
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})
-	if cfg.LogFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})
+	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "agentdock"})
+	if err != nil {
+		fmt.Fprintln(stderr, "agentdock serve:", err)
+		return 2
 	}
-	log := slog.New(handler)
+	defer func() {
+		// Bounded: an unreachable collector must not hold the exit.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(ctx)
+	}()
+	log := telemetry.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel, tel.CaptureContent())
 	slog.SetDefault(log)
-	if err := serve(ctx, cfg, log); err != nil {
+	if err := serve(ctx, cfg, tel, log); err != nil {
 		log.Error("server stopped", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger) error {
+func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) error {
 	store, kind, err := openStore(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("opening the session store: %w", err)
 	}
 	defer store.Close()
+	if r, ok := store.(*session.Redis); ok {
+		if err := tel.InstrumentRedis(r.Client()); err != nil {
+			return fmt.Errorf("tracing redis: %w", err)
+		}
+	}
 	toolCfg, err := tools.BuiltinConfigFromEnv()
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
+	toolCfg.Logger = log
 	registry, err := tools.Builtin(toolCfg)
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
@@ -119,15 +134,16 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger) error {
 		return err
 	}
 	agents, err := agent.New(agent.Config{
-		Store:  store,
-		Tools:  registry,
-		Models: modelFactory(cfg, log),
-		Logger: log,
+		Store:     store,
+		Tools:     registry,
+		Models:    modelFactory(cfg, tel, log),
+		Logger:    log,
+		Telemetry: tel,
 	}, loaded)
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{Agents: agents, Store: store, Logger: log, WebFS: web.FS()})
+	srv, err := server.New(server.Config{Agents: agents, Store: store, Logger: log, WebFS: web.FS(), Telemetry: tel})
 	if err != nil {
 		return err
 	}
@@ -182,7 +198,7 @@ func loadAgents(dir string, provided []string, log *slog.Logger) ([]*template.Ag
 // modelFactory picks each template's model: its provider when a key (or a
 // local base URL) is configured, otherwise the offline scripted model, which
 // is announced once in the log.
-func modelFactory(cfg *serveConfig, log *slog.Logger) agent.ModelFactory {
+func modelFactory(cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) agent.ModelFactory {
 	warned := false
 	return func(t *template.Template) (llmorch.Model, error) {
 		name, node := t.Provider()
@@ -197,6 +213,14 @@ func modelFactory(cfg *serveConfig, log *slog.Logger) agent.ModelFactory {
 			}
 			return offline.New(offline.Config{Delay: cfg.OfflineDelay}), nil
 		}
+		// Provider calls become child spans of the model call when tracing
+		// is on; the transport keeps the provider's header timeout.
+		pcfg.HTTPClient = tel.HTTPClient(&http.Client{Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			ResponseHeaderTimeout: provider.DefaultHeaderTimeout,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConnsPerHost:   16,
+		}})
 		m, err := provider.New(pcfg)
 		if err != nil {
 			return nil, err
