@@ -158,7 +158,13 @@ test('Cognitive Reasoner: tool cards in sequence order, step indicator, final an
   assert.match(sid ?? '', /^[0-9a-f]{32}$/, 'the session id is not kept in sessionStorage');
 
   await page.screenshot({ path: join(artifacts, 'cognitive-reasoner.png') });
-  await answer.screenshot({ path: join(artifacts, 'cognitive-reasoner-answer.png') });
+  // The artifact a reviewer looks at: the conversation with its tool cards
+  // (the log scrolled to the first card) beside the step indicator.
+  const viewport = page.viewportSize();
+  await page.setViewportSize({ width: viewport.width, height: 1400 });
+  await page.locator('#log .tool-card').first().evaluate((el) => el.scrollIntoView({ block: 'start' }));
+  await page.screenshot({ path: join(artifacts, 'cognitive-reasoner-tools.png') });
+  await page.setViewportSize(viewport);
 
   // A reload keeps the tab's session and shows the conversation again from the server's history.
   const sessionTotal = await page.textContent('[data-u="session"]');
