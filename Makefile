@@ -46,15 +46,20 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-# Each fuzz target for FUZZTIME (CI runs them briefly through fuzz-short).
-FUZZ_TARGETS := ./orchestration:FuzzConditions ./template:FuzzLoad ./scenario:FuzzParse
+# Each fuzz target for FUZZTIME: template JSON, scenario files, chat request
+# bodies, Last-Event-ID values, provider streams, tool arguments (CI runs
+# them briefly through fuzz-short).
+FUZZ_TARGETS := ./orchestration:FuzzConditions ./template:FuzzLoad ./scenario:FuzzParse \
+	./server:FuzzChatBody ./server:FuzzParseEventID ./session:FuzzParseRedisURL \
+	./llmorch/provider:FuzzOpenAIStream ./llmorch/provider:FuzzAnthropicStream \
+	./llmorch/mockllm:FuzzDecodeRequest ./llmorch/offline:FuzzArguments ./tools:FuzzExecuteArguments
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzzing $$name in $$pkg for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 fuzz-short:
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
 # The Dockerfile builds the same binary as make build (checked without Docker).
 docker-check:
