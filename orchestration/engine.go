@@ -36,11 +36,13 @@ type State struct {
 	memo *messageMemo
 }
 
-// messageMemo holds one engine's message-condition results for one message.
-// It is never modified after creation, so states may share it.
+// messageMemo holds one engine's message-condition results for one message:
+// bit k of known says condition k was evaluated, bit k of value its result.
+// It is never modified once a state holds it, so states may share it; new
+// results go into a copy.
 type messageMemo struct {
-	engine *Engine
-	bits   []uint64 // bit k: message condition k passes
+	engine       *Engine
+	known, value []uint64
 }
 
 // EventKind says what happened in an Event.
@@ -162,7 +164,7 @@ func (e *Engine) Apply(s State, ev Event) (State, Decision) {
 			// is chosen by this message and this turn's tools alone.
 			s.ActiveStep, s.SequenceIndex = "", 0
 		}
-		s.memo = e.memoize(s)
+		s.memo = nil // the results belonged to the previous message
 		e.choose(&s)
 	case EventToolUsed:
 		offer := e.Offer(s)
@@ -222,9 +224,9 @@ func (e *Engine) step(name string) *step {
 
 // choose runs the step-choice rule on s.
 func (e *Engine) choose(s *State) {
-	ev := evaluation{state: s, history: s.RecentlyUsedTools}
+	ev := evaluation{engine: e, message: s.LastUserMessage, messages: s.UserMessages, history: s.RecentlyUsedTools}
 	if s.memo != nil && s.memo.engine == e {
-		ev.memo = s.memo.bits
+		ev.memo = s.memo
 	}
 	if e.turnScope {
 		n := min(s.TurnToolUses, len(ev.history))
@@ -241,6 +243,7 @@ func (e *Engine) choose(s *State) {
 			break
 		}
 	}
+	s.memo = ev.memo
 	if chosen < 0 {
 		if e.step(s.ActiveStep) != nil {
 			return // sticky: keep the current step
@@ -274,16 +277,21 @@ func (st *step) hasSequenceMatch() bool {
 }
 
 type evaluation struct {
-	memo    []uint64
-	state   *State
-	history []string
-	lower   string
-	lowered bool
+	engine *Engine
+	memo   *messageMemo
+	owned  bool // memo is this evaluation's own copy, not yet shared
+	// message and messages are copied from the state rather than pointed
+	// to, so that the state does not escape to the heap.
+	message  string
+	messages int
+	history  []string
+	lower    string
+	lowered  bool
 }
 
-func (ev *evaluation) message() string {
+func (ev *evaluation) lowerMessage() string {
 	if !ev.lowered {
-		ev.lower, ev.lowered = strings.ToLower(ev.state.LastUserMessage), true
+		ev.lower, ev.lowered = strings.ToLower(ev.message), true
 	}
 	return ev.lower
 }
@@ -317,43 +325,48 @@ func (ev *evaluation) test(c *condition, st *step) bool {
 		}
 		return true
 	}
-	if ev.state.UserMessages == 0 {
+	if ev.messages == 0 {
 		return false
 	}
-	if ev.memo != nil {
-		return ev.memo[c.msgIdx/64]&(1<<(c.msgIdx%64)) != 0
+	word, bit := c.msgIdx/64, uint64(1)<<(c.msgIdx%64)
+	if ev.memo != nil && ev.memo.known[word]&bit != 0 {
+		return ev.memo.value[word]&bit != 0
 	}
-	return ev.testMessage(c)
+	ok := ev.testMessage(c)
+	ev.remember(word, bit, ok)
+	return ok
+}
+
+// remember records a message condition's result, in a copy of the memo the
+// first time in this evaluation, so that states sharing the old memo are
+// unaffected.
+func (ev *evaluation) remember(word int, bit uint64, ok bool) {
+	if !ev.owned {
+		n := (ev.engine.msgConds + 63) / 64
+		m := &messageMemo{engine: ev.engine, known: make([]uint64, 2*n)}
+		m.known, m.value = m.known[:n:n], m.known[n:]
+		if ev.memo != nil {
+			copy(m.known, ev.memo.known)
+			copy(m.value, ev.memo.value)
+		}
+		ev.memo, ev.owned = m, true
+	}
+	ev.memo.known[word] |= bit
+	if ok {
+		ev.memo.value[word] |= bit
+	}
 }
 
 func (ev *evaluation) testMessage(c *condition) bool {
 	switch c.kind {
 	case condMessageContains:
-		return strings.Contains(ev.message(), c.value)
+		return strings.Contains(ev.lowerMessage(), c.value)
 	case condMessageStartsWith:
-		return strings.HasPrefix(strings.TrimSpace(ev.message()), c.value)
+		return strings.HasPrefix(strings.TrimSpace(ev.lowerMessage()), c.value)
 	case condMessageRegex:
-		return c.re.MatchString(ev.state.LastUserMessage)
+		return c.re.MatchString(ev.message)
 	}
 	return false
-}
-
-// memoize evaluates every message condition on s's message once.
-func (e *Engine) memoize(s State) *messageMemo {
-	if e.msgConds == 0 {
-		return nil
-	}
-	m := &messageMemo{engine: e, bits: make([]uint64, (e.msgConds+63)/64)}
-	ev := evaluation{state: &s}
-	for i := range e.steps {
-		for k := range e.steps[i].conds {
-			c := &e.steps[i].conds[k]
-			if c.isMessage() && ev.testMessage(c) {
-				m.bits[c.msgIdx/64] |= 1 << (c.msgIdx % 64)
-			}
-		}
-	}
-	return m
 }
 
 func (c *condition) isMessage() bool {
