@@ -183,3 +183,54 @@ func TestPatterns(t *testing.T) {
 		}
 	}
 }
+
+// TestMessageMemo: message results are memoised per message and engine; a
+// state carried to another engine (a reloaded template) is re-evaluated, and
+// states sharing a memo do not see each other's later results.
+func TestMessageMemo(t *testing.T) {
+	spec := func(word string) *Spec {
+		return &Spec{Steps: []Step{
+			{Name: "Gate", Conditions: []Condition{{Type: CondToolUsed, Value: "open"}, {Type: CondMessageContains, Value: word}}},
+			{Name: "Word", Conditions: []Condition{{Type: CondMessageContains, Value: word}}},
+			{Name: "D", IsDefault: true},
+		}}
+	}
+	tools := Config{Tools: []string{"open", "x"}}
+	a := MustNew(spec("alpha"), tools)
+	// b numbers its message conditions like a, but tests another word and
+	// names its steps differently, so a reused memo would choose T.
+	b := MustNew(&Spec{Steps: []Step{
+		{Name: "T", Conditions: []Condition{{Type: CondMessageContains, Value: "gamma"}}},
+		{Name: "E", IsDefault: true},
+	}}, tools)
+	s, _ := a.Apply(State{}, UserMessage("alpha beta"))
+	if s.ActiveStep != "Word" {
+		t.Fatalf("engine a chose %q", s.ActiveStep)
+	}
+	// Gate's message condition was never evaluated (its tool condition
+	// failed first); two branches from s evaluate it separately.
+	viaOpen, _ := a.Apply(s, ToolUsed("open"))
+	viaX, _ := a.Apply(s, ToolUsed("x"))
+	if viaOpen.ActiveStep != "Gate" || viaX.ActiveStep != "Word" {
+		t.Fatalf("branches chose %q and %q", viaOpen.ActiveStep, viaX.ActiveStep)
+	}
+	again, _ := a.Apply(s, ToolUsed("open"))
+	if again.ActiveStep != "Gate" {
+		t.Fatalf("the shared memo was changed by a branch: %q", again.ActiveStep)
+	}
+	// The same state under another template (a reloaded one): b evaluates
+	// its own conditions instead of reusing a's results.
+	s2, _ := b.Apply(viaOpen, ToolUsed("x"))
+	if s2.ActiveStep != "E" {
+		t.Fatalf("engine b chose %q; with a's memo it would wrongly choose T", s2.ActiveStep)
+	}
+	// A new message forgets the old results.
+	s3, _ := a.Apply(viaOpen, UserMessage("nothing here"))
+	if s3.ActiveStep != "Gate" {
+		t.Fatalf("sticky step lost: %q", s3.ActiveStep)
+	}
+	s4, _ := a.Apply(s3, ToolUsed("x"))
+	if s4.ActiveStep != "Gate" {
+		t.Fatalf("after a new message without the word: %q (want the sticky Gate)", s4.ActiveStep)
+	}
+}
