@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"slices"
 	"strings"
 	"testing"
@@ -226,5 +227,59 @@ func TestHandleMessageErrors(t *testing.T) {
 		t.Fatalf("turn after the first finished: %v", err)
 	}
 	for range events {
+	}
+}
+
+// TestHistoryPolicy: the model sees the history the template's chatSettings
+// allow, cut so that it starts with a user message, tool calls and results
+// included from earlier turns.
+func TestHistoryPolicy(t *testing.T) {
+	tests := []struct {
+		name     string
+		settings string
+		// wantLen is the number of messages the model gets on the third
+		// turn (two earlier turns of user + assistant each, then the new
+		// user message).
+		wantLen int
+	}{
+		{"all", `"historyPolicy": "all"`, 5},
+		{"lastN cut to a user message", `"historyPolicy": "lastN", "historyLength": 3`, 3},
+		{"lastN keeps a whole last turn", `"historyPolicy": "lastN", "historyLength": 2`, 3},
+		{"lastN drops a lone assistant message", `"historyPolicy": "lastN", "historyLength": 1`, 1},
+		{"none", `"historyPolicy": "none"`, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := `{"agentId": "h", "name": "H", "nodes": ["llm.openai"], "chatSettings": {` + tt.settings + `}}`
+			a, ds := template.Load("h.json", []byte(src), template.Config{})
+			if a == nil {
+				t.Fatal(ds.Err())
+			}
+			rec := &recordingModel{}
+			store := session.NewMemory(session.Config{})
+			defer store.Close()
+			agents := newAgents(t, store, func(*template.Template) (llmorch.Model, error) { return rec, nil }, []*template.Agent{a})
+			n, _ := agents.Get("h")
+			id := session.NewID()
+			for _, m := range []string{"one", "two", "three"} {
+				turn(t, n, id, m)
+			}
+			got := rec.last.Messages
+			if len(got) != tt.wantLen || got[0].Role != chat.RoleUser || got[len(got)-1].Content != "three" {
+				t.Fatalf("the model got %d messages %+v, want %d starting with a user message and ending with \"three\"", len(got), got, tt.wantLen)
+			}
+		})
+	}
+}
+
+// recordingModel answers "ok" and keeps the last request.
+type recordingModel struct{ last llmorch.Request }
+
+func (m *recordingModel) Info() llmorch.Info { return llmorch.Info{Provider: "test", Model: "rec"} }
+
+func (m *recordingModel) Stream(_ context.Context, req llmorch.Request) iter.Seq2[chat.Event, error] {
+	m.last = req
+	return func(yield func(chat.Event, error) bool) {
+		yield(chat.Event{Kind: chat.KindTextDelta, Text: "ok"}, nil)
 	}
 }
