@@ -20,7 +20,7 @@ const (
 	DefaultStreamRetention = 5 * time.Minute
 	DefaultHeartbeat       = 15 * time.Second
 	DefaultMaxTurnEvents   = 20000
-	DefaultShutdownTimeout = 10 * time.Second
+	DefaultShutdownTimeout = 25 * time.Second
 	DefaultWriteTimeout    = 60 * time.Second
 )
 
@@ -69,7 +69,8 @@ type Config struct {
 	// WriteTimeout is the http.Server's WriteTimeout in Serve (default 60 s);
 	// it bounds ordinary answers, while every stream clears its own deadline.
 	WriteTimeout time.Duration
-	// ShutdownTimeout bounds Serve's graceful shutdown (default 10 s).
+	// ShutdownTimeout bounds Serve's graceful shutdown (default 25 s, under
+	// the 30 s a container orchestrator usually waits before SIGKILL).
 	ShutdownTimeout time.Duration
 
 	// WebFS is the chat page, served at /; nil serves no page.
@@ -80,6 +81,19 @@ type Config struct {
 	// duration is the chat's, not the request's), counts open streams and
 	// serves /metrics. Nil records nothing and serves no /metrics.
 	Telemetry *telemetry.Telemetry
+
+	// CORSOrigins are the origins whose pages may call the API from a
+	// browser ("*" for any; KeyAuth keys travel in headers, never cookies,
+	// so "*" exposes nothing a key does not already grant). Empty (the
+	// default) sends no CORS headers at all.
+	CORSOrigins []string
+	// ContentSecurityPolicy is sent with every answer (default DefaultCSP,
+	// what the shipped page needs).
+	ContentSecurityPolicy string
+	// MetricsRequireOwner puts /metrics behind the Owner hook (API keys).
+	// Off by default: scrapers usually reach /metrics on a private network
+	// and it carries no chat content.
+	MetricsRequireOwner bool
 
 	// Owner identifies the caller of a request (for example the fingerprint
 	// of its API key); sessions are owned by it, and another owner's session
@@ -137,6 +151,14 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	for _, o := range c.CORSOrigins {
+		if err := ValidOrigin(o); err != nil {
+			probs = append(probs, err.Error())
+		}
+	}
+	if c.ContentSecurityPolicy == "" {
+		c.ContentSecurityPolicy = DefaultCSP
 	}
 	if len(probs) > 0 {
 		return errors.New("server: invalid Config: " + strings.Join(probs, "; "))

@@ -259,8 +259,10 @@ func (s *Server) resumeStream(c *gin.Context) {
 			abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q: %s", lei, err.Error()))
 			return
 		}
-		if kept := s.turns.get(turnID); kept != nil {
-			if kept.sessionID != id || kept.owner != owner {
+		// Another owner's turn is treated as not kept, so that its
+		// existence does not show.
+		if kept := s.turns.get(turnID); kept != nil && kept.owner == owner {
+			if kept.sessionID != id {
 				abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID names a turn of another session"))
 				return
 			}

@@ -46,6 +46,10 @@ type Server struct {
 	// closing is closed when streams must end (shutdown).
 	closing   chan struct{}
 	closeOnce sync.Once
+
+	// origins is the CORS allowlist; anyOrigin is "*".
+	origins   map[string]bool
+	anyOrigin bool
 }
 
 var ginMode sync.Once
@@ -61,6 +65,16 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		turns:   newTurnRegistry(cfg.StreamRetention),
 		closing: make(chan struct{}),
+	}
+	for _, o := range cfg.CORSOrigins {
+		if o == "*" {
+			s.anyOrigin = true
+			continue
+		}
+		if s.origins == nil {
+			s.origins = map[string]bool{}
+		}
+		s.origins[strings.TrimSuffix(o, "/")] = true
 	}
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	s.sse = newSSE(s)
@@ -145,13 +159,17 @@ func (s *Server) routes() *gin.Engine {
 	e.ContextWithFallback = true
 	e.Use(s.recovery,
 		s.cfg.Telemetry.GinMiddleware("/api/chat/:agentId", "/api/sessions/:id/stream", "/v1/chat/completions"),
-		s.requestID, s.logRequests)
+		s.requestID, s.logRequests, s.secureHeaders, s.cors)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", s.openapi)
 	if s.cfg.Telemetry != nil {
-		e.GET("/metrics", gin.WrapH(s.cfg.Telemetry.MetricsHandler()))
+		if s.cfg.MetricsRequireOwner {
+			e.GET("/metrics", s.identifyOnly, gin.WrapH(s.cfg.Telemetry.MetricsHandler()))
+		} else {
+			e.GET("/metrics", gin.WrapH(s.cfg.Telemetry.MetricsHandler()))
+		}
 	}
 
 	api := e.Group("/api", s.limitBody, s.identify)
@@ -237,14 +255,9 @@ const ownerKey = "agentdock.owner"
 
 // identify runs the Owner hook and the Limiter.
 func (s *Server) identify(c *gin.Context) {
-	owner := ""
-	if s.cfg.Owner != nil {
-		o, err := s.cfg.Owner(c.Request)
-		if err != nil {
-			abortWith(c, newError(http.StatusUnauthorized, "unauthorized", "%s", err.Error()))
-			return
-		}
-		owner = o
+	owner, ok := s.owner(c)
+	if !ok {
+		return
 	}
 	c.Set(ownerKey, owner)
 	if s.cfg.Limiter != nil {
@@ -256,6 +269,28 @@ func (s *Server) identify(c *gin.Context) {
 		}
 	}
 	c.Next()
+}
+
+// identifyOnly runs the Owner hook without the Limiter.
+func (s *Server) identifyOnly(c *gin.Context) {
+	if _, ok := s.owner(c); ok {
+		c.Next()
+	}
+}
+
+// owner runs the Owner hook; a refusal is answered 401 with a Bearer
+// challenge (RFC 6750) and ok is false.
+func (s *Server) owner(c *gin.Context) (owner string, ok bool) {
+	if s.cfg.Owner == nil {
+		return "", true
+	}
+	o, err := s.cfg.Owner(c.Request)
+	if err != nil {
+		c.Header("WWW-Authenticate", `Bearer realm="agentdock"`)
+		abortWith(c, newError(http.StatusUnauthorized, "unauthorized", "%s", err.Error()))
+		return "", false
+	}
+	return o, true
 }
 
 func ownerOf(c *gin.Context) string { return c.GetString(ownerKey) }
