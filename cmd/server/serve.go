@@ -26,53 +26,6 @@ import (
 	"github.com/agentdock-go/agentdock/web"
 )
 
-// serveConfig is the server's configuration: flags override the
-// environment, which overrides the defaults.
-type serveConfig struct {
-	Addr         string
-	Store        string
-	TemplatesDir string
-	LogFormat    string
-	LogLevel     slog.Level
-	SessionTTL   time.Duration
-	OfflineDelay time.Duration
-}
-
-func loadServeConfig(args []string, stderr io.Writer) (*serveConfig, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := &serveConfig{}
-	fs.StringVar(&cfg.Addr, "addr", envOr("ADDR", ":8080"), "listen address (env ADDR)")
-	fs.StringVar(&cfg.Store, "store", os.Getenv("SESSION_STORE"), "session store URL: memory://, redis://, rediss://, redis+sentinel://, redis+cluster:// (env SESSION_STORE; default: Redis from REDIS_URL, REDIS_SENTINEL_* or REDIS_CLUSTER_ADDRS when set, else memory)")
-	fs.StringVar(&cfg.TemplatesDir, "templates-dir", os.Getenv("TEMPLATES_DIR"), "extra templates: a directory of */template.json (env TEMPLATES_DIR)")
-	fs.StringVar(&cfg.LogFormat, "log-format", envOr("LOG_FORMAT", "text"), "log format: text or json (env LOG_FORMAT)")
-	level := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
-	}
-	var probs []string
-	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
-		probs = append(probs, fmt.Sprintf("log level %q: want debug, info, warn or error", *level))
-	}
-	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
-		probs = append(probs, fmt.Sprintf("log format %q: want text or json", cfg.LogFormat))
-	}
-	var err error
-	if cfg.SessionTTL, err = session.TTLFromEnv(); err != nil {
-		probs = append(probs, err.Error())
-	}
-	if cfg.OfflineDelay, err = offline.DelayFromEnv(); err != nil {
-		probs = append(probs, err.Error())
-	}
-	if len(probs) > 0 {
-		return nil, errors.New("invalid configuration:\n  " + strings.Join(probs, "\n  "))
-	}
-	return cfg, nil
-}
-
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -81,7 +34,7 @@ func envOr(name, def string) string {
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, err := loadServeConfig(args, stderr)
+	cfg, err := loadServeConfig(args, osConfigEnv(), stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -102,6 +55,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}()
 	log := telemetry.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel, tel.CaptureContent())
 	slog.SetDefault(log)
+	log.LogAttrs(ctx, slog.LevelInfo, "configuration", cfg.attrs(os.LookupEnv, os.Environ())...)
 	if err := serve(ctx, cfg, tel, log); err != nil {
 		log.Error("server stopped", "err", err)
 		return 1
@@ -139,16 +93,64 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		Models:    modelFactory(cfg, tel, log),
 		Logger:    log,
 		Telemetry: tel,
+
+		MaxMessageBytes: cfg.MaxMessageBytes,
 	}, loaded)
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{Agents: agents, Store: store, Logger: log, WebFS: web.FS(), Telemetry: tel})
+	scfg, err := serverConfig(cfg, kind, log)
 	if err != nil {
 		return err
 	}
-	log.Info("serving", "addr", cfg.Addr, "agents", len(agents.List()), "store", kind)
+	scfg.Agents, scfg.Store, scfg.Logger, scfg.WebFS, scfg.Telemetry = agents, store, log, web.FS(), tel
+	srv, err := server.New(scfg)
+	if err != nil {
+		return err
+	}
+	context.AfterFunc(ctx, func() {
+		log.Info("shutting down: new turns are refused, running turns end with a final event", "timeout", cfg.ShutdownTimeout)
+	})
+	log.Info("serving", "addr", cfg.Addr, "agents", len(agents.List()), "store", kind, "api_keys", len(cfg.APIKeys) > 0)
 	return srv.ListenAndServe(ctx, cfg.Addr)
+}
+
+// serverConfig turns the security and limit settings into server.Config
+// hooks and values.
+func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.Config, error) {
+	sc := server.Config{
+		MaxBodyBytes:        cfg.MaxBodyBytes,
+		MaxMessageBytes:     cfg.MaxMessageBytes,
+		MaxTurnEvents:       cfg.MaxTurnEvents,
+		StreamRetention:     cfg.StreamRetention,
+		Heartbeat:           cfg.Heartbeat,
+		TurnTimeout:         cfg.TurnTimeout,
+		DisconnectGrace:     cfg.DisconnectGrace,
+		WriteTimeout:        cfg.WriteTimeout,
+		ShutdownTimeout:     cfg.ShutdownTimeout,
+		CORSOrigins:         cfg.CORSOrigins,
+		MetricsRequireOwner: cfg.MetricsRequireKey,
+	}
+	if len(cfg.APIKeys) > 0 {
+		auth, err := server.NewKeyAuth(cfg.APIKeys, []byte(cfg.APIKeySecret))
+		if err != nil {
+			return sc, err
+		}
+		sc.Owner = auth.Owner
+		if cfg.APIKeySecret == "" && storeKind != "memory" {
+			log.Warn("API_KEY_SECRET is not set: session owners are fingerprints under a random per-process secret, so sessions in the shared store are lost to their key after a restart and unknown on other replicas")
+		}
+	} else if cfg.MetricsRequireKey {
+		return sc, errors.New("METRICS_REQUIRE_KEY needs API_KEYS or API_KEYS_FILE")
+	}
+	if cfg.RateLimitRPS > 0 {
+		lim, err := server.NewRateLimiter(cfg.RateLimitRPS, cfg.RateLimitBurst, 0)
+		if err != nil {
+			return sc, err
+		}
+		sc.Limiter = lim
+	}
+	return sc, nil
 }
 
 // loadAgents loads the embedded templates, then TEMPLATES_DIR's. A template

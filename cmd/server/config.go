@@ -1,0 +1,561 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentdock-go/agentdock/llmorch/offline"
+	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/tools"
+)
+
+// serveConfig is the configuration of `agentdock serve`. Each value comes
+// from, in order of precedence, a flag, the environment, the configuration
+// file (--config or AGENTDOCK_CONFIG) and the default; docs/configuration.md
+// lists them all.
+type serveConfig struct {
+	Addr         string
+	Store        string
+	TemplatesDir string
+	LogFormat    string
+	LogLevel     slog.Level
+	SessionTTL   time.Duration
+	OfflineDelay time.Duration
+
+	// APIKeys are never printed; APIKeySecret keys their fingerprints.
+	APIKeys           []string
+	APIKeySecret      string
+	MetricsRequireKey bool
+	RateLimitRPS      float64
+	RateLimitBurst    int
+	CORSOrigins       []string
+
+	MaxBodyBytes    int64
+	MaxMessageBytes int
+	MaxTurnEvents   int
+	StreamRetention time.Duration
+	Heartbeat       time.Duration
+	TurnTimeout     time.Duration
+	DisconnectGrace time.Duration
+	WriteTimeout    time.Duration
+	ShutdownTimeout time.Duration
+
+	// ConfigFile is the file read, "" for none.
+	ConfigFile string
+	// values and sources are the raw value and origin ("flag", "env",
+	// "file", "default") of each setting, for the start-up printout.
+	values, sources map[string]string
+}
+
+// setting is one configuration value: its environment variable, its flag
+// ("" for environment and file only: secrets never go on a command line,
+// where ps shows them), default and parser.
+type setting struct {
+	env, flag, def, help string
+	parse                func(c *serveConfig, v string) error
+}
+
+func settings() []setting {
+	str := func(p func(*serveConfig) *string) func(*serveConfig, string) error {
+		return func(c *serveConfig, v string) error { *p(c) = v; return nil }
+	}
+	dur := func(p func(*serveConfig) *time.Duration) func(*serveConfig, string) error {
+		return func(c *serveConfig, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return fmt.Errorf("want a non-negative Go duration such as 30s or 2m, got %q", v)
+			}
+			*p(c) = d
+			return nil
+		}
+	}
+	num := func(p func(*serveConfig) *int64) func(*serveConfig, string) error {
+		return func(c *serveConfig, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return fmt.Errorf("want a non-negative whole number, got %q", v)
+			}
+			*p(c) = n
+			return nil
+		}
+	}
+	intv := func(p func(*serveConfig) *int) func(*serveConfig, string) error {
+		return func(c *serveConfig, v string) error {
+			var n int64
+			if err := num(func(*serveConfig) *int64 { return &n })(c, v); err != nil {
+				return err
+			}
+			*p(c) = int(n)
+			return nil
+		}
+	}
+	return []setting{
+		{"ADDR", "addr", ":8080", "listen address", str(func(c *serveConfig) *string { return &c.Addr })},
+		{"SESSION_STORE", "store", "", "session store URL: memory://, redis://, rediss://, redis+sentinel://, redis+cluster:// (default: Redis from REDIS_URL, REDIS_SENTINEL_* or REDIS_CLUSTER_ADDRS when set, else memory)", func(c *serveConfig, v string) error {
+			c.Store = v
+			if v == "" || strings.HasPrefix(v, "memory://") {
+				return nil
+			}
+			_, err := session.ParseRedisURL(v)
+			if err != nil {
+				return errors.New(redactErrorURL(err.Error(), v))
+			}
+			return nil
+		}},
+		{"TEMPLATES_DIR", "templates-dir", "", "extra templates: a directory of */template.json", func(c *serveConfig, v string) error {
+			c.TemplatesDir = v
+			if v == "" {
+				return nil
+			}
+			if st, err := os.Stat(v); err != nil || !st.IsDir() {
+				return fmt.Errorf("%q is not a readable directory", v)
+			}
+			return nil
+		}},
+		{"LOG_FORMAT", "log-format", "text", "log format: text or json", func(c *serveConfig, v string) error {
+			if v != "text" && v != "json" {
+				return fmt.Errorf("want text or json, got %q", v)
+			}
+			c.LogFormat = v
+			return nil
+		}},
+		{"LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error", func(c *serveConfig, v string) error {
+			if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+				return fmt.Errorf("want debug, info, warn or error, got %q", v)
+			}
+			return nil
+		}},
+		{"API_KEYS", "", "", "comma-separated API keys; when any key is set (here or in API_KEYS_FILE) every /api and /v1 request needs one", func(c *serveConfig, v string) error {
+			c.APIKeys = append(c.APIKeys, splitList(v)...)
+			return nil
+		}},
+		{"API_KEYS_FILE", "api-keys-file", "", "a file of API keys, one per line (# comments)", func(c *serveConfig, v string) error {
+			if v == "" {
+				return nil
+			}
+			keys, err := readKeysFile(v)
+			c.APIKeys = append(c.APIKeys, keys...)
+			return err
+		}},
+		{"API_KEY_SECRET", "", "", "secret of the key fingerprints that own sessions; set the same on every replica so that sessions in Redis keep their owner across restarts (default: random per process)", str(func(c *serveConfig) *string { return &c.APIKeySecret })},
+		{"METRICS_REQUIRE_KEY", "metrics-require-key", "false", "put /metrics behind the API keys", func(c *serveConfig, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false, got %q", v)
+			}
+			c.MetricsRequireKey = b
+			return nil
+		}},
+		{"RATE_LIMIT_RPS", "rate-limit-rps", "0", "requests per second allowed per API key (per client address without keys); 0 turns the limit off", func(c *serveConfig, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || f != f {
+				return fmt.Errorf("want a non-negative number, got %q", v)
+			}
+			c.RateLimitRPS = f
+			return nil
+		}},
+		{"RATE_LIMIT_BURST", "rate-limit-burst", "20", "requests a key may send at once above the rate", func(c *serveConfig, v string) error {
+			if err := intv(func(c *serveConfig) *int { return &c.RateLimitBurst })(c, v); err != nil {
+				return err
+			}
+			if c.RateLimitBurst < 1 {
+				return fmt.Errorf("want at least 1, got %q", v)
+			}
+			return nil
+		}},
+		{"CORS_ORIGINS", "cors-origins", "", "comma-separated origins whose pages may call the API (\"*\" for any); none by default", func(c *serveConfig, v string) error {
+			c.CORSOrigins = splitList(v)
+			var probs []string
+			for _, o := range c.CORSOrigins {
+				if err := server.ValidOrigin(o); err != nil {
+					probs = append(probs, err.Error())
+				}
+			}
+			if len(probs) > 0 {
+				return errors.New(strings.Join(probs, "; "))
+			}
+			return nil
+		}},
+		{"MAX_BODY_BYTES", "max-body-bytes", strconv.Itoa(server.DefaultMaxBodyBytes), "largest request body; larger ones get 413", func(c *serveConfig, v string) error {
+			if err := num(func(c *serveConfig) *int64 { return &c.MaxBodyBytes })(c, v); err != nil {
+				return err
+			}
+			if c.MaxBodyBytes == 0 {
+				return errors.New("must be positive")
+			}
+			return nil
+		}},
+		{"MAX_MESSAGE_BYTES", "max-message-bytes", "32768", "longest user message; longer ones get 400 invalid_message", intv(func(c *serveConfig) *int { return &c.MaxMessageBytes })},
+		{"MAX_TURN_EVENTS", "max-turn-events", strconv.Itoa(server.DefaultMaxTurnEvents), "frames kept per turn for resuming", intv(func(c *serveConfig) *int { return &c.MaxTurnEvents })},
+		{"STREAM_RETENTION", "stream-retention", server.DefaultStreamRetention.String(), "how long a finished turn's frames are kept for resuming", dur(func(c *serveConfig) *time.Duration { return &c.StreamRetention })},
+		{"HEARTBEAT", "heartbeat", server.DefaultHeartbeat.String(), "interval of heartbeat comments on idle streams", dur(func(c *serveConfig) *time.Duration { return &c.Heartbeat })},
+		{"TURN_TIMEOUT", "turn-timeout", "0s", "longest turn; 0 for no limit", dur(func(c *serveConfig) *time.Duration { return &c.TurnTimeout })},
+		{"DISCONNECT_GRACE", "disconnect-grace", "0s", "cancel a turn no client has followed for this long; 0 never cancels", dur(func(c *serveConfig) *time.Duration { return &c.DisconnectGrace })},
+		{"WRITE_TIMEOUT", "write-timeout", server.DefaultWriteTimeout.String(), "longest ordinary (non-stream) answer", dur(func(c *serveConfig) *time.Duration { return &c.WriteTimeout })},
+		{"SHUTDOWN_TIMEOUT", "shutdown-timeout", server.DefaultShutdownTimeout.String(), "longest graceful shutdown after SIGTERM", dur(func(c *serveConfig) *time.Duration { return &c.ShutdownTimeout })},
+	}
+}
+
+// configFileEnv names the configuration file when --config is not given.
+const configFileEnv = "AGENTDOCK_CONFIG"
+
+// configEnv is what loadServeConfig reads and changes of the process: the
+// environment and the file system, injected so that tests can run in
+// parallel without touching the real environment.
+type configEnv struct {
+	lookup func(string) (string, bool)
+	// setenv exports a file's variable that the environment lacks, so that
+	// the packages that read their own variables (providers, Redis,
+	// telemetry, search) see it too.
+	setenv   func(k, v string) error
+	readFile func(string) ([]byte, error)
+}
+
+func osConfigEnv() configEnv {
+	return configEnv{lookup: os.LookupEnv, setenv: os.Setenv, readFile: os.ReadFile}
+}
+
+// loadServeConfig reads the flags, the environment and the configuration
+// file, validates every value and reports every problem at once.
+func loadServeConfig(args []string, env configEnv, stderr io.Writer) (*serveConfig, error) {
+	all := settings()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	flagVals := map[string]*string{}
+	for _, s := range all {
+		if s.flag == "" {
+			continue
+		}
+		def := s.def
+		if def == "" {
+			def = "none"
+		}
+		flagVals[s.env] = fs.String(s.flag, "", fmt.Sprintf("%s (env %s; default %s)", s.help, s.env, def))
+	}
+	configFile := fs.String("config", "", "configuration file of KEY=VALUE lines, the environment's names (env "+configFileEnv+")")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	setFlags := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { setFlags[f.Name] = true })
+
+	cfg := &serveConfig{values: map[string]string{}, sources: map[string]string{}}
+	var probs []string
+	file := map[string]string{}
+	exported := map[string]bool{} // the file's variables copied to the environment
+	cfg.ConfigFile = *configFile
+	if cfg.ConfigFile == "" {
+		cfg.ConfigFile, _ = env.lookup(configFileEnv)
+	}
+	if cfg.ConfigFile != "" {
+		data, err := env.readFile(cfg.ConfigFile)
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("configuration file: %v", err))
+		} else if file, err = parseConfigFile(data, cfg.ConfigFile); err != nil {
+			probs = append(probs, err.Error())
+		}
+		for _, k := range sortedKeys(file) {
+			if _, ok := env.lookup(k); !ok {
+				exported[k] = true
+				if err := env.setenv(k, file[k]); err != nil {
+					probs = append(probs, fmt.Sprintf("%s: setting %s from the file: %v", cfg.ConfigFile, k, err))
+				}
+			}
+		}
+	}
+	for _, s := range all {
+		v, src := s.def, "default"
+		if fv, ok := file[s.env]; ok {
+			v, src = fv, "file"
+		}
+		if ev, ok := env.lookup(s.env); ok && !exported[s.env] && (ev != "" || src == "default") {
+			v, src = ev, "env"
+		}
+		if s.flag != "" && setFlags[s.flag] {
+			v, src = *flagVals[s.env], "flag"
+		}
+		v = strings.TrimSpace(v)
+		if v == "" && s.def != "" {
+			v = s.def
+		}
+		cfg.values[s.env], cfg.sources[s.env] = v, src
+		if err := s.parse(cfg, v); err != nil {
+			name := s.env
+			if s.flag != "" {
+				name = "--" + s.flag + " / " + s.env
+			}
+			probs = append(probs, fmt.Sprintf("%s (from %s): %v", name, src, err))
+		}
+	}
+	for i, k := range cfg.APIKeys {
+		if strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			probs = append(probs, fmt.Sprintf("API key %d contains a space or a control character", i+1))
+		}
+	}
+	cfg.APIKeys = slices.Compact(slices.Sorted(slices.Values(cfg.APIKeys)))
+	if cfg.MetricsRequireKey && len(cfg.APIKeys) == 0 {
+		probs = append(probs, "METRICS_REQUIRE_KEY: needs API_KEYS or API_KEYS_FILE")
+	}
+	if cfg.MaxTurnEvents > 0 && cfg.MaxTurnEvents < 16 {
+		probs = append(probs, fmt.Sprintf("MAX_TURN_EVENTS: must be at least 16, got %d", cfg.MaxTurnEvents))
+	}
+	// The variables the packages read themselves, checked now so that a
+	// mistake is reported with the others rather than at first use. They
+	// read the process environment, which the file was merged into above.
+	var err error
+	if cfg.SessionTTL, err = session.TTLFromEnv(); err != nil {
+		probs = append(probs, err.Error())
+	}
+	if cfg.OfflineDelay, err = offline.DelayFromEnv(); err != nil {
+		probs = append(probs, err.Error())
+	}
+	if _, err := tools.BuiltinConfigFromEnv(); err != nil {
+		probs = append(probs, err.Error())
+	}
+	if cfg.Store == "" {
+		if _, _, err := session.RedisConfigFromEnv(); err != nil {
+			probs = append(probs, redactErrorURL(err.Error(), os.Getenv("REDIS_URL")))
+		}
+	}
+	if len(probs) > 0 {
+		return nil, errors.New("invalid configuration:\n  " + strings.Join(probs, "\n  "))
+	}
+	return cfg, nil
+}
+
+// parseConfigFile reads KEY=VALUE lines: blank lines and lines starting
+// with # are skipped, "export " before a key is allowed (so that a shell
+// can source the same file), and a value may be wrapped in single or double
+// quotes, which are removed (no escapes, no expansion). Errors name the file
+// and the line.
+func parseConfigFile(data []byte, name string) (map[string]string, error) {
+	out := map[string]string{}
+	var probs []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		line = strings.TrimPrefix(line, "export ")
+		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch {
+		case !ok:
+			probs = append(probs, fmt.Sprintf("%s:%d: want KEY=VALUE", name, n))
+			continue
+		case !validEnvName(k):
+			probs = append(probs, fmt.Sprintf("%s:%d: %q is not a variable name (letters, digits and _, not starting with a digit)", name, n, k))
+			continue
+		}
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') {
+			if v[len(v)-1] != v[0] {
+				probs = append(probs, fmt.Sprintf("%s:%d: %s: the value's quote is not closed", name, n, k))
+				continue
+			}
+			v = v[1 : len(v)-1]
+		}
+		if _, dup := out[k]; dup {
+			probs = append(probs, fmt.Sprintf("%s:%d: %s is set twice", name, n, k))
+			continue
+		}
+		out[k] = v
+	}
+	if err := sc.Err(); err != nil {
+		probs = append(probs, fmt.Sprintf("%s: %v", name, err))
+	}
+	if len(probs) > 0 {
+		return out, errors.New(strings.Join(probs, "\n  "))
+	}
+	return out, nil
+}
+
+func validEnvName(k string) bool {
+	if k == "" || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for _, r := range k {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// readKeysFile reads API keys, one per line; blank lines and # comments are
+// skipped.
+func readKeysFile(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the keys: %w", err)
+	}
+	var keys []string
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		keys = append(keys, line)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s holds no key", path)
+	}
+	return keys, nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+}
+
+// printedEnv are the variables read by the packages themselves that the
+// start-up record shows when they are set (redacted), beside the settings
+// above and every OTEL_* variable.
+var printedEnv = []string{
+	"SESSION_TTL_SECONDS", "OFFLINE_MODEL_DELAY_MS", "TOOL_TIMEOUT", "LOG_CONTENT",
+	"REDIS_URL", "REDIS_SENTINEL_MASTER", "REDIS_SENTINEL_ADDRS", "REDIS_CLUSTER_ADDRS", "REDIS_USERNAME", "REDIS_PASSWORD",
+	"REDIS_PREFIX", "REDIS_DIAL_TIMEOUT", "REDIS_READ_TIMEOUT", "REDIS_WRITE_TIMEOUT",
+	"LLM_PROVIDER", "LLM_MODEL", "LLM_BASE_URL",
+	"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
+	"GEMINI_API_KEY", "GOOGLE_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "CEREBRAS_API_KEY", "OPENROUTER_API_KEY",
+	"SEARCH_PROVIDER", "SEARXNG_URL", "TAVILY_API_KEY", "TAVILY_BASE_URL", "BRAVE_API_KEY", "BRAVE_BASE_URL",
+	"SERPER_API_KEY", "SERPER_BASE_URL",
+}
+
+// redacted replaces a secret value.
+const redacted = "[redacted]"
+
+// redact returns value as it may be printed: secrets (keys, passwords,
+// tokens, the API keys) are replaced whole, URLs lose their password and
+// any query parameter that looks like a credential, and OTLP header lists
+// keep only their names.
+func redact(name, value string) string {
+	if value == "" {
+		return ""
+	}
+	upper := strings.ToUpper(name)
+	if upper == "METRICS_REQUIRE_KEY" {
+		return value
+	}
+	for _, s := range []string{"KEY", "PASSWORD", "SECRET", "TOKEN", "CREDENTIAL"} {
+		if strings.Contains(upper, s) && !strings.HasSuffix(upper, "_FILE") {
+			return redacted
+		}
+	}
+	if strings.HasSuffix(upper, "HEADERS") {
+		var out []string
+		for _, kv := range strings.Split(value, ",") {
+			k, _, _ := strings.Cut(kv, "=")
+			out = append(out, strings.TrimSpace(k)+"="+redacted)
+		}
+		return strings.Join(out, ",")
+	}
+	if strings.Contains(value, "://") || strings.Contains(value, "@") {
+		return redactURL(value)
+	}
+	return value
+}
+
+// redactURL removes a URL's password and credential-like query values;
+// a value that does not parse is withheld whole, since it may hold one.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "[unparsable URL withheld]"
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	q := u.Query()
+	changed := false
+	for k := range q {
+		lk := strings.ToLower(k)
+		for _, s := range []string{"pass", "secret", "token", "key", "auth", "sig"} {
+			if strings.Contains(lk, s) {
+				q.Set(k, "xxxxx")
+				changed = true
+			}
+		}
+	}
+	if changed {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// redactErrorURL removes raw's password from an error message that may
+// quote it.
+func redactErrorURL(msg, raw string) string {
+	if raw == "" {
+		return msg
+	}
+	u, err := url.Parse(raw)
+	if err == nil && u.User != nil {
+		if p, has := u.User.Password(); has && p != "" {
+			msg = strings.ReplaceAll(msg, raw, redactURL(raw))
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// attrs is the start-up record of the configuration: every setting with
+// its source, then the packages' variables that are set, all redacted.
+func (c *serveConfig) attrs(lookup func(string) (string, bool), environ []string) []slog.Attr {
+	var out []slog.Attr
+	if c.ConfigFile != "" {
+		out = append(out, slog.String("config_file", c.ConfigFile))
+	}
+	for _, s := range settings() {
+		v := redact(s.env, c.values[s.env])
+		if s.env == "API_KEYS" && len(c.APIKeys) > 0 {
+			v = fmt.Sprintf("%d keys %s", len(c.APIKeys), redacted)
+		}
+		out = append(out, slog.String(s.env, v+" ("+c.sources[s.env]+")"))
+	}
+	names := slices.Clone(printedEnv)
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			names = append(names, k)
+		}
+	}
+	for _, k := range names {
+		if v, ok := lookup(k); ok && v != "" {
+			out = append(out, slog.String(k, redact(k, v)))
+		}
+	}
+	return out
+}
