@@ -1,0 +1,209 @@
+// Package turnlog keeps the SSE frames of a turn so that a client can resume
+// its stream after a disconnect, from the replica that runs the turn or from
+// any other one.
+//
+// A turn is started once (Start), receives its frames in order (Append),
+// and ends with Finish; readers ask for the frames after the last sequence
+// number they saw (Read, or Wait to block until there are some). Each turn
+// keeps at most Config.MaxFrames frames: the oldest are dropped, and a read
+// from before the kept window reports a gap instead of silently skipping
+// frames. A finished turn is kept for Config.Retention, then dropped.
+//
+// Two implementations share one behaviour, checked by the conformance suite
+// in turnlogtest: Memory for a single process, and Redis (one Redis Stream
+// per turn) for several replicas behind one Redis or Redis Cluster.
+//
+// Every turn has one writer: the process that calls Append and Finish for it
+// (the replica that runs the turn). Readers may be anywhere.
+package turnlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentdock-go/agentdock/session"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxFrames = 20000
+	DefaultRetention = 5 * time.Minute
+)
+
+// Errors. Failures to reach the backing store (Redis down or too slow) wrap
+// session.ErrUnavailable, so that callers map them as they map the session
+// store's; a value in Redis that this package did not write wraps
+// session.ErrCorrupt.
+var (
+	// ErrNotFound: no such turn in that session, or it was dropped after
+	// its retention.
+	ErrNotFound = errors.New("turn not found")
+	// ErrExists: Start with the ID of a turn that is already kept.
+	ErrExists = errors.New("turn already exists")
+	// ErrFinished: Append to a finished turn.
+	ErrFinished = errors.New("turn already finished")
+	// ErrAhead: a read after a seq the turn has not reached (a forged or
+	// foreign Last-Event-ID).
+	ErrAhead = errors.New("read after a frame the turn does not have")
+	// ErrClosed: the Log was closed.
+	ErrClosed = errors.New("turn log closed")
+)
+
+// Ref names a turn. The session is part of the name because the Redis
+// implementation keeps all of a session's keys in one Cluster slot; the
+// server always knows both (the session from the URL, the turn from
+// Last-Event-ID).
+type Ref struct {
+	Session string
+	Turn    string
+}
+
+func (r Ref) String() string { return "session " + r.Session + " turn " + r.Turn }
+
+func (r Ref) validate() error {
+	if err := validSession(r.Session); err != nil {
+		return err
+	}
+	if !session.ValidID(r.Turn) {
+		return fmt.Errorf("turn log: turn ID %q is not valid (8 to 128 characters of A-Z, a-z, 0-9, - and _)", r.Turn)
+	}
+	return nil
+}
+
+func validSession(id string) error {
+	if !session.ValidID(id) {
+		return fmt.Errorf("turn log: session ID %q is not valid (8 to 128 characters of A-Z, a-z, 0-9, - and _)", id)
+	}
+	return nil
+}
+
+// Meta describes a turn; it does not change after Start.
+type Meta struct {
+	Ref
+	Owner   string
+	AgentID string
+	// Started is set by Start when zero; it is kept to the millisecond.
+	Started time.Time
+}
+
+func (m Meta) validate() error {
+	if err := m.Ref.validate(); err != nil {
+		return err
+	}
+	if len(m.Owner) > 1024 || len(m.AgentID) > 1024 {
+		return fmt.Errorf("turn log: %s: owner or agent ID longer than 1024 bytes", m.Ref)
+	}
+	return nil
+}
+
+// Frame is one SSE frame: Seq counts from 1 without holes within a turn,
+// Data is one SSE data payload (single-line JSON or [DONE]; never empty).
+// Data is shared, not copied: neither the writer nor readers may modify it.
+type Frame struct {
+	Seq  int64
+	Data []byte
+}
+
+// Batch is the answer to a read after a sequence number.
+type Batch struct {
+	// Frames are the next frames after the sequence number asked for, in
+	// order, without a hole. A batch may stop short of the turn's last
+	// frame (implementations bound its size): read again after the last
+	// one.
+	Frames []Frame
+	// Done: the turn finished and Frames reach its last frame.
+	Done bool
+	// Gap: frames right after the sequence number asked for were already
+	// dropped (the turn had more than MaxFrames); Frames is then empty.
+	Gap bool
+}
+
+// Status is a turn's meta data and its progress.
+type Status struct {
+	Meta
+	// Last is the seq of the last frame appended, 0 before the first.
+	Last int64
+	// First is the seq of the oldest frame still kept (Last+1 when none
+	// is kept): a resume after n works when n+1 >= First.
+	First int64
+	// Done: the turn finished.
+	Done bool
+}
+
+// Log keeps the frames of turns. Implementations are safe for concurrent
+// use; Append never waits for readers.
+type Log interface {
+	// Start registers a running turn and makes it its session's latest.
+	// It fails with ErrExists when the turn is already kept.
+	Start(ctx context.Context, m Meta) error
+	// Append adds frames to a running turn, numbering them from its last
+	// seq + 1, and returns the seq of the last one. Each Append is one
+	// write to the backing store whatever the number of frames.
+	Append(ctx context.Context, ref Ref, data ...[]byte) (last int64, err error)
+	// Finish ends the turn: no frame is added after it, readers get Done,
+	// and the turn is dropped Retention later. Finishing a finished turn
+	// does nothing.
+	Finish(ctx context.Context, ref Ref) error
+	// Read returns the frames after seq `after` without waiting.
+	Read(ctx context.Context, ref Ref, after int64) (Batch, error)
+	// Wait is Read, but when there is no frame after `after` and the turn
+	// is running it waits until there is, the turn finishes or ctx ends
+	// (then it returns ctx's error).
+	Wait(ctx context.Context, ref Ref, after int64) (Batch, error)
+	// Lookup returns a kept turn's status, or ErrNotFound.
+	Lookup(ctx context.Context, ref Ref) (Status, error)
+	// Latest returns the status of the session's latest turn, running or
+	// kept, or ErrNotFound.
+	Latest(ctx context.Context, sessionID string) (Status, error)
+	// Forget drops every kept turn of the session (the session was
+	// deleted). Readers waiting on them get ErrNotFound.
+	Forget(ctx context.Context, sessionID string) error
+	// Close releases the Log's own resources; calls after it fail with
+	// ErrClosed and waiting calls return ErrClosed.
+	Close() error
+}
+
+// Config is the behaviour every implementation shares.
+type Config struct {
+	// MaxFrames bounds the frames kept per turn (default 20000); older
+	// frames are dropped.
+	MaxFrames int
+	// Retention is how long a finished turn is kept (default 5 minutes).
+	Retention time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.MaxFrames < 0 {
+		return c, fmt.Errorf("turn log: MaxFrames is negative (%d)", c.MaxFrames)
+	}
+	if c.Retention < 0 {
+		return c, fmt.Errorf("turn log: Retention is negative (%v)", c.Retention)
+	}
+	if c.MaxFrames == 0 {
+		c.MaxFrames = DefaultMaxFrames
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.Retention < time.Millisecond {
+		return c, fmt.Errorf("turn log: Retention %v is below the 1 ms resolution of the expiry", c.Retention)
+	}
+	return c, nil
+}
+
+// checkData rejects frames that SSE cannot carry as one data line: an empty
+// one ends the response in r3labs/sse, a newline breaks framing.
+func checkData(ref Ref, data [][]byte) error {
+	for i, d := range data {
+		if len(d) == 0 {
+			return fmt.Errorf("turn log: %s: frame %d of %d is empty", ref, i+1, len(data))
+		}
+		if bytes.IndexByte(d, '\n') >= 0 || bytes.IndexByte(d, '\r') >= 0 {
+			return fmt.Errorf("turn log: %s: frame %d of %d contains a line break", ref, i+1, len(data))
+		}
+	}
+	return nil
+}
