@@ -26,13 +26,13 @@ type Memory struct {
 type memTurn struct {
 	meta Meta
 
-	mu       sync.Mutex
-	frames   []Frame // the kept window, oldest first
-	last     int64
-	done     bool
-	expires  time.Time     // set by Finish
-	gone     bool          // forgotten or expired
-	changed  chan struct{} // closed and replaced on every change
+	mu      sync.Mutex
+	frames  []Frame // the kept window, oldest first
+	last    int64
+	done    bool
+	expires time.Time     // set by Finish
+	gone    bool          // forgotten or expired
+	changed chan struct{} // closed and replaced on every change
 }
 
 // NewMemory returns an empty Memory log and starts its janitor; Close stops
