@@ -60,7 +60,9 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func data(seq int64) []byte { return []byte(`{"type":"text-delta","seq":` + strconv.FormatInt(seq, 10) + `}`) }
+func data(seq int64) []byte {
+	return []byte(`{"type":"text-delta","seq":` + strconv.FormatInt(seq, 10) + `}`)
+}
 
 func start(t *testing.T, l turnlog.Log, sessionID string) turnlog.Ref {
 	t.Helper()
