@@ -1,0 +1,277 @@
+// Command loadtest runs the load harness (package loadtest) against the
+// agentdock binary and prints the figures as markdown tables.
+//
+//	go run ./loadtest/cmd/loadtest -streams 200,500 -duration 20s -idle 2000
+//
+// Everything runs on loopback: the mock model inside this process, the
+// server and redis-server as child processes, all stopped at the end.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentdock-go/agentdock/loadtest"
+)
+
+// Bounds that keep a mistyped flag from running for hours or exhausting
+// the machine's file descriptors.
+const (
+	maxStreams  = 5000
+	maxDuration = 10 * time.Minute
+)
+
+type options struct {
+	bin, dir, out, logLevel, perfDir string
+	stores                           []string
+	streams, idle                    []int
+	duration, ramp, settle           time.Duration
+	timing                           loadtest.Timing
+	instantStreams, commandTurns     int
+	direct                           bool
+}
+
+func parse(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	fs.StringVar(&o.bin, "bin", "bin/agentdock", "agentdock binary (make build)")
+	fs.StringVar(&o.dir, "dir", "", "working directory for logs, template and Redis files (default: a temporary one, removed)")
+	fs.StringVar(&o.out, "o", "", "also write the markdown report to this file")
+	fs.StringVar(&o.logLevel, "log-level", "info", "the server's LOG_LEVEL")
+	fs.StringVar(&o.perfDir, "perf", "", "record a perf profile of the server during each paced runtime phase into this directory")
+	stores := fs.String("stores", "memory,redis", "session stores to measure: memory, redis")
+	streams := fs.String("streams", "200,500", "concurrent streams of the paced phases (comma-separated)")
+	idle := fs.String("idle", "2000", "idle open streams to measure memory with (comma-separated; empty: none)")
+	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measurement window of each phase")
+	fs.DurationVar(&o.ramp, "ramp", 2*time.Second, "stagger of the streams' starts before each window")
+	fs.DurationVar(&o.settle, "settle", 2*time.Second, "wait before reading RSS in the idle phase")
+	fs.DurationVar(&o.timing.TTFT, "ttft", 100*time.Millisecond, "mock: time to first token")
+	fs.DurationVar(&o.timing.InterToken, "inter-token", 10*time.Millisecond, "mock: delay between chunks")
+	fs.IntVar(&o.timing.Chunks, "chunks", 64, "mock: text chunks per answer")
+	fs.IntVar(&o.instantStreams, "instant-streams", 50, "streams of the instant-mock throughput phase (0: skip)")
+	fs.IntVar(&o.commandTurns, "command-turns", 100, "turns per kind for counting Redis commands (0: skip)")
+	fs.BoolVar(&o.direct, "direct", true, "run the direct-to-mock baseline of each paced phase")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var errs []error
+	var err error
+	for s := range strings.SplitSeq(*stores, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "memory", "redis":
+			o.stores = append(o.stores, s)
+		case "":
+		default:
+			errs = append(errs, fmt.Errorf("-stores: %q is not memory or redis", s))
+		}
+	}
+	if o.streams, err = intList("-streams", *streams); err != nil {
+		errs = append(errs, err)
+	}
+	if o.idle, err = intList("-idle", *idle); err != nil {
+		errs = append(errs, err)
+	}
+	if o.instantStreams < 0 || o.instantStreams > maxStreams {
+		errs = append(errs, fmt.Errorf("-instant-streams %d: want 0 to %d", o.instantStreams, maxStreams))
+	}
+	if o.commandTurns < 0 || o.commandTurns > 10000 {
+		errs = append(errs, fmt.Errorf("-command-turns %d: want 0 to 10000", o.commandTurns))
+	}
+	if o.duration <= 0 || o.duration > maxDuration {
+		errs = append(errs, fmt.Errorf("-duration %v: want > 0 and <= %v", o.duration, maxDuration))
+	}
+	if o.ramp < 0 || o.ramp > time.Minute {
+		errs = append(errs, fmt.Errorf("-ramp %v: want 0 to 1m", o.ramp))
+	}
+	if o.timing.TTFT > time.Minute || o.timing.InterToken > 10*time.Second || o.timing.Chunks > 100000 {
+		errs = append(errs, errors.New("mock timing too slow: -ttft <= 1m, -inter-token <= 10s, -chunks <= 100000"))
+	}
+	return o, errors.Join(errs...)
+}
+
+func intList(name, s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > maxStreams {
+			return nil, fmt.Errorf("%s: %q is not a count from 1 to %d", name, f, maxStreams)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parse(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "loadtest:", err)
+		return 2
+	}
+	if o.dir == "" {
+		d, err := os.MkdirTemp("", "agentdock-loadtest-")
+		if err != nil {
+			fmt.Fprintln(stderr, "loadtest:", err)
+			return 1
+		}
+		defer os.RemoveAll(d)
+		o.dir = d
+	}
+	rep := &loadtest.Report{Timing: o.timing}
+	if err := measure(ctx, o, rep, stderr); err != nil {
+		fmt.Fprintln(stderr, "loadtest:", err)
+		return 1
+	}
+	var sb strings.Builder
+	rep.Markdown(&sb)
+	fmt.Fprint(stdout, sb.String())
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(sb.String()), 0o644); err != nil {
+			fmt.Fprintln(stderr, "loadtest:", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Writer) error {
+	step := func(format string, a ...any) {
+		fmt.Fprintf(log, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+	}
+	for _, store := range o.stores {
+		cfg := loadtest.EnvConfig{Bin: o.bin, Store: store, Dir: filepath.Join(o.dir, store), Timing: o.timing, LogLevel: o.logLevel}
+		env, err := loadtest.Start(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		err = measureStore(ctx, o, env, store, rep, step)
+		env.Close()
+		if err != nil {
+			return err
+		}
+		// Memory is measured on a fresh server per count: the heap kept
+		// from earlier phases would hide what the streams cost.
+		for i, k := range o.idle {
+			cfg.Dir = filepath.Join(o.dir, fmt.Sprintf("%s-idle-%d", store, i))
+			env, err := loadtest.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			step("%s: %d idle streams", store, k)
+			res, err := env.Idle(ctx, k, o.settle)
+			env.Close()
+			if err != nil {
+				return err
+			}
+			rep.Idle = append(rep.Idle, loadtest.StoreIdle{Store: store, IdleResult: res})
+			step("  RSS %d -> %d bytes: %d per stream", res.Baseline, res.Loaded, res.PerStream())
+		}
+	}
+	return nil
+}
+
+func measureStore(ctx context.Context, o *options, env *loadtest.Env, store string, rep *loadtest.Report, step func(string, ...any)) error {
+	step("%s: server pid %d, warming up", store, env.ServerPID())
+	if err := env.Warm(ctx, loadtest.KindStream, 3); err != nil {
+		return err
+	}
+	if err := env.Warm(ctx, loadtest.KindInstant, 50); err != nil {
+		return err
+	}
+	for _, n := range o.streams {
+		pr := loadtest.Pair{Store: store}
+		load := loadtest.Load{Kind: loadtest.KindStream, Streams: n, Ramp: o.ramp, Duration: o.duration}
+		if o.direct {
+			step("%s: %d streams straight to the mock", store, n)
+			load.Direct = true
+			res, err := env.Run(ctx, load)
+			if err != nil {
+				return err
+			}
+			pr.Direct = res
+			load.Direct = false
+		} else {
+			pr.Direct = &loadtest.Result{Load: load}
+		}
+		step("%s: %d streams through the runtime", store, n)
+		var perf *exec.Cmd
+		if o.perfDir != "" {
+			var err error
+			if perf, err = startPerf(o.perfDir, store, n, env.ServerPID(), o.ramp+o.duration); err != nil {
+				return err
+			}
+		}
+		res, err := env.Run(ctx, load)
+		if perf != nil {
+			_ = perf.Wait()
+		}
+		if err != nil {
+			return err
+		}
+		pr.Runtime = res
+		rep.Pairs = append(rep.Pairs, pr)
+		step("  %.0f turns/s, %d errors, added TTFT p50 %v, server work p99 %v, CPU/turn %v",
+			res.TurnsPerSecond(), res.Errors, pr.AddedTTFT(50), pr.ServerWork(99), res.CPUPerTurn())
+	}
+	if o.instantStreams > 0 {
+		step("%s: %d streams, instant mock", store, o.instantStreams)
+		res, err := env.Run(ctx, loadtest.Load{Kind: loadtest.KindInstant, Streams: o.instantStreams, Ramp: o.ramp, Duration: o.duration})
+		if err != nil {
+			return err
+		}
+		rep.Instant = append(rep.Instant, loadtest.StoreResult{Store: store, Result: res})
+		step("  %.0f turns/s, CPU/turn %v", res.TurnsPerSecond(), res.CPUPerTurn())
+	}
+	if store == "redis" && o.commandTurns > 0 {
+		for _, kind := range []loadtest.Kind{loadtest.KindInstant, loadtest.KindTool} {
+			step("%s: counting commands over %d %s turns", store, o.commandTurns, kind)
+			streams := min(10, o.commandTurns)
+			c, err := env.CountCommands(ctx, kind, streams, o.commandTurns/streams)
+			if err != nil {
+				return err
+			}
+			rep.Commands = append(rep.Commands, c)
+		}
+	}
+	return nil
+}
+
+// startPerf records the server's CPU profile with call graphs for d.
+func startPerf(dir, store string, streams, pid int, d time.Duration) (*exec.Cmd, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	out := filepath.Join(dir, fmt.Sprintf("perf-%s-%d.data", store, streams))
+	cmd := exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(pid), "-o", out,
+		"--", "sleep", strconv.FormatFloat(d.Seconds(), 'f', 1, 64))
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting perf (install linux-perf, or drop -perf): %w", err)
+	}
+	return cmd, nil
+}

@@ -1,0 +1,584 @@
+// Package loadtest is the load harness of the runtime: it starts a mock
+// model, a redis-server when asked, and `agentdock serve` as a separate
+// process pointed at the mock, then drives concurrent AI SDK chat streams
+// through the server and, paired, the same model requests straight to the
+// mock, and reports what the runtime adds.
+//
+// # What is measured, and how
+//
+// The mock model runs inside the harness, so the client and the mock share
+// one monotonic clock: for every turn the harness knows when the client
+// finished writing its request (httptrace), when the mock received the
+// model request of that turn (matched through a marker in the user message,
+// which the runtime forwards to the model), when the mock wrote its first
+// content chunk, and when the client read the first text delta. From these:
+//
+//   - server work before the model call = mock receive - client send,
+//     minus the median of the same interval for direct requests (one
+//     loopback hop and the mock's request parsing, which the runtime path
+//     also contains once);
+//   - added time to first token = (TTFT - the mock's own wait) through the
+//     runtime minus the same for direct requests, per percentile: the mock's
+//     scripted 100 ms (and its timer's lateness on a busy machine) cancel
+//     out, what remains is the hops, the server's work before the model
+//     call and its relaying of the first chunk.
+//
+// The server's CPU comes from /proc/<pid>/stat (utime+stime) at the start
+// and end of the measurement window, its memory from /proc/<pid>/status
+// (VmRSS), Redis's command counts from INFO commandstats. The server is a
+// separate process, so the harness's own client and mock work is not in its
+// CPU figures (it does share the machine's cores with it).
+//
+// Everything listens on loopback; every phase is bounded by its duration
+// and its stream count.
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// EnvConfig configures Start.
+type EnvConfig struct {
+	// Bin is the agentdock binary (required).
+	Bin string
+	// Store is "memory" or "redis".
+	Store string
+	// RedisBin is redis-server's path (default: from PATH).
+	RedisBin string
+	// Dir holds the logs, the template and Redis's files (required).
+	Dir string
+	// Timing is the mock's pace for KindStream and KindTool; KindInstant
+	// uses its chunk count.
+	Timing Timing
+	// LogLevel is the server's LOG_LEVEL (default info, as deployed).
+	LogLevel string
+}
+
+func (c *EnvConfig) validate() error {
+	var errs []error
+	if c.Bin == "" {
+		errs = append(errs, errors.New("Bin: the agentdock binary is required"))
+	} else if _, err := os.Stat(c.Bin); err != nil {
+		errs = append(errs, fmt.Errorf("Bin: %w (run make build)", err))
+	}
+	if c.Store != "memory" && c.Store != "redis" {
+		errs = append(errs, fmt.Errorf("Store %q: want memory or redis", c.Store))
+	}
+	if c.Dir == "" {
+		errs = append(errs, errors.New("Dir is required"))
+	}
+	if err := c.Timing.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	return errors.Join(errs...)
+}
+
+// Env is a running mock, server and (for the Redis store) redis-server.
+type Env struct {
+	cfg    EnvConfig
+	mock   *mockFront
+	server *proc
+	base   string
+	redis  *proc
+	rc     *redis.Client
+	runSeq atomic.Int64
+}
+
+// Start starts the environment. Close stops it.
+func Start(ctx context.Context, cfg EnvConfig) (*Env, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	e := &Env{cfg: cfg}
+	var err error
+	if e.mock, err = startMock(cfg.Timing); err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	store := "memory://"
+	if cfg.Store == "redis" {
+		if e.redis, e.rc, err = startRedis(ctx, cfg.RedisBin, cfg.Dir); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("loadtest: %w", err)
+		}
+		store = "redis://" + e.rc.Options().Addr + "/0"
+	}
+	if e.server, e.base, err = startServer(ctx, cfg.Bin, cfg.Dir, store, e.mock.URL(), cfg.LogLevel); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	return e, nil
+}
+
+// ServerPID is the server process's ID (for profiling it).
+func (e *Env) ServerPID() int { return e.server.pid() }
+
+// Close stops the server, Redis and the mock.
+func (e *Env) Close() {
+	if e.mock != nil {
+		e.mock.ReleaseIdle()
+	}
+	if e.server != nil {
+		e.server.stop(15 * time.Second)
+	}
+	if e.rc != nil {
+		e.rc.Close()
+	}
+	if e.redis != nil {
+		e.redis.stop(10 * time.Second)
+	}
+	if e.mock != nil {
+		e.mock.Close()
+	}
+}
+
+// Load is one measured phase.
+type Load struct {
+	Kind Kind
+	// Streams is the number of concurrent streams, each a closed loop of
+	// turns.
+	Streams int
+	// Ramp staggers the streams' starts; turns sent during it are not
+	// measured. Duration is the measurement window after it.
+	Ramp, Duration time.Duration
+	// Direct sends the runtime's model request for Kind straight to the
+	// mock instead of running turns through the server.
+	Direct bool
+	// SessionTurns is how many turns a stream runs on one session before
+	// it starts a new one (default 10).
+	SessionTurns int
+}
+
+func (l *Load) validate() error {
+	var errs []error
+	if l.Streams < 1 {
+		errs = append(errs, fmt.Errorf("streams %d: want at least 1", l.Streams))
+	}
+	if l.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("duration %v: want > 0", l.Duration))
+	}
+	if l.Ramp < 0 {
+		errs = append(errs, fmt.Errorf("ramp %v: want >= 0", l.Ramp))
+	}
+	if l.Kind != KindStream && l.Kind != KindInstant && l.Kind != KindTool {
+		errs = append(errs, fmt.Errorf("kind %q: want stream, instant or tool", l.Kind))
+	}
+	if l.SessionTurns == 0 {
+		l.SessionTurns = 10
+	}
+	return errors.Join(errs...)
+}
+
+// Result is one phase's measurements. Durations are sorted.
+type Result struct {
+	Load Load
+	// Turns completed inside the window; Errors among turns sent in it;
+	// Busy the session_busy refusals retried (see busyRetries).
+	Turns, Errors, Busy int
+	ErrorSamples        []string
+	// TTFT is the client's time to first token (send to first delta).
+	TTFT []time.Duration
+	// Pre is client send to mock receive; Lat is TTFT minus the mock's
+	// own wait (receive to first chunk).
+	Pre, Lat []time.Duration
+	// Window is the measured time; CPU the server's CPU in it; RSS the
+	// server's resident memory at its end.
+	Window time.Duration
+	CPU    time.Duration
+	RSS    int64
+	// Commands is the Redis command calls in the window (Redis store).
+	Commands map[string]int64
+}
+
+// TurnsPerSecond is the completed turns per second of the window.
+func (r *Result) TurnsPerSecond() float64 { return float64(r.Turns) / r.Window.Seconds() }
+
+// CPUPerTurn is the server's CPU time per completed turn.
+func (r *Result) CPUPerTurn() time.Duration {
+	if r.Turns == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Turns)
+}
+
+type sample struct {
+	sent, end      time.Time
+	ttft, pre, lat time.Duration
+	failed         bool
+	busy           int
+	err            string
+}
+
+// Run runs one phase.
+func (e *Env) Run(ctx context.Context, l Load) (*Result, error) {
+	if err := l.validate(); err != nil {
+		return nil, fmt.Errorf("loadtest: load: %w", err)
+	}
+	if !e.server.alive() {
+		return nil, fmt.Errorf("loadtest: the server exited: %s", e.server.logTail())
+	}
+	run := e.runSeq.Add(1)
+	var body []byte
+	if l.Direct {
+		if e.mock.sample(l.Kind) == nil {
+			if err := e.Warm(ctx, l.Kind, 1); err != nil {
+				return nil, err
+			}
+		}
+		body = e.mock.sample(l.Kind)
+	}
+	hc := newClient(l.Streams)
+	defer hc.CloseIdleConnections()
+
+	start := time.Now()
+	winStart := start.Add(l.Ramp)
+	winEnd := winStart.Add(l.Duration)
+	res := &Result{Load: l, Window: l.Duration}
+	var probeErr error
+	probes := make(chan struct{})
+	go func() {
+		defer close(probes)
+		probeErr = e.probeWindow(ctx, winStart, winEnd, res)
+	}()
+
+	per := make([][]sample, l.Streams)
+	var wg sync.WaitGroup
+	for w := range l.Streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			delay := time.Duration(int64(l.Ramp) * int64(w) / int64(l.Streams))
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return
+			}
+			for i := 0; time.Now().Before(winEnd) && ctx.Err() == nil; i++ {
+				id := fmt.Sprintf("r%d.%d.%d", run, w, i)
+				sid := fmt.Sprintf("lt-%d-%d-s%d", run, w, i/l.SessionTurns)
+				per[w] = append(per[w], e.turn(ctx, hc, l, body, id, sid, winStart, winEnd))
+			}
+		}()
+	}
+	wg.Wait()
+	<-probes
+	if probeErr != nil {
+		return nil, probeErr
+	}
+	for _, ss := range per {
+		for _, s := range ss {
+			if !s.sent.IsZero() && (s.sent.Before(winStart) || !s.sent.Before(winEnd)) {
+				// Sent outside the window: only its completion counts.
+				if !s.failed && !s.end.Before(winStart) && s.end.Before(winEnd) {
+					res.Turns++
+				}
+				continue
+			}
+			res.Busy += s.busy
+			if s.failed {
+				res.Errors++
+				if len(res.ErrorSamples) < 5 {
+					res.ErrorSamples = append(res.ErrorSamples, s.err)
+				}
+				continue
+			}
+			if s.end.Before(winEnd) {
+				res.Turns++
+			}
+			res.TTFT = append(res.TTFT, s.ttft)
+			res.Pre = append(res.Pre, s.pre)
+			res.Lat = append(res.Lat, s.lat)
+		}
+	}
+	slices.Sort(res.TTFT)
+	slices.Sort(res.Pre)
+	slices.Sort(res.Lat)
+	return res, nil
+}
+
+// probeWindow reads the server's CPU and Redis's counters at the window's
+// start and end.
+func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result) error {
+	sleepUntil := func(t time.Time) bool {
+		select {
+		case <-time.After(time.Until(t)):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if !sleepUntil(from) {
+		return ctx.Err()
+	}
+	pid := e.server.pid()
+	cpu0, err := cpuTime(pid)
+	if err != nil {
+		return err
+	}
+	var cmd0 map[string]int64
+	if e.rc != nil {
+		if cmd0, err = commandStats(ctx, e.rc); err != nil {
+			return err
+		}
+	}
+	if !sleepUntil(to) {
+		return ctx.Err()
+	}
+	cpu1, err := cpuTime(pid)
+	if err != nil {
+		return err
+	}
+	res.CPU = cpu1 - cpu0
+	if res.RSS, err = rss(pid); err != nil {
+		return err
+	}
+	if e.rc != nil {
+		cmd1, err := commandStats(ctx, e.rc)
+		if err != nil {
+			return err
+		}
+		res.Commands = commandDelta(cmd0, cmd1)
+	}
+	return nil
+}
+
+// turnTimeout bounds one turn, so that a stuck stream cannot hold a phase.
+const turnTimeout = 60 * time.Second
+
+func (e *Env) turn(ctx context.Context, hc *http.Client, l Load, body []byte, id, sid string, from, to time.Time) sample {
+	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
+	defer cancel()
+	var tt turnTimes
+	var err error
+	began := time.Now()
+	if l.Direct {
+		var b []byte
+		if b, err = remark(body, l.Kind, id); err == nil {
+			tt, err = directTurn(ctx, hc, e.mock.URL(), b)
+		}
+	} else {
+		tt, err = runtimeTurn(ctx, hc, e.base, sid, "Answer the load test. "+marker(l.Kind, id), nil)
+	}
+	a, seen := e.mock.take(id)
+	s := sample{sent: tt.sent, end: tt.end, busy: tt.busy}
+	if s.sent.IsZero() {
+		s.sent = began
+	}
+	if err == nil {
+		switch {
+		case !seen:
+			err = errNoArrival
+		case tt.deltas != e.cfg.Timing.Chunks:
+			err = fmt.Errorf("got %d text deltas, want %d", tt.deltas, e.cfg.Timing.Chunks)
+		case l.Kind == KindTool && !l.Direct && tt.tools != 1:
+			err = fmt.Errorf("got %d tool calls, want 1", tt.tools)
+		case a.first.IsZero():
+			err = errors.New("the mock noted no first chunk")
+		}
+	}
+	if err != nil {
+		s.failed, s.err = true, err.Error()
+		return s
+	}
+	s.ttft = tt.first.Sub(tt.sent)
+	s.pre = a.recv.Sub(tt.sent)
+	s.lat = s.ttft - a.first.Sub(a.recv)
+	return s
+}
+
+// Warm runs n turns of kind one after another (untimed): the server's
+// code paths and connections are set up, and the mock samples the model
+// request that direct phases replay.
+func (e *Env) Warm(ctx context.Context, kind Kind, n int) error {
+	hc := newClient(1)
+	defer hc.CloseIdleConnections()
+	run := e.runSeq.Add(1)
+	for i := range n {
+		id := fmt.Sprintf("w%d.%d", run, i)
+		ctx, cancel := context.WithTimeout(ctx, turnTimeout)
+		_, err := runtimeTurn(ctx, hc, e.base, fmt.Sprintf("lt-warm-%d", run), "Answer the load test. "+marker(kind, id), nil)
+		cancel()
+		e.mock.take(id)
+		if err != nil {
+			return fmt.Errorf("loadtest: warm-up turn: %w", err)
+		}
+	}
+	return nil
+}
+
+// IdleResult is the server's memory with streams held open.
+type IdleResult struct {
+	Streams int
+	// Baseline and Loaded are the server's RSS before the streams and
+	// with all of them open.
+	Baseline, Loaded int64
+}
+
+// PerStream is the RSS added per open stream.
+func (r IdleResult) PerStream() int64 { return (r.Loaded - r.Baseline) / int64(r.Streams) }
+
+// Idle opens k streams whose turns wait for the model's first token, and
+// measures the server's RSS with all of them open against the RSS before.
+// Run it on a fresh Env: memory the heap kept from earlier phases would
+// hide the streams' cost.
+func (e *Env) Idle(ctx context.Context, k int, settle time.Duration) (IdleResult, error) {
+	res := IdleResult{Streams: k}
+	if k < 1 {
+		return res, fmt.Errorf("loadtest: idle streams %d: want at least 1", k)
+	}
+	if err := e.Warm(ctx, KindInstant, 20); err != nil {
+		return res, err
+	}
+	time.Sleep(settle)
+	var err error
+	if res.Baseline, err = rss(e.server.pid()); err != nil {
+		return res, err
+	}
+	e.mock.ResetIdle()
+	hc := newClient(k)
+	defer hc.CloseIdleConnections()
+	run := e.runSeq.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var opened atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, k)
+	// Opening thousands of connections at once overflows the listen
+	// backlog; a few hundred at a time is what a load balancer would send.
+	gate := make(chan struct{}, 200)
+	ids := make([]string, k)
+	for i := range k {
+		ids[i] = "i" + strconv.FormatInt(run, 10) + "." + strconv.Itoa(i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gate <- struct{}{}
+			released := false
+			_, err := runtimeTurn(ctx, hc, e.base, fmt.Sprintf("lt-idle-%d-%d", run, i), "Wait. "+marker(KindIdle, ids[i]), func() {
+				opened.Add(1)
+				<-gate
+				released = true
+			})
+			if !released {
+				<-gate
+				errs <- err
+			}
+		}()
+	}
+	// Open means the client has the stream's first frame and the turn is
+	// waiting in the model call.
+	deadline := time.Now().Add(2 * time.Minute)
+	for opened.Load() < int64(k) || e.mock.pending() < k {
+		select {
+		case err := <-errs:
+			e.mock.ReleaseIdle()
+			cancel()
+			wg.Wait()
+			return res, fmt.Errorf("loadtest: opening idle stream: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			e.mock.ReleaseIdle()
+			cancel()
+			wg.Wait()
+			return res, fmt.Errorf("loadtest: %d of %d idle streams open after 2 minutes (%d at the mock)", opened.Load(), k, e.mock.pending())
+		}
+	}
+	time.Sleep(settle)
+	res.Loaded, err = rss(e.server.pid())
+	// The turns end with an error frame when the mock lets go: expected.
+	e.mock.ReleaseIdle()
+	wg.Wait()
+	for _, id := range ids {
+		e.mock.take(id)
+	}
+	return res, err
+}
+
+// CommandCount is Redis's commands over an exact number of turns.
+type CommandCount struct {
+	Kind          Kind
+	Turns, Tools  int
+	Busy          int
+	Commands      map[string]int64
+	TotalCommands int64
+}
+
+// PerTurn is the commands per turn.
+func (c CommandCount) PerTurn() float64 { return float64(c.TotalCommands) / float64(c.Turns) }
+
+// CountCommands runs streams x turns turns of kind (each stream on its own
+// session) with nothing else running, and counts Redis's commands from
+// before the first to after the last.
+func (e *Env) CountCommands(ctx context.Context, kind Kind, streams, turns int) (CommandCount, error) {
+	out := CommandCount{Kind: kind}
+	if e.rc == nil {
+		return out, errors.New("loadtest: counting Redis commands needs the redis store")
+	}
+	// Leases are released after the stream ends: let earlier turns finish.
+	time.Sleep(300 * time.Millisecond)
+	before, err := commandStats(ctx, e.rc)
+	if err != nil {
+		return out, err
+	}
+	hc := newClient(streams)
+	defer hc.CloseIdleConnections()
+	run := e.runSeq.Add(1)
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for w := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range turns {
+				id := fmt.Sprintf("c%d.%d.%d", run, w, i)
+				tctx, cancel := context.WithTimeout(ctx, turnTimeout)
+				tt, err := runtimeTurn(tctx, hc, e.base, fmt.Sprintf("lt-cmd-%d-%d", run, w), "Answer the load test. "+marker(kind, id), nil)
+				cancel()
+				e.mock.take(id)
+				// The previous turn's lease is released after its
+				// [DONE]: a busy refusal would add commands of its own.
+				time.Sleep(20 * time.Millisecond)
+				mu.Lock()
+				out.Busy += tt.busy
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				out.Turns++
+				out.Tools += tt.tools
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return out, fmt.Errorf("loadtest: counting commands: %w", firstErr)
+	}
+	time.Sleep(300 * time.Millisecond)
+	after, err := commandStats(ctx, e.rc)
+	if err != nil {
+		return out, err
+	}
+	out.Commands = commandDelta(before, after)
+	for _, n := range out.Commands {
+		out.TotalCommands += n
+	}
+	return out, nil
+}

@@ -1,0 +1,321 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStatCPU(t *testing.T) {
+	tests := []struct {
+		name, line string
+		want       time.Duration
+		wantErr    string
+	}{
+		{"plain", "1234 (agentdock) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 8 0 100 0 0", 3250 * time.Millisecond, ""},
+		{"name with spaces and parens", "99 (a (b) c) R 1 1 1 0 -1 0 0 0 0 0 7 3 0 0", 100 * time.Millisecond, ""},
+		{"no name", "99 agentdock S 1", 0, "no command name"},
+		{"short", "99 (x) S 1 2 3", 0, "want at least 13"},
+		{"not a number", "99 (x) S 1 1 1 0 -1 0 0 0 0 0 x 3 0 0", 0, "utime/stime"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseStatCPU([]byte(tc.line))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCPUAndRSSOfThisProcess(t *testing.T) {
+	// Burn a little CPU so that the reading is not zero ticks.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for x := 0; time.Now().Before(deadline); x++ {
+		_ = x * x
+	}
+	cpu, err := cpuTime(os.Getpid())
+	if err != nil || cpu <= 0 {
+		t.Fatalf("cpuTime = %v, %v; want > 0", cpu, err)
+	}
+	r, err := rss(os.Getpid())
+	if err != nil || r < 1<<20 {
+		t.Fatalf("rss = %d, %v; want at least 1 MiB", r, err)
+	}
+}
+
+func TestParseVmRSS(t *testing.T) {
+	got, err := parseVmRSS([]byte("Name:\tx\nVmPeak:\t  900 kB\nVmRSS:\t  2048 kB\nThreads: 4\n"))
+	if err != nil || got != 2048<<10 {
+		t.Fatalf("got %d, %v; want %d", got, err, 2048<<10)
+	}
+	for _, bad := range []string{"Name: x\n", "VmRSS: 12 MB\n", "VmRSS: x kB\n"} {
+		if _, err := parseVmRSS([]byte(bad)); err == nil {
+			t.Errorf("parseVmRSS(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestCommandStats(t *testing.T) {
+	before, err := parseCommandStats("# Commandstats\r\ncmdstat_info:calls=3,usec=10,usec_per_call=3.33,rejected_calls=0,failed_calls=0\r\ncmdstat_get:calls=5,usec=5,usec_per_call=1.00\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := parseCommandStats("# Commandstats\r\ncmdstat_info:calls=9,usec=10\r\ncmdstat_get:calls=8,usec=5\r\ncmdstat_evalsha:calls=2,usec=5\r\ncmdstat_set:calls=1,usec=1\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := commandDelta(before, after)
+	want := map[string]int64{"get": 3, "evalsha": 2, "set": 1}
+	if len(d) != len(want) {
+		t.Fatalf("delta %v, want %v (INFO excluded)", d, want)
+	}
+	for k, v := range want {
+		if d[k] != v {
+			t.Errorf("delta[%s] = %d, want %d", k, d[k], v)
+		}
+	}
+	if _, err := parseCommandStats("cmdstat_get:usec=5\r\n"); err == nil {
+		t.Error("a line without calls= parsed")
+	}
+}
+
+func TestParseMarker(t *testing.T) {
+	tests := []struct {
+		body     string
+		kind     Kind
+		id       string
+		wantOK   bool
+		describe string
+	}{
+		{`{"content":"hi [lt:stream:r1.2.3]"}`, KindStream, "r1.2.3", true, "one marker"},
+		{`[lt:stream:old] ... [lt:tool:new]`, KindTool, "new", true, "the last marker wins (history first)"},
+		{`no marker`, "", "", false, "none"},
+		{`[lt:stream]`, "", "", false, "no id"},
+		{`[lt::x]`, "", "", false, "no kind"},
+		{`[lt:stream:x`, "", "", false, "unterminated"},
+	}
+	for _, tc := range tests {
+		kind, id, ok := parseMarker([]byte(tc.body))
+		if ok != tc.wantOK || kind != tc.kind || id != tc.id {
+			t.Errorf("%s: parseMarker(%q) = %q, %q, %v; want %q, %q, %v", tc.describe, tc.body, kind, id, ok, tc.kind, tc.id, tc.wantOK)
+		}
+	}
+	got, err := remark([]byte(`{"m":"x [lt:stream:w1.0]"}`), KindStream, "r9.1.2")
+	if err != nil || string(got) != `{"m":"x [lt:stream:r9.1.2]"}` {
+		t.Fatalf("remark = %s, %v", got, err)
+	}
+	if _, err := remark([]byte(`{}`), KindStream, "x"); err == nil {
+		t.Fatal("remark of a body without marker succeeded")
+	}
+}
+
+func TestReadUIStream(t *testing.T) {
+	frame := func(data string) string { return "id: t:1\ndata: " + data + "\n\n" }
+	ok := frame(`{"type":"start","messageId":"t"}`) + ": heartbeat\n\n" +
+		frame(`{"type":"tool-input-available","toolCallId":"c","toolName":"think","input":{}}`) +
+		frame(`{"type":"text-start","id":"t-text-1"}`) +
+		frame(`{"type":"text-delta","id":"t-text-1","delta":"tok0 "}`) +
+		frame(`{"type":"text-delta","id":"t-text-1","delta":"\"type\":\"finish\""}`) +
+		frame(`{"type":"finish","finishReason":"stop"}`) + frame(`[DONE]`)
+	tests := []struct {
+		name, stream   string
+		deltas, tools  int
+		wantErr        string
+		wantFirstFrame bool
+	}{
+		{"complete", ok, 2, 1, "", true},
+		{"error finish", frame(`{"type":"start"}`) + frame(`{"type":"error","errorText":"model_error: boom"}`) +
+			frame(`{"type":"finish","finishReason":"error"}`) + frame(`[DONE]`), 0, 0, "model_error: boom", true},
+		{"no done", frame(`{"type":"start"}`) + frame(`{"type":"text-delta","delta":"a"}`), 1, 0, "before [DONE]", true},
+		{"cut mid-line", frame(`{"type":"start"}`) + "data: {\"type\":\"te", 0, 0, "unexpected EOF", true},
+		{"empty", "", 0, 0, "after 0 frames", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var tt turnTimes
+			opened := false
+			err := readUIStream(strings.NewReader(tc.stream), &tt, func() { opened = true })
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+			if tt.deltas != tc.deltas || tt.tools != tc.tools || opened != tc.wantFirstFrame {
+				t.Fatalf("deltas %d tools %d opened %v; want %d %d %v", tt.deltas, tt.tools, opened, tc.deltas, tc.tools, tc.wantFirstFrame)
+			}
+			if err == nil && (tt.first.IsZero() || tt.end.Before(tt.first)) {
+				t.Fatalf("times first %v end %v", tt.first, tt.end)
+			}
+		})
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i))
+	}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50}, {99, 99}, {100, 100}, {0, 1}, {1, 1}} {
+		if got := percentile(d, tc.p); got != tc.want {
+			t.Errorf("p%v = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if percentile(nil, 50) != 0 {
+		t.Error("percentile of nothing is not 0")
+	}
+}
+
+// TestMockFront checks that the mock times each marked request, answers it
+// with its kind's script and refuses unmarked ones.
+func TestMockFront(t *testing.T) {
+	m, err := startMock(Timing{TTFT: 20 * time.Millisecond, InterToken: time.Millisecond, Chunks: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	hc := newClient(2)
+	ctx := context.Background()
+	body := func(extra string) []byte {
+		return []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"[lt:tool:old]"},{"role":"tool","content":"r"},` +
+			`{"role":"user","content":"go ` + extra + `"}` + "]}")
+	}
+	tt, err := directTurn(ctx, hc, m.URL(), body("[lt:stream:a1]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := m.take("a1")
+	if !ok || tt.deltas != 5 {
+		t.Fatalf("arrival %v %v, deltas %d; want an arrival and 5 chunks", a, ok, tt.deltas)
+	}
+	if wait := a.first.Sub(a.recv); wait < 20*time.Millisecond {
+		t.Fatalf("first chunk %v after the request; the script waits 20ms", wait)
+	}
+	if tt.sent.After(a.first) || a.first.After(tt.first) {
+		t.Fatalf("times out of order: sent %v, mock first %v, client first %v", tt.sent, a.first, tt.first)
+	}
+	// A tool turn's first call: the earlier turn's tool result comes before
+	// its marker, so the mock calls the tool (no text).
+	tt, err = directTurn(ctx, hc, m.URL(), body("[lt:tool:b1]"))
+	if err != nil || tt.deltas != 0 {
+		t.Fatalf("tool call: deltas %d, err %v; want a tool call and no text", tt.deltas, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, m.URL()+"/v1/chat/completions", bytes.NewReader([]byte(`{"model":"m","messages":[]}`)))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "marker") {
+		t.Fatalf("unmarked request: %s %s", resp.Status, b)
+	}
+}
+
+// agentdockBin builds the server binary once per test run (or takes
+// AGENTDOCK_BIN).
+func agentdockBin(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("AGENTDOCK_BIN"); b != "" {
+		return b
+	}
+	out := filepath.Join(t.TempDir(), "agentdock")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/agentdock-go/agentdock/cmd/server")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building agentdock: %v\n%s", err, b)
+	}
+	return out
+}
+
+func redisOrSkip(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server not found on PATH (CI=true, so this fails instead of skipping)")
+		}
+		t.Skip("redis-server not found on PATH; install the redis-server package to run this test")
+	}
+}
+
+// TestHarness runs every phase briefly against the real binary, with both
+// stores: turns complete with all their chunks and no error, the paired
+// figures are positive, idle streams show in the RSS, and a tool turn's
+// Redis commands are counted.
+func TestHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the server")
+	}
+	bin := agentdockBin(t)
+	timing := Timing{TTFT: 30 * time.Millisecond, InterToken: time.Millisecond, Chunks: 8}
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			if store == "redis" {
+				redisOrSkip(t)
+			}
+			ctx := context.Background()
+			env, err := Start(ctx, EnvConfig{Bin: bin, Store: store, Dir: t.TempDir(), Timing: timing, LogLevel: "warn"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer env.Close()
+			pr := Pair{Store: store}
+			load := Load{Kind: KindStream, Streams: 4, Ramp: 100 * time.Millisecond, Duration: time.Second, Direct: true}
+			if pr.Direct, err = env.Run(ctx, load); err != nil {
+				t.Fatal(err)
+			}
+			load.Direct = false
+			if pr.Runtime, err = env.Run(ctx, load); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []*Result{pr.Direct, pr.Runtime} {
+				if r.Errors != 0 || r.Turns == 0 || len(r.Lat) == 0 {
+					t.Fatalf("direct=%v: %d turns, %d errors %q, %d samples", r.Load.Direct, r.Turns, r.Errors, r.ErrorSamples, len(r.Lat))
+				}
+				if p := percentile(r.TTFT, 50); p < timing.TTFT {
+					t.Fatalf("direct=%v: TTFT p50 %v below the mock's %v", r.Load.Direct, p, timing.TTFT)
+				}
+			}
+			if pr.Runtime.CPU <= 0 || pr.Runtime.RSS <= 0 {
+				t.Fatalf("server CPU %v, RSS %d: not read", pr.Runtime.CPU, pr.Runtime.RSS)
+			}
+			if pr.ServerWork(50) <= 0 {
+				t.Fatalf("server work p50 %v: the runtime's path cannot be shorter than the direct one", pr.ServerWork(50))
+			}
+			idle, err := env.Idle(ctx, 20, 200*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if idle.Loaded <= idle.Baseline {
+				t.Fatalf("RSS with 20 open streams %d, before %d", idle.Loaded, idle.Baseline)
+			}
+			if store == "redis" {
+				c, err := env.CountCommands(ctx, KindTool, 2, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Turns != 4 || c.Tools != 4 || c.TotalCommands < 4 || c.Commands["evalsha"] == 0 {
+					t.Fatalf("command count %+v: want 4 turns with a tool call each, counted", c)
+				}
+			}
+			var sb strings.Builder
+			(&Report{Timing: timing, Pairs: []Pair{pr}}).Markdown(&sb)
+			if !strings.Contains(sb.String(), "| "+store+" | 4 |") {
+				t.Fatalf("report lacks the %s row:\n%s", store, sb.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package loadtest
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// percentile is the nearest-rank percentile of sorted durations (0 when
+// there are none).
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p/100*float64(len(sorted))+0.999999) - 1
+	return sorted[max(0, min(rank, len(sorted)-1))]
+}
+
+// Pair is a runtime phase with its direct baseline (same kind, streams and
+// window).
+type Pair struct {
+	Store           string
+	Direct, Runtime *Result
+}
+
+// AddedTTFT is the runtime's added time to first token at percentile p.
+func (p Pair) AddedTTFT(q float64) time.Duration {
+	return percentile(p.Runtime.Lat, q) - percentile(p.Direct.Lat, q)
+}
+
+// ServerWork is the server's work before the model call at percentile q:
+// the runtime's send-to-mock interval minus the direct path's median one.
+func (p Pair) ServerWork(q float64) time.Duration {
+	return percentile(p.Runtime.Pre, q) - percentile(p.Direct.Pre, 50)
+}
+
+// Report is what a harness run measured.
+type Report struct {
+	Timing   Timing
+	Pairs    []Pair
+	Instant  []StoreResult
+	Idle     []StoreIdle
+	Commands []CommandCount
+}
+
+// StoreResult is a phase with its store's name.
+type StoreResult struct {
+	Store  string
+	Result *Result
+}
+
+// StoreIdle is an idle measurement with its store's name.
+type StoreIdle struct {
+	Store string
+	IdleResult
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
+
+func mib(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
+
+// Markdown writes the report as markdown tables.
+func (r *Report) Markdown(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	if len(r.Pairs) > 0 {
+		p("Paced turns (mock: first token after %v, then %d chunks %v apart); direct = the runtime's model request sent straight to the mock.\n\n",
+			r.Timing.TTFT, r.Timing.Chunks, r.Timing.InterToken)
+		p("| store | streams | turns/s | errors (busy retries) | TTFT p50 / p99 direct (ms) | TTFT p50 / p99 runtime (ms) | **added TTFT p50 / p99 (ms)** | **server work before model call p50 / p99 (ms)** | server CPU per turn (ms) | server RSS (MiB) |\n")
+		p("|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, pr := range r.Pairs {
+			d, rt := pr.Direct, pr.Runtime
+			p("| %s | %d | %.0f | %d (%d) | %s / %s | %s / %s | %s / %s | %s / %s | %.3f | %s |\n",
+				pr.Store, rt.Load.Streams, rt.TurnsPerSecond(), rt.Errors+d.Errors, rt.Busy,
+				ms(percentile(d.TTFT, 50)), ms(percentile(d.TTFT, 99)),
+				ms(percentile(rt.TTFT, 50)), ms(percentile(rt.TTFT, 99)),
+				ms(pr.AddedTTFT(50)), ms(pr.AddedTTFT(99)),
+				ms(pr.ServerWork(50)), ms(pr.ServerWork(99)),
+				float64(rt.CPUPerTurn())/float64(time.Millisecond), mib(rt.RSS))
+		}
+		p("\n")
+		p("| store | streams | send to mock p50 / p99, direct (ms) | send to mock p50 / p99, runtime (ms) | latency without the mock's wait p50 / p99, direct (ms) | same, runtime (ms) | samples direct / runtime |\n")
+		p("|---|---|---|---|---|---|---|\n")
+		for _, pr := range r.Pairs {
+			d, rt := pr.Direct, pr.Runtime
+			p("| %s | %d | %s / %s | %s / %s | %s / %s | %s / %s | %d / %d |\n", pr.Store, rt.Load.Streams,
+				ms(percentile(d.Pre, 50)), ms(percentile(d.Pre, 99)), ms(percentile(rt.Pre, 50)), ms(percentile(rt.Pre, 99)),
+				ms(percentile(d.Lat, 50)), ms(percentile(d.Lat, 99)), ms(percentile(rt.Lat, 50)), ms(percentile(rt.Lat, 99)),
+				len(d.Lat), len(rt.Lat))
+		}
+		p("\n")
+	}
+	if len(r.Instant) > 0 {
+		p("Instant turns (mock answers %d chunks at once): the server's throughput and CPU when the model is not the bottleneck.\n\n", r.Timing.Chunks)
+		p("| store | streams | turns/s | errors (busy retries) | server CPU per turn (ms) | server CPU used (cores) | server RSS (MiB) |\n|---|---|---|---|---|---|---|\n")
+		for _, sr := range r.Instant {
+			res := sr.Result
+			p("| %s | %d | %.0f | %d (%d) | %.3f | %.2f | %s |\n", sr.Store, res.Load.Streams, res.TurnsPerSecond(), res.Errors, res.Busy,
+				float64(res.CPUPerTurn())/float64(time.Millisecond), res.CPU.Seconds()/res.Window.Seconds(), mib(res.RSS))
+		}
+		p("\n")
+	}
+	if len(r.Commands) > 0 {
+		p("Redis commands (INFO commandstats, exact turn counts, nothing else running):\n\n")
+		p("| turn | turns | tool calls | busy retries | commands per turn | by command (per turn) |\n|---|---|---|---|---|---|\n")
+		for _, c := range r.Commands {
+			var parts []string
+			for _, k := range slices.Sorted(maps.Keys(c.Commands)) {
+				parts = append(parts, fmt.Sprintf("%s %.2f", strings.ToUpper(k), float64(c.Commands[k])/float64(c.Turns)))
+			}
+			p("| %s | %d | %d | %d | %.2f | %s |\n", c.Kind, c.Turns, c.Tools, c.Busy, c.PerTurn(), strings.Join(parts, ", "))
+		}
+		p("\n")
+	}
+	if len(r.Idle) > 0 {
+		p("Idle open streams (each turn waits in its model call; RSS of the server process):\n\n")
+		p("| store | open streams | RSS before (MiB) | RSS with the streams (MiB) | per stream (KiB) |\n|---|---|---|---|---|\n")
+		for _, id := range r.Idle {
+			p("| %s | %d | %s | %s | %.1f |\n", id.Store, id.Streams, mib(id.Baseline), mib(id.Loaded), float64(id.PerStream())/1024)
+		}
+		p("\n")
+	}
+	for _, pr := range r.Pairs {
+		for _, res := range []*Result{pr.Direct, pr.Runtime} {
+			for _, e := range res.ErrorSamples {
+				p("- error (%s, %d streams, direct=%v): %s\n", pr.Store, res.Load.Streams, res.Load.Direct, e)
+			}
+		}
+	}
+	for _, sr := range r.Instant {
+		for _, e := range sr.Result.ErrorSamples {
+			p("- error (%s instant, %d streams): %s\n", sr.Store, sr.Result.Load.Streams, e)
+		}
+	}
+}
