@@ -243,13 +243,22 @@ func (r *Redis) Append(ctx context.Context, ref Ref, data ...[]byte) (int64, err
 		return 0, ErrClosed
 	}
 	key := r.streamKey(ref)
+	if len(data) == 0 {
+		if v, ok := r.writers.Load(key); ok {
+			w := v.(*writer)
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !w.refreshed.IsZero() {
+				return w.last, nil
+			}
+		}
+		s, err := r.Lookup(ctx, ref)
+		return s.Last, err
+	}
 	v, _ := r.writers.LoadOrStore(key, &writer{})
 	w := v.(*writer)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(data) == 0 {
-		return w.last, nil
-	}
 	now := time.Now()
 	ttl := "0"
 	// Before this replica's first Append (of a turn started elsewhere) or

@@ -188,8 +188,10 @@ func appendRead(t *testing.T, open Open) {
 		s, err := r.Lookup(ctx, ref)
 		mustStatus(t, "Lookup", s, err, ref, 4, 1, false)
 	}
-	if last, err := l.Append(ctx, ref); err != nil || last != 4 {
-		t.Fatalf("Append of no frame = %d, %v; want 4, nil", last, err)
+	for _, r := range []turnlog.Log{l, peer} {
+		if last, err := r.Append(ctx, ref); err != nil || last != 4 {
+			t.Fatalf("Append of no frame = %d, %v; want 4, nil", last, err)
+		}
 	}
 }
 
