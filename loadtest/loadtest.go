@@ -41,6 +41,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,9 @@ type EnvConfig struct {
 	Timing Timing
 	// LogLevel is the server's LOG_LEVEL (default info, as deployed).
 	LogLevel string
+	// ServerEnv is more of the server's environment, KEY=VALUE (e.g.
+	// STREAM_RETENTION=30s, GOGC=200).
+	ServerEnv []string
 }
 
 func (c *EnvConfig) validate() error {
@@ -80,6 +84,11 @@ func (c *EnvConfig) validate() error {
 	}
 	if err := c.Timing.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	for _, kv := range c.ServerEnv {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			errs = append(errs, fmt.Errorf("ServerEnv %q: want KEY=VALUE", kv))
+		}
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
@@ -119,7 +128,7 @@ func Start(ctx context.Context, cfg EnvConfig) (*Env, error) {
 		}
 		store = "redis://" + e.rc.Options().Addr + "/0"
 	}
-	if e.server, e.base, err = startServer(ctx, cfg.Bin, cfg.Dir, store, e.mock.URL(), cfg.LogLevel); err != nil {
+	if e.server, e.base, err = startServer(ctx, cfg.Bin, cfg.Dir, store, e.mock.URL(), cfg.LogLevel, cfg.ServerEnv); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
@@ -202,6 +211,9 @@ type Result struct {
 	Window time.Duration
 	CPU    time.Duration
 	RSS    int64
+	// HarnessCPU is this process's CPU in the window (client and mock):
+	// the two share the machine with the server.
+	HarnessCPU time.Duration
 	// Commands is the Redis command calls in the window (Redis store).
 	Commands map[string]int64
 }
@@ -331,6 +343,10 @@ func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result) 
 	if err != nil {
 		return err
 	}
+	self0, err := cpuTime(os.Getpid())
+	if err != nil {
+		return err
+	}
 	var cmd0 map[string]int64
 	if e.rc != nil {
 		if cmd0, err = commandStats(ctx, e.rc); err != nil {
@@ -344,7 +360,11 @@ func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result) 
 	if err != nil {
 		return err
 	}
-	res.CPU = cpu1 - cpu0
+	self1, err := cpuTime(os.Getpid())
+	if err != nil {
+		return err
+	}
+	res.CPU, res.HarnessCPU = cpu1-cpu0, self1-self0
 	if res.RSS, err = rss(pid); err != nil {
 		return err
 	}
@@ -513,30 +533,47 @@ func (e *Env) Idle(ctx context.Context, k int, settle time.Duration) (IdleResult
 
 // CommandCount is Redis's commands over an exact number of turns.
 type CommandCount struct {
-	Kind          Kind
-	Turns, Tools  int
-	Busy          int
-	Commands      map[string]int64
-	TotalCommands int64
+	Kind         Kind
+	Turns, Tools int
+	Busy         int
+	// Commands are the commands the server sent (round trips, EVALSHA
+	// counted once); Script those its Lua scripts ran inside them.
+	Commands, Script map[string]int64
 }
 
-// PerTurn is the commands per turn.
-func (c CommandCount) PerTurn() float64 { return float64(c.TotalCommands) / float64(c.Turns) }
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// PerTurn is the commands the server sent per turn.
+func (c CommandCount) PerTurn() float64 { return float64(sum(c.Commands)) / float64(c.Turns) }
+
+// ScriptPerTurn is the commands run inside scripts per turn.
+func (c CommandCount) ScriptPerTurn() float64 { return float64(sum(c.Script)) / float64(c.Turns) }
 
 // CountCommands runs streams x turns turns of kind (each stream on its own
-// session) with nothing else running, and counts Redis's commands from
-// before the first to after the last.
+// session, a new one per run) with nothing else running, and counts the
+// commands Redis ran through MONITOR.
 func (e *Env) CountCommands(ctx context.Context, kind Kind, streams, turns int) (CommandCount, error) {
 	out := CommandCount{Kind: kind}
 	if e.rc == nil {
 		return out, errors.New("loadtest: counting Redis commands needs the redis store")
 	}
+	mon, err := startMonitor(ctx, e.rc.Options().Addr)
+	if err != nil {
+		return out, fmt.Errorf("loadtest: %w", err)
+	}
+	defer mon.close()
 	// Leases are released after the stream ends: let earlier turns finish.
 	time.Sleep(300 * time.Millisecond)
-	before, err := commandStats(ctx, e.rc)
-	if err != nil {
-		return out, err
+	if err := mon.sync(ctx, e.rc, 1); err != nil {
+		return out, fmt.Errorf("loadtest: %w", err)
 	}
+	mon.take()
 	hc := newClient(streams)
 	defer hc.CloseIdleConnections()
 	run := e.runSeq.Add(1)
@@ -572,13 +609,9 @@ func (e *Env) CountCommands(ctx context.Context, kind Kind, streams, turns int) 
 		return out, fmt.Errorf("loadtest: counting commands: %w", firstErr)
 	}
 	time.Sleep(300 * time.Millisecond)
-	after, err := commandStats(ctx, e.rc)
-	if err != nil {
-		return out, err
+	if err := mon.sync(ctx, e.rc, 2); err != nil {
+		return out, fmt.Errorf("loadtest: %w", err)
 	}
-	out.Commands = commandDelta(before, after)
-	for _, n := range out.Commands {
-		out.TotalCommands += n
-	}
+	out.Commands, out.Script = mon.take()
 	return out, nil
 }

@@ -247,7 +247,7 @@ func commandDelta(before, after map[string]int64) map[string]int64 {
 
 // startServer starts `agentdock serve` against the mock and waits until it
 // is ready.
-func startServer(ctx context.Context, bin, dir, store, mockURL, logLevel string) (*proc, string, error) {
+func startServer(ctx context.Context, bin, dir, store, mockURL, logLevel string, extraEnv []string) (*proc, string, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, "", err
@@ -267,6 +267,7 @@ func startServer(ctx context.Context, bin, dir, store, mockURL, logLevel string)
 		"OPENAI_API_KEY=loadtest",
 		"LOG_LEVEL=" + logLevel,
 	}
+	env = append(env, extraEnv...)
 	p, err := startProc("agentdock serve", filepath.Join(dir, "server.log"), env, bin, "serve")
 	if err != nil {
 		return nil, "", err

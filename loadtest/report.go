@@ -68,17 +68,17 @@ func (r *Report) Markdown(w io.Writer) {
 	if len(r.Pairs) > 0 {
 		p("Paced turns (mock: first token after %v, then %d chunks %v apart); direct = the runtime's model request sent straight to the mock.\n\n",
 			r.Timing.TTFT, r.Timing.Chunks, r.Timing.InterToken)
-		p("| store | streams | turns/s | errors (busy retries) | TTFT p50 / p99 direct (ms) | TTFT p50 / p99 runtime (ms) | **added TTFT p50 / p99 (ms)** | **server work before model call p50 / p99 (ms)** | server CPU per turn (ms) | server RSS (MiB) |\n")
-		p("|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| store | streams | turns/s | errors (busy retries) | TTFT p50 / p99 direct (ms) | TTFT p50 / p99 runtime (ms) | **added TTFT p50 / p99 (ms)** | **server work before model call p50 / p99 (ms)** | server CPU per turn (ms) | CPU used: server / harness (cores) | server RSS (MiB) |\n")
+		p("|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, pr := range r.Pairs {
 			d, rt := pr.Direct, pr.Runtime
-			p("| %s | %d | %.0f | %d (%d) | %s / %s | %s / %s | %s / %s | %s / %s | %.3f | %s |\n",
+			p("| %s | %d | %.0f | %d (%d) | %s / %s | %s / %s | %s / %s | %s / %s | %.3f | %s | %s |\n",
 				pr.Store, rt.Load.Streams, rt.TurnsPerSecond(), rt.Errors+d.Errors, rt.Busy,
 				ms(percentile(d.TTFT, 50)), ms(percentile(d.TTFT, 99)),
 				ms(percentile(rt.TTFT, 50)), ms(percentile(rt.TTFT, 99)),
 				ms(pr.AddedTTFT(50)), ms(pr.AddedTTFT(99)),
 				ms(pr.ServerWork(50)), ms(pr.ServerWork(99)),
-				float64(rt.CPUPerTurn())/float64(time.Millisecond), mib(rt.RSS))
+				float64(rt.CPUPerTurn())/float64(time.Millisecond), cores(rt), mib(rt.RSS))
 		}
 		p("\n")
 		p("| store | streams | send to mock p50 / p99, direct (ms) | send to mock p50 / p99, runtime (ms) | latency without the mock's wait p50 / p99, direct (ms) | same, runtime (ms) | samples direct / runtime |\n")
@@ -94,23 +94,20 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	if len(r.Instant) > 0 {
 		p("Instant turns (mock answers %d chunks at once): the server's throughput and CPU when the model is not the bottleneck.\n\n", r.Timing.Chunks)
-		p("| store | streams | turns/s | errors (busy retries) | server CPU per turn (ms) | server CPU used (cores) | server RSS (MiB) |\n|---|---|---|---|---|---|---|\n")
+		p("| store | streams | turns/s | errors (busy retries) | server CPU per turn (ms) | CPU used: server / harness (cores) | server RSS (MiB) |\n|---|---|---|---|---|---|---|\n")
 		for _, sr := range r.Instant {
 			res := sr.Result
-			p("| %s | %d | %.0f | %d (%d) | %.3f | %.2f | %s |\n", sr.Store, res.Load.Streams, res.TurnsPerSecond(), res.Errors, res.Busy,
-				float64(res.CPUPerTurn())/float64(time.Millisecond), res.CPU.Seconds()/res.Window.Seconds(), mib(res.RSS))
+			p("| %s | %d | %.0f | %d (%d) | %.3f | %s | %s |\n", sr.Store, res.Load.Streams, res.TurnsPerSecond(), res.Errors, res.Busy,
+				float64(res.CPUPerTurn())/float64(time.Millisecond), cores(res), mib(res.RSS))
 		}
 		p("\n")
 	}
 	if len(r.Commands) > 0 {
-		p("Redis commands (INFO commandstats, exact turn counts, nothing else running):\n\n")
-		p("| turn | turns | tool calls | busy retries | commands per turn | by command (per turn) |\n|---|---|---|---|---|---|\n")
+		p("Redis commands per turn (MONITOR over exact turn counts, nothing else running): sent by the server (round trips; EVALSHA once) and run inside its Lua scripts.\n\n")
+		p("| turn | turns | tool calls | busy retries | commands sent per turn | by command | commands inside scripts per turn | by command |\n|---|---|---|---|---|---|---|---|\n")
 		for _, c := range r.Commands {
-			var parts []string
-			for _, k := range slices.Sorted(maps.Keys(c.Commands)) {
-				parts = append(parts, fmt.Sprintf("%s %.2f", strings.ToUpper(k), float64(c.Commands[k])/float64(c.Turns)))
-			}
-			p("| %s | %d | %d | %d | %.2f | %s |\n", c.Kind, c.Turns, c.Tools, c.Busy, c.PerTurn(), strings.Join(parts, ", "))
+			p("| %s | %d | %d | %d | %.2f | %s | %.2f | %s |\n", c.Kind, c.Turns, c.Tools, c.Busy,
+				c.PerTurn(), perTurn(c.Commands, c.Turns), c.ScriptPerTurn(), perTurn(c.Script, c.Turns))
 		}
 		p("\n")
 	}
@@ -134,4 +131,16 @@ func (r *Report) Markdown(w io.Writer) {
 			p("- error (%s instant, %d streams): %s\n", sr.Store, sr.Result.Load.Streams, e)
 		}
 	}
+}
+
+func perTurn(m map[string]int64, turns int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", strings.ToUpper(k), float64(m[k])/float64(turns)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func cores(r *Result) string {
+	return fmt.Sprintf("%.2f / %.2f", r.CPU.Seconds()/r.Window.Seconds(), r.HarnessCPU.Seconds()/r.Window.Seconds())
 }

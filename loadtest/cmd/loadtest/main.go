@@ -40,6 +40,19 @@ type options struct {
 	timing                           loadtest.Timing
 	instantStreams, commandTurns     int
 	direct                           bool
+	serverEnv                        envList
+}
+
+// envList is a repeatable KEY=VALUE flag.
+type envList []string
+
+func (e *envList) String() string { return strings.Join(*e, " ") }
+func (e *envList) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+		return fmt.Errorf("%q: want KEY=VALUE", v)
+	}
+	*e = append(*e, v)
+	return nil
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
@@ -62,6 +75,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.timing.Chunks, "chunks", 64, "mock: text chunks per answer")
 	fs.IntVar(&o.instantStreams, "instant-streams", 50, "streams of the instant-mock throughput phase (0: skip)")
 	fs.IntVar(&o.commandTurns, "command-turns", 100, "turns per kind for counting Redis commands (0: skip)")
+	fs.Var(&o.serverEnv, "server-env", "more of the server's environment, KEY=VALUE (repeatable), e.g. STREAM_RETENTION=30s")
 	fs.BoolVar(&o.direct, "direct", true, "run the direct-to-mock baseline of each paced phase")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -165,7 +179,7 @@ func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Write
 		fmt.Fprintf(log, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 	}
 	for _, store := range o.stores {
-		cfg := loadtest.EnvConfig{Bin: o.bin, Store: store, Dir: filepath.Join(o.dir, store), Timing: o.timing, LogLevel: o.logLevel}
+		cfg := loadtest.EnvConfig{Bin: o.bin, Store: store, Dir: filepath.Join(o.dir, store), Timing: o.timing, LogLevel: o.logLevel, ServerEnv: o.serverEnv}
 		env, err := loadtest.Start(ctx, cfg)
 		if err != nil {
 			return err
