@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
-	"time"
 )
 
 func TestInfoEndpoints(t *testing.T) {
@@ -87,7 +86,7 @@ func TestInfoEndpoints(t *testing.T) {
 }
 
 func TestDeleteRunningSessionConflicts(t *testing.T) {
-	e := newEnv(t, envOptions{delay: 20 * time.Millisecond})
+	e := newEnv(t, envOptions{delay: slowWord})
 	res := e.do(http.MethodPost, "/api/chat/plain", `{"message":"tell me a story","sessionId":"busy-delete"}`)
 	defer res.Body.Close()
 	newSSEReader(res.Body).next()

@@ -122,7 +122,7 @@ func TestOpenAIClientStreaming(t *testing.T) {
 }
 
 func TestOpenAIErrors(t *testing.T) {
-	e := newEnv(t, envOptions{delay: 20 * time.Millisecond, cfg: func(c *Config) { c.TurnTimeout = 60 * time.Millisecond }})
+	e := newEnv(t, envOptions{delay: slowWord, cfg: func(c *Config) { c.TurnTimeout = 100 * time.Millisecond }})
 	client := e.openai()
 	_, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
 		Model: "nobody", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},

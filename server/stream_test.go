@@ -67,7 +67,9 @@ func TestResumeAfterDisconnect(t *testing.T) {
 }
 
 func TestResumeRules(t *testing.T) {
-	e := newEnv(t, envOptions{delay: 3 * time.Millisecond})
+	// The turn must still run when it is resumed without Last-Event-ID:
+	// 25 ms per word keeps it running for a second or more.
+	e := newEnv(t, envOptions{delay: 25 * time.Millisecond})
 	// No turn at all: 204.
 	res := e.do(http.MethodGet, "/api/sessions/never-used-session/stream", "")
 	res.Body.Close()
@@ -157,8 +159,14 @@ func (e *env) finalTypes(sid string) []string {
 	return types
 }
 
+// The timing tests below give the offline model a pause per word far longer
+// than the limit under test, so that on a loaded machine the limit still
+// fires long before the turn could end by itself; cancellation interrupts
+// the pause, so the tests stay short.
+const slowWord = time.Second
+
 func TestDisconnectGraceCancelsTurn(t *testing.T) {
-	e := newEnv(t, envOptions{delay: 20 * time.Millisecond, cfg: func(c *Config) { c.DisconnectGrace = 30 * time.Millisecond }})
+	e := newEnv(t, envOptions{delay: slowWord, cfg: func(c *Config) { c.DisconnectGrace = 50 * time.Millisecond }})
 	ctx, cancel := context.WithCancel(t.Context())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/plain", strings.NewReader(`{"message":"tell me a long story","sessionId":"grace-session"}`))
 	res, err := http.DefaultClient.Do(req)
@@ -181,7 +189,7 @@ func TestDisconnectGraceCancelsTurn(t *testing.T) {
 }
 
 func TestTurnTimeout(t *testing.T) {
-	e := newEnv(t, envOptions{delay: 20 * time.Millisecond, cfg: func(c *Config) { c.TurnTimeout = 60 * time.Millisecond }})
+	e := newEnv(t, envOptions{delay: slowWord, cfg: func(c *Config) { c.TurnTimeout = 100 * time.Millisecond }})
 	_, evs := e.streamChat("plain", `{"message":"tell me a long story","sessionId":"timeout-session"}`)
 	n := len(evs)
 	if !strings.Contains(evs[n-3].Data, `"turn_timeout: `) || chunkType(t, evs[n-2].Data) != "finish" || evs[n-1].Data != "[DONE]" {
@@ -192,7 +200,9 @@ func TestTurnTimeout(t *testing.T) {
 // TestHeartbeatAndWriteTimeout: a stream longer than the http.Server's
 // WriteTimeout is not cut, and idle gaps carry heartbeat comments.
 func TestHeartbeatAndWriteTimeout(t *testing.T) {
-	e := newEnv(t, envOptions{delay: 25 * time.Millisecond, cfg: func(c *Config) {
+	// A word every 100 ms: each pause outlasts the write timeout and holds
+	// many heartbeat intervals.
+	e := newEnv(t, envOptions{delay: 100 * time.Millisecond, cfg: func(c *Config) {
 		c.Heartbeat = 5 * time.Millisecond
 		c.WriteTimeout = 50 * time.Millisecond
 	}})
@@ -230,7 +240,7 @@ func TestHeartbeatAndWriteTimeout(t *testing.T) {
 // stream gets the server_shutdown error, finish and [DONE], the partial
 // answer is saved, and new turns are refused.
 func TestShutdownEndsStreams(t *testing.T) {
-	e := newEnv(t, envOptions{delay: 20 * time.Millisecond})
+	e := newEnv(t, envOptions{delay: slowWord})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -243,9 +253,17 @@ func TestShutdownEndsStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
+	// Stop once the answer is being written: the first word comes at once,
+	// the next only after slowWord.
 	r := newSSEReader(res.Body)
-	for i := 0; i < 5; i++ {
-		r.next()
+	for {
+		ev, ok := r.next()
+		if !ok {
+			t.Fatal("the stream ended before the first text delta")
+		}
+		if chunkType(t, ev.Data) == "text-delta" {
+			break
+		}
 	}
 	stop()
 	rest := r.all()

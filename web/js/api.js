@@ -3,6 +3,18 @@
 // from the last frame seen. Nothing here touches the DOM, so the same code runs
 // under node in the e2e tests against the real server.
 
+// The API key the page sends as x-api-key, when the server requires one.
+let apiKey = '';
+
+/** setApiKey sets the key sent with every request ('' sends none). */
+export function setApiKey(key) {
+  apiKey = String(key ?? '').trim();
+}
+
+function withKey(headers) {
+  return apiKey ? { ...headers, 'x-api-key': apiKey } : headers;
+}
+
 /** An error the server reported (or a network failure), safe to show. */
 export class ApiError extends Error {
   constructor(status, code, message) {
@@ -60,7 +72,7 @@ export function normalizeAgent(raw) {
 
 /** listAgents fetches GET /api/agents. */
 export async function listAgents({ fetchImpl = fetch, base = '' } = {}) {
-  const res = await fetchImpl(`${base}/api/agents`, { headers: { accept: 'application/json' } });
+  const res = await fetchImpl(`${base}/api/agents`, { headers: withKey({ accept: 'application/json' }) });
   if (!res.ok) throw await errorFrom(res);
   const body = await res.json();
   const list = Array.isArray(body) ? body : (body.agents ?? body.data ?? []);
@@ -178,7 +190,7 @@ export async function streamTurn({ agentId, sessionId, message, onSession = () =
   try {
     res = await fetchImpl(`${base}/api/chat/${encodeURIComponent(agentId)}`, {
       method: 'POST',
-      headers,
+      headers: withKey(headers),
       body: JSON.stringify(chatBody(message, sessionId)),
       signal,
     });
@@ -266,7 +278,7 @@ async function follow({
       let r;
       try {
         r = await fetchImpl(`${base}/api/sessions/${encodeURIComponent(sid)}/stream`, {
-          headers: { accept: 'text/event-stream', 'last-event-id': resumeFrom },
+          headers: withKey({ accept: 'text/event-stream', 'last-event-id': resumeFrom }),
           signal,
         });
       } catch (err) {
@@ -289,7 +301,7 @@ async function follow({
  * usage, the latest turn); null when the server no longer knows the session.
  */
 export async function getSession(id, { fetchImpl = fetch, base = '' } = {}) {
-  const res = await fetchImpl(`${base}/api/sessions/${encodeURIComponent(id)}`, { headers: { accept: 'application/json' } });
+  const res = await fetchImpl(`${base}/api/sessions/${encodeURIComponent(id)}`, { headers: withKey({ accept: 'application/json' }) });
   if (res.status === 404) return null;
   if (!res.ok) throw await errorFrom(res);
   return res.json();

@@ -4,7 +4,7 @@
 // agents and back loses nothing, and a turn still streaming keeps updating
 // its agent's (possibly hidden) transcript.
 
-import { ApiError, getSession, listAgents, resumeTurn, streamTurn } from './api.js';
+import { ApiError, getSession, listAgents, resumeTurn, setApiKey, streamTurn } from './api.js';
 import { Sessions, applyChunk, historyEntries, newTurn, snapshotOf, usageOf } from './state.js';
 import {
   TurnView, errorMessage, noteMessage, renderAgents, renderOrchestration,
@@ -31,7 +31,22 @@ const ui = {
   statusDetails: $('status-details'),
   statusSummary: $('status-summary'),
   announcer: $('announcer'),
+  keyForm: $('key-form'),
+  keyInput: $('key-input'),
+  keyError: $('key-error'),
 };
+
+// The API key lives in sessionStorage: it is sent as x-api-key and forgotten
+// when the tab closes. The form shows only when the server answers 401.
+const apiKeyKey = 'agentdock.apiKey';
+function storedKey() {
+  try {
+    return sessionStorage.getItem(apiKeyKey) ?? '';
+  } catch {
+    return '';
+  }
+}
+setApiKey(storedKey());
 
 const sessions = new Sessions(globalThis.sessionStorage);
 const agentKey = 'agentdock.agent';
@@ -321,6 +336,21 @@ ui.input.addEventListener('keydown', (e) => {
   }
 });
 ui.newChat.addEventListener('click', newConversation);
+ui.keyForm.addEventListener('submit', (e) => {
+  e.preventDefault();
+  const key = ui.keyInput.value.trim();
+  if (key === '') return;
+  try {
+    sessionStorage.setItem(apiKeyKey, key);
+  } catch {
+    // Storage disabled: the key lasts until the page is reloaded.
+  }
+  setApiKey(key);
+  ui.keyInput.value = '';
+  ui.keyForm.hidden = true;
+  ui.log.replaceChildren();
+  start();
+});
 ui.agentsToggle.addEventListener('click', () => setAgentsOpen(ui.agentsToggle.getAttribute('aria-expanded') !== 'true'));
 document.addEventListener('keydown', (e) => {
   if (e.key === 'Escape' && ui.agentsPanel.classList.contains('open')) {
@@ -340,6 +370,13 @@ async function start() {
   try {
     agents = await listAgents();
   } catch (err) {
+    if (err instanceof ApiError && err.status === 401) {
+      ui.title.textContent = 'API key required';
+      ui.keyError.textContent = storedKey() ? 'The server did not accept that key.' : '';
+      ui.keyForm.hidden = false;
+      ui.keyInput.focus();
+      return;
+    }
     ui.title.textContent = 'Agents unavailable';
     ui.log.append(errorMessage(`Could not load the agents: ${explain(err)}`));
     return;
