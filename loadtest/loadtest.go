@@ -448,6 +448,14 @@ type IdleResult struct {
 	// Baseline and Loaded are the server's RSS before the streams and
 	// with all of them open.
 	Baseline, Loaded int64
+	// Before and After are the server's Go runtime gauges (goroutines,
+	// heap and stack in use) at the same two moments.
+	Before, After map[string]float64
+}
+
+// PerStreamMetric is the growth of a runtime gauge per open stream.
+func (r IdleResult) PerStreamMetric(name string) float64 {
+	return (r.After[name] - r.Before[name]) / float64(r.Streams)
 }
 
 // PerStream is the RSS added per open stream.
@@ -468,6 +476,9 @@ func (e *Env) Idle(ctx context.Context, k int, settle time.Duration) (IdleResult
 	time.Sleep(settle)
 	var err error
 	if res.Baseline, err = rss(e.server.pid()); err != nil {
+		return res, err
+	}
+	if res.Before, err = runtimeMetrics(ctx, e.base); err != nil {
 		return res, err
 	}
 	e.mock.ResetIdle()
@@ -522,6 +533,9 @@ func (e *Env) Idle(ctx context.Context, k int, settle time.Duration) (IdleResult
 	}
 	time.Sleep(settle)
 	res.Loaded, err = rss(e.server.pid())
+	if err == nil {
+		res.After, err = runtimeMetrics(ctx, e.base)
+	}
 	// The turns end with an error frame when the mock lets go: expected.
 	e.mock.ReleaseIdle()
 	wg.Wait()

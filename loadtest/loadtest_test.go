@@ -180,6 +180,17 @@ func TestParseMonitorLine(t *testing.T) {
 	}
 }
 
+func TestParseMetrics(t *testing.T) {
+	text := "# HELP go_goroutines x\n# TYPE go_goroutines gauge\ngo_goroutines 13\ngo_gc_duration_seconds{quantile=\"0\"} 2e-05\ngo_memstats_heap_inuse_bytes 5.832704e+06\n"
+	m, err := parseMetrics(text, "go_goroutines", "go_memstats_heap_inuse_bytes")
+	if err != nil || m["go_goroutines"] != 13 || m["go_memstats_heap_inuse_bytes"] != 5832704 {
+		t.Fatalf("got %v, %v", m, err)
+	}
+	if _, err := parseMetrics(text, "go_memstats_stack_inuse_bytes"); err == nil {
+		t.Fatal("a missing metric is not an error")
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	var d []time.Duration
 	for i := 1; i <= 100; i++ {
@@ -319,6 +330,9 @@ func TestHarness(t *testing.T) {
 			}
 			if idle.Loaded <= idle.Baseline {
 				t.Fatalf("RSS with 20 open streams %d, before %d", idle.Loaded, idle.Baseline)
+			}
+			if g := idle.PerStreamMetric("go_goroutines"); g < 1 {
+				t.Fatalf("%.1f goroutines per open stream; each holds at least its turn's", g)
 			}
 			if store == "redis" {
 				c, err := env.CountCommands(ctx, KindTool, 2, 2)

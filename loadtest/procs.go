@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -321,4 +322,53 @@ func writeTemplate(dir string) error {
 		return fmt.Errorf("writing the load-test template: %w", err)
 	}
 	return nil
+}
+
+// runtimeMetrics reads the server's Go runtime gauges (unlabelled lines of
+// its Prometheus /metrics) that say where memory goes.
+func runtimeMetrics(ctx context.Context, base string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/metrics answered %s", resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading /metrics: %w", err)
+	}
+	return parseMetrics(string(b), "go_goroutines", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_heap_objects")
+}
+
+// parseMetrics picks the named unlabelled samples from Prometheus text; a
+// missing one is an error.
+func parseMetrics(text string, names ...string) (map[string]float64, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]float64{}
+	for line := range strings.Lines(text) {
+		name, val, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || !want[name] {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			return nil, fmt.Errorf("metric %s: %w", name, err)
+		}
+		out[name] = v
+	}
+	for _, n := range names {
+		if _, ok := out[n]; !ok {
+			return nil, fmt.Errorf("/metrics has no %s", n)
+		}
+	}
+	return out, nil
 }

@@ -113,9 +113,10 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	if len(r.Idle) > 0 {
 		p("Idle open streams (each turn waits in its model call; RSS of the server process):\n\n")
-		p("| store | open streams | RSS before (MiB) | RSS with the streams (MiB) | per stream (KiB) |\n|---|---|---|---|---|\n")
+		p("| store | open streams | RSS before (MiB) | RSS with the streams (MiB) | **RSS per stream (KiB)** | goroutines per stream | heap in use per stream (KiB) | stacks per stream (KiB) |\n|---|---|---|---|---|---|---|---|\n")
 		for _, id := range r.Idle {
-			p("| %s | %d | %s | %s | %.1f |\n", id.Store, id.Streams, mib(id.Baseline), mib(id.Loaded), float64(id.PerStream())/1024)
+			p("| %s | %d | %s | %s | %.1f | %.1f | %.1f | %.1f |\n", id.Store, id.Streams, mib(id.Baseline), mib(id.Loaded), float64(id.PerStream())/1024,
+				id.PerStreamMetric("go_goroutines"), id.PerStreamMetric("go_memstats_heap_inuse_bytes")/1024, id.PerStreamMetric("go_memstats_stack_inuse_bytes")/1024)
 		}
 		p("\n")
 	}
