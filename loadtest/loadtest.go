@@ -214,6 +214,8 @@ type Result struct {
 	// HarnessCPU is this process's CPU in the window (client and mock):
 	// the two share the machine with the server.
 	HarnessCPU time.Duration
+	// RedisCPU is redis-server's CPU in the window (Redis store).
+	RedisCPU time.Duration
 	// Commands is the Redis command calls in the window (Redis store).
 	Commands map[string]int64
 }
@@ -347,6 +349,12 @@ func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result) 
 	if err != nil {
 		return err
 	}
+	var redis0 time.Duration
+	if e.redis != nil {
+		if redis0, err = cpuTime(e.redis.pid()); err != nil {
+			return err
+		}
+	}
 	var cmd0 map[string]int64
 	if e.rc != nil {
 		if cmd0, err = commandStats(ctx, e.rc); err != nil {
@@ -365,6 +373,13 @@ func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result) 
 		return err
 	}
 	res.CPU, res.HarnessCPU = cpu1-cpu0, self1-self0
+	if e.redis != nil {
+		redis1, err := cpuTime(e.redis.pid())
+		if err != nil {
+			return err
+		}
+		res.RedisCPU = redis1 - redis0
+	}
 	if res.RSS, err = rss(pid); err != nil {
 		return err
 	}

@@ -68,17 +68,17 @@ func (r *Report) Markdown(w io.Writer) {
 	if len(r.Pairs) > 0 {
 		p("Paced turns (mock: first token after %v, then %d chunks %v apart); direct = the runtime's model request sent straight to the mock.\n\n",
 			r.Timing.TTFT, r.Timing.Chunks, r.Timing.InterToken)
-		p("| store | streams | turns/s | errors (busy retries) | TTFT p50 / p99 direct (ms) | TTFT p50 / p99 runtime (ms) | **added TTFT p50 / p99 (ms)** | **server work before model call p50 / p99 (ms)** | server CPU per turn (ms) | CPU used: server / harness (cores) | server RSS (MiB) |\n")
-		p("|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| store | streams | turns/s | errors (busy retries) | TTFT p50 / p99 direct (ms) | TTFT p50 / p99 runtime (ms) | **added TTFT p50 / p99 (ms)** | **server work before model call p50 / p99 (ms)** | server CPU per turn (ms) | redis-server CPU per turn (ms) | CPU used: server / harness / redis (cores) | server RSS (MiB) |\n")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, pr := range r.Pairs {
 			d, rt := pr.Direct, pr.Runtime
-			p("| %s | %d | %.0f | %d (%d) | %s / %s | %s / %s | %s / %s | %s / %s | %.3f | %s | %s |\n",
+			p("| %s | %d | %.0f | %d (%d) | %s / %s | %s / %s | %s / %s | %s / %s | %.3f | %s | %s | %s |\n",
 				pr.Store, rt.Load.Streams, rt.TurnsPerSecond(), rt.Errors+d.Errors, rt.Busy,
 				ms(percentile(d.TTFT, 50)), ms(percentile(d.TTFT, 99)),
 				ms(percentile(rt.TTFT, 50)), ms(percentile(rt.TTFT, 99)),
 				ms(pr.AddedTTFT(50)), ms(pr.AddedTTFT(99)),
 				ms(pr.ServerWork(50)), ms(pr.ServerWork(99)),
-				float64(rt.CPUPerTurn())/float64(time.Millisecond), cores(rt), mib(rt.RSS))
+				float64(rt.CPUPerTurn())/float64(time.Millisecond), redisPerTurn(rt), cores(rt), mib(rt.RSS))
 		}
 		p("\n")
 		p("| store | streams | send to mock p50 / p99, direct (ms) | send to mock p50 / p99, runtime (ms) | latency without the mock's wait p50 / p99, direct (ms) | same, runtime (ms) | samples direct / runtime |\n")
@@ -94,11 +94,11 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	if len(r.Instant) > 0 {
 		p("Instant turns (mock answers %d chunks at once): the server's throughput and CPU when the model is not the bottleneck.\n\n", r.Timing.Chunks)
-		p("| store | streams | turns/s | errors (busy retries) | server CPU per turn (ms) | CPU used: server / harness (cores) | server RSS (MiB) |\n|---|---|---|---|---|---|---|\n")
+		p("| store | streams | turns/s | errors (busy retries) | server CPU per turn (ms) | redis-server CPU per turn (ms) | CPU used: server / harness / redis (cores) | server RSS (MiB) |\n|---|---|---|---|---|---|---|---|\n")
 		for _, sr := range r.Instant {
 			res := sr.Result
-			p("| %s | %d | %.0f | %d (%d) | %.3f | %s | %s |\n", sr.Store, res.Load.Streams, res.TurnsPerSecond(), res.Errors, res.Busy,
-				float64(res.CPUPerTurn())/float64(time.Millisecond), cores(res), mib(res.RSS))
+			p("| %s | %d | %.0f | %d (%d) | %.3f | %s | %s | %s |\n", sr.Store, res.Load.Streams, res.TurnsPerSecond(), res.Errors, res.Busy,
+				float64(res.CPUPerTurn())/float64(time.Millisecond), redisPerTurn(res), cores(res), mib(res.RSS))
 		}
 		p("\n")
 	}
@@ -143,5 +143,13 @@ func perTurn(m map[string]int64, turns int) string {
 }
 
 func cores(r *Result) string {
-	return fmt.Sprintf("%.2f / %.2f", r.CPU.Seconds()/r.Window.Seconds(), r.HarnessCPU.Seconds()/r.Window.Seconds())
+	w := r.Window.Seconds()
+	return fmt.Sprintf("%.2f / %.2f / %.2f", r.CPU.Seconds()/w, r.HarnessCPU.Seconds()/w, r.RedisCPU.Seconds()/w)
+}
+
+func redisPerTurn(r *Result) string {
+	if r.Load.Streams == 0 || r.Turns == 0 || r.Commands == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", float64(r.RedisCPU)/float64(r.Turns)/float64(time.Millisecond))
 }
