@@ -58,6 +58,18 @@ type StoreIdle struct {
 	IdleResult
 }
 
+// Errors is the failed turns of every phase.
+func (r *Report) Errors() int {
+	n := 0
+	for _, p := range r.Pairs {
+		n += p.Runtime.Errors + p.Direct.Errors
+	}
+	for _, sr := range r.Instant {
+		n += sr.Result.Errors
+	}
+	return n
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }

@@ -159,7 +159,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	rep := &loadtest.Report{Timing: o.timing}
 	if err := measure(ctx, o, rep, stderr); err != nil {
-		fmt.Fprintln(stderr, "loadtest:", err)
+		// The package's errors already say "loadtest:".
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	var sb strings.Builder
@@ -170,6 +171,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "loadtest:", err)
 			return 1
 		}
+	}
+	// A load run with failed turns must fail make bench, not only print.
+	if n := rep.Errors(); n > 0 {
+		fmt.Fprintf(stderr, "loadtest: %d turns failed (see the error lines of the report)\n", n)
+		return 1
 	}
 	return 0
 }

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+		check   func(*options) bool
+	}{
+		{nil, "", func(o *options) bool {
+			return len(o.stores) == 2 && len(o.streams) == 2 && o.streams[1] == 500 && o.idle[0] == 2000 &&
+				o.timing.TTFT == 100*time.Millisecond && o.timing.Chunks == 64 && o.direct
+		}},
+		{[]string{"-stores", "redis", "-streams", "50", "-idle", "", "-server-env", "STREAM_RETENTION=30s"}, "", func(o *options) bool {
+			return len(o.stores) == 1 && o.stores[0] == "redis" && len(o.idle) == 0 && o.serverEnv[0] == "STREAM_RETENTION=30s"
+		}},
+		{[]string{"-streams", "0"}, "-streams", nil},
+		{[]string{"-streams", "9000"}, "from 1 to 5000", nil},
+		{[]string{"-stores", "etcd"}, "not memory or redis", nil},
+		{[]string{"-duration", "1h"}, "-duration", nil},
+		{[]string{"-server-env", "NOEQUALS"}, "KEY=VALUE", nil},
+		{[]string{"extra"}, "unexpected arguments", nil},
+	}
+	for _, tc := range tests {
+		o, err := parse(tc.args, io.Discard)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parse(%q): err %v, want %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !tc.check(o) {
+			t.Errorf("parse(%q) = %+v, %v", tc.args, o, err)
+		}
+	}
+}
