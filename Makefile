@@ -3,10 +3,10 @@ GO      ?= go
 BIN     := bin/agentdock
 PKGS    := ./...
 # Packages with goroutines of their own: tested again under the race detector.
-RACE    := ./session/... ./agent/... ./llmorch/... ./tools/... ./server/...
+RACE    := ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./telemetry/...
 FUZZTIME ?= 60s
 
-.PHONY: all build run test test-go test-race test-sim test-e2e bench lint fuzz fuzz-short docker-check clean
+.PHONY: all build run test test-go test-race test-sim test-e2e bench lint fuzz fuzz-short docker-check bench-load clean
 
 all: build
 
@@ -39,8 +39,14 @@ test-sim: build
 test-e2e: build
 	@if [ -f e2e/package.json ]; then cd e2e && npm ci --no-audit --no-fund --loglevel=error && AGENTDOCK_BIN=../$(BIN) node --test; fi
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./orchestration ./session/... ./llmorch/... ./tools/...
+# Go benchmarks, then a short load run (about a minute); bench-load gives the
+# figures of BENCHMARKS.md's "Load harness" (about 5 minutes).
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./orchestration ./session/... ./llmorch/... ./tools/... ./turnlog/... ./agent ./server ./telemetry
+	$(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -streams 50 -duration 5s -ramp 1s -idle 200 -instant-streams 20 -command-turns 20
+
+bench-load: build
+	$(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -o load.md
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

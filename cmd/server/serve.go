@@ -215,21 +215,70 @@ func modelFactory(cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) 
 			}
 			return offline.New(offline.Config{Delay: cfg.OfflineDelay}), nil
 		}
-		// Provider calls become child spans of the model call when tracing
-		// is on; the transport keeps the provider's header timeout.
-		pcfg.HTTPClient = tel.HTTPClient(&http.Client{Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			ResponseHeaderTimeout: provider.DefaultHeaderTimeout,
-			IdleConnTimeout:       90 * time.Second,
-			MaxIdleConnsPerHost:   16,
-		}})
+		pcfg.HTTPClient = providerClient(tel)
 		m, err := provider.New(pcfg)
 		if err != nil {
 			return nil, err
 		}
+		fb, err := fallbackModel(cfg, tel)
+		if err != nil {
+			return nil, err
+		}
+		if fb != nil {
+			log.Info("model", "agent", t.AgentID, "provider", m.Info().Provider, "model", m.Info().Model,
+				"fallback_provider", fb.Info().Provider, "fallback_model", fb.Info().Model)
+			return provider.WithFallback(m, fb), nil
+		}
 		log.Info("model", "agent", t.AgentID, "provider", m.Info().Provider, "model", m.Info().Model)
 		return m, nil
 	}
+}
+
+// providerClient is the HTTP client of provider calls: they become child
+// spans of the model call when tracing is on, the transport keeps the
+// provider's header timeout, and enough idle connections are kept for
+// hundreds of concurrent turns not to redial the model for every call.
+func providerClient(tel *telemetry.Telemetry) *http.Client {
+	return tel.HTTPClient(&http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		ResponseHeaderTimeout: provider.DefaultHeaderTimeout,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   256,
+	}})
+}
+
+// fallbackModel is the model used when the template's provider fails before
+// its first token (after its own retries): LLM_FALLBACK_PROVIDER names it
+// ("openai", "anthropic", or "offline" for the offline model), with
+// LLM_FALLBACK_MODEL, LLM_FALLBACK_BASE_URL and LLM_FALLBACK_API_KEY (default:
+// the provider's own key variable). Nil when none is configured.
+func fallbackModel(cfg *serveConfig, tel *telemetry.Telemetry) (llmorch.Model, error) {
+	name := strings.TrimSpace(os.Getenv("LLM_FALLBACK_PROVIDER"))
+	switch name {
+	case "":
+		return nil, nil
+	case "offline":
+		return offline.New(offline.Config{Delay: cfg.OfflineDelay}), nil
+	case provider.OpenAI, provider.Anthropic:
+	default:
+		return nil, fmt.Errorf("LLM_FALLBACK_PROVIDER=%q: want openai, anthropic or offline", name)
+	}
+	key := os.Getenv("LLM_FALLBACK_API_KEY")
+	if key == "" {
+		key = os.Getenv(strings.ToUpper(name) + "_API_KEY")
+	}
+	m, err := provider.New(provider.Config{
+		Provider:   name,
+		Model:      os.Getenv("LLM_FALLBACK_MODEL"),
+		BaseURL:    os.Getenv("LLM_FALLBACK_BASE_URL"),
+		APIKey:     key,
+		HTTPClient: providerClient(tel),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fallback model: %w", err)
+	}
+	return m, nil
 }
 
 // openStore opens the store named by --store/SESSION_STORE, else Redis as
