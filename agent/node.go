@@ -237,9 +237,9 @@ func (n *Node) HandleMessage(ctx context.Context, sessionID, message string, opt
 func (n *Node) recordStoreError(ctx context.Context, e *chat.Error) {
 	switch {
 	case e == nil:
-	case e.Code == "store_unavailable":
+	case e.Code == llmorch.CodeStoreUnavailable:
 		n.cfg.Telemetry.RecordStoreError(ctx, "turn", "unavailable")
-	case e.Code == "session_lease_lost":
+	case e.Code == llmorch.CodeLeaseLost:
 		n.cfg.Telemetry.RecordStoreError(ctx, "turn", "fenced")
 	}
 }

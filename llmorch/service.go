@@ -480,6 +480,13 @@ func guide(t *template.Template) []string {
 	return t.Orchestration.Description
 }
 
+// Codes of the turn errors that come from the session store. Clients,
+// metrics and the HTTP layer match on them.
+const (
+	CodeStoreUnavailable = "store_unavailable"
+	CodeLeaseLost        = "session_lease_lost"
+)
+
 // publicError turns an error into one that is safe to show a client.
 func publicError(err error) *chat.Error {
 	var ce *chat.Error
@@ -487,9 +494,9 @@ func publicError(err error) *chat.Error {
 	case errors.As(err, &ce):
 		return ce
 	case errors.Is(err, session.ErrFenced):
-		return &chat.Error{Code: "session_lease_lost", Message: "another turn took over this session; this turn stopped"}
+		return &chat.Error{Code: CodeLeaseLost, Message: "another turn took over this session; this turn stopped"}
 	case errors.Is(err, session.ErrUnavailable):
-		return &chat.Error{Code: "store_unavailable", Message: "the session store is unavailable; try again shortly"}
+		return &chat.Error{Code: CodeStoreUnavailable, Message: "the session store is unavailable; try again shortly"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &chat.Error{Code: "timeout", Message: "the turn took too long"}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/gin-gonic/gin"
 )
@@ -68,7 +69,7 @@ func turnStartError(err error) *apiError {
 }
 
 func errStoreDown() *apiError {
-	return newError(http.StatusServiceUnavailable, "store_unavailable", "the session store is unavailable; try again shortly")
+	return newError(http.StatusServiceUnavailable, llmorch.CodeStoreUnavailable, "the session store is unavailable; try again shortly")
 }
 
 // storeError maps a session store error of a read or delete.

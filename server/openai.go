@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/gin-gonic/gin"
 )
@@ -320,13 +321,13 @@ func (s *Server) completion(c *gin.Context, t *turn, model string) {
 func turnErrorStatus(e *chat.Error) *apiError {
 	status := http.StatusBadGateway
 	switch e.Code {
-	case "store_unavailable", "server_shutdown":
+	case llmorch.CodeStoreUnavailable, "server_shutdown":
 		status = http.StatusServiceUnavailable
 	case "turn_timeout", "timeout":
 		status = http.StatusGatewayTimeout
 	case "rate_limited":
 		status = http.StatusTooManyRequests
-	case "internal_error", "stream_gap", "session_lease_lost":
+	case "internal_error", "stream_gap", llmorch.CodeLeaseLost:
 		status = http.StatusInternalServerError
 	}
 	return &apiError{Status: status, Code: e.Code, Message: e.Message}
