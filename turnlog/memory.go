@@ -30,6 +30,7 @@ type memTurn struct {
 	frames  []Frame // the kept window, oldest first
 	last    int64
 	done    bool
+	written time.Time
 	expires time.Time     // set by Finish
 	gone    bool          // forgotten or expired
 	changed chan struct{} // closed and replaced on every change
@@ -127,7 +128,7 @@ func (m *Memory) Start(ctx context.Context, meta Meta) error {
 		meta.Started = time.Now()
 	}
 	meta.Started = meta.Started.Truncate(time.Millisecond)
-	t := &memTurn{meta: meta, changed: make(chan struct{})}
+	t := &memTurn{meta: meta, written: time.Now().Truncate(time.Millisecond), changed: make(chan struct{})}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -158,6 +159,7 @@ func (m *Memory) Append(ctx context.Context, ref Ref, data ...[]byte) (int64, er
 	if t.done {
 		return t.last, fmt.Errorf("turn log: %s: %w", ref, ErrFinished)
 	}
+	t.written = time.Now().Truncate(time.Millisecond)
 	if len(data) == 0 {
 		return t.last, nil
 	}
@@ -256,7 +258,7 @@ func (m *Memory) Wait(ctx context.Context, ref Ref, after int64) (Batch, error) 
 func (t *memTurn) status() Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := Status{Meta: t.meta, Last: t.last, First: t.last + 1, Done: t.done}
+	s := Status{Meta: t.meta, Last: t.last, First: t.last + 1, Done: t.done, Written: t.written}
 	if len(t.frames) > 0 {
 		s.First = t.frames[0].Seq
 	}

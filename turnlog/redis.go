@@ -59,7 +59,7 @@ type RedisConfig struct {
 // tag:
 //
 //	<prefix>:{<session>}:turn:<turn>:frames  stream: "<seq>-0" d=<data>; end marker "<last>-1"
-//	<prefix>:{<session>}:turn:<turn>:meta    hash: o=owner a=agent t=started (unix ms)
+//	<prefix>:{<session>}:turn:<turn>:meta    hash: o=owner a=agent t=started w=written (unix ms)
 //	<prefix>:{<session>}:latest              string: the session's latest turn ID
 //	<prefix>:{<session>}:turns               sorted set: the session's turns (for Forget)
 //
@@ -243,18 +243,6 @@ func (r *Redis) Append(ctx context.Context, ref Ref, data ...[]byte) (int64, err
 		return 0, ErrClosed
 	}
 	key := r.streamKey(ref)
-	if len(data) == 0 {
-		if v, ok := r.writers.Load(key); ok {
-			w := v.(*writer)
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			if !w.refreshed.IsZero() {
-				return w.last, nil
-			}
-		}
-		s, err := r.Lookup(ctx, ref)
-		return s.Last, err
-	}
 	v, _ := r.writers.LoadOrStore(key, &writer{})
 	w := v.(*writer)
 	w.mu.Lock()
@@ -469,7 +457,14 @@ func (r *Redis) lookup(ctx context.Context, ref Ref) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("redis turn log: %s: meta field t %q is not a time: %w", ref, fields["t"], session.ErrCorrupt)
 	}
-	s := Status{Meta: Meta{Ref: ref, Owner: fields["o"], AgentID: fields["a"], Started: time.UnixMilli(started)}}
+	s := Status{Meta: Meta{Ref: ref, Owner: fields["o"], AgentID: fields["a"], Started: time.UnixMilli(started)}, Written: time.UnixMilli(started)}
+	if w, ok := fields["w"]; ok {
+		written, err := strconv.ParseInt(w, 10, 64)
+		if err != nil {
+			return Status{}, fmt.Errorf("redis turn log: %s: meta field w %q is not a time: %w", ref, w, session.ErrCorrupt)
+		}
+		s.Written = time.UnixMilli(written)
+	}
 	if t := top.Val(); len(t) > 0 {
 		if s.Last, s.Done, err = parseID(t[0].ID); err != nil {
 			return Status{}, fmt.Errorf("redis turn log: %s: %w", ref, err)

@@ -47,7 +47,9 @@ end
 // ttlMs ("0": no refresh needed), nowMs, turnID, data...
 // first is the seq the writer expects for its first frame (0: whatever is
 // next). When the stream already ends with exactly this batch, the call is
-// a retry of an applied Append and changes nothing.
+// a retry of an applied Append and changes nothing. Every other call,
+// with frames or without, records nowMs as the writer's sign of life (meta
+// field w).
 var appendScript = redis.NewScript(topScript + `
 if fin then return redis.error_reply('TURNLOG_FINISHED ' .. last) end
 local n = #ARGV - 5
@@ -56,6 +58,7 @@ if first > 0 and last ~= first - 1 then
   if last == first + n - 1 then return last end
   return redis.error_reply('TURNLOG_SEQ ' .. last)
 end
+redis.call('HSET', KEYS[2], 'w', ARGV[4])
 local created = last == 0
 for i = 6, #ARGV do
   last = last + 1

@@ -131,6 +131,12 @@ type Status struct {
 	First int64
 	// Done: the turn finished.
 	Done bool
+	// Written is when the turn was last appended to (an Append of no frames
+	// counts) or started, by the writer's clock to the millisecond. A
+	// running turn whose Written stops advancing has lost its writer: the
+	// writer appends at least every so often, frames or not, to say it is
+	// alive.
+	Written time.Time
 }
 
 // Log keeps the frames of turns. Implementations are safe for concurrent
@@ -141,7 +147,9 @@ type Log interface {
 	Start(ctx context.Context, m Meta) error
 	// Append adds frames to a running turn, numbering them from its last
 	// seq + 1, and returns the seq of the last one. Each Append is one
-	// write to the backing store whatever the number of frames.
+	// write to the backing store whatever the number of frames. An Append
+	// of no frames adds nothing but advances Status.Written: the writer's
+	// sign of life while the turn produces nothing.
 	Append(ctx context.Context, ref Ref, data ...[]byte) (last int64, err error)
 	// Finish ends the turn: no frame is added after it, readers get Done,
 	// and the turn is dropped Retention later. Finishing a finished turn

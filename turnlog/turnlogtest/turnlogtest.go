@@ -33,6 +33,7 @@ func Run(t *testing.T, open Open) {
 		{"ResumeAfterN", resumeAfterN},
 		{"GapPastMaxFrames", gapPastMaxFrames},
 		{"Finish", finish},
+		{"SignOfLife", signOfLife},
 		{"WaitWakes", waitWakes},
 		{"WaitHonoursContext", waitContext},
 		{"LatestPerSession", latestPerSession},
@@ -192,6 +193,57 @@ func appendRead(t *testing.T, open Open) {
 		if last, err := r.Append(ctx, ref); err != nil || last != 4 {
 			t.Fatalf("Append of no frame = %d, %v; want 4, nil", last, err)
 		}
+	}
+}
+
+// signOfLife: Written is set by Start and advanced by every Append, an
+// Append of no frames included, as every replica sees it; a finished turn
+// refuses the sign of life like any Append.
+func signOfLife(t *testing.T, open Open) {
+	l, peer := open(t, turnlog.Config{})
+	ctx := ctxT(t)
+	ref := start(t, l, session.NewID())
+	written := func(what string) time.Time {
+		t.Helper()
+		var w time.Time
+		for i, r := range []turnlog.Log{l, peer} {
+			s, err := r.Lookup(ctx, ref)
+			if err != nil {
+				t.Fatalf("%s: Lookup: %v", what, err)
+			}
+			if s.Written.IsZero() || time.Since(s.Written) > time.Minute || s.Written.Before(s.Started) {
+				t.Fatalf("%s: Written %v (started %v); want a recent time from the start on", what, s.Written, s.Started)
+			}
+			if i == 1 && !s.Written.Equal(w) {
+				t.Fatalf("%s: Written %v on the writer, %v on the peer", what, w, s.Written)
+			}
+			w = s.Written
+		}
+		return w
+	}
+	w0 := written("after Start")
+	time.Sleep(5 * time.Millisecond)
+	appendN(t, l, ref, 0, 2)
+	w1 := written("after Append")
+	if !w1.After(w0) {
+		t.Fatalf("Append did not advance Written: %v then %v", w0, w1)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if last, err := l.Append(ctx, ref); err != nil || last != 2 {
+		t.Fatalf("Append of no frame = %d, %v; want 2, nil", last, err)
+	}
+	w2 := written("after an Append of no frames")
+	if !w2.After(w1) {
+		t.Fatalf("an Append of no frames did not advance Written: %v then %v", w1, w2)
+	}
+	if b, err := peer.Read(ctx, ref, 0); err != nil || len(b.Frames) != 2 {
+		t.Fatalf("an Append of no frames changed the frames: %+v, %v", b, err)
+	}
+	if err := l.Finish(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, ref); !errors.Is(err, turnlog.ErrFinished) {
+		t.Fatalf("Append of no frames to a finished turn: %v, want ErrFinished", err)
 	}
 }
 
