@@ -1,0 +1,11 @@
+// Package faults holds fault tests of the whole runtime: each runs the real
+// `agentdock serve` binary as a child process, with a real redis-server
+// (session/redistest) and an in-process mock model server
+// (llmorch/mockllm) on loopback HTTP, breaks one of them on purpose and
+// checks what a client sees and what the store keeps.
+//
+// The package has no code of its own: only tests and their harness
+// (harness_test.go). The fast tests run in `go test ./faults/`; the slow
+// variants (many kill points, the stall test with many streams) run only
+// with AGENTDOCK_SLOW_FAULTS=1 (`make faults`).
+package faults
