@@ -267,13 +267,7 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 	if err != nil {
 		return nil, err
 	}
-	release := func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := lease.Release(ctx); err != nil {
-			n.cfg.Logger.WarnContext(ctx, "releasing session lease", "err", err)
-		}
-	}
+	release := func() { n.release(ctx, lease) }
 	turn, err := n.startTurn(ctx, sessionID, message, lease)
 	if err != nil {
 		release()
@@ -353,6 +347,64 @@ func trimToUserStart(h []chat.Message) []chat.Message {
 		}
 	}
 	return nil
+}
+
+// Bounds of releasing a lease: each attempt, and the pause between attempts
+// when the store cannot be reached.
+const (
+	releaseTimeout    = 5 * time.Second
+	releaseFirstRetry = 100 * time.Millisecond
+	releaseMaxBackoff = 2 * time.Second
+)
+
+// release frees the turn's lease. When the store cannot be reached (Redis
+// down at the end of the turn), the lease would refuse the session's next
+// turn until it expires, LockTTL later, and a persisted lease survives a
+// Redis restart; so the release is retried in the background until it
+// succeeds or the lease has surely expired.
+func (n *Node) release(ctx context.Context, lease session.Lease) {
+	ctx = context.WithoutCancel(ctx)
+	err := tryRelease(ctx, lease)
+	if err == nil {
+		return
+	}
+	n.cfg.Logger.WarnContext(ctx, "releasing session lease failed; retrying in the background until it expires",
+		"err", err, "lease_expiry", lease.Expiry())
+	go n.retryRelease(ctx, lease)
+}
+
+func tryRelease(ctx context.Context, lease session.Lease) error {
+	ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+	defer cancel()
+	err := lease.Release(ctx)
+	if errors.Is(err, session.ErrFenced) {
+		return nil // held by a newer turn: nothing of ours to free
+	}
+	return err
+}
+
+// retryRelease retries Release with exponential backoff until it succeeds,
+// or until the lease's expiry, after which the store frees the session by
+// itself and nothing is left to do.
+func (n *Node) retryRelease(ctx context.Context, lease session.Lease) {
+	backoff := releaseFirstRetry
+	timer := time.NewTimer(backoff)
+	defer timer.Stop()
+	for attempt := 2; ; attempt++ {
+		<-timer.C
+		if !time.Now().Before(lease.Expiry()) {
+			n.cfg.Logger.WarnContext(ctx, "session lease expired before it could be released", "attempts", attempt-1)
+			return
+		}
+		err := tryRelease(ctx, lease)
+		if err == nil {
+			n.cfg.Logger.WarnContext(ctx, "session lease released after the store came back", "attempts", attempt)
+			return
+		}
+		backoff = min(2*backoff, releaseMaxBackoff)
+		// Wake at the expiry at the latest, to stop there.
+		timer.Reset(max(min(backoff, time.Until(lease.Expiry())), 0))
+	}
 }
 
 // keepAlive extends the lease while the turn runs; when the lease is lost the

@@ -364,6 +364,12 @@ func (l *memLease) Extend(ctx context.Context) error {
 	return nil
 }
 
+func (l *memLease) Expiry() time.Time {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	return l.expires
+}
+
 func (l *memLease) Release(ctx context.Context) error {
 	l.m.mu.Lock()
 	defer l.m.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -375,6 +376,7 @@ func (r *Redis) Lock(ctx context.Context, id string) (Lease, error) {
 	key := r.key(id, "lease")
 	for {
 		token := newToken()
+		sent := time.Now()
 		rctx, cancel := r.roundTrip(ctx)
 		ok, err := r.client.SetNX(rctx, key, token, r.cfg.LockTTL).Result()
 		cancel()
@@ -382,7 +384,9 @@ func (r *Redis) Lock(ctx context.Context, id string) (Lease, error) {
 			return nil, r.fail(id, "lock", err)
 		}
 		if ok {
-			return &redisLease{r: r, id: id, key: key, token: token}, nil
+			l := &redisLease{r: r, id: id, key: key, token: token}
+			l.expiry.Store(sent.Add(r.cfg.LockTTL).UnixNano())
+			return l, nil
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
@@ -414,12 +418,20 @@ type redisLease struct {
 	id    string
 	key   string
 	token string
+	// expiry is Expiry in Unix nanoseconds: Extend runs on the turn's
+	// renewal timer while the turn reads it.
+	expiry atomic.Int64
 }
 
 func (l *redisLease) SessionID() string { return l.id }
 func (l *redisLease) Token() string     { return l.token }
 
+// Expiry is measured from when the request that took or extended the lease
+// was sent: Redis set the key's TTL after that, never before.
+func (l *redisLease) Expiry() time.Time { return time.Unix(0, l.expiry.Load()) }
+
 func (l *redisLease) Extend(ctx context.Context) error {
+	sent := time.Now()
 	rctx, cancel := l.r.roundTrip(ctx)
 	defer cancel()
 	n, err := scriptExtend.Run(rctx, l.r.client, []string{l.key}, l.token, l.r.lockMillis()).Int64()
@@ -429,6 +441,7 @@ func (l *redisLease) Extend(ctx context.Context) error {
 	if n == 0 {
 		return fmt.Errorf("redis session store: session %s: extend lease: %w", l.id, ErrFenced)
 	}
+	l.expiry.Store(sent.Add(l.r.cfg.LockTTL).UnixNano())
 	return nil
 }
 

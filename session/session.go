@@ -130,8 +130,15 @@ type Lease interface {
 	// Extend renews the lease for another Config.LockTTL, or returns
 	// ErrFenced when it was lost.
 	Extend(ctx context.Context) error
-	// Release frees the session if this lease still holds it.
+	// Release frees the session if this lease still holds it. A lease that
+	// no longer holds the session (expired, taken over) is not an error.
 	Release(ctx context.Context) error
+	// Expiry is when the lease surely stops holding the session unless
+	// Extend succeeds again: the start of the last successful Lock or
+	// Extend plus Config.LockTTL, on the store's clock (Config.Now for the
+	// memory store, the wall clock for Redis, whose server expires the
+	// lease). A caller whose Release failed can stop retrying after it.
+	Expiry() time.Time
 }
 
 // UpdateOption adjusts one write.

@@ -483,10 +483,18 @@ func (h *harness) extend(t *testing.T) {
 	s, c := h.store(t, session.Config{LockTTL: lockTTL})
 	ctx := t.Context()
 	id := session.NewID()
+	before := c.Now()
 	a := must(s.Lock(ctx, id))(t)
+	first := a.Expiry()
+	if first.Before(before.Add(lockTTL)) || first.After(c.Now().Add(lockTTL)) {
+		t.Fatalf("Expiry of a new lease = %v, want LockTTL after the Lock call (%v)", first, before.Add(lockTTL))
+	}
 	c.advance(300 * time.Millisecond)
 	if err := a.Extend(ctx); err != nil {
 		t.Fatalf("Extend a live lease: %v", err)
+	}
+	if !a.Expiry().After(first) {
+		t.Fatalf("Expiry after Extend = %v, not later than before it (%v)", a.Expiry(), first)
 	}
 	c.advance(300 * time.Millisecond) // past the first TTL, within the extended one
 	_, err := s.Lock(ctx, id)

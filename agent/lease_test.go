@@ -1,0 +1,203 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"iter"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redistest"
+	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
+)
+
+// gatedModel blocks each call until the test lets it answer (or the call's
+// context ends), so that a test can act while a turn is in the model call.
+type gatedModel struct {
+	started chan struct{} // receives once per call, when it starts
+	proceed chan struct{} // one value lets one call answer
+}
+
+func newGatedModel() *gatedModel {
+	return &gatedModel{started: make(chan struct{}, 16), proceed: make(chan struct{}, 16)}
+}
+
+func (m *gatedModel) Info() llmorch.Info { return llmorch.Info{Provider: "test", Model: "gated"} }
+
+func (m *gatedModel) Stream(ctx context.Context, _ llmorch.Request) iter.Seq2[chat.Event, error] {
+	return func(yield func(chat.Event, error) bool) {
+		m.started <- struct{}{}
+		select {
+		case <-m.proceed:
+		case <-ctx.Done():
+			yield(chat.Event{}, ctx.Err())
+			return
+		}
+		yield(chat.Event{Kind: chat.KindTextDelta, Text: "the model's answer"}, nil)
+	}
+}
+
+// syncBuffer is a log destination that tests read while turns write to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitLog waits until the log holds want; the bound only keeps a broken
+// build from hanging.
+func waitLog(t *testing.T, logs *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log never said %q:\n%s", want, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const plainTemplate = `{"agentId": "plain", "name": "Plain", "nodes": ["llm.openai"]}`
+
+func gatedNode(t *testing.T, store session.Store, cfg agent.Config, model llmorch.Model) *agent.Node {
+	t.Helper()
+	a, ds := template.Load("plain.json", []byte(plainTemplate), template.Config{})
+	if a == nil {
+		t.Fatal(ds.Err())
+	}
+	reg, err := tools.Builtin(tools.BuiltinConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store, cfg.Tools = store, reg
+	cfg.Models = func(*template.Template) (llmorch.Model, error) { return model, nil }
+	agents, err := agent.New(cfg, []*template.Agent{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := agents.Get("plain")
+	return n
+}
+
+// startTurn starts a turn and iterates it in the background; the channel
+// gets its events when it ends.
+func startTurn(t *testing.T, n *agent.Node, id, msg string) <-chan []chat.Event {
+	t.Helper()
+	events, err := n.HandleMessage(context.Background(), id, msg)
+	if err != nil {
+		t.Fatalf("HandleMessage: %v", err)
+	}
+	done := make(chan []chat.Event, 1)
+	go func() {
+		var out []chat.Event
+		for ev := range events {
+			out = append(out, ev)
+		}
+		done <- out
+	}()
+	return done
+}
+
+const privateMessage = "my private words about the merger"
+
+// TestLeaseReleasedAfterRedisComesBack: Redis is stopped while a turn is in
+// the model call, so the turn cannot release its lease, which Redis keeps
+// (append-only file) across the restart. The release is retried in the
+// background, so the session's next turn gets the lease although LockTTL
+// is ten minutes.
+func TestLeaseReleasedAfterRedisComesBack(t *testing.T) {
+	srv := redistest.Start(t)
+	store, err := session.NewRedis(session.RedisConfig{
+		URL: srv.URL(), DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
+		// LockWait lets the next turn wait for the release instead of
+		// failing at once; it is far shorter than LockTTL.
+		Config: session.Config{LockTTL: 10 * time.Minute, LockWait: 30 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	logs := &syncBuffer{}
+	model := newGatedModel()
+	n := gatedNode(t, store, agent.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}, model)
+	id := session.NewID()
+
+	done := startTurn(t, n, id, privateMessage)
+	<-model.started
+	srv.Stop()
+	model.proceed <- struct{}{}
+	evs := <-done
+	if len(evs) == 0 || evs[len(evs)-1].Kind != chat.KindDone {
+		t.Fatalf("the turn with Redis down did not end with done: %v", kinds(evs))
+	}
+	var code string
+	for _, ev := range evs {
+		if ev.Kind == chat.KindError {
+			code = ev.Error.Code
+		}
+	}
+	if code != llmorch.CodeStoreUnavailable {
+		t.Fatalf("the turn with Redis down reported error code %q, want %q (events %v)", code, llmorch.CodeStoreUnavailable, kinds(evs))
+	}
+	waitLog(t, logs, "retrying in the background")
+
+	srv.Restart()
+	done = startTurn(t, n, id, "and again")
+	<-model.started
+	model.proceed <- struct{}{}
+	evs = <-done
+	if last := evs[len(evs)-1]; last.Kind != chat.KindDone || last.FinishReason != chat.FinishStop {
+		t.Fatalf("the next turn after Redis came back: %v, finish %q", kinds(evs), last.FinishReason)
+	}
+	waitLog(t, logs, "session lease released after the store came back")
+	if strings.Contains(logs.String(), privateMessage) || strings.Contains(logs.String(), "the model's answer") {
+		t.Fatalf("chat content in the log:\n%s", logs.String())
+	}
+}
+
+// TestLeaseReleaseGivesUpAtExpiry: with Redis down for good, the background
+// release stops once the lease has expired by itself.
+func TestLeaseReleaseGivesUpAtExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	store, err := session.NewRedis(session.RedisConfig{
+		URL: srv.URL(), DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
+		Config: session.Config{LockTTL: time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	logs := &syncBuffer{}
+	model := newGatedModel()
+	n := gatedNode(t, store, agent.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}, model)
+
+	done := startTurn(t, n, session.NewID(), privateMessage)
+	<-model.started
+	srv.Stop()
+	model.proceed <- struct{}{}
+	<-done
+	waitLog(t, logs, "retrying in the background")
+	waitLog(t, logs, "session lease expired before it could be released")
+	if strings.Contains(logs.String(), privateMessage) {
+		t.Fatalf("chat content in the log:\n%s", logs.String())
+	}
+}
