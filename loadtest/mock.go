@@ -89,6 +89,12 @@ type mockFront struct {
 	samples  map[Kind][]byte
 	unmarked int
 	done     chan struct{}
+
+	// conns is the state of each connection to the mock (the server's
+	// pooled model connections and direct clients'), for closing the idle
+	// ones and counting them.
+	connMu sync.Mutex
+	conns  map[net.Conn]http.ConnState
 }
 
 func startMock(t Timing) (*mockFront, error) {
@@ -124,7 +130,8 @@ func startMock(t Timing) (*mockFront, error) {
 		return nil, fmt.Errorf("mock model: listen on loopback: %w", err)
 	}
 	m.ln = ln
-	m.srv = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
+	m.conns = map[net.Conn]http.ConnState{}
+	m.srv = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second, ConnState: m.connState}
 	go func() {
 		defer close(m.done)
 		_ = m.srv.Serve(ln)
@@ -161,6 +168,37 @@ func (m *mockFront) closeSubs() {
 	for _, s := range m.subs {
 		s.Close()
 	}
+}
+
+func (m *mockFront) connState(c net.Conn, st http.ConnState) {
+	m.connMu.Lock()
+	defer m.connMu.Unlock()
+	if st == http.StateClosed || st == http.StateHijacked {
+		delete(m.conns, c)
+		return
+	}
+	m.conns[c] = st
+}
+
+// CloseIdleConns closes the mock's idle keep-alive connections and returns
+// how many there were. Closing them is what a model provider does to a
+// pool's idle connections sooner or later; the client's side (the
+// server's transport) then ends their read and write goroutines, which it
+// would otherwise keep for its IdleConnTimeout.
+func (m *mockFront) CloseIdleConns() int {
+	m.connMu.Lock()
+	n := 0
+	for _, st := range m.conns {
+		if st == http.StateIdle {
+			n++
+		}
+	}
+	m.connMu.Unlock()
+	// Turning keep-alives off closes the idle connections; back on, new
+	// ones are kept again.
+	m.srv.SetKeepAlivesEnabled(false)
+	m.srv.SetKeepAlivesEnabled(true)
+	return n
 }
 
 // take returns and forgets what the mock saw of the turn with this marker

@@ -324,6 +324,11 @@ func writeTemplate(dir string) error {
 	return nil
 }
 
+// metricsClient closes its connection after each scrape, so that a kept
+// connection's goroutine in the server does not count among the ones being
+// measured (the soak compares goroutines before and after a load).
+var metricsClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+
 // runtimeMetrics reads the server's Go runtime gauges (unlabelled lines of
 // its Prometheus /metrics) that say where memory goes.
 func runtimeMetrics(ctx context.Context, base string) (map[string]float64, error) {
@@ -331,7 +336,7 @@ func runtimeMetrics(ctx context.Context, base string) (map[string]float64, error
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := metricsClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("reading /metrics: %w", err)
 	}

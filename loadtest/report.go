@@ -44,6 +44,15 @@ type Report struct {
 	Instant  []StoreResult
 	Idle     []StoreIdle
 	Commands []CommandCount
+	Soak     []StoreSoak
+}
+
+// StoreSoak is a soak with its store's name and the server environment it
+// ran with (the retention settings decide its baseline).
+type StoreSoak struct {
+	Store     string
+	ServerEnv []string
+	Result    *SoakResult
 }
 
 // StoreResult is a phase with its store's name.
@@ -67,7 +76,21 @@ func (r *Report) Errors() int {
 	for _, sr := range r.Instant {
 		n += sr.Result.Errors
 	}
+	for _, ss := range r.Soak {
+		n += ss.Result.Errors
+	}
 	return n
+}
+
+// SoakProblems lists the soak goals missed, per store (none: all met).
+func (r *Report) SoakProblems() []string {
+	var out []string
+	for _, ss := range r.Soak {
+		for _, p := range ss.Result.Verdict().Problems {
+			out = append(out, ss.Store+": "+p)
+		}
+	}
+	return out
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
@@ -132,6 +155,9 @@ func (r *Report) Markdown(w io.Writer) {
 		}
 		p("\n")
 	}
+	for _, ss := range r.Soak {
+		writeSoak(w, r.Timing, ss)
+	}
 	for _, pr := range r.Pairs {
 		for _, res := range []*Result{pr.Direct, pr.Runtime} {
 			for _, e := range res.ErrorSamples {
@@ -164,4 +190,64 @@ func redisPerTurn(r *Result) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.3f", float64(r.RedisCPU)/float64(r.Turns)/float64(time.Millisecond))
+}
+
+func verdictWord(ok bool) string {
+	if ok {
+		return "**met**"
+	}
+	return "**missed**"
+}
+
+// writeSoak writes a soak's goals table and its RSS timeline.
+func writeSoak(w io.Writer, t Timing, ss StoreSoak) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	r := ss.Result
+	l := r.Load
+	v := r.Verdict()
+	env := "default retention"
+	if len(ss.ServerEnv) > 0 {
+		env = strings.Join(ss.ServerEnv, " ")
+	}
+	p("Soak, %s store: %d streams of paced turns (first token after %v, %d chunks %v apart) for %v; server with %s; "+
+		"RSS baseline = mean of [%v, %v), end = mean of the last %v; samples every %v. Load average (1 min) at the end: %s.\n\n",
+		ss.Store, l.Streams, t.TTFT, t.Chunks, t.InterToken, l.Duration, env,
+		l.Warmup, l.Warmup+l.Window, l.Window, l.Interval, r.LoadAverage)
+	p("| goal | measured | verdict |\n|---|---|---|\n")
+	p("| RSS grows <= %.0f%% | %s -> %s MiB: %+.1f%% (max %s MiB) | %s |\n", 100*l.MaxRSSGrowth,
+		mib(v.BaselineRSS), mib(v.EndRSS), 100*v.Growth, mib(v.MaxRSS), verdictWord(v.RSSOK))
+	p("| goroutines back to baseline (slack %d) | %.0f idle before, %.0f after (%v after the streams closed and the mock closed the server's %d idle model connections); peak %.0f | %s |\n",
+		l.GoroutineSlack, r.IdleGoroutines, r.AfterGoroutines, r.DrainTime.Round(time.Millisecond), r.ModelConns, peakGoroutines(r.Samples), verdictWord(v.GoroutinesOK))
+	p("| 0 errors | %d errors, %d turns (%.0f turns/s), %d busy retries; server CPU %.2f cores, %.2f ms per turn | %s |\n\n",
+		r.Errors, r.Turns, r.TurnsPerSecond(), r.Busy, r.CPU.Seconds()/max(r.Elapsed.Seconds(), 1e-9),
+		float64(r.CPU)/float64(max(r.Turns, 1))/float64(time.Millisecond), verdictWord(v.ErrorsOK))
+	p("| time | RSS (MiB) | heap in use (MiB) | heap objects | goroutines |\n|---|---|---|---|---|\n")
+	for _, s := range timeline(r.Samples, 10) {
+		p("| %v | %s | %.1f | %.0f | %.0f |\n", s.At.Round(time.Second), mib(s.RSS), s.HeapInuse/(1<<20), s.HeapObjects, s.Goroutines)
+	}
+	p("\n")
+	for _, e := range r.ErrorSamples {
+		p("- error (%s soak): %s\n", ss.Store, e)
+	}
+}
+
+func peakGoroutines(ss []SoakSample) float64 {
+	var m float64
+	for _, s := range ss {
+		m = max(m, s.Goroutines)
+	}
+	return m
+}
+
+// timeline picks about n+1 samples evenly spread over the soak, the first
+// and the last included.
+func timeline(ss []SoakSample, n int) []SoakSample {
+	if len(ss) <= n+1 {
+		return ss
+	}
+	out := make([]SoakSample, 0, n+1)
+	for i := range n {
+		out = append(out, ss[i*(len(ss)-1)/n])
+	}
+	return append(out, ss[len(ss)-1])
 }

@@ -3,6 +3,13 @@
 //
 //	go run ./loadtest/cmd/loadtest -streams 200,500 -duration 20s -idle 2000
 //
+// With -soak it runs a soak instead: one stream count for a long time per
+// store, the server's RSS and goroutines sampled, and a non-zero exit when
+// the RSS grew more than 10 %, the goroutines did not come back or a turn
+// failed:
+//
+//	go run ./loadtest/cmd/loadtest -soak 10m -streams 100 -stores memory
+//
 // Everything runs on loopback: the mock model inside this process, the
 // server and redis-server as child processes, all stopped at the end.
 package main
@@ -17,6 +24,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,7 +38,13 @@ import (
 const (
 	maxStreams  = 5000
 	maxDuration = 10 * time.Minute
+	maxSoak     = 2 * time.Hour
 )
+
+// soakEnv is the retention a soak runs the server with unless -server-env
+// says otherwise: what the server keeps by design stops growing after a
+// minute, so that a 2-minute warm-up reaches its steady size.
+var soakEnv = []string{"STREAM_RETENTION=60s", "SESSION_TTL_SECONDS=60"}
 
 type options struct {
 	bin, dir, out, logLevel, perfDir string
@@ -41,6 +55,7 @@ type options struct {
 	instantStreams, commandTurns     int
 	direct                           bool
 	serverEnv                        envList
+	soak                             loadtest.SoakLoad
 }
 
 // envList is a repeatable KEY=VALUE flag.
@@ -77,9 +92,16 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.commandTurns, "command-turns", 100, "turns per kind for counting Redis commands (0: skip)")
 	fs.Var(&o.serverEnv, "server-env", "more of the server's environment, KEY=VALUE (repeatable), e.g. STREAM_RETENTION=30s")
 	fs.BoolVar(&o.direct, "direct", true, "run the direct-to-mock baseline of each paced phase")
+	fs.DurationVar(&o.soak.Duration, "soak", 0, "run a soak of this length per store instead of the phases (one -streams count, default 100; the server gets "+strings.Join(soakEnv, " ")+" unless -server-env sets them)")
+	fs.DurationVar(&o.soak.Warmup, "soak-warmup", 2*time.Minute, "soak: time into the load where the RSS baseline window starts (at least the retention)")
+	fs.DurationVar(&o.soak.Window, "soak-window", time.Minute, "soak: the baseline and end RSS are the means over windows this long")
+	fs.DurationVar(&o.soak.Interval, "soak-interval", 5*time.Second, "soak: time between samples of the server's RSS and goroutines")
+	fs.DurationVar(&o.soak.Drain, "soak-drain", 30*time.Second, "soak: the longest wait for the goroutines to come back after the load")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	streamsSet := false
+	fs.Visit(func(f *flag.Flag) { streamsSet = streamsSet || f.Name == "streams" })
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -114,6 +136,29 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.timing.TTFT > time.Minute || o.timing.InterToken > 10*time.Second || o.timing.Chunks > 100000 {
 		errs = append(errs, errors.New("mock timing too slow: -ttft <= 1m, -inter-token <= 10s, -chunks <= 100000"))
+	}
+	if o.soak.Duration != 0 {
+		if !streamsSet {
+			o.streams = []int{100}
+		}
+		if len(o.streams) != 1 {
+			errs = append(errs, fmt.Errorf("-soak: want one -streams count, got %d", len(o.streams)))
+		} else {
+			o.soak.Streams = o.streams[0]
+		}
+		if o.soak.Duration < 0 || o.soak.Duration > maxSoak {
+			errs = append(errs, fmt.Errorf("-soak %v: want > 0 and <= %v", o.soak.Duration, maxSoak))
+		} else if o.soak.Warmup < 0 || o.soak.Window <= 0 || o.soak.Interval <= 0 || o.soak.Drain <= 0 {
+			errs = append(errs, errors.New("-soak-warmup: want >= 0; -soak-window, -soak-interval, -soak-drain: want > 0"))
+		} else if o.soak.Warmup+2*o.soak.Window > o.soak.Duration {
+			errs = append(errs, fmt.Errorf("-soak %v: shorter than -soak-warmup %v + 2 x -soak-window %v", o.soak.Duration, o.soak.Warmup, o.soak.Window))
+		}
+		for _, kv := range soakEnv {
+			k, _, _ := strings.Cut(kv, "=")
+			if !slices.ContainsFunc(o.serverEnv, func(s string) bool { return strings.HasPrefix(s, k+"=") }) {
+				o.serverEnv = append(o.serverEnv, kv)
+			}
+		}
 	}
 	return o, errors.Join(errs...)
 }
@@ -158,7 +203,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		o.dir = d
 	}
 	rep := &loadtest.Report{Timing: o.timing}
-	if err := measure(ctx, o, rep, stderr); err != nil {
+	do := measure
+	if o.soak.Duration > 0 {
+		do = soak
+	}
+	if err := do(ctx, o, rep, stderr); err != nil {
 		// The package's errors already say "loadtest:".
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -177,7 +226,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadtest: %d turns failed (see the error lines of the report)\n", n)
 		return 1
 	}
+	if ps := rep.SoakProblems(); len(ps) > 0 {
+		fmt.Fprintf(stderr, "loadtest: soak goals missed: %s\n", strings.Join(ps, "; "))
+		return 1
+	}
 	return 0
+}
+
+// soak runs the soak on a fresh server per store. When the goroutines did
+// not come back it ends the server with SIGQUIT and keeps its goroutine
+// dump beside the report (or in the working directory).
+func soak(ctx context.Context, o *options, rep *loadtest.Report, log io.Writer) error {
+	for _, store := range o.stores {
+		cfg := loadtest.EnvConfig{Bin: o.bin, Store: store, Dir: filepath.Join(o.dir, store+"-soak"), Timing: o.timing, LogLevel: o.logLevel, ServerEnv: o.serverEnv}
+		env, err := loadtest.Start(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "%s  %s: soak, %d streams for %v, server pid %d\n", time.Now().Format("15:04:05"), store, o.soak.Streams, o.soak.Duration, env.ServerPID())
+		res, err := env.Soak(ctx, o.soak)
+		if err == nil && !res.Verdict().GoroutinesOK {
+			path := filepath.Join(filepath.Dir(o.out), "soak-"+store+"-goroutines.txt")
+			if o.out == "" {
+				path = "soak-" + store + "-goroutines.txt"
+			}
+			if derr := dumpStacks(env, path); derr != nil {
+				fmt.Fprintln(log, derr)
+			} else {
+				fmt.Fprintf(log, "goroutines did not come back: the server's stacks are in %s\n", path)
+			}
+		}
+		env.Close()
+		if err != nil {
+			return err
+		}
+		rep.Soak = append(rep.Soak, loadtest.StoreSoak{Store: store, ServerEnv: o.serverEnv, Result: res})
+		v := res.Verdict()
+		fmt.Fprintf(log, "%s    RSS %+.1f%% (max %.0f MiB), goroutines %+.0f, %d turns, %d errors\n", time.Now().Format("15:04:05"),
+			100*v.Growth, float64(v.MaxRSS)/(1<<20), v.ExtraGoroutines, res.Turns, res.Errors)
+	}
+	return nil
+}
+
+func dumpStacks(env *loadtest.Env, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	err = env.QuitWithStacks(f)
+	return errors.Join(err, f.Close())
 }
 
 func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Writer) error {
