@@ -201,3 +201,55 @@ func TestLeaseReleaseGivesUpAtExpiry(t *testing.T) {
 		t.Fatalf("chat content in the log:\n%s", logs.String())
 	}
 }
+
+// TestLeaseFreeWhenDoneArrives: the lease is released before the turn's
+// Done event is yielded, so a client that sends its next message as soon as
+// it sees Done is not refused as busy (the stores' LockWait is 0: Lock
+// refuses a held session at once).
+func TestLeaseFreeWhenDoneArrives(t *testing.T) {
+	stores := []struct {
+		name string
+		open func(t *testing.T) session.Store
+	}{
+		{"memory", func(t *testing.T) session.Store { return session.NewMemory(session.Config{}) }},
+		{"redis", func(t *testing.T) session.Store {
+			srv := redistest.Start(t)
+			s, err := session.NewRedis(session.RedisConfig{URL: srv.URL()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			store := st.open(t)
+			defer store.Close()
+			n := gatedNode(t, store, agent.Config{}, &recordingModel{})
+			id := session.NewID()
+			for i := range 3 {
+				events, err := n.HandleMessage(context.Background(), id, "hello")
+				if err != nil {
+					t.Fatalf("turn %d: %v", i, err)
+				}
+				sawDone := false
+				for ev := range events {
+					if ev.Kind != chat.KindDone {
+						continue
+					}
+					sawDone = true
+					l, err := store.Lock(context.Background(), id)
+					if err != nil {
+						t.Fatalf("turn %d: Lock as Done arrives: %v", i, err)
+					}
+					if err := l.Release(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !sawDone {
+					t.Fatalf("turn %d: no Done", i)
+				}
+			}
+		})
+	}
+}

@@ -274,7 +274,12 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 		return nil, err
 	}
 	return func(yield func(chat.Event) bool) {
-		defer release()
+		released := false
+		defer func() {
+			if !released {
+				release()
+			}
+		}()
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go n.keepAlive(ctx, lease, cancel)
@@ -282,6 +287,16 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 		for ev := range n.service.StreamWithOrchestration(ctx, turn) {
 			seq++
 			ev.Seq = seq
+			if ev.Kind == chat.KindDone {
+				// Done is the turn's last event and comes after its last
+				// write: free the session before the client learns the
+				// turn is over, so that its next message is not refused
+				// as busy. Renewal stops first, so nothing touches the
+				// lease after the release.
+				cancel()
+				release()
+				released = true
+			}
 			if !yield(ev) {
 				return
 			}
