@@ -184,7 +184,7 @@ func tryStartServer(t *testing.T, tdir string, extra []string) (*serverProc, err
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
-			t.Logf("log of the server on %s:\n%s", p.addr, p.Log())
+			t.Logf("log of the server on %s (the end; all of it in %s):\n%s", p.addr, p.logPath, logTail(p.Log(), 60))
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
@@ -254,6 +254,18 @@ func (p *serverProc) Log() string {
 		return "(no log: " + err.Error() + ")"
 	}
 	return string(b)
+}
+
+// logTail is the last n lines of log, without go-redis's dial retries,
+// which drown everything else while Redis is down.
+func logTail(log string, n int) string {
+	var lines []string
+	for line := range strings.Lines(log) {
+		if !strings.Contains(line, "failed to dial after") {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "")
 }
 
 // frame is one SSE event of a turn stream.
