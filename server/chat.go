@@ -188,12 +188,29 @@ func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string) (
 		stopTimer()
 		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
 	}
+	var started chan struct{}
+	if s.cfg.Turns != nil {
+		started = make(chan struct{})
+	}
 	go func() {
 		defer stopTimer()
 		defer cancel(nil)
 		defer s.turns.ended(t)
+		if started != nil {
+			mirrored := make(chan struct{})
+			go func() {
+				defer close(mirrored)
+				s.mirror(t, started)
+			}()
+			defer func() { <-mirrored }()
+		}
 		s.runTurn(runCtx, t, events)
 	}()
+	if started != nil {
+		// The model call is under way meanwhile; only the client's first
+		// frame waits for the shared log to know the turn.
+		<-started
+	}
 	return t, nil
 }
 

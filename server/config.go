@@ -12,6 +12,7 @@ import (
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
+	"github.com/agentdock-go/agentdock/turnlog"
 )
 
 // Defaults of Config.
@@ -39,6 +40,12 @@ type Config struct {
 	Agents *agent.Agents
 	// Store is the session store; nil means Agents.Store().
 	Store session.Store
+	// Turns, when set, is the turn log the replicas of a deployment share
+	// (turnlog.Redis on the session store's Redis): every turn's frames are
+	// copied there, so that a client can resume a stream on any replica.
+	// Nil: a turn's stream can be resumed only on the replica that runs it.
+	// The server does not close it.
+	Turns turnlog.Log
 	// Logger gets one record per request (method, route, status, duration;
 	// never bodies or chat content). Nil means slog.Default().
 	Logger *slog.Logger

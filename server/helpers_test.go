@@ -27,18 +27,24 @@ type env struct {
 	t     *testing.T
 	srv   *Server
 	http  *httptest.Server
-	store *session.Memory
+	store session.Store
 	base  string
 }
 
 type envOptions struct {
 	delay time.Duration // the offline model's delay between words
 	cfg   func(*Config)
+	// store is the session store (default: a new memory store); the env
+	// closes it.
+	store session.Store
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
-	store := session.NewMemory(session.Config{})
+	var store session.Store = session.NewMemory(session.Config{})
+	if o.store != nil {
+		store = o.store
+	}
 	reg, err := tools.NewRegistry(tools.CognitiveTools()...)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turnlog"
 	"github.com/gin-gonic/gin"
 )
 
@@ -204,11 +205,31 @@ func (s *Server) getSession(c *gin.Context) {
 		snap := n.Engine().Snapshot(sess.State)
 		v.Orchestration = &snap
 	}
-	if t := s.turns.latest(sess.ID); t != nil {
-		last, done := t.state()
-		v.Turn = &turnView{ID: t.id, Running: !done, LastEventID: eventID(t.id, last)}
+	if v.Turn, err = s.latestTurn(ctx, sess); err != nil {
+		s.log.Warn("reading a session's latest turn", "session", sess.ID, "err", err)
 	}
 	c.JSON(http.StatusOK, v)
+}
+
+// latestTurn describes the session's latest turn, nil when none is kept.
+// A turn this replica runs or ran is described from its own log, which is
+// ahead of the shared one; a newer turn can only be another replica's
+// (turns of a session never overlap), and a running turn whose writer
+// stopped showing signs of life is not running any more.
+func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnView, error) {
+	var local *turnView
+	if t := s.turns.latest(sess.ID); t != nil {
+		last, done := t.state()
+		local = &turnView{ID: t.id, Running: !done, LastEventID: eventID(t.id, last)}
+		if local.Running {
+			return local, nil
+		}
+	}
+	st, found, err := s.sharedLookup(ctx, sess.ID, "", sess.Owner)
+	if err != nil || !found || s.turns.get(st.Turn) != nil {
+		return local, err
+	}
+	return &turnView{ID: st.Turn, Running: !st.Done && s.alive(st), LastEventID: eventID(st.Turn, st.Last)}, nil
 }
 
 func (s *Server) deleteSession(c *gin.Context) {
@@ -216,14 +237,16 @@ func (s *Server) deleteSession(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if t := s.turns.latest(sess.ID); t != nil {
-		if _, done := t.state(); !done {
-			abortWith(c, newError(http.StatusConflict, "session_busy", "a turn is running on this session; wait for it to finish before deleting the session"))
-			return
-		}
-	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 	defer cancel()
+	if t, err := s.latestTurn(ctx, sess); err != nil {
+		s.log.Error("deleting a session", "session", sess.ID, "err", err)
+		abortWith(c, storeError(err))
+		return
+	} else if t != nil && t.Running {
+		abortWith(c, newError(http.StatusConflict, "session_busy", "a turn is running on this session; wait for it to finish before deleting the session"))
+		return
+	}
 	if err := s.cfg.Store.Delete(ctx, sess.ID); err != nil {
 		e := storeError(err)
 		if e.Status >= 500 {
@@ -233,6 +256,10 @@ func (s *Server) deleteSession(c *gin.Context) {
 		return
 	}
 	s.turns.forgetSession(sess.ID)
+	if err := s.forgetShared(ctx, sess.ID); err != nil {
+		// The session is gone; its turns' events expire with the retention.
+		s.log.Warn("deleting a session's turns from the shared log", "session", sess.ID, "err", err)
+	}
 	c.Status(http.StatusNoContent)
 }
 
@@ -251,7 +278,7 @@ func (s *Server) resumeStream(c *gin.Context) {
 		return
 	}
 	owner := ownerOf(c)
-	var t *turn
+	var src source
 	var after int64
 	if lei := c.GetHeader("Last-Event-ID"); lei != "" {
 		turnID, seq, err := parseEventID(lei)
@@ -261,37 +288,75 @@ func (s *Server) resumeStream(c *gin.Context) {
 		}
 		// Another owner's turn is treated as not kept, so that its
 		// existence does not show.
-		if kept := s.turns.get(turnID); kept != nil && kept.owner == owner {
-			if kept.sessionID != id {
+		var (
+			kept        = s.turns.get(turnID)
+			found, done bool
+			sessionID   string
+			first, last int64
+		)
+		switch {
+		case kept != nil:
+			found, sessionID = kept.owner == owner, kept.sessionID
+			last, done = kept.state()
+			first = kept.firstKept()
+		case s.cfg.Turns != nil:
+			st, ok, err := s.sharedLookup(c.Request.Context(), id, turnID, owner)
+			if err != nil {
+				s.log.Error("resuming a stream", "session", id, "err", err)
+				abortWith(c, storeError(err))
+				return
+			}
+			found, sessionID, last, done, first = ok, id, st.Last, st.Done, st.First
+		}
+		if found {
+			if sessionID != id {
 				abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID names a turn of another session"))
 				return
 			}
-			last, done := kept.state()
-			if seq > last {
+			// On the turn's own replica the log is complete; in the shared
+			// log a running turn's last frames may still be on their way,
+			// so a client ahead of it waits for them there.
+			if seq > last && (kept != nil || done) {
 				abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q is ahead of the turn's last event %q", lei, eventID(turnID, last)))
 				return
 			}
-			if seq+1 < kept.firstKept() {
+			if seq+1 < first {
 				abortWith(c, newError(http.StatusGone, "stream_gap", "the events after %q were dropped (the turn had more than %d); read the answer from GET /api/sessions/%s", lei, s.cfg.MaxTurnEvents, id))
 				return
 			}
-			t, after = kept, seq
-			if done && seq == last {
-				t = nil
+			switch {
+			case done && seq == last:
+			case kept != nil:
+				src, after = kept, seq
+			default:
+				// When the writer died, the stream gives what the shared
+				// log got, then closing frames that say so.
+				src, after = &sharedTurn{s: s, ref: turnlog.Ref{Session: id, Turn: turnID}}, seq
 			}
 		}
 	}
-	if t == nil {
+	if src == nil {
 		if latest := s.turns.latest(id); latest != nil && latest.owner == owner {
 			if _, done := latest.state(); !done {
-				t, after = latest, 0
+				src, after = latest, 0
 			}
 		}
 	}
-	if t == nil {
+	if src == nil && s.cfg.Turns != nil {
+		st, found, err := s.sharedLookup(c.Request.Context(), id, "", owner)
+		if err != nil {
+			s.log.Error("resuming a stream", "session", id, "err", err)
+			abortWith(c, storeError(err))
+			return
+		}
+		if found && !st.Done && s.alive(st) && s.turns.get(st.Turn) == nil {
+			src, after = &sharedTurn{s: s, ref: st.Ref}, 0
+		}
+	}
+	if src == nil {
 		c.Header("X-Session-Id", id)
 		c.Status(http.StatusNoContent)
 		return
 	}
-	s.streamTurn(c, t, after)
+	s.streamTurn(c, src, after)
 }

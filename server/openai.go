@@ -247,7 +247,7 @@ func follow(ctx context.Context, t *turn, heartbeat time.Duration, fn func(chat.
 	}
 }
 
-var errGap = &chat.Error{Code: "stream_gap", Message: "events of this turn were dropped before they could be sent"}
+var errGap = &chat.Error{Code: "stream_gap", Message: "events of this turn were dropped before they could be sent; read the answer from the session history"}
 
 func oaFinish(reason string) string {
 	if reason == chat.FinishLength || reason == chat.FinishMaxSteps {

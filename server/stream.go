@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentdock-go/agentdock/chat"
 	"github.com/gin-gonic/gin"
 	"github.com/r3labs/sse/v2"
 )
@@ -64,19 +65,59 @@ func newSSE(s *Server) *sse.Server {
 	return srv
 }
 
+// source is where one connection's frames come from: the turn this
+// replica runs (*turn), or the shared log for a turn another replica runs
+// (*sharedTurn, replicas.go).
+type source interface {
+	// ids names the turn.
+	ids() (sessionID, turnID string)
+	// attach counts a reader of the turn until the returned func is called.
+	attach() (detach func())
+	// next returns the frames after seq `after`, waiting for some until the
+	// turn ends, tick fires, stop is closed or ctx ends (then it returns
+	// none and done false). A non-nil error ends the connection with it:
+	// the frames cannot be served.
+	next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) (frames []frame, done bool, err *chat.Error)
+}
+
+func (t *turn) ids() (string, string) { return t.sessionID, t.id }
+
+func (t *turn) next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
+	for {
+		frames, done, gap, changed := t.read(after)
+		switch {
+		case gap:
+			return nil, false, errGap
+		case len(frames) > 0 || done:
+			return frames, done, nil
+		}
+		select {
+		case <-changed:
+		case <-tick:
+			return nil, false, nil
+		case <-ctx.Done():
+			return nil, false, nil
+		case <-stop:
+			return nil, false, nil
+		}
+	}
+}
+
 // streamHeaders are the headers of every UI message stream response.
-func streamHeaders(h http.Header, t *turn) {
+func streamHeaders(h http.Header, src source) {
+	sessionID, turnID := src.ids()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Vercel-Ai-Ui-Message-Stream", "v1")
 	h.Set("X-Accel-Buffering", "no")
-	h.Set("X-Session-Id", t.sessionID)
-	h.Set("X-Turn-Id", t.id)
+	h.Set("X-Session-Id", sessionID)
+	h.Set("X-Turn-Id", turnID)
 }
 
-// streamTurn writes t's frames after seq `after` to the response, live until
-// the turn's last frame, the client's disconnect or the server's shutdown.
-func (s *Server) streamTurn(c *gin.Context, t *turn, after int64) {
+// streamTurn writes the frames of src after seq `after` to the response,
+// live until the turn's last frame, the client's disconnect or the server's
+// shutdown.
+func (s *Server) streamTurn(c *gin.Context, src source, after int64) {
 	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "chat")()
 	w := c.Writer
 	// The http.Server's WriteTimeout (and a ReadTimeout, if one is set) would
@@ -84,9 +125,10 @@ func (s *Server) streamTurn(c *gin.Context, t *turn, after int64) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.SetReadDeadline(time.Time{})
-	streamHeaders(w.Header(), t)
+	streamHeaders(w.Header(), src)
 
-	streamID := t.id + "/" + strconv.FormatInt(s.connSeq.Add(1), 10)
+	_, turnID := src.ids()
+	streamID := turnID + "/" + strconv.FormatInt(s.connSeq.Add(1), 10)
 	conn := &sseConn{subscribed: make(chan struct{}), unsubscribed: make(chan struct{})}
 	s.subs.Store(streamID, conn)
 	defer s.subs.Delete(streamID)
@@ -100,7 +142,7 @@ func (s *Server) streamTurn(c *gin.Context, t *turn, after int64) {
 	published := make(chan struct{})
 	go func() {
 		defer close(published)
-		s.publish(ctx, streamID, conn, t, after)
+		s.publish(ctx, streamID, conn, src, after)
 	}()
 	s.sse.ServeHTTP(w, req)
 	cancel()
@@ -118,56 +160,61 @@ func (s *Server) streamTurn(c *gin.Context, t *turn, after int64) {
 	s.sse.RemoveStream(streamID)
 }
 
-// publish feeds one connection's sse stream from the turn's log.
-func (s *Server) publish(ctx context.Context, streamID string, conn *sseConn, t *turn, after int64) {
+// publish feeds one connection's sse stream from src.
+func (s *Server) publish(ctx context.Context, streamID string, conn *sseConn, src source, after int64) {
 	select {
 	case <-conn.subscribed:
 	case <-ctx.Done():
 		return
 	}
-	t.attach()
-	defer t.detach()
+	defer src.attach()()
+	_, turnID := src.ids()
 	hb := time.NewTicker(s.cfg.Heartbeat)
 	defer hb.Stop()
 	pub := func(ev *sse.Event) { s.sse.Publish(streamID, ev) }
 	// closeWith sends frames that are not in the turn's log (so they carry no
 	// ID) and ends the response.
-	closeWith := func(code, msg string) {
-		pub(&sse.Event{Data: mustJSON(uiChunk{Type: "error", ErrorText: code + ": " + msg})})
+	closeWith := func(e *chat.Error) {
+		pub(&sse.Event{Data: mustJSON(uiChunk{Type: "error", ErrorText: e.Code + ": " + e.Message})})
 		pub(&sse.Event{Data: mustJSON(uiChunk{Type: "finish", FinishReason: "error"})})
 		pub(&sse.Event{Data: doneData})
 		pub(&sse.Event{})
 	}
 	for {
-		frames, done, gap, changed := t.read(after)
-		if gap {
-			closeWith("stream_gap", "events of this turn were dropped before they could be sent; read the answer from the session history")
+		frames, done, err := src.next(ctx, after, hb.C, s.closing)
+		if err != nil {
+			closeWith(err)
 			return
 		}
 		for _, f := range frames {
 			if ctx.Err() != nil {
 				return
 			}
-			pub(&sse.Event{ID: []byte(eventID(t.id, f.seq)), Data: f.data})
+			pub(&sse.Event{ID: []byte(eventID(turnID, f.seq)), Data: f.data})
 			after = f.seq
 		}
-		if len(frames) > 0 {
+		switch {
+		case len(frames) > 0:
 			hb.Reset(s.cfg.Heartbeat)
-			continue
-		}
-		if done {
+		case done:
 			pub(&sse.Event{})
 			return
-		}
-		select {
-		case <-changed:
-		case <-hb.C:
+		case ctx.Err() != nil:
+			return
+		case isClosed(s.closing):
+			closeWith(errShutdown)
+			return
+		default:
 			pub(&sse.Event{Comment: []byte("heartbeat")})
-		case <-ctx.Done():
-			return
-		case <-s.closing:
-			closeWith(errShutdown.Code, errShutdown.Message)
-			return
 		}
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }

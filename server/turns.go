@@ -42,7 +42,7 @@ type turn struct {
 
 	mu       sync.Mutex
 	frames   []frame // the kept window, oldest first
-	next     int64   // seq of the next frame
+	nextSeq  int64   // seq of the next frame
 	done     bool
 	changed  chan struct{} // closed and replaced when frames or done change
 	attached int
@@ -51,7 +51,7 @@ type turn struct {
 
 func newTurn(id, sessionID, agentID, owner string, cancel context.CancelCauseFunc, maxFrames int, grace time.Duration) *turn {
 	return &turn{id: id, sessionID: sessionID, agentID: agentID, owner: owner, cancel: cancel,
-		maxFrames: maxFrames, grace: grace, next: 1, changed: make(chan struct{})}
+		maxFrames: maxFrames, grace: grace, nextSeq: 1, changed: make(chan struct{})}
 }
 
 // add appends frames and wakes the readers. It never blocks on readers: a
@@ -67,8 +67,8 @@ func (t *turn) add(items ...item) {
 			t.frames[0] = frame{}
 			t.frames = t.frames[1:]
 		}
-		t.frames = append(t.frames, frame{seq: t.next, data: it.data, ev: it.ev})
-		t.next++
+		t.frames = append(t.frames, frame{seq: t.nextSeq, data: it.data, ev: it.ev})
+		t.nextSeq++
 	}
 	t.notify()
 }
@@ -111,7 +111,7 @@ func (t *turn) read(after int64) (frames []frame, done, gap bool, changed <-chan
 func (t *turn) state() (last int64, done bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.next - 1, t.done
+	return t.nextSeq - 1, t.done
 }
 
 // firstKept is the seq of the oldest frame still kept.
@@ -119,14 +119,14 @@ func (t *turn) firstKept() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.frames) == 0 {
-		return t.next
+		return t.nextSeq
 	}
 	return t.frames[0].seq
 }
 
-// attach and detach count the clients reading the turn's stream; they drive
-// the disconnect grace.
-func (t *turn) attach() {
+// attach and detach count the clients reading the turn's stream on this
+// replica; they drive the disconnect grace.
+func (t *turn) attach() (detach func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.attached++
@@ -134,6 +134,7 @@ func (t *turn) attach() {
 		t.timer.Stop()
 		t.timer = nil
 	}
+	return t.detach
 }
 
 func (t *turn) detach() {

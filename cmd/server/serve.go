@@ -23,6 +23,7 @@ import (
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/templates"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/turnlog"
 	"github.com/agentdock-go/agentdock/web"
 )
 
@@ -64,15 +65,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) error {
-	store, kind, err := openStore(ctx, cfg)
+	store, kind, prefix, err := openStore(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("opening the session store: %w", err)
 	}
 	defer store.Close()
+	// With Redis the replicas of a deployment share their turns' streams
+	// too, so that a client can resume on any of them.
+	var turns turnlog.Log
 	if r, ok := store.(*session.Redis); ok {
 		if err := tel.InstrumentRedis(r.Client()); err != nil {
 			return fmt.Errorf("tracing redis: %w", err)
 		}
+		tl, err := turnlog.NewRedis(ctx, turnlog.RedisConfig{
+			Config: turnlog.Config{MaxFrames: cfg.MaxTurnEvents, Retention: cfg.StreamRetention},
+			Client: r.Client(),
+			Prefix: prefix + ":turns",
+		})
+		if err != nil {
+			return fmt.Errorf("opening the shared turn log: %w", err)
+		}
+		defer tl.Close()
+		turns = tl
 	}
 	toolCfg, err := tools.BuiltinConfigFromEnv()
 	if err != nil {
@@ -103,7 +117,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return err
 	}
-	scfg.Agents, scfg.Store, scfg.Logger, scfg.WebFS, scfg.Telemetry = agents, store, log, web.FS(), tel
+	scfg.Agents, scfg.Store, scfg.Logger, scfg.WebFS, scfg.Telemetry, scfg.Turns = agents, store, log, web.FS(), tel, turns
 	srv, err := server.New(scfg)
 	if err != nil {
 		return err
@@ -282,22 +296,30 @@ func fallbackModel(cfg *serveConfig, tel *telemetry.Telemetry) (llmorch.Model, e
 }
 
 // openStore opens the store named by --store/SESSION_STORE, else Redis as
-// configured by the REDIS_* variables, else the memory store.
-func openStore(ctx context.Context, cfg *serveConfig) (session.Store, string, error) {
+// configured by the REDIS_* variables, else the memory store. prefix is the
+// Redis store's key prefix.
+func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, prefix string, err error) {
+	prefix = session.DefaultPrefix
 	if cfg.Store != "" {
-		st, err := session.Open(ctx, cfg.Store, session.Config{TTL: cfg.SessionTTL})
-		kind, _, _ := strings.Cut(cfg.Store, "://")
-		return st, kind, err
+		st, err = session.Open(ctx, cfg.Store, session.Config{TTL: cfg.SessionTTL})
+		kind, _, _ = strings.Cut(cfg.Store, "://")
+		if rc, perr := session.ParseRedisURL(cfg.Store); err == nil && perr == nil && rc.Prefix != "" {
+			prefix = rc.Prefix
+		}
+		return st, kind, prefix, err
 	}
 	rc, ok, err := session.RedisConfigFromEnv()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	if !ok {
-		return session.NewMemory(session.Config{TTL: cfg.SessionTTL}), "memory", nil
+		return session.NewMemory(session.Config{TTL: cfg.SessionTTL}), "memory", "", nil
 	}
-	st, err := session.NewRedis(rc)
-	return st, "redis", err
+	if rc.Prefix != "" {
+		prefix = rc.Prefix
+	}
+	st, err = session.NewRedis(rc)
+	return st, "redis", prefix, err
 }
 
 func runMockLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {

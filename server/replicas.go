@@ -1,0 +1,265 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turnlog"
+)
+
+// Replicas share turns through Config.Turns (a turnlog.Redis on the session
+// store's Redis). The replica that runs a turn stays its only writer: the
+// turn's frames go to its local log first (clients attached to this replica
+// read them from there, with no round trip) and a mirror goroutine copies
+// them to the shared log in batches. A client that reconnects to another
+// replica is served from the shared log (sharedTurn).
+//
+// The mirror lags the local log by up to mirrorBatch plus a round trip, so a
+// client can hold frames that the shared log does not have yet: another
+// replica then waits for the log to catch up rather than calling the
+// client's Last-Event-ID invalid. If the writer died, the log never catches
+// up; the writer's sign of life (turnlog.Status.Written, advanced at least
+// every heartbeat) tells readers so after writerTimeout, and they end the
+// stream with errAbandoned.
+
+// mirrorBatch is how long the mirror lets frames gather before one write:
+// a paced model stream (a chunk every 10-50 ms) then costs a few round trips
+// per second instead of one per chunk.
+const mirrorBatch = 50 * time.Millisecond
+
+// mirrorDrain bounds the mirror's work once the turn is over (the last
+// frames and Finish), so that an unreachable Redis cannot hold up shutdown.
+const mirrorDrain = 10 * time.Second
+
+var errAbandoned = &chat.Error{Code: "turn_interrupted", Message: "the server running this turn stopped before the turn ended; what it saved is in the session history"}
+
+var errTurnGone = &chat.Error{Code: "stream_gone", Message: "this turn's events are no longer kept; read the answer from the session history"}
+
+var errSharedLog = &chat.Error{Code: "store_unavailable", Message: "the turn's events could not be read from the shared store; reconnect to resume"}
+
+// writerTimeout is how long a running turn may go without a sign of life
+// from its writer before readers on other replicas give it up. The writer
+// appends at least every heartbeat; three missed ones are not a slow
+// network.
+func (s *Server) writerTimeout() time.Duration { return 3 * s.cfg.Heartbeat }
+
+// alive reports whether a running turn's writer still shows signs of life.
+// It compares the writer's clock with this replica's: replicas' clocks must
+// agree to well within writerTimeout (NTP does).
+func (s *Server) alive(st turnlog.Status) bool {
+	return st.Done || time.Since(st.Written) < s.writerTimeout()
+}
+
+// mirror copies t's frames to the shared log until the turn is over, then
+// finishes it there. started is closed once the turn is registered in the
+// shared log (or that failed), so that the client is not told the turn's ID
+// before another replica could find it.
+func (s *Server) mirror(t *turn, started chan<- struct{}) {
+	log := s.cfg.Turns
+	ref := turnlog.Ref{Session: t.sessionID, Turn: t.id}
+	ctx := context.WithoutCancel(s.base)
+	err := log.Start(ctx, turnlog.Meta{Ref: ref, Owner: t.owner, AgentID: t.agentID})
+	close(started)
+	if err != nil {
+		s.log.Warn("shared turn log: starting the turn failed; its stream can be resumed on this replica only", "session", t.sessionID, "turn", t.id, "err", err)
+		return
+	}
+	var (
+		sent      int64 // the last seq the shared log has
+		doneAt    time.Time
+		lastWrite = time.Now()
+		failures  int
+	)
+	idle := time.NewTimer(s.cfg.Heartbeat)
+	defer idle.Stop()
+	for {
+		frames, done, gap, changed := t.read(sent)
+		if done && doneAt.IsZero() {
+			doneAt = time.Now()
+		}
+		if !doneAt.IsZero() && time.Since(doneAt) > mirrorDrain {
+			s.log.Warn("shared turn log: gave up copying the turn's last frames", "session", t.sessionID, "turn", t.id, "sent", sent)
+			return
+		}
+		if gap {
+			// More than MaxTurnEvents frames piled up behind an unreachable
+			// shared log: the missing ones are gone, and a reader on another
+			// replica gets the gap answer there.
+			s.log.Warn("shared turn log: frames were dropped before they could be copied", "session", t.sessionID, "turn", t.id, "sent", sent)
+			_ = log.Finish(ctx, ref)
+			return
+		}
+		var err error
+		switch {
+		case len(frames) > 0:
+			data := make([][]byte, len(frames))
+			for i, f := range frames {
+				data[i] = f.data
+			}
+			var last int64
+			if last, err = log.Append(ctx, ref, data...); err == nil {
+				if last != frames[len(frames)-1].seq {
+					s.log.Error("shared turn log: the turn's frames are numbered differently there; stopped copying", "session", t.sessionID, "turn", t.id, "local", frames[len(frames)-1].seq, "shared", last)
+					return
+				}
+				sent = last
+			}
+		case done:
+			if err = log.Finish(ctx, ref); err == nil {
+				return
+			}
+		case time.Since(lastWrite) >= s.cfg.Heartbeat:
+			_, err = log.Append(ctx, ref) // the sign of life
+		}
+		if err != nil {
+			if errors.Is(err, turnlog.ErrNotFound) || errors.Is(err, turnlog.ErrFinished) || errors.Is(err, turnlog.ErrClosed) {
+				// The session was deleted, or a reader declared the turn
+				// abandoned: nothing more to copy.
+				return
+			}
+			failures++
+			if failures == 1 {
+				s.log.Warn("shared turn log: copying the turn's frames failed; retrying", "session", t.sessionID, "turn", t.id, "err", err)
+			}
+			// Whether the write went in is unknown: continue from what the
+			// shared log has.
+			time.Sleep(min(time.Duration(failures)*100*time.Millisecond, time.Second))
+			if st, lerr := log.Lookup(ctx, ref); lerr == nil {
+				sent = st.Last
+			}
+			continue
+		}
+		if failures > 0 {
+			s.log.Info("shared turn log: copying resumed", "session", t.sessionID, "turn", t.id)
+			failures = 0
+		}
+		if len(frames) > 0 || time.Since(lastWrite) >= s.cfg.Heartbeat {
+			lastWrite = time.Now()
+		}
+		if done {
+			continue
+		}
+		if len(frames) > 0 {
+			// Let the next frames gather before writing them.
+			time.Sleep(mirrorBatch)
+			continue
+		}
+		// Since Go 1.23 Reset discards a stale tick: no drain needed.
+		idle.Reset(s.cfg.Heartbeat - time.Since(lastWrite))
+		select {
+		case <-changed:
+		case <-idle.C:
+		}
+	}
+}
+
+// sharedTurn is a turn another replica runs, read from the shared log.
+type sharedTurn struct {
+	s   *Server
+	ref turnlog.Ref
+}
+
+func (t *sharedTurn) ids() (string, string) { return t.ref.Session, t.ref.Turn }
+
+// attach does nothing: the disconnect grace counts the clients of the
+// replica that runs the turn only.
+func (t *sharedTurn) attach() func() { return func() {} }
+
+func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
+	log := t.s.cfg.Turns
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-tick:
+		case <-stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	for {
+		b, err := log.Wait(ctx, t.ref, after)
+		switch {
+		case err == nil && b.Gap:
+			return nil, false, errGap
+		case err == nil:
+			frames := make([]frame, len(b.Frames))
+			for i, f := range b.Frames {
+				frames[i] = frame{seq: f.Seq, data: f.Data}
+			}
+			return frames, b.Done, nil
+		case ctx.Err() != nil:
+			// The tick (or the end): check that the writer lives.
+			return nil, false, t.check(context.WithoutCancel(ctx))
+		case errors.Is(err, turnlog.ErrAhead):
+			// The client has frames the mirror has not copied yet.
+			if e := t.check(ctx); e != nil {
+				return nil, false, e
+			}
+			select {
+			case <-time.After(mirrorBatch):
+			case <-ctx.Done():
+			}
+		case errors.Is(err, turnlog.ErrNotFound):
+			return nil, false, errTurnGone
+		default:
+			t.s.log.Warn("shared turn log: reading a turn failed", "session", t.ref.Session, "turn", t.ref.Turn, "err", err)
+			return nil, false, errSharedLog
+		}
+	}
+}
+
+// check ends the stream when the turn's writer stopped showing signs of
+// life.
+func (t *sharedTurn) check(ctx context.Context) *chat.Error {
+	st, err := t.s.cfg.Turns.Lookup(ctx, t.ref)
+	switch {
+	case errors.Is(err, turnlog.ErrNotFound):
+		return errTurnGone
+	case err != nil:
+		// A blip of the shared store is not the writer's death: the next
+		// read tells.
+		return nil
+	case !t.s.alive(st):
+		return errAbandoned
+	}
+	return nil
+}
+
+// sharedLookup finds a turn of the session in the shared log; found is
+// false when there is no shared log, the turn is not kept there or it is
+// another owner's.
+func (s *Server) sharedLookup(ctx context.Context, sessionID, turnID, owner string) (st turnlog.Status, found bool, err error) {
+	if s.cfg.Turns == nil {
+		return st, false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if turnID == "" {
+		st, err = s.cfg.Turns.Latest(ctx, sessionID)
+	} else {
+		st, err = s.cfg.Turns.Lookup(ctx, turnlog.Ref{Session: sessionID, Turn: turnID})
+	}
+	switch {
+	case errors.Is(err, turnlog.ErrNotFound):
+		return st, false, nil
+	case err != nil:
+		return st, false, fmt.Errorf("looking up the session's turn in the shared log: %w", err)
+	}
+	return st, st.Owner == owner, nil
+}
+
+// forgetShared drops the session's turns from the shared log.
+func (s *Server) forgetShared(ctx context.Context, sessionID string) error {
+	if s.cfg.Turns == nil {
+		return nil
+	}
+	if err := s.cfg.Turns.Forget(ctx, sessionID); err != nil && !errors.Is(err, session.ErrNotFound) {
+		return err
+	}
+	return nil
+}
