@@ -354,3 +354,183 @@ func TestHarness(t *testing.T) {
 		})
 	}
 }
+
+// soakSeries is samples every interval from 0 to d inclusive, RSS from f.
+func soakSeries(d, interval time.Duration, f func(at time.Duration) int64) []SoakSample {
+	var ss []SoakSample
+	for at := time.Duration(0); at <= d; at += interval {
+		ss = append(ss, SoakSample{At: at, RSS: f(at), Goroutines: 900})
+	}
+	return ss
+}
+
+func TestSoakVerdict(t *testing.T) {
+	const mb = 1 << 20
+	load := SoakLoad{Streams: 100, Duration: 10 * time.Minute, Warmup: 2 * time.Minute}
+	if err := load.validate(); err != nil {
+		t.Fatal(err)
+	}
+	flat := func(time.Duration) int64 { return 400 * mb }
+	// Rises to 400 MiB during the warm-up (the retention filling), then
+	// flat: what a server without a leak does.
+	warm := func(at time.Duration) int64 { return int64(min(at, 2*time.Minute)) * 400 / int64(2*time.Minute) * mb }
+	// Grows 1 MiB per minute after 400: the mean of the last minute's 13
+	// samples (9:00 to 10:00) is 407.5 MiB, the baseline's (2:00 to 2:55)
+	// 400.46 MiB: +1.76 %.
+	slow := func(at time.Duration) int64 { return 400*mb + int64(at-2*time.Minute)*mb/int64(time.Minute) }
+	// 20 % more in the last minute.
+	leak := func(at time.Duration) int64 {
+		if at >= 9*time.Minute {
+			return 480 * mb
+		}
+		return 400 * mb
+	}
+	// Exactly 10 %: still within the goal.
+	edge := func(at time.Duration) int64 {
+		if at >= 9*time.Minute {
+			return 440 * mb
+		}
+		return 400 * mb
+	}
+	spike := func(at time.Duration) int64 {
+		if at == 5*time.Minute {
+			return 900 * mb
+		}
+		return 400 * mb
+	}
+	interval := 5 * time.Second
+	tests := []struct {
+		name                      string
+		samples                   []SoakSample
+		idle, after               float64
+		turns, errors             int
+		load                      *SoakLoad
+		rss, goroutines, errorsOK bool
+		growth                    float64
+		maxRSS                    int64
+		problem                   string
+	}{
+		{name: "steady", samples: soakSeries(10*time.Minute, interval, flat), idle: 12, after: 12, turns: 80000,
+			rss: true, goroutines: true, errorsOK: true, growth: 0, maxRSS: 400 * mb},
+		{name: "retention fills during the warm-up", samples: soakSeries(10*time.Minute, interval, warm), idle: 12, after: 11, turns: 80000,
+			rss: true, goroutines: true, errorsOK: true, growth: 0, maxRSS: 400 * mb},
+		{name: "slow growth within the goal", samples: soakSeries(10*time.Minute, interval, slow), idle: 12, after: 14, turns: 80000,
+			rss: true, goroutines: true, errorsOK: true, growth: 0.01758, maxRSS: 408 * mb},
+		{name: "rss leak", samples: soakSeries(10*time.Minute, interval, leak), idle: 12, after: 12, turns: 80000,
+			rss: false, goroutines: true, errorsOK: true, growth: 0.2, maxRSS: 480 * mb, problem: "RSS grew 20.0% (400.0 -> 480.0 MiB), goal <= 10%"},
+		{name: "exactly the goal", samples: soakSeries(10*time.Minute, interval, edge), idle: 12, after: 14, turns: 80000,
+			rss: true, goroutines: true, errorsOK: true, growth: 0.1, maxRSS: 440 * mb},
+		{name: "a spike counts in max, not in growth", samples: soakSeries(10*time.Minute, interval, spike), idle: 12, after: 12, turns: 80000,
+			rss: true, goroutines: true, errorsOK: true, growth: 0, maxRSS: 900 * mb},
+		{name: "goroutine leak", samples: soakSeries(10*time.Minute, interval, flat), idle: 12, after: 15, turns: 80000,
+			rss: true, goroutines: false, errorsOK: true, maxRSS: 400 * mb, problem: "goroutines 15 after the load"},
+		{name: "idle goroutines not read", samples: soakSeries(10*time.Minute, interval, flat), idle: 0, after: 1, turns: 80000,
+			rss: true, goroutines: false, errorsOK: true, maxRSS: 400 * mb, problem: "0 before"},
+		{name: "failed turns", samples: soakSeries(10*time.Minute, interval, flat), idle: 12, after: 12, turns: 80000, errors: 3,
+			rss: true, goroutines: true, errorsOK: false, maxRSS: 400 * mb, problem: "3 turns failed, 80000 completed"},
+		{name: "no turns", samples: soakSeries(10*time.Minute, interval, flat), idle: 12, after: 12,
+			rss: true, goroutines: true, errorsOK: false, maxRSS: 400 * mb, problem: "0 turns failed, 0 completed"},
+		{name: "samples stop before the baseline window", samples: soakSeries(time.Minute, interval, flat), idle: 12, after: 12, turns: 10,
+			rss: false, goroutines: true, errorsOK: true, maxRSS: 400 * mb, problem: "0 samples in the baseline window and 0 in the end window"},
+		{name: "a stricter goal", samples: soakSeries(10*time.Minute, interval, slow), idle: 12, after: 12, turns: 80000,
+			load: &SoakLoad{Streams: 100, Duration: 10 * time.Minute, Warmup: 2 * time.Minute, MaxRSSGrowth: 0.01, GoroutineSlack: 5},
+			rss:  false, goroutines: true, errorsOK: true, growth: 0.01758, maxRSS: 408 * mb, problem: "goal <= 1%"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := load
+			if tc.load != nil {
+				l = *tc.load
+				if err := l.validate(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := &SoakResult{Load: l, Samples: tc.samples, IdleGoroutines: tc.idle, AfterGoroutines: tc.after, Turns: tc.turns, Errors: tc.errors}
+			v := r.Verdict()
+			if v.RSSOK != tc.rss || v.GoroutinesOK != tc.goroutines || v.ErrorsOK != tc.errorsOK {
+				t.Fatalf("rss %v goroutines %v errors %v; want %v %v %v (%q)", v.RSSOK, v.GoroutinesOK, v.ErrorsOK, tc.rss, tc.goroutines, tc.errorsOK, v.Problems)
+			}
+			if v.OK() != (tc.rss && tc.goroutines && tc.errorsOK) || v.OK() != (len(v.Problems) == 0) {
+				t.Fatalf("OK %v with problems %q", v.OK(), v.Problems)
+			}
+			if d := v.Growth - tc.growth; d > 0.0001 || d < -0.0001 {
+				t.Fatalf("growth %.5f, want %.5f (baseline %d, end %d)", v.Growth, tc.growth, v.BaselineRSS, v.EndRSS)
+			}
+			if v.MaxRSS != tc.maxRSS {
+				t.Fatalf("max RSS %d, want %d", v.MaxRSS, tc.maxRSS)
+			}
+			if tc.problem != "" && !strings.Contains(strings.Join(v.Problems, "; "), tc.problem) {
+				t.Fatalf("problems %q lack %q", v.Problems, tc.problem)
+			}
+		})
+	}
+}
+
+func TestSoakLoadValidate(t *testing.T) {
+	tests := []struct {
+		load SoakLoad
+		want string
+	}{
+		{SoakLoad{Streams: 1, Duration: time.Minute, Warmup: 30 * time.Second, Window: 20 * time.Second}, "longer than the duration"},
+		{SoakLoad{Streams: 1, Duration: time.Minute, Window: 10 * time.Second, Interval: 20 * time.Second}, "holds no sample"},
+		{SoakLoad{Streams: 0, Duration: time.Minute, Window: 10 * time.Second}, "streams 0"},
+		{SoakLoad{Streams: 1, Duration: -time.Minute}, "duration -1m0s"},
+		{SoakLoad{Streams: 1, Duration: time.Minute, Warmup: -time.Second, Window: 10 * time.Second}, "want >= 0"},
+		{SoakLoad{Streams: 1, Duration: time.Minute, Window: 10 * time.Second, MaxRSSGrowth: -1}, "max RSS growth"},
+	}
+	for _, tc := range tests {
+		err := tc.load.validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err %v, want %q", tc.load, err, tc.want)
+		}
+	}
+	l := SoakLoad{Streams: 100, Duration: 10 * time.Minute, Warmup: 2 * time.Minute}
+	if err := l.validate(); err != nil || l.Interval != 5*time.Second || l.Window != time.Minute || l.MaxRSSGrowth != 0.10 || l.GoroutineSlack != 2 || l.SessionTurns != 10 {
+		t.Fatalf("defaults %+v, %v", l, err)
+	}
+}
+
+// TestSoak runs a short soak against the real binary with second-long
+// retention: the turns complete, RSS and goroutines are sampled through
+// the load, the goroutines come back once the streams and the model
+// connections are closed, and the report has its goals table.
+func TestSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the server")
+	}
+	bin := agentdockBin(t)
+	timing := Timing{TTFT: 30 * time.Millisecond, InterToken: time.Millisecond, Chunks: 8}
+	ctx := context.Background()
+	serverEnv := []string{"STREAM_RETENTION=1s", "SESSION_TTL_SECONDS=1"}
+	env, err := Start(ctx, EnvConfig{Bin: bin, Store: "memory", Dir: t.TempDir(), Timing: timing, LogLevel: "warn", ServerEnv: serverEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	res, err := env.Soak(ctx, SoakLoad{Streams: 4, Duration: 6 * time.Second, Ramp: 100 * time.Millisecond,
+		Warmup: 2 * time.Second, Window: 2 * time.Second, Interval: 250 * time.Millisecond, Drain: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := res.Verdict()
+	if res.Errors != 0 || res.Turns < 4 {
+		t.Fatalf("%d turns, %d errors %q", res.Turns, res.Errors, res.ErrorSamples)
+	}
+	// 6 s every 250 ms, and the end sample; a loaded machine may miss some.
+	if len(res.Samples) < 12 || v.BaselineRSS <= 0 || v.EndRSS <= 0 || v.MaxRSS < v.EndRSS {
+		t.Fatalf("%d samples, baseline %d, end %d, max %d", len(res.Samples), v.BaselineRSS, v.EndRSS, v.MaxRSS)
+	}
+	if peak := peakGoroutines(res.Samples); peak < res.IdleGoroutines+4 {
+		t.Fatalf("peak goroutines %.0f with 4 open streams, idle %.0f: the samples missed the load", peak, res.IdleGoroutines)
+	}
+	if !v.GoroutinesOK || res.ModelConns < 1 {
+		t.Fatalf("goroutines %.0f before, %.0f after (%v); %d model connections closed", res.IdleGoroutines, res.AfterGoroutines, res.DrainTime, res.ModelConns)
+	}
+	var sb strings.Builder
+	(&Report{Timing: timing, Soak: []StoreSoak{{Store: "memory", ServerEnv: serverEnv, Result: res}}}).Markdown(&sb)
+	for _, want := range []string{"Soak, memory store: 4 streams", "STREAM_RETENTION=1s", "| RSS grows <= 10% |", "| goroutines back to baseline (slack 2) |", "| 0 errors | 0 errors,"} {
+		if !strings.Contains(sb.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, sb.String())
+		}
+	}
+}

@@ -184,8 +184,9 @@ func (r *SoakResult) Verdict() SoakVerdict {
 	}
 	var nb, ne int
 	v.BaselineRSS, nb = meanRSS(r.Samples, l.Warmup, l.Warmup+l.Window)
-	// The end window includes the last sample, taken as the load ended.
-	v.EndRSS, ne = meanRSS(r.Samples, l.Duration-l.Window, l.Duration+time.Nanosecond+l.Interval)
+	// The end window includes the last sample, taken as the streams
+	// stopped (their last turns end after Duration).
+	v.EndRSS, ne = meanRSS(r.Samples, l.Duration-l.Window, math.MaxInt64)
 	switch {
 	case nb == 0 || ne == 0 || v.BaselineRSS <= 0:
 		v.Problems = append(v.Problems, fmt.Sprintf("RSS: %d samples in the baseline window and %d in the end window; want at least one each", nb, ne))

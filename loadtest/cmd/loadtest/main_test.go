@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,18 @@ func TestParse(t *testing.T) {
 		{[]string{"-stores", "redis", "-streams", "50", "-idle", "", "-server-env", "STREAM_RETENTION=30s"}, "", func(o *options) bool {
 			return len(o.stores) == 1 && o.stores[0] == "redis" && len(o.idle) == 0 && o.serverEnv[0] == "STREAM_RETENTION=30s"
 		}},
+		{[]string{"-soak", "10m", "-stores", "memory"}, "", func(o *options) bool {
+			return o.soak.Duration == 10*time.Minute && o.soak.Streams == 100 && o.soak.Warmup == 2*time.Minute &&
+				slices.Equal(o.serverEnv, envList{"STREAM_RETENTION=60s", "SESSION_TTL_SECONDS=60"})
+		}},
+		{[]string{"-soak", "20m", "-streams", "300", "-server-env", "STREAM_RETENTION=5m", "-soak-warmup", "6m"}, "", func(o *options) bool {
+			return o.soak.Streams == 300 && o.soak.Warmup == 6*time.Minute &&
+				slices.Equal(o.serverEnv, envList{"STREAM_RETENTION=5m", "SESSION_TTL_SECONDS=60"})
+		}},
+		{[]string{"-soak", "10m", "-streams", "100,200"}, "want one -streams count, got 2", nil},
+		{[]string{"-soak", "3m"}, "shorter than -soak-warmup 2m0s + 2 x -soak-window 1m0s", nil},
+		{[]string{"-soak", "3h"}, "-soak 3h0m0s: want > 0 and <= 2h0m0s", nil},
+		{[]string{"-soak", "10m", "-soak-interval", "0s"}, "-soak-interval", nil},
 		{[]string{"-streams", "0"}, "-streams", nil},
 		{[]string{"-streams", "9000"}, "from 1 to 5000", nil},
 		{[]string{"-stores", "etcd"}, "not memory or redis", nil},
