@@ -3,8 +3,10 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"iter"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -251,5 +253,124 @@ func TestLeaseFreeWhenDoneArrives(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// testClock is a memory store's Config.Now that the test moves.
+type testClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+}
+
+// extendCounting reports every successful Extend of the leases it hands
+// out.
+type extendCounting struct {
+	session.Store
+	extended chan struct{}
+}
+
+func (s *extendCounting) Lock(ctx context.Context, id string) (session.Lease, error) {
+	l, err := s.Store.Lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &countedLease{Lease: l, extended: s.extended}, nil
+}
+
+type countedLease struct {
+	session.Lease
+	extended chan struct{}
+}
+
+func (l *countedLease) Extend(ctx context.Context) error {
+	err := l.Lease.Extend(ctx)
+	if err == nil {
+		select {
+		case l.extended <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// TestLeaseRenewal: a turn longer than LockTTL keeps its lease by renewing
+// it, and a turn whose lease was lost is cancelled.
+func TestLeaseRenewal(t *testing.T) {
+	clock := &testClock{}
+	const lockTTL = 30 * time.Second
+	mem := session.NewMemory(session.Config{LockTTL: lockTTL, Now: clock.Now})
+	defer mem.Close()
+	store := &extendCounting{Store: mem, extended: make(chan struct{}, 1)}
+	logs := &syncBuffer{}
+	model := newGatedModel()
+	n := gatedNode(t, store, agent.Config{LeaseRenewal: 5 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))}, model)
+	id := session.NewID()
+
+	done := startTurn(t, n, id, "a long turn")
+	<-model.started
+	// Two thirds of LockTTL pass; wait for renewals that surely started
+	// after that (one could have been under way), then pass the first
+	// LockTTL: the lease holds.
+	clock.advance(lockTTL * 2 / 3)
+	for range 3 {
+		<-store.extended
+	}
+	clock.advance(lockTTL * 2 / 3)
+	if _, err := mem.Lock(context.Background(), id); !errors.Is(err, session.ErrBusy) {
+		t.Fatalf("Lock past the first LockTTL of a renewing turn: %v, want ErrBusy", err)
+	}
+
+	// The lease is lost (the session deleted under the turn): the turn is
+	// cancelled at the next renewal instead of running to its end.
+	if err := mem.Delete(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	evs := <-done
+	if last := evs[len(evs)-1]; last.Kind != chat.KindDone || last.FinishReason != chat.FinishCancelled {
+		t.Fatalf("turn whose lease was lost: %v, finish %q, want cancelled", kinds(evs), last.FinishReason)
+	}
+	waitLog(t, logs, "session lease lost; cancelling the turn")
+}
+
+// TestOpenTurnGoroutines: a turn waiting in the model call costs no
+// goroutine of the runtime's own (the lease renewal is a timer); the only
+// one per turn here is the test's, which iterates the events.
+func TestOpenTurnGoroutines(t *testing.T) {
+	store := session.NewMemory(session.Config{})
+	defer store.Close()
+	model := newGatedModel()
+	model.started = make(chan struct{}, 100)
+	n := gatedNode(t, store, agent.Config{}, model)
+	const turns = 50
+	before := runtime.NumGoroutine()
+	var done []<-chan []chat.Event
+	for range turns {
+		done = append(done, startTurn(t, n, session.NewID(), "hello"))
+	}
+	for range turns {
+		<-model.started
+	}
+	per := float64(runtime.NumGoroutine()-before) / turns
+	for range turns {
+		model.proceed <- struct{}{}
+	}
+	for _, d := range done {
+		<-d
+	}
+	t.Logf("goroutines per open turn: %.2f (including the test's iterator)", per)
+	if per > 1 {
+		t.Fatalf("%.2f goroutines per open turn, want at most the test's own 1", per)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -274,15 +275,16 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 		return nil, err
 	}
 	return func(yield func(chat.Event) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		renewal := n.startRenewal(ctx, lease, cancel)
 		released := false
 		defer func() {
+			cancel()
+			renewal.stop()
 			if !released {
 				release()
 			}
 		}()
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go n.keepAlive(ctx, lease, cancel)
 		var seq int64
 		for ev := range n.service.StreamWithOrchestration(ctx, turn) {
 			seq++
@@ -294,6 +296,7 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 				// as busy. Renewal stops first, so nothing touches the
 				// lease after the release.
 				cancel()
+				renewal.stop()
 				release()
 				released = true
 			}
@@ -422,27 +425,57 @@ func (n *Node) retryRelease(ctx context.Context, lease session.Lease) {
 	}
 }
 
-// keepAlive extends the lease while the turn runs; when the lease is lost the
-// turn is cancelled, since its writes would be refused anyway.
-func (n *Node) keepAlive(ctx context.Context, lease session.Lease, cancel context.CancelFunc) {
-	t := time.NewTicker(n.cfg.LeaseRenewal)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := lease.Extend(ctx); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if errors.Is(err, session.ErrFenced) {
-					n.cfg.Logger.WarnContext(ctx, "session lease lost; cancelling the turn")
-					cancel()
-					return
-				}
-				n.cfg.Logger.WarnContext(ctx, "extending session lease", "err", err)
-			}
-		}
+// renewal extends a running turn's lease every LeaseRenewal. It runs on a
+// timer re-armed after each Extend rather than in a goroutine of its own,
+// so that an open stream does not keep a parked goroutine (and its stack)
+// for it. When the lease is lost the turn is cancelled, since its writes
+// would be refused anyway.
+type renewal struct {
+	n      *Node
+	ctx    context.Context
+	lease  session.Lease
+	cancel context.CancelFunc
+
+	// mu is held during an Extend, so that stop returns only when no
+	// Extend is running or will run.
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+}
+
+func (n *Node) startRenewal(ctx context.Context, lease session.Lease, cancel context.CancelFunc) *renewal {
+	r := &renewal{n: n, ctx: ctx, lease: lease, cancel: cancel}
+	r.mu.Lock()
+	r.timer = time.AfterFunc(n.cfg.LeaseRenewal, r.renew)
+	r.mu.Unlock()
+	return r
+}
+
+func (r *renewal) renew() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
 	}
+	err := r.lease.Extend(r.ctx)
+	switch {
+	case r.ctx.Err() != nil:
+		return // the turn ended meanwhile
+	case errors.Is(err, session.ErrFenced):
+		r.n.cfg.Logger.WarnContext(r.ctx, "session lease lost; cancelling the turn")
+		r.cancel()
+		return
+	case err != nil:
+		r.n.cfg.Logger.WarnContext(r.ctx, "extending session lease", "err", err)
+	}
+	r.timer.Reset(r.n.cfg.LeaseRenewal)
+}
+
+// stop ends the renewal; cancel the turn's context first, so that a running
+// Extend returns at once.
+func (r *renewal) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	r.timer.Stop()
 }
