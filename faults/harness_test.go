@@ -184,7 +184,7 @@ func tryStartServer(t *testing.T, tdir string, extra []string) (*serverProc, err
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
-			t.Logf("log of the server on %s (the end; all of it in %s):\n%s", p.addr, p.logPath, logTail(p.Log(), 60))
+			t.Logf("log of the server on %s (its last 60 lines):\n%s", p.addr, logTail(p.Log(), 60))
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
