@@ -32,6 +32,8 @@ type serveConfig struct {
 	LogFormat    string
 	LogLevel     slog.Level
 	SessionTTL   time.Duration
+	LockTTL      time.Duration
+	PprofAddr    string
 	OfflineDelay time.Duration
 
 	// APIKeys are never printed; APIKeySecret keys their fingerprints.
@@ -103,6 +105,17 @@ func settings() []setting {
 	}
 	return []setting{
 		{"ADDR", "addr", ":8080", "listen address", str(func(c *serveConfig) *string { return &c.Addr })},
+		{"PPROF_ADDR", "pprof-addr", "", "loopback address for net/http/pprof (/debug/pprof/); empty: off", func(c *serveConfig, v string) error {
+			if v == "" {
+				c.PprofAddr = ""
+				return nil
+			}
+			if err := checkPprofAddr(v); err != nil {
+				return err
+			}
+			c.PprofAddr = v
+			return nil
+		}},
 		{"SESSION_STORE", "store", "", "session store URL: memory://, redis://, rediss://, redis+sentinel://, redis+cluster:// (default: Redis from REDIS_URL, REDIS_SENTINEL_* or REDIS_CLUSTER_ADDRS when set, else memory)", func(c *serveConfig, v string) error {
 			c.Store = v
 			if v == "" || strings.HasPrefix(v, "memory://") {
@@ -200,6 +213,15 @@ func settings() []setting {
 		{"MAX_MESSAGE_BYTES", "max-message-bytes", "32768", "longest user message; longer ones get 400 invalid_message", intv(func(c *serveConfig) *int { return &c.MaxMessageBytes })},
 		{"MAX_TURN_EVENTS", "max-turn-events", strconv.Itoa(server.DefaultMaxTurnEvents), "frames kept per turn for resuming", intv(func(c *serveConfig) *int { return &c.MaxTurnEvents })},
 		{"STREAM_RETENTION", "stream-retention", server.DefaultStreamRetention.String(), "how long a finished turn's frames are kept for resuming", dur(func(c *serveConfig) *time.Duration { return &c.StreamRetention })},
+		{"SESSION_LOCK_TTL", "session-lock-ttl", session.DefaultLockTTL.String(), "how long a turn's hold on its session outlives a replica that died mid-turn (renewed every third of it)", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.LockTTL })(c, v); err != nil {
+				return err
+			}
+			if c.LockTTL < time.Second {
+				return errors.New("must be at least 1s")
+			}
+			return nil
+		}},
 		{"HEARTBEAT", "heartbeat", server.DefaultHeartbeat.String(), "interval of heartbeat comments on idle streams", dur(func(c *serveConfig) *time.Duration { return &c.Heartbeat })},
 		{"TURN_TIMEOUT", "turn-timeout", "0s", "longest turn; 0 for no limit", dur(func(c *serveConfig) *time.Duration { return &c.TurnTimeout })},
 		{"DISCONNECT_GRACE", "disconnect-grace", "0s", "cancel a turn no client has followed for this long; 0 never cancels", dur(func(c *serveConfig) *time.Duration { return &c.DisconnectGrace })},

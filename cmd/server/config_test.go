@@ -112,6 +112,8 @@ func TestConfigProblems(t *testing.T) {
 	t.Setenv("SESSION_TTL_SECONDS", "-5")
 	t.Setenv("OFFLINE_MODEL_DELAY_MS", "slow")
 	t.Setenv("API_KEYS", "good-key,bad key")
+	t.Setenv("PPROF_ADDR", "0.0.0.0:6060")
+	t.Setenv("SESSION_LOCK_TTL", "100ms")
 	file := writeFile(t, "bad.env", "ADDR=:1\njust words\n9X=1\nQ='open\nADDR=:2\n")
 	_, err := loadServeConfig([]string{"--config", file, "--max-body-bytes", "0", "--store", "bogus://x", "--shutdown-timeout", "soon"}, testConfigEnv(t), &bytes.Buffer{})
 	if err == nil {
@@ -130,6 +132,8 @@ func TestConfigProblems(t *testing.T) {
 		"SESSION_TTL_SECONDS",
 		"OFFLINE_MODEL_DELAY_MS",
 		"API key 2 contains a space",
+		`--pprof-addr / PPROF_ADDR (from env): "0.0.0.0:6060" is not a loopback address`,
+		"--session-lock-ttl / SESSION_LOCK_TTL (from env): must be at least 1s",
 		file + ":2: want KEY=VALUE",
 		file + `:3: "9X" is not a variable name`,
 		file + ":4: Q: the value's quote is not closed",

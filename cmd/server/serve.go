@@ -65,6 +65,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) error {
+	if cfg.PprofAddr != "" {
+		if _, err := servePprof(ctx, cfg.PprofAddr, log); err != nil {
+			return err
+		}
+	}
 	store, kind, prefix, err := openStore(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("opening the session store: %w", err)
@@ -109,6 +114,9 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		Telemetry: tel,
 
 		MaxMessageBytes: cfg.MaxMessageBytes,
+		// Three renewals per lease: a slow round trip or two does not lose
+		// it.
+		LeaseRenewal: cfg.LockTTL / 3,
 	}, loaded)
 	if err != nil {
 		return err
@@ -301,7 +309,7 @@ func fallbackModel(cfg *serveConfig, tel *telemetry.Telemetry) (llmorch.Model, e
 func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, prefix string, err error) {
 	prefix = session.DefaultPrefix
 	if cfg.Store != "" {
-		st, err = session.Open(ctx, cfg.Store, session.Config{TTL: cfg.SessionTTL})
+		st, err = session.Open(ctx, cfg.Store, session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL})
 		kind, _, _ = strings.Cut(cfg.Store, "://")
 		if rc, perr := session.ParseRedisURL(cfg.Store); err == nil && perr == nil && rc.Prefix != "" {
 			prefix = rc.Prefix
@@ -313,11 +321,12 @@ func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, p
 		return nil, "", "", err
 	}
 	if !ok {
-		return session.NewMemory(session.Config{TTL: cfg.SessionTTL}), "memory", "", nil
+		return session.NewMemory(session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL}), "memory", "", nil
 	}
 	if rc.Prefix != "" {
 		prefix = rc.Prefix
 	}
+	rc.LockTTL = cfg.LockTTL
 	st, err = session.NewRedis(rc)
 	return st, "redis", prefix, err
 }

@@ -1,0 +1,191 @@
+package faults
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentdock-go/agentdock/llmorch/mockllm"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redistest"
+)
+
+// replicas starts two `agentdock serve` processes on one redis-server, as
+// a deployment behind a load balancer runs them. The heartbeat is short so
+// that a dead replica is noticed within a second, and the session lock TTL
+// too, so that its session takes the next message within seconds.
+func replicas(t *testing.T, m *mockllm.Server) (a, b *serverProc) {
+	t.Helper()
+	rs := redistest.Start(t)
+	env := append(modelEnv(m), "SESSION_STORE="+rs.URL(), "HEARTBEAT=250ms", "SESSION_LOCK_TTL=2s")
+	return startServer(t, env...), startServer(t, env...)
+}
+
+// paced is a model answer of n words, one every gap.
+func paced(n int, gap time.Duration) mockllm.Script {
+	s := mockllm.Script{InterTokenDelay: gap}
+	for i := range n {
+		s.Text = append(s.Text, fmt.Sprintf("w%d ", i))
+	}
+	return s
+}
+
+// checkSeq checks that frames carry the IDs <turn>:<from>, <turn>:<from+1>,
+// ... without a gap or a duplicate.
+func checkSeq(t *testing.T, what, turnID string, frames []frame, from int) {
+	t.Helper()
+	for i, f := range frames {
+		if want := turnID + ":" + strconv.Itoa(from+i); f.ID != want {
+			t.Fatalf("%s: frame %d has id %q, want %q (no gap, no duplicate); frames: %s", what, i, f.ID, want, dataOf(frames))
+		}
+	}
+}
+
+// TestReplicaResume is issue 8's acceptance test: two server processes on
+// loopback with one redis-server; a stream started on replica A and cut by
+// the client after n frames resumes on replica B from Last-Event-ID with no
+// duplicate and no gap, B's part ends with finish and [DONE], and A's and
+// B's parts together are exactly the turn (B replays it whole afterwards).
+func TestReplicaResume(t *testing.T) {
+	m := newModel(t)
+	a, b := replicas(t, m)
+	for _, n := range []int{1, 5, 20} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			sid := session.NewID()
+			m.Enqueue(paced(40, 15*time.Millisecond))
+			s := chat(t, a.URL(), agentID, sid, "resume me elsewhere")
+			turnID := s.Header.Get("X-Turn-Id")
+			var first []frame
+			for len(first) < n {
+				f, err := s.Next(10 * time.Second)
+				if err != nil {
+					t.Fatalf("frame %d from A: %v", len(first)+1, err)
+				}
+				first = append(first, f)
+			}
+			s.Close()
+
+			r := resume(t, b.URL(), sid, first[n-1].ID)
+			if r.Status != http.StatusOK || r.Header.Get("X-Turn-Id") != turnID {
+				t.Fatalf("resume on B: %d %s, turn %q, want 200 and %q", r.Status, r.Body, r.Header.Get("X-Turn-Id"), turnID)
+			}
+			rest := r.All(10 * time.Second)
+			all := append(first, rest...)
+			requireEnd(t, all)
+			checkSeq(t, "A's part then B's", turnID, all, 1)
+			if got, want := textOf(all), strings.Join(paced(40, 0).Text, ""); got != want {
+				t.Fatalf("the answer through A then B is %q, want %q", got, want)
+			}
+
+			// B replays the finished turn whole, from either side.
+			for _, p := range []*serverProc{a, b} {
+				whole := resume(t, p.URL(), sid, turnID+":0").All(10 * time.Second)
+				if len(whole) != len(all) {
+					t.Fatalf("replay on %s: %d frames, want %d", p.URL(), len(whole), len(all))
+				}
+				for i := range whole {
+					if whole[i].ID != all[i].ID || whole[i].Data != all[i].Data {
+						t.Fatalf("replay on %s: frame %d is %s %s, the live one was %s %s", p.URL(), i, whole[i].ID, whole[i].Data, all[i].ID, all[i].Data)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestReplicaOneTurnAtATime: while a turn runs on A, a message for the same
+// session on B is refused with 409 session_busy (the lease holds across
+// processes), B reports the turn running, and B takes the next message once
+// the turn ended.
+func TestReplicaOneTurnAtATime(t *testing.T) {
+	m := newModel(t)
+	a, b := replicas(t, m)
+	sid := session.NewID()
+	m.Enqueue(paced(30, 20*time.Millisecond))
+	s := chat(t, a.URL(), agentID, sid, "a long one")
+	s.Until("text-delta", 10*time.Second)
+
+	busy := tryChat(t, b.URL(), agentID, sid, "meanwhile")
+	if busy.Status != http.StatusConflict || !strings.Contains(busy.Body, "session_busy") {
+		t.Fatalf("a second turn on B while A runs one: %d %s, want 409 session_busy", busy.Status, busy.Body)
+	}
+	view, status, raw := getSession(t, b.URL(), sid)
+	if status != http.StatusOK || view.Turn == nil || view.Turn.ID != s.Header.Get("X-Turn-Id") || !view.Turn.Running {
+		t.Fatalf("B's view of the session: %d %s, want A's turn running", status, raw)
+	}
+	s.All(10 * time.Second)
+
+	m.Enqueue(mockllm.TextScript("Next", " one."))
+	next := chat(t, b.URL(), agentID, sid, "now")
+	if frames := next.All(10 * time.Second); requireEnd(t, frames) != "stop" || len(errorTexts(frames)) > 0 {
+		t.Fatalf("the next turn on B: %s", dataOf(frames))
+	}
+}
+
+// TestReplicaKilledMidStream: replica A is killed (SIGKILL) while it
+// streams a turn. The client reconnects to replica B with its
+// Last-Event-ID and gets the frames A had copied that it had not seen,
+// with no duplicate and no gap, then a clear end: an error frame
+// turn_interrupted, finish and [DONE]. The session stays consistent (the
+// user message is saved, the state parses, no tool call lacks its result)
+// and, once A's hold on it expired, takes the next message on B.
+func TestReplicaKilledMidStream(t *testing.T) {
+	m := newModel(t)
+	a, b := replicas(t, m)
+	sid := session.NewID()
+	m.Enqueue(thinkCall, paced(200, 20*time.Millisecond))
+	s := chat(t, a.URL(), agentID, sid, "die halfway")
+	turnID := s.Header.Get("X-Turn-Id")
+	seen := s.Until("text-delta", 10*time.Second)
+	seen = append(seen, s.Until("text-delta", 10*time.Second)...)
+	// Let A copy a few more frames than the client read.
+	time.Sleep(200 * time.Millisecond)
+	a.Kill()
+
+	r := resume(t, b.URL(), sid, seen[len(seen)-1].ID)
+	if r.Status != http.StatusOK {
+		t.Fatalf("resume on B after A died: %d %s", r.Status, r.Body)
+	}
+	rest := r.All(10 * time.Second)
+	if len(rest) < 3 {
+		t.Fatalf("B gave %d frames: %s", len(rest), dataOf(rest))
+	}
+	copied, end := rest[:len(rest)-3], rest[len(rest)-3:]
+	checkSeq(t, "frames before the kill, then B's", turnID, append(seen, copied...), 1)
+	if end[0].Type() != "error" || !strings.HasPrefix(end[0].Field("errorText"), "turn_interrupted:") ||
+		end[1].Type() != "finish" || end[2].Data != "[DONE]" {
+		t.Fatalf("B's stream ends %s, want error turn_interrupted, finish, [DONE]", dataOf(end))
+	}
+	if len(copied) == 0 {
+		t.Errorf("B had none of the frames A streamed after the client's last one (A copies every 50 ms; it ran 200 ms more)")
+	}
+
+	// The session, read on B: consistent, and no longer running.
+	view := requireConsistent(t, b.URL(), sid)
+	if view.Messages[0].Content != "die halfway" {
+		t.Fatalf("the first saved message is %q, want the user's", view.Messages[0].Content)
+	}
+	if view.Turn == nil || view.Turn.Running {
+		t.Fatalf("B reports the dead replica's turn as %+v, want not running", view.Turn)
+	}
+
+	// A's lease (SESSION_LOCK_TTL 2s) expires; then B runs the next turn.
+	m.Enqueue(mockllm.TextScript("After", " the crash."))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		next := tryChat(t, b.URL(), agentID, sid, "again")
+		if next.Status == http.StatusOK {
+			if frames := next.All(10 * time.Second); requireEnd(t, frames) != "stop" || len(errorTexts(frames)) > 0 {
+				t.Fatalf("the next turn on B: %s", dataOf(frames))
+			}
+			break
+		}
+		if next.Status != http.StatusConflict || time.Now().After(deadline) {
+			t.Fatalf("the next turn on B: %d %s", next.Status, next.Body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
