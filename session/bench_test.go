@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -142,4 +143,81 @@ func BenchmarkMemoryEvent(b *testing.B) {
 	defer s.Close()
 	b.Run("serial", func(b *testing.B) { benchSerial(b, s, nil) })
 	b.Run("parallel-sessions", func(b *testing.B) { benchParallel(b, s) })
+}
+
+// BenchmarkRedisTurnStart measures what a turn does with the store before
+// its model call, on one session turn after turn: "separate" is the
+// sequence of single calls (GetOrCreate, Lock, the user message's Update,
+// Messages, AppendMessages), "merged" is Claim and UpdateAppend. The lease's
+// Release after the model call is not counted. rt/turn counts the commands
+// sent (round trips), as TestRedisRoundTrips does.
+func BenchmarkRedisTurnStart(b *testing.B) {
+	srv := redistest.Start(b)
+	user := []chat.Message{{Role: chat.RoleUser, Content: "a user message of a dozen words or so, as people type them"}}
+	answer := []chat.Message{{Role: chat.RoleAssistant, Content: "a typical answer of a few dozen words, give or take, about the topic"}}
+	const window = 4
+	variants := []struct {
+		name  string
+		start func(ctx context.Context, s *session.Redis, id string) (session.Lease, []chat.Message, error)
+	}{
+		{"separate", func(ctx context.Context, s *session.Redis, id string) (session.Lease, []chat.Message, error) {
+			if _, _, err := s.GetOrCreate(ctx, id, session.WithOwner("o"), session.WithAgent("a")); err != nil {
+				return nil, nil, err
+			}
+			l, err := s.Lock(ctx, id)
+			if err != nil {
+				return nil, nil, err
+			}
+			if _, err := s.Update(ctx, id, benchApply(orchestration.UserMessage(user[0].Content)), session.WithLease(l)); err != nil {
+				return l, nil, err
+			}
+			hist, err := s.Messages(ctx, id, window)
+			if err != nil {
+				return l, nil, err
+			}
+			return l, hist, s.AppendMessages(ctx, id, user, session.WithLease(l))
+		}},
+		{"merged", func(ctx context.Context, s *session.Redis, id string) (session.Lease, []chat.Message, error) {
+			_, l, err := s.Claim(ctx, id, session.WithOwner("o"), session.WithAgent("a"))
+			if err != nil {
+				return nil, nil, err
+			}
+			_, hist, err := s.UpdateAppend(ctx, id, benchApply(orchestration.UserMessage(user[0].Content)), user, window, session.WithLease(l))
+			return l, hist, err
+		}},
+	}
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
+			s := openRedis(b, srv, session.RedisConfig{Config: session.Config{MaxMessages: 200}})
+			counter := &commandCounter{}
+			s.Client().AddHook(counter)
+			ctx := b.Context()
+			id := session.NewID()
+			var lat latencies
+			var before int
+			b.ReportAllocs()
+			turns := 0
+			for b.Loop() {
+				counter.take()
+				start := time.Now()
+				l, _, err := v.start(ctx, s, id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				lat.add(time.Since(start))
+				before += len(counter.take())
+				// The rest of a text turn, not measured: the answer and
+				// the release.
+				if err := s.AppendMessages(ctx, id, answer, session.WithLease(l)); err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+				turns++
+			}
+			lat.report(b)
+			b.ReportMetric(float64(before)/float64(turns), "rt/turn")
+		})
+	}
 }

@@ -322,6 +322,88 @@ func (m *Memory) tryLock(ctx context.Context, id string) (Lease, error) {
 	return l, nil
 }
 
+// Claim implements Store.
+func (m *Memory) Claim(ctx context.Context, id string, opts ...UpdateOption) (Session, Lease, error) {
+	o := collect(opts)
+	deadline := time.Now().Add(m.cfg.LockWait)
+	for {
+		s, l, err := m.tryClaim(ctx, id, o)
+		wait := time.Until(deadline)
+		if err != ErrBusy || wait <= 0 {
+			return s, l, err
+		}
+		select {
+		case <-ctx.Done():
+			return Session{}, nil, ctx.Err()
+		case <-time.After(min(lockPoll, wait)):
+		}
+	}
+}
+
+func (m *Memory) tryClaim(ctx context.Context, id string, o updateOptions) (Session, Lease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return Session{}, nil, err
+	}
+	now := m.cfg.Now()
+	e := m.lookup(id, now)
+	if e == nil {
+		e = m.create(id, o, now)
+	}
+	if o.foreign(e.sess) {
+		return e.session(), nil, ErrForeign
+	}
+	if cur, ok := m.leases[id]; ok && now.Before(cur.expires) {
+		return Session{}, nil, ErrBusy
+	}
+	l := &memLease{m: m, id: id, token: newToken(), expires: now.Add(m.cfg.LockTTL)}
+	m.leases[id] = l
+	return e.session(), l, nil
+}
+
+// UpdateAppend implements Store. fn runs exactly once, under the store's
+// lock.
+func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...UpdateOption) (Session, []chat.Message, error) {
+	o := collect(opts)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return Session{}, nil, err
+	}
+	now := m.cfg.Now()
+	if err := m.fence(id, o.lease, now); err != nil {
+		return Session{}, nil, err
+	}
+	e := m.lookup(id, now)
+	st := orchestration.State{}
+	if e != nil {
+		st = cloneState(e.sess.State)
+	}
+	if err := fn(&st); err != nil {
+		return Session{}, nil, err
+	}
+	if e == nil {
+		e = m.create(id, o, now)
+	}
+	e.sess.State = st
+	e.sess.Version++
+	var hist []chat.Message
+	if window != 0 {
+		hist = e.msgs
+		if window > 0 && len(hist) > window {
+			hist = hist[len(hist)-window:]
+		}
+		hist = append([]chat.Message(nil), hist...)
+	}
+	all := append(e.msgs, msgs...)
+	if over := len(all) - m.cfg.MaxMessages; over > 0 {
+		all = append([]chat.Message(nil), all[over:]...)
+	}
+	e.msgs = all
+	return e.session(), hist, nil
+}
+
 // Ping implements Store.
 func (m *Memory) Ping(ctx context.Context) error {
 	m.mu.Lock()

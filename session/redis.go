@@ -194,23 +194,66 @@ func (r *Redis) GetOrCreate(ctx context.Context, id string, opts ...UpdateOption
 // Update implements Store. fn may run more than once: again after every
 // conflict with another replica's write.
 func (r *Redis) Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...UpdateOption) (Session, error) {
-	return r.mutate(ctx, id, fn, collect(opts), false)
+	s, _, err := r.mutate(ctx, id, fn, collect(opts), false, nil)
+	return s, err
+}
+
+// UpdateAppend implements Store: Update's compare-and-set and the append
+// in one script. fn may run more than once, as with Update.
+func (r *Redis) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...UpdateOption) (Session, []chat.Message, error) {
+	ap := &appendArgs{window: window, msgs: make([]any, len(msgs))}
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return Session{}, nil, fmt.Errorf("redis session store: session %s: message %d: %w", id, i, err)
+		}
+		ap.msgs[i] = string(b)
+	}
+	s, raw, err := r.mutate(ctx, id, fn, collect(opts), false, ap)
+	if err != nil {
+		return Session{}, nil, err
+	}
+	hist, err := decodeMessages(id, raw)
+	if err != nil {
+		return Session{}, nil, err
+	}
+	return s, hist, nil
+}
+
+// appendArgs is the append half of UpdateAppend.
+type appendArgs struct {
+	window int
+	msgs   []any // chat.Message JSON
+}
+
+func decodeMessages(id string, raw []string) ([]chat.Message, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	msgs := make([]chat.Message, len(raw))
+	for i, s := range raw {
+		if err := json.Unmarshal([]byte(s), &msgs[i]); err != nil {
+			return nil, fmt.Errorf("redis session store: session %s: message %d of the history: %w: %w", id, i, ErrCorrupt, err)
+		}
+	}
+	return msgs, nil
 }
 
 // Reset implements Store.
 func (r *Redis) Reset(ctx context.Context, id string) error {
-	_, err := r.mutate(ctx, id, func(s *orchestration.State) error {
+	_, _, err := r.mutate(ctx, id, func(s *orchestration.State) error {
 		*s = orchestration.State{}
 		return nil
-	}, updateOptions{}, true)
+	}, updateOptions{}, true, nil)
 	return err
 }
 
-// mutate is the compare-and-set loop behind Update and Reset.
-func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.State) error, o updateOptions, mustExist bool) (Session, error) {
+// mutate is the compare-and-set loop behind Update, UpdateAppend (ap not
+// nil: it returns the history window) and Reset.
+func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.State) error, o updateOptions, mustExist bool, ap *appendArgs) (Session, []string, error) {
 	kl, err := r.locks.lock(ctx, id)
 	if err != nil {
-		return Session{}, err
+		return Session{}, nil, err
 	}
 	defer r.locks.unlock(id, kl)
 
@@ -218,10 +261,19 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 	var data string
 	exists := true
 	// A goroutine of this process that just wrote the session left what it
-	// wrote: start from it instead of reading it back. If another replica
-	// wrote since, the compare-and-set says so and hands over its value.
+	// wrote, and a lease remembers the session as its turn last read or
+	// wrote it: start from that instead of reading it back. If another
+	// replica wrote since, the compare-and-set says so and hands over its
+	// value.
+	rl, _ := o.lease.(*redisLease)
+	if rl != nil && (rl.r != r || rl.id != id) {
+		rl = nil
+	}
 	cached := kl.last
 	kl.last = nil
+	if cached == nil && rl != nil {
+		cached = rl.seen
+	}
 	if cached == nil {
 		rctx, cancel := r.roundTrip(ctx)
 		data, err = r.client.HGet(rctx, keys[0], "data").Result()
@@ -230,7 +282,7 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		case errors.Is(err, redis.Nil):
 			exists = false
 		case err != nil:
-			return Session{}, r.fail(id, "read", err)
+			return Session{}, nil, r.fail(id, "read", err)
 		}
 	}
 	lease := ""
@@ -243,10 +295,10 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			cur, cached = *cached, nil
 		} else if exists {
 			if cur, err = r.decode(id, data); err != nil {
-				return Session{}, err
+				return Session{}, nil, err
 			}
 		} else if mustExist {
-			return Session{}, ErrNotFound
+			return Session{}, nil, ErrNotFound
 		}
 		now := r.cfg.Now()
 		next := cur
@@ -258,7 +310,7 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			if exists {
 				kl.last = &cur // unchanged, still current as far as we know
 			}
-			return Session{}, err
+			return Session{}, nil, err
 		}
 		next.State, next.LastAccessed = st, now
 		next.Version = cur.Version + 1
@@ -267,28 +319,44 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			expected = strconv.FormatInt(cur.Version, 10)
 		}
 
+		args := []any{expected, strconv.FormatInt(next.Version, 10), encode(next), newToken(), r.ttlMillis(), lease}
+		script := scriptUpdate
+		if ap != nil {
+			script = scriptUpdateAppend
+			args = append(append(args, ap.window, r.cfg.MaxMessages), ap.msgs...)
+		}
 		rctx, cancel := r.roundTrip(ctx)
-		reply, err := scriptUpdate.Run(rctx, r.client, keys,
-			expected, strconv.FormatInt(next.Version, 10), encode(next), newToken(), r.ttlMillis(), lease).Slice()
+		reply, err := script.Run(rctx, r.client, keys, args...).Slice()
 		cancel()
 		if err != nil {
-			return Session{}, r.fail(id, "write", err)
+			return Session{}, nil, r.fail(id, "write", err)
 		}
 		status, _ := reply[0].(string)
 		switch status {
 		case "ok":
 			kl.last = &next
+			if rl != nil {
+				rl.seen = &next
+			}
 			out := next
 			out.State = cloneState(next.State)
-			return out, nil
+			var hist []string
+			if ap != nil && len(reply) > 1 {
+				list, _ := reply[1].([]any)
+				hist = make([]string, len(list))
+				for i, v := range list {
+					hist[i], _ = v.(string)
+				}
+			}
+			return out, hist, nil
 		case "fenced":
-			return Session{}, fmt.Errorf("redis session store: session %s: %w", id, ErrFenced)
+			return Session{}, nil, fmt.Errorf("redis session store: session %s: %w", id, ErrFenced)
 		case "conflict":
 		default:
-			return Session{}, fmt.Errorf("redis session store: session %s: write: unexpected reply %v: %w", id, reply, ErrUnavailable)
+			return Session{}, nil, fmt.Errorf("redis session store: session %s: write: unexpected reply %v: %w", id, reply, ErrUnavailable)
 		}
 		if attempt >= maxConflicts {
-			return Session{}, fmt.Errorf("redis session store: session %s: gave up after %d conflicting writes from other replicas: %w", id, attempt+1, ErrBusy)
+			return Session{}, nil, fmt.Errorf("redis session store: session %s: gave up after %d conflicting writes from other replicas: %w", id, attempt+1, ErrBusy)
 		}
 		data, exists = "", false
 		if len(reply) > 1 && reply[1] != nil {
@@ -298,7 +366,7 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			// Replicas racing on one session: spread them out.
 			select {
 			case <-ctx.Done():
-				return Session{}, fmt.Errorf("redis session store: session %s: write: %w", id, ctx.Err())
+				return Session{}, nil, fmt.Errorf("redis session store: session %s: write: %w", id, ctx.Err())
 			case <-time.After(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt-2, 5)))):
 			}
 		}
@@ -358,17 +426,74 @@ func (r *Redis) Messages(ctx context.Context, id string, limit int) ([]chat.Mess
 	if err != nil {
 		return nil, r.fail(id, "messages", err)
 	}
-	msgs := make([]chat.Message, len(raw))
-	for i, s := range raw {
-		if err := json.Unmarshal([]byte(s), &msgs[i]); err != nil {
-			return nil, fmt.Errorf("redis session store: session %s: message %d of the history: %w: %w", id, i, ErrCorrupt, err)
-		}
+	msgs, err := decodeMessages(id, raw)
+	if msgs == nil && err == nil {
+		msgs = []chat.Message{}
 	}
-	return msgs, nil
+	return msgs, err
 }
 
 // lockPoll is how often Lock retries a busy session while it waits.
 const lockPoll = 20 * time.Millisecond
+
+// Claim implements Store: GetOrCreate and Lock in one script.
+func (r *Redis) Claim(ctx context.Context, id string, opts ...UpdateOption) (Session, Lease, error) {
+	o := collect(opts)
+	deadline := time.Now().Add(r.cfg.LockWait)
+	now := r.cfg.Now()
+	fresh := encode(r.newSession(id, o, now))
+	// One nonce and token for every attempt: a retried script recognises
+	// the session it created and the lease it took.
+	nonce, token := newToken(), newToken()
+	keys := r.keys(id)
+	for {
+		sent := time.Now()
+		rctx, cancel := r.roundTrip(ctx)
+		reply, err := scriptClaim.Run(rctx, r.client, keys, r.ttlMillis(), fresh, nonce, o.owner, o.agent, token, r.lockMillis()).Slice()
+		cancel()
+		if err != nil {
+			return Session{}, nil, r.fail(id, "claim", err)
+		}
+		if len(reply) != 3 {
+			return Session{}, nil, fmt.Errorf("redis session store: session %s: claim: unexpected reply %v: %w", id, reply, ErrUnavailable)
+		}
+		status, _ := reply[0].(string)
+		data, _ := reply[1].(string)
+		s, err := r.decode(id, data)
+		if err != nil {
+			if status == "ok" {
+				// Not reached (the script decodes it first), but never
+				// keep a lease on a session we cannot use.
+				_ = (&redisLease{r: r, id: id, key: keys[2], token: token}).Release(ctx)
+			}
+			return Session{}, nil, err
+		}
+		s.LastAccessed = now
+		switch status {
+		case "ok":
+			l := &redisLease{r: r, id: id, key: keys[2], token: token}
+			l.expiry.Store(sent.Add(r.cfg.LockTTL).UnixNano())
+			seen := s
+			seen.State = cloneState(s.State)
+			l.seen = &seen
+			return s, l, nil
+		case "foreign":
+			return s, nil, fmt.Errorf("redis session store: session %s: %w", id, ErrForeign)
+		case "busy":
+		default:
+			return Session{}, nil, fmt.Errorf("redis session store: session %s: claim: unexpected reply %v: %w", id, reply, ErrUnavailable)
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return Session{}, nil, fmt.Errorf("redis session store: session %s: %w", id, ErrBusy)
+		}
+		select {
+		case <-ctx.Done():
+			return Session{}, nil, fmt.Errorf("redis session store: session %s: waiting for the lease: %w", id, ctx.Err())
+		case <-time.After(min(lockPoll, wait)):
+		}
+	}
+}
 
 // Lock implements Store.
 func (r *Redis) Lock(ctx context.Context, id string) (Lease, error) {
@@ -421,6 +546,10 @@ type redisLease struct {
 	// expiry is Expiry in Unix nanoseconds: Extend runs on the turn's
 	// renewal timer while the turn reads it.
 	expiry atomic.Int64
+	// seen is the session as this lease's turn last read (Claim) or wrote
+	// it, so that its next write needs no read; only mutate touches it,
+	// under the session's keyLock.
+	seen *Session
 }
 
 func (l *redisLease) SessionID() string { return l.id }

@@ -51,4 +51,40 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 	if msgs, err := r.Messages(ctx, id, 0); err != nil || len(msgs) != 1 {
 		t.Fatalf("history after a replayed append: %+v %v, want one message", msgs, err)
 	}
+
+	// UpdateAppend: the replay neither writes nor appends again, and
+	// answers with the same window (the history before its append).
+	s.Version = 2
+	second, _ := json.Marshal(chat.Message{Role: chat.RoleAssistant, Content: "twice?"})
+	uaArgs := []any{"1", "2", encode(s), newToken(), r.ttlMillis(), "", -1, r.cfg.MaxMessages, string(second)}
+	for attempt := range 2 {
+		reply, err := scriptUpdateAppend.Run(ctx, r.client, keys, uaArgs...).Slice()
+		if err != nil || reply[0] != "ok" {
+			t.Fatalf("update-append attempt %d: %v %v, want ok both times", attempt, reply, err)
+		}
+		if hist, _ := reply[1].([]any); len(hist) != 1 || hist[0] != string(msg) {
+			t.Fatalf("update-append attempt %d returned the window %q, want only the message before it", attempt, hist)
+		}
+	}
+	if msgs, err := r.Messages(ctx, id, 0); err != nil || len(msgs) != 2 {
+		t.Fatalf("history after a replayed update-append: %+v %v, want two messages", msgs, err)
+	}
+	if got, err := r.Get(ctx, id); err != nil || got.Version != 2 {
+		t.Fatalf("after the replayed update-append: %+v %v, want version 2", got, err)
+	}
+
+	// Claim: the replay recognises the session it created and the lease
+	// it took; another caller's claim is busy.
+	fresh := NewID()
+	claimArgs := []any{r.ttlMillis(), encode(Session{ID: fresh}), newToken(), "", "", newToken(), r.lockMillis()}
+	for attempt := range 2 {
+		reply, err := scriptClaim.Run(ctx, r.client, r.keys(fresh), claimArgs...).Slice()
+		if err != nil || reply[0] != "ok" || reply[2] != int64(1) {
+			t.Fatalf("claim attempt %d: %v %v, want ok and created both times", attempt, reply, err)
+		}
+	}
+	otherClaim := []any{r.ttlMillis(), encode(Session{ID: fresh}), newToken(), "", "", newToken(), r.lockMillis()}
+	if reply, err := scriptClaim.Run(ctx, r.client, r.keys(fresh), otherClaim...).Slice(); err != nil || reply[0] != "busy" || reply[2] != int64(0) {
+		t.Fatalf("another claim: %v %v, want busy and not created", reply, err)
+	}
 }

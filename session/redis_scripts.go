@@ -146,7 +146,99 @@ end
 return 0
 `)
 
+// scriptClaim gets or creates the session and, unless it belongs to
+// another owner or agent, takes its lease: GetOrCreate and Lock in one step.
+// A lease that already holds this call's token is its own earlier attempt
+// (a retry after a lost reply) and is taken again.
+//
+// ARGV: ttl ms, data of a new session, nonce, owner, agent, token, lock ttl
+// ms. Reply: {"ok"|"busy"|"foreign"|"corrupt", data, created 0|1}.
+var scriptClaim = redis.NewScript(`
+local d = redis.call('HGET', KEYS[1], 'data')
+local created = 0
+if d then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  redis.call('PEXPIRE', KEYS[2], ARGV[1])
+  if redis.call('HGET', KEYS[1], 'write') == ARGV[3] then
+    created = 1
+  end
+  local ok, s = pcall(cjson.decode, d)
+  if not ok or type(s) ~= 'table' then
+    return {'corrupt', d, created}
+  end
+  local owner, agent = s.owner, s.agent
+  if type(owner) ~= 'string' then owner = '' end
+  if type(agent) ~= 'string' then agent = '' end
+  if owner ~= ARGV[4] or (agent ~= '' and agent ~= ARGV[5]) then
+    return {'foreign', d, created}
+  end
+else
+  redis.call('HSET', KEYS[1], 'version', '0', 'data', ARGV[2], 'write', ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  d = ARGV[2]
+  created = 1
+end
+local l = redis.call('GET', KEYS[3])
+if l and l ~= ARGV[6] then
+  return {'busy', d, created}
+end
+redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
+return {'ok', d, created}
+`)
+
+// scriptUpdateAppend is scriptUpdate and scriptAppend in one step, and
+// returns the history window as it was before the append. A retry of a
+// write that was applied (its nonce is stored) answers with the window
+// without the messages it appended.
+//
+// ARGV: expected version ("" = absent), new version, data, nonce, ttl ms,
+// lease token ("" = none), window (0 none, < 0 all), max messages,
+// messages... Reply: {"ok", window list} | {"fenced"} | {"conflict", data
+// or nil}.
+var scriptUpdateAppend = redis.NewScript(`
+local lease = ARGV[6]
+if lease ~= '' and redis.call('GET', KEYS[3]) ~= lease then
+  return {'fenced'}
+end
+local window = tonumber(ARGV[7])
+local n = #ARGV
+local function hist(skip)
+  if window == 0 then
+    return {}
+  end
+  local len = redis.call('LLEN', KEYS[2]) - skip
+  if len <= 0 then
+    return {}
+  end
+  local start = 0
+  if window > 0 and len > window then
+    start = len - window
+  end
+  return redis.call('LRANGE', KEYS[2], start, len - 1)
+end
+local cur = redis.call('HGET', KEYS[1], 'version')
+if (cur or '') ~= ARGV[1] then
+  if cur and redis.call('HGET', KEYS[1], 'write') == ARGV[4] then
+    return {'ok', hist(n - 8)}
+  end
+  return {'conflict', redis.call('HGET', KEYS[1], 'data')}
+end
+local h = hist(0)
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'data', ARGV[3], 'write', ARGV[4])
+local i = 9
+while i <= n do
+  local j = math.min(i + 999, n)
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
+  i = j + 1
+end
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[8]), -1)
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+return {'ok', h}
+`)
+
 var allScripts = []*redis.Script{
 	scriptUpdate, scriptGet, scriptGetOrCreate, scriptAppend,
 	scriptMessages, scriptDelete, scriptExtend, scriptRelease,
+	scriptClaim, scriptUpdateAppend,
 }

@@ -339,10 +339,11 @@ func TestRedisRoundTrips(t *testing.T) {
 			_, err := s.Update(ctx, id, applyEvent(orchestration.UserMessage("hi")), session.WithLease(l))
 			return err
 		}, []string{"hget", "evalsha"}},
+		// The lease remembers what its turn wrote: no read.
 		{"Update tool", func() error {
 			_, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")), session.WithLease(l))
 			return err
-		}, []string{"hget", "evalsha"}},
+		}, []string{"evalsha"}},
 		{"Update usage", func() error {
 			_, err := s.Update(ctx, id, applyEvent(orchestration.UsageReported(chat.Usage{Prompt: 3})))
 			return err
@@ -375,6 +376,57 @@ func TestRedisRoundTrips(t *testing.T) {
 	got, err := s.Get(ctx, id)
 	if err != nil || !slices.Equal(got.State.RecentlyUsedTools, []string{"search", "fetch", "search"}) || got.State.TokenUsage.Prompt != 3 {
 		t.Fatalf("state after the round-trip checks: %+v, %v", got.State, err)
+	}
+
+	// A turn's start: Claim, then the user message and the history window
+	// in one write, each one round trip. A new store loads the scripts the
+	// flush above removed.
+	s = openRedis(t, srv, session.RedisConfig{})
+	s.Client().AddHook(counter)
+	counter.take()
+	id2 := session.NewID()
+	var claimed session.Lease
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want []string
+	}{
+		{"Claim creating", func() (err error) {
+			_, claimed, err = s.Claim(ctx, id2, session.WithOwner("o"))
+			return err
+		}, []string{"evalsha"}},
+		{"UpdateAppend", func() error {
+			_, _, err := s.UpdateAppend(ctx, id2, applyEvent(orchestration.UserMessage("hi")), []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, 4, session.WithLease(claimed))
+			return err
+		}, []string{"evalsha"}},
+		{"Update usage with the lease", func() error {
+			_, err := s.Update(ctx, id2, applyEvent(orchestration.UsageReported(chat.Usage{Prompt: 3})), session.WithLease(claimed))
+			return err
+		}, []string{"evalsha"}},
+		{"Release", func() error { return claimed.Release(ctx) }, []string{"evalsha"}},
+		{"Claim existing", func() (err error) {
+			_, claimed, err = s.Claim(ctx, id2, session.WithOwner("o"))
+			return err
+		}, []string{"evalsha"}},
+		{"UpdateAppend after a write by another replica", func() error {
+			other := openRedis(t, srv, session.RedisConfig{})
+			if _, err := other.Update(ctx, id2, applyEvent(orchestration.ToolUsed("fetch"))); err != nil {
+				return err
+			}
+			counter.take()
+			st, hist, err := s.UpdateAppend(ctx, id2, applyEvent(orchestration.ToolUsed("search")), nil, -1, session.WithLease(claimed))
+			if err == nil && (!slices.Equal(st.State.RecentlyUsedTools, []string{"fetch", "search"}) || len(hist) != 1) {
+				err = fmt.Errorf("state %+v, history %+v: the other replica's write was lost", st.State, hist)
+			}
+			return err
+		}, []string{"evalsha", "evalsha"}}, // the conflict hands over the current value
+	} {
+		if err := tc.call(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := counter.take(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s sent %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 

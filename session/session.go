@@ -66,6 +66,9 @@ var (
 	// ErrCorrupt: a stored value could not be decoded. The value is left as
 	// it is; it is never replaced by an empty state.
 	ErrCorrupt = errors.New("session data corrupt")
+	// ErrForeign: Claim found the session owned by another caller or bound
+	// to another agent, and took no lease.
+	ErrForeign = errors.New("the session belongs to another owner or agent")
 )
 
 // Session is a session's state with its bookkeeping.
@@ -115,6 +118,20 @@ type Store interface {
 	// waits up to Config.LockWait and then returns ErrBusy.
 	Lock(ctx context.Context, id string) (Lease, error)
 
+	// Claim starts a turn: it gets or creates the session like GetOrCreate
+	// (WithOwner, WithAgent) and takes its lease like Lock, in one step (one
+	// round trip with Redis). A session whose owner is not WithOwner's, or
+	// that is bound to an agent other than WithAgent's, is not locked: Claim
+	// returns it with ErrForeign, so the caller can say which without the
+	// rightful owner's turns ever seeing the session busy.
+	Claim(ctx context.Context, id string, opts ...UpdateOption) (Session, Lease, error)
+	// UpdateAppend applies fn like Update and appends msgs like
+	// AppendMessages, as one atomic write (one round trip with Redis while
+	// the lease's view of the session is current). It returns the stored
+	// session and the newest window messages of the history as it was
+	// before the append: none for window 0, all for window < 0.
+	UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...UpdateOption) (Session, []chat.Message, error)
+
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.
@@ -159,6 +176,13 @@ func WithOwner(owner string) UpdateOption { return func(o *updateOptions) { o.ow
 
 // WithAgent sets the agent of a session that the write creates.
 func WithAgent(id string) UpdateOption { return func(o *updateOptions) { o.agent = id } }
+
+// foreign reports whether s may not be used by a caller with these options:
+// another owner, or bound to another agent (an unbound session is anyone's
+// of its owner).
+func (o updateOptions) foreign(s Session) bool {
+	return s.Owner != o.owner || s.Agent != "" && s.Agent != o.agent
+}
 
 func collect(opts []UpdateOption) updateOptions {
 	var o updateOptions

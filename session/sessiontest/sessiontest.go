@@ -58,6 +58,10 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"ExtendKeepsLease", h.extend},
 		{"Fencing", h.fencing},
 		{"Closed", h.closed},
+		{"Claim", h.claim},
+		{"ClaimWaits", h.claimWaits},
+		{"UpdateAppend", h.updateAppend},
+		{"UpdateAppendFencedOrFailed", h.updateAppendRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -636,5 +640,185 @@ func (h *harness) concurrency(t *testing.T) {
 			t.Errorf("message %q appended twice", m.Content)
 		}
 		seen[m.Content] = true
+	}
+}
+
+func (h *harness) claim(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	sess, l, err := s.Claim(ctx, id, session.WithOwner("alice"), session.WithAgent("planner"))
+	if err != nil {
+		t.Fatalf("Claim of a new session: %v", err)
+	}
+	if sess.ID != id || sess.Owner != "alice" || sess.Agent != "planner" || l == nil || l.SessionID() != id {
+		t.Fatalf("Claim of a new session: %+v, lease %v", sess, l)
+	}
+	got := must(s.Get(ctx, id))(t)
+	if got.Owner != "alice" || got.Agent != "planner" {
+		t.Fatalf("the claimed session was stored as %+v", got)
+	}
+	_, err = s.Lock(ctx, id)
+	wantErr(t, "Lock on a claimed session", err, session.ErrBusy)
+	_, _, err = s.Claim(ctx, id, session.WithOwner("alice"), session.WithAgent("planner"))
+	wantErr(t, "Claim on a claimed session", err, session.ErrBusy)
+	// The lease fences like Lock's.
+	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(l)))(t)
+
+	// Another owner or another agent: the session comes back with
+	// ErrForeign and no lease is taken, not even when the session is free.
+	must(0, l.Release(ctx))(t)
+	for _, tc := range []struct {
+		name  string
+		owner string
+		agent string
+	}{{"another owner", "mallory", "planner"}, {"no owner", "", "planner"}, {"another agent", "alice", "coder"}} {
+		got, l, err := s.Claim(ctx, id, session.WithOwner(tc.owner), session.WithAgent(tc.agent))
+		wantErr(t, "Claim by "+tc.name, err, session.ErrForeign)
+		if l != nil || got.Owner != "alice" || got.Agent != "planner" {
+			t.Fatalf("Claim by %s: lease %v, session %+v; want no lease and the stored session", tc.name, l, got)
+		}
+	}
+	b := must(s.Lock(ctx, id))(t) // no foreign Claim left a lease behind
+	must(0, b.Release(ctx))(t)
+
+	// An existing session keeps its state; one bound to no agent is
+	// anyone's of its owner.
+	sess, l, err = s.Claim(ctx, id, session.WithOwner("alice"), session.WithAgent("planner"))
+	if err != nil || !slices.Equal(sess.State.RecentlyUsedTools, []string{"search"}) || sess.Version != got.Version+1 {
+		t.Fatalf("Claim of an existing session: %+v, %v", sess, err)
+	}
+	must(0, l.Release(ctx))(t)
+	free := session.NewID()
+	must(s.Update(ctx, free, apply(orchestration.ToolUsed("fetch")), session.WithOwner("bob")))(t)
+	sess, l, err = s.Claim(ctx, free, session.WithOwner("bob"), session.WithAgent("coder"))
+	if err != nil || sess.Agent != "" {
+		t.Fatalf("Claim of a session bound to no agent: %+v, %v", sess, err)
+	}
+	must(0, l.Release(ctx))(t)
+}
+
+func (h *harness) claimWaits(t *testing.T) {
+	s, _ := h.store(t, session.Config{LockWait: 5 * time.Second})
+	ctx := t.Context()
+	id := session.NewID()
+	a := must(s.Lock(ctx, id))(t)
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		close(released)
+		a.Release(context.Background())
+	}()
+	_, b, err := s.Claim(ctx, id)
+	if err != nil {
+		t.Fatalf("Claim with LockWait while the holder releases: %v", err)
+	}
+	select {
+	case <-released:
+	default:
+		t.Fatal("Claim returned before the holder released")
+	}
+	b.Release(ctx)
+}
+
+func (h *harness) updateAppend(t *testing.T) {
+	s, _ := h.store(t, session.Config{MaxMessages: 5})
+	ctx := t.Context()
+	id := session.NewID()
+	_, l, err := s.Claim(ctx, id, session.WithOwner("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	msg := func(i int) chat.Message {
+		role := chat.RoleUser
+		if i%2 == 1 {
+			role = chat.RoleAssistant
+		}
+		return chat.Message{Role: role, Content: fmt.Sprintf("message %d", i)}
+	}
+	var all []chat.Message
+	for i := range 4 {
+		window := []int{-1, 0, 2, 10}[i]
+		sess, hist, err := s.UpdateAppend(ctx, id, apply(orchestration.UserMessage("hi")), []chat.Message{msg(2 * i), msg(2*i + 1)}, window, session.WithLease(l))
+		if err != nil {
+			t.Fatalf("UpdateAppend %d: %v", i, err)
+		}
+		want := all
+		switch {
+		case window == 0:
+			want = nil
+		case window > 0 && len(want) > window:
+			want = want[len(want)-window:]
+		}
+		if !slices.EqualFunc(hist, want, msgEqual) {
+			t.Fatalf("UpdateAppend %d with window %d returned the history %+v, want %+v (as before the append)", i, window, hist, want)
+		}
+		if sess.Version != int64(i+1) || sess.Owner != "o" {
+			t.Fatalf("UpdateAppend %d: session %+v", i, sess)
+		}
+		all = append(all, msg(2*i), msg(2*i+1))
+		if len(all) > 5 {
+			all = all[len(all)-5:]
+		}
+		stored := must(s.Messages(ctx, id, 0))(t)
+		if !slices.EqualFunc(stored, all, msgEqual) {
+			t.Fatalf("after UpdateAppend %d the history is %+v, want %+v (MaxMessages 5)", i, stored, all)
+		}
+	}
+	// It creates a missing session, like Update and AppendMessages.
+	fresh := session.NewID()
+	sess, hist, err := s.UpdateAppend(ctx, fresh, apply(orchestration.ToolUsed("think")), []chat.Message{msg(0)}, -1, session.WithOwner("p"))
+	if err != nil || len(hist) != 0 || sess.Owner != "p" || !slices.Equal(sess.State.RecentlyUsedTools, []string{"think"}) {
+		t.Fatalf("UpdateAppend on a missing session: %+v, %+v, %v", sess, hist, err)
+	}
+	if got := must(s.Messages(ctx, fresh, 0))(t); len(got) != 1 {
+		t.Fatalf("history of the created session: %+v", got)
+	}
+}
+
+func (h *harness) updateAppendRefused(t *testing.T) {
+	const lockTTL = 300 * time.Millisecond
+	s, c := h.store(t, session.Config{LockTTL: lockTTL})
+	ctx := t.Context()
+	id := session.NewID()
+	_, a, err := s.Claim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must2 := func(_ session.Session, _ []chat.Message, err error) error { return err }
+	if err := must2(s.UpdateAppend(ctx, id, apply(orchestration.ToolUsed("search")), []chat.Message{{Role: chat.RoleUser, Content: "a"}}, -1, session.WithLease(a))); err != nil {
+		t.Fatal(err)
+	}
+	before := must(s.Get(ctx, id))(t)
+
+	// fn fails: nothing is written, neither the state nor the messages.
+	boom := errors.New("boom")
+	err = must2(s.UpdateAppend(ctx, id, func(st *orchestration.State) error {
+		st.RecentlyUsedTools = append(st.RecentlyUsedTools, "fetch")
+		return boom
+	}, []chat.Message{{Role: chat.RoleAssistant, Content: "no"}}, -1, session.WithLease(a)))
+	wantErr(t, "UpdateAppend whose fn fails", err, boom)
+
+	// The lease was taken over: fenced, nothing written.
+	c.advance(lockTTL + 200*time.Millisecond)
+	_, b, err := s.Claim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(ctx)
+	err = must2(s.UpdateAppend(ctx, id, apply(orchestration.ToolUsed("fetch")), []chat.Message{{Role: chat.RoleAssistant, Content: "stale"}}, -1, session.WithLease(a)))
+	wantErr(t, "UpdateAppend by the superseded holder", err, session.ErrFenced)
+
+	after := must(s.Get(ctx, id))(t)
+	if after.Version != before.Version || !slices.Equal(after.State.RecentlyUsedTools, []string{"search"}) {
+		t.Fatalf("a refused UpdateAppend changed the state: before %+v, after %+v", before, after)
+	}
+	if hist := must(s.Messages(ctx, id, 0))(t); len(hist) != 1 || hist[0].Content != "a" {
+		t.Fatalf("a refused UpdateAppend changed the history: %+v", hist)
+	}
+	// The new holder writes through its own lease.
+	if err := must2(s.UpdateAppend(ctx, id, apply(orchestration.ToolUsed("fetch")), nil, 0, session.WithLease(b))); err != nil {
+		t.Fatalf("UpdateAppend by the new holder: %v", err)
 	}
 }
