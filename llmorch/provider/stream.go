@@ -130,7 +130,11 @@ type lineReader struct {
 	long []byte
 }
 
-func newLineReader(r io.Reader) *lineReader { return &lineReader{r: bufio.NewReaderSize(r, 32<<10)} }
+// The buffer is bufio's default 4 KiB: a stream's lines are mostly small
+// deltas, longer ones are assembled in long, and every open stream holds
+// one buffer for as long as the model takes (32 KiB was half the heap of
+// 2,000 streams waiting for their first token).
+func newLineReader(r io.Reader) *lineReader { return &lineReader{r: bufio.NewReader(r)} }
 
 // next returns the next line without its line ending. An unterminated last
 // line is dropped, as SSE drops an incomplete event.
