@@ -29,6 +29,12 @@
 // separate process, so the harness's own client and mock work is not in its
 // CPU figures (it does share the machine's cores with it).
 //
+// A soak (Env.Soak) runs one paced load for minutes and samples the
+// server's RSS and goroutines: RSS growth is measured from a baseline taken
+// after what the server keeps by design (finished turns for
+// STREAM_RETENTION, sessions for their TTL) has filled, and the goroutines
+// after the load against an idle reading before it.
+//
 // Everything listens on loopback; every phase is bounded by its duration
 // and its stream count.
 package loadtest

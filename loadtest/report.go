@@ -216,7 +216,7 @@ func writeSoak(w io.Writer, t Timing, ss StoreSoak) {
 	p("| goal | measured | verdict |\n|---|---|---|\n")
 	p("| RSS grows <= %.0f%% | %s -> %s MiB: %+.1f%% (max %s MiB) | %s |\n", 100*l.MaxRSSGrowth,
 		mib(v.BaselineRSS), mib(v.EndRSS), 100*v.Growth, mib(v.MaxRSS), verdictWord(v.RSSOK))
-	p("| goroutines back to baseline (slack %d) | %.0f idle before, %.0f after (%v after the streams closed and the mock closed the server's %d idle model connections); peak %.0f | %s |\n",
+	p("| goroutines back to baseline (slack %d) | %.0f idle before, %.0f after (read %v after the client closed its connections; the mock closed the server's %d idle model connections 1 s after it); peak %.0f | %s |\n",
 		l.GoroutineSlack, r.IdleGoroutines, r.AfterGoroutines, r.DrainTime.Round(time.Millisecond), r.ModelConns, peakGoroutines(r.Samples), verdictWord(v.GoroutinesOK))
 	p("| 0 errors | %d errors, %d turns (%.0f turns/s), %d busy retries; server CPU %.2f cores, %.2f ms per turn | %s |\n\n",
 		r.Errors, r.Turns, r.TurnsPerSecond(), r.Busy, r.CPU.Seconds()/max(r.Elapsed.Seconds(), 1e-9),

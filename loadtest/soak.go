@@ -115,7 +115,9 @@ type SoakResult struct {
 	// IdleGoroutines is the server's goroutines before the load (after
 	// warm-up turns, with their connections closed); AfterGoroutines the
 	// last reading after the load, taken once they were back within the
-	// slack or when Drain ran out, DrainTime after the streams ended.
+	// slack or when Drain ran out, DrainTime after the client closed its
+	// connections (the wait includes a second for the last model
+	// responses to go idle before the mock closes them).
 	IdleGoroutines, AfterGoroutines float64
 	DrainTime                       time.Duration
 	// ModelConns is the server's idle pooled connections to the model
@@ -307,6 +309,7 @@ func (e *Env) Soak(ctx context.Context, l SoakLoad) (*SoakResult, error) {
 		res.Samples = append(res.Samples, s)
 	}
 	hc.CloseIdleConnections()
+	closed := time.Now()
 	// Wait for the turns' last model responses to go idle, then close the
 	// server's pooled model connections (each holds two goroutines in its
 	// transport for IdleConnTimeout, 90 s): bounded by the pool, not a leak,
@@ -323,13 +326,12 @@ func (e *Env) Soak(ctx context.Context, l SoakLoad) (*SoakResult, error) {
 
 	// The goroutines: each closed connection's and finished turn's end
 	// soon; wait for them up to Drain.
-	drained := time.Now()
 	for {
 		m, err := runtimeMetrics(ctx, e.base)
 		if err != nil {
 			return res, fmt.Errorf("loadtest: soak: after the load: %w", err)
 		}
-		res.AfterGoroutines, res.DrainTime = m["go_goroutines"], time.Since(drained)
+		res.AfterGoroutines, res.DrainTime = m["go_goroutines"], time.Since(closed)
 		if res.AfterGoroutines <= res.IdleGoroutines+float64(l.GoroutineSlack) || res.DrainTime >= l.Drain {
 			return res, nil
 		}
