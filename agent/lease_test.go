@@ -78,9 +78,9 @@ func waitLog(t *testing.T, logs *syncBuffer, want string) {
 	}
 }
 
-const plainTemplate = `{"agentId": "plain", "name": "Plain", "nodes": ["llm.openai"]}`
+const plainTemplate = `{"agentId": "plain", "name": "Plain", "nodes": ["llm.openai"], "chatSettings": {"historyPolicy": "lastN", "historyLength": 4}}`
 
-func gatedNode(t *testing.T, store session.Store, cfg agent.Config, model llmorch.Model) *agent.Node {
+func gatedNode(t testing.TB, store session.Store, cfg agent.Config, model llmorch.Model) *agent.Node {
 	t.Helper()
 	a, ds := template.Load("plain.json", []byte(plainTemplate), template.Config{})
 	if a == nil {
@@ -287,6 +287,14 @@ func (s *extendCounting) Lock(ctx context.Context, id string) (session.Lease, er
 		return nil, err
 	}
 	return &countedLease{Lease: l, extended: s.extended}, nil
+}
+
+func (s *extendCounting) Claim(ctx context.Context, id string, opts ...session.UpdateOption) (session.Session, session.Lease, error) {
+	sess, l, err := s.Store.Claim(ctx, id, opts...)
+	if err != nil {
+		return sess, nil, err
+	}
+	return sess, &countedLease{Lease: l, extended: s.extended}, nil
 }
 
 type countedLease struct {

@@ -253,20 +253,18 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 	if err := n.checkMessage(message); err != nil {
 		return nil, err
 	}
-	store := n.cfg.Store
-	sess, _, err := store.GetOrCreate(ctx, sessionID, session.WithOwner(o.owner), session.WithAgent(n.ID()))
-	if err != nil {
-		return nil, fmt.Errorf("opening session: %w", err)
-	}
-	if sess.Owner != o.owner {
+	// One step (one Redis round trip): the session, created when new, and
+	// its lease; another owner's or agent's session is not locked.
+	sess, lease, err := n.cfg.Store.Claim(ctx, sessionID, session.WithOwner(o.owner), session.WithAgent(n.ID()))
+	switch {
+	case errors.Is(err, session.ErrForeign) && sess.Owner != o.owner:
 		return nil, session.ErrNotFound
-	}
-	if sess.Agent != "" && sess.Agent != n.ID() {
+	case errors.Is(err, session.ErrForeign):
 		return nil, fmt.Errorf("%w %q", ErrWrongAgent, sess.Agent)
-	}
-	lease, err := store.Lock(ctx, sessionID)
-	if err != nil {
+	case errors.Is(err, session.ErrBusy):
 		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("opening session: %w", err)
 	}
 	release := func() { n.release(ctx, lease) }
 	turn, err := n.startTurn(ctx, sessionID, message, lease)
@@ -320,38 +318,32 @@ func (n *Node) checkMessage(message string) error {
 }
 
 // startTurn records the user message and assembles the history the model
-// sees.
+// sees, in one store write (one Redis round trip): the orchestration's view
+// of the message, the message itself, and the history window before it.
 func (n *Node) startTurn(ctx context.Context, sessionID, message string, lease session.Lease) (llmorch.Turn, error) {
-	store := n.cfg.Store
 	engine := n.Engine()
+	window := 0
+	cs := n.Template().ChatSettings
+	switch {
+	case cs.HistoryPolicy == template.HistoryNone:
+	case cs.HistoryPolicy == template.HistoryLastN && cs.HistoryLength > 0:
+		window = cs.HistoryLength
+	default:
+		window = -1 // all
+	}
+	user := chat.Message{Role: chat.RoleUser, Content: message}
 	var dec orchestration.Decision
-	st, err := store.Update(ctx, sessionID, func(s *orchestration.State) error {
+	st, history, err := n.cfg.Store.UpdateAppend(ctx, sessionID, func(s *orchestration.State) error {
 		*s, dec = engine.Apply(*s, orchestration.UserMessage(message))
 		return nil
-	}, session.WithLease(lease))
+	}, []chat.Message{user}, window, session.WithLease(lease))
 	if err != nil {
 		return llmorch.Turn{}, fmt.Errorf("recording the message: %w", err)
 	}
 	if dec.Transition {
 		n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, st.State.ActiveStep, telemetry.CauseUserMessage)
 	}
-	var history []chat.Message
-	cs := n.Template().ChatSettings
-	if cs.HistoryPolicy != template.HistoryNone {
-		limit := 0
-		if cs.HistoryPolicy == template.HistoryLastN && cs.HistoryLength > 0 {
-			limit = cs.HistoryLength
-		}
-		history, err = store.Messages(ctx, sessionID, limit)
-		if err != nil && !errors.Is(err, session.ErrNotFound) {
-			return llmorch.Turn{}, fmt.Errorf("reading the history: %w", err)
-		}
-		history = trimToUserStart(history)
-	}
-	user := chat.Message{Role: chat.RoleUser, Content: message}
-	if err := store.AppendMessages(ctx, sessionID, []chat.Message{user}, session.WithLease(lease)); err != nil {
-		return llmorch.Turn{}, fmt.Errorf("saving the message: %w", err)
-	}
+	history = trimToUserStart(history)
 	return llmorch.Turn{SessionID: sessionID, Lease: lease, State: st.State, PreviousStep: dec.PreviousStep, History: append(history, user)}, nil
 }
 

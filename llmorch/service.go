@@ -297,21 +297,23 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			}
 		}
 	}
-	if !usage.IsZero() {
-		st, err := cfg.Store.Update(ctx, r.turn.SessionID, func(s *orchestration.State) error {
+	if usage.IsZero() {
+		if err := cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, session.WithLease(r.turn.Lease)); err != nil {
+			return fmt.Errorf("saving the conversation: %w", err)
+		}
+	} else {
+		// The usage and the step's messages in one write.
+		st, _, err := cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(s *orchestration.State) error {
 			*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(usage))
 			return nil
-		}, session.WithLease(r.turn.Lease))
+		}, msgs, 0, session.WithLease(r.turn.Lease))
 		if err != nil {
-			return fmt.Errorf("recording token usage: %w", err)
+			return fmt.Errorf("recording token usage and saving the conversation: %w", err)
 		}
 		r.state = st.State
 		r.turnUsage = r.turnUsage.Add(usage)
 	}
 	r.messages = append(r.messages, msgs...)
-	if err := cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, session.WithLease(r.turn.Lease)); err != nil {
-		return fmt.Errorf("saving the conversation: %w", err)
-	}
 	if !r.emit(chat.Event{Kind: chat.KindStepFinish}) {
 		return errStopped
 	}
