@@ -243,3 +243,42 @@ func TestModelHangs(t *testing.T) {
 		})
 	}
 }
+
+// TestModelGoesSilent: with no TURN_TIMEOUT, a model that sends its headers
+// and then nothing is cut by LLM_IDLE_TIMEOUT: the silent attempts are
+// retried (three in all), the client gets one timeout error frame, finish
+// and [DONE], and the session's next turn works. A model that falls silent
+// after its first words is cut too, without a retry, and the words stay.
+func TestModelGoesSilent(t *testing.T) {
+	m := newModel(t)
+	const idle = 400 * time.Millisecond
+	srv := startServer(t, append(modelEnv(m), "LLM_IDLE_TIMEOUT="+idle.String())...)
+	const sid = "silent-session-1"
+	hang := mockllm.Script{Text: []string{"never"}, TimeToFirstToken: time.Minute}
+	before := len(m.Requests())
+	m.Enqueue(hang, hang, hang)
+	r := runTurn(t, srv.URL(), sid, "hello")
+	if len(r.errs) != 1 || !strings.HasPrefix(r.errs[0], "timeout:") || r.reason != "error" {
+		t.Fatalf("a silent model: finish %q, error frames %q; want one timeout error", r.reason, r.errs)
+	}
+	if n := len(m.Requests()) - before; n != 3 {
+		t.Errorf("the model got %d requests, want 3 (two retries of a silent stream)", n)
+	}
+	requireConsistent(t, srv.URL(), sid)
+
+	before = len(m.Requests())
+	m.Enqueue(mockllm.Script{Text: []string{"first ", "words ", "never"}, InterTokenDelay: time.Minute})
+	r = runTurn(t, srv.URL(), sid, "again")
+	if len(r.errs) != 1 || !strings.HasPrefix(r.errs[0], "timeout:") || textOf(r.frames) != "first " {
+		t.Fatalf("silent after its first words: text %q, error frames %q", textOf(r.frames), r.errs)
+	}
+	if n := len(m.Requests()) - before; n != 1 {
+		t.Errorf("the model got %d requests, want 1 (no retry once output started)", n)
+	}
+	requireConsistent(t, srv.URL(), sid)
+
+	m.Enqueue(mockllm.TextScript("Back", " again."))
+	if next := runTurn(t, srv.URL(), sid, "and now"); next.reason != "stop" || len(next.errs) > 0 {
+		t.Errorf("the next turn: finish %q, errors %q", next.reason, next.errs)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/tools"
 )
@@ -34,6 +35,7 @@ type serveConfig struct {
 	SessionTTL   time.Duration
 	LockTTL      time.Duration
 	PprofAddr    string
+	ModelIdle    time.Duration
 	OfflineDelay time.Duration
 
 	// APIKeys are never printed; APIKeySecret keys their fingerprints.
@@ -219,6 +221,15 @@ func settings() []setting {
 			}
 			if c.LockTTL < time.Second {
 				return errors.New("must be at least 1s")
+			}
+			return nil
+		}},
+		{"LLM_IDLE_TIMEOUT", "llm-idle-timeout", provider.DefaultIdleTimeout.String(), "longest silence of a model's streamed answer before it is cut (a timeout error; retried when it had sent nothing yet); 0 never cuts", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.ModelIdle })(c, v); err != nil {
+				return err
+			}
+			if c.ModelIdle == 0 {
+				c.ModelIdle = -1 // provider.Config: negative is no bound
 			}
 			return nil
 		}},

@@ -238,6 +238,7 @@ func modelFactory(cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) 
 			return offline.New(offline.Config{Delay: cfg.OfflineDelay}), nil
 		}
 		pcfg.HTTPClient = providerClient(tel)
+		pcfg.IdleTimeout = cfg.ModelIdle
 		m, err := provider.New(pcfg)
 		if err != nil {
 			return nil, err
@@ -291,11 +292,12 @@ func fallbackModel(cfg *serveConfig, tel *telemetry.Telemetry) (llmorch.Model, e
 		key = os.Getenv(strings.ToUpper(name) + "_API_KEY")
 	}
 	m, err := provider.New(provider.Config{
-		Provider:   name,
-		Model:      os.Getenv("LLM_FALLBACK_MODEL"),
-		BaseURL:    os.Getenv("LLM_FALLBACK_BASE_URL"),
-		APIKey:     key,
-		HTTPClient: providerClient(tel),
+		Provider:    name,
+		Model:       os.Getenv("LLM_FALLBACK_MODEL"),
+		BaseURL:     os.Getenv("LLM_FALLBACK_BASE_URL"),
+		APIKey:      key,
+		HTTPClient:  providerClient(tel),
+		IdleTimeout: cfg.ModelIdle,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fallback model: %w", err)

@@ -47,7 +47,10 @@
 // deadlines also match context.Canceled / context.DeadlineExceeded
 // (errors.Is). Rate limits, 5xx, 529 and connection failures are retried
 // with backoff (honouring Retry-After and retry-after-ms) only while nothing
-// has been yielded; once output started, a failure is returned as is.
+// has been yielded; once output started, a failure is returned as is. A
+// stream that goes silent for Config.IdleTimeout is cut and fails with
+// CodeTimeout (retried likewise), so that a hung provider cannot hold a turn
+// forever.
 package provider
 
 import (
@@ -90,6 +93,7 @@ const (
 	DefaultRetryBaseDelay      = 500 * time.Millisecond
 	DefaultMaxRetryDelay       = 20 * time.Second
 	DefaultHeaderTimeout       = 90 * time.Second
+	DefaultIdleTimeout         = 5 * time.Minute
 	DefaultAnthropicMaxTokens  = 4096
 	maxRetriesLimit            = 10
 	anthropicDefaultAPIVersion = "/v1"
@@ -135,6 +139,12 @@ type Config struct {
 	// HeaderTimeout bounds the wait for response headers of one attempt
 	// when HTTPClient is nil (0: DefaultHeaderTimeout).
 	HeaderTimeout time.Duration
+	// IdleTimeout bounds the silence of a streamed answer: from its
+	// headers to its first bytes, and between any two reads (0:
+	// DefaultIdleTimeout, which leaves room for a reasoning model's long
+	// pauses; negative: no bound). A stream cut by it fails with
+	// CodeTimeout, and is retried when it had yielded nothing.
+	IdleTimeout time.Duration
 }
 
 // New validates cfg and returns the model.
@@ -226,6 +236,9 @@ func newModel(cfg Config) (*model, error) {
 	}
 	if cfg.MaxRetryDelay == 0 {
 		cfg.MaxRetryDelay = DefaultMaxRetryDelay
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.HeaderTimeout == 0 {
 		cfg.HeaderTimeout = DefaultHeaderTimeout

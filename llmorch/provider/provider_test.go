@@ -801,3 +801,43 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Errorf("ConfigFromEnv = %+v %v %v", cfg, ok, err)
 	}
 }
+
+// TestIdleTimeout: a provider that sends its headers and then nothing is
+// cut after IdleTimeout. Before any output the call is retried (and the
+// second answer is used); once output started the call fails with
+// CodeTimeout and keeps what it had yielded. The mock's server side of the
+// cut connection ends too (no goroutine left behind).
+func TestIdleTimeout(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	srv := mockllm.New()
+	defer srv.Close()
+	for _, wire := range []string{OpenAI, Anthropic} {
+		t.Run(wire, func(t *testing.T) {
+			m, waits := testModel(t, srv, wire, func(c *Config) { c.IdleTimeout = 150 * time.Millisecond })
+			before := len(srv.Requests())
+			srv.Enqueue(mockllm.Script{Text: []string{"late"}, TimeToFirstToken: time.Minute}, mockllm.TextScript("fine"))
+			evs, err := collect(t, m, t.Context(), userReq("hi"))
+			if err != nil || textOf(evs) != "fine" {
+				t.Fatalf("silent before the first token: evs %q, err %v; want the retry's answer", textOf(evs), err)
+			}
+			if n := len(srv.Requests()) - before; n != 2 || len(*waits) != 1 {
+				t.Errorf("requests = %d, waits = %v; want one retry", n, *waits)
+			}
+
+			before = len(srv.Requests())
+			srv.Enqueue(mockllm.Script{Text: []string{"one ", "two ", "three"}, InterTokenDelay: time.Minute}, mockllm.TextScript("unused"))
+			evs, err = collect(t, m, t.Context(), userReq("hi"))
+			if code(err) != CodeTimeout || textOf(evs) != "one " {
+				t.Fatalf("silent after the first token: text %q, err %v; want %q and %s", textOf(evs), err, "one ", CodeTimeout)
+			}
+			if n := len(srv.Requests()) - before; n != 1 {
+				t.Errorf("requests = %d: output had started, so no retry", n)
+			}
+			_, _ = collect(t, m, t.Context(), userReq("drain"))
+		})
+	}
+	m, err := newModel(Config{Provider: OpenAI, Model: "m", APIKey: "k"})
+	if err != nil || m.cfg.IdleTimeout != DefaultIdleTimeout {
+		t.Fatalf("default IdleTimeout = %v, %v; want %v", m.cfg.IdleTimeout, err, DefaultIdleTimeout)
+	}
+}

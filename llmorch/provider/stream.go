@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/tmc/langchaingo/llms"
@@ -102,10 +103,17 @@ func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageC
 	}
 
 	p := &parser{m: m, tools: tools, yield: yield}
+	body := io.Reader(st.body)
+	var idle *idleReader
+	if m.cfg.IdleTimeout > 0 {
+		idle = newIdleReader(st.body, m.cfg.IdleTimeout)
+		defer idle.stop()
+		body = idle
+	}
 	if st.contentType == "application/json" {
-		p.whole(st.body)
+		p.whole(body)
 	} else {
-		p.stream(st.body)
+		p.stream(body)
 	}
 	if p.stopped {
 		return p.emitted, true, nil
@@ -113,8 +121,40 @@ func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageC
 	if ctx.Err() != nil {
 		return p.emitted, false, m.ctxFailure(ctx)
 	}
+	if idle != nil && idle.fired.Load() {
+		return p.emitted, false, m.fail(CodeTimeout, true, "the provider sent nothing for %v", m.cfg.IdleTimeout)
+	}
 	return p.emitted, false, p.err
 }
+
+// idleReader cuts a body that stays silent for longer than its timeout:
+// closing the body ends the blocked Read. A timer reset per read costs
+// far less than the read.
+type idleReader struct {
+	body  io.ReadCloser
+	d     time.Duration
+	timer *time.Timer
+	fired atomic.Bool
+}
+
+func newIdleReader(body io.ReadCloser, d time.Duration) *idleReader {
+	r := &idleReader{body: body, d: d}
+	r.timer = time.AfterFunc(d, func() {
+		r.fired.Store(true)
+		r.body.Close()
+	})
+	return r
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.body.Read(p)
+	if n > 0 {
+		r.timer.Reset(r.d)
+	}
+	return n, err
+}
+
+func (r *idleReader) stop() { r.timer.Stop() }
 
 // errLineTooLong ends a stream whose line exceeds maxLine.
 var errLineTooLong = errors.New("stream line too long")
