@@ -200,6 +200,10 @@ func (downStore) GetOrCreate(ctx context.Context, id string, opts ...session.Upd
 	return session.Session{}, false, fmt.Errorf("dialing redis: %w", session.ErrUnavailable)
 }
 
+func (downStore) Claim(ctx context.Context, id string, opts ...session.UpdateOption) (session.Session, session.Lease, error) {
+	return session.Session{}, nil, fmt.Errorf("dialing redis: %w", session.ErrUnavailable)
+}
+
 // TestStoreErrorOfRejectedTurn: a turn refused because the store is down
 // counts a store error and leaves an error span, and no turn metrics.
 func TestStoreErrorOfRejectedTurn(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/llmorch/offline"
-	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
+	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/tools"
 )

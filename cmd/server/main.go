@@ -24,7 +24,7 @@ func commands() []command {
 		{"serve", "serve the agents, the API and the web page (the default)", runServe},
 		{"validate", "check templates: validate PATH... (files or directories)", runValidate},
 		{"simulate", "play orchestration scenarios: simulate [--store URL] SCENARIO...", runSimulate},
-		{"mockllm", "serve a mock OpenAI/Anthropic-compatible model for tests and load: mockllm --addr ADDR", runMockLLM},
+		{"mockllm", "serve a mock OpenAI/Anthropic-compatible model for tests and load: mockllm [--addr ADDR] [--ttft D] [--inter-token D] [--chunks N]", mockllmCommand},
 		{"healthcheck", "ask a running server's /healthz (for container health checks)", runHealthcheck},
 	}
 }

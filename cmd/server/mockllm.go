@@ -120,10 +120,3 @@ func mockllmCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	return 0
 }
-
-// mockllmServe serves the unpaced default answer on addr. It is what
-// serve.go's runMockLLM calls until the subcommand table points at
-// mockllmCommand.
-func mockllmServe(ctx context.Context, addr string) error {
-	return mockllm.ListenAndServe(ctx, addr, mockllm.Config{MaxRecorded: -1})
-}

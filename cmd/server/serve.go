@@ -332,18 +332,3 @@ func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, p
 	st, err = session.NewRedis(rc)
 	return st, "redis", prefix, err
 }
-
-func runMockLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("mockllm", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	fmt.Fprintf(stdout, "mock model server on http://%s (OpenAI: /v1/chat/completions, Anthropic: /v1/messages)\n", *addr)
-	if err := mockllmServe(ctx, *addr); err != nil {
-		fmt.Fprintln(stderr, "agentdock mockllm:", err)
-		return 1
-	}
-	return 0
-}
