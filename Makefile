@@ -6,7 +6,7 @@ PKGS    := ./...
 RACE    := ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./telemetry/...
 FUZZTIME ?= 60s
 
-.PHONY: all build run test test-go test-race test-sim test-e2e bench lint fuzz fuzz-short docker-check bench-load clean
+.PHONY: all build run test test-go test-race test-sim test-e2e bench lint fuzz fuzz-short docker-check bench-load faults clean
 
 all: build
 
@@ -47,6 +47,11 @@ bench: build
 
 bench-load: build
 	$(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -o load.md
+
+# The fault tests with their slow variants (Redis killed after each frame
+# of a turn, many stalled clients); the fast ones run in make test (test-go).
+faults:
+	AGENTDOCK_SLOW_FAULTS=1 $(GO) test -count=1 -v ./faults/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -48,24 +47,7 @@ func TestReplicasResume(t *testing.T) {
 	b := replica(t, srv, prefix, envOptions{delay: 2 * time.Millisecond})
 	for _, n := range []int{1, 7, 40} {
 		sid := session.NewID()
-		ctx, cancel := context.WithCancel(t.Context())
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/api/chat/explorer", strings.NewReader(exploreFor(sid)))
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		turnID := res.Header.Get("X-Turn-Id")
-		r := newSSEReader(res.Body)
-		var first []sseEvent
-		for len(first) < n {
-			ev, ok := r.next()
-			if !ok {
-				t.Fatalf("n=%d: stream ended after %d frames", n, len(first))
-			}
-			first = append(first, ev)
-		}
-		cancel()
-		res.Body.Close()
+		turnID, first := startAndCut(t, a, sid, n)
 
 		res2 := b.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", first[n-1].ID)
 		if res2.StatusCode != http.StatusOK || res2.Header.Get("X-Turn-Id") != turnID {

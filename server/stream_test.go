@@ -16,6 +16,29 @@ const exploreBody = `{"message":"Please explore options for a team offsite","ses
 
 func exploreFor(sid string) string { return strings.Replace(exploreBody, "%s", sid, 1) }
 
+// startAndCut starts an explorer turn on the session and disconnects after
+// its first n frames, which it returns with the turn's ID.
+func startAndCut(t *testing.T, e *env, sid string, n int) (turnID string, first []sseEvent) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/explorer", strings.NewReader(exploreFor(sid)))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := newSSEReader(res.Body)
+	for len(first) < n {
+		ev, ok := r.next()
+		if !ok {
+			t.Fatalf("stream ended after %d frames", len(first))
+		}
+		first = append(first, ev)
+	}
+	return res.Header.Get("X-Turn-Id"), first
+}
+
 // TestResumeAfterDisconnect cuts the connection after n frames and resumes
 // with Last-Event-ID: the frames n+1..end come, no duplicate and no gap, and
 // together they are exactly the turn's stream.
@@ -23,24 +46,7 @@ func TestResumeAfterDisconnect(t *testing.T) {
 	e := newEnv(t, envOptions{delay: 2 * time.Millisecond})
 	for _, n := range []int{1, 7, 40} {
 		sid := "resume-session-" + strings.Repeat("x", n%5+1)
-		ctx, cancel := context.WithCancel(t.Context())
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/explorer", strings.NewReader(exploreFor(sid)))
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		turnID := res.Header.Get("X-Turn-Id")
-		r := newSSEReader(res.Body)
-		var first []sseEvent
-		for len(first) < n {
-			ev, ok := r.next()
-			if !ok {
-				t.Fatalf("stream ended after %d frames", len(first))
-			}
-			first = append(first, ev)
-		}
-		cancel()
-		res.Body.Close()
+		turnID, first := startAndCut(t, e, sid, n)
 
 		res2 := e.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", first[n-1].ID)
 		if res2.StatusCode != http.StatusOK || res2.Header.Get("X-Turn-Id") != turnID {
