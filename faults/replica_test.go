@@ -142,7 +142,7 @@ func TestReplicaKilledMidStream(t *testing.T) {
 	seen := s.Until("text-delta", 10*time.Second)
 	seen = append(seen, s.Until("text-delta", 10*time.Second)...)
 	// Let A copy a few more frames than the client read.
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
 	a.Kill()
 
 	r := resume(t, b.URL(), sid, seen[len(seen)-1].ID)
@@ -160,7 +160,7 @@ func TestReplicaKilledMidStream(t *testing.T) {
 		t.Fatalf("B's stream ends %s, want error turn_interrupted, finish, [DONE]", dataOf(end))
 	}
 	if len(copied) == 0 {
-		t.Errorf("B had none of the frames A streamed after the client's last one (A copies every 50 ms; it ran 200 ms more)")
+		t.Errorf("B had none of the frames A streamed after the client's last one (A copies every 100 ms; it ran 300 ms more)")
 	}
 
 	// The session, read on B: consistent, and no longer running.

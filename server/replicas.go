@@ -27,9 +27,10 @@ import (
 // stream with errAbandoned.
 
 // mirrorBatch is how long the mirror lets frames gather before one write:
-// a paced model stream (a chunk every 10-50 ms) then costs a few round trips
-// per second instead of one per chunk.
-const mirrorBatch = 50 * time.Millisecond
+// a paced model stream (a chunk every 10-50 ms) then costs ten round trips
+// per second instead of one per chunk, and a reader elsewhere is at most
+// this much behind.
+const mirrorBatch = 100 * time.Millisecond
 
 // mirrorDrain bounds the mirror's work once the turn is over (the last
 // frames and Finish), so that an unreachable Redis cannot hold up shutdown.
