@@ -138,7 +138,7 @@ func (s *Server) postChat(c *gin.Context) {
 		abortWith(c, e)
 		return
 	}
-	t, err := s.startTurn(node, sid, text, ownerOf(c))
+	t, err := s.startTurn(node, sid, text, ownerOf(c), false)
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)
 		return
@@ -157,7 +157,9 @@ func (s *Server) answerStartError(c *gin.Context, agentID string, err error) {
 
 // startTurn starts one turn of node on the session in its own goroutine,
 // under the server's context: the request that started it may go away.
-func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string) (*turn, error) {
+// keepEvents keeps each frame's event beside its data, for a reader that
+// maps events again (the OpenAI endpoint); UI streams need the data only.
+func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, keepEvents bool) (*turn, error) {
 	if s.turns.isClosing() {
 		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
 	}
@@ -179,6 +181,7 @@ func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string) (
 		return nil, err
 	}
 	t := newTurn(session.NewID(), sessionID, node.ID(), owner, cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
+	t.keepEvents = keepEvents
 	if !s.turns.register(t) {
 		// Shutdown began in between: run the turn's sequence cancelled, so
 		// that it releases the session.

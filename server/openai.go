@@ -194,7 +194,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		openAIError(c, e)
 		return
 	}
-	t, err := s.startTurn(node, sid, text, ownerOf(c))
+	t, err := s.startTurn(node, sid, text, ownerOf(c), true)
 	if err != nil {
 		e := turnStartError(err)
 		if e.Status >= 500 {

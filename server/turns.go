@@ -39,6 +39,8 @@ type turn struct {
 	cancel    context.CancelCauseFunc
 	maxFrames int
 	grace     time.Duration
+	// keepEvents: frames keep their event (see startTurn).
+	keepEvents bool
 
 	mu       sync.Mutex
 	frames   []frame // the kept window, oldest first
@@ -63,17 +65,27 @@ func (t *turn) add(items ...item) {
 		return
 	}
 	for _, it := range items {
+		// Re-slicing without clearing the dropped frame: a reader may
+		// still hold a slice that starts there. The backing array is
+		// replaced when append outgrows it, which frees the dropped frames
+		// (at most about twice the window is held).
 		if len(t.frames) >= t.maxFrames {
-			t.frames[0] = frame{}
 			t.frames = t.frames[1:]
 		}
-		t.frames = append(t.frames, frame{seq: t.nextSeq, data: it.data, ev: it.ev})
+		f := frame{seq: t.nextSeq, data: it.data}
+		if t.keepEvents {
+			f.ev = it.ev
+		}
+		t.frames = append(t.frames, f)
 		t.nextSeq++
 	}
 	t.notify()
 }
 
-// finish marks the turn complete: no frame is added after it.
+// finish marks the turn complete: no frame is added after it. The frames'
+// data, kept for resuming during the retention, move into one buffer: a
+// finished turn is then a handful of allocations instead of one per frame,
+// less for the GC to mark while thousands of turns are kept.
 func (t *turn) finish() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -81,7 +93,25 @@ func (t *turn) finish() {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
+	t.compact()
 	t.notify()
+}
+
+// compact copies the frames into a new slice whose data share one buffer;
+// readers holding the old slice keep it.
+func (t *turn) compact() {
+	size := 0
+	for _, f := range t.frames {
+		size += len(f.data)
+	}
+	buf := make([]byte, 0, size)
+	frames := make([]frame, len(t.frames))
+	for i, f := range t.frames {
+		start := len(buf)
+		buf = append(buf, f.data...)
+		frames[i] = frame{seq: f.seq, data: buf[start:len(buf):len(buf)], ev: f.ev}
+	}
+	t.frames = frames
 }
 
 func (t *turn) notify() {
