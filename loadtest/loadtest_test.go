@@ -526,6 +526,13 @@ func TestSoak(t *testing.T) {
 	if !v.GoroutinesOK || res.ModelConns < 1 {
 		t.Fatalf("goroutines %.0f before, %.0f after (%v); %d model connections closed", res.IdleGoroutines, res.AfterGoroutines, res.DrainTime, res.ModelConns)
 	}
+	var csv strings.Builder
+	if err := res.WriteCSV(&csv); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(csv.String(), "\n"); lines != len(res.Samples)+1 || !strings.HasPrefix(csv.String(), "at_s,rss_bytes,") {
+		t.Fatalf("CSV of %d samples has %d lines:\n%s", len(res.Samples), lines, csv.String())
+	}
 	var sb strings.Builder
 	(&Report{Timing: timing, Soak: []StoreSoak{{Store: "memory", ServerEnv: serverEnv, Result: res}}}).Markdown(&sb)
 	for _, want := range []string{"Soak, memory store: 4 streams", "STREAM_RETENTION=1s", "| RSS grows <= 10% |", "| goroutines back to baseline (slack 2) |", "| 0 errors | 0 errors,"} {

@@ -379,6 +379,19 @@ func (e *Env) sampleOnce(ctx context.Context, start time.Time) (SoakSample, erro
 		HeapInuse: m["go_memstats_heap_inuse_bytes"], HeapObjects: m["go_memstats_heap_objects"]}, nil
 }
 
+// WriteCSV writes the samples as CSV (seconds since the load's start,
+// RSS bytes, heap in use bytes, heap objects, goroutines), for plotting
+// or fitting a trend.
+func (r *SoakResult) WriteCSV(w io.Writer) error {
+	var b bytes.Buffer
+	b.WriteString("at_s,rss_bytes,heap_inuse_bytes,heap_objects,goroutines\n")
+	for _, s := range r.Samples {
+		fmt.Fprintf(&b, "%.3f,%d,%.0f,%.0f,%.0f\n", s.At.Seconds(), s.RSS, s.HeapInuse, s.HeapObjects, s.Goroutines)
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
 // loadAverage is the first field of /proc/loadavg ("" when unreadable).
 func loadAverage() string {
 	b, err := os.ReadFile("/proc/loadavg")

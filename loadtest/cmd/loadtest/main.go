@@ -56,6 +56,7 @@ type options struct {
 	direct                           bool
 	serverEnv                        envList
 	soak                             loadtest.SoakLoad
+	soakCSV                          string
 }
 
 // envList is a repeatable KEY=VALUE flag.
@@ -97,6 +98,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.soak.Window, "soak-window", time.Minute, "soak: the baseline and end RSS are the means over windows this long")
 	fs.DurationVar(&o.soak.Interval, "soak-interval", 5*time.Second, "soak: time between samples of the server's RSS and goroutines")
 	fs.DurationVar(&o.soak.Drain, "soak-drain", 30*time.Second, "soak: the longest wait for the goroutines to come back after the load")
+	fs.StringVar(&o.soakCSV, "soak-csv", "", "soak: write every sample to DIR/soak-<store>.csv")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -261,9 +263,32 @@ func soak(ctx context.Context, o *options, rep *loadtest.Report, log io.Writer) 
 			return err
 		}
 		rep.Soak = append(rep.Soak, loadtest.StoreSoak{Store: store, ServerEnv: o.serverEnv, Result: res})
+		if o.soakCSV != "" {
+			if err := writeCSV(filepath.Join(o.soakCSV, "soak-"+store+".csv"), res); err != nil {
+				return err
+			}
+		}
 		v := res.Verdict()
 		fmt.Fprintf(log, "%s    RSS %+.1f%% (max %.0f MiB), goroutines %+.0f, %d turns, %d errors\n", time.Now().Format("15:04:05"),
 			100*v.Growth, float64(v.MaxRSS)/(1<<20), v.ExtraGoroutines, res.Turns, res.Errors)
+	}
+	return nil
+}
+
+func writeCSV(path string, res *loadtest.SoakResult) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	err = res.WriteCSV(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("loadtest: writing %s: %w", path, err)
 	}
 	return nil
 }
