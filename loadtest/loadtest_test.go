@@ -359,7 +359,8 @@ func TestHarness(t *testing.T) {
 func soakSeries(d, interval time.Duration, f func(at time.Duration) int64) []SoakSample {
 	var ss []SoakSample
 	for at := time.Duration(0); at <= d; at += interval {
-		ss = append(ss, SoakSample{At: at, RSS: f(at), Goroutines: 900})
+		// 100 turns/s throughout.
+		ss = append(ss, SoakSample{At: at, Turns: int64(at / (10 * time.Millisecond)), RSS: f(at), Goroutines: 900})
 	}
 	return ss
 }
@@ -456,6 +457,9 @@ func TestSoakVerdict(t *testing.T) {
 			if d := v.Growth - tc.growth; d > 0.0001 || d < -0.0001 {
 				t.Fatalf("growth %.5f, want %.5f (baseline %d, end %d)", v.Growth, tc.growth, v.BaselineRSS, v.EndRSS)
 			}
+			if ok := v.BaselineRSS == 0 || v.BaselineTPS > 99.9 && v.BaselineTPS < 100.1 && v.EndTPS > 99.9 && v.EndTPS < 100.1; !ok {
+				t.Fatalf("turns/s in the windows %.2f and %.2f, want 100", v.BaselineTPS, v.EndTPS)
+			}
 			if v.MaxRSS != tc.maxRSS {
 				t.Fatalf("max RSS %d, want %d", v.MaxRSS, tc.maxRSS)
 			}
@@ -520,6 +524,9 @@ func TestSoak(t *testing.T) {
 	if len(res.Samples) < 12 || v.BaselineRSS <= 0 || v.EndRSS <= 0 || v.MaxRSS < v.EndRSS {
 		t.Fatalf("%d samples, baseline %d, end %d, max %d", len(res.Samples), v.BaselineRSS, v.EndRSS, v.MaxRSS)
 	}
+	if last := res.Samples[len(res.Samples)-1]; last.Turns != int64(res.Turns) || v.EndTPS <= 0 {
+		t.Fatalf("last sample's turns %d, the soak's %d; end window %.1f turns/s", last.Turns, res.Turns, v.EndTPS)
+	}
 	if peak := peakGoroutines(res.Samples); peak < res.IdleGoroutines+4 {
 		t.Fatalf("peak goroutines %.0f with 4 open streams, idle %.0f: the samples missed the load", peak, res.IdleGoroutines)
 	}
@@ -530,7 +537,7 @@ func TestSoak(t *testing.T) {
 	if err := res.WriteCSV(&csv); err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Count(csv.String(), "\n"); lines != len(res.Samples)+1 || !strings.HasPrefix(csv.String(), "at_s,rss_bytes,") {
+	if lines := strings.Count(csv.String(), "\n"); lines != len(res.Samples)+1 || !strings.HasPrefix(csv.String(), "at_s,turns,rss_bytes,") {
 		t.Fatalf("CSV of %d samples has %d lines:\n%s", len(res.Samples), lines, csv.String())
 	}
 	var sb strings.Builder

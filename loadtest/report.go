@@ -214,16 +214,16 @@ func writeSoak(w io.Writer, t Timing, ss StoreSoak) {
 		ss.Store, l.Streams, t.TTFT, t.Chunks, t.InterToken, l.Duration, env,
 		l.Warmup, l.Warmup+l.Window, l.Window, l.Interval, r.LoadAverage)
 	p("| goal | measured | verdict |\n|---|---|---|\n")
-	p("| RSS grows <= %.0f%% | %s -> %s MiB: %+.1f%% (max %s MiB) | %s |\n", 100*l.MaxRSSGrowth,
-		mib(v.BaselineRSS), mib(v.EndRSS), 100*v.Growth, mib(v.MaxRSS), verdictWord(v.RSSOK))
+	p("| RSS grows <= %.0f%% | %s -> %s MiB: %+.1f%% (max %s MiB); turns/s in the two windows %.0f -> %.0f | %s |\n", 100*l.MaxRSSGrowth,
+		mib(v.BaselineRSS), mib(v.EndRSS), 100*v.Growth, mib(v.MaxRSS), v.BaselineTPS, v.EndTPS, verdictWord(v.RSSOK))
 	p("| goroutines back to baseline (slack %d) | %.0f idle before, %.0f after (read %v after the client closed its connections; the mock closed the server's %d idle model connections 1 s after it); peak %.0f | %s |\n",
 		l.GoroutineSlack, r.IdleGoroutines, r.AfterGoroutines, r.DrainTime.Round(time.Millisecond), r.ModelConns, peakGoroutines(r.Samples), verdictWord(v.GoroutinesOK))
 	p("| 0 errors | %d errors, %d turns (%.0f turns/s), %d busy retries; server CPU %.2f cores, %.2f ms per turn | %s |\n\n",
 		r.Errors, r.Turns, r.TurnsPerSecond(), r.Busy, r.CPU.Seconds()/max(r.Elapsed.Seconds(), 1e-9),
 		float64(r.CPU)/float64(max(r.Turns, 1))/float64(time.Millisecond), verdictWord(v.ErrorsOK))
-	p("| time | RSS (MiB) | heap in use (MiB) | heap objects | goroutines |\n|---|---|---|---|---|\n")
+	p("| time | turns | RSS (MiB) | heap in use (MiB) | heap objects | goroutines |\n|---|---|---|---|---|---|\n")
 	for _, s := range timeline(r.Samples, 10) {
-		p("| %v | %s | %.1f | %.0f | %.0f |\n", s.At.Round(time.Second), mib(s.RSS), s.HeapInuse/(1<<20), s.HeapObjects, s.Goroutines)
+		p("| %v | %d | %s | %.1f | %.0f | %.0f |\n", s.At.Round(time.Second), s.Turns, mib(s.RSS), s.HeapInuse/(1<<20), s.HeapObjects, s.Goroutines)
 	}
 	p("\n")
 	for _, e := range r.ErrorSamples {

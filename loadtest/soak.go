@@ -97,8 +97,10 @@ func (l *SoakLoad) validate() error {
 
 // SoakSample is one reading of the server during the soak.
 type SoakSample struct {
-	// At is the time since the load started.
+	// At is the time since the load started; Turns the turns completed
+	// by then.
 	At         time.Duration
+	Turns      int64
 	RSS        int64
 	Goroutines float64
 	// HeapInuse and HeapObjects tell a Go heap that grows from memory
@@ -143,6 +145,11 @@ type SoakVerdict struct {
 	BaselineRSS, EndRSS, MaxRSS int64
 	// Growth is (EndRSS - BaselineRSS) / BaselineRSS.
 	Growth float64
+	// BaselineTPS and EndTPS are the turns per second in the two windows:
+	// the finished turns kept for STREAM_RETENTION are proportional to
+	// them, so a machine busier in one window than the other moves the
+	// RSS without any leak.
+	BaselineTPS, EndTPS float64
 	// ExtraGoroutines is AfterGoroutines - IdleGoroutines.
 	ExtraGoroutines               float64
 	RSSOK, GoroutinesOK, ErrorsOK bool
@@ -177,6 +184,24 @@ func meanRSS(ss []SoakSample, from, to time.Duration) (int64, int) {
 	return int64(math.Round(sum / float64(n))), n
 }
 
+// windowTPS is the turns per second between the first and the last sample
+// with from <= At < to.
+func windowTPS(ss []SoakSample, from, to time.Duration) float64 {
+	first, last := -1, -1
+	for i, s := range ss {
+		if s.At >= from && s.At < to {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 || ss[last].At <= ss[first].At {
+		return 0
+	}
+	return float64(ss[last].Turns-ss[first].Turns) / (ss[last].At - ss[first].At).Seconds()
+}
+
 // Verdict compares the result with the load's goals.
 func (r *SoakResult) Verdict() SoakVerdict {
 	l := r.Load
@@ -189,6 +214,8 @@ func (r *SoakResult) Verdict() SoakVerdict {
 	// The end window includes the last sample, taken as the streams
 	// stopped (their last turns end after Duration).
 	v.EndRSS, ne = meanRSS(r.Samples, l.Duration-l.Window, math.MaxInt64)
+	v.BaselineTPS = windowTPS(r.Samples, l.Warmup, l.Warmup+l.Window)
+	v.EndTPS = windowTPS(r.Samples, l.Duration-l.Window, math.MaxInt64)
 	switch {
 	case nb == 0 || ne == 0 || v.BaselineRSS <= 0:
 		v.Problems = append(v.Problems, fmt.Sprintf("RSS: %d samples in the baseline window and %d in the end window; want at least one each", nb, ne))
@@ -253,6 +280,7 @@ func (e *Env) Soak(ctx context.Context, l SoakLoad) (*SoakResult, error) {
 	end := start.Add(l.Duration)
 	load := Load{Kind: KindStream, Streams: l.Streams, Duration: l.Duration, SessionTurns: l.SessionTurns}
 
+	var turns, errs, busy atomic.Int64
 	// The sampler reads until the streams are done; a failed reading ends
 	// the soak (the server is gone, or /metrics broke).
 	sampleCtx, stopSampling := context.WithCancel(ctx)
@@ -260,10 +288,9 @@ func (e *Env) Soak(ctx context.Context, l SoakLoad) (*SoakResult, error) {
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
-		sampleErr = e.sampleSoak(sampleCtx, start, l.Interval, res)
+		sampleErr = e.sampleSoak(sampleCtx, start, l.Interval, &turns, res)
 	}()
 
-	var turns, errs, busy atomic.Int64
 	var errMu sync.Mutex
 	var wg sync.WaitGroup
 	for w := range l.Streams {
@@ -303,7 +330,7 @@ func (e *Env) Soak(ctx context.Context, l SoakLoad) (*SoakResult, error) {
 	<-sampled
 	// The end sample: the streams have just stopped, their connections
 	// are still open.
-	if s, err := e.sampleOnce(ctx, start); err != nil {
+	if s, err := e.sampleOnce(ctx, start, &turns); err != nil {
 		sampleErr = errors.Join(sampleErr, err)
 	} else {
 		res.Samples = append(res.Samples, s)
@@ -345,11 +372,11 @@ func (e *Env) Soak(ctx context.Context, l SoakLoad) (*SoakResult, error) {
 
 // sampleSoak appends a sample to res.Samples every interval until ctx is
 // done; nothing else touches them meanwhile.
-func (e *Env) sampleSoak(ctx context.Context, start time.Time, interval time.Duration, res *SoakResult) error {
+func (e *Env) sampleSoak(ctx context.Context, start time.Time, interval time.Duration, turns *atomic.Int64, res *SoakResult) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		s, err := e.sampleOnce(ctx, start)
+		s, err := e.sampleOnce(ctx, start, turns)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -365,8 +392,8 @@ func (e *Env) sampleSoak(ctx context.Context, start time.Time, interval time.Dur
 	}
 }
 
-func (e *Env) sampleOnce(ctx context.Context, start time.Time) (SoakSample, error) {
-	at := time.Since(start)
+func (e *Env) sampleOnce(ctx context.Context, start time.Time, turns *atomic.Int64) (SoakSample, error) {
+	at, done := time.Since(start), turns.Load()
 	r, err := rss(e.server.pid())
 	if err != nil {
 		return SoakSample{}, err
@@ -375,18 +402,18 @@ func (e *Env) sampleOnce(ctx context.Context, start time.Time) (SoakSample, erro
 	if err != nil {
 		return SoakSample{}, err
 	}
-	return SoakSample{At: at, RSS: r, Goroutines: m["go_goroutines"],
+	return SoakSample{At: at, Turns: done, RSS: r, Goroutines: m["go_goroutines"],
 		HeapInuse: m["go_memstats_heap_inuse_bytes"], HeapObjects: m["go_memstats_heap_objects"]}, nil
 }
 
 // WriteCSV writes the samples as CSV (seconds since the load's start,
-// RSS bytes, heap in use bytes, heap objects, goroutines), for plotting
+// turns completed, RSS bytes, heap in use bytes, heap objects, goroutines), for plotting
 // or fitting a trend.
 func (r *SoakResult) WriteCSV(w io.Writer) error {
 	var b bytes.Buffer
-	b.WriteString("at_s,rss_bytes,heap_inuse_bytes,heap_objects,goroutines\n")
+	b.WriteString("at_s,turns,rss_bytes,heap_inuse_bytes,heap_objects,goroutines\n")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "%.3f,%d,%.0f,%.0f,%.0f\n", s.At.Seconds(), s.RSS, s.HeapInuse, s.HeapObjects, s.Goroutines)
+		fmt.Fprintf(&b, "%.3f,%d,%d,%.0f,%.0f,%.0f\n", s.At.Seconds(), s.Turns, s.RSS, s.HeapInuse, s.HeapObjects, s.Goroutines)
 	}
 	_, err := w.Write(b.Bytes())
 	return err
