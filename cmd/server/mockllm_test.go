@@ -12,10 +12,11 @@ import (
 	"time"
 )
 
-// runMock runs the mockllm subcommand's body as dispatch would.
+// runMock runs `agentdock mockllm ARGS...` through dispatch, with ctx (run
+// has none, and the serving test must stop the mock).
 func runMock(ctx context.Context, args ...string) (int, string) {
 	var out bytes.Buffer
-	code := mockllmCommand(ctx, args, &out, &out)
+	code := dispatch(ctx, append([]string{"mockllm"}, args...), &out, &out)
 	return code, out.String()
 }
 
