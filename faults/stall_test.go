@@ -46,18 +46,38 @@ const stallBudget = 10 * time.Millisecond
 // healthy streams' text deltas, with the stalled client's turn running,
 // are within 10 ms of the same streams' gaps without it. It compares two
 // runs on the same machine rather than timing anything absolutely.
+//
+// The gaps are also moved by whatever else the machine runs (make test runs
+// other packages' tests beside this one), so a measurement over the budget
+// is taken again, up to three times, before the test fails: a real stall
+// (a slow client holding up a shared writer) costs every attempt far more
+// than 10 ms, while noise does not repeat.
 func TestStalledClientDoesNotDelayOthers(t *testing.T) {
-	stallTest(t, stallConfig{healthy: 4, frames: 100, stalled: 1, bigDeltas: 600, bigDelta: 16 << 10, rounds: 1})
+	cfg := stallConfig{healthy: 4, frames: 100, stalled: 1, bigDeltas: 600, bigDelta: 16 << 10, rounds: 1}
+	for attempt := 1; ; attempt++ {
+		over := stallTest(t, cfg)
+		if over == "" {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("three measurements over the budget; the last: %s", over)
+		}
+		t.Logf("attempt %d over the budget (%s); measuring again", attempt, over)
+	}
 }
 
 // TestStalledClientsManyStreams is the slow variant: more healthy streams,
 // longer streams, two stalled clients and two rounds of each phase.
 func TestStalledClientsManyStreams(t *testing.T) {
 	slow(t)
-	stallTest(t, stallConfig{healthy: 16, frames: 300, stalled: 2, bigDeltas: 1400, bigDelta: 16 << 10, rounds: 2, control: true})
+	if over := stallTest(t, stallConfig{healthy: 16, frames: 300, stalled: 2, bigDeltas: 1400, bigDelta: 16 << 10, rounds: 2, control: true}); over != "" {
+		t.Error(over)
+	}
 }
 
-func stallTest(t *testing.T, cfg stallConfig) {
+// stallTest measures once and returns "" within the budget, else what went
+// over it.
+func stallTest(t *testing.T, cfg stallConfig) string {
 	m := newModel(t, mockllm.WithDefault(mockllm.Script{Chunks: cfg.frames, InterTokenDelay: tokenGap}))
 	srv := startServer(t, modelEnv(m)...)
 	big := mockllm.Script{InterTokenDelay: 5 * time.Millisecond}
@@ -131,8 +151,9 @@ func stallTest(t *testing.T, cfg stallConfig) {
 	}
 	t.Logf("  delay added by the stalled clients: p50 %v, p90 %v%s", s50-b50, s90-b90, control)
 	if s50-b50 > stallBudget || s90-b90 > stallBudget {
-		t.Errorf("stalled clients delay other streams by p50 %v, p90 %v; the budget is %v%s", s50-b50, s90-b90, stallBudget, control)
+		return fmt.Sprintf("stalled clients delay other streams by p50 %v, p90 %v; the budget is %v%s", s50-b50, s90-b90, stallBudget, control)
 	}
+	return ""
 }
 
 func btoi(b bool) int {
