@@ -6,7 +6,7 @@ PKGS    := ./...
 RACE    := ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./telemetry/...
 FUZZTIME ?= 60s
 
-.PHONY: all build run test test-go test-race test-sim test-e2e bench lint fuzz fuzz-short docker-check bench-load faults clean
+.PHONY: all build run test test-go test-race test-sim test-e2e bench bench-go bench-load bench-soak bench-quick lint fuzz fuzz-short docker-check faults clean
 
 all: build
 
@@ -39,14 +39,25 @@ test-sim: build
 test-e2e: build
 	@if [ -f e2e/package.json ]; then cd e2e && npm ci --no-audit --no-fund --loglevel=error && AGENTDOCK_BIN=../$(BIN) node --test; fi
 
-# Go benchmarks, then a short load run (about a minute); bench-load gives the
-# figures of BENCHMARKS.md's "Load harness" (about 5 minutes).
-bench: build
+# Everything BENCHMARKS.md reports, about 30 minutes on 2 cores with nothing
+# else running: the Go benchmarks, the load harness against the issue's goals
+# (load.md) and a soak per store (soak.md, one CSV of samples per store).
+# bench-quick is a one-minute smoke run of the harness.
+SOAK ?= 10m
+SOAK_STORES ?= memory,redis
+bench: bench-go bench-load bench-soak
+
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./orchestration ./session/... ./llmorch/... ./tools/... ./turnlog/... ./agent ./server ./telemetry
-	$(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -streams 50 -duration 5s -ramp 1s -idle 200 -instant-streams 20 -command-turns 20
 
 bench-load: build
 	$(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -o load.md
+
+bench-soak: build
+	$(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -soak $(SOAK) -streams 100 -stores $(SOAK_STORES) -o soak.md -soak-csv .
+
+bench-quick: build
+	$(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -streams 50 -duration 5s -ramp 1s -idle 200 -instant-streams 20 -command-turns 20
 
 # The fault tests with their slow variants (Redis killed after each frame
 # of a turn, many stalled clients); the fast ones run in make test (test-go).
