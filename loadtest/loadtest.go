@@ -283,10 +283,7 @@ func (e *Env) Run(ctx context.Context, l Load) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			delay := time.Duration(int64(l.Ramp) * int64(w) / int64(l.Streams))
-			select {
-			case <-time.After(delay):
-			case <-ctx.Done():
+			if !waitStart(ctx, l.Ramp, w, l.Streams) {
 				return
 			}
 			for i := 0; time.Now().Before(winEnd) && ctx.Err() == nil; i++ {
@@ -649,4 +646,18 @@ func (e *Env) CountCommands(ctx context.Context, kind Kind, streams, turns int) 
 	}
 	out.Commands, out.Script = mon.take()
 	return out, nil
+}
+
+// waitStart waits for stream w of n to start: the streams' starts are
+// spread evenly over ramp, so that they do not all open at once. It reports
+// false when ctx ended first.
+func waitStart(ctx context.Context, ramp time.Duration, w, n int) bool {
+	t := time.NewTimer(time.Duration(int64(ramp) * int64(w) / int64(n)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

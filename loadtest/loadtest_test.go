@@ -171,11 +171,35 @@ func TestParseMonitorLine(t *testing.T) {
 		{"+1700000000.123456 [0 lua] \"pexpire\" \"k\" \"100\"\r\n", "lua", "pexpire", "k", true},
 		{"+1700000000.1 [0 127.0.0.1:1] \"PING\"\r\n", "127.0.0.1:1", "ping", "", true},
 		{"+OK\r\n", "", "", "", false},
+		{"+1.1 [0 127.0.0.1:1] \"SET\" \"a\\\"b\" \"v\"\r\n", "127.0.0.1:1", "set", "a\"b", true},
+		{"+1.1 [0 lua] \"get\" \"a\\x41\\\\\"\r\n", "lua", "get", "aA\\", true},
 	}
 	for _, tc := range tests {
-		src, cmd, arg, ok := parseMonitorLine(tc.line)
-		if src != tc.src || cmd != tc.cmd || arg != tc.arg || ok != tc.ok {
-			t.Errorf("parseMonitorLine(%q) = %q %q %q %v; want %q %q %q %v", tc.line, src, cmd, arg, ok, tc.src, tc.cmd, tc.arg, tc.ok)
+		ml, ok := parseMonitorLine(tc.line)
+		if ml.src != tc.src || ml.cmd != tc.cmd || ml.arg() != tc.arg || ok != tc.ok {
+			t.Errorf("parseMonitorLine(%q) = %q %q %q %v; want %q %q %q %v", tc.line, ml.src, ml.cmd, ml.arg(), ok, tc.src, tc.cmd, tc.arg, tc.ok)
+		}
+	}
+}
+
+func TestMonitorLineKey(t *testing.T) {
+	tests := []struct {
+		line, key string
+		turnLog   bool
+	}{
+		{`+1.1 [0 127.0.0.1:1] "EVALSHA" "abc" "2" "agentdock:turns:{s1}:turn:t1:frames" "x"`, "agentdock:turns:{s1}:turn:t1:frames", true},
+		{`+1.1 [0 127.0.0.1:1] "EVALSHA" "abc" "1" "agentdock:{s1}" "arg"`, "agentdock:{s1}", false},
+		{`+1.1 [0 127.0.0.1:1] "EVALSHA" "abc" "0" "arg"`, "", false},
+		{`+1.1 [0 lua] "XADD" "agentdock:turns:{s1}:turn:t1:frames" "1-0"`, "agentdock:turns:{s1}:turn:t1:frames", true},
+		{`+1.1 [0 127.0.0.1:1] "PING"`, "", false},
+	}
+	for _, tc := range tests {
+		ml, ok := parseMonitorLine(tc.line)
+		if !ok {
+			t.Fatalf("parseMonitorLine(%q) failed", tc.line)
+		}
+		if k := ml.key(); k != tc.key || turnLogKey(k) != tc.turnLog {
+			t.Errorf("%q: key %q (turn log %v), want %q (%v)", tc.line, k, turnLogKey(k), tc.key, tc.turnLog)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,47 +59,97 @@ func (m *monitor) read(r *bufio.Reader) {
 			m.mu.Unlock()
 			return
 		}
-		src, cmd, arg, ok := parseMonitorLine(line)
+		ml, ok := parseMonitorLine(line)
 		if !ok {
 			continue
 		}
 		m.mu.Lock()
 		switch {
-		case cmd == "echo" && strings.HasPrefix(arg, "loadtest-mark-"):
-			m.marks[arg] = true
-		case cmd == "info" || cmd == "echo":
-		case src == "lua":
-			m.script[cmd]++
+		case ml.cmd == "echo" && strings.HasPrefix(ml.arg(), "loadtest-mark-"):
+			m.marks[ml.arg()] = true
+		case ml.cmd == "info" || ml.cmd == "echo":
+		case ml.src == "lua":
+			m.script[ml.cmd]++
+		case turnLogKey(ml.key()):
+			m.client[ml.cmd+" (turn log)"]++
 		default:
-			m.client[cmd]++
+			m.client[ml.cmd]++
 		}
 		m.mu.Unlock()
 	}
 }
 
-// parseMonitorLine reads `+1700000000.123456 [0 127.0.0.1:5555] "HGET" "k"`
-// into the source ("lua" or the client's address), the lower-case command
-// and its first argument.
-func parseMonitorLine(line string) (src, cmd, arg string, ok bool) {
-	line = strings.TrimRight(line, "\r\n")
+// monitorLine is one command as MONITOR shows it.
+type monitorLine struct {
+	// src is "lua" for a command a script ran, else the client's address.
+	src string
+	// cmd is the command's name in lower case.
+	cmd string
+	// args are the words after the name, unquoted.
+	args []string
+}
+
+// arg is the command's first argument, or "".
+func (l monitorLine) arg() string {
+	if len(l.args) > 0 {
+		return l.args[0]
+	}
+	return ""
+}
+
+// key is the first key the command names: the one after EVALSHA's script
+// and key count, otherwise the first argument.
+func (l monitorLine) key() string {
+	switch l.cmd {
+	case "evalsha", "eval", "evalsha_ro", "eval_ro":
+		if len(l.args) > 2 && l.args[1] != "0" {
+			return l.args[2]
+		}
+		return ""
+	}
+	return l.arg()
+}
+
+// parseMonitorLine reads `+1700000000.123456 [0 127.0.0.1:5555] "HGET" "k"`.
+// Redis quotes each word as a C string (\", \\, \n, \xHH ...), which is
+// also Go's syntax, so strconv unquotes them: a key with a quote in it
+// stays one word.
+func parseMonitorLine(line string) (monitorLine, bool) {
 	i := strings.IndexByte(line, '[')
 	j := strings.IndexByte(line, ']')
 	if i < 0 || j < i {
-		return "", "", "", false
+		return monitorLine{}, false
 	}
-	_, src, _ = strings.Cut(line[i+1:j], " ")
-	rest := strings.TrimSpace(line[j+1:])
-	parts := strings.SplitN(rest, "\"", 5)
-	// parts: "", CMD, " ", ARG, ...
-	if len(parts) < 3 || parts[1] == "" {
-		return "", "", "", false
+	var l monitorLine
+	_, l.src, _ = strings.Cut(line[i+1:j], " ")
+	var words []string
+	rest := line[j+1:]
+	for {
+		k := strings.IndexByte(rest, '"')
+		if k < 0 {
+			break
+		}
+		q, err := strconv.QuotedPrefix(rest[k:])
+		if err != nil {
+			break
+		}
+		w, err := strconv.Unquote(q)
+		if err != nil {
+			break
+		}
+		words = append(words, w)
+		rest = rest[k+len(q):]
 	}
-	cmd = strings.ToLower(parts[1])
-	if len(parts) >= 4 {
-		arg = parts[3]
+	if len(words) == 0 || words[0] == "" {
+		return monitorLine{}, false
 	}
-	return src, cmd, arg, true
+	l.cmd, l.args = strings.ToLower(words[0]), words[1:]
+	return l, true
 }
+
+// turnLogKey tells the turn log's keys (agentdock serve gives it the
+// session store's prefix plus ":turns") from the session store's.
+func turnLogKey(key string) bool { return strings.Contains(key, ":turns:{") }
 
 // sync waits until MONITOR has shown every command sent before it: it sends
 // a marked ECHO and waits for it.

@@ -138,7 +138,7 @@ func (r *Report) Markdown(w io.Writer) {
 		p("\n")
 	}
 	if len(r.Commands) > 0 {
-		p("Redis commands per turn (MONITOR over exact turn counts, nothing else running): sent by the server (round trips; EVALSHA once) and run inside its Lua scripts.\n\n")
+		p("Redis commands per turn (MONITOR over exact turn counts, nothing else running): sent by the server (round trips; EVALSHA once; (TURN LOG) marks those on the shared turn log's keys, the rest are the session store's) and run inside its Lua scripts.\n\n")
 		p("| turn | turns | tool calls | busy retries | commands sent per turn | by command | commands inside scripts per turn | by command |\n|---|---|---|---|---|---|---|---|\n")
 		for _, c := range r.Commands {
 			p("| %s | %d | %d | %d | %.2f | %s | %.2f | %s |\n", c.Kind, c.Turns, c.Tools, c.Busy,

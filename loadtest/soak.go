@@ -297,10 +297,7 @@ func (e *Env) Soak(ctx context.Context, l SoakLoad) (*SoakResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			delay := time.Duration(int64(l.Ramp) * int64(w) / int64(l.Streams))
-			select {
-			case <-time.After(delay):
-			case <-ctx.Done():
+			if !waitStart(ctx, l.Ramp, w, l.Streams) {
 				return
 			}
 			for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
