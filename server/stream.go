@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -41,6 +42,36 @@ import (
 type sseConn struct {
 	subscribed, unsubscribed chan struct{}
 	subOnce, unsubOnce       sync.Once
+}
+
+// flushWriter is the response writer r3labs/sse writes one connection's
+// events to. r3labs flushes after every event, and each flush is a write
+// system call, the largest single CPU cost of a streamed turn. flushWriter
+// skips a flush while events the publisher has already handed over are
+// still on their way to the writer: the flush after the last of them
+// carries this one's bytes too. So frames that queue up (a burst from the
+// model, a connection catching up, a busy machine) leave in one write,
+// and a frame that is the newest one is flushed at once, as before: no
+// frame waits for a later one.
+type flushWriter struct {
+	http.ResponseWriter
+	// published counts the events with content handed to r3labs; each
+	// makes its writer call Flush once, after the headers' first Flush.
+	published atomic.Int64
+	// written counts those flushes; only the writer goroutine uses it.
+	written     int64
+	headersSent bool
+}
+
+func (w *flushWriter) Flush() {
+	if w.headersSent {
+		w.written++
+		if w.written < w.published.Load() {
+			return
+		}
+	}
+	w.headersSent = true
+	w.ResponseWriter.(http.Flusher).Flush()
 }
 
 func newSSE(s *Server) *sse.Server {
@@ -139,12 +170,13 @@ func (s *Server) streamTurn(c *gin.Context, src source, after int64) {
 	req.URL.RawQuery = url.Values{"stream": {streamID}}.Encode()
 	req.Header.Del("Last-Event-ID")
 
+	fw := &flushWriter{ResponseWriter: w}
 	published := make(chan struct{})
 	go func() {
 		defer close(published)
-		s.publish(ctx, streamID, conn, src, after)
+		s.publish(ctx, streamID, conn, fw, src, after)
 	}()
-	s.sse.ServeHTTP(w, req)
+	s.sse.ServeHTTP(fw, req)
 	cancel()
 	<-published
 	select {
@@ -161,7 +193,7 @@ func (s *Server) streamTurn(c *gin.Context, src source, after int64) {
 }
 
 // publish feeds one connection's sse stream from src.
-func (s *Server) publish(ctx context.Context, streamID string, conn *sseConn, src source, after int64) {
+func (s *Server) publish(ctx context.Context, streamID string, conn *sseConn, fw *flushWriter, src source, after int64) {
 	select {
 	case <-conn.subscribed:
 	case <-ctx.Done():
@@ -171,7 +203,14 @@ func (s *Server) publish(ctx context.Context, streamID string, conn *sseConn, sr
 	_, turnID := src.ids()
 	hb := time.NewTicker(s.cfg.Heartbeat)
 	defer hb.Stop()
-	pub := func(ev *sse.Event) { s.sse.Publish(streamID, ev) }
+	pub := func(ev *sse.Event) {
+		if len(ev.Data) > 0 || len(ev.Comment) > 0 {
+			// Counted before it is handed over, so that the writer never
+			// takes an event for the last one while this one is coming.
+			fw.published.Add(1)
+		}
+		s.sse.Publish(streamID, ev)
+	}
 	// closeWith sends frames that are not in the turn's log (so they carry no
 	// ID) and ends the response.
 	closeWith := func(e *chat.Error) {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,10 +214,7 @@ func TestHeartbeatAndWriteTimeout(t *testing.T) {
 		c.Heartbeat = 5 * time.Millisecond
 		c.WriteTimeout = 50 * time.Millisecond
 	}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := newLocalListener(t)
 	ctx, stop := context.WithCancel(t.Context())
 	served := make(chan error, 1)
 	go func() { served <- e.srv.Serve(ctx, ln) }()
@@ -247,10 +246,7 @@ func TestHeartbeatAndWriteTimeout(t *testing.T) {
 // answer is saved, and new turns are refused.
 func TestShutdownEndsStreams(t *testing.T) {
 	e := newEnv(t, envOptions{delay: slowWord})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := newLocalListener(t)
 	ctx, stop := context.WithCancel(t.Context())
 	served := make(chan error, 1)
 	go func() { served <- e.srv.Serve(ctx, ln) }()
@@ -292,3 +288,115 @@ func TestShutdownEndsStreams(t *testing.T) {
 		t.Fatalf("want 503, got %v", err)
 	}
 }
+
+// countingListener counts the Write calls on the connections it accepts:
+// each is one write system call on the server's side of the socket.
+type countingListener struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, writes: &l.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestReplayCoalescesWrites replays a finished turn whole over real HTTP:
+// its frames are all in the turn's log at once, and they leave in fewer
+// writes than frames (flushWriter skips the flush of an event another one
+// follows), every one of them intact and in order.
+func TestReplayCoalescesWrites(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	sid := "coalesce-session"
+	res := e.do(http.MethodPost, "/api/chat/explorer", exploreFor(sid))
+	live := newSSEReader(res.Body).all()
+	res.Body.Close()
+	turnID := res.Header.Get("X-Turn-Id")
+	e.waitIdle(sid)
+	if len(live) < 20 {
+		t.Fatalf("the turn has %d frames; the test needs a longer one", len(live))
+	}
+
+	l := &countingListener{Listener: newLocalListener(t)}
+	hs := httptest.NewUnstartedServer(e.srv.Handler())
+	hs.Listener = l
+	hs.Start()
+	defer hs.Close()
+	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/api/sessions/"+sid+"/stream", nil)
+	req.Header.Set("Last-Event-ID", turnID+":0")
+	res2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := newSSEReader(res2.Body).all()
+	res2.Body.Close()
+	if len(replay) != len(live) {
+		t.Fatalf("replay from the start: %d frames, want %d", len(replay), len(live))
+	}
+	for i, ev := range replay {
+		if ev.ID != live[i].ID || ev.Data != live[i].Data {
+			t.Fatalf("replayed frame %d is %s %s, the live one was %s %s", i, ev.ID, ev.Data, live[i].ID, live[i].Data)
+		}
+	}
+	writes := l.writes.Load()
+	t.Logf("%d frames replayed in %d writes", len(replay), writes)
+	if writes >= int64(len(replay)) {
+		t.Fatalf("%d frames took %d writes: the flushes were not coalesced", len(replay), writes)
+	}
+}
+
+func newLocalListener(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestFlushWriter: the headers' flush and the flush of the newest event
+// published go through; a flush while later events are on their way does
+// not.
+func TestFlushWriter(t *testing.T) {
+	rec := &flushCounter{ResponseWriter: httptest.NewRecorder()}
+	w := &flushWriter{ResponseWriter: rec}
+	steps := []struct {
+		publish  int64 // events published before the flush
+		wantReal int   // real flushes after it
+	}{
+		{0, 1}, // the headers
+		{3, 1}, // event 1 of 3: more are coming
+		{0, 1}, // event 2 of 3
+		{0, 2}, // event 3 of 3: the newest
+		{1, 3}, // event 4 of 4
+		{2, 3}, // event 5 of 6
+		{0, 4}, // event 6 of 6
+	}
+	for i, st := range steps {
+		w.published.Add(st.publish)
+		w.Flush()
+		if rec.n != st.wantReal {
+			t.Fatalf("step %d: %d real flushes, want %d", i, rec.n, st.wantReal)
+		}
+	}
+}
+
+type flushCounter struct {
+	http.ResponseWriter
+	n int
+}
+
+func (f *flushCounter) Flush() { f.n++ }
