@@ -56,6 +56,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}()
 	log := telemetry.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel, tel.CaptureContent())
 	slog.SetDefault(log)
+	session.LogRedisTo(log)
 	log.LogAttrs(ctx, slog.LevelInfo, "configuration", cfg.attrs(os.LookupEnv, os.Environ())...)
 	if err := serve(ctx, cfg, tel, log); err != nil {
 		log.Error("server stopped", "err", err)
