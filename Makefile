@@ -68,23 +68,15 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-# Each fuzz target for FUZZTIME: template JSON, scenario files, chat request
-# bodies, Last-Event-ID values, provider streams, tool arguments (CI runs
-# them briefly through fuzz-short).
-FUZZ_TARGETS := ./orchestration:FuzzConditions ./template:FuzzLoad ./scenario:FuzzParse \
-	./server:FuzzChatBody ./server:FuzzParseEventID ./session:FuzzParseRedisURL \
-	./llmorch/provider:FuzzOpenAIStream ./llmorch/provider:FuzzAnthropicStream \
-	./llmorch/mockllm:FuzzDecodeRequest ./llmorch/offline:FuzzArguments ./tools:FuzzExecuteArguments
+# Every fuzz target (template JSON, scenario files, chat request bodies,
+# Last-Event-ID values, provider streams, tool arguments, config files) for
+# FUZZTIME each; fuzz-short, part of make test, gives each a fixed number of
+# inputs instead (scripts/fuzz.sh says why).
 fuzz:
-	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
-		echo "fuzzing $$name in $$pkg for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg || exit 1; done
+	GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
 
-# Minimising a new input can outlast a 3 s run and end it with "context
-# deadline exceeded"; the smoke run skips minimisation (a crasher is still
-# reported and saved, just not shrunk).
 fuzz-short:
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=3s FUZZFLAGS=-fuzzminimizetime=0
+	GO=$(GO) scripts/fuzz.sh smoke
 
 # The Dockerfile builds the same binary as make build (checked without Docker).
 docker-check:
