@@ -2,90 +2,22 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"net/http"
-	"strings"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/gin-gonic/gin"
 )
 
-// chatRequest is the body of POST /api/chat/:agentId: the AI SDK's
-// (id, messages) or the plain (message, sessionId).
-type chatRequest struct {
-	ID        string      `json:"id"`
-	Messages  []uiMessage `json:"messages"`
-	Message   *string     `json:"message"`
-	SessionID string      `json:"sessionId"`
-	Trigger   string      `json:"trigger"`
-}
-
-// uiMessage is an AI SDK UI message (parts) or a classic one (content).
-type uiMessage struct {
-	Role    string          `json:"role"`
-	Parts   []uiPart        `json:"parts"`
-	Content json.RawMessage `json:"content"`
-}
-
-type uiPart struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-// lastUserText returns the text of the last user message: its text parts
-// joined, or its content (a string, or a list of {type:"text", text} parts).
-func lastUserText(msgs []uiMessage) (string, *apiError) {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		m := msgs[i]
-		if m.Role != "user" {
-			continue
-		}
-		var texts []string
-		for _, p := range m.Parts {
-			if p.Type == "text" {
-				texts = append(texts, p.Text)
-			}
-		}
-		if len(m.Parts) == 0 && len(m.Content) > 0 {
-			t, err := contentText(m.Content)
-			if err != nil {
-				return "", newError(http.StatusBadRequest, "invalid_message", "messages[%d].content: %s", i, err.Error())
-			}
-			texts = append(texts, t)
-		}
-		return strings.Join(texts, "\n"), nil
-	}
-	return "", newError(http.StatusBadRequest, "invalid_message", "no user message: messages must contain one with role \"user\"")
-}
-
-// contentText reads an OpenAI-style content: a string or a list of parts.
-func contentText(raw json.RawMessage) (string, error) {
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []uiPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("want a string or a list of {\"type\":\"text\",\"text\":...} parts")
-	}
-	var texts []string
-	for _, p := range parts {
-		if p.Type == "text" {
-			texts = append(texts, p.Text)
-		}
-	}
-	return strings.Join(texts, "\n"), nil
-}
-
 // chatSession picks the session of a chat request: the x-session-id header,
 // else body.sessionId, else body.id (the AI SDK's chat ID) when it is a valid
 // session ID, else a new one.
-func chatSession(r *http.Request, body *chatRequest) (string, *apiError) {
+func chatSession(r *http.Request, body *wire.ChatRequest) (string, *apiError) {
 	if h := r.Header.Get("X-Session-Id"); h != "" {
 		if !session.ValidID(h) {
 			return "", errBadSessionID("the x-session-id header")
@@ -114,23 +46,14 @@ func (s *Server) postChat(c *gin.Context) {
 		abortWith(c, newError(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", c.Param("agentId")))
 		return
 	}
-	var body chatRequest
+	var body wire.ChatRequest
 	if e := decodeJSON(c.Request, &body); e != nil {
 		abortWith(c, e)
 		return
 	}
-	var text string
-	switch {
-	case body.Message != nil:
-		text = *body.Message
-	case len(body.Messages) > 0:
-		var e *apiError
-		if text, e = lastUserText(body.Messages); e != nil {
-			abortWith(c, e)
-			return
-		}
-	default:
-		abortWith(c, newError(http.StatusBadRequest, "invalid_message", "the body needs \"message\" (a string) or \"messages\" (AI SDK UI messages)"))
+	text, err := body.Text()
+	if err != nil {
+		abortWith(c, newError(http.StatusBadRequest, "invalid_message", "%s", err.Error()))
 		return
 	}
 	sid, e := chatSession(c.Request, &body)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 )
 
 // streamChat posts a chat message and reads the whole stream.
@@ -33,7 +34,7 @@ func checkTurnStream(t *testing.T, turnID string, evs []sseEvent, firstSeq int64
 	var b strings.Builder
 	open := ""
 	for i, ev := range evs {
-		want := eventID(turnID, firstSeq+int64(i))
+		want := wire.EventID(turnID, firstSeq+int64(i))
 		if !ev.HasID || ev.ID != want {
 			t.Fatalf("frame %d: id %q, want %q (no gap, no duplicate)", i, ev.ID, want)
 		}
@@ -157,7 +158,7 @@ func TestChatStreamAISDKBody(t *testing.T) {
 	if sv.Agent != "explorer" || sv.Usage.Total == 0 || sv.Orchestration == nil || sv.Turn == nil || sv.Turn.Running {
 		t.Errorf("session view %+v", sv)
 	}
-	if got, want := sv.Turn.LastEventID, eventID(turnID, int64(len(evs))); got != want {
+	if got, want := sv.Turn.LastEventID, wire.EventID(turnID, int64(len(evs))); got != want {
 		t.Errorf("turn.lastEventId %q, want %q", got, want)
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"io"
 	"net/http"
 	"os"
@@ -116,15 +117,15 @@ func TestResumeGapIsRefused(t *testing.T) {
 		t.Fatalf("the turn has only %d frames; the test needs more than the cap", last)
 	}
 	var eb errBodyT
-	getJSON(t, e.do(http.MethodGet, "/api/sessions/gap-session-1/stream", "", "Last-Event-ID", eventID(turnID, 1)), http.StatusGone, &eb)
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/gap-session-1/stream", "", "Last-Event-ID", wire.EventID(turnID, 1)), http.StatusGone, &eb)
 	if eb.Error.Code != "stream_gap" {
 		t.Fatalf("%+v", eb.Error)
 	}
 	// Inside the window resuming works.
-	res2 := e.do(http.MethodGet, "/api/sessions/gap-session-1/stream", "", "Last-Event-ID", eventID(turnID, last-5))
+	res2 := e.do(http.MethodGet, "/api/sessions/gap-session-1/stream", "", "Last-Event-ID", wire.EventID(turnID, last-5))
 	rest := newSSEReader(res2.Body).all()
 	res2.Body.Close()
-	if len(rest) != 5 || rest[0].ID != eventID(turnID, last-4) {
+	if len(rest) != 5 || rest[0].ID != wire.EventID(turnID, last-4) {
 		t.Fatalf("resumed %d frames from %q", len(rest), rest[0].ID)
 	}
 }

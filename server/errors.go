@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/gin-gonic/gin"
 )
@@ -98,51 +97,8 @@ func decodeJSON(r *http.Request, v any) *apiError {
 		}
 		return newError(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return newError(http.StatusBadRequest, "invalid_json", "the request body is empty; a JSON object is required")
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return jsonError(data, err)
+	if err := wire.Unmarshal(data, v); err != nil {
+		return newError(http.StatusBadRequest, "invalid_json", "%s", err.Error())
 	}
 	return nil
-}
-
-// jsonError describes a JSON decoding error of data by line and column.
-func jsonError(data []byte, err error) *apiError {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		// Offset counts the offending byte itself.
-		line, col := position(data, max(se.Offset-1, 0))
-		return newError(http.StatusBadRequest, "invalid_json", "invalid JSON at line %d, column %d: %s", line, col, se.Error())
-	case errors.As(err, &te):
-		line, col := position(data, max(te.Offset-1, 0))
-		field := te.Field
-		if field == "" {
-			field = "the body"
-		}
-		return newError(http.StatusBadRequest, "invalid_json", "invalid JSON at line %d, column %d: %s must be %s, not %s", line, col, field, te.Type.String(), te.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		line, col := position(data, int64(len(data)))
-		return newError(http.StatusBadRequest, "invalid_json", "invalid JSON at line %d, column %d: the body ends too early", line, col)
-	}
-	return newError(http.StatusBadRequest, "invalid_json", "invalid JSON: %s", err.Error())
-}
-
-// position turns a byte offset into a 1-based line and column.
-func position(data []byte, offset int64) (line, col int) {
-	if offset > int64(len(data)) {
-		offset = int64(len(data))
-	}
-	line, col = 1, 1
-	for _, b := range data[:offset] {
-		if b == '\n' {
-			line++
-			col = 1
-		} else {
-			col++
-		}
-	}
-	return line, col
 }

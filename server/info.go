@@ -9,6 +9,7 @@ import (
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/turnlog"
 	"github.com/gin-gonic/gin"
@@ -220,7 +221,7 @@ func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnVie
 	var local *turnView
 	if t := s.turns.latest(sess.ID); t != nil {
 		last, done := t.state()
-		local = &turnView{ID: t.id, Running: !done, LastEventID: eventID(t.id, last)}
+		local = &turnView{ID: t.id, Running: !done, LastEventID: wire.EventID(t.id, last)}
 		if local.Running {
 			return local, nil
 		}
@@ -229,7 +230,7 @@ func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnVie
 	if err != nil || !found || s.turns.get(st.Turn) != nil {
 		return local, err
 	}
-	return &turnView{ID: st.Turn, Running: !st.Done && s.alive(st), LastEventID: eventID(st.Turn, st.Last)}, nil
+	return &turnView{ID: st.Turn, Running: !st.Done && s.alive(st), LastEventID: wire.EventID(st.Turn, st.Last)}, nil
 }
 
 func (s *Server) deleteSession(c *gin.Context) {
@@ -281,7 +282,7 @@ func (s *Server) resumeStream(c *gin.Context) {
 	var src source
 	var after int64
 	if lei := c.GetHeader("Last-Event-ID"); lei != "" {
-		turnID, seq, err := parseEventID(lei)
+		turnID, seq, err := wire.ParseEventID(lei)
 		if err != nil {
 			abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q: %s", lei, err.Error()))
 			return
@@ -317,7 +318,7 @@ func (s *Server) resumeStream(c *gin.Context) {
 			// log a running turn's last frames may still be on their way,
 			// so a client ahead of it waits for them there.
 			if seq > last && (kept != nil || done) {
-				abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q is ahead of the turn's last event %q", lei, eventID(turnID, last)))
+				abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q is ahead of the turn's last event %q", lei, wire.EventID(turnID, last)))
 				return
 			}
 			if seq+1 < first {

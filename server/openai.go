@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/gin-gonic/gin"
 )
@@ -177,7 +178,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		if body.Messages[i].Role != "user" {
 			continue
 		}
-		t, err := contentText(body.Messages[i].Content)
+		t, err := wire.ContentText(body.Messages[i].Content)
 		if err != nil {
 			openAIError(c, newError(http.StatusBadRequest, "invalid_message", "messages[%d].content: %s", i, err.Error()))
 			return

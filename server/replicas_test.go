@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/turnlog"
@@ -67,7 +68,7 @@ func TestReplicasResume(t *testing.T) {
 		// The finished turn replays on B from any frame, and 204 after
 		// its last.
 		waitShared(t, b, sid, turnID, true)
-		res3 := b.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", eventID(turnID, 3))
+		res3 := b.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", wire.EventID(turnID, 3))
 		replay := newSSEReader(res3.Body).all()
 		res3.Body.Close()
 		if len(replay) != len(all)-3 || replay[0].ID != all[3].ID || replay[len(replay)-1].Data != "[DONE]" {
@@ -178,7 +179,7 @@ func TestReplicaWriterGone(t *testing.T) {
 	if _, err := log.Append(t.Context(), ref, []byte(`{"type":"start","messageId":"`+ref.Turn+`"}`), []byte(`{"type":"start-step"}`)); err != nil {
 		t.Fatal(err)
 	}
-	for _, lei := range []string{"", eventID(ref.Turn, 1), eventID(ref.Turn, 2), eventID(ref.Turn, 5)} {
+	for _, lei := range []string{"", wire.EventID(ref.Turn, 1), wire.EventID(ref.Turn, 2), wire.EventID(ref.Turn, 5)} {
 		res := b.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", lei)
 		evs := newSSEReader(res.Body).all()
 		res.Body.Close()

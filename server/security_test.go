@@ -11,6 +11,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/telemetry"
 )
 
@@ -102,12 +103,12 @@ func TestSessionsBelongToTheirKey(t *testing.T) {
 		return res.StatusCode, string(b)
 	}
 	unknownStatus, unknownBody := resume(bob, "no-such-session", "")
-	for _, lei := range []string{"", eventID(turnID, 0), eventID(turnID, 1)} {
+	for _, lei := range []string{"", wire.EventID(turnID, 0), wire.EventID(turnID, 1)} {
 		if st, body := resume(bob, "alice-session", lei); st != unknownStatus || body != unknownBody {
 			t.Errorf("bob resuming alice's session (Last-Event-ID %q): %d %q; an unknown session gives %d %q", lei, st, body, unknownStatus, unknownBody)
 		}
 	}
-	if st, body := resume(alice, "alice-session", eventID(turnID, 0)); st != http.StatusOK || !strings.Contains(body, "[DONE]") {
+	if st, body := resume(alice, "alice-session", wire.EventID(turnID, 0)); st != http.StatusOK || !strings.Contains(body, "[DONE]") {
 		t.Errorf("alice resuming her own turn: %d %q", st, body)
 	}
 	// The session survived bob's attempts and is still alice's.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/gin-gonic/gin"
 	"github.com/r3labs/sse/v2"
 )
@@ -229,7 +230,7 @@ func (s *Server) publish(ctx context.Context, streamID string, conn *sseConn, fw
 			if ctx.Err() != nil {
 				return
 			}
-			pub(&sse.Event{ID: []byte(eventID(turnID, f.seq)), Data: f.data})
+			pub(&sse.Event{ID: []byte(wire.EventID(turnID, f.seq)), Data: f.data})
 			after = f.seq
 		}
 		switch {

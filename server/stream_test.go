@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 )
 
 const exploreBody = `{"message":"Please explore options for a team offsite","sessionId":"%s"}`
@@ -109,9 +110,9 @@ func TestResumeRules(t *testing.T) {
 	res.Body.Close()
 	checkTurnStream(t, turnID, evs, 1)
 	// The Last-Event-ID of another session's turn is refused.
-	getJSON(t, e.do(http.MethodGet, "/api/sessions/other-session-1/stream", "", "Last-Event-ID", eventID(turnID, 1)), http.StatusBadRequest, &eb)
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/other-session-1/stream", "", "Last-Event-ID", wire.EventID(turnID, 1)), http.StatusBadRequest, &eb)
 	// Ahead of the turn.
-	getJSON(t, e.do(http.MethodGet, "/api/sessions/running-session/stream", "", "Last-Event-ID", eventID(turnID, 1_000_000)), http.StatusBadRequest, &eb)
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/running-session/stream", "", "Last-Event-ID", wire.EventID(turnID, 1_000_000)), http.StatusBadRequest, &eb)
 	// Finished, no Last-Event-ID: 204 (the answer is in the history).
 	res = e.do(http.MethodGet, "/api/sessions/running-session/stream", "")
 	res.Body.Close()
@@ -160,7 +161,7 @@ func (e *env) finalTypes(sid string) []string {
 	e.t.Helper()
 	e.waitIdle(sid)
 	turn := e.srv.turns.latest(sid)
-	res := e.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", eventID(turn.id, 0))
+	res := e.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", wire.EventID(turn.id, 0))
 	defer res.Body.Close()
 	evs := newSSEReader(res.Body).all()
 	types, _, _ := checkTurnStream(e.t, turn.id, evs, 1)

@@ -2,14 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
-	"github.com/agentdock-go/agentdock/session"
 )
 
 // Causes of a turn's cancellation that the server reports to the client as an
@@ -182,22 +178,6 @@ func (t *turn) detach() {
 			t.cancel(errClientGone)
 		}
 	})
-}
-
-// eventID is the SSE id of a frame: "<turnId>:<seq>".
-func eventID(turnID string, seq int64) string { return turnID + ":" + strconv.FormatInt(seq, 10) }
-
-// parseEventID splits a Last-Event-ID.
-func parseEventID(s string) (turnID string, seq int64, err error) {
-	id, n, ok := strings.Cut(s, ":")
-	if !ok || !session.ValidID(id) {
-		return "", 0, errors.New(`want "<turnId>:<seq>"`)
-	}
-	seq, err = strconv.ParseInt(n, 10, 64)
-	if err != nil || seq < 0 {
-		return "", 0, errors.New(`the part after ":" must be a non-negative integer`)
-	}
-	return id, seq, nil
 }
 
 // turnRegistry holds the running turns and the finished ones still kept for
