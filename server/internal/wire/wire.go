@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
@@ -147,7 +146,7 @@ func Unmarshal(data []byte, v any) error {
 	switch {
 	case len(bytes.TrimSpace(data)) == 0:
 		return &JSONError{Reason: "the body is empty; a JSON object is required"}
-	case errors.As(err, &se) && se.Error() == "unexpected end of JSON input", errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.As(err, &se) && se.Error() == "unexpected end of JSON input":
 		line, col := jsonpos.Position(data, int64(len(data)))
 		return &JSONError{line, col, "the body ends too early"}
 	case errors.As(err, &se):
