@@ -55,6 +55,10 @@ type Config struct {
 	// Telemetry records an invoke_agent span per turn (with the model and
 	// tool spans under it) and the turn metrics; nil records nothing.
 	Telemetry *telemetry.Telemetry
+	// Budget bounds every turn (llmorch.Budget); a template's options
+	// override it field by field, and unset fields take
+	// llmorch.DefaultBudget.
+	Budget llmorch.Budget
 }
 
 // DefaultMaxMessageBytes bounds a user message unless configured.
@@ -82,6 +86,9 @@ func (c *Config) check() error {
 	}
 	if c.LeaseRenewal <= 0 {
 		c.LeaseRenewal = 10 * time.Second
+	}
+	if err := c.Budget.Validate(); err != nil {
+		return fmt.Errorf("agent: Config.Budget: %w", err)
 	}
 	return nil
 }
@@ -152,6 +159,7 @@ func newNode(cfg Config, l *template.Agent) (*Node, error) {
 		Model:     model,
 		Tools:     cfg.Tools,
 		Telemetry: cfg.Telemetry,
+		Budget:    cfg.Budget,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: %w", l.ID(), err)
@@ -171,6 +179,9 @@ func (n *Node) Engine() *orchestration.Engine { return n.agent.Engine }
 // ModelInfo names the agent's model; Provider is "offline" for the offline
 // model.
 func (n *Node) ModelInfo() llmorch.Info { return n.model.Info() }
+
+// Budget returns the budget the agent's turns run under.
+func (n *Node) Budget() llmorch.Budget { return n.service.Budget() }
 
 // Warnings returns the template's load warnings.
 func (n *Node) Warnings() []string {
@@ -273,11 +284,11 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 		return nil, err
 	}
 	return func(yield func(chat.Event) bool) {
-		ctx, cancel := context.WithCancel(ctx)
+		ctx, cancel := context.WithCancelCause(ctx)
 		renewal := n.startRenewal(ctx, lease, cancel)
 		released := false
 		defer func() {
-			cancel()
+			cancel(nil)
 			renewal.stop()
 			if !released {
 				release()
@@ -293,7 +304,7 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 				// turn is over, so that its next message is not refused
 				// as busy. Renewal stops first, so nothing touches the
 				// lease after the release.
-				cancel()
+				cancel(nil)
 				renewal.stop()
 				release()
 				released = true
@@ -343,7 +354,7 @@ func (n *Node) startTurn(ctx context.Context, sessionID, message string, lease s
 	if dec.Transition {
 		n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, st.State.ActiveStep, telemetry.CauseUserMessage)
 	}
-	history = trimToUserStart(history)
+	history = wellFormed(trimToUserStart(history))
 	return llmorch.Turn{SessionID: sessionID, Lease: lease, State: st.State, PreviousStep: dec.PreviousStep, History: append(history, user)}, nil
 }
 
@@ -357,6 +368,51 @@ func trimToUserStart(h []chat.Message) []chat.Message {
 		}
 	}
 	return nil
+}
+
+// errLeaseLost cancels a turn whose lease was lost: its writes would be
+// refused, and the client must hear why the answer stopped.
+var errLeaseLost = &chat.Error{Code: llmorch.CodeLeaseLost,
+	Message: "this turn lost its hold on the session (the session store restarted or another turn took over) and stopped; what it saved before is kept"}
+
+// wellFormed drops what a provider would refuse from a history: a tool
+// result whose call is not in the assistant message before it, and a call
+// with no result after it (the assistant message keeps its text). The
+// store never keeps either, but a history edited by hand or saved by an
+// older version may.
+func wellFormed(h []chat.Message) []chat.Message {
+	var out []chat.Message
+	for i := 0; i < len(h); i++ {
+		m := h[i]
+		if m.Role == chat.RoleTool {
+			continue // answered calls are copied with their call below
+		}
+		if m.Role != chat.RoleAssistant || len(m.ToolCalls) == 0 {
+			out = append(out, m)
+			continue
+		}
+		results := map[string]chat.Message{}
+		j := i + 1
+		for ; j < len(h) && h[j].Role == chat.RoleTool; j++ {
+			results[h[j].ToolCallID] = h[j]
+		}
+		answered := m.ToolCalls[:0:0]
+		for _, c := range m.ToolCalls {
+			if _, ok := results[c.ID]; ok {
+				answered = append(answered, c)
+			}
+		}
+		m.ToolCalls = answered
+		if m.Content != "" || len(answered) > 0 {
+			out = append(out, m)
+		}
+		for _, c := range answered {
+			out = append(out, results[c.ID])
+			delete(results, c.ID)
+		}
+		i = j - 1
+	}
+	return out
 }
 
 // Bounds of releasing a lease: each attempt, and the pause between attempts
@@ -426,7 +482,7 @@ type renewal struct {
 	n      *Node
 	ctx    context.Context
 	lease  session.Lease
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 
 	// mu is held during an Extend, so that stop returns only when no
 	// Extend is running or will run.
@@ -435,7 +491,7 @@ type renewal struct {
 	stopped bool
 }
 
-func (n *Node) startRenewal(ctx context.Context, lease session.Lease, cancel context.CancelFunc) *renewal {
+func (n *Node) startRenewal(ctx context.Context, lease session.Lease, cancel context.CancelCauseFunc) *renewal {
 	r := &renewal{n: n, ctx: ctx, lease: lease, cancel: cancel}
 	r.mu.Lock()
 	r.timer = time.AfterFunc(n.cfg.LeaseRenewal, r.renew)
@@ -455,7 +511,7 @@ func (r *renewal) renew() {
 		return // the turn ended meanwhile
 	case errors.Is(err, session.ErrFenced):
 		r.n.cfg.Logger.WarnContext(r.ctx, "session lease lost; cancelling the turn")
-		r.cancel()
+		r.cancel(errLeaseLost)
 		return
 	case err != nil:
 		r.n.cfg.Logger.WarnContext(r.ctx, "extending session lease", "err", err)

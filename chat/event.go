@@ -24,6 +24,11 @@ const (
 	KindUsage Kind = "usage"
 	// KindWarning carries a warning the user should see in Text.
 	KindWarning Kind = "warning"
+	// KindLimit reports that the turn reached one of its budgets, in Limit.
+	// A limit on tool calls per answer refuses the excess calls and the turn
+	// goes on; every other limit ends the turn cleanly: the partial answer
+	// is saved and Done follows with the limit's finish reason.
+	KindLimit Kind = "limit"
 	// KindError carries an error in Error. In a turn's stream the turn
 	// ends after it. From a model (llmorch.Model.Stream) it may also carry
 	// ToolCall: the model made a call that is invalid (unknown tool,
@@ -48,6 +53,7 @@ type Event struct {
 	Orchestration *Snapshot   `json:"orchestration,omitempty"`
 	Usage         *Usage      `json:"usage,omitempty"`
 	Error         *Error      `json:"error,omitempty"`
+	Limit         *Limit      `json:"limit,omitempty"`
 	FinishReason  string      `json:"finishReason,omitempty"`
 	// Final marks the turn-total usage event.
 	Final bool `json:"final,omitempty"`
@@ -73,11 +79,43 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
+// Limit is a turn budget that was reached: which one, its value, and a
+// message for the user that names the setting that changes it.
+type Limit struct {
+	// Name is one of the Limit* constants.
+	Name string `json:"name"`
+	// Value is the budget's value, e.g. 16 or "10m0s".
+	Value string `json:"value"`
+	// Message says what happened, safe to show.
+	Message string `json:"message"`
+}
+
+func (l *Limit) Error() string { return "limit " + l.Name + ": " + l.Message }
+
+// The budgets of a turn (llmorch.Budget), as named in Limit.Name.
+const (
+	// LimitToolCalls: tool calls that run per model answer.
+	LimitToolCalls = "maxToolCalls"
+	// LimitSteps: model calls per turn before the final answer.
+	LimitSteps = "maxSteps"
+	// LimitOutput: bytes of text and tool arguments the model streams per
+	// turn.
+	LimitOutput = "maxOutputBytes"
+	// LimitTime: the turn's duration.
+	LimitTime = "turnTimeout"
+	// LimitEvents: the frames of one turn's stream the server keeps.
+	LimitEvents = "maxTurnEvents"
+)
+
 // Finish reasons of a Done event.
 const (
 	FinishStop      = "stop"
 	FinishMaxSteps  = "max-steps"
 	FinishError     = "error"
 	FinishCancelled = "cancelled"
-	FinishLength    = "length"
+	// FinishLength: the turn reached its output budget (or its stream's
+	// event budget).
+	FinishLength = "length"
+	// FinishTimeout: the turn reached its time budget.
+	FinishTimeout = "timeout"
 )

@@ -533,6 +533,21 @@ func errorTexts(frames []frame) []string {
 	return out
 }
 
+// limitsOf returns the names of the budgets the turn reached (data-limit
+// frames).
+func limitsOf(frames []frame) []string {
+	var out []string
+	for _, f := range frames {
+		if f.Type() == "data-limit" {
+			var v struct{ Data struct{ Name string } }
+			if json.Unmarshal([]byte(f.Data), &v) == nil {
+				out = append(out, v.Data.Name)
+			}
+		}
+	}
+	return out
+}
+
 // textOf joins the text deltas.
 func textOf(frames []frame) string {
 	var b strings.Builder

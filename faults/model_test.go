@@ -183,8 +183,8 @@ func repeat(s mockllm.Script, n int) []mockllm.Script {
 // TestModelHangs: a model that hangs, either after sending its headers
 // (the mock's first token never comes) or before answering at all (a
 // listener that accepts and never writes), is cut by TURN_TIMEOUT: the
-// client gets the turn_timeout error frame, finish and [DONE] soon after
-// the limit, and the session's next turn works.
+// client gets the turnTimeout limit frame, finish "other" and [DONE] soon
+// after the limit, no error, and the session's next turn works.
 func TestModelHangs(t *testing.T) {
 	m := newModel(t)
 	// A peer that accepts connections and never answers: the provider's
@@ -227,8 +227,8 @@ func TestModelHangs(t *testing.T) {
 			m.Enqueue(mockllm.Script{Text: []string{"never"}, TimeToFirstToken: time.Minute})
 			const sid = "hang-session-1"
 			r := runTurn(t, srv.URL(), sid, "hello")
-			if len(r.errs) != 1 || !strings.HasPrefix(r.errs[0], "turn_timeout") {
-				t.Errorf("error frames %q, want turn_timeout", r.errs)
+			if l := limitsOf(r.frames); len(r.errs) != 0 || len(l) != 1 || l[0] != "turnTimeout" || r.reason != "other" {
+				t.Errorf("error frames %q, limits %q, finish %q; want the turnTimeout limit and finish other", r.errs, l, r.reason)
 			}
 			if r.took < limit || r.took > limit+5*time.Second {
 				t.Errorf("the turn ended after %v, want soon after TURN_TIMEOUT %v", r.took, limit)

@@ -79,7 +79,9 @@ func TestStalledClientsManyStreams(t *testing.T) {
 // over it.
 func stallTest(t *testing.T, cfg stallConfig) string {
 	m := newModel(t, mockllm.WithDefault(mockllm.Script{Chunks: cfg.frames, InterTokenDelay: tokenGap}))
-	srv := startServer(t, modelEnv(m)...)
+	// The large turns must outlast the measurement: they are far over the
+	// default output budget.
+	srv := startServer(t, append(modelEnv(m), "MAX_OUTPUT_BYTES=1073741824")...)
 	big := mockllm.Script{InterTokenDelay: 5 * time.Millisecond}
 	chunk := strings.Repeat("x", cfg.bigDelta-1) + " "
 	for range cfg.bigDeltas {

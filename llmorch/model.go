@@ -42,7 +42,14 @@ type Request struct {
 	// others.
 	Tools       []chat.ToolSpec
 	Temperature *float64
-	MaxTokens   int
+	// MaxTokens is the max_tokens to send (0: the provider's default).
+	MaxTokens int
+	// MaxOutputBytes, when positive, is what is left of the turn's output
+	// budget: a model stops once the bytes of its text and tool-call
+	// arguments exceed it, without buffering more, and ends its sequence
+	// with ErrOutputLimit after the text it yielded. The caller counts the
+	// text too, so a model that ignores it is still cut.
+	MaxOutputBytes int
 
 	// Orchestration describes the active step and the agent's modes. Real
 	// providers see it only through the system prompt; the offline model

@@ -30,9 +30,10 @@ type ServiceConfig struct {
 	Store    session.Store
 	Model    Model
 	Tools    Executor
-	// MaxSteps bounds the model calls of a turn before the final answer
-	// (default: the template's options.maxSteps, else 10).
-	MaxSteps int
+	// Budget bounds each turn (the server's settings); the template's
+	// options override it field by field, and unset fields take
+	// DefaultBudget.
+	Budget Budget
 	// Temperature and MaxTokens override the template's model settings.
 	Temperature *float64
 	MaxTokens   int
@@ -70,9 +71,10 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("llmorch: ServiceConfig needs %v", missing)
 	}
-	if cfg.MaxSteps <= 0 {
-		cfg.MaxSteps = cfg.Template.MaxSteps()
+	if err := cfg.Budget.Validate(); err != nil {
+		return nil, fmt.Errorf("llmorch: ServiceConfig.Budget: %w", err)
 	}
+	cfg.Budget = templateBudget(cfg.Template).Or(cfg.Budget).Or(DefaultBudget)
 	_, node := cfg.Template.Provider()
 	if cfg.Temperature == nil {
 		cfg.Temperature = node.Temperature
@@ -102,6 +104,10 @@ type Turn struct {
 	History []chat.Message
 }
 
+// Budget returns the budget the service's turns run under: the template's
+// options, then ServiceConfig.Budget, then the defaults.
+func (s *Service) Budget() Budget { return s.cfg.Budget }
+
 // saveTimeout bounds the writes made after a turn was cancelled, so that the
 // partial answer is saved but a dead store cannot hold the turn forever.
 const saveTimeout = 5 * time.Second
@@ -116,18 +122,43 @@ const saveTimeout = 5 * time.Second
 // of the same turn sees the new step's tools), and the step's usage is
 // recorded. The step's messages are appended to the history as they
 // complete. All writes are atomic store updates fenced by the turn's lease.
+//
+// The turn runs under its Budget. Reaching a budget yields a chat.KindLimit
+// event; every budget but MaxToolCalls then ends the turn with its finish
+// reason, the partial answer saved. A cancellation whose cause (see
+// context.WithCancelCause) is a *chat.Limit ends the turn the same way (the
+// server's budget on a stream's frames), and one whose cause is a
+// *chat.Error is reported as that error before Done (shutdown, a lost
+// lease).
 func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.Seq[chat.Event] {
 	return func(yield func(chat.Event) bool) {
+		ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Budget.TurnTimeout, LimitTime(s.cfg.Budget.TurnTimeout))
+		defer cancel()
 		r := &run{s: s, turn: turn, state: turn.State, yield: yield, messages: slices.Clone(turn.History)}
 		reason, err := r.loop(ctx)
+		if r.stopped {
+			return
+		}
+		// The turn's end: its total usage, then why it ended early (a
+		// budget or an error), then Done.
+		var last *chat.Event
 		if err != nil {
-			if ctx.Err() != nil {
+			var (
+				lim *chat.Limit
+				ce  *chat.Error
+			)
+			switch {
+			case errors.As(err, &lim), ctx.Err() != nil && errors.As(context.Cause(ctx), &lim):
+				reason = finishReason(lim)
+				last = &chat.Event{Kind: chat.KindLimit, Limit: lim}
+			case ctx.Err() != nil:
 				reason = chat.FinishCancelled
-			} else {
-				reason = chat.FinishError
-				if !r.emit(chat.Event{Kind: chat.KindError, Error: publicError(err)}) {
-					return
+				if errors.As(context.Cause(ctx), &ce) {
+					last = &chat.Event{Kind: chat.KindError, Error: ce}
 				}
+			default:
+				reason = chat.FinishError
+				last = &chat.Event{Kind: chat.KindError, Error: publicError(err)}
 			}
 		}
 		if !r.turnUsage.IsZero() {
@@ -135,6 +166,9 @@ func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.S
 			if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u, Final: true}) {
 				return
 			}
+		}
+		if last != nil && !r.emit(*last) {
+			return
 		}
 		r.emit(chat.Event{Kind: chat.KindDone, FinishReason: reason})
 	}
@@ -153,6 +187,7 @@ type run struct {
 	announced bool
 	calls     int    // model calls so far
 	callStep  string // the active step at the latest model call
+	output    int    // bytes of text and tool arguments the model streamed
 }
 
 var errStopped = errors.New("consumer stopped")
@@ -169,9 +204,12 @@ func (r *run) emit(ev chat.Event) bool {
 }
 
 func (r *run) loop(ctx context.Context) (string, error) {
-	cfg := r.s.cfg
+	budget := r.s.cfg.Budget
 	for step := 1; ; step++ {
-		final := step > cfg.MaxSteps
+		final := step > budget.MaxSteps
+		if step == budget.MaxSteps+1 && !r.emit(chat.Event{Kind: chat.KindLimit, Limit: limitSteps(budget.MaxSteps)}) {
+			return "", errStopped
+		}
 		calls, err := r.modelStep(ctx, final)
 		if err != nil {
 			return "", err
@@ -206,6 +244,7 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	if offer.Warning != "" && !r.emit(chat.Event{Kind: chat.KindWarning, Text: offer.Warning}) {
 		return nil, errStopped
 	}
+	remaining := cfg.Budget.MaxOutputBytes - r.output
 	req := Request{
 		System: SystemPrompt(PromptInput{
 			Personality: cfg.Template.Personality,
@@ -214,12 +253,13 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 			Snapshot:    snap,
 			FinalAnswer: final,
 		}),
-		Messages:      r.messages,
-		Tools:         cfg.Tools.Specs(offer.Tools),
-		Temperature:   cfg.Temperature,
-		MaxTokens:     cfg.MaxTokens,
-		Orchestration: &snap,
-		Modes:         r.s.modes,
+		Messages:       r.messages,
+		Tools:          cfg.Tools.Specs(offer.Tools),
+		Temperature:    cfg.Temperature,
+		MaxTokens:      maxTokens(cfg.MaxTokens, remaining),
+		MaxOutputBytes: remaining,
+		Orchestration:  &snap,
+		Modes:          r.s.modes,
 	}
 	if !r.emit(chat.Event{Kind: chat.KindStepStart}) {
 		return nil, errStopped
@@ -236,32 +276,58 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		usage   chat.Usage
 		invalid = map[string]string{} // call ID -> why the call is invalid
 	)
+	// over ends the step at the output budget: the text so far is saved
+	// and the calls, whose arguments are incomplete or over it, are not.
+	over := func() error {
+		r.saveMessages(ctx, assistantMessage(text, nil))
+		r.addUsage(ctx, usage)
+		return limitOutput(cfg.Budget.MaxOutputBytes)
+	}
 	for ev, err := range r.stream(ctx, req, prevStep) {
 		if err != nil {
+			if errors.Is(err, ErrOutputLimit) {
+				return nil, over()
+			}
 			r.saveMessages(ctx, assistantMessage(text, nil))
 			return nil, err
 		}
 		switch ev.Kind {
 		case chat.KindTextDelta:
+			cut := len(ev.Text) > cfg.Budget.MaxOutputBytes-r.output
+			if cut {
+				ev.Text = truncateUTF8(ev.Text, cfg.Budget.MaxOutputBytes-r.output)
+			}
+			r.output += len(ev.Text)
 			text = append(text, ev.Text...)
-			if !r.emit(ev) {
+			if ev.Text != "" && !r.emit(ev) {
 				r.saveMessages(ctx, assistantMessage(text, nil))
 				return nil, errStopped
 			}
-		case chat.KindToolCall:
-			calls = append(calls, *ev.ToolCall)
-		case chat.KindError:
-			if ev.ToolCall != nil && ev.Error != nil {
-				call := *ev.ToolCall
-				calls = append(calls, call)
+			if cut {
+				return nil, over()
+			}
+		case chat.KindToolCall, chat.KindError:
+			if ev.ToolCall == nil || ev.Kind == chat.KindError && ev.Error == nil {
+				continue
+			}
+			call := *ev.ToolCall
+			if r.output += len(call.Arguments); r.output > cfg.Budget.MaxOutputBytes {
+				return nil, over()
+			}
+			calls = append(calls, call)
+			if ev.Kind == chat.KindError {
 				invalid[call.ID] = ev.Error.Message
 			}
 		case chat.KindUsage:
 			usage = usage.Add(*ev.Usage)
 		}
+		if ctx.Err() != nil {
+			break // stop reading the model at once
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		r.saveMessages(ctx, assistantMessage(text, nil))
+		r.addUsage(ctx, usage)
 		return nil, err
 	}
 	return calls, r.onStepFinish(ctx, text, calls, invalid, usage)
@@ -271,16 +337,32 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 // saves the step's messages.
 func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCall, invalid map[string]string, usage chat.Usage) error {
 	cfg := r.s.cfg
+	// Over MaxToolCalls, the first excess call stands for all of them: it
+	// gets the refusal naming the limit, and the rest leave no trace in the
+	// history, which a turn must never fill.
+	made, limit := len(calls), cfg.Budget.MaxToolCalls
+	if made > limit {
+		calls = calls[:limit+1]
+		if !r.emit(chat.Event{Kind: chat.KindLimit, Limit: limitToolCalls(limit, made)}) {
+			return errStopped
+		}
+	}
 	msgs := []chat.Message{assistantMessage(text, calls)}
-	for _, call := range calls {
+	for i, call := range calls {
 		if !r.emit(chat.Event{Kind: chat.KindToolCall, ToolCall: &call}) {
 			return errStopped
 		}
-		res := r.tool(ctx, call, invalid)
+		var res toolOutcome
+		if i == limit {
+			res.result = refusedOverLimit(call, limit, made)
+		} else {
+			res = r.tool(ctx, call, invalid)
+		}
 		if err := ctx.Err(); err != nil {
 			// Cancelled mid-step: keep the text, drop the calls whose
 			// results are not all there, so the history stays valid.
 			r.saveMessages(ctx, assistantMessage(text, nil))
+			r.addUsage(ctx, usage)
 			return err
 		}
 		if res.err != nil {
@@ -324,6 +406,27 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		}
 	}
 	return nil
+}
+
+// addUsage records the usage of a step that ended early (cancelled, or cut
+// at the output budget), even when ctx is cancelled, within saveTimeout:
+// the tokens were spent. A failure is not reported because the turn is
+// already ending.
+func (r *run) addUsage(ctx context.Context, usage chat.Usage) {
+	if usage.IsZero() {
+		return
+	}
+	cfg := r.s.cfg
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	st, err := cfg.Store.Update(ctx, r.turn.SessionID, func(s *orchestration.State) error {
+		*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(usage))
+		return nil
+	}, session.WithLease(r.turn.Lease))
+	if err == nil {
+		r.state = st.State
+		r.turnUsage = r.turnUsage.Add(usage)
+	}
 }
 
 type toolOutcome struct {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"net/http"
@@ -90,16 +89,8 @@ func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, k
 		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
-	runCtx := ctx
-	stopTimer := func() bool { return true }
-	if s.cfg.TurnTimeout > 0 {
-		var cancelTimeout context.CancelFunc
-		runCtx, cancelTimeout = context.WithTimeoutCause(ctx, s.cfg.TurnTimeout, errTurnTimout)
-		stopTimer = func() bool { cancelTimeout(); return true }
-	}
-	events, err := node.HandleMessage(runCtx, sessionID, message, agent.WithOwner(owner))
+	events, err := node.HandleMessage(ctx, sessionID, message, agent.WithOwner(owner))
 	if err != nil {
-		stopTimer()
 		cancel(nil)
 		return nil, err
 	}
@@ -111,7 +102,6 @@ func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, k
 		cancel(errShutdown)
 		for range events {
 		}
-		stopTimer()
 		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
 	}
 	var started chan struct{}
@@ -119,7 +109,6 @@ func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, k
 		started = make(chan struct{})
 	}
 	go func() {
-		defer stopTimer()
 		defer cancel(nil)
 		defer s.turns.ended(t)
 		if started != nil {
@@ -130,7 +119,7 @@ func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, k
 			}()
 			defer func() { <-mirrored }()
 		}
-		s.runTurn(runCtx, t, events)
+		s.runTurn(t, events)
 	}()
 	if started != nil {
 		// The model call is under way meanwhile; only the client's first
@@ -142,7 +131,9 @@ func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, k
 
 // runTurn drains the turn's events into its log. It recovers a panic of the
 // agent into an error frame, so that clients always get finish and [DONE].
-func (s *Server) runTurn(ctx context.Context, t *turn, events iter.Seq[chat.Event]) {
+// A cancellation the server caused (shutdown, disconnect grace, a full
+// log) is reported by the turn itself, from its context's cause.
+func (s *Server) runTurn(t *turn, events iter.Seq[chat.Event]) {
 	m := &uiMapper{turnID: t.id}
 	finished := false
 	defer func() {
@@ -158,20 +149,8 @@ func (s *Server) runTurn(ctx context.Context, t *turn, events iter.Seq[chat.Even
 	}()
 	t.add(m.start())
 	usage := func() *chat.Usage { return s.sessionUsage(t.sessionID) }
-	sawError := false
 	for ev := range events {
-		switch ev.Kind {
-		case chat.KindError:
-			sawError = true
-		case chat.KindDone:
-			// A cancellation the server caused is reported, so that the
-			// client knows why the answer stopped.
-			var ce *chat.Error
-			if ev.FinishReason == chat.FinishCancelled && !sawError && errors.As(context.Cause(ctx), &ce) {
-				t.add(m.mapEvent(chat.Event{Kind: chat.KindError, Error: ce}, nil)...)
-			}
-			finished = true
-		}
+		finished = ev.Kind == chat.KindDone
 		t.add(m.mapEvent(ev, usage)...)
 		if finished {
 			return

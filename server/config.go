@@ -20,7 +20,7 @@ const (
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultStreamRetention = 5 * time.Minute
 	DefaultHeartbeat       = 15 * time.Second
-	DefaultMaxTurnEvents   = 20000
+	DefaultMaxTurnEvents   = 100000
 	DefaultShutdownTimeout = 25 * time.Second
 	DefaultWriteTimeout    = 60 * time.Second
 )
@@ -59,16 +59,15 @@ type Config struct {
 	// StreamRetention is how long a finished turn's events are kept for
 	// resuming (default 5 min).
 	StreamRetention time.Duration
-	// MaxTurnEvents bounds the events kept per turn (default 20000); when a
-	// turn produces more, the oldest are dropped and a resume from before the
-	// kept window is refused with 410.
+	// MaxTurnEvents bounds the frames of one turn's stream (default
+	// 100000, enough for the default output budget in token-sized deltas):
+	// a turn that reaches it is stopped like one at its output budget
+	// (finishReason length, a maxTurnEvents limit frame), and every frame
+	// of it stays readable for resuming.
 	MaxTurnEvents int
 	// Heartbeat is the interval of SSE comment lines on idle streams
 	// (default 15 s).
 	Heartbeat time.Duration
-	// TurnTimeout, when positive, bounds each turn; the turn then ends with
-	// an error event "turn_timeout".
-	TurnTimeout time.Duration
 	// DisconnectGrace, when positive, cancels a running turn once no client
 	// has been attached to its stream for that long. Zero (the default)
 	// never cancels: the turn finishes and its answer is saved.
@@ -134,7 +133,6 @@ func (c *Config) validate() error {
 	neg("StreamRetention", int64(c.StreamRetention))
 	neg("MaxTurnEvents", int64(c.MaxTurnEvents))
 	neg("Heartbeat", int64(c.Heartbeat))
-	neg("TurnTimeout", int64(c.TurnTimeout))
 	neg("DisconnectGrace", int64(c.DisconnectGrace))
 	neg("ShutdownTimeout", int64(c.ShutdownTimeout))
 	neg("WriteTimeout", int64(c.WriteTimeout))

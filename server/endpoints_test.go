@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 )
 
 func TestInfoEndpoints(t *testing.T) {
@@ -103,30 +104,29 @@ func TestDeleteRunningSessionConflicts(t *testing.T) {
 	}
 }
 
-// TestResumeGapIsRefused: with a small event cap, a resume from before the
-// kept window gets 410 rather than a stream with a hole in it.
-func TestResumeGapIsRefused(t *testing.T) {
+// TestTurnStopsAtTheEventBudget: a turn whose stream reaches
+// MaxTurnEvents frames is stopped there (a maxTurnEvents limit, finish
+// "length"), its stream and its turn end together, every frame stays
+// readable from the start, and the session takes the next turn at once.
+func TestTurnStopsAtTheEventBudget(t *testing.T) {
 	e := newEnv(t, envOptions{cfg: func(c *Config) { c.MaxTurnEvents = 16 }})
-	// The live client may itself fall behind the small window (its stream
-	// then ends with stream_gap); only the resume rule is checked here.
-	res, _ := e.streamChat("explorer", exploreFor("gap-session-1"))
+	res, evs := e.streamChat("explorer", exploreFor("gap-session-1"))
 	turnID := res.Header.Get("X-Turn-Id")
-	e.waitIdle("gap-session-1")
-	last, _ := e.srv.turns.get(turnID).state()
-	if last <= 16 {
-		t.Fatalf("the turn has only %d frames; the test needs more than the cap", last)
+	n := len(evs)
+	if n < 17 || evs[n-1].Data != "[DONE]" || !strings.Contains(evs[n-2].Data, `"finishReason":"length"`) || !strings.Contains(evs[n-3].Data, `"maxTurnEvents"`) {
+		t.Fatalf("the live stream ends %v", evs[max(n-3, 0):])
 	}
-	var eb errBodyT
-	getJSON(t, e.do(http.MethodGet, "/api/sessions/gap-session-1/stream", "", "Last-Event-ID", wire.EventID(turnID, 1)), http.StatusGone, &eb)
-	if eb.Error.Code != "stream_gap" {
-		t.Fatalf("%+v", eb.Error)
+	// The session is free as soon as the client saw the finish.
+	res2, _ := e.streamChat("explorer", exploreFor("gap-session-1"))
+	if res2.StatusCode != http.StatusOK {
+		t.Fatalf("next turn: %d", res2.StatusCode)
 	}
-	// Inside the window resuming works.
-	res2 := e.do(http.MethodGet, "/api/sessions/gap-session-1/stream", "", "Last-Event-ID", wire.EventID(turnID, last-5))
-	rest := newSSEReader(res2.Body).all()
-	res2.Body.Close()
-	if len(rest) != 5 || rest[0].ID != wire.EventID(turnID, last-4) {
-		t.Fatalf("resumed %d frames from %q", len(rest), rest[0].ID)
+	// The whole first turn can still be read from its first frame.
+	res3 := e.do(http.MethodGet, "/api/sessions/gap-session-1/stream", "", "Last-Event-ID", wire.EventID(turnID, 0))
+	all := newSSEReader(res3.Body).all()
+	res3.Body.Close()
+	if len(all) != n || all[0].ID != wire.EventID(turnID, 1) {
+		t.Fatalf("resumed %d frames from %q, want all %d", len(all), all[0].ID, n)
 	}
 }
 

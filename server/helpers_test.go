@@ -34,6 +34,8 @@ type env struct {
 type envOptions struct {
 	delay time.Duration // the offline model's delay between words
 	cfg   func(*Config)
+	// budget bounds the agents' turns.
+	budget llmorch.Budget
 	// store is the session store (default: a new memory store); the env
 	// closes it.
 	store session.Store
@@ -66,6 +68,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Tools:  reg,
 		Models: func(*template.Template) (llmorch.Model, error) { return model, nil },
 		Logger: slog.New(slog.DiscardHandler),
+		Budget: o.budget,
 	}, loaded)
 	if err != nil {
 		t.Fatal(err)

@@ -98,6 +98,7 @@ type oaExtended struct {
 	Orchestration *chat.Snapshot   `json:"orchestration,omitempty"`
 	Usage         *uiUsage         `json:"usage,omitempty"`
 	Warning       string           `json:"warning,omitempty"`
+	Limit         *chat.Limit      `json:"limit,omitempty"`
 	Error         *chat.Error      `json:"error,omitempty"`
 	FinishReason  string           `json:"finishReason,omitempty"`
 	// ToolCalls and ToolResults list a whole turn's tool activity in a
@@ -251,7 +252,8 @@ func follow(ctx context.Context, t *turn, heartbeat time.Duration, fn func(chat.
 var errGap = &chat.Error{Code: "stream_gap", Message: "events of this turn were dropped before they could be sent; read the answer from the session history"}
 
 func oaFinish(reason string) string {
-	if reason == chat.FinishLength || reason == chat.FinishMaxSteps {
+	switch reason {
+	case chat.FinishLength, chat.FinishMaxSteps, chat.FinishTimeout:
 		return "length"
 	}
 	return "stop"
@@ -287,6 +289,8 @@ func (s *Server) completion(c *gin.Context, t *turn, model string) {
 			ext.ToolResults = append(ext.ToolResults, *ev.ToolResult)
 		case chat.KindOrchestration:
 			ext.Orchestration = ev.Orchestration
+		case chat.KindLimit:
+			ext.Limit = ev.Limit
 		case chat.KindUsage:
 			if ev.Final {
 				usage = *ev.Usage
@@ -396,6 +400,8 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model string, include
 			send(chunk(oaDelta{}, nil, &oaExtended{Orchestration: ev.Orchestration}))
 		case chat.KindWarning:
 			send(chunk(oaDelta{}, nil, &oaExtended{Warning: ev.Text}))
+		case chat.KindLimit:
+			send(chunk(oaDelta{}, nil, &oaExtended{Limit: ev.Limit}))
 		case chat.KindUsage:
 			u := uiUsage{Prompt: ev.Usage.Prompt, Completion: ev.Usage.Completion, Total: totalOf(*ev.Usage), Final: ev.Final}
 			if ev.Final {

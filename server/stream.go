@@ -213,11 +213,15 @@ func (s *Server) publish(ctx context.Context, streamID string, conn *sseConn, fw
 		s.sse.Publish(streamID, ev)
 	}
 	// closeWith sends frames that are not in the turn's log (so they carry no
-	// ID) and ends the response.
+	// ID) and ends the response. The turn is over for every reason but
+	// errSharedLog, which only this reader met: the turn may run on, so
+	// the client is not told it finished (it may resume).
 	closeWith := func(e *chat.Error) {
 		pub(&sse.Event{Data: mustJSON(uiChunk{Type: "error", ErrorText: e.Code + ": " + e.Message})})
-		pub(&sse.Event{Data: mustJSON(uiChunk{Type: "finish", FinishReason: "error"})})
-		pub(&sse.Event{Data: doneData})
+		if e != errSharedLog {
+			pub(&sse.Event{Data: mustJSON(uiChunk{Type: "finish", FinishReason: "error"})})
+			pub(&sse.Event{Data: doneData})
+		}
 		pub(&sse.Event{})
 	}
 	for {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 )
 
@@ -197,12 +199,44 @@ func TestDisconnectGraceCancelsTurn(t *testing.T) {
 	}
 }
 
+// TestTurnTimeout: a turn that reaches its time budget ends cleanly: a
+// data-limit frame naming the budget, finish "other", [DONE], the partial
+// answer saved and the session free at once.
 func TestTurnTimeout(t *testing.T) {
-	e := newEnv(t, envOptions{delay: slowWord, cfg: func(c *Config) { c.TurnTimeout = 100 * time.Millisecond }})
+	e := newEnv(t, envOptions{delay: slowWord, budget: llmorch.Budget{TurnTimeout: 300 * time.Millisecond}})
 	_, evs := e.streamChat("plain", `{"message":"tell me a long story","sessionId":"timeout-session"}`)
 	n := len(evs)
-	if !strings.Contains(evs[n-3].Data, `"turn_timeout: `) || chunkType(t, evs[n-2].Data) != "finish" || evs[n-1].Data != "[DONE]" {
-		t.Fatalf("stream ends %v", evs[n-3:])
+	if chunkType(t, evs[n-2].Data) != "finish" || evs[n-1].Data != "[DONE]" || !strings.Contains(evs[n-2].Data, `"finishReason":"other"`) {
+		t.Fatalf("stream ends %v", evs[max(n-3, 0):])
+	}
+	var limit struct {
+		Data struct{ Name, Value, Message string }
+	}
+	for _, ev := range evs {
+		if chunkType(t, ev.Data) == "data-limit" {
+			if err := json.Unmarshal([]byte(ev.Data), &limit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if chunkType(t, ev.Data) == "error" {
+			t.Fatalf("a budget is not an error: %s", ev.Data)
+		}
+	}
+	if limit.Data.Name != "turnTimeout" || limit.Data.Value != "300ms" || !strings.Contains(limit.Data.Message, "TURN_TIMEOUT") {
+		t.Fatalf("limit %+v", limit.Data)
+	}
+	var sess struct {
+		Messages []chat.Message `json:"messages"`
+		Turn     struct{ Running bool }
+	}
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/timeout-session", ""), http.StatusOK, &sess)
+	if len(sess.Messages) != 2 || sess.Messages[1].Role != chat.RoleAssistant || sess.Messages[1].Content == "" || sess.Turn.Running {
+		t.Fatalf("session after the timeout: %+v", sess)
+	}
+	// The session takes the next turn at once.
+	res, _ := e.streamChat("plain", `{"message":"again","sessionId":"timeout-session"}`)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("next turn: %d", res.StatusCode)
 	}
 }
 

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -12,9 +14,7 @@ import (
 // error frame before the turn's finish.
 var (
 	errShutdown   = &chat.Error{Code: "server_shutdown", Message: "the server is shutting down; the partial answer was saved"}
-	errTurnTimout = &chat.Error{Code: "turn_timeout", Message: "the turn took too long and was stopped; the partial answer was saved"}
 	errClientGone = &chat.Error{Code: "client_gone", Message: "no client was attached to the turn's stream; the turn was stopped and the partial answer was saved"}
-	errDeleted    = &chat.Error{Code: "session_deleted", Message: "the session was deleted"}
 )
 
 // frame is one SSE frame of a turn's stream: its sequence number (the part
@@ -41,6 +41,7 @@ type turn struct {
 	mu       sync.Mutex
 	frames   []frame // the kept window, oldest first
 	nextSeq  int64   // seq of the next frame
+	full     bool    // the log reached maxFrames and the turn was stopped
 	done     bool
 	changed  chan struct{} // closed and replaced when frames or done change
 	attached int
@@ -52,20 +53,35 @@ func newTurn(id, sessionID, agentID, owner string, cancel context.CancelCauseFun
 		maxFrames: maxFrames, grace: grace, nextSeq: 1, changed: make(chan struct{})}
 }
 
+// FrameSlack is how many frames a turn's log keeps beyond MaxTurnEvents:
+// a turn whose stream reaches MaxTurnEvents frames is stopped, and the
+// frames that end it (the limit, the usage, finish, [DONE]) still fit, so
+// that every frame of a turn stays readable and a stream never ends
+// before its turn does. A shared turn log keeps as many (see
+// turnlog.Config.MaxFrames).
+const FrameSlack = 256
+
 // add appends frames and wakes the readers. It never blocks on readers: a
-// slow client only falls behind in the log.
+// slow client only falls behind in the log, which keeps every frame of the
+// turn: at MaxTurnEvents frames the turn is stopped (a maxTurnEvents
+// limit), and only a turn that goes on past FrameSlack more (which the
+// agent does not do) loses its oldest frames.
 func (t *turn) add(items ...item) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.done {
+		t.mu.Unlock()
 		return
 	}
+	stop := false
 	for _, it := range items {
+		if len(t.frames) >= t.maxFrames && !t.full {
+			t.full, stop = true, true
+		}
 		// Re-slicing without clearing the dropped frame: a reader may
 		// still hold a slice that starts there. The backing array is
 		// replaced when append outgrows it, which frees the dropped frames
 		// (at most about twice the window is held).
-		if len(t.frames) >= t.maxFrames {
+		if len(t.frames) >= t.maxFrames+FrameSlack {
 			t.frames = t.frames[1:]
 		}
 		f := frame{seq: t.nextSeq, data: it.data}
@@ -76,6 +92,16 @@ func (t *turn) add(items ...item) {
 		t.nextSeq++
 	}
 	t.notify()
+	t.mu.Unlock()
+	if stop {
+		t.cancel(limitEvents(t.maxFrames))
+	}
+}
+
+// limitEvents stops a turn whose stream reached MaxTurnEvents frames.
+func limitEvents(n int) *chat.Limit {
+	return &chat.Limit{Name: chat.LimitEvents, Value: strconv.Itoa(n),
+		Message: fmt.Sprintf("the answer's stream reached %d events and was stopped there; the partial answer was saved (MAX_TURN_EVENTS)", n)}
 }
 
 // finish marks the turn complete: no frame is added after it. The frames'

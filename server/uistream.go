@@ -59,6 +59,12 @@ type uiWarning struct {
 	Message string `json:"message"`
 }
 
+type uiLimit struct {
+	Name    string `json:"name"`
+	Value   string `json:"value"`
+	Message string `json:"message"`
+}
+
 // doneData is the data of the last frame of every turn.
 var doneData = []byte("[DONE]")
 
@@ -153,6 +159,11 @@ func (m *uiMapper) mapEvent(ev chat.Event, sessionUsage func() *chat.Usage) []it
 		add(uiChunk{Type: "data-usage", Data: u}, src)
 	case chat.KindWarning:
 		add(uiChunk{Type: "data-warning", Data: uiWarning{Message: ev.Text}}, src)
+	case chat.KindLimit:
+		if l := ev.Limit; l != nil {
+			closeText()
+			add(uiChunk{Type: "data-limit", Data: uiLimit{Name: l.Name, Value: l.Value, Message: l.Message}}, src)
+		}
 	case chat.KindError:
 		closeText()
 		e := ev.Error
@@ -175,6 +186,8 @@ func uiFinishReason(r string) string {
 		return "stop"
 	case chat.FinishLength, chat.FinishMaxSteps:
 		return "length"
+	case chat.FinishTimeout:
+		return "other"
 	case chat.FinishError:
 		return "error"
 	}

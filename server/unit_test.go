@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -99,18 +100,32 @@ func TestUIMapper(t *testing.T) {
 }
 
 func TestTurnLogWindow(t *testing.T) {
-	_, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	tr := newTurn("turnabcdef", "sess", "a", "", cancel, 16, 0)
 	for i := 0; i < 40; i++ {
 		tr.add(item{data: []byte(`{"type":"start-step"}`)})
+		if stopped := ctx.Err() != nil; stopped != (i >= 16) {
+			t.Fatalf("after %d frames with a cap of 16 the turn is stopped: %v", i+1, stopped)
+		}
 	}
-	if _, _, gap, _ := tr.read(0); !gap {
-		t.Fatal("reading from 0 after 40 frames with a cap of 16 must be a gap")
+	var lim *chat.Limit
+	if !errors.As(context.Cause(ctx), &lim) || lim.Name != chat.LimitEvents || lim.Value != "16" {
+		t.Fatalf("cause %v", context.Cause(ctx))
+	}
+	if frames, _, gap, _ := tr.read(0); gap || len(frames) != 40 {
+		t.Fatalf("read(0) after 40 frames with a cap of 16: %d frames, gap %v: every frame is kept", len(frames), gap)
 	}
 	frames, done, gap, changed := tr.read(30)
 	if gap || done || len(frames) != 10 || frames[0].seq != 31 || frames[9].seq != 40 {
 		t.Fatalf("read(30): %d frames from %d, gap %v done %v", len(frames), frames[0].seq, gap, done)
+	}
+	// Past the slack (a turn that ignores its cancellation), the oldest go.
+	for range FrameSlack {
+		tr.add(item{data: []byte(`{"type":"start-step"}`)})
+	}
+	if _, _, gap, _ := tr.read(0); !gap {
+		t.Fatal("reading from 0 past the slack must be a gap")
 	}
 	tr.finish()
 	select {
@@ -119,7 +134,7 @@ func TestTurnLogWindow(t *testing.T) {
 		t.Fatal("finish did not wake readers")
 	}
 	tr.add(item{data: []byte("x")})
-	if last, done := tr.state(); last != 40 || !done {
+	if last, done := tr.state(); last != 40+FrameSlack || !done {
 		t.Fatalf("after finish: last %d done %v", last, done)
 	}
 }

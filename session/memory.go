@@ -263,11 +263,7 @@ func (m *Memory) AppendMessages(ctx context.Context, id string, msgs []chat.Mess
 	if e == nil {
 		e = m.create(id, o, now)
 	}
-	all := append(e.msgs, msgs...)
-	if over := len(all) - m.cfg.MaxMessages; over > 0 {
-		all = append([]chat.Message(nil), all[over:]...)
-	}
-	e.msgs = all
+	e.msgs = trimTurns(append(e.msgs, msgs...), m.cfg.MaxMessages)
 	return nil
 }
 
@@ -396,11 +392,7 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 		}
 		hist = append([]chat.Message(nil), hist...)
 	}
-	all := append(e.msgs, msgs...)
-	if over := len(all) - m.cfg.MaxMessages; over > 0 {
-		all = append([]chat.Message(nil), all[over:]...)
-	}
-	e.msgs = all
+	e.msgs = trimTurns(append(e.msgs, msgs...), m.cfg.MaxMessages)
 	return e.session(), hist, nil
 }
 

@@ -15,6 +15,47 @@ import "github.com/redis/go-redis/v9"
 // go-redis retries a script whose reply was lost on a broken connection, the
 // script recognises its own earlier success instead of applying it twice.
 
+// luaTrimTurns is trimTurns in Lua, for the scripts that append: it keeps
+// the list KEYS[2] within maxn messages by dropping whole turns from the
+// front. A message is a user message when its JSON starts with
+// {"role":"user" (chat.Message's first field).
+const luaTrimTurns = `
+local function isUser(v)
+  return string.sub(v, 1, 14) == '{"role":"user"'
+end
+local function trimTurns(key, maxn)
+  local len = redis.call('LLEN', key)
+  if len <= maxn then
+    return
+  end
+  local start = len - maxn
+  local i = start
+  while i < len do
+    local batch = redis.call('LRANGE', key, i, i + 63)
+    for j = 1, #batch do
+      if isUser(batch[j]) then
+        redis.call('LTRIM', key, i + j - 1, -1)
+        return
+      end
+    end
+    i = i + 64
+  end
+  i = start - 1
+  while i >= 0 do
+    local lo = math.max(i - 63, 0)
+    local batch = redis.call('LRANGE', key, lo, i)
+    for j = #batch, 1, -1 do
+      if isUser(batch[j]) then
+        redis.call('LTRIM', key, lo + j - 1, -1)
+        return
+      end
+    end
+    i = lo - 1
+  end
+  redis.call('LTRIM', key, start, -1)
+end
+`
+
 // scriptUpdate compares the stored version (and the lease token when one is
 // given) and sets the new state.
 //
@@ -72,13 +113,13 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return {1, ARGV[2]}
 `)
 
-// scriptAppend appends messages, trims the history and slides the TTL; it
+// scriptAppend appends messages, trims the history by whole turns and slides the TTL; it
 // creates the session when missing.
 //
 // ARGV: ttl ms, max messages, lease token ("" = none), nonce, data of a new
 // session, messages...
 // Reply: "ok" | "fenced".
-var scriptAppend = redis.NewScript(`
+var scriptAppend = redis.NewScript(luaTrimTurns + `
 if ARGV[3] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[3] then
   return 'fenced'
 end
@@ -95,7 +136,7 @@ while i <= n do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
   i = j + 1
 end
-redis.call('LTRIM', KEYS[2], -tonumber(ARGV[2]), -1)
+trimTurns(KEYS[2], tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return 'ok'
@@ -195,7 +236,7 @@ return {'ok', d, created}
 // lease token ("" = none), window (0 none, < 0 all), max messages,
 // messages... Reply: {"ok", window list} | {"fenced"} | {"conflict", data
 // or nil}.
-var scriptUpdateAppend = redis.NewScript(`
+var scriptUpdateAppend = redis.NewScript(luaTrimTurns + `
 local lease = ARGV[6]
 if lease ~= '' and redis.call('GET', KEYS[3]) ~= lease then
   return {'fenced'}
@@ -231,7 +272,7 @@ while i <= n do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
   i = j + 1
 end
-redis.call('LTRIM', KEYS[2], -tonumber(ARGV[8]), -1)
+trimTurns(KEYS[2], tonumber(ARGV[8]))
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return {'ok', h}

@@ -107,8 +107,10 @@ type Store interface {
 	// Delete removes the session, its history and its lease.
 	Delete(ctx context.Context, id string) error
 
-	// AppendMessages adds messages to the session's history, keeping the
-	// newest Config.MaxMessages.
+	// AppendMessages adds messages to the session's history. Beyond
+	// Config.MaxMessages the oldest whole turns are dropped: the history
+	// always starts with a user message, and the newest turn is kept whole
+	// even when it alone is longer than the cap.
 	AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...UpdateOption) error
 	// Messages returns the newest limit messages of the history, oldest
 	// first (all when limit <= 0).
@@ -201,7 +203,9 @@ type Config struct {
 	// LockWait is how long Lock waits for a busy session before ErrBusy
 	// (default 0: refuse at once).
 	LockWait time.Duration
-	// MaxMessages bounds each session's history (default 1000).
+	// MaxMessages bounds each session's history (default 1000). Whole
+	// turns are dropped, oldest first, to stay under it (see
+	// AppendMessages); turn budgets keep one turn well under it.
 	MaxMessages int
 	// MaxSessions bounds the memory store (default 100000); the least
 	// recently used session is evicted beyond it. Ignored by Redis.
@@ -250,6 +254,35 @@ func TTLFromEnv() (time.Duration, error) {
 		return 0, errors.New("SESSION_TTL_SECONDS: want a positive number of seconds, got " + strconv.Quote(v))
 	}
 	return time.Duration(n) * time.Second, nil
+}
+
+// trimTurns keeps msgs within max messages by dropping whole turns from the
+// front: the kept history starts at a user message, so that no tool result
+// is kept without its call and no turn without its question. When the
+// newest turn alone is longer than max it is kept whole. scriptTrimTurns
+// does the same in Redis.
+func trimTurns(msgs []chat.Message, max int) []chat.Message {
+	start := len(msgs) - max
+	if start <= 0 {
+		return msgs
+	}
+	cut := -1
+	for i := start; i < len(msgs); i++ {
+		if msgs[i].Role == chat.RoleUser {
+			cut = i
+			break
+		}
+	}
+	for i := start - 1; cut < 0 && i >= 0; i-- {
+		if msgs[i].Role == chat.RoleUser {
+			cut = i
+		}
+	}
+	if cut < 0 {
+		cut = start
+	}
+	// A new array: the dropped messages must not stay reachable.
+	return append([]chat.Message(nil), msgs[cut:]...)
 }
 
 // NewID returns a new session ID: 128 random bits, hex-encoded.

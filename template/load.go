@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/agentdock-go/agentdock/internal/jsonpos"
 	"github.com/agentdock-go/agentdock/orchestration"
@@ -99,8 +100,19 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 	if t.ChatSettings.HistoryLength < 0 {
 		add(orchestration.SeverityError, "chatSettings.historyLength", "must not be negative, got %d", t.ChatSettings.HistoryLength)
 	}
-	if t.Options.MaxSteps < 0 {
-		add(orchestration.SeverityError, "options.maxSteps", "must not be negative, got %d", t.Options.MaxSteps)
+	budget := func(field string, v, limit int) {
+		if v < 0 || v > limit {
+			add(orchestration.SeverityError, "options."+field, "must be between 1 and %d, got %d", limit, v)
+		}
+	}
+	budget("maxSteps", t.Options.MaxSteps, MaxMaxSteps)
+	budget("maxToolCalls", t.Options.MaxToolCalls, MaxMaxToolCalls)
+	budget("maxOutputBytes", t.Options.MaxOutputBytes, MaxMaxOutputBytes)
+	if tt := t.Options.TurnTimeout; tt != "" {
+		d, err := time.ParseDuration(tt)
+		if err != nil || d < MinTurnTimeout || d > MaxTurnTimeout {
+			add(orchestration.SeverityError, "options.turnTimeout", "want a duration between %s and %s such as \"5m\" or \"90s\", got %q", MinTurnTimeout, MaxTurnTimeout, tt)
+		}
 	}
 	for name, nc := range t.NodeConfigurations {
 		if nc.MaxTokens < 0 {

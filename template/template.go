@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentdock-go/agentdock/orchestration"
 )
@@ -67,10 +68,21 @@ const (
 	HistoryNone  = "none"
 )
 
-// Options holds the template's run options.
+// Options holds the template's run options. The budgets (maxSteps,
+// maxToolCalls, maxOutputBytes, turnTimeout) override the server's settings
+// for this agent; unset, the server's apply (see llmorch.Budget).
 type Options struct {
 	// MaxSteps bounds the model calls of one turn (default 10).
 	MaxSteps int `json:"maxSteps,omitempty"`
+	// MaxToolCalls bounds the tool calls that run per model answer
+	// (default 16).
+	MaxToolCalls int `json:"maxToolCalls,omitempty"`
+	// MaxOutputBytes bounds the bytes of text and tool arguments the model
+	// streams in one turn (default 256 KiB).
+	MaxOutputBytes int `json:"maxOutputBytes,omitempty"`
+	// TurnTimeout bounds one turn's duration, as a Go duration such as
+	// "5m" (default 10m).
+	TurnTimeout string `json:"turnTimeout,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }
@@ -122,6 +134,25 @@ func (t *Template) MaxSteps() int {
 		return t.Options.MaxSteps
 	}
 	return DefaultMaxSteps
+}
+
+// Bounds of the budget options, so that a typo cannot disable a budget.
+const (
+	MaxMaxSteps       = 100
+	MaxMaxToolCalls   = 256
+	MaxMaxOutputBytes = 16 << 20
+	MinTurnTimeout    = time.Second
+	MaxTurnTimeout    = 24 * time.Hour
+)
+
+// TurnTimeoutDuration returns options.turnTimeout, or 0 when it is unset or
+// not a valid duration (which validation reports).
+func (o Options) TurnTimeoutDuration() time.Duration {
+	d, err := time.ParseDuration(o.TurnTimeout)
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
 }
 
 // Steps returns the orchestration's steps (none without orchestration).

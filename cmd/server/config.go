@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/server"
@@ -51,7 +52,8 @@ type serveConfig struct {
 	MaxTurnEvents   int
 	StreamRetention time.Duration
 	Heartbeat       time.Duration
-	TurnTimeout     time.Duration
+	// Budget bounds every turn (templates override it field by field).
+	Budget          llmorch.Budget
 	DisconnectGrace time.Duration
 	WriteTimeout    time.Duration
 	ShutdownTimeout time.Duration
@@ -102,6 +104,16 @@ func settings() []setting {
 				return err
 			}
 			*p(c) = int(n)
+			return nil
+		}
+	}
+	positive := func(p func(*serveConfig) *int) func(*serveConfig, string) error {
+		return func(c *serveConfig, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("want a positive whole number, got %q", v)
+			}
+			*p(c) = n
 			return nil
 		}
 	}
@@ -234,7 +246,18 @@ func settings() []setting {
 			return nil
 		}},
 		{"HEARTBEAT", "heartbeat", server.DefaultHeartbeat.String(), "interval of heartbeat comments on idle streams", dur(func(c *serveConfig) *time.Duration { return &c.Heartbeat })},
-		{"TURN_TIMEOUT", "turn-timeout", "0s", "longest turn; 0 for no limit", dur(func(c *serveConfig) *time.Duration { return &c.TurnTimeout })},
+		{"TURN_TIMEOUT", "turn-timeout", llmorch.DefaultTurnTimeout.String(), "longest turn (a template's options.turnTimeout overrides it); the turn then ends with finishReason timeout, its partial answer saved", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.Budget.TurnTimeout })(c, v); err != nil {
+				return err
+			}
+			if c.Budget.TurnTimeout < time.Second {
+				return errors.New("must be at least 1s: a turn without a time limit could hold its session forever")
+			}
+			return nil
+		}},
+		{"MAX_STEPS", "max-steps", strconv.Itoa(llmorch.DefaultMaxSteps), "model calls per turn before the final answer (a template's options.maxSteps overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxSteps })},
+		{"MAX_TOOL_CALLS", "max-tool-calls", strconv.Itoa(llmorch.DefaultMaxToolCalls), "tool calls that run per model answer; the excess are refused (a template's options.maxToolCalls overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxToolCalls })},
+		{"MAX_OUTPUT_BYTES", "max-output-bytes", strconv.Itoa(llmorch.DefaultMaxOutputBytes), "bytes of text and tool arguments a model may stream in one turn; the turn then ends with finishReason length (a template's options.maxOutputBytes overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxOutputBytes })},
 		{"DISCONNECT_GRACE", "disconnect-grace", "0s", "cancel a turn no client has followed for this long; 0 never cancels", dur(func(c *serveConfig) *time.Duration { return &c.DisconnectGrace })},
 		{"WRITE_TIMEOUT", "write-timeout", server.DefaultWriteTimeout.String(), "longest ordinary (non-stream) answer", dur(func(c *serveConfig) *time.Duration { return &c.WriteTimeout })},
 		{"SHUTDOWN_TIMEOUT", "shutdown-timeout", server.DefaultShutdownTimeout.String(), "longest graceful shutdown after SIGTERM", dur(func(c *serveConfig) *time.Duration { return &c.ShutdownTimeout })},

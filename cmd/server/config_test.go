@@ -69,7 +69,7 @@ API_KEYS=file-key-1, file-key-2
 	}{
 		{"ADDR", cfg.Addr, ":7001", "file"},
 		{"HEARTBEAT", cfg.Heartbeat, 7 * time.Second, "env"},
-		{"TURN_TIMEOUT", cfg.TurnTimeout, 2 * time.Minute, "flag"},
+		{"TURN_TIMEOUT", cfg.Budget.TurnTimeout, 2 * time.Minute, "flag"},
 		{"SHUTDOWN_TIMEOUT", cfg.ShutdownTimeout, 25 * time.Second, "default"},
 		{"MAX_BODY_BYTES", cfg.MaxBodyBytes, int64(1 << 20), "default"},
 		{"RATE_LIMIT_RPS", cfg.RateLimitRPS, 0.0, "default"},

@@ -84,7 +84,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 			return fmt.Errorf("tracing redis: %w", err)
 		}
 		tl, err := turnlog.NewRedis(ctx, turnlog.RedisConfig{
-			Config: turnlog.Config{MaxFrames: cfg.MaxTurnEvents, Retention: cfg.StreamRetention},
+			Config: turnlog.Config{MaxFrames: cfg.MaxTurnEvents + server.FrameSlack, Retention: cfg.StreamRetention},
 			Client: r.Client(),
 			Prefix: prefix + ":turns",
 		})
@@ -115,6 +115,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		Telemetry: tel,
 
 		MaxMessageBytes: cfg.MaxMessageBytes,
+		Budget:          cfg.Budget,
 		// Three renewals per lease: a slow round trip or two does not lose
 		// it.
 		LeaseRenewal: cfg.LockTTL / 3,
@@ -147,7 +148,6 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 		MaxTurnEvents:       cfg.MaxTurnEvents,
 		StreamRetention:     cfg.StreamRetention,
 		Heartbeat:           cfg.Heartbeat,
-		TurnTimeout:         cfg.TurnTimeout,
 		DisconnectGrace:     cfg.DisconnectGrace,
 		WriteTimeout:        cfg.WriteTimeout,
 		ShutdownTimeout:     cfg.ShutdownTimeout,

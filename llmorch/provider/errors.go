@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
 )
 
 // callError is a failed call: a safe *chat.Error plus, for cancellation,
-// the context error, so that errors.As and errors.Is both work. It never
+// the context error (or llmorch.ErrOutputLimit), so that errors.As and
+// errors.Is both work. It never
 // holds a transport or langchaingo error: those can carry URLs, keys or
 // response bodies.
 type callError struct {
@@ -38,6 +40,14 @@ func (m *model) fail(code string, retryable bool, format string, args ...any) *c
 		ce:        &chat.Error{Code: code, Message: m.info.Provider + " " + m.info.Model + ": " + fmt.Sprintf(format, args...)},
 		retryable: retryable,
 	}
+}
+
+// outputLimit ends a stream that reached the request's MaxOutputBytes: not
+// a failure of the provider, so it is never retried (output was yielded).
+func (m *model) outputLimit() *callError {
+	e := m.fail(CodeOutputLimit, false, "the answer reached the turn's output budget")
+	e.ctxErr = llmorch.ErrOutputLimit
+	return e
 }
 
 // ctxFailure describes why ctx ended.

@@ -25,6 +25,23 @@ type parser struct {
 	calls   []*callAcc
 	byIndex map[int]*callAcc
 	usage   chat.Usage
+
+	// budget is the request's MaxOutputBytes (0: none); spent counts the
+	// text and argument bytes received against it.
+	budget, spent int
+}
+
+// spend counts n bytes of output; over the budget it ends the stream with
+// llmorch.ErrOutputLimit, so that nothing more is read or buffered.
+func (p *parser) spend(n int) bool {
+	p.spent += n
+	if p.budget > 0 && p.spent > p.budget {
+		if p.err == nil {
+			p.err = p.m.outputLimit()
+		}
+		return false
+	}
+	return true
 }
 
 // callAcc accumulates one tool call's deltas.
@@ -280,7 +297,7 @@ func (p *parser) openAIChunk(data []byte) bool {
 			continue // only one choice is ever asked for
 		}
 		if ch.Delta.Content != "" {
-			if !p.emit(chat.Event{Kind: chat.KindTextDelta, Text: ch.Delta.Content}) {
+			if !p.emit(chat.Event{Kind: chat.KindTextDelta, Text: ch.Delta.Content}) || !p.spend(len(ch.Delta.Content)) {
 				return false
 			}
 		}
@@ -295,6 +312,9 @@ func (p *parser) openAIChunk(data []byte) bool {
 			}
 			acc.args = append(acc.args, d.Function.Arguments...)
 			acc.deltas = true
+			if !p.spend(len(d.Function.Arguments)) {
+				return false
+			}
 		}
 	}
 	// finish_reason does not end the stream: the usage chunk and, from some
@@ -389,6 +409,7 @@ func (p *parser) anthropicEvent(data []byte) bool {
 			case "text":
 				if b.Text != "" {
 					p.emit(chat.Event{Kind: chat.KindTextDelta, Text: b.Text})
+					p.spend(len(b.Text))
 				}
 			case "tool_use":
 				c := &callAcc{id: b.ID, name: b.Name}
@@ -408,11 +429,13 @@ func (p *parser) anthropicEvent(data []byte) bool {
 			case "text_delta":
 				if d.Text != "" {
 					p.emit(chat.Event{Kind: chat.KindTextDelta, Text: d.Text})
+					p.spend(len(d.Text))
 				}
 			case "input_json_delta":
 				if c := p.byIndex[e.Index]; c != nil {
 					c.args = append(c.args, d.PartialJSON...)
 					c.deltas = true
+					p.spend(len(d.PartialJSON))
 				}
 			}
 		}
@@ -450,11 +473,14 @@ func (p *parser) whole(body io.Reader) {
 		for _, b := range r.Content {
 			switch b.Type {
 			case "text":
-				if b.Text != "" && !p.emit(chat.Event{Kind: chat.KindTextDelta, Text: b.Text}) {
+				if b.Text != "" && (!p.emit(chat.Event{Kind: chat.KindTextDelta, Text: b.Text}) || !p.spend(len(b.Text))) {
 					return
 				}
 			case "tool_use":
 				p.calls = append(p.calls, &callAcc{id: b.ID, name: b.Name, startInput: b.Input})
+				if !p.spend(len(b.Input)) {
+					return
+				}
 			}
 		}
 		p.anthropicUsage(r.Usage)
@@ -475,11 +501,14 @@ func (p *parser) whole(body io.Reader) {
 	}
 	if len(r.Choices) > 0 && r.Choices[0].Message != nil {
 		msg := r.Choices[0].Message
-		if msg.Content != nil && *msg.Content != "" && !p.emit(chat.Event{Kind: chat.KindTextDelta, Text: *msg.Content}) {
+		if msg.Content != nil && *msg.Content != "" && (!p.emit(chat.Event{Kind: chat.KindTextDelta, Text: *msg.Content}) || !p.spend(len(*msg.Content))) {
 			return
 		}
 		for _, tc := range msg.ToolCalls {
 			p.calls = append(p.calls, &callAcc{id: tc.ID, name: tc.Function.Name, args: []byte(tc.Function.Arguments), deltas: true})
+			if !p.spend(len(tc.Function.Arguments)) {
+				return
+			}
 		}
 	}
 	p.finish()

@@ -85,6 +85,7 @@ const (
 	CodeCancelled       = "cancelled"
 	CodeInvalidRequest  = "invalid_request"
 	CodeInvalidToolCall = "invalid_tool_call"
+	CodeOutputLimit     = "output_limit"
 )
 
 // Defaults applied by New.

@@ -841,3 +841,37 @@ func TestIdleTimeout(t *testing.T) {
 		t.Fatalf("default IdleTimeout = %v, %v; want %v", m.cfg.IdleTimeout, err, DefaultIdleTimeout)
 	}
 }
+
+// TestOutputLimit: a stream over the request's MaxOutputBytes ends with
+// llmorch.ErrOutputLimit, not retried, after the text received, whether
+// the text or a tool call's arguments go over it; nothing more is read.
+func TestOutputLimit(t *testing.T) {
+	srv := mockllm.New()
+	defer srv.Close()
+	for _, wire := range []string{OpenAI, Anthropic} {
+		for _, tc := range []struct {
+			name   string
+			script mockllm.Script
+		}{
+			{"endless text", mockllm.Script{Chunks: 100000}},
+			{"endless arguments", mockllm.Script{ToolCalls: []mockllm.ToolCall{{ID: "c", Name: "think", Arguments: `{"topic":"` + strings.Repeat("y", 1<<20) + `"}`}}, ArgPieces: 1000}},
+		} {
+			t.Run(wire+"/"+tc.name, func(t *testing.T) {
+				m, waits := testModel(t, srv, wire)
+				srv.Enqueue(tc.script)
+				req := userReq("hi")
+				req.MaxOutputBytes = 4096
+				evs, err := collect(t, m, t.Context(), req)
+				if !errors.Is(err, llmorch.ErrOutputLimit) || code(err) != CodeOutputLimit {
+					t.Fatalf("err %v, want the output limit", err)
+				}
+				if n := len(textOf(evs)); n > 4096+64 {
+					t.Fatalf("%d bytes of text passed a budget of 4096", n)
+				}
+				if len(callsOf(evs)) != 0 || len(*waits) != 0 {
+					t.Fatalf("calls %v, retries %v", callsOf(evs), *waits)
+				}
+			})
+		}
+	}
+}

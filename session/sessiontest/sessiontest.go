@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"Delete", h.delete},
 		{"SlidingTTL", h.slidingTTL},
 		{"History", h.history},
+		{"HistoryKeepsWholeTurns", h.wholeTurns},
 		{"BusyAtOnce", h.busyAtOnce},
 		{"BusyWaits", h.busyWaits},
 		{"LeaseExpiryFreesSession", h.leaseExpiry},
@@ -391,6 +392,82 @@ func (h *harness) history(t *testing.T) {
 			t.Fatalf("Messages(limit %d) = %+v, want %+v", tc.limit, got, tc.want)
 		}
 	}
+}
+
+// wholeTurns: beyond MaxMessages the oldest whole turns go; the history
+// never starts inside a turn (with a tool result whose call is gone), and
+// the newest turn stays whole even when it alone is over the cap, whether
+// it grows by AppendMessages or by UpdateAppend.
+func (h *harness) wholeTurns(t *testing.T) {
+	const maxMessages = 6
+	s, _ := h.store(t, session.Config{MaxMessages: maxMessages})
+	ctx := t.Context()
+	id := session.NewID()
+	n := 0
+	turn := func(steps int) []chat.Message {
+		n++
+		msgs := []chat.Message{{Role: chat.RoleUser, Content: fmt.Sprintf("question %d", n)}}
+		for i := range steps {
+			callID := fmt.Sprintf("t%dc%d", n, i)
+			msgs = append(msgs,
+				chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: callID, Name: "think", Arguments: []byte(`{}`)}}},
+				chat.Message{Role: chat.RoleTool, Content: "r", ToolCallID: callID, ToolName: "think"})
+		}
+		return append(msgs, chat.Message{Role: chat.RoleAssistant, Content: fmt.Sprintf("answer %d", n)})
+	}
+	var all []chat.Message
+	for i, steps := range []int{1, 0, 2, 0, 0, 5, 1, 0} {
+		msgs := turn(steps)
+		// The user message first (as a turn starts), then the rest one
+		// step at a time, alternating the two ways of appending.
+		for j := 0; j < len(msgs); {
+			k := j + 1
+			if j > 0 {
+				k = min(j+2, len(msgs))
+			}
+			var err error
+			if (i+j)%2 == 0 {
+				err = s.AppendMessages(ctx, id, msgs[j:k])
+			} else {
+				_, _, err = s.UpdateAppend(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), msgs[j:k], 0)
+			}
+			if err != nil {
+				t.Fatalf("turn %d: %v", i, err)
+			}
+			all = keepTurns(append(all, msgs[j:k]...), maxMessages)
+			got := must(s.Messages(ctx, id, 0))(t)
+			if !slices.EqualFunc(got, all, msgEqual) {
+				t.Fatalf("turn %d after %d messages: history\n%+v\nwant\n%+v", i, k, got, all)
+			}
+			if len(got) > 0 && got[0].Role != chat.RoleUser {
+				t.Fatalf("turn %d: the history starts inside a turn: %+v", i, got[0])
+			}
+			j = k
+		}
+	}
+}
+
+// keepTurns is the trimming rule, written independently of the stores:
+// split the history into turns (each starting at a user message) and drop
+// the oldest while more than max messages remain, never the newest.
+func keepTurns(msgs []chat.Message, max int) []chat.Message {
+	var turns [][]chat.Message
+	for _, m := range msgs {
+		if m.Role == chat.RoleUser || len(turns) == 0 {
+			turns = append(turns, nil)
+		}
+		turns[len(turns)-1] = append(turns[len(turns)-1], m)
+	}
+	total := len(msgs)
+	for len(turns) > 1 && total > max {
+		total -= len(turns[0])
+		turns = turns[1:]
+	}
+	var out []chat.Message
+	for _, tm := range turns {
+		out = append(out, tm...)
+	}
+	return out
 }
 
 func msgEqual(a, b chat.Message) bool {
@@ -757,10 +834,7 @@ func (h *harness) updateAppend(t *testing.T) {
 		if sess.Version != int64(i+1) || sess.Owner != "o" {
 			t.Fatalf("UpdateAppend %d: session %+v", i, sess)
 		}
-		all = append(all, msg(2*i), msg(2*i+1))
-		if len(all) > 5 {
-			all = all[len(all)-5:]
-		}
+		all = keepTurns(append(all, msg(2*i), msg(2*i+1)), 5)
 		stored := must(s.Messages(ctx, id, 0))(t)
 		if !slices.EqualFunc(stored, all, msgEqual) {
 			t.Fatalf("after UpdateAppend %d the history is %+v, want %+v (MaxMessages 5)", i, stored, all)
