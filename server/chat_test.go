@@ -206,7 +206,7 @@ func TestChatErrors(t *testing.T) {
 		code, msgHas      string
 	}{
 		{"bad json", "plain", "{\n  \"message\": \"hi\",\n  oops\n}", nil, 400, "invalid_json", "line 3, column 3"},
-		{"wrong type", "plain", `{"message": 42}`, nil, 400, "invalid_json", "message must be string"},
+		{"wrong type", "plain", `{"message": 42}`, nil, 400, "invalid_json", "message must be a string, not a number"},
 		{"truncated", "plain", `{"message": "hi"`, nil, 400, "invalid_json", "line 1"},
 		{"empty body", "plain", " ", nil, 400, "invalid_json", "empty"},
 		{"too large", "plain", big, nil, 413, "body_too_large", "2048"},

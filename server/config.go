@@ -23,6 +23,7 @@ const (
 	DefaultMaxTurnEvents   = 100000
 	DefaultShutdownTimeout = 25 * time.Second
 	DefaultWriteTimeout    = 60 * time.Second
+	DefaultReadTimeout     = 30 * time.Second
 )
 
 // Limiter decides whether a request may proceed; it is the hook for rate
@@ -72,6 +73,11 @@ type Config struct {
 	// has been attached to its stream for that long. Zero (the default)
 	// never cancels: the turn finishes and its answer is saved.
 	DisconnectGrace time.Duration
+	// ReadTimeout is the http.Server's ReadTimeout in Serve (default 30 s):
+	// it bounds the reading of each request's head and body, and a body
+	// that does not arrive in time is answered 408. Each request clears it
+	// once its body is read, so it never cuts a stream.
+	ReadTimeout time.Duration
 	// WriteTimeout is the http.Server's WriteTimeout in Serve (default 60 s);
 	// it bounds ordinary answers, while every stream clears its own deadline.
 	WriteTimeout time.Duration
@@ -136,6 +142,7 @@ func (c *Config) validate() error {
 	neg("DisconnectGrace", int64(c.DisconnectGrace))
 	neg("ShutdownTimeout", int64(c.ShutdownTimeout))
 	neg("WriteTimeout", int64(c.WriteTimeout))
+	neg("ReadTimeout", int64(c.ReadTimeout))
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -153,6 +160,9 @@ func (c *Config) validate() error {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/llmorch"
@@ -19,29 +23,98 @@ import (
 // message is always safe to show: it never carries a raw provider or store
 // error.
 type apiError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Status  int
+	Code    string
+	Message string
+	// Param names the request field at fault, for the OpenAI shape.
+	Param string
 	// RetryAfter, when positive, is sent as the Retry-After header.
-	RetryAfter time.Duration `json:"-"`
+	RetryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
+// newError formats an error answer. String arguments (often what the
+// client sent: a path, an ID, a header) are clipped to maxEcho bytes, so
+// that an answer never carries a large input back.
 func newError(status int, code, format string, args ...any) *apiError {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = clip(s)
+		}
+	}
 	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-type errorBody struct {
-	Error *apiError `json:"error"`
+// maxEcho bounds the part of a client's input an error message repeats.
+const maxEcho = 200
+
+// clip shortens s to at most maxEcho bytes (at a character boundary),
+// marking the cut with "...".
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	n := maxEcho - 3
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
+
+// newParamError is newError naming the request field at fault.
+func newParamError(status int, code, param, format string, args ...any) *apiError {
+	e := newError(status, code, format, args...)
+	e.Param = param
+	return e
+}
+
+// errorBody is an error answer: {"error": {"code", "message"}}, and under
+// /v1 OpenAI's shape {"error": {"message", "type", "param", "code"}}, which
+// OpenAI clients raise as their own error objects.
+type errorBody struct {
+	Error  *apiError
+	openAI bool
+}
+
+func (b errorBody) MarshalJSON() ([]byte, error) {
+	if !b.openAI {
+		return json.Marshal(map[string]map[string]string{"error": {"code": b.Error.Code, "message": b.Error.Message}})
+	}
+	var param *string
+	if b.Error.Param != "" {
+		param = &b.Error.Param
+	}
+	return json.Marshal(map[string]any{"error": map[string]any{
+		"message": b.Error.Message, "type": openAIErrorType(b.Error.Status), "param": param, "code": b.Error.Code}})
+}
+
+// openAIErrorType is OpenAI's error type for a status.
+func openAIErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// isOpenAIPath reports whether a request is for the OpenAI-compatible API.
+func isOpenAIPath(p string) bool { return p == "/v1" || strings.HasPrefix(p, "/v1/") }
 
 // abortWith answers e and stops the handler chain.
 func abortWith(c *gin.Context, e *apiError) {
 	if e.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
-	c.AbortWithStatusJSON(e.Status, errorBody{Error: e})
+	c.AbortWithStatusJSON(e.Status, errorBody{Error: e, openAI: isOpenAIPath(c.Request.URL.Path)})
 }
 
 // turnStartError maps the errors an agent returns before a turn starts to
@@ -91,11 +164,20 @@ func storeError(err error) *apiError {
 func decodeJSON(r *http.Request, v any) *apiError {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var (
+			mbe *http.MaxBytesError
+			ne  net.Error
+		)
+		switch {
+		case errors.As(err, &mbe):
 			return newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over the limit of %d bytes", mbe.Limit)
+		case errors.As(err, &ne) && ne.Timeout():
+			return newError(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive within the server's read timeout (READ_TIMEOUT)")
 		}
 		return newError(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
+	}
+	if err := wire.CheckUTF8(data); err != nil {
+		return newError(http.StatusBadRequest, "invalid_message", "%s", err.Error())
 	}
 	if err := wire.Unmarshal(data, v); err != nil {
 		return newError(http.StatusBadRequest, "invalid_json", "%s", err.Error())

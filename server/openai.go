@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -107,22 +108,6 @@ type oaExtended struct {
 	ToolResults []chat.ToolResult `json:"toolResults,omitempty"`
 }
 
-// openAIError answers in both shapes at once: our {"error":{"code",
-// "message"}} with OpenAI's "type" and "param" added, which OpenAI clients
-// read as their own error object.
-func openAIError(c *gin.Context, e *apiError) {
-	typ := "invalid_request_error"
-	switch {
-	case e.Status == http.StatusTooManyRequests:
-		typ = "rate_limit_error"
-	case e.Status == http.StatusNotFound:
-		typ = "not_found_error"
-	case e.Status >= 500:
-		typ = "server_error"
-	}
-	c.AbortWithStatusJSON(e.Status, gin.H{"error": gin.H{"code": e.Code, "message": e.Message, "type": typ, "param": nil}})
-}
-
 // openAISession picks the session: the x-session-id header, else the body's
 // user when it is a valid session ID, else a session derived from user (a
 // hash, so that any user string keeps its conversation), else a new one.
@@ -161,16 +146,16 @@ func (s *Server) listModels(c *gin.Context) {
 func (s *Server) chatCompletions(c *gin.Context) {
 	var body oaRequest
 	if e := decodeJSON(c.Request, &body); e != nil {
-		openAIError(c, e)
+		abortWith(c, e)
 		return
 	}
 	if body.Model == "" {
-		openAIError(c, newError(http.StatusBadRequest, "invalid_request", "model is required: an agent ID (GET /v1/models lists them)"))
+		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "model", "model is required: an agent ID (GET /v1/models lists them)"))
 		return
 	}
 	node, ok := s.cfg.Agents.Get(body.Model)
 	if !ok {
-		openAIError(c, newError(http.StatusNotFound, "model_not_found", "no agent %q; GET /v1/models lists them", body.Model))
+		abortWith(c, newParamError(http.StatusNotFound, "model_not_found", "model", "no agent %q; GET /v1/models lists them", body.Model))
 		return
 	}
 	text := ""
@@ -181,19 +166,19 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		}
 		t, err := wire.ContentText(body.Messages[i].Content)
 		if err != nil {
-			openAIError(c, newError(http.StatusBadRequest, "invalid_message", "messages[%d].content: %s", i, err.Error()))
+			abortWith(c, newParamError(http.StatusBadRequest, "invalid_message", fmt.Sprintf("messages[%d].content", i), "messages[%d].content: %s", i, err.Error()))
 			return
 		}
 		text, found = t, true
 		break
 	}
 	if !found {
-		openAIError(c, newError(http.StatusBadRequest, "invalid_message", "messages must contain a message with role \"user\""))
+		abortWith(c, newParamError(http.StatusBadRequest, "invalid_message", "messages", "messages must contain a message with role \"user\""))
 		return
 	}
 	sid, e := openAISession(c.Request, body.User, ownerOf(c))
 	if e != nil {
-		openAIError(c, e)
+		abortWith(c, e)
 		return
 	}
 	t, err := s.startTurn(node, sid, text, ownerOf(c), true)
@@ -202,7 +187,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		if e.Status >= 500 {
 			s.log.Error("starting a turn", "agent", node.ID(), "err", err)
 		}
-		openAIError(c, e)
+		abortWith(c, e)
 		return
 	}
 	c.Header("X-Session-Id", sid)
@@ -309,7 +294,7 @@ func (s *Server) completion(c *gin.Context, t *turn, model string) {
 		}
 	}
 	if errEv != nil {
-		openAIError(c, turnErrorStatus(errEv))
+		abortWith(c, turnErrorStatus(errEv))
 		return
 	}
 	ext.FinishReason = reason
@@ -384,7 +369,7 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model string, include
 	// sendError writes an error object the way OpenAI streams errors; OpenAI
 	// clients raise it. The finish chunk and [DONE] follow.
 	sendError := func(e *chat.Error) {
-		send(gin.H{"error": gin.H{"code": e.Code, "message": e.Message, "type": "server_error", "param": nil}})
+		send(errorBody{Error: &apiError{Status: http.StatusBadGateway, Code: e.Code, Message: e.Message}, openAI: true})
 	}
 	var failed *chat.Error
 	err := follow(c.Request.Context(), t, s.cfg.Heartbeat, func(ev chat.Event) {

@@ -15,7 +15,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -50,6 +52,8 @@ type Server struct {
 	// origins is the CORS allowlist; anyOrigin is "*".
 	origins   map[string]bool
 	anyOrigin bool
+	// crossOrigin refuses cross-site requests from origins not in it.
+	crossOrigin *http.CrossOriginProtection
 }
 
 var ginMode sync.Once
@@ -66,6 +70,7 @@ func New(cfg Config) (*Server, error) {
 		turns:   newTurnRegistry(cfg.StreamRetention),
 		closing: make(chan struct{}),
 	}
+	s.crossOrigin = http.NewCrossOriginProtection()
 	for _, o := range cfg.CORSOrigins {
 		if o == "*" {
 			s.anyOrigin = true
@@ -74,7 +79,11 @@ func New(cfg Config) (*Server, error) {
 		if s.origins == nil {
 			s.origins = map[string]bool{}
 		}
-		s.origins[strings.TrimSuffix(o, "/")] = true
+		o = strings.TrimSuffix(o, "/")
+		s.origins[o] = true
+		if err := s.crossOrigin.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("server: CORS origin %q: %w", o, err)
+		}
 	}
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	s.sse = newSSE(s)
@@ -105,16 +114,18 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.engine,
-		ReadHeaderTimeout: 10 * time.Second,
-		// No ReadTimeout: once it passes, net/http's background read fails
-		// and cancels the request context, which would end every stream
-		// older than it. Bodies are bounded by MaxBodyBytes instead.
+		ReadHeaderTimeout: min(10*time.Second, s.cfg.ReadTimeout),
+		// ReadTimeout bounds the head and body of every request; each
+		// request clears it once its body is read (readDeadline), so that
+		// it never cuts a stream: past it, net/http's background read would
+		// fail and cancel the request's context.
+		ReadTimeout:  s.cfg.ReadTimeout,
 		WriteTimeout: s.cfg.WriteTimeout,
 		IdleTimeout:  2 * time.Minute,
 		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(jsonErrorListener{ln}) }()
 	select {
 	case err := <-errc:
 		s.Shutdown(context.Background())
@@ -156,10 +167,13 @@ func (s *Server) Shutdown(ctx context.Context) {
 func (s *Server) routes() *gin.Engine {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
+	// A redirect answers in HTML, and an API client that sent a trailing
+	// slash wants to hear which endpoint it meant: not_found says so.
+	e.RedirectTrailingSlash = false
 	e.ContextWithFallback = true
 	e.Use(s.recovery,
 		s.cfg.Telemetry.GinMiddleware("/api/chat/:agentId", "/api/sessions/:id/stream", "/v1/chat/completions"),
-		s.requestID, s.logRequests, s.secureHeaders, s.cors)
+		s.requestID, s.logRequests, s.secureHeaders, s.cors, s.readDeadline)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -172,7 +186,10 @@ func (s *Server) routes() *gin.Engine {
 		}
 	}
 
-	api := e.Group("/api", s.limitBody, s.identify)
+	// Every refusal before the handler is answered without reading the
+	// body: an unauthenticated or cross-site client learns at once, and a
+	// body that never completes holds nothing but its own connection.
+	api := e.Group("/api", s.sameOrigin, s.identify, s.requireJSON, s.limitBody)
 	api.GET("/agents", s.listAgents)
 	api.GET("/agents/:id", s.getAgent)
 	api.POST("/chat/:agentId", s.postChat)
@@ -180,7 +197,7 @@ func (s *Server) routes() *gin.Engine {
 	api.DELETE("/sessions/:id", s.deleteSession)
 	api.GET("/sessions/:id/stream", s.resumeStream)
 
-	v1 := e.Group("/v1", s.limitBody, s.identify)
+	v1 := e.Group("/v1", s.sameOrigin, s.identify, s.requireJSON, s.limitBody)
 	v1.GET("/models", s.listModels)
 	v1.POST("/chat/completions", s.chatCompletions)
 
@@ -240,11 +257,87 @@ func (s *Server) logRequests(c *gin.Context) {
 		slog.Int("bytes", c.Writer.Size()))
 }
 
+// readDeadline clears the connection's read deadline (Serve's
+// ReadTimeout) as soon as the request's body is read: at once for a request
+// without one, at the body's end otherwise. A slow body is still cut at the
+// deadline, and nothing after it (a stream, a long wait for a turn) is.
+func (s *Server) readDeadline(c *gin.Context) {
+	rc := http.NewResponseController(c.Writer)
+	clear := func() { _ = rc.SetReadDeadline(time.Time{}) }
+	if c.Request.Body == nil || c.Request.Body == http.NoBody || c.Request.ContentLength == 0 {
+		clear()
+	} else {
+		c.Request.Body = &clearOnEOF{ReadCloser: c.Request.Body, clear: clear}
+	}
+	c.Next()
+}
+
+// clearOnEOF calls clear once its body is read to the end.
+type clearOnEOF struct {
+	io.ReadCloser
+	clear func()
+	done  bool
+}
+
+func (b *clearOnEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.clear()
+	}
+	return n, err
+}
+
+// refuse answers e before the body was read. The connection is closed
+// after the answer, so that net/http does not wait for the rest of a body
+// (it drains up to 256 KiB of an unread body to reuse the connection, which
+// a client that never sends it would hold).
+func refuse(c *gin.Context, e *apiError) {
+	if c.Request.ContentLength != 0 {
+		c.Header("Connection", "close")
+	}
+	abortWith(c, e)
+}
+
+// sameOrigin refuses state-changing requests that a browser sent from
+// another site (Sec-Fetch-Site, else Origin against Host: Go's
+// http.CrossOriginProtection), unless CORSOrigins allows that origin.
+// Without it any web page could start turns with a "simple" cross-site
+// POST that needs no preflight. Clients that are not browsers send
+// neither header and pass.
+func (s *Server) sameOrigin(c *gin.Context) {
+	if s.anyOrigin {
+		c.Next()
+		return
+	}
+	if err := s.crossOrigin.Check(c.Request); err != nil {
+		refuse(c, newError(http.StatusForbidden, "cross_origin_denied", "requests from the origin %q are not allowed; a page on another site needs its origin in CORS_ORIGINS", c.GetHeader("Origin")))
+		return
+	}
+	c.Next()
+}
+
+// requireJSON refuses POST bodies that are not declared JSON (415): the
+// API reads JSON only, and a text/plain body is what a cross-site form or
+// fetch can send without a preflight.
+func (s *Server) requireJSON(c *gin.Context) {
+	if c.Request.Method != http.MethodPost || c.Request.ContentLength == 0 {
+		c.Next()
+		return
+	}
+	ct := c.GetHeader("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		refuse(c, newError(http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be JSON sent with Content-Type: application/json, not %q", ct))
+		return
+	}
+	c.Next()
+}
+
 // limitBody bounds the request body; reading past the limit fails with
 // *http.MaxBytesError, answered 413.
 func (s *Server) limitBody(c *gin.Context) {
 	if c.Request.ContentLength > s.cfg.MaxBodyBytes {
-		abortWith(c, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over the limit of %d bytes", s.cfg.MaxBodyBytes))
+		refuse(c, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over the limit of %d bytes", s.cfg.MaxBodyBytes))
 		return
 	}
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
@@ -287,7 +380,7 @@ func (s *Server) owner(c *gin.Context) (owner string, ok bool) {
 	o, err := s.cfg.Owner(c.Request)
 	if err != nil {
 		c.Header("WWW-Authenticate", `Bearer realm="agentdock"`)
-		abortWith(c, newError(http.StatusUnauthorized, "unauthorized", "%s", err.Error()))
+		refuse(c, newError(http.StatusUnauthorized, "unauthorized", "%s", err.Error()))
 		return "", false
 	}
 	return o, true

@@ -28,6 +28,7 @@ func startAndCut(t *testing.T, e *env, sid string, n int) (turnID string, first 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/explorer", strings.NewReader(exploreFor(sid)))
+	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +101,7 @@ func TestResumeRules(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/explorer", strings.NewReader(exploreFor("running-session")))
+	req.Header.Set("Content-Type", "application/json")
 	post, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +136,7 @@ func TestDisconnectDoesNotCancelTurn(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/explorer", strings.NewReader(exploreFor("interrupted-1")))
+	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +183,7 @@ func TestDisconnectGraceCancelsTurn(t *testing.T) {
 	e := newEnv(t, envOptions{delay: slowWord, cfg: func(c *Config) { c.DisconnectGrace = 50 * time.Millisecond }})
 	ctx, cancel := context.WithCancel(t.Context())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/plain", strings.NewReader(`{"message":"tell me a long story","sessionId":"grace-session"}`))
+	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

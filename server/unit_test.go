@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -156,5 +159,45 @@ func BenchmarkUIMapTextDelta(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.mapEvent(ev, nil)
+	}
+}
+
+func TestRawErrorJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		status   string
+		code     string
+		message  string
+		rewrites bool
+	}{
+		{"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large",
+			"431 Request Header Fields Too Large", "headers_too_large", "the request's headers are too large", true},
+		{"HTTP/1.1 400 Bad Request: missing required Host header\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: missing required Host header",
+			"400 Bad Request: missing required Host header", "bad_request", "Bad Request: missing required Host header", true},
+		{"HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nUnsupported transfer encoding",
+			"501 Not Implemented", "not_implemented", "Unsupported transfer encoding", true},
+		{"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nfrom a handler", "", "", "", false},
+		{"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n200 OK", "", "", "", false},
+		{`{"type":"text-delta"}`, "", "", "", false},
+	} {
+		out, ok := rawErrorJSON([]byte(tc.in))
+		if ok != tc.rewrites {
+			t.Errorf("%q: rewritten %v", tc.in, ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		res, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), nil)
+		if err != nil {
+			t.Fatalf("%q: the rewrite is not an HTTP answer: %v", tc.in, err)
+		}
+		var body struct {
+			Error struct{ Code, Message, Type string }
+		}
+		if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.Status != tc.status || res.Header.Get("Content-Type") != "application/json" ||
+			body.Error.Code != tc.code || body.Error.Message != tc.message || body.Error.Type != "invalid_request_error" {
+			t.Errorf("%q: %s %v %+v (%v)", tc.in, res.Status, res.Header, body, err)
+		}
 	}
 }

@@ -55,6 +55,7 @@ type serveConfig struct {
 	// Budget bounds every turn (templates override it field by field).
 	Budget          llmorch.Budget
 	DisconnectGrace time.Duration
+	ReadTimeout     time.Duration
 	WriteTimeout    time.Duration
 	ShutdownTimeout time.Duration
 
@@ -259,6 +260,15 @@ func settings() []setting {
 		{"MAX_TOOL_CALLS", "max-tool-calls", strconv.Itoa(llmorch.DefaultMaxToolCalls), "tool calls that run per model answer; the excess are refused (a template's options.maxToolCalls overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxToolCalls })},
 		{"MAX_OUTPUT_BYTES", "max-output-bytes", strconv.Itoa(llmorch.DefaultMaxOutputBytes), "bytes of text and tool arguments a model may stream in one turn; the turn then ends with finishReason length (a template's options.maxOutputBytes overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxOutputBytes })},
 		{"DISCONNECT_GRACE", "disconnect-grace", "0s", "cancel a turn no client has followed for this long; 0 never cancels", dur(func(c *serveConfig) *time.Duration { return &c.DisconnectGrace })},
+		{"READ_TIMEOUT", "read-timeout", server.DefaultReadTimeout.String(), "longest time to receive a request's head and body (a slower body gets 408); streams are not cut by it", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.ReadTimeout })(c, v); err != nil {
+				return err
+			}
+			if c.ReadTimeout < time.Second {
+				return errors.New("must be at least 1s")
+			}
+			return nil
+		}},
 		{"WRITE_TIMEOUT", "write-timeout", server.DefaultWriteTimeout.String(), "longest ordinary (non-stream) answer", dur(func(c *serveConfig) *time.Duration { return &c.WriteTimeout })},
 		{"SHUTDOWN_TIMEOUT", "shutdown-timeout", server.DefaultShutdownTimeout.String(), "longest graceful shutdown after SIGTERM", dur(func(c *serveConfig) *time.Duration { return &c.ShutdownTimeout })},
 	}

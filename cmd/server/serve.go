@@ -149,6 +149,7 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 		StreamRetention:     cfg.StreamRetention,
 		Heartbeat:           cfg.Heartbeat,
 		DisconnectGrace:     cfg.DisconnectGrace,
+		ReadTimeout:         cfg.ReadTimeout,
 		WriteTimeout:        cfg.WriteTimeout,
 		ShutdownTimeout:     cfg.ShutdownTimeout,
 		CORSOrigins:         cfg.CORSOrigins,

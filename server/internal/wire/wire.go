@@ -14,8 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/internal/jsonpos"
 	"github.com/agentdock-go/agentdock/session"
@@ -158,7 +160,139 @@ func Unmarshal(data []byte, v any) error {
 		if field == "" {
 			field = "the body"
 		}
-		return &JSONError{line, col, fmt.Sprintf("%s must be %s, not %s", field, te.Type.String(), te.Value)}
+		return &JSONError{line, col, fmt.Sprintf("%s must be %s, not %s", field, jsonKind(te.Type), jsonValue(te.Value))}
 	}
-	return &JSONError{Reason: err.Error()}
+	return &JSONError{Reason: "the body is not the JSON object expected"}
+}
+
+// jsonKind names what a Go type decodes from, in JSON's words: a client
+// knows arrays and objects, not []wire.Message.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another kind of value"
+}
+
+// jsonValue names the kind of JSON value encoding/json found ("string",
+// "number 1.5", "array", ...).
+func jsonValue(v string) string {
+	switch {
+	case v == "array", v == "object":
+		return "an " + v
+	case v == "bool":
+		return "true or false"
+	case strings.HasPrefix(v, "number"):
+		return "a number"
+	case v == "":
+		return "another value"
+	}
+	return "a " + v
+}
+
+// A UTF8Error says where a request body stops being UTF-8 text: a byte
+// that is not UTF-8, or a \u escape of half a UTF-16 surrogate pair.
+// encoding/json would quietly turn either into U+FFFD, changing what the
+// client sent.
+type UTF8Error struct {
+	Line, Column int
+	// Escape is set for a lone surrogate escape.
+	Escape bool
+}
+
+func (e *UTF8Error) Error() string {
+	if e.Escape {
+		return fmt.Sprintf("invalid text at line %d, column %d: a \\u escape of half a surrogate pair is not a character", e.Line, e.Column)
+	}
+	return fmt.Sprintf("invalid text at line %d, column %d: the body is not valid UTF-8", e.Line, e.Column)
+}
+
+// CheckUTF8 reports the first place where data is not UTF-8 text (see
+// UTF8Error), or nil.
+func CheckUTF8(data []byte) error {
+	fail := func(off int, escape bool) error {
+		line, col := jsonpos.Position(data, int64(off)+1) // Position counts bytes read
+		return &UTF8Error{Line: line, Column: col, Escape: escape}
+	}
+	if !utf8.Valid(data) {
+		for i := 0; i < len(data); {
+			r, n := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && n == 1 {
+				return fail(i, false)
+			}
+			i += n
+		}
+	}
+	// Escapes: outside strings a backslash is a syntax error, which
+	// decoding reports, so every backslash starts an escape here.
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' || i+1 >= len(data) {
+			continue
+		}
+		if data[i+1] != 'u' {
+			i++ // a two-character escape, e.g. \\ or \"
+			continue
+		}
+		u, ok := hex4(data, i+2)
+		switch {
+		case !ok:
+			i++ // not an escape decoding accepts: a syntax error
+		case u >= 0xDC00 && u <= 0xDFFF:
+			return fail(i, true)
+		case u >= 0xD800 && u <= 0xDBFF:
+			lo, ok := uint16(0), false
+			if i+7 < len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
+				lo, ok = hex4(data, i+8)
+			}
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return fail(i, true)
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return nil
+}
+
+// hex4 reads four hex digits at data[at:].
+func hex4(data []byte, at int) (uint16, bool) {
+	if at+4 > len(data) {
+		return 0, false
+	}
+	var v uint16
+	for _, c := range data[at : at+4] {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint16(d)
+	}
+	return v, true
 }

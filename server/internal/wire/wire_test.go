@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestChatRequestText(t *testing.T) {
@@ -93,7 +94,9 @@ func TestUnmarshalErrors(t *testing.T) {
 	}{
 		{"{\"a\": }", "line 1, column 7"},
 		{"{\n\"message\": \"x\",\n  ]\n}", "line 3, column 3"},
-		{`{"message": [1]}`, "line 1, column 13: message must be string"},
+		{`{"message": [1]}`, "line 1, column 13: message must be a string, not an array"},
+		{`{"messages": "hi"}`, "line 1, column 17: messages must be an array, not a string"},
+		{`{"messages": [{"parts": 3}]}`, "messages.parts must be an array, not a number"},
 		{`[1,2]`, "the body must be"},
 		{`{"message": "hi"`, "line 1, column 16: the body ends too early"},
 		{" \n", "empty"},
@@ -142,5 +145,33 @@ func FuzzChatBody(f *testing.F) {
 		if json.Valid(data) == false {
 			t.Fatalf("%q decoded but is not valid JSON", data)
 		}
+		if CheckUTF8(data) == nil && !utf8.Valid(data) {
+			t.Fatalf("%q passed CheckUTF8", data)
+		}
 	})
+}
+
+func TestCheckUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want string // "" for valid
+	}{
+		{`{"message": "héllo ✓ 😀"}`, ""},
+		{`{"message": "\u00e9 \ud83d\ude00 \\ud800 \"\u0041"}`, ""},
+		{"{\"message\": \"a\xffb\"}", "line 1, column 15: the body is not valid UTF-8"},
+		{"{\n  \"message\": \"ok\",\n  \"x\": \"\xc3\"\n}", "line 3, column 9: the body is not valid UTF-8"},
+		{`{"message": "\ud800"}`, `line 1, column 14: a \u escape of half a surrogate pair`},
+		{`{"message": "\ud800\u0041"}`, `line 1, column 14: a \u escape of half`},
+		{`{"message": "x\uDC00"}`, `line 1, column 15: a \u escape of half`},
+		{`{"message": "\ud83d\ude00\ud800"}`, `line 1, column 26: a \u escape of half`},
+		{`{"message": "\u12"}`, ""}, // a syntax error, for decoding to report
+	} {
+		err := CheckUTF8([]byte(tc.body))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.body, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: got %v, want %q", tc.body, err, tc.want)
+		}
+	}
 }
