@@ -218,8 +218,18 @@ func TestHandleMessageErrors(t *testing.T) {
 	if _, err := planner.HandleMessage(ctx, id, "plan it", agent.WithOwner("alice")); !errors.Is(err, agent.ErrWrongAgent) {
 		t.Errorf("another agent on the session: %v, want ErrWrongAgent", err)
 	}
-	if _, err := cr.HandleMessage(ctx, id, "hello", agent.WithOwner("mallory")); !errors.Is(err, session.ErrNotFound) {
-		t.Errorf("another owner's session: %v, want ErrNotFound", err)
+	// Another owner using the same ID gets a session of its own.
+	other, err := cr.HandleMessage(ctx, id, "hello", agent.WithOwner("mallory"))
+	if err != nil {
+		t.Errorf("another owner's turn on the same ID: %v", err)
+	} else {
+		for range other {
+		}
+		mine, _ := store.Messages(ctx, session.Key("alice", id), 0)
+		theirs, _ := store.Messages(ctx, session.Key("mallory", id), 0)
+		if len(mine) == 0 || len(theirs) == 0 || mine[0].Content != "Critique this plan" || theirs[0].Content != "hello" {
+			t.Errorf("alice's history %+v, mallory's %+v", mine, theirs)
+		}
 	}
 	// After the turn the session is free again.
 	events, err = cr.HandleMessage(ctx, id, "thanks", agent.WithOwner("alice"))

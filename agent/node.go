@@ -199,9 +199,9 @@ type options struct {
 	owner string
 }
 
-// WithOwner names the caller (an API key's fingerprint). A new session is
-// owned by it; an existing session owned by someone else is reported as not
-// found.
+// WithOwner names the caller (an API key's fingerprint). Sessions live in
+// their owner's keyspace (session.Key): the same ID names another session
+// under another owner.
 func WithOwner(owner string) Option { return func(o *options) { o.owner = owner } }
 
 // HandleMessage starts one turn on the session (created when new) and
@@ -266,7 +266,10 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 	}
 	// One step (one Redis round trip): the session, created when new, and
 	// its lease; another owner's or agent's session is not locked.
-	sess, lease, err := n.cfg.Store.Claim(ctx, sessionID, session.WithOwner(o.owner), session.WithAgent(n.ID()))
+	// The session lives in its owner's keyspace: another owner using the
+	// same ID has a session of its own.
+	key := session.Key(o.owner, sessionID)
+	sess, lease, err := n.cfg.Store.Claim(ctx, key, session.WithOwner(o.owner), session.WithAgent(n.ID()))
 	switch {
 	case errors.Is(err, session.ErrForeign) && sess.Owner != o.owner:
 		return nil, session.ErrNotFound
@@ -278,7 +281,7 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 		return nil, fmt.Errorf("opening session: %w", err)
 	}
 	release := func() { n.release(ctx, lease) }
-	turn, err := n.startTurn(ctx, sessionID, message, lease)
+	turn, err := n.startTurn(ctx, key, message, lease)
 	if err != nil {
 		release()
 		return nil, err
@@ -329,9 +332,9 @@ func (n *Node) checkMessage(message string) error {
 }
 
 // startTurn records the user message and assembles the history the model
-// sees, in one store write (one Redis round trip): the orchestration's view
+// sees (key is the session's store key), in one store write (one Redis round trip): the orchestration's view
 // of the message, the message itself, and the history window before it.
-func (n *Node) startTurn(ctx context.Context, sessionID, message string, lease session.Lease) (llmorch.Turn, error) {
+func (n *Node) startTurn(ctx context.Context, key, message string, lease session.Lease) (llmorch.Turn, error) {
 	engine := n.Engine()
 	window := 0
 	cs := n.Template().ChatSettings
@@ -344,7 +347,7 @@ func (n *Node) startTurn(ctx context.Context, sessionID, message string, lease s
 	}
 	user := chat.Message{Role: chat.RoleUser, Content: message}
 	var dec orchestration.Decision
-	st, history, err := n.cfg.Store.UpdateAppend(ctx, sessionID, func(s *orchestration.State) error {
+	st, history, err := n.cfg.Store.UpdateAppend(ctx, key, func(s *orchestration.State) error {
 		*s, dec = engine.Apply(*s, orchestration.UserMessage(message))
 		return nil
 	}, []chat.Message{user}, window, session.WithLease(lease))
@@ -355,7 +358,7 @@ func (n *Node) startTurn(ctx context.Context, sessionID, message string, lease s
 		n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, st.State.ActiveStep, telemetry.CauseUserMessage)
 	}
 	history = wellFormed(trimToUserStart(history))
-	return llmorch.Turn{SessionID: sessionID, Lease: lease, State: st.State, PreviousStep: dec.PreviousStep, History: append(history, user)}, nil
+	return llmorch.Turn{SessionID: key, Lease: lease, State: st.State, PreviousStep: dec.PreviousStep, History: append(history, user)}, nil
 }
 
 // trimToUserStart drops messages from the front until the history starts

@@ -91,6 +91,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 
 // Turn is the input of one turn.
 type Turn struct {
+	// SessionID is the session's store key (session.Key).
 	SessionID string
 	// Lease is the turn's hold on the session; every write is fenced by it.
 	Lease session.Lease

@@ -148,7 +148,7 @@ func (s *Server) runTurn(t *turn, events iter.Seq[chat.Event]) {
 		t.finish()
 	}()
 	t.add(m.start())
-	usage := func() *chat.Usage { return s.sessionUsage(t.sessionID) }
+	usage := func() *chat.Usage { return s.sessionUsage(t.key) }
 	for ev := range events {
 		finished = ev.Kind == chat.KindDone
 		t.add(m.mapEvent(ev, usage)...)

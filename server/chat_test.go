@@ -26,7 +26,7 @@ func (e *env) streamChat(agentID, body string, headers ...string) (*http.Respons
 
 // checkTurnStream checks the framing rules every turn stream obeys and
 // returns the chunks in order (decoded) and the answer text.
-func checkTurnStream(t *testing.T, turnID string, evs []sseEvent, firstSeq int64) (types []string, chunks []map[string]any, text string) {
+func checkTurnStream(t testing.TB, turnID string, evs []sseEvent, firstSeq int64) (types []string, chunks []map[string]any, text string) {
 	t.Helper()
 	if len(evs) < 3 {
 		t.Fatalf("stream has %d frames", len(evs))
@@ -294,12 +294,15 @@ func TestHooksLimitOwnerAndPanics(t *testing.T) {
 	if eb.Error.Code != "internal_error" {
 		t.Fatalf("error %+v", eb.Error)
 	}
-	// The server survived; another owner's session is not found.
+	// The server survived; another owner's session is not found, and the
+	// same ID is another session under another owner.
 	e.streamChat("plain", `{"message":"hi","sessionId":"alice-session"}`, "X-Key", "alice")
 	getJSON(t, e.do(http.MethodGet, "/api/sessions/alice-session", "", "X-Key", "alice"), http.StatusOK, nil)
 	getJSON(t, e.do(http.MethodGet, "/api/sessions/alice-session", "", "X-Key", "bob"), http.StatusNotFound, &eb)
-	getJSON(t, e.do(http.MethodPost, "/api/chat/plain", `{"message":"hi","sessionId":"alice-session"}`, "X-Key", "bob"), http.StatusNotFound, &eb)
 	getJSON(t, e.do(http.MethodDelete, "/api/sessions/alice-session", "", "X-Key", "bob"), http.StatusNotFound, &eb)
+	if res, _ := e.streamChat("plain", `{"message":"hi","sessionId":"alice-session"}`, "X-Key", "bob"); res.StatusCode != http.StatusOK {
+		t.Fatalf("bob's turn on his own alice-session: %d", res.StatusCode)
+	}
 }
 
 func TestMaxMessageBytes(t *testing.T) {

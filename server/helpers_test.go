@@ -24,7 +24,7 @@ import (
 // env is a server on a real loopback listener with the real agent package,
 // the cognitive tools and the offline model.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *Server
 	http  *httptest.Server
 	store session.Store
@@ -41,7 +41,7 @@ type envOptions struct {
 	store session.Store
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	var store session.Store = session.NewMemory(session.Config{})
 	if o.store != nil {
@@ -118,7 +118,7 @@ func (e *env) do(method, path string, body string, headers ...string) *http.Resp
 }
 
 // getJSON decodes a response body, checking the status.
-func getJSON(t *testing.T, res *http.Response, status int, v any) {
+func getJSON(t testing.TB, res *http.Response, status int, v any) {
 	t.Helper()
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
@@ -191,7 +191,7 @@ func (r *sseReader) all() []sseEvent {
 }
 
 // chunkType returns the "type" of a UI stream chunk ("[DONE]" for the end).
-func chunkType(t *testing.T, data string) string {
+func chunkType(t testing.TB, data string) string {
 	t.Helper()
 	if data == "[DONE]" {
 		return data

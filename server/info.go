@@ -142,8 +142,10 @@ type turnView struct {
 	LastEventID string `json:"lastEventId"`
 }
 
-// loadSession reads the session named by the :id parameter and checks that
-// the caller owns it; another owner's session is reported as not found.
+// loadSession reads the session named by the :id parameter in the
+// caller's keyspace (session.Key): another owner's session with the same ID
+// is another session, so "not yours" is "absent", with the same work. The
+// Session's ID is its store key.
 func (s *Server) loadSession(c *gin.Context) (session.Session, bool) {
 	id := c.Param("id")
 	if !session.ValidID(id) {
@@ -152,9 +154,9 @@ func (s *Server) loadSession(c *gin.Context) (session.Session, bool) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 	defer cancel()
-	sess, err := s.cfg.Store.Get(ctx, id)
+	sess, err := s.cfg.Store.Get(ctx, session.Key(ownerOf(c), id))
 	if err == nil && sess.Owner != ownerOf(c) {
-		err = session.ErrNotFound
+		err = session.ErrNotFound // a digest collision, or data written by hand
 	}
 	if err != nil {
 		e := storeError(err)
@@ -192,7 +194,7 @@ func (s *Server) getSession(c *gin.Context) {
 	}
 	u := sess.State.TokenUsage
 	v := sessionView{
-		ID: sess.ID, Agent: sess.Agent, CreatedAt: sess.CreatedAt, LastAccessed: sess.LastAccessed,
+		ID: c.Param("id"), Agent: sess.Agent, CreatedAt: sess.CreatedAt, LastAccessed: sess.LastAccessed,
 		State: sess.State, Usage: usageTotals{Prompt: u.Prompt, Completion: u.Completion, Total: totalOf(u)},
 		Messages: msgs,
 	}
@@ -219,7 +221,7 @@ func (s *Server) getSession(c *gin.Context) {
 // stopped showing signs of life is not running any more.
 func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnView, error) {
 	var local *turnView
-	if t := s.turns.latest(sess.ID); t != nil {
+	if t := s.turns.latest(sess.ID); t != nil { // sess.ID is the store key
 		last, done := t.state()
 		local = &turnView{ID: t.id, Running: !done, LastEventID: wire.EventID(t.id, last)}
 		if local.Running {
@@ -279,6 +281,7 @@ func (s *Server) resumeStream(c *gin.Context) {
 		return
 	}
 	owner := ownerOf(c)
+	key := session.Key(owner, id)
 	var src source
 	var after int64
 	if lei := c.GetHeader("Last-Event-ID"); lei != "" {
@@ -287,33 +290,31 @@ func (s *Server) resumeStream(c *gin.Context) {
 			abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q: %s", lei, err.Error()))
 			return
 		}
-		// Another owner's turn is treated as not kept, so that its
-		// existence does not show.
+		// A turn of another session, or another owner's, is treated as
+		// not kept, so that its existence does not show.
 		var (
 			kept        = s.turns.get(turnID)
 			found, done bool
-			sessionID   string
 			first, last int64
 		)
+		if kept != nil && kept.key != key {
+			kept = nil
+		}
 		switch {
 		case kept != nil:
-			found, sessionID = kept.owner == owner, kept.sessionID
+			found = true
 			last, done = kept.state()
 			first = kept.firstKept()
 		case s.cfg.Turns != nil:
-			st, ok, err := s.sharedLookup(c.Request.Context(), id, turnID, owner)
+			st, ok, err := s.sharedLookup(c.Request.Context(), key, turnID, owner)
 			if err != nil {
 				s.log.Error("resuming a stream", "session", id, "err", err)
 				abortWith(c, storeError(err))
 				return
 			}
-			found, sessionID, last, done, first = ok, id, st.Last, st.Done, st.First
+			found, last, done, first = ok, st.Last, st.Done, st.First
 		}
 		if found {
-			if sessionID != id {
-				abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID names a turn of another session"))
-				return
-			}
 			// On the turn's own replica the log is complete; in the shared
 			// log a running turn's last frames may still be on their way,
 			// so a client ahead of it waits for them there.
@@ -332,26 +333,26 @@ func (s *Server) resumeStream(c *gin.Context) {
 			default:
 				// When the writer died, the stream gives what the shared
 				// log got, then closing frames that say so.
-				src, after = &sharedTurn{s: s, ref: turnlog.Ref{Session: id, Turn: turnID}}, seq
+				src, after = &sharedTurn{s: s, ref: turnlog.Ref{Session: key, Turn: turnID}, sessionID: id}, seq
 			}
 		}
 	}
 	if src == nil {
-		if latest := s.turns.latest(id); latest != nil && latest.owner == owner {
+		if latest := s.turns.latest(key); latest != nil {
 			if _, done := latest.state(); !done {
 				src, after = latest, 0
 			}
 		}
 	}
 	if src == nil && s.cfg.Turns != nil {
-		st, found, err := s.sharedLookup(c.Request.Context(), id, "", owner)
+		st, found, err := s.sharedLookup(c.Request.Context(), key, "", owner)
 		if err != nil {
 			s.log.Error("resuming a stream", "session", id, "err", err)
 			abortWith(c, storeError(err))
 			return
 		}
 		if found && !st.Done && s.alive(st) && s.turns.get(st.Turn) == nil {
-			src, after = &sharedTurn{s: s, ref: st.Ref}, 0
+			src, after = &sharedTurn{s: s, ref: st.Ref, sessionID: id}, 0
 		}
 	}
 	if src == nil {

@@ -61,7 +61,7 @@ func (s *Server) alive(st turnlog.Status) bool {
 // before another replica could find it.
 func (s *Server) mirror(t *turn, started chan<- struct{}) {
 	log := s.cfg.Turns
-	ref := turnlog.Ref{Session: t.sessionID, Turn: t.id}
+	ref := turnlog.Ref{Session: t.key, Turn: t.id}
 	ctx := context.WithoutCancel(s.base)
 	err := log.Start(ctx, turnlog.Meta{Ref: ref, Owner: t.owner, AgentID: t.agentID})
 	close(started)
@@ -158,13 +158,16 @@ func (s *Server) mirror(t *turn, started chan<- struct{}) {
 	}
 }
 
-// sharedTurn is a turn another replica runs, read from the shared log.
+// sharedTurn is a turn another replica runs, read from the shared log;
+// ref names it by its session's store key, sessionID as the client knows
+// the session.
 type sharedTurn struct {
-	s   *Server
-	ref turnlog.Ref
+	s         *Server
+	ref       turnlog.Ref
+	sessionID string
 }
 
-func (t *sharedTurn) ids() (string, string) { return t.ref.Session, t.ref.Turn }
+func (t *sharedTurn) ids() (string, string) { return t.sessionID, t.ref.Turn }
 
 // attach does nothing: the disconnect grace counts the clients of the
 // replica that runs the turn only.
@@ -231,19 +234,19 @@ func (t *sharedTurn) check(ctx context.Context) *chat.Error {
 	return nil
 }
 
-// sharedLookup finds a turn of the session in the shared log; found is
-// false when there is no shared log, the turn is not kept there or it is
-// another owner's.
-func (s *Server) sharedLookup(ctx context.Context, sessionID, turnID, owner string) (st turnlog.Status, found bool, err error) {
+// sharedLookup finds a turn of the session (by its store key) in the
+// shared log; found is false when there is no shared log, the turn is not
+// kept there or it is another owner's.
+func (s *Server) sharedLookup(ctx context.Context, key, turnID, owner string) (st turnlog.Status, found bool, err error) {
 	if s.cfg.Turns == nil {
 		return st, false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if turnID == "" {
-		st, err = s.cfg.Turns.Latest(ctx, sessionID)
+		st, err = s.cfg.Turns.Latest(ctx, key)
 	} else {
-		st, err = s.cfg.Turns.Lookup(ctx, turnlog.Ref{Session: sessionID, Turn: turnID})
+		st, err = s.cfg.Turns.Lookup(ctx, turnlog.Ref{Session: key, Turn: turnID})
 	}
 	switch {
 	case errors.Is(err, turnlog.ErrNotFound):
@@ -254,12 +257,13 @@ func (s *Server) sharedLookup(ctx context.Context, sessionID, turnID, owner stri
 	return st, st.Owner == owner, nil
 }
 
-// forgetShared drops the session's turns from the shared log.
-func (s *Server) forgetShared(ctx context.Context, sessionID string) error {
+// forgetShared drops the session's turns (by its store key) from the
+// shared log.
+func (s *Server) forgetShared(ctx context.Context, key string) error {
 	if s.cfg.Turns == nil {
 		return nil
 	}
-	if err := s.cfg.Turns.Forget(ctx, sessionID); err != nil && !errors.Is(err, session.ErrNotFound) {
+	if err := s.cfg.Turns.Forget(ctx, key); err != nil && !errors.Is(err, session.ErrNotFound) {
 		return err
 	}
 	return nil

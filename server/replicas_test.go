@@ -15,7 +15,7 @@ import (
 // replica is one server of a deployment on a shared redis-server: its own
 // session store connection and its own shared turn log, as a separate
 // process would have.
-func replica(t *testing.T, srv *redistest.Server, prefix string, o envOptions) *env {
+func replica(t testing.TB, srv *redistest.Server, prefix string, o envOptions) *env {
 	t.Helper()
 	store, err := session.NewRedis(session.RedisConfig{URL: srv.URL(), Prefix: prefix})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
 )
 
@@ -63,10 +64,11 @@ func TestAPIKeysRequired(t *testing.T) {
 }
 
 // TestSessionsBelongToTheirKey: a session made with one key is unknown to
-// another: 404 for GET, DELETE and a chat turn, and the resume endpoint
-// answers exactly as for a session that does not exist (204), even when the
-// Last-Event-ID names the other key's turn. The store holds the key's
-// fingerprint, never the key.
+// another: 404 for GET and DELETE, the resume endpoint answers exactly as
+// for a session that does not exist (204), even when the Last-Event-ID
+// names the other key's turn, and a turn with the same ID under the other
+// key is a session of its own. The store holds the key's fingerprint,
+// never the key.
 func TestSessionsBelongToTheirKey(t *testing.T) {
 	e, auth := keyEnv(t, nil)
 	alice := []string{"X-Api-Key", "key-alice"}
@@ -75,7 +77,7 @@ func TestSessionsBelongToTheirKey(t *testing.T) {
 	checkTurnStream(t, res.Header.Get("X-Turn-Id"), evs, 1)
 	turnID := res.Header.Get("X-Turn-Id")
 
-	sess, err := e.store.Get(t.Context(), "alice-session")
+	sess, err := e.store.Get(t.Context(), session.Key(auth.Fingerprint("key-alice"), "alice-session"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +90,6 @@ func TestSessionsBelongToTheirKey(t *testing.T) {
 	if eb.Error.Code != "session_not_found" {
 		t.Fatalf("GET: %+v", eb.Error)
 	}
-	getJSON(t, e.do(http.MethodPost, "/api/chat/plain", `{"message":"hi","sessionId":"alice-session"}`, bob...), http.StatusNotFound, &eb)
-	getJSON(t, e.do(http.MethodPost, "/v1/chat/completions", `{"model":"plain","messages":[{"role":"user","content":"hi"}]}`, append(bob, "X-Session-Id", "alice-session")...), http.StatusNotFound, &eb)
 	getJSON(t, e.do(http.MethodDelete, "/api/sessions/alice-session", "", bob...), http.StatusNotFound, &eb)
 
 	resume := func(who []string, sid string, lei string) (int, string) {
@@ -111,7 +111,20 @@ func TestSessionsBelongToTheirKey(t *testing.T) {
 	if st, body := resume(alice, "alice-session", wire.EventID(turnID, 0)); st != http.StatusOK || !strings.Contains(body, "[DONE]") {
 		t.Errorf("alice resuming her own turn: %d %q", st, body)
 	}
-	// The session survived bob's attempts and is still alice's.
+	// Bob's turns with the same ID make a session of his own.
+	if res, _ := e.streamChat("plain", `{"message":"bob here","sessionId":"alice-session"}`, bob...); res.StatusCode != http.StatusOK {
+		t.Fatalf("bob's turn: %d", res.StatusCode)
+	}
+	getJSON(t, e.do(http.MethodPost, "/v1/chat/completions", `{"model":"plain","messages":[{"role":"user","content":"bob again"}]}`, append(bob, "X-Session-Id", "alice-session")...), http.StatusOK, nil)
+	var bobs, alices struct {
+		Messages []struct{ Role, Content string }
+	}
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/alice-session", "", bob...), http.StatusOK, &bobs)
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/alice-session", "", alice...), http.StatusOK, &alices)
+	if len(bobs.Messages) != 4 || bobs.Messages[0].Content != "bob here" || len(alices.Messages) != 2 || alices.Messages[0].Content != "hi" {
+		t.Fatalf("bob's history %+v, alice's %+v", bobs.Messages, alices.Messages)
+	}
+	// Alice's session survived bob's attempts and is still hers.
 	getJSON(t, e.do(http.MethodGet, "/api/sessions/alice-session", "", alice...), http.StatusOK, nil)
 	res = e.do(http.MethodDelete, "/api/sessions/alice-session", "", alice...)
 	res.Body.Close()

@@ -417,15 +417,15 @@ func (s *Server) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
 }
 
-// sessionUsage reads the session's cumulative usage for a usage frame; nil
-// when the store cannot say.
-func (s *Server) sessionUsage(sessionID string) *chat.Usage {
+// sessionUsage reads the session's cumulative usage for a usage frame (key
+// is its store key); nil when the store cannot say.
+func (s *Server) sessionUsage(key string) *chat.Usage {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	sess, err := s.cfg.Store.Get(ctx, sessionID)
+	sess, err := s.cfg.Store.Get(ctx, key)
 	if err != nil {
 		if !errors.Is(err, session.ErrNotFound) {
-			s.log.Warn("reading session usage", "session", sessionID, "err", err)
+			s.log.Warn("reading session usage", "session", key, "err", err)
 		}
 		return nil
 	}

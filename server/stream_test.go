@@ -113,8 +113,13 @@ func TestResumeRules(t *testing.T) {
 	evs := newSSEReader(res.Body).all()
 	res.Body.Close()
 	checkTurnStream(t, turnID, evs, 1)
-	// The Last-Event-ID of another session's turn is refused.
-	getJSON(t, e.do(http.MethodGet, "/api/sessions/other-session-1/stream", "", "Last-Event-ID", wire.EventID(turnID, 1)), http.StatusBadRequest, &eb)
+	// The Last-Event-ID of another session's turn is as unknown as any:
+	// 204, as for a session with nothing running.
+	res = e.do(http.MethodGet, "/api/sessions/other-session-1/stream", "", "Last-Event-ID", wire.EventID(turnID, 1))
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("another session's Last-Event-ID: %d, want 204", res.StatusCode)
+	}
 	// Ahead of the turn.
 	getJSON(t, e.do(http.MethodGet, "/api/sessions/running-session/stream", "", "Last-Event-ID", wire.EventID(turnID, 1_000_000)), http.StatusBadRequest, &eb)
 	// Finished, no Last-Event-ID: 204 (the answer is in the history).

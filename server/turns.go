@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/session"
 )
 
 // Causes of a turn's cancellation that the server reports to the client as an
@@ -28,8 +29,12 @@ type frame struct {
 // turn is one running or recently finished turn: its frames, kept so that a
 // client can resume the stream, and the cancellation of its context.
 type turn struct {
-	id        string
+	id string
+	// sessionID is the session's ID as its client knows it; key is its
+	// store key (session.Key of the owner and the ID), which names it in
+	// the registry and the shared log.
 	sessionID string
+	key       string
 	agentID   string
 	owner     string
 	cancel    context.CancelCauseFunc
@@ -49,7 +54,7 @@ type turn struct {
 }
 
 func newTurn(id, sessionID, agentID, owner string, cancel context.CancelCauseFunc, maxFrames int, grace time.Duration) *turn {
-	return &turn{id: id, sessionID: sessionID, agentID: agentID, owner: owner, cancel: cancel,
+	return &turn{id: id, sessionID: sessionID, key: session.Key(owner, sessionID), agentID: agentID, owner: owner, cancel: cancel,
 		maxFrames: maxFrames, grace: grace, nextSeq: 1, changed: make(chan struct{})}
 }
 
@@ -230,7 +235,7 @@ func (r *turnRegistry) register(t *turn) bool {
 		return false
 	}
 	r.byID[t.id] = t
-	r.bySession[t.sessionID] = t
+	r.bySession[t.key] = t
 	r.running.Add(1)
 	return true
 }
@@ -248,8 +253,8 @@ func (r *turnRegistry) remove(t *turn) {
 	if r.byID[t.id] == t {
 		delete(r.byID, t.id)
 	}
-	if r.bySession[t.sessionID] == t {
-		delete(r.bySession, t.sessionID)
+	if r.bySession[t.key] == t {
+		delete(r.bySession, t.key)
 	}
 }
 
@@ -259,22 +264,23 @@ func (r *turnRegistry) get(id string) *turn {
 	return r.byID[id]
 }
 
-func (r *turnRegistry) latest(sessionID string) *turn {
+// latest returns the latest turn of the session with this store key.
+func (r *turnRegistry) latest(key string) *turn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.bySession[sessionID]
+	return r.bySession[key]
 }
 
-// forgetSession drops the kept turns of a deleted session.
-func (r *turnRegistry) forgetSession(sessionID string) {
+// forgetSession drops the kept turns of a deleted session (its store key).
+func (r *turnRegistry) forgetSession(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, t := range r.byID {
-		if t.sessionID == sessionID {
+		if t.key == key {
 			delete(r.byID, id)
 		}
 	}
-	delete(r.bySession, sessionID)
+	delete(r.bySession, key)
 }
 
 // shutdown refuses new turns and cancels the running ones.

@@ -43,9 +43,12 @@ package session
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -287,6 +290,33 @@ func trimTurns(msgs []chat.Message, max int) []chat.Message {
 
 // NewID returns a new session ID: 128 random bits, hex-encoded.
 func NewID() string { return newToken() }
+
+// Key is the store's name for the session that owner calls id. Each owner
+// has a keyspace of its own: a client-chosen ID names a different session
+// under another API key, so that a session's existence cannot be learnt
+// (or its ID squatted) from another key, and "not yours" and "absent" are
+// the same lookup. The anonymous owner "" (a server without keys) keys
+// sessions by their IDs; any other owner's keys are a digest of the owner,
+// a dot and the ID (a dot never appears in an ID, so no two owners' keys
+// meet).
+func Key(owner, id string) string {
+	if owner == "" {
+		return id
+	}
+	d := sha256.Sum256([]byte(owner))
+	return hex.EncodeToString(d[:12]) + "." + id
+}
+
+// ValidKey reports whether key is a Key of a valid ID.
+func ValidKey(key string) bool {
+	if prefix, id, scoped := strings.Cut(key, "."); scoped {
+		if len(prefix) != 24 || strings.Trim(prefix, "0123456789abcdef") != "" {
+			return false
+		}
+		key = id
+	}
+	return ValidID(key)
+}
 
 // ValidID reports whether id is acceptable as a session ID: 8 to 128
 // characters from letters, digits, '-' and '_'. Client-chosen IDs are

@@ -74,8 +74,8 @@ func (r Ref) validate() error {
 }
 
 func validSession(id string) error {
-	if !session.ValidID(id) {
-		return fmt.Errorf("turn log: session ID %q is not valid (8 to 128 characters of A-Z, a-z, 0-9, - and _)", id)
+	if !session.ValidKey(id) {
+		return fmt.Errorf("turn log: session key %q is not valid (session.Key of an ID of 8 to 128 characters of A-Z, a-z, 0-9, - and _)", id)
 	}
 	return nil
 }
