@@ -55,6 +55,9 @@ type Config struct {
 	// Telemetry records an invoke_agent span per turn (with the model and
 	// tool spans under it) and the turn metrics; nil records nothing.
 	Telemetry *telemetry.Telemetry
+	// ToolsFor, when set, gives each agent tools of its own instead of
+	// Tools: a template's own MCP servers serve that agent only.
+	ToolsFor func(*template.Agent) Tools
 }
 
 // DefaultMaxMessageBytes bounds a user message unless configured.
@@ -145,12 +148,16 @@ func newNode(cfg Config, l *template.Agent) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: model: %w", l.ID(), err)
 	}
+	tools := cfg.Tools
+	if cfg.ToolsFor != nil {
+		tools = cfg.ToolsFor(l)
+	}
 	svc, err := llmorch.NewService(llmorch.ServiceConfig{
 		Template:  l.Template,
 		Engine:    l.Engine,
 		Store:     cfg.Store,
 		Model:     model,
-		Tools:     cfg.Tools,
+		Tools:     tools,
 		Telemetry: cfg.Telemetry,
 	})
 	if err != nil {

@@ -203,7 +203,7 @@ func TestKilledMidCall(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call did not end when its server died")
 	}
-	if why, no := ts.Unavailable("everything__echo"); no && !strings.Contains(why, `MCP server "everything" is`) {
+	if why, no := ts.Unavailable("everything__echo"); no && !strings.Contains(why, `MCP server "everything" is not running (`) {
 		t.Errorf("reason: %s", why)
 	}
 	waitFor(t, "the restart", func() bool {
@@ -308,11 +308,11 @@ func TestFailures(t *testing.T) {
 	}
 	ts := m.Toolset(builtin(t), "a", nil)
 	why, no := ts.Unavailable("missing__anything")
-	if !no || !strings.Contains(why, `tool "missing__anything" is not available now: MCP server "missing" is`) {
+	if !no || !strings.Contains(why, `tool "missing__anything" is not available now: MCP server "missing" is not running (`) {
 		t.Errorf("reason %q", why)
 	}
 	res := call(ts, "secret__x", `{}`)
-	if !res.IsError || !res.NotRun || !strings.Contains(res.Content, `MCP server "secret" is failed (configuration: mcpServers.secret.env.TOKEN`) {
+	if !res.IsError || !res.NotRun || !strings.Contains(res.Content, `MCP server "secret" is not running (failed: configuration: mcpServers.secret.env.TOKEN`) {
 		t.Errorf("call: %+v", res)
 	}
 	if specs := ts.Specs([]string{"missing__anything", "think"}); len(specs) != 1 {

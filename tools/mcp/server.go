@@ -292,11 +292,11 @@ func (s *server) current() (*sdk.ClientSession, *tools.Registry, string) {
 	if s.state == StateReady && s.session != nil {
 		return s.session, s.reg, ""
 	}
-	why := fmt.Sprintf("MCP server %q is %s", s.name, s.state)
+	why := fmt.Sprintf("MCP server %q is not running (%s", s.name, s.state)
 	if s.err != "" {
-		why += " (" + firstLine(s.err) + ")"
+		why += ": " + firstLine(s.err)
 	}
-	return nil, nil, why
+	return nil, nil, why + ")"
 }
 
 // describe adds what the child process said last on stderr, and how it
