@@ -117,10 +117,13 @@ func TestEverythingStdio(t *testing.T) {
 // right after the handshake and announces them with
 // notifications/tools/list_changed; the tool set follows.
 func TestListChangedFromServer(t *testing.T) {
-	m, logs := newManager(t, mcpconfig.Servers{"everything": everythingServer(t)})
+	m, _ := newManager(t, mcpconfig.Servers{"everything": everythingServer(t)})
 	ts := m.Toolset(builtin(t), "a", nil)
+	s := ts.servers["everything"]
 	waitFor(t, "the list_changed refresh", func() bool {
-		return strings.Contains(logs.String(), "MCP server's tool list changed")
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.lists >= 2
 	})
 	if _, no := ts.Unavailable("everything__simulate-research-query"); no {
 		t.Errorf("the tool registered after the handshake is not available: %v", statusOf(m, "everything").Tools)

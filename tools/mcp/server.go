@@ -67,6 +67,7 @@ type server struct {
 	session  *sdk.ClientSession
 	reg      *tools.Registry // the current tools; nil unless ready
 	skipped  []SkippedTool
+	lists    int // tool lists read, for tests
 	pgid     int // the stdio child's process group, 0 when none
 	stderr   *tail
 }
@@ -224,13 +225,15 @@ func (s *server) refresh(ctx context.Context, sess *sdk.ClientSession) error {
 	s.mu.Lock()
 	old := s.reg
 	s.reg, s.skipped = reg, skipped
+	s.lists++
 	s.mu.Unlock()
 	for _, sk := range skipped {
 		s.log.Warn("MCP tool skipped", "tool", sk.Name, "reason", sk.Reason)
 	}
 	if old != nil {
-		added, removed := diff(old.Names(), reg.Names())
-		s.log.Info("MCP server's tool list changed", "added", added, "removed", removed)
+		if added, removed := diff(old.Names(), reg.Names()); len(added)+len(removed) > 0 {
+			s.log.Info("MCP server's tool list changed", "added", added, "removed", removed)
+		}
 	}
 	return nil
 }
