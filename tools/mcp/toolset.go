@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -25,10 +26,20 @@ type Toolset struct {
 	nodes   []string
 }
 
-// Toolset returns the tools of agentID, whose template lists nodes (its
-// tools, for MissingTools).
+// Toolset returns the tools of agentID, whose template's tools are nodes:
+// its own servers, and the server-wide servers a node names a tool of (nil
+// nodes: every server-wide server).
 func (m *Manager) Toolset(builtin *tools.Registry, agentID string, nodes []string) *Toolset {
-	return &Toolset{builtin: builtin, servers: m.serversFor(agentID), agentID: agentID, nodes: slices.Clone(nodes)}
+	servers := m.serversFor(agentID)
+	if nodes != nil {
+		for name, s := range servers {
+			named := slices.ContainsFunc(nodes, func(n string) bool { return strings.HasPrefix(n, name+mcpconfig.Separator) })
+			if s.scope == "" && !named {
+				delete(servers, name)
+			}
+		}
+	}
+	return &Toolset{builtin: builtin, servers: servers, agentID: agentID, nodes: slices.Clone(nodes)}
 }
 
 // route returns the server a tool name belongs to, if any.
