@@ -417,4 +417,11 @@ func TestScopes(t *testing.T) {
 	if _, no := b.Unavailable("own__greet"); !no {
 		t.Error("agent-b may use agent-a's server")
 	}
+	// With its nodes, an agent gets the server-wide servers it names only.
+	if sts := m.Toolset(builtin(t), "agent-a", []string{"own__greet", "think"}).Status(); len(sts) != 1 || sts[0].Name != "own" {
+		t.Errorf("agent-a naming only its own server's tool sees %+v", sts)
+	}
+	if sts := m.Toolset(builtin(t), "agent-c", []string{"think"}).Status(); len(sts) != 0 {
+		t.Errorf("an agent naming no MCP tool sees %+v", sts)
+	}
 }
