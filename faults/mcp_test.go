@@ -235,6 +235,33 @@ func TestMCPToolsThroughServe(t *testing.T) {
 	if servers["web"].Protocol != "2025-11-25" || !slices.Contains(servers["web"].Tools, "web__get-sum") {
 		t.Errorf("web: %+v", servers["web"])
 	}
+	// The dead server is reported in the log and in the agents list too.
+	if !strings.Contains(p.Log(), `"msg":"MCP server unavailable; its tools are not offered until it is back","mcp_server":"gone"`) {
+		t.Error("the log does not report the server that cannot start")
+	}
+	res, err := http.Get(p.URL() + "/api/agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Agents []struct {
+			ID         string      `json:"id"`
+			MCPServers []mcpServer `json:"mcpServers"`
+		} `json:"agents"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&list)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range list.Agents {
+		if a.ID == "mcp" && (len(a.MCPServers) != 3 || a.MCPServers[0].Name != "gone" || a.MCPServers[0].Error == "") {
+			t.Errorf("/api/agents: %+v", a.MCPServers)
+		}
+		if a.ID != "mcp" && len(a.MCPServers) != 0 {
+			t.Errorf("/api/agents: agent %s, which names no MCP tool, lists %+v", a.ID, a.MCPServers)
+		}
+	}
 
 	// Turn 1: the sequence local__echo -> web__get-sum. The model also tries
 	// the denied get-env, which is refused and never run.
