@@ -6,7 +6,7 @@ PKGS    := ./...
 RACE    := ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./telemetry/...
 FUZZTIME ?= 60s
 
-.PHONY: all build run test test-go test-race test-sim test-e2e bench bench-go bench-load bench-soak bench-quick lint fuzz fuzz-short docker-check faults clean
+.PHONY: all build run test test-go test-race test-sim test-e2e mcp-servers bench bench-go bench-load bench-soak bench-quick lint fuzz fuzz-short docker-check faults clean
 
 all: build
 
@@ -21,11 +21,18 @@ run: build
 
 test: lint test-go test-race test-sim fuzz-short docker-check test-e2e
 
-test-go:
+test-go: mcp-servers
 	$(GO) test -count=1 $(PKGS)
 
-test-race:
+test-race: mcp-servers
 	$(GO) test -count=1 -race $(RACE)
+
+# The real MCP servers from npm that the MCP tests run (tools/mcp, faults,
+# cmd/server), installed from their lockfile as e2e does. Without npm the
+# tests skip with a reason; in CI they fail instead.
+mcp-servers:
+	@if command -v npm >/dev/null; then cd tools/mcp/testdata/servers && npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the MCP tests will skip (see tools/mcp/testdata/servers)"; fi
 
 # The acceptance commands of the orchestration contract, through the binary.
 test-sim: build

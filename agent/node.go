@@ -59,6 +59,9 @@ type Config struct {
 	// override it field by field, and unset fields take
 	// llmorch.DefaultBudget.
 	Budget llmorch.Budget
+	// ToolsFor, when set, gives each agent tools of its own instead of
+	// Tools: a template's own MCP servers serve that agent only.
+	ToolsFor func(*template.Agent) Tools
 }
 
 // DefaultMaxMessageBytes bounds a user message unless configured.
@@ -152,12 +155,16 @@ func newNode(cfg Config, l *template.Agent) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: model: %w", l.ID(), err)
 	}
+	tools := cfg.Tools
+	if cfg.ToolsFor != nil {
+		tools = cfg.ToolsFor(l)
+	}
 	svc, err := llmorch.NewService(llmorch.ServiceConfig{
 		Template:  l.Template,
 		Engine:    l.Engine,
 		Store:     cfg.Store,
 		Model:     model,
-		Tools:     cfg.Tools,
+		Tools:     tools,
 		Telemetry: cfg.Telemetry,
 		Budget:    cfg.Budget,
 	})

@@ -2,7 +2,9 @@
 // `agentdock serve` binary as a child process, with a real redis-server
 // (session/redistest) and an in-process mock model server
 // (llmorch/mockllm) on loopback HTTP, breaks one of them on purpose and
-// checks what a client sees and what the store keeps.
+// checks what a client sees and what the store keeps. mcp_test.go does the
+// same with MCP servers from npm (tools/mcp/testdata/servers): a server
+// killed mid-call, one that cannot start, SIGTERM ending every child.
 //
 // The package has no code of its own: only tests and their harness
 // (harness_test.go). The fast tests run in `go test ./faults/`; the slow

@@ -23,6 +23,16 @@ type Executor interface {
 	Execute(ctx context.Context, call chat.ToolCall) chat.ToolResult
 }
 
+// Availability is implemented by executors some of whose tools can be
+// unable to run for a while (an MCP server starting, restarting or no
+// longer listing a tool). Before every model call the orchestration is
+// given what can run now (orchestration.Engine.OfferNow), so such a tool is
+// never offered, and a call to it is refused with the reason.
+type Availability interface {
+	// Unavailable reports why the named tool cannot run now.
+	Unavailable(name string) (reason string, unavailable bool)
+}
+
 // ServiceConfig configures a Service for one agent.
 type ServiceConfig struct {
 	Template *template.Template
@@ -233,8 +243,9 @@ func (r *run) loop(ctx context.Context) (string, error) {
 // tool calls.
 func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error) {
 	cfg := r.s.cfg
-	offer := cfg.Engine.Offer(r.state)
-	snap := cfg.Engine.Snapshot(r.state)
+	avail := r.available()
+	offer := cfg.Engine.OfferNow(r.state, avail)
+	snap := r.snapshot(avail)
 	if final {
 		snap.OfferedTools = nil
 		offer.Tools = nil
@@ -375,7 +386,7 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			return errStopped
 		}
 		if res.transition {
-			if !r.announce(cfg.Engine.Snapshot(r.state)) {
+			if !r.announce(r.snapshot(r.available())) {
 				return errStopped
 			}
 		}
@@ -502,8 +513,14 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 // arguments), is not recorded, so the model can correct it.
 func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	cfg := r.s.cfg
-	if !slices.Contains(cfg.Engine.Offer(r.state).Tools, call.Name) {
-		_, d := cfg.Engine.Apply(r.state, orchestration.ToolUsed(call.Name))
+	avail := r.available()
+	if !slices.Contains(cfg.Engine.OfferNow(r.state, avail).Tools, call.Name) {
+		_, d := cfg.Engine.Apply(r.state, orchestration.ToolUsedNow(call.Name, avail))
+		if a, ok := cfg.Tools.(Availability); ok && slices.Contains(cfg.Engine.Offer(r.state).Tools, call.Name) {
+			if why, no := a.Unavailable(call.Name); no {
+				d.Reason = why // the orchestration would offer it: say why it cannot run
+			}
+		}
 		return toolOutcome{result: refused(call, d.Reason), refused: true}
 	}
 	res := cfg.Tools.Execute(ctx, call)
@@ -513,7 +530,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	}
 	var dec orchestration.Decision
 	st, err := cfg.Store.Update(ctx, r.turn.SessionID, func(s *orchestration.State) error {
-		*s, dec = cfg.Engine.Apply(*s, orchestration.ToolUsed(call.Name))
+		*s, dec = cfg.Engine.Apply(*s, orchestration.ToolUsedNow(call.Name, avail))
 		return nil
 	}, session.WithLease(r.turn.Lease))
 	if err != nil {
@@ -529,6 +546,33 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		cfg.Telemetry.RecordTransition(ctx, cfg.Template.AgentID, dec.PreviousStep, st.State.ActiveStep, telemetry.CauseTool)
 	}
 	return toolOutcome{result: res, transition: dec.Transition}
+}
+
+// available freezes what can run now, for one model call or one tool call
+// (nil when every tool can): the offer and the record of a call then agree
+// even if a server dies in between.
+func (r *run) available() orchestration.Available {
+	a, ok := r.s.cfg.Tools.(Availability)
+	if !ok {
+		return nil
+	}
+	var down []string
+	for _, t := range r.s.cfg.Engine.Tools() {
+		if _, no := a.Unavailable(t); no {
+			down = append(down, t)
+		}
+	}
+	if len(down) == 0 {
+		return nil
+	}
+	return func(t string) bool { return !slices.Contains(down, t) }
+}
+
+// snapshot is the engine's snapshot with the tools offered now.
+func (r *run) snapshot(avail orchestration.Available) chat.Snapshot {
+	snap := r.s.cfg.Engine.Snapshot(r.state)
+	snap.OfferedTools = r.s.cfg.Engine.OfferNow(r.state, avail).Tools
+	return snap
 }
 
 // announce emits the orchestration snapshot when it changed since the last

@@ -345,3 +345,68 @@ func TestInvalidToolCallIsAnswered(t *testing.T) {
 		t.Fatalf("recorded %v; the invalid call must not count", sess.State.RecentlyUsedTools)
 	}
 }
+
+// downExecutor is a registry some of whose tools cannot run now, as an MCP
+// server's tools while it restarts.
+type downExecutor struct {
+	*tools.Registry
+	down []string
+}
+
+func (d downExecutor) Unavailable(name string) (string, bool) {
+	if slices.Contains(d.down, name) {
+		return "tool " + name + " is not available now: its server is restarting", true
+	}
+	return "", false
+}
+
+// TestUnavailableToolsNeverOffered: before every model call the tools the
+// executor cannot run now are left out of the offer and the snapshot; a
+// sequence position without a runnable tool falls back to the step's other
+// tools with a warning, and a call to the missing tool is refused with the
+// executor's reason.
+func TestUnavailableToolsNeverOffered(t *testing.T) {
+	f := newFixture(t, &scripted{replies: [][]string{{"critique"}, {"reflect"}, nil}})
+	reg, err := tools.Builtin(tools.BuiltinConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := template.Load("t.json", []byte(orchestrated), template.Config{Provided: tools.BuiltinNames()})
+	f.svc, err = llmorch.NewService(llmorch.ServiceConfig{Template: a.Template, Engine: f.eng, Store: f.store, Model: f.model, Tools: downExecutor{reg, []string{"critique"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(f.svc.StreamWithOrchestration(context.Background(), f.start(t, "please evaluate this")))
+	for i, req := range f.model.reqs {
+		if slices.Contains(offeredNames(req), "critique") || slices.Contains(req.Orchestration.OfferedTools, "critique") {
+			t.Errorf("call %d offered critique: %v / %v", i, offeredNames(req), req.Orchestration.OfferedTools)
+		}
+	}
+	if got := offeredNames(f.model.reqs[0]); !slices.Equal(got, []string{"reflect", "debate"}) && !slices.Equal(got, []string{"debate", "reflect"}) {
+		t.Errorf("first call offered %v, want the step's runnable tools", got)
+	}
+	var warned bool
+	var results []chat.ToolResult
+	for _, ev := range evs {
+		switch ev.Kind {
+		case chat.KindWarning:
+			warned = warned || strings.Contains(ev.Text, `sequence position 0 (critique) can run now`)
+		case chat.KindToolResult:
+			results = append(results, *ev.ToolResult)
+		case chat.KindOrchestration:
+			if slices.Contains(ev.Orchestration.OfferedTools, "critique") {
+				t.Errorf("snapshot offers critique: %+v", ev.Orchestration)
+			}
+		}
+	}
+	if !warned {
+		t.Error("no warning about the sequence position")
+	}
+	if len(results) != 2 || !results[0].NotRun || results[0].Content != "Refused: tool critique is not available now: its server is restarting." || results[1].IsError {
+		t.Fatalf("results %+v", results)
+	}
+	sess, _ := f.store.Get(context.Background(), f.id)
+	if !slices.Equal(sess.State.RecentlyUsedTools, []string{"reflect"}) || sess.State.SequenceIndex != 0 {
+		t.Errorf("state %+v", sess.State)
+	}
+}

@@ -64,6 +64,9 @@ type Event struct {
 	Text  string
 	Tool  string
 	Usage chat.Usage
+	// Available, on a tool event, is what the runtime passed to OfferNow
+	// (see ToolUsedNow); nil: every tool can run.
+	Available Available
 }
 
 // UserMessage is the event of a user message.
@@ -167,7 +170,7 @@ func (e *Engine) Apply(s State, ev Event) (State, Decision) {
 		s.memo = nil // the results belonged to the previous message
 		e.choose(&s)
 	case EventToolUsed:
-		offer := e.Offer(s)
+		offer := e.OfferNow(s, ev.Available)
 		if !slices.Contains(offer.Tools, ev.Tool) {
 			d.Refused = true
 			d.Reason = e.refusal(s, ev.Tool, offer.Tools)

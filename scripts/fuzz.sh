@@ -37,6 +37,7 @@ targets=(
 	"./llmorch/offline FuzzArguments 3000"
 	"./tools FuzzExecuteArguments 20000"
 	"./cmd/server FuzzParseConfigFile 3000"
+	"./tools/mcp/mcpconfig FuzzParse 30000"
 )
 
 log=$(mktemp)

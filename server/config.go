@@ -50,6 +50,9 @@ type Config struct {
 	// Logger gets one record per request (method, route, status, duration;
 	// never bodies or chat content). Nil means slog.Default().
 	Logger *slog.Logger
+	// MCPServers, when set, describes the MCP servers an agent's tools come
+	// from, for /api/agents (see MCPServer).
+	MCPServers func(agentID string) []MCPServer
 
 	// MaxBodyBytes bounds a request body (default 1 MiB); larger bodies get
 	// 413.

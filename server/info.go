@@ -31,6 +31,32 @@ type agentSummary struct {
 	// Offline is set when the agent runs on the offline demo model.
 	Offline          bool `json:"offline"`
 	HasOrchestration bool `json:"hasOrchestration"`
+	// MCPServers are the MCP servers the agent's tools come from (absent
+	// when none): the tools of one that is not ready are not offered.
+	MCPServers []MCPServer `json:"mcpServers,omitempty"`
+}
+
+// MCPServer describes one MCP server of an agent, as /api/agents reports it.
+type MCPServer struct {
+	Name string `json:"name"`
+	// Scope is "server" (MCP_SERVERS_FILE) or the agent ID of the template
+	// that declares it.
+	Scope     string `json:"scope"`
+	Transport string `json:"transport"`
+	// State is starting, ready, restarting, failed or stopped.
+	State string `json:"state"`
+	// Error says why it is not ready.
+	Error           string    `json:"error,omitempty"`
+	Since           time.Time `json:"since"`
+	Restarts        int       `json:"restarts"`
+	ProtocolVersion string    `json:"protocolVersion,omitempty"`
+	// Tools are its tools that can be offered now, under their final names.
+	Tools []string `json:"tools"`
+	// Skipped are its tools never offered (a name breaking the providers'
+	// rule, an unusable schema), each as "name: reason".
+	Skipped []string `json:"skipped,omitempty"`
+	// MissingTools are the agent's nodes naming a tool it does not list.
+	MissingTools []string `json:"missingTools,omitempty"`
 }
 
 type agentDetail struct {
@@ -64,7 +90,7 @@ type conditionInfo struct {
 	Description string `json:"description,omitempty"`
 }
 
-func summarize(n *agent.Node) agentSummary {
+func (s *Server) summarize(n *agent.Node) agentSummary {
 	t := n.Template()
 	info := n.ModelInfo()
 	return agentSummary{
@@ -72,14 +98,22 @@ func summarize(n *agent.Node) agentSummary {
 		ChatPrompts: nonNil(t.ChatSettings.ChatPrompts), InitialMessages: nonNil(t.ChatSettings.InitialMessages),
 		Model: modelInfo{Provider: info.Provider, Model: info.Model}, Offline: info.Provider == "offline",
 		HasOrchestration: len(t.Steps()) > 0,
+		MCPServers:       s.mcpServers(n.ID()),
 	}
+}
+
+func (s *Server) mcpServers(agentID string) []MCPServer {
+	if s.cfg.MCPServers == nil {
+		return nil
+	}
+	return s.cfg.MCPServers(agentID)
 }
 
 func (s *Server) listAgents(c *gin.Context) {
 	list := s.cfg.Agents.List()
 	out := make([]agentSummary, 0, len(list))
 	for _, n := range list {
-		out = append(out, summarize(n))
+		out = append(out, s.summarize(n))
 	}
 	c.JSON(http.StatusOK, gin.H{"agents": out})
 }
@@ -91,7 +125,7 @@ func (s *Server) getAgent(c *gin.Context) {
 		return
 	}
 	t := n.Template()
-	d := agentDetail{agentSummary: summarize(n), Tools: nonNil(t.Tools()), Warnings: nonNil(n.Warnings())}
+	d := agentDetail{agentSummary: s.summarize(n), Tools: nonNil(t.Tools()), Warnings: nonNil(n.Warnings())}
 	if spec := t.Orchestration; spec != nil && len(spec.Steps) > 0 {
 		compiled := map[string]orchestration.StepInfo{}
 		for _, st := range n.Engine().Steps() {

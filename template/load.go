@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/internal/jsonpos"
 	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/tools/mcp/mcpconfig"
 )
 
 // Config says what the runtime offers the templates it loads.
@@ -26,6 +27,11 @@ type Config struct {
 	Provided []string
 	// HistoryLimit is how many tool uses a session keeps (default 100).
 	HistoryLimit int
+	// MCPServers names the server-wide MCP servers (MCP_SERVERS_FILE). A
+	// node "<server>__<tool>" naming one of them, or one of the template's
+	// own mcpServers, counts as provided: whether the server lists the tool
+	// is known only once it runs (see tools/mcp).
+	MCPServers []string
 }
 
 // Agent is a loaded template: the template, its compiled orchestration and
@@ -87,9 +93,27 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 			}
 			continue
 		}
+		if cfg.Provided != nil && !provided[n] && mcpNode(t, cfg, n) {
+			if strings.Contains(n, "*") {
+				add(orchestration.SeverityWarning, fmt.Sprintf("nodes[%d]", i), "%q: nodes name MCP tools one by one, so that a tool a server adds later is not offered unnoticed; list them (agentdock mcp list prints them) and use patterns in a step's availableTools", n)
+				unavailable = append(unavailable, n)
+			}
+			continue
+		}
 		if cfg.Provided != nil && !provided[n] && !slices.Contains(unavailable, n) {
 			unavailable = append(unavailable, n)
 			add(orchestration.SeverityWarning, fmt.Sprintf("nodes[%d]", i), "tool %q is not provided by this runtime; it will not be offered to the model", n)
+		}
+	}
+	for _, p := range mcpconfig.Check(t.MCPServers, "mcpServers") {
+		add(orchestration.SeverityError, p.Path, "%s", p.Message)
+	}
+	for _, name := range t.MCPServers.Names() {
+		switch {
+		case slices.Contains(cfg.MCPServers, name):
+			add(orchestration.SeverityError, "mcpServers."+name, "a server-wide MCP server (MCP_SERVERS_FILE) has this name; rename this one")
+		case !slices.ContainsFunc(t.Nodes, func(n string) bool { return strings.HasPrefix(n, name+mcpconfig.Separator) }):
+			add(orchestration.SeverityWarning, "mcpServers."+name, "no node names a tool of this server (add \"%s\" to nodes); the agent cannot use it", mcpconfig.ToolName(name, "<tool>"))
 		}
 	}
 	switch t.ChatSettings.HistoryPolicy {
@@ -136,6 +160,17 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 		return nil, ds
 	}
 	return engine, ds
+}
+
+// mcpNode reports whether node names a tool of an MCP server the template
+// may use: one of its own mcpServers or a server-wide one.
+func mcpNode(t *Template, cfg Config, node string) bool {
+	server, _, ok := mcpconfig.SplitToolName(node)
+	if !ok {
+		return false
+	}
+	_, own := t.MCPServers[server]
+	return own || slices.Contains(cfg.MCPServers, server)
 }
 
 // Load parses and compiles the template in data.

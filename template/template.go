@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/tools/mcp/mcpconfig"
 )
 
 // Template is one agent template.
@@ -34,6 +35,11 @@ type Template struct {
 	ChatSettings       ChatSettings          `json:"chatSettings,omitzero"`
 	Options            Options               `json:"options,omitzero"`
 	Orchestration      *orchestration.Spec   `json:"orchestration,omitempty"`
+	// MCPServers are MCP servers for this agent only, in the shape of an
+	// MCP client configuration (see package mcpconfig). Their tools are
+	// named "<server>__<tool>" and, like any tool, belong to the agent when
+	// its nodes name them.
+	MCPServers mcpconfig.Servers `json:"mcpServers,omitempty"`
 
 	// Extra keeps the fields this runtime does not know.
 	Extra map[string]json.RawMessage `json:"-"`

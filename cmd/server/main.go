@@ -25,6 +25,7 @@ func commands() []command {
 		{"validate", "check templates: validate PATH... (files or directories)", runValidate},
 		{"simulate", "play orchestration scenarios: simulate [--store URL] SCENARIO...", runSimulate},
 		{"mockllm", "serve a mock OpenAI/Anthropic-compatible model for tests and load: mockllm [--addr ADDR] [--ttft D] [--inter-token D] [--chunks N]", mockllmCommand},
+		{"mcp", "list the MCP servers and their tools: mcp list [--config FILE] [--templates DIR]", runMCP},
 		{"healthcheck", "ask a running server's /healthz (for container health checks)", runHealthcheck},
 	}
 }

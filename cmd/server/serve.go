@@ -103,11 +103,27 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
-	loaded, err := loadAgents(cfg.TemplatesDir, registry.Names(), log)
+	mcpServers, err := readMCPServers(os.Getenv(mcpServersFileEnv))
 	if err != nil {
 		return err
 	}
+	mcpRT, err := newMCPRuntime(mcpServers, registry, toolCfg.Timeout, log)
+	if err != nil {
+		return err
+	}
+	loaded, err := loadAgents(cfg.TemplatesDir, registry.Names(), mcpRT.manager.Names(), log)
+	if err != nil {
+		return err
+	}
+	// The MCP servers start now and end, child processes included, after
+	// the HTTP server has drained its turns.
+	if err := mcpRT.addAgents(loaded); err != nil {
+		return err
+	}
+	mcpRT.manager.Start(ctx)
+	defer mcpRT.close(cfg.ShutdownTimeout, log)
 	agents, err := agent.New(agent.Config{
+		ToolsFor:  mcpRT.toolsFor,
 		Store:     store,
 		Tools:     registry,
 		Models:    modelFactory(cfg, tel, log),
@@ -128,6 +144,8 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		return err
 	}
 	scfg.Agents, scfg.Store, scfg.Logger, scfg.WebFS, scfg.Telemetry, scfg.Turns = agents, store, log, web.FS(), tel, turns
+	scfg.MCPServers = mcpRT.status
+	mcpRT.reportStart(ctx, log)
 	srv, err := server.New(scfg)
 	if err != nil {
 		return err
@@ -180,8 +198,8 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 // loadAgents loads the embedded templates, then TEMPLATES_DIR's. A template
 // with errors is reported with every message and skipped; one whose agentId
 // is taken replaces the shipped one.
-func loadAgents(dir string, provided []string, log *slog.Logger) ([]*template.Agent, error) {
-	tcfg := template.Config{Provided: provided}
+func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]*template.Agent, error) {
+	tcfg := template.Config{Provided: provided, MCPServers: mcpServers}
 	results, err := template.LoadFSWith(templates.FS(), ".", tcfg)
 	if err != nil {
 		return nil, fmt.Errorf("embedded templates: %w", err)

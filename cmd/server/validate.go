@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
@@ -13,10 +14,12 @@ import (
 // runValidate prints every error and warning of the templates under the
 // given paths. Exit code 0 when there are no errors (warnings allowed), 1
 // otherwise.
-func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quiet := fs.Bool("q", false, "print only errors and warnings, no summary")
+	mcpFile := fs.String("mcp-config", os.Getenv(mcpServersFileEnv), "MCP servers file (env "+mcpServersFileEnv+"); its servers and the templates' own are started to check them")
+	noMCP := fs.Bool("no-mcp", false, "check the MCP configuration without starting any MCP server")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: agentdock validate [-q] PATH...\n\nPATH is a template file or a directory of */template.json.")
 		fs.PrintDefaults()
@@ -28,8 +31,14 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		fs.Usage()
 		return 2
 	}
-	cfg := template.Config{Provided: tools.BuiltinNames()}
 	var files, errs, warns int
+	servers, err := readMCPServers(*mcpFile)
+	if err != nil {
+		fmt.Fprintf(stdout, "error: %s\n", err)
+		errs++
+	}
+	cfg := template.Config{Provided: tools.BuiltinNames(), MCPServers: servers.Names()}
+	var loaded []*template.Agent
 	for _, p := range fs.Args() {
 		results, err := template.LoadPath(p, cfg)
 		if err != nil {
@@ -39,6 +48,9 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		for _, r := range results {
 			files++
+			if r.Agent != nil {
+				loaded = append(loaded, r.Agent)
+			}
 			for _, d := range r.Diagnostics {
 				fmt.Fprintf(stdout, "%s: %s\n", d.Severity, d)
 			}
@@ -53,6 +65,11 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 				fmt.Fprintf(stdout, "%s: %s (%d errors, %d warnings)\n", r.File, status, e, w)
 			}
 		}
+	}
+	if !*noMCP {
+		e, w := checkMCPServers(ctx, stdout, servers, loaded)
+		errs += e
+		warns += w
 	}
 	if !*quiet {
 		fmt.Fprintf(stdout, "%d templates: %d errors, %d warnings\n", files, errs, warns)

@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -39,4 +40,22 @@ func SharedDir(t testing.TB) string {
 		Missing(t, "../shared (the shared specification) is not beside the project")
 	}
 	return dir
+}
+
+// MCPServers returns node and the node_modules directory of the real MCP
+// servers the MCP tests run (tools/mcp/testdata/servers, installed by
+// `make test` with npm ci), or skips/fails t when either is missing.
+func MCPServers(t testing.TB) (node, modules string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		Missing(t, "node is not installed (the MCP tests run MCP servers from npm)")
+	}
+	modules = filepath.Join(ModuleRoot(), "tools", "mcp", "testdata", "servers", "node_modules")
+	for _, pkg := range []string{"server-everything", "server-filesystem"} {
+		if _, err := os.Stat(filepath.Join(modules, "@modelcontextprotocol", pkg, "dist", "index.js")); err != nil {
+			Missing(t, "the MCP servers from npm are not installed: run `npm ci` in tools/mcp/testdata/servers (make test does)")
+		}
+	}
+	return node, modules
 }
