@@ -49,22 +49,29 @@ test-e2e: build
 # Everything BENCHMARKS.md reports, about 30 minutes on 2 cores with nothing
 # else running: the Go benchmarks, the load harness against the issue's goals
 # (load.md) and a soak per store (soak.md, one CSV of samples per store).
-# bench-quick is a one-minute smoke run of the harness.
+# bench-quick is a short run of the harness. Both harness targets measure the
+# plain relay of loadtest/cmd/relay (the floor) beside the runtime with each
+# store, in the same run, and write the figures and the runtime's ratios to
+# the relay to BENCH_JSON; PROFILE_DIR=dir also saves CPU, heap and goroutine
+# profiles of every server there.
 SOAK ?= 10m
 SOAK_STORES ?= memory,redis
+PROFILE_DIR ?=
 bench: bench-go bench-load bench-soak
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./orchestration ./session/... ./llmorch/... ./tools/... ./turnlog/... ./agent ./server ./telemetry
 
+bench-load: BENCH_JSON ?= load.json
 bench-load: build
-	$(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -o load.md
+	GO=$(GO) $(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -o load.md -json $(BENCH_JSON) $(if $(PROFILE_DIR),-profile $(PROFILE_DIR))
 
 bench-soak: build
 	$(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -soak $(SOAK) -streams 100 -stores $(SOAK_STORES) -o soak.md -soak-csv .
 
+bench-quick: BENCH_JSON ?= bench-quick.json
 bench-quick: build
-	$(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -streams 50 -duration 5s -ramp 1s -idle 200 -instant-streams 20 -command-turns 20
+	GO=$(GO) $(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -streams 50 -duration 5s -ramp 1s -idle 200 -instant-streams 20 -command-turns 20 -json $(BENCH_JSON) $(if $(PROFILE_DIR),-profile $(PROFILE_DIR))
 
 # The fault tests with their slow variants (Redis killed after each frame
 # of a turn, many stalled clients); the fast ones run in make test (test-go).

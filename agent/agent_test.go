@@ -165,7 +165,7 @@ func TestCognitiveReasonerModePerTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"critique", "debate", "reflect", "search", "think", "reflect"}; !slices.Equal(sess.State.RecentlyUsedTools, want) {
+	if want := []string{"critique", "debate", "reflect", "search", "think", "reflect"}; !sess.State.RecentlyUsedTools.Equal(want...) {
 		t.Fatalf("recorded tools = %v, want %v", sess.State.RecentlyUsedTools, want)
 	}
 	if sess.State.TokenUsage.Total == 0 {

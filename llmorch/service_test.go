@@ -176,7 +176,7 @@ func TestRefusedToolIsNotExecuted(t *testing.T) {
 		t.Fatalf("the offered tool failed: %+v", results[1])
 	}
 	sess, _ := f.store.Get(context.Background(), f.id)
-	if !slices.Equal(sess.State.RecentlyUsedTools, []string{"critique"}) || sess.State.SequenceIndex != 1 {
+	if !sess.State.RecentlyUsedTools.Equal("critique") || sess.State.SequenceIndex != 1 {
 		t.Fatalf("state after refusal + critique: %+v", sess.State)
 	}
 	// The model's second call saw the refusal and the same offer.
@@ -274,7 +274,7 @@ func TestCancelledTurnLeavesConsistentState(t *testing.T) {
 		t.Fatalf("last event %+v", last)
 	}
 	sess, _ := f.store.Get(context.Background(), f.id)
-	if !slices.Equal(sess.State.RecentlyUsedTools, []string{"think"}) || sess.State.ActiveStep != "After" {
+	if !sess.State.RecentlyUsedTools.Equal("think") || sess.State.ActiveStep != "After" {
 		t.Fatalf("state after cancel: %+v", sess.State)
 	}
 	history, _ := f.store.Messages(context.Background(), f.id, 0)
@@ -316,7 +316,7 @@ func TestFencedWritesStopTheTurn(t *testing.T) {
 		t.Fatalf("no lease-lost error: %v", evs)
 	}
 	sess, _ := f.store.Get(context.Background(), f.id)
-	if len(sess.State.RecentlyUsedTools) != 0 {
+	if sess.State.RecentlyUsedTools.Len() != 0 {
 		t.Fatalf("a fenced turn's tool was recorded: %v", sess.State.RecentlyUsedTools)
 	}
 }
@@ -341,7 +341,7 @@ func TestInvalidToolCallIsAnswered(t *testing.T) {
 		t.Fatalf("the model did not get the answer to its invalid call: %+v", m)
 	}
 	sess, _ := f.store.Get(context.Background(), f.id)
-	if !slices.Equal(sess.State.RecentlyUsedTools, []string{"think"}) {
+	if !sess.State.RecentlyUsedTools.Equal("think") {
 		t.Fatalf("recorded %v; the invalid call must not count", sess.State.RecentlyUsedTools)
 	}
 }

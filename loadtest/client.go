@@ -40,9 +40,12 @@ func (s *sseScanner) next() ([]byte, error) {
 	for {
 		line, err := s.r.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			// A frame longer than the buffer: collect it whole.
-			rest, err2 := s.r.ReadBytes('\n')
-			line, err = append(append([]byte(nil), line...), rest...), err2
+			// A frame longer than the buffer: collect it whole, copying
+			// its start before the buffer is read over.
+			head := append([]byte(nil), line...)
+			var rest []byte
+			rest, err = s.r.ReadBytes('\n')
+			line = append(head, rest...)
 		}
 		if err != nil {
 			if err == io.EOF && len(line) > 0 {

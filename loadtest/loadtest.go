@@ -29,6 +29,17 @@
 // separate process, so the harness's own client and mock work is not in its
 // CPU figures (it does share the machine's cores with it).
 //
+// # The floor
+//
+// With Store set to StoreRelay the environment runs cmd/relay instead of
+// agentdock serve: a plain net/http SSE relay that takes the same POST,
+// sends the same model request (without history) to the same mock, parses
+// its chunks and writes each as a flushed SSE frame of the same protocol,
+// and stores nothing. It is measured with the same streams and figures, so
+// that Report.Summary can state the runtime's cost as ratios to it, measured
+// in the same run and on the same machine (see cmd/relay for what it does
+// and skips).
+//
 // A soak (Env.Soak) runs one paced load for minutes and samples the
 // server's RSS and goroutines: RSS growth is measured from a baseline taken
 // after what the server keeps by design (finished turns for
@@ -45,6 +56,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,12 +67,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// StoreRelay is the Store that runs the plain relay (cmd/relay) instead of
+// agentdock serve.
+const StoreRelay = "relay"
+
 // EnvConfig configures Start.
 type EnvConfig struct {
-	// Bin is the agentdock binary (required).
+	// Bin is the agentdock binary (required unless Store is StoreRelay).
 	Bin string
-	// Store is "memory" or "redis".
+	// Store is "memory" or "redis" for agentdock serve with that session
+	// store, or StoreRelay.
 	Store string
+	// RelayBin is cmd/relay's binary (required for StoreRelay).
+	RelayBin string
+	// RelayRequest is the fixed part of the relay's model request
+	// (RELAY_REQUEST; see RelayRequestFrom); nil: the relay's default.
+	RelayRequest []byte
+	// ProfileDir, when set, receives the server's CPU profile over each
+	// measured window of Run, its heap and goroutine profiles at the
+	// window's end, and the same two with Idle's streams open.
+	ProfileDir string
 	// RedisBin is redis-server's path (default: from PATH).
 	RedisBin string
 	// Dir holds the logs, the template and Redis's files (required).
@@ -77,13 +103,21 @@ type EnvConfig struct {
 
 func (c *EnvConfig) validate() error {
 	var errs []error
-	if c.Bin == "" {
-		errs = append(errs, errors.New("Bin: the agentdock binary is required"))
-	} else if _, err := os.Stat(c.Bin); err != nil {
-		errs = append(errs, fmt.Errorf("Bin: %w (run make build)", err))
-	}
-	if c.Store != "memory" && c.Store != "redis" {
-		errs = append(errs, fmt.Errorf("Store %q: want memory or redis", c.Store))
+	switch c.Store {
+	case "memory", "redis":
+		if c.Bin == "" {
+			errs = append(errs, errors.New("Bin: the agentdock binary is required"))
+		} else if _, err := os.Stat(c.Bin); err != nil {
+			errs = append(errs, fmt.Errorf("Bin: %w (run make build)", err))
+		}
+	case StoreRelay:
+		if c.RelayBin == "" {
+			errs = append(errs, errors.New("RelayBin: the relay binary is required (go build ./loadtest/cmd/relay)"))
+		} else if _, err := os.Stat(c.RelayBin); err != nil {
+			errs = append(errs, fmt.Errorf("RelayBin: %w", err))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("Store %q: want memory, redis or %s", c.Store, StoreRelay))
 	}
 	if c.Dir == "" {
 		errs = append(errs, errors.New("Dir is required"))
@@ -108,6 +142,8 @@ type Env struct {
 	mock   *mockFront
 	server *proc
 	base   string
+	// pprof is the server's net/http/pprof base URL (with ProfileDir).
+	pprof  string
 	redis  *proc
 	rc     *redis.Client
 	runSeq atomic.Int64
@@ -126,23 +162,61 @@ func Start(ctx context.Context, cfg EnvConfig) (*Env, error) {
 	if e.mock, err = startMock(cfg.Timing); err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
-	store := "memory://"
-	if cfg.Store == "redis" {
-		if e.redis, e.rc, err = startRedis(ctx, cfg.RedisBin, cfg.Dir); err != nil {
+	var extra []string
+	if cfg.ProfileDir != "" {
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
 			e.Close()
 			return nil, fmt.Errorf("loadtest: %w", err)
 		}
-		store = "redis://" + e.rc.Options().Addr + "/0"
+		addr, err := freeAddr()
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("loadtest: %w", err)
+		}
+		e.pprof = "http://" + addr
+		extra = append(extra, "PPROF_ADDR="+addr)
 	}
-	if e.server, e.base, err = startServer(ctx, cfg.Bin, cfg.Dir, store, e.mock.URL(), cfg.LogLevel, cfg.ServerEnv); err != nil {
+	if cfg.Store == StoreRelay {
+		extra = append(extra, "LLM_BASE_URL="+e.mock.URL()+"/v1", "OPENAI_API_KEY=loadtest")
+		if cfg.RelayRequest != nil {
+			path := filepath.Join(cfg.Dir, "relay-request.json")
+			if err := os.WriteFile(path, cfg.RelayRequest, 0o644); err != nil {
+				e.Close()
+				return nil, fmt.Errorf("loadtest: %w", err)
+			}
+			extra = append(extra, "RELAY_REQUEST="+path)
+		}
+		e.server, e.base, err = startServer(ctx, "relay", cfg.RelayBin, nil, cfg.Dir, append(append(extra, "HOME="+cfg.Dir), cfg.ServerEnv...))
+	} else {
+		store := "memory://"
+		if cfg.Store == "redis" {
+			if e.redis, e.rc, err = startRedis(ctx, cfg.RedisBin, cfg.Dir); err != nil {
+				e.Close()
+				return nil, fmt.Errorf("loadtest: %w", err)
+			}
+			store = "redis://" + e.rc.Options().Addr + "/0"
+		}
+		var env []string
+		if env, err = agentdockEnv(cfg.Dir, store, e.mock.URL(), cfg.LogLevel); err == nil {
+			e.server, e.base, err = startServer(ctx, "agentdock serve", cfg.Bin, []string{"serve"}, cfg.Dir, append(append(env, extra...), cfg.ServerEnv...))
+		}
+	}
+	if err != nil {
 		e.Close()
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
 	return e, nil
 }
 
+// Store is the environment's store (StoreRelay for the relay).
+func (e *Env) Store() string { return e.cfg.Store }
+
 // ServerPID is the server process's ID (for profiling it).
 func (e *Env) ServerPID() int { return e.server.pid() }
+
+// ModelRequest is a model request the server sent for kind (nil before the
+// first): Warm makes one.
+func (e *Env) ModelRequest(kind Kind) []byte { return e.mock.sample(kind) }
 
 // Close stops the server, Redis and the mock.
 func (e *Env) Close() {
@@ -274,7 +348,7 @@ func (e *Env) Run(ctx context.Context, l Load) (*Result, error) {
 	probes := make(chan struct{})
 	go func() {
 		defer close(probes)
-		probeErr = e.probeWindow(ctx, winStart, winEnd, res)
+		probeErr = e.probeWindow(ctx, winStart, winEnd, res, profileName(l))
 	}()
 
 	per := make([][]sample, l.Streams)
@@ -329,9 +403,19 @@ func (e *Env) Run(ctx context.Context, l Load) (*Result, error) {
 	return res, nil
 }
 
+// profileName names the profiles of a phase ("" for none: direct phases
+// do not go through the server).
+func profileName(l Load) string {
+	if l.Direct {
+		return ""
+	}
+	return fmt.Sprintf("%s-%d", l.Kind, l.Streams)
+}
+
 // probeWindow reads the server's CPU and Redis's counters at the window's
-// start and end.
-func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result) error {
+// start and end, and with ProfileDir profiles the server (named by prof)
+// over the window.
+func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result, prof string) error {
 	sleepUntil := func(t time.Time) bool {
 		select {
 		case <-time.After(time.Until(t)):
@@ -364,6 +448,10 @@ func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result) 
 			return err
 		}
 	}
+	var cpuProf <-chan error
+	if e.pprof != "" && prof != "" {
+		cpuProf = e.cpuProfile(ctx, prof, to.Sub(from))
+	}
 	if !sleepUntil(to) {
 		return ctx.Err()
 	}
@@ -392,6 +480,15 @@ func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result) 
 			return err
 		}
 		res.Commands = commandDelta(cmd0, cmd1)
+	}
+	if cpuProf != nil {
+		// The heap and goroutines while the turns are still in flight.
+		if err := e.snapshotProfiles(ctx, prof, false); err != nil {
+			return err
+		}
+		if err := <-cpuProf; err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -553,6 +650,9 @@ func (e *Env) Idle(ctx context.Context, k int, settle time.Duration) (IdleResult
 	res.Loaded, err = rss(e.server.pid())
 	if err == nil {
 		res.After, err = runtimeMetrics(ctx, e.base)
+	}
+	if err == nil && e.pprof != "" {
+		err = e.snapshotProfiles(ctx, fmt.Sprintf("idle-%d", k), true)
 	}
 	// The turns end with an error frame when the mock lets go: expected.
 	e.mock.ReleaseIdle()

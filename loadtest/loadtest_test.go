@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -143,6 +144,9 @@ func TestReadUIStream(t *testing.T) {
 		{"no done", frame(`{"type":"start"}`) + frame(`{"type":"text-delta","delta":"a"}`), 1, 0, "before [DONE]", true},
 		{"cut mid-line", frame(`{"type":"start"}`) + "data: {\"type\":\"te", 0, 0, "unexpected EOF", true},
 		{"empty", "", 0, 0, "after 0 frames", false},
+		// Longer than the reader's 16 KiB buffer.
+		{"long frame", frame(`{"type":"text-delta","id":"t-text-1","delta":"`+strings.Repeat("x", 20000)+`"}`) +
+			frame(`{"type":"finish","finishReason":"stop"}`) + frame(`[DONE]`), 1, 0, "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -376,6 +380,97 @@ func TestHarness(t *testing.T) {
 				t.Fatalf("report lacks the %s row:\n%s", store, sb.String())
 			}
 		})
+	}
+}
+
+// relayBin builds cmd/relay once per test run.
+func relayBin(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "relay")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/agentdock-go/agentdock/loadtest/cmd/relay")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the relay: %v\n%s", err, b)
+	}
+	return out
+}
+
+// TestRelay runs the floor briefly, as the harness runs it: a few paced
+// streams with their direct baseline, instant turns, and idle streams; every
+// turn completes with all its chunks, the relay sends the fixed model
+// request it was given, and its figures are read.
+func TestRelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the relay")
+	}
+	timing := Timing{TTFT: 30 * time.Millisecond, InterToken: time.Millisecond, Chunks: 8}
+	// A model request as the runtime sends it, with history.
+	runtimeReq := `{"model":"mock-model","messages":[{"role":"system","content":"You answer briefly."},{"role":"user","content":"earlier [lt:stream:w0]"},` +
+		`{"role":"assistant","content":"tok0 "},{"role":"user","content":"now [lt:stream:w1]"}],"stream":true,` +
+		`"tools":[{"type":"function","function":{"name":"think","parameters":{"type":"object"}}}],"stream_options":{"include_usage":true},"max_completion_tokens":256,"temperature":0.2}`
+	fixed, err := RelayRequestFrom([]byte(runtimeReq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	env, err := Start(ctx, EnvConfig{Store: StoreRelay, RelayBin: relayBin(t), RelayRequest: fixed, Dir: t.TempDir(), Timing: timing, ProfileDir: filepath.Join(t.TempDir(), "prof")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	if err := env.Warm(ctx, KindStream, 1); err != nil {
+		t.Fatal(err)
+	}
+	// What the relay sent: the fixed part and the user's message only.
+	var sent struct {
+		Messages []struct{ Role, Content string }
+		Stream   bool
+		Tools    []json.RawMessage
+	}
+	if err := json.Unmarshal(env.ModelRequest(KindStream), &sent); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent.Messages) != 2 || sent.Messages[0].Role != "system" || sent.Messages[1].Role != "user" || !sent.Stream || len(sent.Tools) != 1 {
+		t.Fatalf("the relay sent %s", env.ModelRequest(KindStream))
+	}
+	pr := Pair{Store: StoreRelay}
+	load := Load{Kind: KindStream, Streams: 3, Ramp: 100 * time.Millisecond, Duration: time.Second, Direct: true}
+	if pr.Direct, err = env.Run(ctx, load); err != nil {
+		t.Fatal(err)
+	}
+	load.Direct = false
+	if pr.Runtime, err = env.Run(ctx, load); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := env.Run(ctx, Load{Kind: KindInstant, Streams: 2, Duration: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*Result{pr.Direct, pr.Runtime, inst} {
+		if r.Errors != 0 || r.Turns == 0 {
+			t.Fatalf("%s direct=%v: %d turns, %d errors %q", r.Load.Kind, r.Load.Direct, r.Turns, r.Errors, r.ErrorSamples)
+		}
+	}
+	if p := percentile(pr.Runtime.TTFT, 50); p < timing.TTFT {
+		t.Fatalf("TTFT p50 %v below the mock's %v", p, timing.TTFT)
+	}
+	if pr.Runtime.CPU <= 0 || pr.Runtime.RSS <= 0 {
+		t.Fatalf("relay CPU %v, RSS %d: not read", pr.Runtime.CPU, pr.Runtime.RSS)
+	}
+	id, err := env.Idle(ctx, 10, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := id.PerStreamMetric("go_goroutines"); g < 1 {
+		t.Fatalf("%.1f goroutines per open stream; each holds at least its handler's", g)
+	}
+	for _, name := range []string{"relay-stream-3.profile.pprof", "relay-stream-3.heap.pprof", "relay-idle-10.goroutine.pprof"} {
+		if st, err := os.Stat(filepath.Join(env.cfg.ProfileDir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("profile %s: %v", name, err)
+		}
+	}
+	s := (&Report{Pairs: []Pair{pr}, Idle: []StoreIdle{{Store: StoreRelay, IdleResult: id}}}).Summary()
+	if s.Relay == nil || s.Relay.Streams != 3 || s.Relay.CPUPerTurnMS <= 0 || s.Relay.MemoryPerStreamKiB == nil {
+		t.Fatalf("summary %+v", s.Relay)
 	}
 }
 

@@ -246,30 +246,34 @@ func commandDelta(before, after map[string]int64) map[string]int64 {
 	return d
 }
 
-// startServer starts `agentdock serve` against the mock and waits until it
-// is ready.
-func startServer(ctx context.Context, bin, dir, store, mockURL, logLevel string, extraEnv []string) (*proc, string, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, "", err
-	}
+// agentdockEnv is the environment of `agentdock serve` against the mock,
+// with the load-test template written under dir.
+func agentdockEnv(dir, store, mockURL, logLevel string) ([]string, error) {
 	tdir := filepath.Join(dir, "templates")
 	if err := writeTemplate(tdir); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	env := []string{
-		"PATH=" + os.Getenv("PATH"),
+	return []string{
 		"HOME=" + dir,
-		"ADDR=" + addr,
 		"SESSION_STORE=" + store,
 		"TEMPLATES_DIR=" + tdir,
 		"LLM_PROVIDER=openai",
 		"LLM_BASE_URL=" + mockURL + "/v1",
 		"OPENAI_API_KEY=loadtest",
 		"LOG_LEVEL=" + logLevel,
+	}, nil
+}
+
+// startServer starts a server (agentdock serve or the relay) on a free
+// loopback port given in ADDR, with PATH and env, and waits until its
+// /readyz answers.
+func startServer(ctx context.Context, name, bin string, args []string, dir string, env []string) (*proc, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
 	}
-	env = append(env, extraEnv...)
-	p, err := startProc("agentdock serve", filepath.Join(dir, "server.log"), env, bin, "serve")
+	env = append([]string{"PATH=" + os.Getenv("PATH"), "ADDR=" + addr}, env...)
+	p, err := startProc(name, filepath.Join(dir, "server.log"), env, bin, args...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -287,7 +291,7 @@ func startServer(ctx context.Context, bin, dir, store, mockURL, logLevel string,
 		}
 		if !p.alive() || time.Now().After(deadline) || ctx.Err() != nil {
 			p.stop(time.Second)
-			return nil, "", fmt.Errorf("agentdock serve on %s not ready: %w; log: %s", addr, err, p.logTail())
+			return nil, "", fmt.Errorf("%s on %s not ready: %w; log: %s", name, addr, err, p.logTail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -101,9 +101,9 @@ func mib(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
 func (r *Report) Markdown(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	if len(r.Pairs) > 0 {
-		p("Paced turns (mock: first token after %v, then %d chunks %v apart); direct = the runtime's model request sent straight to the mock.\n\n",
+		p("Paced turns (mock: first token after %v, then %d chunks %v apart); direct = the runtime's model request sent straight to the mock; relay = the plain Go relay of loadtest/cmd/relay (the floor), memory and redis = agentdock serve with that session store.\n\n",
 			r.Timing.TTFT, r.Timing.Chunks, r.Timing.InterToken)
-		p("| store | streams | turns/s | errors (busy retries) | TTFT p50 / p99 direct (ms) | TTFT p50 / p99 runtime (ms) | **added TTFT p50 / p99 (ms)** | **server work before model call p50 / p99 (ms)** | server CPU per turn (ms) | redis-server CPU per turn (ms) | CPU used: server / harness / redis (cores) | server RSS (MiB) |\n")
+		p("| store | streams | turns/s | errors (busy retries) | TTFT p50 / p99 direct (ms) | TTFT p50 / p99 through the server (ms) | **added TTFT p50 / p99 (ms)** | **server work before model call p50 / p99 (ms)** | server CPU per turn (ms) | redis-server CPU per turn (ms) | CPU used: server / harness / redis (cores) | server RSS (MiB) |\n")
 		p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, pr := range r.Pairs {
 			d, rt := pr.Direct, pr.Runtime
@@ -116,7 +116,7 @@ func (r *Report) Markdown(w io.Writer) {
 				float64(rt.CPUPerTurn())/float64(time.Millisecond), redisPerTurn(rt), cores(rt), mib(rt.RSS))
 		}
 		p("\n")
-		p("| store | streams | send to mock p50 / p99, direct (ms) | send to mock p50 / p99, runtime (ms) | latency without the mock's wait p50 / p99, direct (ms) | same, runtime (ms) | samples direct / runtime |\n")
+		p("| store | streams | send to mock p50 / p99, direct (ms) | send to mock p50 / p99, through the server (ms) | latency without the mock's wait p50 / p99, direct (ms) | same, through the server (ms) | samples direct / server |\n")
 		p("|---|---|---|---|---|---|---|\n")
 		for _, pr := range r.Pairs {
 			d, rt := pr.Direct, pr.Runtime
@@ -124,6 +124,18 @@ func (r *Report) Markdown(w io.Writer) {
 				ms(percentile(d.Pre, 50)), ms(percentile(d.Pre, 99)), ms(percentile(rt.Pre, 50)), ms(percentile(rt.Pre, 99)),
 				ms(percentile(d.Lat, 50)), ms(percentile(d.Lat, 99)), ms(percentile(rt.Lat, 50)), ms(percentile(rt.Lat, 99)),
 				len(d.Lat), len(rt.Lat))
+		}
+		p("\n")
+	}
+	if sum := r.Summary(); sum.Relay != nil && len(sum.Ratios) > 0 {
+		p("Against the relay, measured in this run (paced phase of %d streams, %d idle streams; CPU with Redis includes redis-server's; added TTFT = TTFT net of the mock's own wait, runtime minus relay, at the median):\n\n",
+			sum.Relay.Streams, sum.Relay.IdleStreams)
+		p("| store | CPU per paced turn: runtime / relay (ms) | **ratio** | RSS per open stream: runtime / relay (KiB) | **ratio** | TTFT net of the model's wait p50: runtime / relay (ms) | **added TTFT p50 (ms)** |\n|---|---|---|---|---|---|---|\n")
+		for _, store := range slices.Sorted(maps.Keys(sum.Ratios)) {
+			rt, ra := sum.Runtime[store], sum.Ratios[store]
+			p("| %s | %.3f / %.3f | %s | %s / %s | %s | %.2f / %.2f | %s |\n", store, rt.CPUPerTurnMS, sum.Relay.CPUPerTurnMS, opt(ra.CPUPerTurn, "%.2fx"),
+				opt(rt.MemoryPerStreamKiB, "%.1f"), opt(sum.Relay.MemoryPerStreamKiB, "%.1f"), opt(ra.MemoryPerStream, "%.2fx"),
+				rt.LatencyP50MS, sum.Relay.LatencyP50MS, opt(ra.AddedTTFTP50MS, "%.2f"))
 		}
 		p("\n")
 	}
@@ -170,6 +182,14 @@ func (r *Report) Markdown(w io.Writer) {
 			p("- error (%s instant, %d streams): %s\n", sr.Store, sr.Result.Load.Streams, e)
 		}
 	}
+}
+
+// opt formats a figure that may not have been measured.
+func opt(x *float64, format string) string {
+	if x == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *x)
 }
 
 func perTurn(m map[string]int64, turns int) string {

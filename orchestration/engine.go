@@ -17,8 +17,9 @@ type State struct {
 	// SequenceIndex is the position reached in the active step's sequence.
 	SequenceIndex int `json:"sequenceIndex"`
 	// RecentlyUsedTools lists executed tools, oldest first, repeats kept,
-	// bounded to the engine's history limit.
-	RecentlyUsedTools []string `json:"recentlyUsedTools"`
+	// bounded to the engine's history limit. States share it: recording a
+	// tool makes a new History without copying or changing the old one.
+	RecentlyUsedTools History `json:"recentlyUsedTools"`
 	// LastUserMessage is the latest user message; message conditions test it.
 	LastUserMessage string `json:"lastUserMessage,omitempty"`
 	// UserMessages counts user messages; before the first, message
@@ -153,8 +154,8 @@ func (e *Engine) HistoryLimit() int { return e.historyLimit }
 func (e *Engine) TurnScoped() bool { return e.turnScope }
 
 // Apply applies ev to s and returns the new state and the decision. It does
-// not modify s: slices of the returned state are never shared with s where
-// they differ.
+// not modify s: the returned state may share s's history, which neither can
+// change.
 func (e *Engine) Apply(s State, ev Event) (State, Decision) {
 	d := Decision{PreviousStep: s.ActiveStep}
 	switch ev.Kind {
@@ -176,7 +177,7 @@ func (e *Engine) Apply(s State, ev Event) (State, Decision) {
 			d.Reason = e.refusal(s, ev.Tool, offer.Tools)
 			return s, d
 		}
-		s.RecentlyUsedTools = appendBounded(s.RecentlyUsedTools, ev.Tool, e.historyLimit)
+		s.RecentlyUsedTools = s.RecentlyUsedTools.Append(ev.Tool, e.historyLimit)
 		s.TurnToolUses++
 		if st := e.step(s.ActiveStep); st != nil && s.SequenceIndex < len(st.sequence) &&
 			slices.Contains(st.sequence[s.SequenceIndex], ev.Tool) {
@@ -227,7 +228,7 @@ func (e *Engine) step(name string) *step {
 
 // choose runs the step-choice rule on s.
 func (e *Engine) choose(s *State) {
-	ev := evaluation{engine: e, message: s.LastUserMessage, messages: s.UserMessages, history: s.RecentlyUsedTools}
+	ev := evaluation{engine: e, message: s.LastUserMessage, messages: s.UserMessages, history: s.RecentlyUsedTools.view()}
 	if s.memo != nil && s.memo.engine == e {
 		ev.memo = s.memo
 	}
@@ -400,15 +401,6 @@ func seqString(seq [][]string) string {
 		parts[i] = strings.Join(g, "|")
 	}
 	return strings.Join(parts, " -> ")
-}
-
-// appendBounded returns a new slice with the newest limit entries of
-// history+tool; it never writes into history's backing array.
-func appendBounded(history []string, tool string, limit int) []string {
-	start := max(0, len(history)+1-limit)
-	out := make([]string, 0, len(history)+1-start)
-	out = append(out, history[start:]...)
-	return append(out, tool)
 }
 
 // StepInfo describes one compiled step.

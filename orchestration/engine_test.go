@@ -75,13 +75,13 @@ func TestConditions(t *testing.T) {
 func TestApplyDoesNotModifyItsInput(t *testing.T) {
 	e := MustNew(&Spec{}, Config{Tools: []string{"a", "b"}, HistoryLimit: 3})
 	s0, _ := play(e, "u:x", "t:a", "t:b")
-	before := slices.Clone(s0.RecentlyUsedTools)
+	before := s0.RecentlyUsedTools.Slice()
 	s1, _ := e.Apply(s0, ToolUsed("a"))
 	s1, _ = e.Apply(s1, ToolUsed("b"))
-	if !slices.Equal(s0.RecentlyUsedTools, before) {
+	if !s0.RecentlyUsedTools.Equal(before...) {
 		t.Fatalf("input state changed: %v, want %v", s0.RecentlyUsedTools, before)
 	}
-	if want := []string{"b", "a", "b"}; !slices.Equal(s1.RecentlyUsedTools, want) {
+	if want := []string{"b", "a", "b"}; !s1.RecentlyUsedTools.Equal(want...) {
 		t.Fatalf("history = %v, want %v (bounded to 3, oldest dropped)", s1.RecentlyUsedTools, want)
 	}
 }
@@ -92,8 +92,8 @@ func TestHistoryLimitDefault(t *testing.T) {
 	for range 250 {
 		s, _ = e.Apply(s, ToolUsed("a"))
 	}
-	if len(s.RecentlyUsedTools) != DefaultHistoryLimit {
-		t.Fatalf("history keeps %d entries, want %d", len(s.RecentlyUsedTools), DefaultHistoryLimit)
+	if s.RecentlyUsedTools.Len() != DefaultHistoryLimit {
+		t.Fatalf("history keeps %d entries, want %d", s.RecentlyUsedTools.Len(), DefaultHistoryLimit)
 	}
 }
 
@@ -112,7 +112,7 @@ func TestRefusalNamesStepAndTools(t *testing.T) {
 			t.Errorf("reason %q does not mention %s", d.Reason, want)
 		}
 	}
-	if !slices.Equal(s2.RecentlyUsedTools, s.RecentlyUsedTools) || s2.SequenceIndex != s.SequenceIndex {
+	if !s2.RecentlyUsedTools.Equal(s.RecentlyUsedTools.Slice()...) || s2.SequenceIndex != s.SequenceIndex {
 		t.Error("a refused call changed the state")
 	}
 }

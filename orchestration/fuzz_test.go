@@ -41,8 +41,8 @@ func FuzzConditions(f *testing.F) {
 					t.Fatalf("offered %q, which is not an agent tool", o)
 				}
 			}
-			if len(s.RecentlyUsedTools) > 8 {
-				t.Fatalf("history grew to %d past its limit 8", len(s.RecentlyUsedTools))
+			if s.RecentlyUsedTools.Len() > 8 {
+				t.Fatalf("history grew to %d past its limit 8", s.RecentlyUsedTools.Len())
 			}
 		}
 	})

@@ -111,8 +111,8 @@ func check(ev Event, s Step) []string {
 	if x.AllowedTools != nil && !sameSet(*x.AllowedTools, s.Offered) {
 		add("allowedTools", list(sorted(*x.AllowedTools)), list(sorted(s.Offered)))
 	}
-	if x.RecentlyUsedTools != nil && !slices.Equal(*x.RecentlyUsedTools, s.State.RecentlyUsedTools) {
-		add("recentlyUsedTools", list(*x.RecentlyUsedTools), list(s.State.RecentlyUsedTools))
+	if x.RecentlyUsedTools != nil && !s.State.RecentlyUsedTools.Equal(*x.RecentlyUsedTools...) {
+		add("recentlyUsedTools", list(*x.RecentlyUsedTools), list(s.State.RecentlyUsedTools.Slice()))
 	}
 	if ev.Tool != nil {
 		want := x.Rejected != nil && *x.Rejected

@@ -235,9 +235,6 @@ func (s *Server) getSession(c *gin.Context) {
 	if v.Messages == nil {
 		v.Messages = []chat.Message{}
 	}
-	if v.State.RecentlyUsedTools == nil {
-		v.State.RecentlyUsedTools = []string{}
-	}
 	if n, ok := s.cfg.Agents.Get(sess.Agent); ok {
 		snap := n.Engine().Snapshot(sess.State)
 		v.Orchestration = &snap

@@ -35,13 +35,10 @@ type memEntry struct {
 	expires time.Time
 }
 
-// session returns a copy of the entry's session that shares no slice with
-// the store.
-func (e *memEntry) session() Session {
-	s := e.sess
-	s.State = cloneState(s.State)
-	return s
-}
+// session returns a copy of the entry's session. It shares the state's tool
+// history with the store, which neither can change (orchestration.History
+// is immutable): no copy of it is made per access.
+func (e *memEntry) session() Session { return e.sess }
 
 // NewMemory returns a memory store and starts its janitor; Close stops it.
 func NewMemory(cfg Config) *Memory {
@@ -188,8 +185,9 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 	e := m.lookup(id, now)
 	st := orchestration.State{}
 	if e != nil {
-		// fn gets a copy: if it fails half-way, the stored state is intact.
-		st = cloneState(e.sess.State)
+		// fn gets a copy: if it fails half-way, the stored state is intact
+		// (its history is immutable, so the copy shares it).
+		st = e.sess.State
 	}
 	if err := fn(&st); err != nil {
 		return Session{}, err
@@ -374,7 +372,7 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	e := m.lookup(id, now)
 	st := orchestration.State{}
 	if e != nil {
-		st = cloneState(e.sess.State)
+		st = e.sess.State
 	}
 	if err := fn(&st); err != nil {
 		return Session{}, nil, err

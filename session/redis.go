@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -305,7 +304,9 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		if !exists {
 			next = r.newSession(id, o, now)
 		}
-		st := cloneState(next.State)
+		// fn gets a copy of the state; its history is immutable, so a
+		// failing fn cannot leave a half-written state behind.
+		st := next.State
 		if err := fn(&st); err != nil {
 			if exists {
 				kl.last = &cur // unchanged, still current as far as we know
@@ -339,7 +340,6 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 				rl.seen = &next
 			}
 			out := next
-			out.State = cloneState(next.State)
 			var hist []string
 			if ap != nil && len(reply) > 1 {
 				list, _ := reply[1].([]any)
@@ -474,7 +474,6 @@ func (r *Redis) Claim(ctx context.Context, id string, opts ...UpdateOption) (Ses
 			l := &redisLease{r: r, id: id, key: keys[2], token: token}
 			l.expiry.Store(sent.Add(r.cfg.LockTTL).UnixNano())
 			seen := s
-			seen.State = cloneState(s.State)
 			l.seen = &seen
 			return s, l, nil
 		case "foreign":
@@ -581,13 +580,6 @@ func (l *redisLease) Release(ctx context.Context) error {
 		return l.r.fail(l.id, "release lease", err)
 	}
 	return nil
-}
-
-// cloneState copies the slices of s, so that fn cannot change a state that
-// someone else holds.
-func cloneState(s orchestration.State) orchestration.State {
-	s.RecentlyUsedTools = slices.Clone(s.RecentlyUsedTools)
-	return s
 }
 
 // keyLocks queues the goroutines of one process that write the same

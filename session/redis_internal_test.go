@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session/redistest"
 )
 
@@ -24,7 +25,7 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 	keys := r.keys(id)
 
 	s := Session{ID: id, Version: 1}
-	s.State.RecentlyUsedTools = []string{"search"}
+	s.State.RecentlyUsedTools = orchestration.NewHistory("search")
 	args := []any{"", "1", encode(s), newToken(), r.ttlMillis(), ""}
 	for attempt := range 2 {
 		reply, err := scriptUpdate.Run(ctx, r.client, keys, args...).Slice()

@@ -120,7 +120,7 @@ func TestRedisPersistence(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Get after a restart: %v", err)
 	}
-	if after.Version != before.Version || after.Owner != "owner" || !slices.Equal(after.State.RecentlyUsedTools, []string{"fetch"}) {
+	if after.Version != before.Version || after.Owner != "owner" || !after.State.RecentlyUsedTools.Equal("fetch") {
 		t.Fatalf("after restart %+v, before %+v", after, before)
 	}
 	msgs, err := s.Messages(ctx, id, 0)
@@ -195,7 +195,7 @@ func TestRedisFaults(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Get after Redis came back (same store): %v", err)
 			}
-			if got.Version != stored.Version || !slices.Equal(got.State.RecentlyUsedTools, stored.State.RecentlyUsedTools) {
+			if got.Version != stored.Version || !got.State.RecentlyUsedTools.Equal(stored.State.RecentlyUsedTools.Slice()...) {
 				t.Fatalf("state changed by the failed calls: %+v, want %+v", got, stored)
 			}
 			if msgs, err := s.Messages(ctx, id, 0); err != nil || len(msgs) != 0 {
@@ -374,7 +374,7 @@ func TestRedisRoundTrips(t *testing.T) {
 		}
 	}
 	got, err := s.Get(ctx, id)
-	if err != nil || !slices.Equal(got.State.RecentlyUsedTools, []string{"search", "fetch", "search"}) || got.State.TokenUsage.Prompt != 3 {
+	if err != nil || !got.State.RecentlyUsedTools.Equal("search", "fetch", "search") || got.State.TokenUsage.Prompt != 3 {
 		t.Fatalf("state after the round-trip checks: %+v, %v", got.State, err)
 	}
 
@@ -415,7 +415,7 @@ func TestRedisRoundTrips(t *testing.T) {
 			}
 			counter.take()
 			st, hist, err := s.UpdateAppend(ctx, id2, applyEvent(orchestration.ToolUsed("search")), nil, -1, session.WithLease(claimed))
-			if err == nil && (!slices.Equal(st.State.RecentlyUsedTools, []string{"fetch", "search"}) || len(hist) != 1) {
+			if err == nil && (!st.State.RecentlyUsedTools.Equal("fetch", "search") || len(hist) != 1) {
 				err = fmt.Errorf("state %+v, history %+v: the other replica's write was lost", st.State, hist)
 			}
 			return err
@@ -474,9 +474,9 @@ func TestRedisReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	total := replicas * workers * events
-	if got.Version != int64(total) || len(got.State.RecentlyUsedTools) != total/2 ||
+	if got.Version != int64(total) || got.State.RecentlyUsedTools.Len() != total/2 ||
 		got.State.TokenUsage != (chat.Usage{Prompt: int64(total / 2), Completion: int64(total), Total: int64(total / 2 * 3)}) {
-		t.Fatalf("after %d events from %d replicas: version %d, %d tools, usage %+v", total, replicas, got.Version, len(got.State.RecentlyUsedTools), got.State.TokenUsage)
+		t.Fatalf("after %d events from %d replicas: version %d, %d tools, usage %+v", total, replicas, got.Version, got.State.RecentlyUsedTools.Len(), got.State.TokenUsage)
 	}
 	t.Logf("%d events, fn ran %d times (the rest were compare-and-set retries)", total, fnRuns.Load())
 }

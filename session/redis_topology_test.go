@@ -1,7 +1,6 @@
 package session_test
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -54,7 +53,7 @@ func TestRedisSentinel(t *testing.T) {
 		t.Fatalf("keys on the master: %q, %v; want state, messages and lease", keys, err)
 	}
 	got, err := s.Get(ctx, id)
-	if err != nil || !slices.Equal(got.State.RecentlyUsedTools, []string{"search"}) {
+	if err != nil || !got.State.RecentlyUsedTools.Equal("search") {
 		t.Fatalf("Get through Sentinel: %+v, %v", got, err)
 	}
 }

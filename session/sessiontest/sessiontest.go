@@ -207,7 +207,7 @@ func (h *harness) getOrCreate(t *testing.T) {
 }
 
 func reflectZeroState(s orchestration.State) bool {
-	return s.ActiveStep == "" && s.SequenceIndex == 0 && len(s.RecentlyUsedTools) == 0 &&
+	return s.ActiveStep == "" && s.SequenceIndex == 0 && s.RecentlyUsedTools.Len() == 0 &&
 		s.LastUserMessage == "" && s.UserMessages == 0 && s.TurnToolUses == 0 && s.TokenUsage.IsZero()
 }
 
@@ -220,17 +220,30 @@ func (h *harness) updateCreates(t *testing.T) {
 		t.Fatalf("first Update = %+v, want version 1 and the user message applied", first)
 	}
 	second := must(s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithOwner("intruder")))(t)
-	if second.Version != 2 || !slices.Equal(second.State.RecentlyUsedTools, []string{"search"}) || second.Owner != "" {
+	if second.Version != 2 || !second.State.RecentlyUsedTools.Equal("search") || second.Owner != "" {
 		t.Fatalf("second Update = %+v, want version 2, tools [search], owner unchanged (empty)", second)
 	}
 	got := must(s.Get(ctx, id))(t)
-	if got.Version != 2 || got.State.LastUserMessage != "hello" || !slices.Equal(got.State.RecentlyUsedTools, []string{"search"}) {
+	if got.Version != 2 || got.State.LastUserMessage != "hello" || !got.State.RecentlyUsedTools.Equal("search") {
 		t.Fatalf("Get after two updates = %+v", got)
 	}
-	// The returned session shares nothing with the store.
-	got.State.RecentlyUsedTools[0] = "mutated"
-	if again := must(s.Get(ctx, id))(t); again.State.RecentlyUsedTools[0] != "search" {
-		t.Fatalf("changing a returned state changed the stored one: %v", again.State.RecentlyUsedTools)
+	// A returned session shares nothing that its holder can change with the
+	// store: its history can only be extended into a new one, which leaves
+	// the stored one as it was, even when it is extended twice from the same
+	// version (each extension keeps its own entry).
+	mine := got.State.RecentlyUsedTools.Append("mutated", 100)
+	other := got.State.RecentlyUsedTools.Append("again", 100)
+	if again := must(s.Get(ctx, id))(t); !again.State.RecentlyUsedTools.Equal("search") {
+		t.Fatalf("extending a returned state's history changed the stored one: %v", again.State.RecentlyUsedTools)
+	}
+	if !mine.Equal("search", "mutated") || !other.Equal("search", "again") {
+		t.Fatalf("two extensions of one history: %v and %v, want [search mutated] and [search again]", mine, other)
+	}
+	// Nor does the store's next write change what a holder has.
+	third := must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch"))))(t)
+	if !third.State.RecentlyUsedTools.Equal("search", "fetch") || !mine.Equal("search", "mutated") || !got.State.RecentlyUsedTools.Equal("search") {
+		t.Fatalf("after another Update: stored %v, a holder's %v and %v; want [search fetch], [search mutated], [search]",
+			third.State.RecentlyUsedTools, mine, got.State.RecentlyUsedTools)
 	}
 }
 
@@ -240,17 +253,27 @@ func (h *harness) updateError(t *testing.T) {
 	id := session.NewID()
 	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search"))))(t)
 	boom := errors.New("boom")
+	var left orchestration.State
 	_, err := s.Update(ctx, id, func(st *orchestration.State) error {
-		st.RecentlyUsedTools[0] = "half-done" // in place: must not leak
+		// Half done: the history extended (in the array the stored
+		// version shares, when it can be), then a failure.
+		st.RecentlyUsedTools = st.RecentlyUsedTools.Append("half-done", 100)
 		st.TurnToolUses = 99
+		left = *st
 		return boom
 	})
 	if err != boom {
 		t.Fatalf("Update with a failing fn returned %v, want fn's error as is", err)
 	}
 	got := must(s.Get(ctx, id))(t)
-	if got.Version != 1 || !slices.Equal(got.State.RecentlyUsedTools, []string{"search"}) || got.State.TurnToolUses != 1 {
+	if got.Version != 1 || !got.State.RecentlyUsedTools.Equal("search") || got.State.TurnToolUses != 1 {
 		t.Fatalf("a failed Update changed the session: %+v", got)
+	}
+	// The next write builds on the stored state, and leaves what the failed
+	// fn made as it was.
+	next := must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch"))))(t)
+	if !next.State.RecentlyUsedTools.Equal("search", "fetch") || !left.RecentlyUsedTools.Equal("search", "half-done") {
+		t.Fatalf("after a failed Update, the next one stored %v (want [search fetch]) and the failed fn's state became %v", next.State.RecentlyUsedTools, left.RecentlyUsedTools)
 	}
 	// A failed fn creates nothing.
 	other := session.NewID()
@@ -612,7 +635,7 @@ func (h *harness) fencing(t *testing.T) {
 	wantErr(t, "Extend by the superseded holder", a.Extend(ctx), session.ErrFenced)
 
 	after := must(s.Get(ctx, id))(t)
-	if after.Version != before.Version || !slices.Equal(after.State.RecentlyUsedTools, before.State.RecentlyUsedTools) {
+	if after.Version != before.Version || !after.State.RecentlyUsedTools.Equal(before.State.RecentlyUsedTools.Slice()...) {
 		t.Fatalf("a fenced Update was applied (fn ran %d times): before %+v, after %+v", calls, before, after)
 	}
 	if hist := must(s.Messages(ctx, id, 0))(t); !slices.EqualFunc(hist, histBefore, msgEqual) {
@@ -624,7 +647,7 @@ func (h *harness) fencing(t *testing.T) {
 	wantErr(t, "Lock after the superseded holder released", err, session.ErrBusy)
 	// b writes normally.
 	got := must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(b)))(t)
-	if !slices.Equal(got.State.RecentlyUsedTools, []string{"search", "fetch"}) {
+	if !got.State.RecentlyUsedTools.Equal("search", "fetch") {
 		t.Fatalf("the new holder's Update: %+v", got.State)
 	}
 	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleAssistant, Content: "from b"}}, session.WithLease(b)); err != nil {
@@ -698,7 +721,7 @@ func (h *harness) concurrency(t *testing.T) {
 	if got.State.TokenUsage != want {
 		t.Errorf("token usage = %+v, want %+v", got.State.TokenUsage, want)
 	}
-	if n := len(got.State.RecentlyUsedTools); n != workers*events/2 {
+	if n := got.State.RecentlyUsedTools.Len(); n != workers*events/2 {
 		t.Errorf("tool history has %d entries, want %d", n, workers*events/2)
 	}
 	if got.State.TurnToolUses != workers*events/2 {
@@ -762,7 +785,7 @@ func (h *harness) claim(t *testing.T) {
 	// An existing session keeps its state; one bound to no agent is
 	// anyone's of its owner.
 	sess, l, err = s.Claim(ctx, id, session.WithOwner("alice"), session.WithAgent("planner"))
-	if err != nil || !slices.Equal(sess.State.RecentlyUsedTools, []string{"search"}) || sess.Version != got.Version+1 {
+	if err != nil || !sess.State.RecentlyUsedTools.Equal("search") || sess.Version != got.Version+1 {
 		t.Fatalf("Claim of an existing session: %+v, %v", sess, err)
 	}
 	must(0, l.Release(ctx))(t)
@@ -843,7 +866,7 @@ func (h *harness) updateAppend(t *testing.T) {
 	// It creates a missing session, like Update and AppendMessages.
 	fresh := session.NewID()
 	sess, hist, err := s.UpdateAppend(ctx, fresh, apply(orchestration.ToolUsed("think")), []chat.Message{msg(0)}, -1, session.WithOwner("p"))
-	if err != nil || len(hist) != 0 || sess.Owner != "p" || !slices.Equal(sess.State.RecentlyUsedTools, []string{"think"}) {
+	if err != nil || len(hist) != 0 || sess.Owner != "p" || !sess.State.RecentlyUsedTools.Equal("think") {
 		t.Fatalf("UpdateAppend on a missing session: %+v, %+v, %v", sess, hist, err)
 	}
 	if got := must(s.Messages(ctx, fresh, 0))(t); len(got) != 1 {
@@ -869,7 +892,7 @@ func (h *harness) updateAppendRefused(t *testing.T) {
 	// fn fails: nothing is written, neither the state nor the messages.
 	boom := errors.New("boom")
 	err = must2(s.UpdateAppend(ctx, id, func(st *orchestration.State) error {
-		st.RecentlyUsedTools = append(st.RecentlyUsedTools, "fetch")
+		st.RecentlyUsedTools = st.RecentlyUsedTools.Append("fetch", 100)
 		return boom
 	}, []chat.Message{{Role: chat.RoleAssistant, Content: "no"}}, -1, session.WithLease(a)))
 	wantErr(t, "UpdateAppend whose fn fails", err, boom)
@@ -885,7 +908,7 @@ func (h *harness) updateAppendRefused(t *testing.T) {
 	wantErr(t, "UpdateAppend by the superseded holder", err, session.ErrFenced)
 
 	after := must(s.Get(ctx, id))(t)
-	if after.Version != before.Version || !slices.Equal(after.State.RecentlyUsedTools, []string{"search"}) {
+	if after.Version != before.Version || !after.State.RecentlyUsedTools.Equal("search") {
 		t.Fatalf("a refused UpdateAppend changed the state: before %+v, after %+v", before, after)
 	}
 	if hist := must(s.Messages(ctx, id, 0))(t); len(hist) != 1 || hist[0].Content != "a" {

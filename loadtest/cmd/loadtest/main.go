@@ -1,7 +1,14 @@
 // Command loadtest runs the load harness (package loadtest) against the
-// agentdock binary and prints the figures as markdown tables.
+// agentdock binary and, as the floor, the plain relay of loadtest/cmd/relay
+// (built here unless -relay-bin names it), prints the figures as markdown
+// tables, and with -json writes them as JSON with the runtime's ratios to
+// the relay:
 //
-//	go run ./loadtest/cmd/loadtest -streams 200,500 -duration 20s -idle 2000
+//	go run ./loadtest/cmd/loadtest -streams 200,500 -duration 20s -idle 2000 -json load.json
+//
+// The servers of every store run side by side and their phases alternate
+// (direct, relay, memory, redis for each stream count), so that the ratios
+// compare figures taken at the same time on the same machine.
 //
 // With -soak it runs a soak instead: one stream count for a long time per
 // store, the server's RSS and goroutines sampled, and a non-zero exit when
@@ -48,6 +55,7 @@ var soakEnv = []string{"STREAM_RETENTION=60s", "SESSION_TTL_SECONDS=60"}
 
 type options struct {
 	bin, dir, out, logLevel, perfDir string
+	relayBin, jsonOut, profileDir    string
 	stores                           []string
 	streams, idle                    []int
 	duration, ramp, settle           time.Duration
@@ -80,7 +88,10 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.out, "o", "", "also write the markdown report to this file")
 	fs.StringVar(&o.logLevel, "log-level", "info", "the server's LOG_LEVEL")
 	fs.StringVar(&o.perfDir, "perf", "", "record a perf profile of the server during each paced runtime phase into this directory")
-	stores := fs.String("stores", "memory,redis", "session stores to measure: memory, redis")
+	fs.StringVar(&o.relayBin, "relay-bin", "", "the relay's binary (default: built from ./loadtest/cmd/relay into the working directory)")
+	fs.StringVar(&o.jsonOut, "json", "", "write the figures and the runtime's ratios to the relay as JSON to this file")
+	fs.StringVar(&o.profileDir, "profile", "", "save CPU, heap and goroutine profiles of every server (paced and idle phases) into this directory")
+	stores := fs.String("stores", "relay,memory,redis", "what to measure: relay (the plain relay, the floor), memory, redis (agentdock serve with that session store); a soak's default is memory,redis")
 	streams := fs.String("streams", "200,500", "concurrent streams of the paced phases (comma-separated)")
 	idle := fs.String("idle", "2000", "idle open streams to measure memory with (comma-separated; empty: none)")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measurement window of each phase")
@@ -102,8 +113,14 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	streamsSet := false
-	fs.Visit(func(f *flag.Flag) { streamsSet = streamsSet || f.Name == "streams" })
+	streamsSet, storesSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		streamsSet = streamsSet || f.Name == "streams"
+		storesSet = storesSet || f.Name == "stores"
+	})
+	if o.soak.Duration != 0 && !storesSet {
+		*stores = "memory,redis"
+	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -111,11 +128,15 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	var err error
 	for s := range strings.SplitSeq(*stores, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "memory", "redis":
-			o.stores = append(o.stores, s)
+		case "memory", "redis", loadtest.StoreRelay:
+			if slices.Contains(o.stores, s) {
+				errs = append(errs, fmt.Errorf("-stores: %q twice", s))
+			} else {
+				o.stores = append(o.stores, s)
+			}
 		case "":
 		default:
-			errs = append(errs, fmt.Errorf("-stores: %q is not memory or redis", s))
+			errs = append(errs, fmt.Errorf("-stores: %q is not relay, memory or redis", s))
 		}
 	}
 	if o.streams, err = intList("-streams", *streams); err != nil {
@@ -223,6 +244,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	if o.jsonOut != "" {
+		if err := writeJSON(o.jsonOut, rep.Summary()); err != nil {
+			fmt.Fprintln(stderr, "loadtest:", err)
+			return 1
+		}
+	}
 	// A load run with failed turns must fail make bench, not only print.
 	if n := rep.Errors(); n > 0 {
 		fmt.Fprintf(stderr, "loadtest: %d turns failed (see the error lines of the report)\n", n)
@@ -239,8 +266,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // not come back it ends the server with SIGQUIT and keeps its goroutine
 // dump beside the report (or in the working directory).
 func soak(ctx context.Context, o *options, rep *loadtest.Report, log io.Writer) error {
+	if slices.Contains(o.stores, loadtest.StoreRelay) && o.relayBin == "" {
+		var err error
+		if o.relayBin, err = buildRelay(ctx, o.dir); err != nil {
+			return err
+		}
+	}
 	for _, store := range o.stores {
-		cfg := loadtest.EnvConfig{Bin: o.bin, Store: store, Dir: filepath.Join(o.dir, store+"-soak"), Timing: o.timing, LogLevel: o.logLevel, ServerEnv: o.serverEnv}
+		cfg := loadtest.EnvConfig{Bin: o.bin, RelayBin: o.relayBin, Store: store, Dir: filepath.Join(o.dir, store+"-soak"), Timing: o.timing, LogLevel: o.logLevel, ServerEnv: o.serverEnv}
 		env, err := loadtest.Start(ctx, cfg)
 		if err != nil {
 			return err
@@ -302,24 +335,168 @@ func dumpStacks(env *loadtest.Env, path string) error {
 	return errors.Join(err, f.Close())
 }
 
+func writeJSON(path string, s loadtest.Summary) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = s.WriteJSON(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// buildRelay builds loadtest/cmd/relay into dir with the flags of make
+// build, so that the relay and agentdock are compiled alike.
+func buildRelay(ctx context.Context, dir string) (string, error) {
+	out := filepath.Join(dir, "bin", "relay")
+	goBin := os.Getenv("GO")
+	if goBin == "" {
+		goBin = "go"
+	}
+	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, "github.com/agentdock-go/agentdock/loadtest/cmd/relay")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("loadtest: building the relay (run from the module, or pass -relay-bin): %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+// measure starts a server per store, side by side, and alternates their
+// phases: for each stream count the direct baseline, then every store's
+// paced phase in -stores order; then every store's instant phase; Redis's
+// command counts; and, on fresh servers, every store's idle streams per
+// count.
 func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Writer) error {
 	step := func(format string, a ...any) {
 		fmt.Fprintf(log, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 	}
+	if slices.Contains(o.stores, loadtest.StoreRelay) && o.relayBin == "" {
+		step("building the relay")
+		var err error
+		if o.relayBin, err = buildRelay(ctx, o.dir); err != nil {
+			return err
+		}
+	}
+	cfgs := map[string]loadtest.EnvConfig{}
 	for _, store := range o.stores {
-		cfg := loadtest.EnvConfig{Bin: o.bin, Store: store, Dir: filepath.Join(o.dir, store), Timing: o.timing, LogLevel: o.logLevel, ServerEnv: o.serverEnv}
-		env, err := loadtest.Start(ctx, cfg)
+		cfgs[store] = loadtest.EnvConfig{Bin: o.bin, RelayBin: o.relayBin, Store: store, Dir: filepath.Join(o.dir, store),
+			Timing: o.timing, LogLevel: o.logLevel, ServerEnv: o.serverEnv, ProfileDir: o.profileDir}
+	}
+	envs := map[string]*loadtest.Env{}
+	defer func() {
+		for _, env := range envs {
+			env.Close()
+		}
+	}()
+	// The runtime first: the relay sends the model request the runtime
+	// sent (its fixed part), taken from a warm-up turn.
+	var direct *loadtest.Env
+	for _, store := range o.stores {
+		if store == loadtest.StoreRelay {
+			continue
+		}
+		env, err := startWarm(ctx, cfgs[store], step)
 		if err != nil {
 			return err
 		}
-		err = measureStore(ctx, o, env, store, rep, step)
+		envs[store] = env
+		if direct == nil {
+			direct = env
+		}
+	}
+	if slices.Contains(o.stores, loadtest.StoreRelay) {
+		cfg := cfgs[loadtest.StoreRelay]
+		if direct != nil {
+			req, err := loadtest.RelayRequestFrom(direct.ModelRequest(loadtest.KindStream))
+			if err != nil {
+				return err
+			}
+			cfg.RelayRequest = req
+			cfgs[loadtest.StoreRelay] = cfg
+		}
+		env, err := startWarm(ctx, cfg, step)
+		if err != nil {
+			return err
+		}
+		envs[loadtest.StoreRelay] = env
+		if direct == nil {
+			direct = env
+		}
+	}
+
+	for _, n := range o.streams {
+		load := loadtest.Load{Kind: loadtest.KindStream, Streams: n, Ramp: o.ramp, Duration: o.duration}
+		base := &loadtest.Result{Load: load}
+		if o.direct {
+			step("%d streams straight to the mock", n)
+			load.Direct = true
+			res, err := direct.Run(ctx, load)
+			if err != nil {
+				return err
+			}
+			base = res
+			load.Direct = false
+		}
+		for _, store := range o.stores {
+			env := envs[store]
+			step("%s: %d streams through the server", store, n)
+			var perf *exec.Cmd
+			if o.perfDir != "" {
+				var err error
+				if perf, err = startPerf(o.perfDir, store, n, env.ServerPID(), o.ramp+o.duration); err != nil {
+					return err
+				}
+			}
+			res, err := env.Run(ctx, load)
+			if perf != nil {
+				_ = perf.Wait()
+			}
+			if err != nil {
+				return err
+			}
+			pr := loadtest.Pair{Store: store, Direct: base, Runtime: res}
+			rep.Pairs = append(rep.Pairs, pr)
+			step("  %.0f turns/s, %d errors, added TTFT p50 %v, server work p99 %v, CPU/turn %v",
+				res.TurnsPerSecond(), res.Errors, pr.AddedTTFT(50), pr.ServerWork(99), res.CPUPerTurn())
+		}
+	}
+	if o.instantStreams > 0 {
+		for _, store := range o.stores {
+			step("%s: %d streams, instant mock", store, o.instantStreams)
+			res, err := envs[store].Run(ctx, loadtest.Load{Kind: loadtest.KindInstant, Streams: o.instantStreams, Ramp: o.ramp, Duration: o.duration})
+			if err != nil {
+				return err
+			}
+			rep.Instant = append(rep.Instant, loadtest.StoreResult{Store: store, Result: res})
+			step("  %.0f turns/s, CPU/turn %v", res.TurnsPerSecond(), res.CPUPerTurn())
+		}
+	}
+	if env := envs["redis"]; env != nil && o.commandTurns > 0 {
+		for _, kind := range []loadtest.Kind{loadtest.KindInstant, loadtest.KindTool} {
+			step("redis: counting commands over %d %s turns", o.commandTurns, kind)
+			streams := min(10, o.commandTurns)
+			c, err := env.CountCommands(ctx, kind, streams, o.commandTurns/streams)
+			if err != nil {
+				return err
+			}
+			rep.Commands = append(rep.Commands, c)
+		}
+	}
+	for store, env := range envs {
 		env.Close()
-		if err != nil {
-			return err
-		}
-		// Memory is measured on a fresh server per count: the heap kept
-		// from earlier phases would hide what the streams cost.
-		for i, k := range o.idle {
+		delete(envs, store)
+	}
+
+	// Memory is measured on a fresh server per count: the heap kept from
+	// earlier phases would hide what the streams cost.
+	for i, k := range o.idle {
+		for _, store := range o.stores {
+			cfg := cfgs[store]
 			cfg.Dir = filepath.Join(o.dir, fmt.Sprintf("%s-idle-%d", store, i))
 			env, err := loadtest.Start(ctx, cfg)
 			if err != nil {
@@ -338,70 +515,22 @@ func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Write
 	return nil
 }
 
-func measureStore(ctx context.Context, o *options, env *loadtest.Env, store string, rep *loadtest.Report, step func(string, ...any)) error {
-	step("%s: server pid %d, warming up", store, env.ServerPID())
-	if err := env.Warm(ctx, loadtest.KindStream, 3); err != nil {
-		return err
+// startWarm starts a server and warms it up: its code paths and
+// connections are set up, and the mock samples its model requests.
+func startWarm(ctx context.Context, cfg loadtest.EnvConfig, step func(string, ...any)) (*loadtest.Env, error) {
+	env, err := loadtest.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
-	if err := env.Warm(ctx, loadtest.KindInstant, 50); err != nil {
-		return err
+	step("%s: server pid %d, warming up", cfg.Store, env.ServerPID())
+	if err := env.Warm(ctx, loadtest.KindStream, 3); err == nil {
+		err = env.Warm(ctx, loadtest.KindInstant, 50)
 	}
-	for _, n := range o.streams {
-		pr := loadtest.Pair{Store: store}
-		load := loadtest.Load{Kind: loadtest.KindStream, Streams: n, Ramp: o.ramp, Duration: o.duration}
-		if o.direct {
-			step("%s: %d streams straight to the mock", store, n)
-			load.Direct = true
-			res, err := env.Run(ctx, load)
-			if err != nil {
-				return err
-			}
-			pr.Direct = res
-			load.Direct = false
-		} else {
-			pr.Direct = &loadtest.Result{Load: load}
-		}
-		step("%s: %d streams through the runtime", store, n)
-		var perf *exec.Cmd
-		if o.perfDir != "" {
-			var err error
-			if perf, err = startPerf(o.perfDir, store, n, env.ServerPID(), o.ramp+o.duration); err != nil {
-				return err
-			}
-		}
-		res, err := env.Run(ctx, load)
-		if perf != nil {
-			_ = perf.Wait()
-		}
-		if err != nil {
-			return err
-		}
-		pr.Runtime = res
-		rep.Pairs = append(rep.Pairs, pr)
-		step("  %.0f turns/s, %d errors, added TTFT p50 %v, server work p99 %v, CPU/turn %v",
-			res.TurnsPerSecond(), res.Errors, pr.AddedTTFT(50), pr.ServerWork(99), res.CPUPerTurn())
+	if err != nil {
+		env.Close()
+		return nil, err
 	}
-	if o.instantStreams > 0 {
-		step("%s: %d streams, instant mock", store, o.instantStreams)
-		res, err := env.Run(ctx, loadtest.Load{Kind: loadtest.KindInstant, Streams: o.instantStreams, Ramp: o.ramp, Duration: o.duration})
-		if err != nil {
-			return err
-		}
-		rep.Instant = append(rep.Instant, loadtest.StoreResult{Store: store, Result: res})
-		step("  %.0f turns/s, CPU/turn %v", res.TurnsPerSecond(), res.CPUPerTurn())
-	}
-	if store == "redis" && o.commandTurns > 0 {
-		for _, kind := range []loadtest.Kind{loadtest.KindInstant, loadtest.KindTool} {
-			step("%s: counting commands over %d %s turns", store, o.commandTurns, kind)
-			streams := min(10, o.commandTurns)
-			c, err := env.CountCommands(ctx, kind, streams, o.commandTurns/streams)
-			if err != nil {
-				return err
-			}
-			rep.Commands = append(rep.Commands, c)
-		}
-	}
-	return nil
+	return env, nil
 }
 
 // startPerf records the server's CPU profile with call graphs for d.

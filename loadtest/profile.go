@@ -1,0 +1,105 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// profileClient has no timeout of its own: a CPU profile takes as long as
+// it was asked to; the context bounds it.
+var profileClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// fetchProfile saves the server's /debug/pprof/<name>?<query> as
+// ProfileDir/<store>-<label>.<name>.pprof.
+func (e *Env) fetchProfile(ctx context.Context, label, name, query string) error {
+	url := e.pprof + "/debug/pprof/" + name
+	if query != "" {
+		url += "?" + query
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("loadtest: profile: %w", err)
+	}
+	resp, err := profileClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("loadtest: %s profile of the %s server: %w", name, e.cfg.Store, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("loadtest: %s profile of the %s server: %s: %s", name, e.cfg.Store, resp.Status, b)
+	}
+	path := filepath.Join(e.cfg.ProfileDir, fmt.Sprintf("%s-%s.%s.pprof", e.cfg.Store, label, name))
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	_, err = io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("loadtest: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// cpuProfile starts a CPU profile of the server over d (whole seconds,
+// rounded up: the profile API's unit) and reports its end on the channel.
+func (e *Env) cpuProfile(ctx context.Context, label string, d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	secs := max(1, int((d+time.Second-1)/time.Second))
+	go func() { done <- e.fetchProfile(ctx, label, "profile", fmt.Sprintf("seconds=%d", secs)) }()
+	return done
+}
+
+// snapshotProfiles saves the server's heap and goroutine profiles; gc runs
+// a collection first, so that the heap profile shows what is live.
+func (e *Env) snapshotProfiles(ctx context.Context, label string, gc bool) error {
+	q := ""
+	if gc {
+		q = "gc=1"
+	}
+	return errors.Join(e.fetchProfile(ctx, label, "heap", q), e.fetchProfile(ctx, label, "goroutine", ""))
+}
+
+// RelayRequestFrom makes the relay's fixed model request (its RELAY_REQUEST)
+// from a model request the runtime sent: the same fields and system
+// messages, without the conversation (the relay adds the client's message)
+// and without "stream" (the relay sets it).
+func RelayRequestFrom(body []byte) ([]byte, error) {
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fmt.Errorf("loadtest: the runtime's model request: %w", err)
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(req["messages"], &msgs); err != nil {
+		return nil, fmt.Errorf("loadtest: the runtime's model request: messages: %w", err)
+	}
+	system := []json.RawMessage{}
+	for _, m := range msgs {
+		var role struct {
+			Role string `json:"role"`
+		}
+		if err := json.Unmarshal(m, &role); err != nil {
+			return nil, fmt.Errorf("loadtest: the runtime's model request: a message: %w", err)
+		}
+		if role.Role == "system" {
+			system = append(system, m)
+		}
+	}
+	b, err := json.Marshal(system)
+	if err != nil {
+		return nil, err
+	}
+	req["messages"] = b
+	delete(req, "stream")
+	return json.MarshalIndent(req, "", "  ")
+}
