@@ -135,7 +135,7 @@ const (
 type condition struct {
 	kind   condKind
 	msgIdx int    // for message conditions: its number in the memo
-	value  string // lower-cased for message_contains and message_starts_with
+	value  string // folded (foldString) for message_contains and message_starts_with
 	window int
 	re     *regexp.Regexp
 }
@@ -285,15 +285,17 @@ type evaluation struct {
 	message  string
 	messages int
 	history  []string
-	lower    string
-	lowered  bool
+	folded   string
+	isFolded bool
 }
 
-func (ev *evaluation) lowerMessage() string {
-	if !ev.lowered {
-		ev.lower, ev.lowered = strings.ToLower(ev.message), true
+// foldedMessage returns the message under simple case folding, computed
+// once per evaluation (see fold.go).
+func (ev *evaluation) foldedMessage() string {
+	if !ev.isFolded {
+		ev.folded, ev.isFolded = foldString(ev.message), true
 	}
-	return ev.lower
+	return ev.folded
 }
 
 func (ev *evaluation) passes(st *step) bool {
@@ -360,9 +362,9 @@ func (ev *evaluation) remember(word int, bit uint64, ok bool) {
 func (ev *evaluation) testMessage(c *condition) bool {
 	switch c.kind {
 	case condMessageContains:
-		return strings.Contains(ev.lowerMessage(), c.value)
+		return strings.Contains(ev.foldedMessage(), c.value)
 	case condMessageStartsWith:
-		return strings.HasPrefix(strings.TrimSpace(ev.lowerMessage()), c.value)
+		return strings.HasPrefix(strings.TrimSpace(ev.foldedMessage()), c.value)
 	case condMessageRegex:
 		return c.re.MatchString(ev.message)
 	}

@@ -107,6 +107,10 @@ func TestValidationWarnings(t *testing.T) {
 			`"B": conditions: this step can never win: the earlier step orchestration.steps[0] "A" has identical conditions`},
 		{"subset of conditions", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"message_contains","value":"Plan"}]},{"name":"B","conditions":[{"type":"tool_used","value":"think"},{"type":"message_contains","value":"plan"}]}`),
 			`"B": conditions: this step can never win: the earlier step orchestration.steps[0] "A" has a subset of these conditions`},
+		{"identical regexes up to case", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"message_regex","value":"^plan\\b"}]},{"name":"B","conditions":[{"type":"message_regex","value":"(?i)^PLAN\\b"}]}`),
+			`"B": conditions: this step can never win: the earlier step orchestration.steps[0] "A" has identical conditions`},
+		{"identical contains up to simple folding", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"message_contains","value":"ΟΔΟΣ"}]},{"name":"B","conditions":[{"type":"message_contains","value":"οδος"}]}`),
+			`"B": conditions: this step can never win: the earlier step orchestration.steps[0] "A" has identical conditions`},
 		{"tool not provided", tmpl(stdNodes+`, "pubmed_search"`, ``), `w.json: nodes[5]: tool "pubmed_search" is not provided by this runtime; it will not be offered to the model`},
 		{"allowed pattern matching nothing", tmpl(stdNodes, `{"name":"A","isDefault":true,"availableTools":{"allowed":["summ*"]}}`),
 			`w.json: orchestration.steps[0] "A": availableTools.allowed[0]: "summ*" matches none of the agent's tools`},
@@ -136,4 +140,28 @@ func lines(ds orchestration.Diagnostics) string {
 		out[i] = d.Severity.String() + ": " + d.String()
 	}
 	return strings.Join(out, "\n  ")
+}
+
+// TestShadowWarningTellsRegexesApart: the "can never win" check compares
+// regexes as the engine runs them. Lower-casing their source made ^\d+$ and
+// ^\D+$ (digits, non-digits) one condition; and "İ" is not "i" under simple
+// folding, for message_contains as for the regex.
+func TestShadowWarningTellsRegexesApart(t *testing.T) {
+	for _, pair := range [][2]string{
+		{`{"type":"message_regex","value":"^\\d+$"}`, `{"type":"message_regex","value":"^\\D+$"}`},
+		{`{"type":"message_regex","value":"\\bw\\b"}`, `{"type":"message_regex","value":"\\Bw\\B"}`},
+		{`{"type":"message_regex","value":"\\s"}`, `{"type":"message_regex","value":"\\S"}`},
+		{`{"type":"message_contains","value":"İstanbul"}`, `{"type":"message_contains","value":"istanbul"}`},
+	} {
+		json := tmpl(stdNodes, `{"name":"A","conditions":[`+pair[0]+`]},{"name":"B","conditions":[`+pair[1]+`]}`)
+		agent, ds := Load("w.json", []byte(json), Config{})
+		if agent == nil {
+			t.Fatalf("%s: %s", pair, lines(ds))
+		}
+		for _, d := range ds.Warnings() {
+			if strings.Contains(d.Message, "can never win") {
+				t.Errorf("%s vs %s: %s", pair[0], pair[1], d)
+			}
+		}
+	}
 }
