@@ -61,7 +61,22 @@ func TestValidationErrors(t *testing.T) {
 		{"negative maxSteps", `{"agentId":"t","name":"T","options":{"maxSteps":-1}}`, `cognitive.json: options.maxSteps: must not be negative, got -1`},
 		{"malformed JSON", "{\n  \"agentId\": \"t\",\n  \"name\": \"T\"\n  \"nodes\": []\n}", `cognitive.json: line 4, column 3: malformed JSON: invalid character '"' after object key:value pair`},
 		{"truncated JSON", "{\n  \"agentId\": \"t\",", `cognitive.json: line 2, column 17: malformed JSON: unexpected end of JSON input`},
-		{"wrong JSON type", "{\"agentId\": \"t\", \"name\": \"T\",\n \"nodes\": \"think\"}", `cognitive.json: line 2, column 17: nodes: expected []string, found a JSON string`},
+		{"wrong JSON type", "{\"agentId\": \"t\", \"name\": \"T\",\n \"nodes\": \"think\"}", `cognitive.json: line 2, column 11: nodes: expected []string, found a JSON string`},
+		{"wrongly typed window names the step", "{\"agentId\": \"t\", \"name\": \"T\", \"nodes\": [\"think\"], \"orchestration\": {\"steps\": [\n" +
+			`  {"name": "Start", "isDefault": true},` + "\n" +
+			`  {"name": "EvaluationMode", "conditions": [{"type": "tool_used", "value": "think"}, {"type": "not_recently_used", "value": "think", "window": "3"}]}` + "\n]}}",
+			`cognitive.json: line 3, column 144: orchestration.steps[1] "EvaluationMode": conditions[1].window: expected int, found a JSON string`},
+		{"wrongly typed allowed entry names the step", tmpl(stdNodes, `{"name":"A","isDefault":true,"availableTools":{"allowed":["think",3]}}`),
+			`orchestration.steps[0] "A": availableTools.allowed[1]: expected string, found a JSON number`},
+		{"wrongly typed step name", tmpl(stdNodes, `{"name":"A","isDefault":true},{"name":7}`),
+			`orchestration.steps[1]: name: expected string, found a JSON number`},
+		{"wrongly typed option", `{"agentId":"t","name":"T","options":{"historyLimit":"50"}}`,
+			`cognitive.json: line 1, column 53: options.historyLimit: expected int, found a JSON string`},
+		{"historyLimit zero", `{"agentId":"t","name":"T","options":{"historyLimit":0}}`,
+			`cognitive.json: options.historyLimit: must be a whole number from 1 to 10000 (how many tool uses a session remembers; default 100), got 0`},
+		{"historyLimit negative", `{"agentId":"t","name":"T","options":{"historyLimit":-5}}`, `options.historyLimit: must be a whole number from 1 to 10000`},
+		{"historyLimit too large", `{"agentId":"t","name":"T","options":{"historyLimit":10001}}`, `options.historyLimit: must be a whole number from 1 to 10000`},
+		{"historyLimit not whole", `{"agentId":"t","name":"T","options":{"historyLimit":2.5}}`, `options.historyLimit: expected int, found a JSON number 2.5`},
 		{"bad sequence entry", tmpl(stdNodes, `{"name":"A","isDefault":true,"sequence":[42]}`), `a sequence entry must be a tool name or a list of tool names`},
 	}
 	for _, tt := range tests {
@@ -163,5 +178,47 @@ func TestShadowWarningTellsRegexesApart(t *testing.T) {
 				t.Errorf("%s vs %s: %s", pair[0], pair[1], d)
 			}
 		}
+	}
+}
+
+// TestHistoryLimit: options.historyLimit sets how many tool uses the
+// orchestration remembers, per template; without it the runtime's default.
+func TestHistoryLimit(t *testing.T) {
+	for _, tt := range []struct {
+		options string
+		cfg     Config
+		want    int
+	}{
+		{``, Config{}, orchestration.DefaultHistoryLimit},
+		{`"options": {"historyLimit": 3},`, Config{}, 3},
+		{`"options": {"historyLimit": 10000},`, Config{}, 10000},
+		{``, Config{HistoryLimit: 7}, 7},
+		{`"options": {"historyLimit": 3},`, Config{HistoryLimit: 7}, 3},
+	} {
+		data := `{"agentId": "t", "name": "T", ` + tt.options + ` "nodes": ["think", "search"]}`
+		agent, ds := Load("h.json", []byte(data), tt.cfg)
+		if agent == nil {
+			t.Fatalf("%s: %s", data, lines(ds))
+		}
+		if got := agent.Engine.HistoryLimit(); got != tt.want {
+			t.Errorf("%s with %+v: history limit %d, want %d", data, tt.cfg, got, tt.want)
+		}
+		if tt.want > orchestration.DefaultHistoryLimit {
+			continue // the limit is set; filling 10,000 entries proves nothing more
+		}
+		e := agent.Engine
+		s, _ := e.Apply(orchestration.State{}, orchestration.UserMessage("go"))
+		for range tt.want + 2 {
+			s, _ = e.Apply(s, orchestration.ToolUsed("think"))
+		}
+		if len(s.RecentlyUsedTools) != tt.want {
+			t.Errorf("%s: the history keeps %d tool uses, want %d", data, len(s.RecentlyUsedTools), tt.want)
+		}
+	}
+	// The option survives a round trip.
+	agent, _ := Load("h.json", []byte(`{"agentId": "t", "name": "T", "options": {"historyLimit": 3, "other": true}}`), Config{})
+	out, err := agent.Template.MarshalJSON()
+	if err != nil || !strings.Contains(string(out), `"historyLimit":3`) || !strings.Contains(string(out), `"other":true`) {
+		t.Fatalf("round trip: %s, %v", out, err)
 	}
 }
