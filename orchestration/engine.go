@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
@@ -375,7 +376,28 @@ func (c *condition) isMessage() bool {
 	return c.kind == condMessageContains || c.kind == condMessageStartsWith || c.kind == condMessageRegex
 }
 
+// Refusal is the message the model receives when it called tool in state s
+// while offered were the tools it might use (nil: none, as in a turn's last
+// model call): it names the step, its sequence and the position reached, and
+// the tools that may be used. Apply uses it for the tools of Offer(s);
+// callers that offered fewer tools for a model call use it directly, so
+// that every refusal the model reads says the same things.
+func (e *Engine) Refusal(s State, tool string, offered []string) string {
+	return e.refusal(s, tool, offered)
+}
+
+// maxNameInRefusal bounds the echo of a model-chosen tool name: a model can
+// invent names of any length, and the refusal goes back into the history.
+const maxNameInRefusal = 64
+
 func (e *Engine) refusal(s State, tool string, offered []string) string {
+	if len(tool) > maxNameInRefusal {
+		cut := maxNameInRefusal
+		for cut > 0 && !utf8.RuneStart(tool[cut]) {
+			cut--
+		}
+		tool = tool[:cut] + "…"
+	}
 	var b strings.Builder
 	if s.ActiveStep == "" {
 		fmt.Fprintf(&b, "tool %q is not available to this agent", tool)

@@ -37,7 +37,7 @@ func (m *model) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.
 				return
 			}
 			st := base
-			emitted, stopped, cerr := m.attempt(ctx, &st, msgs, opts, req.Tools, yield)
+			emitted, stopped, cerr := m.attempt(ctx, &st, msgs, opts, yield)
 			if stopped || cerr == nil {
 				return
 			}
@@ -78,7 +78,7 @@ func (m *model) backoff(attempt int, retryAfter time.Duration) (time.Duration, b
 // attempt sends the request once and streams the answer. emitted says
 // whether anything was yielded, stopped whether the consumer stopped.
 func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageContent, opts []llms.CallOption,
-	tools []chat.ToolSpec, yield func(chat.Event, error) bool) (emitted, stopped bool, cerr *callError) {
+	yield func(chat.Event, error) bool) (emitted, stopped bool, cerr *callError) {
 	_, lerr := m.llm.GenerateContent(withState(ctx, st), msgs, opts...)
 	if st.body != nil {
 		defer st.body.Close()
@@ -102,7 +102,7 @@ func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageC
 		return false, false, m.fail(CodeProviderError, false, "the provider sent no response")
 	}
 
-	p := &parser{m: m, tools: tools, yield: yield}
+	p := &parser{m: m, yield: yield}
 	body := io.Reader(st.body)
 	var idle *idleReader
 	if m.cfg.IdleTimeout > 0 {
