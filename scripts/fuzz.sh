@@ -36,6 +36,7 @@ targets=(
 	"./llmorch/mockllm FuzzDecodeRequest 20000"
 	"./llmorch/offline FuzzArguments 3000"
 	"./tools FuzzExecuteArguments 20000"
+	"./transcript FuzzParse 10000"
 	"./cmd/server FuzzParseConfigFile 3000"
 )
 

@@ -126,6 +126,43 @@ func Locate(data []byte, typ *json.UnmarshalTypeError) (Path, int64, bool) {
 	return found, start, start >= 0
 }
 
+// Find returns the offset where the value at path p starts, for messages
+// about a value that decoded well but is wrong (a missing field's object, an
+// empty list). Paths are compared by their elements.
+func Find(data []byte, p Path) (int64, bool) {
+	start := int64(-1)
+	walk(data, func(q Path, _ string, at int64) bool {
+		if slices.Equal(p, q) {
+			start = at
+			return false
+		}
+		return true
+	})
+	return start, start >= 0
+}
+
+// At renders "line L, column C: path" for the value at p, or the path alone
+// when data has no such value.
+func At(data []byte, p Path) string {
+	if off, ok := Find(data, p); ok {
+		line, col := Position(data, off+1)
+		if len(p) == 0 {
+			return fmt.Sprintf("line %d, column %d", line, col)
+		}
+		return fmt.Sprintf("line %d, column %d: %s", line, col, p)
+	}
+	if len(p) == 0 {
+		return "(top level)"
+	}
+	return p.String()
+}
+
+// Key and Index build paths: Path{Key("turns"), Index(2)}.
+func Key(k string) Elem { return Elem{Key: k, Index: -1} }
+
+// Index is an array element of a Path.
+func Index(i int) Elem { return Elem{Index: i} }
+
 // walk calls visit for every value of data in document order with its path,
 // its kind ("object", "array", "string", "number", "bool", "null") and the
 // offset of its first byte, until visit returns false or data ends (or is

@@ -89,3 +89,16 @@ func TestLocateWalksEveryKind(t *testing.T) {
 		t.Fatalf("walk visited\n  %s\nwant\n  %s", strings.Join(got, " "), want)
 	}
 }
+
+func TestAt(t *testing.T) {
+	data := []byte("{\"turns\": [\n  {\"user\": \"a\"},\n  {\"user\": \"\"}\n]}")
+	if got, want := At(data, Path{Key("turns"), Index(1), Key("user")}), "line 3, column 12: turns[1].user"; got != want {
+		t.Errorf("At = %q, want %q", got, want)
+	}
+	if got, want := At(data, Path{Key("turns"), Index(5)}), "turns[5]"; got != want {
+		t.Errorf("At of a missing value = %q, want %q", got, want)
+	}
+	if got, want := At(data, nil), "line 1, column 1"; got != want {
+		t.Errorf("At of the top = %q, want %q", got, want)
+	}
+}
