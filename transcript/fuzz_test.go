@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// FuzzParse feeds arbitrary bytes to the transcript parser: it must never
-// panic, and what it accepts must hold what Run relies on (an agent, turns
+// FuzzParse feeds arbitrary bytes to the transcript parser and to the
+// answers parser of mockllm --script: they must never panic, and what it accepts must hold what Run relies on (an agent, turns
 // with a message and answers, calls with names and object arguments).
 func FuzzParse(f *testing.F) {
 	for _, glob := range []string{"../templates/*/tests/*.json", "testdata/*.json", "testdata/agentdock/tests/*.json"} {
@@ -20,7 +20,11 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(`{"agent":"a","turns":[{"user":"u","model":[{"toolCalls":[{"name":"x","arguments":{}}]}],"toolResults":{"x":{"error":"e"}},"expect":{"activeStep":null,"offered":[[]]}}]}`))
 	f.Add([]byte(`{"template":"t","turns":[{"user":"u","model":[{"text":"t","usage":{"prompt":1,"completion":2}}]}]}`))
+	f.Add([]byte(`[{"text":"a"},{"toolCalls":[{"id":"c","name":"x"}]}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if answers, err := ParseAnswers("fuzz.json", data); err == nil && len(answers) == 0 {
+			t.Fatal("accepted a script without answers")
+		}
 		tr, err := Parse("fuzz.json", data)
 		if err != nil {
 			if err.Error() == "" {

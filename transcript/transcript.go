@@ -237,30 +237,7 @@ func Parse(file string, data []byte) (*Transcript, error) {
 		if len(t.Model) == 0 {
 			bad(at(key("model")), "a turn needs the model's answer to every model call it makes, at least one")
 		}
-		for k, a := range t.Model {
-			if a.Text == "" && len(a.ToolCalls) == 0 {
-				bad(at(key("model"), idx(k)), `an answer needs "text", "toolCalls" or both`)
-			}
-			if a.Usage != nil && (a.Usage.Prompt < 0 || a.Usage.Completion < 0) {
-				bad(at(key("model"), idx(k), key("usage")), "token counts must not be negative")
-			}
-			ids := map[string]bool{}
-			for c, call := range a.ToolCalls {
-				cp := at(key("model"), idx(k), key("toolCalls"), idx(c))
-				if call.Name == "" {
-					bad(cp, "a tool call needs the tool's name")
-				}
-				if call.ID != "" {
-					if ids[call.ID] {
-						bad(append(cp, key("id")), "call ID %q is used twice in this answer", call.ID)
-					}
-					ids[call.ID] = true
-				}
-				if args := bytes.TrimSpace(call.Arguments); len(args) > 0 && args[0] != '{' {
-					bad(append(cp, key("arguments")), "arguments must be a JSON object")
-				}
-			}
-		}
+		checkAnswers(t.Model, at(key("model")), bad)
 		for name := range t.ToolResults {
 			if name == "" {
 				bad(at(key("toolResults")), "a stand-in needs the tool's name")
@@ -275,6 +252,110 @@ func Parse(file string, data []byte) (*Transcript, error) {
 		return nil, &Error{File: file, Err: errors.New(strings.Join(problems, "; "))}
 	}
 	return &tr, nil
+}
+
+// checkAnswers reports the problems of answers, the value at path p.
+func checkAnswers(answers []Answer, p jsonpos.Path, bad func(jsonpos.Path, string, ...any)) {
+	key, idx := jsonpos.Key, jsonpos.Index
+	at := func(more ...jsonpos.Elem) jsonpos.Path { return append(p[:len(p):len(p)], more...) }
+	for k, a := range answers {
+		if a.Text == "" && len(a.ToolCalls) == 0 {
+			bad(at(idx(k)), `an answer needs "text", "toolCalls" or both`)
+		}
+		if a.Usage != nil && (a.Usage.Prompt < 0 || a.Usage.Completion < 0) {
+			bad(at(idx(k), key("usage")), "token counts must not be negative")
+		}
+		ids := map[string]bool{}
+		for c, call := range a.ToolCalls {
+			cp := at(idx(k), key("toolCalls"), idx(c))
+			if call.Name == "" {
+				bad(cp, "a tool call needs the tool's name")
+			}
+			if call.ID != "" {
+				if ids[call.ID] {
+					bad(append(cp, key("id")), "call ID %q is used twice in this answer", call.ID)
+				}
+				ids[call.ID] = true
+			}
+			if args := bytes.TrimSpace(call.Arguments); len(args) > 0 && args[0] != '{' {
+				bad(append(cp, key("arguments")), "arguments must be a JSON object")
+			}
+		}
+	}
+}
+
+// LoadAnswers reads the model answers of a file for `agentdock mockllm
+// --script`; see ParseAnswers.
+func LoadAnswers(file string) ([]Answer, error) {
+	info, err := os.Stat(file)
+	if err != nil {
+		return nil, &Error{File: file, Err: err}
+	}
+	if info.Size() > MaxFileSize {
+		return nil, &Error{File: file, Err: fmt.Errorf("file is larger than %d bytes", MaxFileSize)}
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, &Error{File: file, Err: err}
+	}
+	return ParseAnswers(file, data)
+}
+
+// ParseAnswers reads model answers, in the order a model would give them:
+// from a transcript (every turn's "model" answers, turn after turn), from
+// {"model": [answers]}, or from a bare list of answers. Errors are located
+// as Parse's are.
+func ParseAnswers(file string, data []byte) ([]Answer, error) {
+	trimmed := bytes.TrimSpace(data)
+	var answers []Answer
+	var root jsonpos.Path
+	switch {
+	case len(trimmed) > 0 && trimmed[0] == '[':
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&answers); err != nil {
+			return nil, &Error{File: file, Err: errors.New(jsonpos.Describe(data, err, dec.InputOffset()))}
+		}
+	default:
+		var probe map[string]json.RawMessage
+		if err := json.Unmarshal(data, &probe); err != nil {
+			return nil, &Error{File: file, Err: errors.New(jsonpos.Describe(data, err, -1))}
+		}
+		_, hasModel := probe["model"]
+		if _, ok := probe["turns"]; !ok && !hasModel {
+			return nil, &Error{File: file, Err: fmt.Errorf(`%s: no model answers here: want a transcript (with "turns"), {"model": [answers]} or a list of answers`, jsonpos.At(data, nil))}
+		}
+		if _, ok := probe["turns"]; ok {
+			tr, err := Parse(file, data)
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range tr.Turns {
+				answers = append(answers, t.Model...)
+			}
+			return answers, nil
+		}
+		var doc struct {
+			Model []Answer `json:"model"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&doc); err != nil {
+			return nil, &Error{File: file, Err: errors.New(jsonpos.Describe(data, err, dec.InputOffset()))}
+		}
+		answers, root = doc.Model, jsonpos.Path{jsonpos.Key("model")}
+	}
+	var problems []string
+	if len(answers) == 0 {
+		problems = append(problems, jsonpos.At(data, root)+`: no answers: give a list of answers, {"model": [answers]} or a transcript`)
+	}
+	checkAnswers(answers, root, func(p jsonpos.Path, format string, args ...any) {
+		problems = append(problems, jsonpos.At(data, p)+": "+fmt.Sprintf(format, args...))
+	})
+	if len(problems) > 0 {
+		return nil, &Error{File: file, Err: errors.New(strings.Join(problems, "; "))}
+	}
+	return answers, nil
 }
 
 // DisplayName is the transcript's name, or its file's base name.

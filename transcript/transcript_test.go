@@ -289,3 +289,32 @@ func TestFiles(t *testing.T) {
 		t.Errorf("a directory without transcripts: %v", err)
 	}
 }
+
+func TestParseAnswers(t *testing.T) {
+	for _, tt := range []struct {
+		name, json string
+		want       int
+	}{
+		{"a list", `[{"text": "a"}, {"toolCalls": [{"name": "think"}]}]`, 2},
+		{"an object", `{"model": [{"text": "a"}]}`, 1},
+		{"a transcript", `{"agent": "planner", "turns": [{"user": "u", "model": [{"text": "a"}, {"text": "b"}]}, {"user": "v", "model": [{"text": "c"}]}]}`, 3},
+	} {
+		answers, err := ParseAnswers("a.json", []byte(tt.json))
+		if err != nil || len(answers) != tt.want {
+			t.Errorf("%s: %d answers, %v; want %d", tt.name, len(answers), err, tt.want)
+		}
+	}
+	for _, tt := range []struct{ name, json, want string }{
+		{"empty list", `[]`, `line 1, column 1: no answers`},
+		{"empty answer", "[\n  {}\n]", `line 2, column 3: [0]: an answer needs "text", "toolCalls" or both`},
+		{"unknown field", `{"model": [{"txt": "a"}]}`, `unknown field "txt"`},
+		{"neither", `{"events": []}`, `no model answers here`},
+		{"bad transcript", `{"turns": []}`, `a transcript needs "template"`},
+		{"syntax", `[{"text": }]`, `line 1, column 11: malformed JSON`},
+	} {
+		_, err := ParseAnswers("a.json", []byte(tt.json))
+		if err == nil || !strings.HasPrefix(err.Error(), "a.json: ") || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tt.name, err, tt.want)
+		}
+	}
+}

@@ -26,7 +26,7 @@ func commands() []command {
 		{"validate", "check templates: validate PATH... (files or directories)", runValidate},
 		{"simulate", "play orchestration scenarios: simulate [--store URL] SCENARIO...", runSimulate},
 		{"test", "play template transcripts through the turn loop with scripted model answers: test PATH...", runTest},
-		{"mockllm", "serve a mock OpenAI/Anthropic-compatible model for tests and load: mockllm [--addr ADDR] [--ttft D] [--inter-token D] [--chunks N]", mockllmCommand},
+		{"mockllm", "serve a mock OpenAI/Anthropic-compatible model for load tests, or scripted answers: mockllm [--addr ADDR] [--ttft D] [--inter-token D] [--chunks N | --script FILE]", mockllmCommand},
 		{"healthcheck", "ask a running server's /healthz (for container health checks)", runHealthcheck},
 	}
 }
