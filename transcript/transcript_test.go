@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -316,5 +317,36 @@ func TestParseAnswers(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), "a.json: ") || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want it to contain %q", tt.name, err, tt.want)
 		}
+	}
+}
+
+// TestDocsExample plays the Cognitive Reasoner transcript of
+// docs/testing.md, as if it were in the template's tests folder, so that
+// the documentation cannot drift from what the runtime does.
+func TestDocsExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/testing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```json\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || block == "" {
+		t.Fatal("docs/testing.md has no json block")
+	}
+	tr, err := Parse("../templates/cognitive-reasoner/tests/docs-example.json", []byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed() {
+		var b strings.Builder
+		rep.Print(&b)
+		t.Fatalf("%s\n%s", strings.Join(rep.Mismatches(), "\n"), b.String())
+	}
+	if n := len(rep.Turns[0].Refused); n != 1 {
+		t.Fatalf("the example's refusal did not happen: %d refusals", n)
 	}
 }

@@ -54,3 +54,13 @@ func TestTestCommandAgentDock(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 }
+
+// TestValidateNamesTheStepOfATypedField: a field of the wrong JSON type is
+// reported with its step, as other step errors are.
+func TestValidateNamesTheStepOfATypedField(t *testing.T) {
+	code, out := run("validate", "testdata/typed-field.json")
+	want := `testdata/typed-field.json: line 9, column 84: orchestration.steps[1] "EvaluationMode": conditions[0].window: expected int, found a JSON string`
+	if code != 1 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, want 1 and\n  %s\ngot\n%s", code, want, out)
+	}
+}
