@@ -4,16 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"slices"
 	"strings"
 	"testing"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
 )
@@ -214,4 +219,56 @@ func newFixtureModel(t *testing.T, model llmorch.Model) *fixture {
 		t.Fatal(err)
 	}
 	return &fixture{svc: svc, store: store, eng: a.Engine, id: session.NewID()}
+}
+
+// TestInventedToolStaysOutOfMetrics: a call the provider no longer refuses
+// on its own (a tool the model invented) is refused by the orchestration,
+// and its name is kept out of the metrics' labels, as before.
+func TestInventedToolStaysOutOfMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{ServiceName: "test", MetricReaders: []sdkmetric.Reader{reader}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	a, ds := template.Load("t.json", []byte(orchestrated), template.Config{Provided: tools.BuiltinNames()})
+	if a == nil {
+		t.Fatal(ds.Err())
+	}
+	reg, err := tools.Builtin(tools.BuiltinConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := session.NewMemory(session.Config{})
+	t.Cleanup(func() { store.Close() })
+	model := &callsModel{replies: [][]chat.ToolCall{{
+		{ID: "c1", Name: "rm_rf_everything_now", Arguments: json.RawMessage(`{}`)},
+		{ID: "c2", Name: "debate", Arguments: json.RawMessage(`{"topic":"t","perspectives":"p"}`)},
+	}}}
+	svc, err := llmorch.NewService(llmorch.ServiceConfig{Template: a.Template, Engine: a.Engine, Store: store, Model: model, Tools: reg, Telemetry: tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{svc: svc, store: store, eng: a.Engine, id: session.NewID()}
+	collect(f.svc.StreamWithOrchestration(context.Background(), f.start(t, "please evaluate this")))
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var counts []string
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "agentdock.tool.refused" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				name, _ := dp.Attributes.Value("gen_ai.tool.name")
+				counts = append(counts, fmt.Sprintf("%s=%d", name.AsString(), dp.Value))
+			}
+		}
+	}
+	slices.Sort(counts)
+	if want := []string{"_OTHER=1", "debate=1"}; !slices.Equal(counts, want) {
+		t.Fatalf("refused-tool counts %v, want %v", counts, want)
+	}
 }
