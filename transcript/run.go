@@ -42,7 +42,7 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 	if err != nil {
 		return nil, &Error{File: tr.File, Err: err}
 	}
-	loaded, err := tr.load(base.Names())
+	loaded, err := load(tr, base.Names())
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 }
 
 // load loads the transcript's agent: its template file, or a shipped agent.
-func (tr *Transcript) load(provided []string) (*template.Agent, error) {
+func load(tr *Transcript, provided []string) (*template.Agent, error) {
 	cfg := template.Config{Provided: provided}
 	var results []template.Result
 	var err error

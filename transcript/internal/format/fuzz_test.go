@@ -1,4 +1,4 @@
-package transcript
+package format
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 // answers parser of mockllm --script: they must never panic, and what it accepts must hold what Run relies on (an agent, turns
 // with a message and answers, calls with names and object arguments).
 func FuzzParse(f *testing.F) {
-	for _, glob := range []string{"../templates/*/tests/*.json", "testdata/*.json", "testdata/agentdock/tests/*.json"} {
+	for _, glob := range []string{"../../../templates/*/tests/*.json", "../../testdata/*.json", "../../testdata/agentdock/tests/*.json"} {
 		paths, _ := filepath.Glob(glob)
 		for _, p := range paths {
 			if data, err := os.ReadFile(p); err == nil {
