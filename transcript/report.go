@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/orchestration"
 )
 
@@ -50,6 +51,10 @@ type Call struct {
 	SequenceIndex int
 	// Answered is false for a call the transcript had no answer for.
 	Answered bool
+	// Request is the request the model got: the system prompt, the
+	// conversation (with the results and refusals of earlier calls), the
+	// tools.
+	Request llmorch.Request
 }
 
 // Refusal is a call the orchestration refused, after model call Call.

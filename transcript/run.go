@@ -229,7 +229,7 @@ func (m *scripted) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[ch
 	return func(yield func(chat.Event, error) bool) {
 		m.mu.Lock()
 		n := len(m.calls)
-		call := Call{Offered: make([]string, len(req.Tools))}
+		call := Call{Offered: make([]string, len(req.Tools)), Request: req}
 		for i, t := range req.Tools {
 			call.Offered[i] = t.Name
 		}

@@ -346,7 +346,15 @@ func TestDocsExample(t *testing.T) {
 		rep.Print(&b)
 		t.Fatalf("%s\n%s", strings.Join(rep.Mismatches(), "\n"), b.String())
 	}
-	if n := len(rep.Turns[0].Refused); n != 1 {
+	turn := rep.Turns[0]
+	if n := len(turn.Refused); n != 1 {
 		t.Fatalf("the example's refusal did not happen: %d refusals", n)
+	}
+	// The model read the orchestration's refusal in its next request.
+	msgs := turn.Calls[2].Request.Messages
+	last := msgs[len(msgs)-1]
+	want := `Refused: tool "reflect" is not available in step "EvaluationMode", which requires the sequence critique -> debate -> reflect and is at position 2; tools you may use now: debate.`
+	if last.Role != "tool" || last.Content != want {
+		t.Fatalf("the third model call's last message: %+v\nwant the refusal %q", last, want)
 	}
 }
