@@ -84,26 +84,36 @@ func foldRune(r rune) rune {
 
 // foldString maps every rune of s to its orbit's representative. It returns
 // s itself, without allocating, when nothing changes (lower-case ASCII, the
-// common message).
+// common message), and lower-cases other ASCII text in one pass and one
+// allocation, as strings.ToLower does.
 func foldString(s string) string {
-	ascii, upper := true, false
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i < len(s); i++ {
 		c := s[i]
 		if c >= utf8.RuneSelf {
-			ascii = false
-			break
+			return foldUnicode(s)
 		}
 		if 'A' <= c && c <= 'Z' {
-			upper = true
+			break
 		}
 	}
-	if ascii {
-		if !upper {
-			return s
-		}
-		return strings.ToLower(s) // one allocation for ASCII text
+	if i == len(s) {
+		return s
 	}
-	return foldUnicode(s)
+	var b strings.Builder
+	b.Grow(len(s))
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return foldUnicode(s)
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // foldTableSize covers Latin-1, Latin Extended, IPA, Greek and Cyrillic,
