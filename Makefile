@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/agentdock
 PKGS    := ./...
 # Packages with goroutines of their own: tested again under the race detector.
-RACE    := ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./telemetry/...
+RACE    := ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./telemetry/... ./transcript/...
 FUZZTIME ?= 60s
 
 .PHONY: all build run test test-go test-race test-sim test-e2e mcp-servers bench bench-go bench-load bench-soak bench-quick lint fuzz fuzz-short docker-check faults clean
@@ -34,14 +34,19 @@ mcp-servers:
 	@if command -v npm >/dev/null; then cd tools/mcp/testdata/servers && npm ci --no-audit --no-fund --loglevel=error; \
 	else echo "npm not found: the MCP tests will skip (see tools/mcp/testdata/servers)"; fi
 
-# The acceptance commands of the orchestration contract, through the binary.
+# The acceptance commands of the orchestration contract, through the binary,
+# and the templates' transcripts (docs/testing.md): the shipped templates'
+# in templates/*/tests, AgentDock's (which reference ../shared) in
+# transcript/testdata/agentdock.
 test-sim: build
 	@if [ -d ../shared/spec/scenarios ]; then \
 		./$(BIN) simulate -q ../shared/spec/scenarios/*.json scenario/testdata/*.json && \
-		./$(BIN) validate -q ../shared/fixtures/agentdock-templates/*/template.json templates/; \
+		./$(BIN) validate -q ../shared/fixtures/agentdock-templates/*/template.json templates/ && \
+		./$(BIN) test -q templates/ transcript/testdata/agentdock; \
 	elif [ "$$CI" = true ]; then echo "../shared is required in CI" >&2; exit 1; \
-	else echo "skipping simulate/validate of ../shared: not beside the project"; \
-		./$(BIN) simulate -q scenario/testdata/*.json && ./$(BIN) validate -q templates/; fi
+	else echo "skipping simulate/validate/test of ../shared: not beside the project"; \
+		./$(BIN) simulate -q scenario/testdata/*.json && ./$(BIN) validate -q templates/ && \
+		./$(BIN) test -q templates/; fi
 
 test-e2e: build
 	@if [ -f e2e/package.json ]; then cd e2e && npm ci --no-audit --no-fund --loglevel=error && AGENTDOCK_BIN=../$(BIN) node --test; fi
@@ -82,7 +87,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-# Every fuzz target (template JSON, scenario files, chat request bodies,
+# Every fuzz target (template JSON, scenario files, transcripts, chat request bodies,
 # Last-Event-ID values, provider streams, tool arguments, config files) for
 # FUZZTIME each; fuzz-short, part of make test, gives each a fixed number of
 # inputs instead (scripts/fuzz.sh says why).

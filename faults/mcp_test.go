@@ -304,7 +304,7 @@ func TestMCPToolsThroughServe(t *testing.T) {
 		t.Errorf("refusal: %s", dataOf(refusals))
 	}
 	view, _, _ := getSession(t, p.URL(), "mcp-session-1")
-	if !slices.Equal(view.State.RecentlyUsedTools, []string{"local__echo", "web__get-sum"}) {
+	if !view.State.RecentlyUsedTools.Equal("local__echo", "web__get-sum") {
 		t.Errorf("recently used %v", view.State.RecentlyUsedTools)
 	}
 

@@ -148,7 +148,7 @@ func TestToolCallsPerAnswer(t *testing.T) {
 		t.Fatalf("refusal %+v", r)
 	}
 	sess, _ := store.Get(context.Background(), "calls-session")
-	if n := len(sess.State.RecentlyUsedTools); n != 4 {
+	if n := sess.State.RecentlyUsedTools.Len(); n != 4 {
 		t.Fatalf("recorded %d tools, want 4", n)
 	}
 	msgs, _ := store.Messages(context.Background(), "calls-session", 0)
@@ -213,7 +213,7 @@ func TestOutputBudgetToolArguments(t *testing.T) {
 		t.Fatalf("limits %+v", l)
 	}
 	sess, _ := store.Get(context.Background(), "args-session")
-	if len(sess.State.RecentlyUsedTools) != 0 {
+	if sess.State.RecentlyUsedTools.Len() != 0 {
 		t.Fatalf("recorded %v", sess.State.RecentlyUsedTools)
 	}
 }

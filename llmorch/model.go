@@ -14,7 +14,9 @@ import (
 type Model interface {
 	// Stream runs one model call. It yields, in order: text deltas
 	// (chat.KindTextDelta), complete and validated tool calls
-	// (chat.KindToolCall: known name, ID present, arguments a JSON object),
+	// (chat.KindToolCall: a name, an ID, arguments a JSON object; the name
+	// may be one req.Tools does not offer, which the orchestration then
+	// refuses with the reason the model needs),
 	// at most one chat.KindUsage, and nothing after an error. A call the
 	// model made that cannot be valid comes as chat.KindError with both
 	// Error (the message for the model) and ToolCall set; it is never

@@ -199,6 +199,7 @@ type run struct {
 	calls     int    // model calls so far
 	callStep  string // the active step at the latest model call
 	output    int    // bytes of text and tool arguments the model streamed
+	noTools   bool   // the latest model call offered no tools (the final answer)
 }
 
 var errStopped = errors.New("consumer stopped")
@@ -246,6 +247,7 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	avail := r.available()
 	offer := cfg.Engine.OfferNow(r.state, avail)
 	snap := r.snapshot(avail)
+	r.noTools = final
 	if final {
 		snap.OfferedTools = nil
 		offer.Tools = nil
@@ -492,8 +494,8 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 			Call:          call,
 			ActiveStep:    r.state.ActiveStep,
 			SequenceIndex: r.state.SequenceIndex,
-			// Only an invalid call can name a tool the runtime lacks.
-			UnknownTool: bad && len(cfg.Tools.Specs([]string{call.Name})) == 0,
+			// A name the model invented stays out of metric labels.
+			UnknownTool: !slices.Contains(cfg.Engine.Tools(), call.Name),
 		})
 	}
 	var out toolOutcome
@@ -507,12 +509,21 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 }
 
 // runTool executes one call if the orchestration offers it now, and records
-// it when the tool ran, whether it succeeded or failed (a web search without
-// a backend still completes its place in a sequence; the model reads the
-// error). A refused call, or one that never reached the tool (invalid
-// arguments), is not recorded, so the model can correct it.
+// it when the tool ran, whether it succeeded or failed: the contract appends
+// every executed tool, and a tool that ran and failed was executed (a web
+// search without a backend still completes its place in a sequence; the
+// model reads the error). A refused call, or one that never reached the tool
+// (unknown tool, invalid arguments), is not recorded, so the model can
+// correct it. Every refusal is the orchestration's, whoever noticed the
+// call was not offered: it names the step, the sequence position and the
+// tools the model may use.
 func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	cfg := r.s.cfg
+	if r.noTools {
+		// The final answer's call offered nothing; the state may offer more.
+		reason := cfg.Engine.Refusal(r.state, call.Name, nil) + " (this turn has used its model calls: answer with what you have)"
+		return toolOutcome{result: refused(call, reason), refused: true}
+	}
 	avail := r.available()
 	if !slices.Contains(cfg.Engine.OfferNow(r.state, avail).Tools, call.Name) {
 		_, d := cfg.Engine.Apply(r.state, orchestration.ToolUsedNow(call.Name, avail))

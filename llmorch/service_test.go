@@ -406,7 +406,7 @@ func TestUnavailableToolsNeverOffered(t *testing.T) {
 		t.Fatalf("results %+v", results)
 	}
 	sess, _ := f.store.Get(context.Background(), f.id)
-	if !slices.Equal(sess.State.RecentlyUsedTools, []string{"reflect"}) || sess.State.SequenceIndex != 0 {
+	if !sess.State.RecentlyUsedTools.Equal("reflect") || sess.State.SequenceIndex != 0 {
 		t.Errorf("state %+v", sess.State)
 	}
 }

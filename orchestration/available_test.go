@@ -58,7 +58,7 @@ func TestOfferNow(t *testing.T) {
 	// The fallback tool advances nothing but is recorded; the sequence
 	// waits for its tool.
 	s, d := e.Apply(research, ToolUsedNow("think", down))
-	if d.Refused || s.SequenceIndex != 0 || !slices.Equal(s.RecentlyUsedTools, []string{"think"}) {
+	if d.Refused || s.SequenceIndex != 0 || !s.RecentlyUsedTools.Equal("think") {
 		t.Errorf("fallback use: %+v %+v", s, d)
 	}
 	_, d = e.Apply(research, ToolUsedNow("gh__search", down))

@@ -106,3 +106,36 @@ func BenchmarkApplyTool(b *testing.B) {
 		_ = e.Offer(s)
 	}
 }
+
+// BenchmarkApplyMessageText measures the pure engine choosing a step by
+// message_contains and message_starts_with conditions (case-insensitive by
+// Unicode simple folding): every step's conditions are evaluated, the
+// message is folded once.
+func BenchmarkApplyMessageText(b *testing.B) {
+	tools := []string{"search", "think", "reflect", "compare", "critique", "brainstorm", "debate"}
+	step := func(name, typ, value string) orchestration.Step {
+		return orchestration.Step{Name: name, Conditions: []orchestration.Condition{{Type: typ, Value: value}},
+			AvailableTools: &orchestration.ToolFilter{Allowed: []string{"search"}}}
+	}
+	e := orchestration.MustNew(&orchestration.Spec{Steps: []orchestration.Step{
+		step("Research", orchestration.CondMessageContains, "Research"),
+		step("Quick", orchestration.CondMessageStartsWith, "quick"),
+		step("Deep", orchestration.CondMessageContains, "deep dive"),
+		step("Greek", orchestration.CondMessageContains, "οδος"),
+		step("Compare", orchestration.CondMessageContains, "versus"),
+		step("Plan", orchestration.CondMessageStartsWith, "/plan"),
+		{Name: "Default", IsDefault: true},
+	}}, orchestration.Config{Tools: tools})
+	for _, tc := range []struct{ name, msg string }{
+		{"ascii", "Could you compare the latest electric cars versus hybrids for a family of four?"},
+		{"unicode", "Ποιος είναι ο καλύτερος δρόμος; Compare the routes through the ΟΔΟΣ Ερμού versus the metro."},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s, _ := e.Apply(orchestration.State{}, orchestration.UserMessage(tc.msg))
+				_ = e.Offer(s)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package orchestration
 import (
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"sort"
 	"strings"
@@ -213,11 +214,11 @@ func compileCondition(c Condition, path string, d *diagnoser) (condition, bool) 
 	case CondMessageContains:
 		cond.kind = condMessageContains
 		needValue()
-		cond.value = strings.ToLower(c.Value)
+		cond.value = foldString(c.Value)
 	case CondMessageStartsWith:
 		cond.kind = condMessageStartsWith
 		needValue()
-		cond.value = strings.ToLower(c.Value)
+		cond.value = foldString(c.Value)
 	case CondMessageRegex:
 		cond.kind = condMessageRegex
 		needValue()
@@ -273,8 +274,10 @@ func (e *Engine) warnShadowed(spec *Spec, d *diagnoser) {
 		for _, c := range s.Conditions {
 			key := c.Type + "\x00" + c.Value
 			switch c.Type {
-			case CondMessageContains, CondMessageStartsWith, CondMessageRegex:
-				key = c.Type + "\x00" + strings.ToLower(c.Value)
+			case CondMessageContains, CondMessageStartsWith:
+				key = c.Type + "\x00" + foldString(c.Value)
+			case CondMessageRegex:
+				key = c.Type + "\x00" + regexKey(c.Value)
 			case CondNotRecentlyUsed:
 				if c.Window != nil {
 					key += fmt.Sprintf("\x00%d", *c.Window)
@@ -304,6 +307,21 @@ func (e *Engine) warnShadowed(spec *Spec, d *diagnoser) {
 			break
 		}
 	}
+}
+
+// regexKey is the form of a message_regex value under which two regexes
+// that match the same messages by construction compare equal: the parsed
+// expression, case-folded as the engine runs it ((?i)) and simplified, so
+// that "abc" and "ABC" are one condition while ^\d+$ and ^\D+$ stay two (a
+// plain lower-casing of the source confused the escapes \d and \D, \w and
+// \W, \s and \S, \b and \B). An invalid regex, already reported as an
+// error, keys by its source.
+func regexKey(value string) string {
+	re, err := syntax.Parse(value, syntax.Perl|syntax.FoldCase)
+	if err != nil {
+		return "\x00" + value
+	}
+	return re.Simplify().String()
 }
 
 func subset(a, b []string) bool {

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
@@ -139,7 +140,7 @@ const (
 type condition struct {
 	kind   condKind
 	msgIdx int    // for message conditions: its number in the memo
-	value  string // lower-cased for message_contains and message_starts_with
+	value  string // folded (foldString) for message_contains and message_starts_with
 	window int
 	re     *regexp.Regexp
 }
@@ -289,15 +290,17 @@ type evaluation struct {
 	message  string
 	messages int
 	history  []string
-	lower    string
-	lowered  bool
+	folded   string
+	isFolded bool
 }
 
-func (ev *evaluation) lowerMessage() string {
-	if !ev.lowered {
-		ev.lower, ev.lowered = strings.ToLower(ev.message), true
+// foldedMessage returns the message under simple case folding, computed
+// once per evaluation (see fold.go).
+func (ev *evaluation) foldedMessage() string {
+	if !ev.isFolded {
+		ev.folded, ev.isFolded = foldString(ev.message), true
 	}
-	return ev.lower
+	return ev.folded
 }
 
 func (ev *evaluation) passes(st *step) bool {
@@ -364,9 +367,9 @@ func (ev *evaluation) remember(word int, bit uint64, ok bool) {
 func (ev *evaluation) testMessage(c *condition) bool {
 	switch c.kind {
 	case condMessageContains:
-		return strings.Contains(ev.lowerMessage(), c.value)
+		return strings.Contains(ev.foldedMessage(), c.value)
 	case condMessageStartsWith:
-		return strings.HasPrefix(strings.TrimSpace(ev.lowerMessage()), c.value)
+		return strings.HasPrefix(strings.TrimSpace(ev.foldedMessage()), c.value)
 	case condMessageRegex:
 		return c.re.MatchString(ev.message)
 	}
@@ -377,7 +380,28 @@ func (c *condition) isMessage() bool {
 	return c.kind == condMessageContains || c.kind == condMessageStartsWith || c.kind == condMessageRegex
 }
 
+// Refusal is the message the model receives when it called tool in state s
+// while offered were the tools it might use (nil: none, as in a turn's last
+// model call): it names the step, its sequence and the position reached, and
+// the tools that may be used. Apply uses it for the tools of Offer(s);
+// callers that offered fewer tools for a model call use it directly, so
+// that every refusal the model reads says the same things.
+func (e *Engine) Refusal(s State, tool string, offered []string) string {
+	return e.refusal(s, tool, offered)
+}
+
+// maxNameInRefusal bounds the echo of a model-chosen tool name: a model can
+// invent names of any length, and the refusal goes back into the history.
+const maxNameInRefusal = 64
+
 func (e *Engine) refusal(s State, tool string, offered []string) string {
+	if len(tool) > maxNameInRefusal {
+		cut := maxNameInRefusal
+		for cut > 0 && !utf8.RuneStart(tool[cut]) {
+			cut--
+		}
+		tool = tool[:cut] + "…"
+	}
 	var b strings.Builder
 	if s.ActiveStep == "" {
 		fmt.Fprintf(&b, "tool %q is not available to this agent", tool)

@@ -117,6 +117,27 @@ func TestRefusalNamesStepAndTools(t *testing.T) {
 	}
 }
 
+// TestRefusalForFewerTools: a caller that offered no tools for a model call
+// (a turn's last) gets the same kind of message, and a long invented name is
+// not echoed in full.
+func TestRefusalForFewerTools(t *testing.T) {
+	e := MustNew(&Spec{Steps: []Step{{
+		Name: "Eval", Conditions: []Condition{{Type: CondMessageContains, Value: "x"}},
+		Sequence: []Group{{"critique"}, {"debate", "search"}},
+	}}}, Config{Tools: []string{"critique", "debate", "search"}})
+	s, _ := e.Apply(State{}, UserMessage("x"))
+	s, _ = e.Apply(s, ToolUsed("critique"))
+	got := e.Refusal(s, "debate", nil)
+	want := `tool "debate" is not available in step "Eval", which requires the sequence critique -> debate|search and is at position 2; no tools may be used now`
+	if got != want {
+		t.Errorf("Refusal =\n  %s\nwant\n  %s", got, want)
+	}
+	long := strings.Repeat("é", 100)
+	if got := e.Refusal(s, long, []string{"debate"}); strings.Contains(got, long) || !strings.Contains(got, strings.Repeat("é", 32)+"…") {
+		t.Errorf("long name echoed as %q", got)
+	}
+}
+
 func TestUnavailableTools(t *testing.T) {
 	spec := &Spec{Steps: []Step{{
 		Name: "Med", Conditions: []Condition{{Type: CondMessageContains, Value: "x"}},

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +26,8 @@ type Config struct {
 	// Provided names the tools the runtime can run. A node naming another
 	// tool is a warning, and that tool is never offered. Nil skips the check.
 	Provided []string
-	// HistoryLimit is how many tool uses a session keeps (default 100).
+	// HistoryLimit is how many tool uses a session keeps when the template
+	// does not say (options.historyLimit); default 100.
 	HistoryLimit int
 	// MCPServers names the server-wide MCP servers (MCP_SERVERS_FILE). A
 	// node "<server>__<tool>" naming one of them, or one of the template's
@@ -58,9 +60,41 @@ var agentIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 func Parse(file string, data []byte) (*Template, orchestration.Diagnostics) {
 	var t Template
 	if err := json.Unmarshal(data, &t); err != nil {
-		return nil, orchestration.Diagnostics{{Severity: orchestration.SeverityError, File: file, Message: jsonpos.Describe(data, err, -1)}}
+		msg := jsonpos.DescribeWith(data, err, -1, func(p jsonpos.Path) string { return fieldPath(data, p) })
+		return nil, orchestration.Diagnostics{{Severity: orchestration.SeverityError, File: file, Message: msg}}
 	}
 	return &t, nil
+}
+
+// fieldPath renders the path of a wrongly typed value the way validation
+// names fields, with the step's name: `orchestration.steps[2]
+// "EvaluationMode": conditions[0].window` rather than a bare index that
+// leaves the reader counting steps.
+func fieldPath(data []byte, p jsonpos.Path) string {
+	if len(p) < 3 || p[0].Key != "orchestration" || p[1].Key != "steps" || p[2].Index < 0 {
+		return p.String()
+	}
+	head := p[:3].String()
+	var doc struct {
+		Orchestration struct {
+			Steps []struct {
+				Name json.RawMessage `json:"name"`
+			} `json:"steps"`
+		} `json:"orchestration"`
+	}
+	// The document is well-formed (this is a type error), but the step's
+	// name may be the wrongly typed value itself: then the index is all
+	// there is.
+	if json.Unmarshal(data, &doc) == nil && p[2].Index < len(doc.Orchestration.Steps) {
+		var name string
+		if json.Unmarshal(doc.Orchestration.Steps[p[2].Index].Name, &name) == nil && name != "" {
+			head += " " + strconv.Quote(name)
+		}
+	}
+	if len(p) == 3 {
+		return head
+	}
+	return head + ": " + p[3:].String()
 }
 
 // Compile validates t and compiles its orchestration. The engine is nil when
@@ -138,6 +172,15 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 			add(orchestration.SeverityError, "options.turnTimeout", "want a duration between %s and %s such as \"5m\" or \"90s\", got %q", MinTurnTimeout, MaxTurnTimeout, tt)
 		}
 	}
+	historyLimit := cfg.HistoryLimit
+	if n := t.Options.HistoryLimit; n != nil {
+		if *n < 1 || *n > MaxHistoryLimit {
+			add(orchestration.SeverityError, "options.historyLimit", "must be a whole number from 1 to %d (how many tool uses a session remembers; default %d), got %d",
+				MaxHistoryLimit, orchestration.DefaultHistoryLimit, *n)
+		} else {
+			historyLimit = *n
+		}
+	}
 	for name, nc := range t.NodeConfigurations {
 		if nc.MaxTokens < 0 {
 			add(orchestration.SeverityError, "nodeConfigurations."+name+".maxTokens", "must not be negative, got %d", nc.MaxTokens)
@@ -150,7 +193,7 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 	engine, ods := orchestration.New(t.Orchestration, orchestration.Config{
 		Tools:        t.Tools(),
 		Unavailable:  unavailable,
-		HistoryLimit: cfg.HistoryLimit,
+		HistoryLimit: historyLimit,
 	})
 	for _, d := range ods {
 		d.File = file

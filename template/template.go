@@ -89,9 +89,18 @@ type Options struct {
 	// TurnTimeout bounds one turn's duration, as a Go duration such as
 	// "5m" (default 10m).
 	TurnTimeout string `json:"turnTimeout,omitempty"`
+	// HistoryLimit is how many tool uses a session remembers for the
+	// orchestration's conditions (recentlyUsedTools; default 100, at most
+	// MaxHistoryLimit). Nil when absent, so that an explicit 0 is an error.
+	HistoryLimit *int `json:"historyLimit,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }
+
+// MaxHistoryLimit bounds options.historyLimit: the tool history is stored
+// with the session and read and written at every turn and tool use, so a
+// longer one costs every turn of every session of the agent.
+const MaxHistoryLimit = 10000
 
 // DefaultMaxSteps is the number of model calls a turn may make when the
 // template does not say.

@@ -65,7 +65,22 @@ func TestValidationErrors(t *testing.T) {
 		{"turnTimeout too short", `{"agentId":"t","name":"T","options":{"turnTimeout":"10ms"}}`, `cognitive.json: options.turnTimeout: want a duration between 1s and 24h0m0s`},
 		{"malformed JSON", "{\n  \"agentId\": \"t\",\n  \"name\": \"T\"\n  \"nodes\": []\n}", `cognitive.json: line 4, column 3: malformed JSON: invalid character '"' after object key:value pair`},
 		{"truncated JSON", "{\n  \"agentId\": \"t\",", `cognitive.json: line 2, column 17: malformed JSON: unexpected end of JSON input`},
-		{"wrong JSON type", "{\"agentId\": \"t\", \"name\": \"T\",\n \"nodes\": \"think\"}", `cognitive.json: line 2, column 17: nodes: expected []string, found a JSON string`},
+		{"wrong JSON type", "{\"agentId\": \"t\", \"name\": \"T\",\n \"nodes\": \"think\"}", `cognitive.json: line 2, column 11: nodes: expected []string, found a JSON string`},
+		{"wrongly typed window names the step", "{\"agentId\": \"t\", \"name\": \"T\", \"nodes\": [\"think\"], \"orchestration\": {\"steps\": [\n" +
+			`  {"name": "Start", "isDefault": true},` + "\n" +
+			`  {"name": "EvaluationMode", "conditions": [{"type": "tool_used", "value": "think"}, {"type": "not_recently_used", "value": "think", "window": "3"}]}` + "\n]}}",
+			`cognitive.json: line 3, column 144: orchestration.steps[1] "EvaluationMode": conditions[1].window: expected int, found a JSON string`},
+		{"wrongly typed allowed entry names the step", tmpl(stdNodes, `{"name":"A","isDefault":true,"availableTools":{"allowed":["think",3]}}`),
+			`orchestration.steps[0] "A": availableTools.allowed[1]: expected string, found a JSON number`},
+		{"wrongly typed step name", tmpl(stdNodes, `{"name":"A","isDefault":true},{"name":7}`),
+			`orchestration.steps[1]: name: expected string, found a JSON number`},
+		{"wrongly typed option", `{"agentId":"t","name":"T","options":{"historyLimit":"50"}}`,
+			`cognitive.json: line 1, column 53: options.historyLimit: expected int, found a JSON string`},
+		{"historyLimit zero", `{"agentId":"t","name":"T","options":{"historyLimit":0}}`,
+			`cognitive.json: options.historyLimit: must be a whole number from 1 to 10000 (how many tool uses a session remembers; default 100), got 0`},
+		{"historyLimit negative", `{"agentId":"t","name":"T","options":{"historyLimit":-5}}`, `options.historyLimit: must be a whole number from 1 to 10000`},
+		{"historyLimit too large", `{"agentId":"t","name":"T","options":{"historyLimit":10001}}`, `options.historyLimit: must be a whole number from 1 to 10000`},
+		{"historyLimit not whole", `{"agentId":"t","name":"T","options":{"historyLimit":2.5}}`, `options.historyLimit: expected int, found a JSON number 2.5`},
 		{"bad sequence entry", tmpl(stdNodes, `{"name":"A","isDefault":true,"sequence":[42]}`), `a sequence entry must be a tool name or a list of tool names`},
 	}
 	for _, tt := range tests {
@@ -111,6 +126,10 @@ func TestValidationWarnings(t *testing.T) {
 			`"B": conditions: this step can never win: the earlier step orchestration.steps[0] "A" has identical conditions`},
 		{"subset of conditions", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"message_contains","value":"Plan"}]},{"name":"B","conditions":[{"type":"tool_used","value":"think"},{"type":"message_contains","value":"plan"}]}`),
 			`"B": conditions: this step can never win: the earlier step orchestration.steps[0] "A" has a subset of these conditions`},
+		{"identical regexes up to case", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"message_regex","value":"^plan\\b"}]},{"name":"B","conditions":[{"type":"message_regex","value":"(?i)^PLAN\\b"}]}`),
+			`"B": conditions: this step can never win: the earlier step orchestration.steps[0] "A" has identical conditions`},
+		{"identical contains up to simple folding", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"message_contains","value":"ΟΔΟΣ"}]},{"name":"B","conditions":[{"type":"message_contains","value":"οδος"}]}`),
+			`"B": conditions: this step can never win: the earlier step orchestration.steps[0] "A" has identical conditions`},
 		{"tool not provided", tmpl(stdNodes+`, "pubmed_search"`, ``), `w.json: nodes[5]: tool "pubmed_search" is not provided by this runtime; it will not be offered to the model`},
 		{"allowed pattern matching nothing", tmpl(stdNodes, `{"name":"A","isDefault":true,"availableTools":{"allowed":["summ*"]}}`),
 			`w.json: orchestration.steps[0] "A": availableTools.allowed[0]: "summ*" matches none of the agent's tools`},
@@ -140,4 +159,70 @@ func lines(ds orchestration.Diagnostics) string {
 		out[i] = d.Severity.String() + ": " + d.String()
 	}
 	return strings.Join(out, "\n  ")
+}
+
+// TestShadowWarningTellsRegexesApart: the "can never win" check compares
+// regexes as the engine runs them. Lower-casing their source made ^\d+$ and
+// ^\D+$ (digits, non-digits) one condition; and "İ" is not "i" under simple
+// folding, for message_contains as for the regex.
+func TestShadowWarningTellsRegexesApart(t *testing.T) {
+	for _, pair := range [][2]string{
+		{`{"type":"message_regex","value":"^\\d+$"}`, `{"type":"message_regex","value":"^\\D+$"}`},
+		{`{"type":"message_regex","value":"\\bw\\b"}`, `{"type":"message_regex","value":"\\Bw\\B"}`},
+		{`{"type":"message_regex","value":"\\s"}`, `{"type":"message_regex","value":"\\S"}`},
+		{`{"type":"message_contains","value":"İstanbul"}`, `{"type":"message_contains","value":"istanbul"}`},
+	} {
+		json := tmpl(stdNodes, `{"name":"A","conditions":[`+pair[0]+`]},{"name":"B","conditions":[`+pair[1]+`]}`)
+		agent, ds := Load("w.json", []byte(json), Config{})
+		if agent == nil {
+			t.Fatalf("%s: %s", pair, lines(ds))
+		}
+		for _, d := range ds.Warnings() {
+			if strings.Contains(d.Message, "can never win") {
+				t.Errorf("%s vs %s: %s", pair[0], pair[1], d)
+			}
+		}
+	}
+}
+
+// TestHistoryLimit: options.historyLimit sets how many tool uses the
+// orchestration remembers, per template; without it the runtime's default.
+func TestHistoryLimit(t *testing.T) {
+	for _, tt := range []struct {
+		options string
+		cfg     Config
+		want    int
+	}{
+		{``, Config{}, orchestration.DefaultHistoryLimit},
+		{`"options": {"historyLimit": 3},`, Config{}, 3},
+		{`"options": {"historyLimit": 10000},`, Config{}, 10000},
+		{``, Config{HistoryLimit: 7}, 7},
+		{`"options": {"historyLimit": 3},`, Config{HistoryLimit: 7}, 3},
+	} {
+		data := `{"agentId": "t", "name": "T", ` + tt.options + ` "nodes": ["think", "search"]}`
+		agent, ds := Load("h.json", []byte(data), tt.cfg)
+		if agent == nil {
+			t.Fatalf("%s: %s", data, lines(ds))
+		}
+		if got := agent.Engine.HistoryLimit(); got != tt.want {
+			t.Errorf("%s with %+v: history limit %d, want %d", data, tt.cfg, got, tt.want)
+		}
+		if tt.want > orchestration.DefaultHistoryLimit {
+			continue // the limit is set; filling 10,000 entries proves nothing more
+		}
+		e := agent.Engine
+		s, _ := e.Apply(orchestration.State{}, orchestration.UserMessage("go"))
+		for range tt.want + 2 {
+			s, _ = e.Apply(s, orchestration.ToolUsed("think"))
+		}
+		if s.RecentlyUsedTools.Len() != tt.want {
+			t.Errorf("%s: the history keeps %d tool uses, want %d", data, s.RecentlyUsedTools.Len(), tt.want)
+		}
+	}
+	// The option survives a round trip.
+	agent, _ := Load("h.json", []byte(`{"agentId": "t", "name": "T", "options": {"historyLimit": 3, "other": true}}`), Config{})
+	out, err := agent.Template.MarshalJSON()
+	if err != nil || !strings.Contains(string(out), `"historyLimit":3`) || !strings.Contains(string(out), `"other":true`) {
+		t.Fatalf("round trip: %s, %v", out, err)
+	}
 }

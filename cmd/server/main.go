@@ -1,6 +1,7 @@
 // Command agentdock is the agent runtime: one binary that serves agents over
 // HTTP (serve, the default), checks templates (validate), plays orchestration
-// scenarios (simulate) and runs a mock model server for load tests (mockllm).
+// scenarios (simulate) and template transcripts (test), and runs a mock model
+// server for load tests and for trying templates by hand (mockllm).
 package main
 
 import (
@@ -24,7 +25,8 @@ func commands() []command {
 		{"serve", "serve the agents, the API and the web page (the default)", runServe},
 		{"validate", "check templates: validate PATH... (files or directories)", runValidate},
 		{"simulate", "play orchestration scenarios: simulate [--store URL] SCENARIO...", runSimulate},
-		{"mockllm", "serve a mock OpenAI/Anthropic-compatible model for tests and load: mockllm [--addr ADDR] [--ttft D] [--inter-token D] [--chunks N]", mockllmCommand},
+		{"test", "play template transcripts through the turn loop with scripted model answers: test PATH...", runTest},
+		{"mockllm", "serve a mock OpenAI/Anthropic-compatible model for load tests, or scripted answers: mockllm [--addr ADDR] [--ttft D] [--inter-token D] [--chunks N | --script FILE]", mockllmCommand},
 		{"mcp", "list the MCP servers and their tools: mcp list [--config FILE] [--templates DIR]", runMCP},
 		{"healthcheck", "ask a running server's /healthz (for container health checks)", runHealthcheck},
 	}

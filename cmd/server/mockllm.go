@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
+	"github.com/agentdock-go/agentdock/transcript"
 )
 
 // Bounds that keep a mistyped knob from making the mock answer in hours or
@@ -26,9 +27,11 @@ type mockOptions struct {
 	ttft, interTok time.Duration
 	chunks         int
 	inputTokens    int
+	scriptFile     string
+	answers        []transcript.Answer // read from script
 }
 
-const mockllmUsage = `usage: agentdock mockllm [--addr ADDR] [--ttft D] [--inter-token D] [--chunks N]
+const mockllmUsage = `usage: agentdock mockllm [--addr ADDR] [--ttft D] [--inter-token D] [--chunks N | --script FILE]
 
 Serves a mock model on ADDR: OpenAI chat completions (POST /v1/chat/completions)
 and Anthropic messages (POST /v1/messages), streaming or not. Every request gets
@@ -39,6 +42,18 @@ for a paced load test:
 
   agentdock mockllm --addr 127.0.0.1:8090 --ttft 100ms --inter-token 10ms --chunks 64 &
   LLM_PROVIDER=openai LLM_BASE_URL=http://127.0.0.1:8090/v1 OPENAI_API_KEY=x agentdock serve
+
+With --script FILE the requests get the file's model answers instead, one each,
+in order: the "model" answers of a transcript (docs/testing.md), turn after
+turn, or a file of just those ([answers] or {"model": [answers]}). Tool calls
+are streamed as a model streams them, and usage is reported (the answer's, or
+estimated). Try a template by hand with the answers its transcript scripts:
+
+  agentdock mockllm --script templates/cognitive-reasoner/tests/modes.json &
+  LLM_PROVIDER=openai LLM_BASE_URL=http://127.0.0.1:8090/v1 OPENAI_API_KEY=x agentdock serve
+
+Every request takes the next answer, whatever its agent or session. Once all
+are served, each request gets a text answer saying so; restart to replay.
 
 flags:
 `
@@ -53,6 +68,7 @@ func parseMockLLM(args []string, stderr io.Writer) (mockOptions, error) {
 	fs.DurationVar(&o.interTok, "inter-token", 0, "delay before every later chunk")
 	fs.IntVar(&o.chunks, "chunks", 0, "text chunks per answer (0: the default three-chunk answer)")
 	fs.IntVar(&o.inputTokens, "input-tokens", 40, "prompt tokens reported in the usage")
+	fs.StringVar(&o.scriptFile, "script", "", "serve these model answers in order: a transcript, or a file of answers")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, mockllmUsage)
 		fs.PrintDefaults()
@@ -79,7 +95,41 @@ func parseMockLLM(args []string, stderr io.Writer) (mockOptions, error) {
 	if o.inputTokens < 0 {
 		errs = append(errs, fmt.Errorf("--input-tokens %d: want >= 0", o.inputTokens))
 	}
+	if o.scriptFile != "" {
+		if o.chunks > 0 {
+			errs = append(errs, errors.New("--script and --chunks: give one answer source"))
+		}
+		answers, err := transcript.LoadAnswers(o.scriptFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--script: %w", err))
+		}
+		o.answers = answers
+	}
 	return o, errors.Join(errs...)
+}
+
+// queue is the scripted answers as mock scripts, paced as the flags say.
+func (o mockOptions) queue() []mockllm.Script {
+	out := make([]mockllm.Script, len(o.answers))
+	for i, a := range o.answers {
+		s := mockllm.Script{TimeToFirstToken: o.ttft, InterTokenDelay: o.interTok, EstimateUsage: true}
+		if a.Text != "" {
+			// A delta per word, as a model streams.
+			s.Text = strings.SplitAfter(a.Text, " ")
+		}
+		for _, c := range a.ToolCalls {
+			args := string(c.Arguments)
+			if args == "" {
+				args = "{}"
+			}
+			s.ToolCalls = append(s.ToolCalls, mockllm.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+		}
+		if a.Usage != nil {
+			s.Usage = &mockllm.Usage{Input: int(a.Usage.Prompt), Output: int(a.Usage.Completion)}
+		}
+		out[i] = s
+	}
+	return out
 }
 
 // script is the answer the flags describe.
@@ -109,12 +159,19 @@ func mockllmCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	s := o.script()
 	answer := "the default answer"
-	if o.chunks > 0 {
+	cfg := mockllm.Config{Default: &s, MaxRecorded: -1}
+	switch {
+	case o.chunks > 0:
 		answer = fmt.Sprintf("%d chunks", o.chunks)
+	case o.scriptFile != "":
+		answer = fmt.Sprintf("the %d answers of %s in order", len(o.answers), o.scriptFile)
+		cfg.Queue = o.queue()
+		s = mockllm.Script{EstimateUsage: true,
+			Text: []string{fmt.Sprintf("(mockllm: all %d answers of %s were served; restart mockllm to replay them.)", len(o.answers), o.scriptFile)}}
 	}
 	fmt.Fprintf(stdout, "mock model server on http://%s (OpenAI: /v1/chat/completions, Anthropic: /v1/messages): %s, first after %v, then %v apart\n",
 		o.addr, answer, o.ttft, o.interTok)
-	if err := mockllm.ListenAndServe(ctx, o.addr, mockllm.Config{Default: &s, MaxRecorded: -1}); err != nil {
+	if err := mockllm.ListenAndServe(ctx, o.addr, cfg); err != nil {
 		fmt.Fprintln(stderr, "agentdock mockllm:", err)
 		return 1
 	}

@@ -123,11 +123,28 @@ func (r *render) openAIFinish() string {
 	return "stop"
 }
 
+// scriptUsage is the script's usage: as given, estimated (EstimateUsage),
+// or nil.
+func (r *render) scriptUsage() *Usage {
+	if r.s.Usage != nil || !r.s.EstimateUsage {
+		return r.s.Usage
+	}
+	out := 0
+	for _, t := range r.text() {
+		out += len(t)
+	}
+	for _, c := range r.s.ToolCalls {
+		out += len(c.Name) + len(c.Arguments)
+	}
+	return &Usage{Input: len(r.req.Body)/4 + 1, Output: out/4 + 1}
+}
+
 func (r *render) usage() oaUsage {
-	if r.s.Usage == nil {
+	u := r.scriptUsage()
+	if u == nil {
 		return oaUsage{}
 	}
-	return oaUsage{PromptTokens: r.s.Usage.Input, CompletionTokens: r.s.Usage.Output, TotalTokens: r.s.Usage.Input + r.s.Usage.Output}
+	return oaUsage{PromptTokens: u.Input, CompletionTokens: u.Output, TotalTokens: u.Input + u.Output}
 }
 
 func (r *render) openAIFrames() []frame {
@@ -184,7 +201,7 @@ func (r *render) openAIFrames() []frame {
 
 	finish := r.openAIFinish()
 	frames = append(frames, frame{data: chunk(oaDelta{}, &finish)})
-	if r.s.Usage != nil && r.req.IncludeUsage {
+	if r.scriptUsage() != nil && r.req.IncludeUsage {
 		u := r.usage()
 		frames = append(frames, frame{data: mustJSON(oaChunk{ID: id, Object: "chat.completion.chunk", Created: created,
 			Model: r.req.Model, Choices: []oaChoice{}, Usage: &u})})
@@ -223,7 +240,7 @@ func (r *render) openAIWhole() []byte {
 			"finish_reason": r.openAIFinish(),
 		}},
 	}
-	if r.s.Usage != nil {
+	if r.scriptUsage() != nil {
 		resp["usage"] = r.usage()
 	}
 	return mustJSON(resp)
@@ -242,10 +259,11 @@ func (r *render) anthropicStop() string {
 }
 
 func (r *render) anthropicUsage() (in, out int) {
-	if r.s.Usage == nil {
+	u := r.scriptUsage()
+	if u == nil {
 		return 0, 0
 	}
-	return r.s.Usage.Input, r.s.Usage.Output
+	return u.Input, u.Output
 }
 
 func (r *render) anthropicFrames() []frame {

@@ -33,6 +33,10 @@ type Script struct {
 	// it (stream_options.include_usage) or is not streaming; on Anthropic
 	// always (zeros when nil, as the wire format has no way to omit it).
 	Usage *Usage
+	// EstimateUsage, when Usage is nil, reports usage anyway, estimated at
+	// four bytes a token of the request body and of the answer, for
+	// scripts written by hand (agentdock mockllm --script).
+	EstimateUsage bool
 	// FinishReason overrides the finish reason ("stop"/"tool_calls" on
 	// OpenAI, "end_turn"/"tool_use" on Anthropic).
 	FinishReason string

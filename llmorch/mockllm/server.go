@@ -38,6 +38,9 @@ var DefaultScript = Script{
 
 // Config configures a server started with ListenAndServe.
 type Config struct {
+	// Queue answers the first requests, one script each, in order (as
+	// Enqueue does); then Default answers.
+	Queue []Script
 	// Default answers every request (zero: DefaultScript).
 	Default *Script
 	// MaxRecorded bounds the requests kept for Requests (newest kept;
@@ -148,6 +151,7 @@ func newHandler(cfg Config) *handler {
 	if h.maxRecorded == 0 {
 		h.maxRecorded = 1000
 	}
+	h.queue = append(h.queue, cfg.Queue...)
 	return h
 }
 

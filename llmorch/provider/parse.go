@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"strings"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
@@ -15,7 +14,6 @@ import (
 // parser turns one response body into events.
 type parser struct {
 	m     *model
-	tools []chat.ToolSpec
 	yield func(chat.Event, error) bool
 
 	emitted bool
@@ -143,8 +141,9 @@ func (p *parser) validate(id, name string, args []byte, seen map[string]bool) (c
 	switch {
 	case name == "":
 		problem = "the tool call has no tool name"
-	case !p.offered(name):
-		problem = "tool " + quote(name) + " is not available; " + p.offeredList()
+	// A name the request did not offer is a call all the same: the
+	// orchestration refuses it, with the step, the sequence position and
+	// the tools the model may use, which only it knows.
 	case len(args) == 0:
 	case !isJSONObject(args):
 		problem = "the arguments of tool " + quote(name) + " are not a valid JSON object; send the arguments as one JSON object"
@@ -156,26 +155,6 @@ func (p *parser) validate(id, name string, args []byte, seen map[string]bool) (c
 			Error: &chat.Error{Code: CodeInvalidToolCall, Message: problem}}, true
 	}
 	return chat.Event{Kind: chat.KindToolCall, ToolCall: call}, true
-}
-
-func (p *parser) offered(name string) bool {
-	for _, t := range p.tools {
-		if t.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (p *parser) offeredList() string {
-	if len(p.tools) == 0 {
-		return "no tools are available in this step"
-	}
-	names := make([]string, len(p.tools))
-	for i, t := range p.tools {
-		names[i] = t.Name
-	}
-	return "available tools: " + strings.Join(names, ", ")
 }
 
 // quote quotes a model-chosen name for a message, bounded in length.

@@ -27,11 +27,13 @@
 //
 // Stream yields chat.KindTextDelta events as text arrives, then the tool
 // calls, then one chat.KindUsage when the provider reported usage. Every
-// tool call is validated: its name must be among the tools offered in the
-// request, its arguments must be a JSON object (empty arguments become {}),
-// and it must have an ID (one is generated when the server sent none, or
-// sent one already used in the response). A valid call is a
-// chat.KindToolCall event. An invalid call is not dropped: it is a
+// tool call is validated: it must have a name, its arguments must be a JSON
+// object (empty arguments become {}), and it must have an ID (one is
+// generated when the server sent none, or sent one already used in the
+// response). A valid call is a chat.KindToolCall event, also when it names a
+// tool the request did not offer: refusing it is the orchestration's
+// decision, and its refusal tells the model the step, the sequence position
+// and the tools it may use. An invalid call is not dropped: it is a
 // chat.KindError event whose Error has Code CodeInvalidToolCall and a
 // message for the model, and whose ToolCall carries the ID and name (and
 // arguments {} when they were not a JSON object), so that the caller can

@@ -102,7 +102,7 @@ func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageC
 		return false, false, m.fail(CodeProviderError, false, "the provider sent no response")
 	}
 
-	p := &parser{m: m, tools: req.Tools, yield: yield, budget: req.MaxOutputBytes}
+	p := &parser{m: m, yield: yield, budget: req.MaxOutputBytes}
 	body := io.Reader(st.body)
 	var idle *idleReader
 	if m.cfg.IdleTimeout > 0 {
