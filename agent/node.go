@@ -59,6 +59,11 @@ type Config struct {
 	// override it field by field, and unset fields take
 	// llmorch.DefaultBudget.
 	Budget llmorch.Budget
+	// StreamedSteps, when set, reads what a turn streamed, step by step
+	// (the server's shared turn log): a turn whose replica died before its
+	// last write is recovered from it by the session's next turn or by
+	// Agents.RecoverTurn. Nil: such a turn's unsaved steps are lost.
+	StreamedSteps StreamReader
 	// ToolsFor, when set, gives each agent tools of its own instead of
 	// Tools: a template's own MCP servers serve that agent only.
 	ToolsFor func(*template.Agent) Tools
@@ -203,8 +208,14 @@ func (n *Node) Warnings() []string {
 type Option func(*options)
 
 type options struct {
-	owner string
+	owner  string
+	turnID string
 }
+
+// WithTurnID names the turn (its stream's ID, for example), so that a
+// turn that dies can be recovered from what it streamed under that name
+// (Config.StreamedSteps). Without it the turn gets a random ID.
+func WithTurnID(id string) Option { return func(o *options) { o.turnID = id } }
 
 // WithOwner names the caller (an API key's fingerprint). Sessions live in
 // their owner's keyspace (session.Key): the same ID names another session
@@ -288,7 +299,18 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 		return nil, fmt.Errorf("opening session: %w", err)
 	}
 	release := func() { n.release(ctx, lease) }
-	turn, err := n.startTurn(ctx, key, message, lease)
+	if sess.Turn != "" {
+		// The session's last turn ended without its last write: its
+		// replica died, or the store stopped answering. Save what it
+		// streamed before this turn's message.
+		if _, err := recoverTurn(ctx, n.cfg, key, sess.Turn, lease); err != nil {
+			n.cfg.Logger.WarnContext(ctx, "recovering the partial answer of an interrupted turn failed", "turn", sess.Turn, "err", err)
+		}
+	}
+	if o.turnID == "" {
+		o.turnID = session.NewID()
+	}
+	turn, err := n.startTurn(ctx, key, o.turnID, message, lease)
 	if err != nil {
 		release()
 		return nil, err
@@ -341,7 +363,7 @@ func (n *Node) checkMessage(message string) error {
 // startTurn records the user message and assembles the history the model
 // sees (key is the session's store key), in one store write (one Redis round trip): the orchestration's view
 // of the message, the message itself, and the history window before it.
-func (n *Node) startTurn(ctx context.Context, key, message string, lease session.Lease) (llmorch.Turn, error) {
+func (n *Node) startTurn(ctx context.Context, key, turnID, message string, lease session.Lease) (llmorch.Turn, error) {
 	engine := n.Engine()
 	window := 0
 	cs := n.Template().ChatSettings
@@ -357,7 +379,7 @@ func (n *Node) startTurn(ctx context.Context, key, message string, lease session
 	st, history, err := n.cfg.Store.UpdateAppend(ctx, key, func(s *orchestration.State) error {
 		*s, dec = engine.Apply(*s, orchestration.UserMessage(message))
 		return nil
-	}, []chat.Message{user}, window, session.WithLease(lease))
+	}, []chat.Message{user}, window, session.WithLease(lease), session.WithTurn(turnID))
 	if err != nil {
 		return llmorch.Turn{}, fmt.Errorf("recording the message: %w", err)
 	}
@@ -365,7 +387,7 @@ func (n *Node) startTurn(ctx context.Context, key, message string, lease session
 		n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, st.State.ActiveStep, telemetry.CauseUserMessage)
 	}
 	history = wellFormed(trimToUserStart(history))
-	return llmorch.Turn{SessionID: key, Lease: lease, State: st.State, PreviousStep: dec.PreviousStep, History: append(history, user)}, nil
+	return llmorch.Turn{ID: turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: dec.PreviousStep, History: append(history, user)}, nil
 }
 
 // trimToUserStart drops messages from the front until the history starts
@@ -379,11 +401,6 @@ func trimToUserStart(h []chat.Message) []chat.Message {
 	}
 	return nil
 }
-
-// errLeaseLost cancels a turn whose lease was lost: its writes would be
-// refused, and the client must hear why the answer stopped.
-var errLeaseLost = &chat.Error{Code: llmorch.CodeLeaseLost,
-	Message: "this turn lost its hold on the session (the session store restarted or another turn took over) and stopped; what it saved before is kept"}
 
 // wellFormed drops what a provider would refuse from a history: a tool
 // result whose call is not in the assistant message before it, and a call
@@ -521,7 +538,7 @@ func (r *renewal) renew() {
 		return // the turn ended meanwhile
 	case errors.Is(err, session.ErrFenced):
 		r.n.cfg.Logger.WarnContext(r.ctx, "session lease lost; cancelling the turn")
-		r.cancel(errLeaseLost)
+		r.cancel(llmorch.ErrLeaseLost)
 		return
 	case err != nil:
 		r.n.cfg.Logger.WarnContext(r.ctx, "extending session lease", "err", err)

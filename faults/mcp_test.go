@@ -300,7 +300,7 @@ func TestMCPToolsThroughServe(t *testing.T) {
 		t.Errorf("tool outputs: %s", dataOf(outputs))
 	}
 	refusals := toolFrames(frames, "tool-output-error")
-	if len(refusals) != 1 || !strings.Contains(refusals[0].Data, `tool \"local__get-env\" is not available; available tools: local__echo`) {
+	if len(refusals) != 1 || !strings.Contains(refusals[0].Data, `tool \"local__get-env\" is not available in step \"Compute\"`) {
 		t.Errorf("refusal: %s", dataOf(refusals))
 	}
 	view, _, _ := getSession(t, p.URL(), "mcp-session-1")

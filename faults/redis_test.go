@@ -126,7 +126,7 @@ func TestRedisKilledMidTurnEverywhere(t *testing.T) {
 func redisKill(t *testing.T, kp killPoint) {
 	rs := redistest.Start(t)
 	m := newModel(t)
-	srv := startServer(t, append(modelEnv(m), "SESSION_STORE="+rs.URL(), "REDIS_DIAL_TIMEOUT=200ms", "REDIS_READ_TIMEOUT=500ms", "REDIS_WRITE_TIMEOUT=500ms")...)
+	srv := startServer(t, append(modelEnv(m), "SESSION_STORE="+rs.URL(), "REDIS_DIAL_TIMEOUT=200ms", "REDIS_READ_TIMEOUT=500ms", "REDIS_WRITE_TIMEOUT=500ms", "STORE_WRITE_RETRY=1s")...)
 	base := srv.URL()
 	const sid = "redis-kill-session"
 

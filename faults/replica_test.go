@@ -1,13 +1,16 @@
 package faults
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	adchat "github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redistest"
@@ -156,20 +159,30 @@ func TestReplicaKilledMidStream(t *testing.T) {
 	copied, end := rest[:len(rest)-3], rest[len(rest)-3:]
 	checkSeq(t, "frames before the kill, then B's", turnID, append(seen, copied...), 1)
 	if end[0].Type() != "error" || !strings.HasPrefix(end[0].Field("errorText"), "turn_interrupted:") ||
+		!strings.Contains(end[0].Field("errorText"), "was saved to the session history") ||
 		end[1].Type() != "finish" || end[2].Data != "[DONE]" {
-		t.Fatalf("B's stream ends %s, want error turn_interrupted, finish, [DONE]", dataOf(end))
+		t.Fatalf("B's stream ends %s, want error turn_interrupted saying the answer was saved, finish, [DONE]", dataOf(end))
 	}
 	if len(copied) == 0 {
 		t.Errorf("B had none of the frames A streamed after the client's last one (A copies every 100 ms; it ran 300 ms more)")
 	}
 
-	// The session, read on B: consistent, and no longer running.
+	// The session, read on B: consistent, no longer running, and holding
+	// the partial answer: exactly the text the shared log had, which is
+	// all the client saw and up to 100 ms more.
 	view := requireConsistent(t, b.URL(), sid)
 	if view.Messages[0].Content != "die halfway" {
 		t.Fatalf("the first saved message is %q, want the user's", view.Messages[0].Content)
 	}
 	if view.Turn == nil || view.Turn.Running {
 		t.Fatalf("B reports the dead replica's turn as %+v, want not running", view.Turn)
+	}
+	streamed := textOf(append(slices.Clone(seen), copied...))
+	msgs := view.Messages
+	if n := len(msgs); n != 4 || msgs[1].Role != "assistant" || len(msgs[1].ToolCalls) != 1 || msgs[2].Role != "tool" ||
+		msgs[3].Role != "assistant" || msgs[3].Content != streamed || !strings.HasPrefix(streamed, textOf(seen)) || textOf(seen) == "" {
+		raw, _ := json.Marshal(msgs)
+		t.Fatalf("history after the kill: %s\nwant user, the think call, its result and the partial answer %q", raw, streamed)
 	}
 
 	// A's lease (SESSION_LOCK_TTL 2s) expires; then B runs the next turn.
@@ -187,5 +200,62 @@ func TestReplicaKilledMidStream(t *testing.T) {
 			t.Fatalf("the next turn on B: %d %s", next.Status, next.Body)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestReplicaKilledRecoveredLater: a replica SIGKILLed mid-answer with no
+// client resuming its stream elsewhere. Once its lease expires, the
+// session's partial answer is saved from the shared log by whoever touches
+// the session first: a read of the session on another replica, or the
+// session's next turn there. Nothing the client saw is lost.
+func TestReplicaKilledRecoveredLater(t *testing.T) {
+	for _, by := range []string{"read", "next turn"} {
+		t.Run(by, func(t *testing.T) {
+			m := newModel(t)
+			a, b := replicas(t, m)
+			sid := session.NewID()
+			m.Enqueue(paced(200, 20*time.Millisecond))
+			s := chat(t, a.URL(), agentID, sid, "die quietly")
+			var seen []frame
+			for range 10 {
+				seen = append(seen, s.Until("text-delta", 10*time.Second)...)
+			}
+			time.Sleep(300 * time.Millisecond) // A copies every 100 ms
+			a.Kill()
+			killed := time.Now()
+			// A's lease (SESSION_LOCK_TTL 2s) must expire first.
+			time.Sleep(2500 * time.Millisecond)
+			var msgs []adchat.Message
+			switch by {
+			case "read":
+				view := requireConsistent(t, b.URL(), sid)
+				msgs = view.Messages
+			case "next turn":
+				m.Enqueue(mockllm.TextScript("Back", " again."))
+				for {
+					next := tryChat(t, b.URL(), agentID, sid, "again")
+					if next.Status == http.StatusOK {
+						if frames := next.All(10 * time.Second); requireEnd(t, frames) != "stop" {
+							t.Fatalf("the next turn: %s", dataOf(frames))
+						}
+						break
+					}
+					if next.Status != http.StatusConflict || time.Since(killed) > 10*time.Second {
+						t.Fatalf("the next turn on B: %d %s", next.Status, next.Body)
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+				msgs = requireConsistent(t, b.URL(), sid).Messages
+			}
+			if len(msgs) < 2 || msgs[0].Content != "die quietly" || msgs[1].Role != "assistant" ||
+				!strings.HasPrefix(msgs[1].Content, textOf(seen)) || len(msgs[1].Content) <= len(textOf(seen)) {
+				raw, _ := json.Marshal(msgs)
+				t.Fatalf("history: %s\nwant the partial answer, at least %q and the 300 ms after it", raw, textOf(seen))
+			}
+			if by == "next turn" && (len(msgs) != 4 || msgs[2].Content != "again" || msgs[3].Content != "Back again.") {
+				raw, _ := json.Marshal(msgs)
+				t.Fatalf("history after the next turn: %s", raw)
+			}
+		})
 	}
 }

@@ -101,6 +101,10 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 
 // Turn is the input of one turn.
 type Turn struct {
+	// ID names the turn. The turn's first write (the agent's) sets it as
+	// the session's turn marker (session.WithTurn) and its last write
+	// clears it; "" leaves the marker alone.
+	ID string
 	// SessionID is the session's store key (session.Key).
 	SessionID string
 	// Lease is the turn's hold on the session; every write is fenced by it.
@@ -147,6 +151,11 @@ func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.S
 		defer cancel()
 		r := &run{s: s, turn: turn, state: turn.State, yield: yield, messages: slices.Clone(turn.History)}
 		reason, err := r.loop(ctx)
+		if !r.ended && r.turn.ID != "" {
+			// No write cleared the turn marker yet (the consumer left,
+			// or the turn failed before a write that would have).
+			r.saveEnd(ctx, nil, chat.Usage{})
+		}
 		if r.stopped {
 			return
 		}
@@ -199,6 +208,8 @@ type run struct {
 	calls     int    // model calls so far
 	callStep  string // the active step at the latest model call
 	output    int    // bytes of text and tool arguments the model streamed
+	saved     int    // steps whose messages the store confirmed
+	ended     bool   // the turn's last write cleared the session's turn marker
 	noTools   bool   // the latest model call offered no tools (the final answer)
 }
 
@@ -293,8 +304,7 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	// over ends the step at the output budget: the text so far is saved
 	// and the calls, whose arguments are incomplete or over it, are not.
 	over := func() error {
-		r.saveMessages(ctx, assistantMessage(text, nil))
-		r.addUsage(ctx, usage)
+		r.saveEnd(ctx, text, usage)
 		return limitOutput(cfg.Budget.MaxOutputBytes)
 	}
 	for ev, err := range r.stream(ctx, req, prevStep) {
@@ -302,7 +312,7 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 			if errors.Is(err, ErrOutputLimit) {
 				return nil, over()
 			}
-			r.saveMessages(ctx, assistantMessage(text, nil))
+			r.saveEnd(ctx, text, usage)
 			return nil, err
 		}
 		switch ev.Kind {
@@ -314,7 +324,7 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 			r.output += len(ev.Text)
 			text = append(text, ev.Text...)
 			if ev.Text != "" && !r.emit(ev) {
-				r.saveMessages(ctx, assistantMessage(text, nil))
+				r.saveEnd(ctx, text, usage)
 				return nil, errStopped
 			}
 			if cut {
@@ -340,8 +350,7 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		r.saveMessages(ctx, assistantMessage(text, nil))
-		r.addUsage(ctx, usage)
+		r.saveEnd(ctx, text, usage)
 		return nil, err
 	}
 	return calls, r.onStepFinish(ctx, text, calls, invalid, usage)
@@ -375,8 +384,7 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		if err := ctx.Err(); err != nil {
 			// Cancelled mid-step: keep the text, drop the calls whose
 			// results are not all there, so the history stays valid.
-			r.saveMessages(ctx, assistantMessage(text, nil))
-			r.addUsage(ctx, usage)
+			r.saveEnd(ctx, text, usage)
 			return err
 		}
 		if res.err != nil {
@@ -393,23 +401,30 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			}
 		}
 	}
-	if usage.IsZero() {
-		if err := cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, session.WithLease(r.turn.Lease)); err != nil {
-			return fmt.Errorf("saving the conversation: %w", err)
+	// The turn's last step (an answer without tool calls, or the final
+	// call) also clears the session's turn marker, in the same write.
+	last := len(calls) == 0 || r.noTools
+	if usage.IsZero() && !(last && r.turn.ID != "") {
+		if err := cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, r.writeOpts(false)...); err != nil {
+			return &storeFailure{saved: r.saved, err: fmt.Errorf("saving the conversation: %w", err)}
 		}
 	} else {
 		// The usage and the step's messages in one write.
 		st, _, err := cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(s *orchestration.State) error {
-			*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(usage))
+			if !usage.IsZero() {
+				*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(usage))
+			}
 			return nil
-		}, msgs, 0, session.WithLease(r.turn.Lease))
+		}, msgs, 0, r.writeOpts(last)...)
 		if err != nil {
-			return fmt.Errorf("recording token usage and saving the conversation: %w", err)
+			return &storeFailure{saved: r.saved, err: fmt.Errorf("recording token usage and saving the conversation: %w", err)}
 		}
 		r.state = st.State
 		r.turnUsage = r.turnUsage.Add(usage)
+		r.ended = last && r.turn.ID != ""
 	}
 	r.messages = append(r.messages, msgs...)
+	r.saved++
 	if !r.emit(chat.Event{Kind: chat.KindStepFinish}) {
 		return errStopped
 	}
@@ -422,26 +437,6 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 	return nil
 }
 
-// addUsage records the usage of a step that ended early (cancelled, or cut
-// at the output budget), even when ctx is cancelled, within saveTimeout:
-// the tokens were spent. A failure is not reported because the turn is
-// already ending.
-func (r *run) addUsage(ctx context.Context, usage chat.Usage) {
-	if usage.IsZero() {
-		return
-	}
-	cfg := r.s.cfg
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-	defer cancel()
-	st, err := cfg.Store.Update(ctx, r.turn.SessionID, func(s *orchestration.State) error {
-		*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(usage))
-		return nil
-	}, session.WithLease(r.turn.Lease))
-	if err == nil {
-		r.state = st.State
-		r.turnUsage = r.turnUsage.Add(usage)
-	}
-}
 
 type toolOutcome struct {
 	result     chat.ToolResult
@@ -545,7 +540,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		return nil
 	}, session.WithLease(r.turn.Lease))
 	if err != nil {
-		return toolOutcome{err: fmt.Errorf("recording tool %q: %w", call.Name, err)}
+		return toolOutcome{err: &storeFailure{saved: r.saved, tool: true, err: fmt.Errorf("recording tool %q: %w", call.Name, err)}}
 	}
 	r.state = st.State
 	if dec.Refused {
@@ -608,22 +603,41 @@ func (r *run) changed(snap chat.Snapshot) bool {
 	return snap.SequenceIndex != r.lastSnap.SequenceIndex || !slices.Equal(snap.OfferedTools, r.lastSnap.OfferedTools)
 }
 
-// saveMessages appends messages even when ctx is cancelled, within
-// saveTimeout; a failure here is not reported because the turn is already
-// ending with an error.
-func (r *run) saveMessages(ctx context.Context, msgs ...chat.Message) {
-	var keep []chat.Message
-	for _, m := range msgs {
-		if m.Content != "" || len(m.ToolCalls) > 0 {
-			keep = append(keep, m)
-		}
-	}
-	if len(keep) == 0 {
-		return
+// saveEnd is the write of a turn that ends early (cancelled, failed, cut
+// at a budget, or its consumer gone): the step's text so far and its
+// usage, if any, in one write that also clears the session's turn marker.
+// It is made even when ctx is cancelled, within saveTimeout; a failure is
+// not reported because the turn is already ending (the marker then stays,
+// and the next turn recovers what it can).
+func (r *run) saveEnd(ctx context.Context, text []byte, usage chat.Usage) {
+	cfg := r.s.cfg
+	var msgs []chat.Message
+	if len(text) > 0 {
+		msgs = append(msgs, assistantMessage(text, nil))
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
-	_ = r.s.cfg.Store.AppendMessages(ctx, r.turn.SessionID, keep, session.WithLease(r.turn.Lease))
+	st, _, err := cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(s *orchestration.State) error {
+		if !usage.IsZero() {
+			*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(usage))
+		}
+		return nil
+	}, msgs, 0, r.writeOpts(true)...)
+	if err == nil {
+		r.state = st.State
+		r.turnUsage = r.turnUsage.Add(usage)
+		r.ended = true
+	}
+}
+
+// writeOpts are the options of the turn's writes: fenced by its lease, and
+// the last one clears the session's turn marker.
+func (r *run) writeOpts(last bool) []session.UpdateOption {
+	opts := []session.UpdateOption{session.WithLease(r.turn.Lease)}
+	if last && r.turn.ID != "" {
+		opts = append(opts, session.WithTurn(""))
+	}
+	return opts
 }
 
 func refused(call chat.ToolCall, reason string) chat.ToolResult {
@@ -648,14 +662,48 @@ const (
 	CodeLeaseLost        = "session_lease_lost"
 )
 
+// storeFailure is a store write of a turn that failed: it tells the client
+// exactly what the session kept, so that a retry does not repeat what was
+// saved.
+type storeFailure struct {
+	saved int  // the steps of the answer saved before it
+	tool  bool // recording a tool that ran failed (its step is not saved)
+	err   error
+}
+
+func (f *storeFailure) Error() string { return f.err.Error() }
+func (f *storeFailure) Unwrap() error { return f.err }
+
+func (f *storeFailure) message() string {
+	kept := "your message is saved, but none of this answer"
+	if f.saved > 0 {
+		kept = fmt.Sprintf("your message and the first %d step(s) of this answer are saved, but not the rest", f.saved)
+	}
+	msg := "the session store stopped answering and the turn stopped: " + kept
+	if errors.Is(f.err, session.ErrMaybeApplied) {
+		msg += "; the store may still apply the last write it received, so read the session (GET /api/sessions/:id) before sending your message again"
+	}
+	return msg
+}
+
+// ErrLeaseLost ends a turn whose hold on its session was lost: its writes
+// are refused. It is also the cancellation cause of such a turn.
+var ErrLeaseLost = &chat.Error{Code: CodeLeaseLost,
+	Message: "this turn lost its hold on the session (the session store restarted without its data, or another turn took over after this one stalled) and stopped; the session keeps what was saved before"}
+
 // publicError turns an error into one that is safe to show a client.
 func publicError(err error) *chat.Error {
-	var ce *chat.Error
+	var (
+		ce *chat.Error
+		sf *storeFailure
+	)
 	switch {
 	case errors.As(err, &ce):
 		return ce
+	case errors.As(err, &sf) && errors.Is(err, session.ErrUnavailable):
+		return &chat.Error{Code: CodeStoreUnavailable, Message: sf.message()}
 	case errors.Is(err, session.ErrFenced):
-		return &chat.Error{Code: CodeLeaseLost, Message: "another turn took over this session; this turn stopped"}
+		return ErrLeaseLost
 	case errors.Is(err, session.ErrUnavailable):
 		return &chat.Error{Code: CodeStoreUnavailable, Message: "the session store is unavailable; try again shortly"}
 	case errors.Is(err, context.DeadlineExceeded):

@@ -89,12 +89,13 @@ func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, k
 		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
-	events, err := node.HandleMessage(ctx, sessionID, message, agent.WithOwner(owner))
+	turnID := session.NewID()
+	events, err := node.HandleMessage(ctx, sessionID, message, agent.WithOwner(owner), agent.WithTurnID(turnID))
 	if err != nil {
 		cancel(nil)
 		return nil, err
 	}
-	t := newTurn(session.NewID(), sessionID, node.ID(), owner, cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
+	t := newTurn(turnID, sessionID, node.ID(), owner, cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
 	t.keepEvents = keepEvents
 	if !s.turns.register(t) {
 		// Shutdown began in between: run the turn's sequence cancelled, so

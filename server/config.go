@@ -24,6 +24,7 @@ const (
 	DefaultShutdownTimeout = 25 * time.Second
 	DefaultWriteTimeout    = 60 * time.Second
 	DefaultReadTimeout     = 30 * time.Second
+	DefaultRecoverWait     = 35 * time.Second
 )
 
 // Limiter decides whether a request may proceed; it is the hook for rate
@@ -88,6 +89,11 @@ type Config struct {
 	// the 30 s a container orchestrator usually waits before SIGKILL).
 	ShutdownTimeout time.Duration
 
+	// RecoverWait is how long a replica that finds a turn abandoned (its
+	// writer died) waits for the session's lease before saving what the
+	// turn streamed (default 35 s: keep it above the store's LockTTL).
+	RecoverWait time.Duration
+
 	// WebFS is the chat page, served at /; nil serves no page.
 	WebFS fs.FS
 	// Limiter limits requests; nil means no limit.
@@ -146,6 +152,7 @@ func (c *Config) validate() error {
 	neg("ShutdownTimeout", int64(c.ShutdownTimeout))
 	neg("WriteTimeout", int64(c.WriteTimeout))
 	neg("ReadTimeout", int64(c.ReadTimeout))
+	neg("RecoverWait", int64(c.RecoverWait))
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -166,6 +173,9 @@ func (c *Config) validate() error {
 	}
 	if c.ReadTimeout == 0 {
 		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.RecoverWait == 0 {
+		c.RecoverWait = DefaultRecoverWait
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout

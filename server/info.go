@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -208,6 +209,22 @@ func (s *Server) getSession(c *gin.Context) {
 	if !ok {
 		return
 	}
+	if sess.Turn != "" && !s.runsHere(sess.Turn) {
+		// The session's last turn did not clear its marker and does not
+		// run here: if no replica holds the session, the turn is over and
+		// its streamed answer is saved before the history is read.
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+		rec, err := s.cfg.Agents.RecoverTurn(ctx, sess.ID, 0)
+		cancel()
+		switch {
+		case err == nil && rec.Turn != "":
+			if sess, ok = s.loadSession(c); !ok {
+				return
+			}
+		case err != nil && !errors.Is(err, session.ErrBusy):
+			s.log.Warn("recovering an interrupted turn", "session", sess.ID, "err", err)
+		}
+	}
 	limit := 0
 	if q := c.Query("limit"); q != "" {
 		n, err := strconv.Atoi(q)
@@ -243,6 +260,16 @@ func (s *Server) getSession(c *gin.Context) {
 		s.log.Warn("reading a session's latest turn", "session", sess.ID, "err", err)
 	}
 	c.JSON(http.StatusOK, v)
+}
+
+// runsHere reports whether the turn runs on this replica.
+func (s *Server) runsHere(turnID string) bool {
+	t := s.turns.get(turnID)
+	if t == nil {
+		return false
+	}
+	_, done := t.state()
+	return !done
 }
 
 // latestTurn describes the session's latest turn, nil when none is kept.

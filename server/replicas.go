@@ -229,7 +229,7 @@ func (t *sharedTurn) check(ctx context.Context) *chat.Error {
 		// read tells.
 		return nil
 	case !t.s.alive(st):
-		return errAbandoned
+		return t.s.recoverAbandoned(ctx, t.ref.Session)
 	}
 	return nil
 }

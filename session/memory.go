@@ -197,6 +197,7 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 	}
 	e.sess.State = st
 	e.sess.Version++
+	o.setTurn(&e.sess)
 	return e.session(), nil
 }
 
@@ -382,6 +383,7 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	}
 	e.sess.State = st
 	e.sess.Version++
+	o.setTurn(&e.sess)
 	var hist []chat.Message
 	if window != 0 {
 		hist = e.msgs

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,72 @@ func (r *Redis) keys(id string) []string {
 	return []string{r.key(id, "state"), r.key(id, "messages"), r.key(id, "lease")}
 }
 
+// runWrite runs one of the store's write scripts. When a round trip fails
+// after the script may have reached Redis (a timeout, a broken
+// connection: Redis paused, a network blip), whether it was applied is
+// unknown, and reporting a failure could make a client repeat what was
+// saved. Every write script recognises its own earlier success by the nonce
+// among its arguments, so the same call is sent again, until Redis answers
+// or Config.WriteRetry has passed since the first failure. A call that
+// cannot have reached Redis (no connection could be made, the pool had
+// none) is not retried, unless an earlier attempt might have.
+//
+// A failed result that may still have been applied is marked by maybe:
+// callers report it wrapping ErrMaybeApplied.
+func (r *Redis) runWrite(ctx context.Context, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, maybe bool) {
+	var (
+		firstFailure time.Time
+		maybeApplied bool
+		pause        = 50 * time.Millisecond
+	)
+	for {
+		rctx, cancel := r.roundTrip(ctx)
+		cmd = script.Run(rctx, r.client, keys, args...)
+		cancel()
+		err := cmd.Err()
+		if err == nil || errors.Is(err, redis.Nil) {
+			return cmd, false
+		}
+		if mayHaveRun(err) {
+			maybeApplied = true
+		}
+		if !maybeApplied || ctx.Err() != nil {
+			return cmd, maybeApplied
+		}
+		if firstFailure.IsZero() {
+			firstFailure = time.Now()
+		}
+		if time.Since(firstFailure)+pause > r.cfg.WriteRetry {
+			return cmd, true
+		}
+		select {
+		case <-ctx.Done():
+			return cmd, true
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// mayHaveRun reports whether a failed command may have been executed by
+// Redis: not when Redis answered with an error, when no connection could
+// be made or the pool had none to give.
+func mayHaveRun(err error) bool {
+	var (
+		re redis.Error
+		oe *net.OpError
+	)
+	switch {
+	case errors.As(err, &re):
+		return false
+	case errors.As(err, &oe) && oe.Op == "dial":
+		return false
+	case errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
+		return false
+	}
+	return true
+}
+
 // roundTrip bounds one round trip so that an unresponsive Redis fails the
 // call within the configured timeouts; an earlier deadline of ctx wins.
 func (r *Redis) roundTrip(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -121,6 +188,16 @@ func (r *Redis) fail(id, op string, err error) error {
 		return fmt.Errorf("%s: %w: %w", where, ErrCorrupt, err)
 	}
 	return fmt.Errorf("%s: %w: %w", where, ErrUnavailable, err)
+}
+
+// failWrite is fail for a write; one that may have been applied wraps
+// ErrMaybeApplied too.
+func (r *Redis) failWrite(id, op string, err error, maybe bool) error {
+	e := r.fail(id, op, err)
+	if maybe {
+		return fmt.Errorf("%w (%w)", e, ErrMaybeApplied)
+	}
+	return e
 }
 
 func (r *Redis) decode(id string, data string) (Session, error) {
@@ -169,11 +246,10 @@ func (r *Redis) Get(ctx context.Context, id string) (Session, error) {
 // GetOrCreate implements Store.
 func (r *Redis) GetOrCreate(ctx context.Context, id string, opts ...UpdateOption) (Session, bool, error) {
 	o := collect(opts)
-	rctx, cancel := r.roundTrip(ctx)
-	defer cancel()
 	now := r.cfg.Now()
 	fresh := r.newSession(id, o, now)
-	reply, err := scriptGetOrCreate.Run(rctx, r.client, r.keys(id)[:2], r.ttlMillis(), encode(fresh), newToken()).Slice()
+	cmd, _ := r.runWrite(ctx, scriptGetOrCreate, r.keys(id)[:2], r.ttlMillis(), encode(fresh), newToken())
+	reply, err := cmd.Slice()
 	if err != nil {
 		return Session{}, false, r.fail(id, "get or create", err)
 	}
@@ -315,6 +391,7 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		}
 		next.State, next.LastAccessed = st, now
 		next.Version = cur.Version + 1
+		o.setTurn(&next)
 		expected := ""
 		if exists {
 			expected = strconv.FormatInt(cur.Version, 10)
@@ -326,11 +403,10 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			script = scriptUpdateAppend
 			args = append(append(args, ap.window, r.cfg.MaxMessages), ap.msgs...)
 		}
-		rctx, cancel := r.roundTrip(ctx)
-		reply, err := script.Run(rctx, r.client, keys, args...).Slice()
-		cancel()
+		cmd, maybe := r.runWrite(ctx, script, keys, args...)
+		reply, err := cmd.Slice()
 		if err != nil {
-			return Session{}, nil, r.fail(id, "write", err)
+			return Session{}, nil, r.failWrite(id, "write", err, maybe)
 		}
 		status, _ := reply[0].(string)
 		switch status {
@@ -403,11 +479,10 @@ func (r *Redis) AppendMessages(ctx context.Context, id string, msgs []chat.Messa
 		}
 		args = append(args, string(b))
 	}
-	rctx, cancel := r.roundTrip(ctx)
-	defer cancel()
-	status, err := scriptAppend.Run(rctx, r.client, r.keys(id), args...).Text()
+	cmd, maybe := r.runWrite(ctx, scriptAppend, r.keys(id), args...)
+	status, err := cmd.Text()
 	if err != nil {
-		return r.fail(id, "append messages", err)
+		return r.failWrite(id, "append messages", err, maybe)
 	}
 	if status == "fenced" {
 		return fmt.Errorf("redis session store: session %s: %w", id, ErrFenced)
@@ -448,9 +523,8 @@ func (r *Redis) Claim(ctx context.Context, id string, opts ...UpdateOption) (Ses
 	keys := r.keys(id)
 	for {
 		sent := time.Now()
-		rctx, cancel := r.roundTrip(ctx)
-		reply, err := scriptClaim.Run(rctx, r.client, keys, r.ttlMillis(), fresh, nonce, o.owner, o.agent, token, r.lockMillis()).Slice()
-		cancel()
+		cmd, _ := r.runWrite(ctx, scriptClaim, keys, r.ttlMillis(), fresh, nonce, o.owner, o.agent, token, r.lockMillis())
+		reply, err := cmd.Slice()
 		if err != nil {
 			return Session{}, nil, r.fail(id, "claim", err)
 		}

@@ -140,7 +140,8 @@ func TestRedisFaults(t *testing.T) {
 	srv := redistest.Start(t)
 	const timeout = 200 * time.Millisecond
 	budget := 3 * timeout // dial + read + write
-	s := openRedis(t, srv, session.RedisConfig{DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
+	const writeRetry = 2 * timeout
+	s := openRedis(t, srv, session.RedisConfig{Config: session.Config{WriteRetry: writeRetry}, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
 	ctx := t.Context()
 	id := session.NewID()
 	stored, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")))
@@ -176,6 +177,7 @@ func TestRedisFaults(t *testing.T) {
 				{"Lock", func() error { _, err := s.Lock(ctx, id); return err }},
 				{"Ping", func() error { return s.Ping(ctx) }},
 			}
+			maybeApplied := false
 			for _, c := range calls {
 				start := time.Now()
 				err := c.call()
@@ -183,9 +185,17 @@ func TestRedisFaults(t *testing.T) {
 				if !errors.Is(err, session.ErrUnavailable) {
 					t.Fatalf("%s with Redis %s: error %v, want ErrUnavailable", c.name, fault.name, err)
 				}
-				// Update reads once before writing: two round trips at most.
-				if took > 2*budget+time.Second {
-					t.Errorf("%s with Redis %s took %v, want the failure within about %v", c.name, fault.name, took, 2*budget)
+				// A stopped Redis refuses connections: the write cannot
+				// have been applied. A paused one may apply it later.
+				if errors.Is(err, session.ErrMaybeApplied) != (fault.name == "paused" && c.name == "AppendMessages") {
+					t.Errorf("%s with Redis %s: %v; ErrMaybeApplied only for a write a paused Redis may have taken", c.name, fault.name, err)
+				}
+				maybeApplied = maybeApplied || errors.Is(err, session.ErrMaybeApplied)
+				// Update reads once before writing: two round trips at most;
+				// a write that may have been applied is resent for
+				// WriteRetry.
+				if took > 2*budget+writeRetry+time.Second {
+					t.Errorf("%s with Redis %s took %v, want the failure within about %v", c.name, fault.name, took, 2*budget+writeRetry)
 				}
 				t.Logf("%s with Redis %s: %v after %v", c.name, fault.name, err, took.Round(time.Millisecond))
 			}
@@ -198,13 +208,64 @@ func TestRedisFaults(t *testing.T) {
 			if got.Version != stored.Version || !got.State.RecentlyUsedTools.Equal(stored.State.RecentlyUsedTools.Slice()...) {
 				t.Fatalf("state changed by the failed calls: %+v, want %+v", got, stored)
 			}
-			if msgs, err := s.Messages(ctx, id, 0); err != nil || len(msgs) != 0 {
-				t.Fatalf("history after the failed append: %+v, %v", msgs, err)
+			if msgs, err := s.Messages(ctx, id, 0); err != nil || len(msgs) > 1 || len(msgs) == 1 && !maybeApplied {
+				t.Fatalf("history after the failed append: %+v, %v (it may hold the message once only when the failure said it may have been applied)", msgs, err)
+			}
+			if msgs, _ := s.Messages(ctx, id, 0); len(msgs) == 1 {
+				// Clear it for the next fault.
+				_ = s.Delete(ctx, id)
+				stored, _ = s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")))
 			}
 		})
 	}
 	if _, err := s.Update(ctx, id, write); err != nil {
 		t.Fatalf("Update after the faults: %v", err)
+	}
+}
+
+// TestRedisWriteOutlivesPause: a write sent while Redis is paused, which
+// the client cannot know was applied, is resent with the same nonce until
+// Redis answers: it succeeds once Redis is back, applied exactly once, so
+// that the caller never reports as lost what was saved.
+func TestRedisWriteOutlivesPause(t *testing.T) {
+	srv := redistest.Start(t)
+	const timeout = 200 * time.Millisecond
+	s := openRedis(t, srv, session.RedisConfig{Config: session.Config{WriteRetry: 10 * time.Second}, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
+	ctx := t.Context()
+	id := session.NewID()
+	_, lease, err := s.Claim(ctx, id, session.WithOwner("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, write := range []func() error{
+		func() error {
+			return s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "kept once"}}, session.WithLease(lease))
+		},
+		func() error {
+			_, _, err := s.UpdateAppend(ctx, id, applyEvent(orchestration.ToolUsed("search")), []chat.Message{{Role: chat.RoleAssistant, Content: "also once"}}, 0, session.WithLease(lease))
+			return err
+		},
+	} {
+		srv.Pause()
+		resumed := make(chan struct{})
+		go func() {
+			time.Sleep(1500 * time.Millisecond)
+			srv.Resume()
+			close(resumed)
+		}()
+		err := write()
+		<-resumed
+		if err != nil {
+			t.Fatalf("write %d across a 1.5 s pause: %v", i, err)
+		}
+	}
+	msgs, err := s.Messages(ctx, id, 0)
+	if err != nil || len(msgs) != 2 || msgs[0].Content != "kept once" || msgs[1].Content != "also once" {
+		t.Fatalf("history %+v, %v: each write applied exactly once", msgs, err)
+	}
+	sess, _ := s.Get(ctx, id)
+	if !sess.State.RecentlyUsedTools.Equal("search") || sess.Version != 1 {
+		t.Fatalf("state %+v", sess)
 	}
 }
 

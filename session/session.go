@@ -66,6 +66,10 @@ var (
 	ErrFenced = errors.New("session lease lost: the write was rejected because a newer turn holds the session")
 	// ErrUnavailable wraps failures to reach the backing store.
 	ErrUnavailable = errors.New("session store unavailable")
+	// ErrMaybeApplied is wrapped, with ErrUnavailable, by a failed write
+	// that may still have been applied: the store stopped answering after
+	// the write may have reached it, and did not answer again in time.
+	ErrMaybeApplied = errors.New("the write may have been applied")
 	// ErrCorrupt: a stored value could not be decoded. The value is left as
 	// it is; it is never replaced by an empty state.
 	ErrCorrupt = errors.New("session data corrupt")
@@ -86,6 +90,12 @@ type Session struct {
 	Agent        string    `json:"agent,omitempty"`
 	CreatedAt    time.Time `json:"createdAt"`
 	LastAccessed time.Time `json:"lastAccessed"`
+	// Turn is the ID of the turn that is writing the session, set by its
+	// first write and cleared by its last (WithTurn). Found set by the
+	// next turn, it names a turn that ended without its last write (its
+	// replica died, or the store stopped answering), whose partial answer
+	// may be recovered from the streams it left (see agent).
+	Turn string `json:"turn,omitempty"`
 	// Version increases with every write; stores use it for optimistic
 	// concurrency.
 	Version int64 `json:"version"`
@@ -170,6 +180,18 @@ type updateOptions struct {
 	lease Lease
 	owner string
 	agent string
+	turn  *string
+}
+
+// WithTurn sets Session.Turn with an Update or UpdateAppend: the running
+// turn's ID on its first write, "" on its last.
+func WithTurn(id string) UpdateOption { return func(o *updateOptions) { o.turn = &id } }
+
+// setTurn applies WithTurn to s.
+func (o updateOptions) setTurn(s *Session) {
+	if o.turn != nil {
+		s.Turn = *o.turn
+	}
 }
 
 // WithLease makes the write conditional on the lease still holding the
@@ -206,6 +228,10 @@ type Config struct {
 	// LockWait is how long Lock waits for a busy session before ErrBusy
 	// (default 0: refuse at once).
 	LockWait time.Duration
+	// WriteRetry is how long the Redis store resends a write whose round
+	// trip failed after it may have reached Redis, to learn whether it was
+	// applied (default 15 s; see Redis). Ignored by the memory store.
+	WriteRetry time.Duration
 	// MaxMessages bounds each session's history (default 1000). Whole
 	// turns are dropped, oldest first, to stay under it (see
 	// AppendMessages); turn budgets keep one turn well under it.
@@ -223,6 +249,7 @@ const (
 	DefaultLockTTL     = 30 * time.Second
 	DefaultMaxMessages = 1000
 	DefaultMaxSessions = 100000
+	DefaultWriteRetry  = 15 * time.Second
 )
 
 // withDefaults fills the zero fields.
@@ -238,6 +265,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.WriteRetry <= 0 {
+		c.WriteRetry = DefaultWriteRetry
 	}
 	if c.Now == nil {
 		c.Now = time.Now

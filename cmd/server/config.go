@@ -35,6 +35,7 @@ type serveConfig struct {
 	LogLevel     slog.Level
 	SessionTTL   time.Duration
 	LockTTL      time.Duration
+	WriteRetry   time.Duration
 	PprofAddr    string
 	ModelIdle    time.Duration
 	OfflineDelay time.Duration
@@ -234,6 +235,15 @@ func settings() []setting {
 			}
 			if c.LockTTL < time.Second {
 				return errors.New("must be at least 1s")
+			}
+			return nil
+		}},
+		{"STORE_WRITE_RETRY", "store-write-retry", session.DefaultWriteRetry.String(), "how long a Redis write whose outcome is unknown (Redis stopped answering after it was sent) is resent to learn it, before the turn reports the store unavailable", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.WriteRetry })(c, v); err != nil {
+				return err
+			}
+			if c.WriteRetry < 100*time.Millisecond {
+				return errors.New("must be at least 100ms")
 			}
 			return nil
 		}},

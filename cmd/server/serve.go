@@ -122,13 +122,18 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	}
 	mcpRT.manager.Start(ctx)
 	defer mcpRT.close(cfg.ShutdownTimeout, log)
+	var streamed agent.StreamReader
+	if turns != nil {
+		streamed = server.StreamedSteps(turns)
+	}
 	agents, err := agent.New(agent.Config{
-		ToolsFor:  mcpRT.toolsFor,
-		Store:     store,
-		Tools:     registry,
-		Models:    modelFactory(cfg, tel, log),
-		Logger:    log,
-		Telemetry: tel,
+		StreamedSteps: streamed,
+		ToolsFor:      mcpRT.toolsFor,
+		Store:         store,
+		Tools:         registry,
+		Models:        modelFactory(cfg, tel, log),
+		Logger:        log,
+		Telemetry:     tel,
 
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		Budget:          cfg.Budget,
@@ -161,13 +166,16 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 // hooks and values.
 func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.Config, error) {
 	sc := server.Config{
-		MaxBodyBytes:        cfg.MaxBodyBytes,
-		MaxMessageBytes:     cfg.MaxMessageBytes,
-		MaxTurnEvents:       cfg.MaxTurnEvents,
-		StreamRetention:     cfg.StreamRetention,
-		Heartbeat:           cfg.Heartbeat,
-		DisconnectGrace:     cfg.DisconnectGrace,
-		ReadTimeout:         cfg.ReadTimeout,
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		MaxTurnEvents:   cfg.MaxTurnEvents,
+		StreamRetention: cfg.StreamRetention,
+		Heartbeat:       cfg.Heartbeat,
+		DisconnectGrace: cfg.DisconnectGrace,
+		ReadTimeout:     cfg.ReadTimeout,
+		// A replica that finds a turn abandoned waits for its lease to
+		// expire before saving what it streamed.
+		RecoverWait:         cfg.LockTTL + 5*time.Second,
 		WriteTimeout:        cfg.WriteTimeout,
 		ShutdownTimeout:     cfg.ShutdownTimeout,
 		CORSOrigins:         cfg.CORSOrigins,
@@ -331,7 +339,7 @@ func fallbackModel(cfg *serveConfig, tel *telemetry.Telemetry) (llmorch.Model, e
 func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, prefix string, err error) {
 	prefix = session.DefaultPrefix
 	if cfg.Store != "" {
-		st, err = session.Open(ctx, cfg.Store, session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL})
+		st, err = session.Open(ctx, cfg.Store, session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL, WriteRetry: cfg.WriteRetry})
 		kind, _, _ = strings.Cut(cfg.Store, "://")
 		if rc, perr := session.ParseRedisURL(cfg.Store); err == nil && perr == nil && rc.Prefix != "" {
 			prefix = rc.Prefix
@@ -349,6 +357,7 @@ func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, p
 		prefix = rc.Prefix
 	}
 	rc.LockTTL = cfg.LockTTL
+	rc.WriteRetry = cfg.WriteRetry
 	st, err = session.NewRedis(rc)
 	return st, "redis", prefix, err
 }

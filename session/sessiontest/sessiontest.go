@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"Claim", h.claim},
 		{"ClaimWaits", h.claimWaits},
 		{"UpdateAppend", h.updateAppend},
+		{"TurnMarker", h.turnMarker},
 		{"UpdateAppendFencedOrFailed", h.updateAppendRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -819,6 +820,43 @@ func (h *harness) claimWaits(t *testing.T) {
 		t.Fatal("Claim returned before the holder released")
 	}
 	b.Release(ctx)
+}
+
+// turnMarker: WithTurn sets and clears Session.Turn with Update and
+// UpdateAppend, other writes keep it, and Claim and Get show it.
+func (h *harness) turnMarker(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	_, l, err := s.Claim(ctx, id, session.WithOwner("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, _, err := s.UpdateAppend(ctx, id, apply(orchestration.UserMessage("hi")), []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, 0, session.WithLease(l), session.WithTurn("turn-0001"))
+	if err != nil || sess.Turn != "turn-0001" {
+		t.Fatalf("UpdateAppend WithTurn: %+v, %v", sess, err)
+	}
+	if sess, err = s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithLease(l)); err != nil || sess.Turn != "turn-0001" {
+		t.Fatalf("Update without WithTurn: %+v, %v", sess, err)
+	}
+	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleAssistant, Content: "partial"}}, session.WithLease(l)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The next turn finds the marker the last one left.
+	sess, l, err = s.Claim(ctx, id, session.WithOwner("o"))
+	if err != nil || sess.Turn != "turn-0001" {
+		t.Fatalf("Claim after a turn that left its marker: %+v, %v", sess, err)
+	}
+	if sess, err = s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithLease(l), session.WithTurn("")); err != nil || sess.Turn != "" {
+		t.Fatalf("Update WithTurn(\"\"): %+v, %v", sess, err)
+	}
+	if got := must(s.Get(ctx, id))(t); got.Turn != "" {
+		t.Fatalf("Get after the marker was cleared: %+v", got)
+	}
+	_ = l.Release(ctx)
 }
 
 func (h *harness) updateAppend(t *testing.T) {

@@ -1,0 +1,110 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/turnlog"
+)
+
+// StreamedSteps reads a turn's steps from the turn log replicas share: it
+// is agent.Config.StreamedSteps for a deployment whose server has
+// Config.Turns, so that a turn whose replica died is recovered from what it
+// streamed (docs/deploying.md). The frames are the UI message stream this
+// package writes; a log that lost some of the turn's frames (more than
+// MaxTurnEvents) yields nothing, rather than a history with a hole.
+func StreamedSteps(log turnlog.Log) agent.StreamReader {
+	return func(ctx context.Context, key, turnID string) ([]agent.StreamedStep, bool, error) {
+		ref := turnlog.Ref{Session: key, Turn: turnID}
+		var (
+			d     stepDecoder
+			after int64
+		)
+		for {
+			b, err := log.Read(ctx, ref, after)
+			switch {
+			case errors.Is(err, turnlog.ErrNotFound):
+				return nil, false, nil
+			case err != nil:
+				return nil, false, err
+			case b.Gap:
+				return nil, false, nil
+			}
+			for _, f := range b.Frames {
+				d.frame(f.Data)
+				after = f.Seq
+			}
+			if b.Done || len(b.Frames) == 0 {
+				return d.steps, true, nil
+			}
+		}
+	}
+}
+
+// stepDecoder rebuilds steps from UI stream frames.
+type stepDecoder struct {
+	steps []agent.StreamedStep
+}
+
+func (d *stepDecoder) current() *agent.StreamedStep {
+	if len(d.steps) == 0 {
+		d.steps = append(d.steps, agent.StreamedStep{})
+	}
+	return &d.steps[len(d.steps)-1]
+}
+
+func (d *stepDecoder) frame(data []byte) {
+	var c struct {
+		Type       string          `json:"type"`
+		Delta      string          `json:"delta"`
+		ToolCallID string          `json:"toolCallId"`
+		ToolName   string          `json:"toolName"`
+		Input      json.RawMessage `json:"input"`
+		Output     *uiToolOutput   `json:"output"`
+		ErrorText  string          `json:"errorText"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return // [DONE], or nothing this package wrote
+	}
+	switch c.Type {
+	case "start-step":
+		d.steps = append(d.steps, agent.StreamedStep{})
+	case "text-delta":
+		d.current().Text += c.Delta
+	case "tool-input-available":
+		st := d.current()
+		st.Calls = append(st.Calls, chat.ToolCall{ID: c.ToolCallID, Name: c.ToolName, Arguments: c.Input})
+	case "tool-output-available":
+		if c.Output != nil {
+			st := d.current()
+			st.Results = append(st.Results, chat.ToolResult{CallID: c.ToolCallID, Content: c.Output.Content, Type: c.Output.Type})
+		}
+	case "tool-output-error":
+		st := d.current()
+		st.Results = append(st.Results, chat.ToolResult{CallID: c.ToolCallID, Content: c.ErrorText, IsError: true})
+	}
+}
+
+// recoverAbandoned saves what a turn whose writer died had streamed, once
+// its lease is free, and says in the stream's last error what became of
+// its answer.
+func (s *Server) recoverAbandoned(ctx context.Context, key string) *chat.Error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RecoverWait+5*time.Second)
+	defer cancel()
+	rec, err := s.cfg.Agents.RecoverTurn(rctx, key, s.cfg.RecoverWait)
+	if err != nil {
+		s.log.Warn("recovering an interrupted turn", "session", key, "err", err)
+		return &chat.Error{Code: errAbandoned.Code, Message: errAbandoned.Message +
+			"; its partial answer could not be saved yet and will be when the session is next used"}
+	}
+	if rec.Steps > 0 {
+		return &chat.Error{Code: errAbandoned.Code, Message: fmt.Sprintf(
+			"the server running this turn stopped before the turn ended; the answer it streamed up to then was saved to the session history (%d step(s) recovered)", rec.Steps)}
+	}
+	return errAbandoned
+}
