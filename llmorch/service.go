@@ -437,7 +437,6 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 	return nil
 }
 
-
 type toolOutcome struct {
 	result     chat.ToolResult
 	refused    bool
