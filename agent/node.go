@@ -21,6 +21,7 @@ import (
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
 )
 
 // Errors HandleMessage returns before a turn starts.
@@ -279,6 +280,11 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.turnID == "" {
+		o.turnID = session.NewID()
+	}
+	// Tools learn what they run for (tools.CallFrom).
+	ctx = tools.WithCall(ctx, tools.Call{SessionID: sessionID, AgentID: n.ID(), Owner: o.owner, TurnID: o.turnID})
 	if err := n.checkMessage(message); err != nil {
 		return nil, err
 	}
@@ -306,9 +312,6 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 		if _, err := recoverTurn(ctx, n.cfg, key, sess.Turn, lease); err != nil {
 			n.cfg.Logger.WarnContext(ctx, "recovering the partial answer of an interrupted turn failed", "turn", sess.Turn, "err", err)
 		}
-	}
-	if o.turnID == "" {
-		o.turnID = session.NewID()
 	}
 	turn, err := n.startTurn(ctx, key, o.turnID, message, lease)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
 )
 
 // Executor runs tool calls. *tools.Registry is one.
@@ -528,7 +529,11 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		}
 		return toolOutcome{result: refused(call, d.Reason), refused: true}
 	}
-	res := cfg.Tools.Execute(ctx, call)
+	// The tool learns what it runs for (tools.CallFrom): the turn's part
+	// comes from the agent, the call's from here.
+	c, _ := tools.CallFrom(ctx)
+	c.ToolCallID, c.Step = call.ID, r.state.ActiveStep
+	res := cfg.Tools.Execute(tools.WithCall(ctx, c), call)
 	res.CallID, res.Name = call.ID, call.Name
 	if res.NotRun || ctx.Err() != nil {
 		return toolOutcome{result: res}

@@ -60,7 +60,7 @@ func (s *Server) postChat(c *gin.Context) {
 		abortWith(c, e)
 		return
 	}
-	t, err := s.startTurn(node, sid, text, ownerOf(c), false)
+	t, err := s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), false)
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)
 		return
@@ -77,18 +77,23 @@ func (s *Server) answerStartError(c *gin.Context, agentID string, err error) {
 	abortWith(c, e)
 }
 
-// startTurn starts one turn of node on the session in its own goroutine,
-// under the server's context: the request that started it may go away.
+// startTurn starts one turn of node on the session in its own goroutine.
+// The turn's context keeps the request's values (an embedder's middleware
+// may put its user there, for tools to read) but not its cancellation:
+// the request that started the turn may go away; the server's shutdown
+// still ends it.
 // keepEvents keeps each frame's event beside its data, for a reader that
 // maps events again (the OpenAI endpoint); UI streams need the data only.
-func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, keepEvents bool) (*turn, error) {
+func (s *Server) startTurn(reqCtx context.Context, node *agent.Node, sessionID, message, owner string, keepEvents bool) (*turn, error) {
 	if s.turns.isClosing() {
 		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
 	}
 	if s.cfg.MaxMessageBytes > 0 && len(message) > s.cfg.MaxMessageBytes {
 		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
 	}
-	ctx, cancel := context.WithCancelCause(s.base)
+	ctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(reqCtx))
+	stopWithServer := context.AfterFunc(s.base, func() { cancelCtx(errShutdown) })
+	cancel := func(cause error) { stopWithServer(); cancelCtx(cause) }
 	turnID := session.NewID()
 	events, err := node.HandleMessage(ctx, sessionID, message, agent.WithOwner(owner), agent.WithTurnID(turnID))
 	if err != nil {

@@ -181,7 +181,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		abortWith(c, e)
 		return
 	}
-	t, err := s.startTurn(node, sid, text, ownerOf(c), true)
+	t, err := s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), true)
 	if err != nil {
 		e := turnStartError(err)
 		if e.Status >= 500 {

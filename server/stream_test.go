@@ -328,7 +328,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 		t.Fatalf("partial answer not saved: %+v", msgs)
 	}
 	var ae *apiError
-	if _, err := e.srv.startTurn(mustAgent(t, e, "plain"), "after-shutdown", "hi", "", false); !errors.As(err, &ae) || ae.Status != 503 {
+	if _, err := e.srv.startTurn(t.Context(), mustAgent(t, e, "plain"), "after-shutdown", "hi", "", false); !errors.As(err, &ae) || ae.Status != 503 {
 		t.Fatalf("want 503, got %v", err)
 	}
 }
