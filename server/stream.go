@@ -213,12 +213,15 @@ func (s *Server) publish(ctx context.Context, streamID string, conn *sseConn, fw
 		s.sse.Publish(streamID, ev)
 	}
 	// closeWith sends frames that are not in the turn's log (so they carry no
-	// ID) and ends the response. The turn is over for every reason but
-	// errSharedLog, which only this reader met: the turn may run on, so
-	// the client is not told it finished (it may resume).
+	// ID) and ends the response. finish and [DONE] follow only when the turn
+	// is surely over and its session free: it was abandoned (and recovered
+	// under its lease) or its session deleted. Otherwise (the shared log
+	// unreadable, the server shutting down before the turn ended, frames
+	// lost) the turn may still hold its session, and a client told it
+	// finished would get 409 for its next message: it may resume instead.
 	closeWith := func(e *chat.Error) {
 		pub(&sse.Event{Data: mustJSON(uiChunk{Type: "error", ErrorText: e.Code + ": " + e.Message})})
-		if e != errSharedLog {
+		if e == errTurnGone || e.Code == errAbandoned.Code {
 			pub(&sse.Event{Data: mustJSON(uiChunk{Type: "finish", FinishReason: "error"})})
 			pub(&sse.Event{Data: doneData})
 		}
