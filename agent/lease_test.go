@@ -16,6 +16,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
@@ -128,7 +129,7 @@ const privateMessage = "my private words about the merger"
 // is ten minutes.
 func TestLeaseReleasedAfterRedisComesBack(t *testing.T) {
 	srv := redistest.Start(t)
-	store, err := session.NewRedis(session.RedisConfig{
+	store, err := redisstore.New(redisstore.Config{
 		URL: srv.URL(), DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
 		// LockWait lets the next turn wait for the release instead of
 		// failing at once; it is far shorter than LockTTL.
@@ -180,7 +181,7 @@ func TestLeaseReleasedAfterRedisComesBack(t *testing.T) {
 // release stops once the lease has expired by itself.
 func TestLeaseReleaseGivesUpAtExpiry(t *testing.T) {
 	srv := redistest.Start(t)
-	store, err := session.NewRedis(session.RedisConfig{
+	store, err := redisstore.New(redisstore.Config{
 		URL: srv.URL(), DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
 		Config: session.Config{LockTTL: time.Second},
 	})
@@ -216,7 +217,7 @@ func TestLeaseFreeWhenDoneArrives(t *testing.T) {
 		{"memory", func(t *testing.T) session.Store { return session.NewMemory(session.Config{}) }},
 		{"redis", func(t *testing.T) session.Store {
 			srv := redistest.Start(t)
-			s, err := session.NewRedis(session.RedisConfig{URL: srv.URL()})
+			s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
 )
 
@@ -65,7 +66,7 @@ func (m *markModel) Stream(_ context.Context, _ llmorch.Request) iter.Seq2[chat.
 // time from HandleMessage to the model call.
 func BenchmarkRedisTextTurn(b *testing.B) {
 	srv := redistest.Start(b)
-	store, err := session.NewRedis(session.RedisConfig{URL: srv.URL()})
+	store, err := redisstore.New(redisstore.Config{URL: srv.URL()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -43,7 +43,7 @@ type Config struct {
 	// Store is the session store; nil means Agents.Store().
 	Store session.Store
 	// Turns, when set, is the turn log the replicas of a deployment share
-	// (turnlog.Redis on the session store's Redis): every turn's frames are
+	// (redislog.Log on the session store's Redis): every turn's frames are
 	// copied there, so that a client can resume a stream on any replica.
 	// Nil: a turn's stream can be resumed only on the replica that runs it.
 	// The server does not close it.

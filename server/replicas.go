@@ -11,7 +11,7 @@ import (
 	"github.com/agentdock-go/agentdock/turnlog"
 )
 
-// Replicas share turns through Config.Turns (a turnlog.Redis on the session
+// Replicas share turns through Config.Turns (a redislog.Log on the session
 // store's Redis). The replica that runs a turn stays its only writer: the
 // turn's frames go to its local log first (clients attached to this replica
 // read them from there, with no round trip) and a mirror goroutine copies

@@ -8,8 +8,10 @@ import (
 
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/turnlog"
+	"github.com/agentdock-go/agentdock/turnlog/redislog"
 )
 
 // replica is one server of a deployment on a shared redis-server: its own
@@ -17,11 +19,11 @@ import (
 // process would have.
 func replica(t testing.TB, srv *redistest.Server, prefix string, o envOptions) *env {
 	t.Helper()
-	store, err := session.NewRedis(session.RedisConfig{URL: srv.URL(), Prefix: prefix})
+	store, err := redisstore.New(redisstore.Config{URL: srv.URL(), Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	turns, err := turnlog.NewRedis(t.Context(), turnlog.RedisConfig{Client: store.Client(), Prefix: prefix + "-turns", Poll: 20 * time.Millisecond})
+	turns, err := redislog.New(t.Context(), redislog.Config{Client: store.Client(), Prefix: prefix + "-turns", Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,9 +40,12 @@ type memEntry struct {
 // is immutable): no copy of it is made per access.
 func (e *memEntry) session() Session { return e.sess }
 
+// lockPoll is how often Lock retries a busy session while it waits.
+const lockPoll = 20 * time.Millisecond
+
 // NewMemory returns a memory store and starts its janitor; Close stops it.
 func NewMemory(cfg Config) *Memory {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	m := &Memory{
 		cfg:    cfg,
 		items:  make(map[string]*list.Element),
@@ -120,9 +123,9 @@ func (m *Memory) lookup(id string, now time.Time) *memEntry {
 }
 
 // create adds an empty session. m.mu is held.
-func (m *Memory) create(id string, o updateOptions, now time.Time) *memEntry {
+func (m *Memory) create(id string, o WriteOptions, now time.Time) *memEntry {
 	e := &memEntry{
-		sess:    Session{ID: id, Owner: o.owner, Agent: o.agent, CreatedAt: now, LastAccessed: now},
+		sess:    Session{ID: id, Owner: o.Owner, Agent: o.Agent, CreatedAt: now, LastAccessed: now},
 		expires: now.Add(m.cfg.TTL),
 	}
 	m.items[id] = m.lru.PushFront(e)
@@ -157,7 +160,7 @@ func (m *Memory) Get(ctx context.Context, id string) (Session, error) {
 
 // GetOrCreate implements Store.
 func (m *Memory) GetOrCreate(ctx context.Context, id string, opts ...UpdateOption) (Session, bool, error) {
-	o := collect(opts)
+	o := Options(opts...)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.checkOpen(ctx); err != nil {
@@ -172,14 +175,14 @@ func (m *Memory) GetOrCreate(ctx context.Context, id string, opts ...UpdateOptio
 
 // Update implements Store. fn runs exactly once, under the store's lock.
 func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...UpdateOption) (Session, error) {
-	o := collect(opts)
+	o := Options(opts...)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.checkOpen(ctx); err != nil {
 		return Session{}, err
 	}
 	now := m.cfg.Now()
-	if err := m.fence(id, o.lease, now); err != nil {
+	if err := m.fence(id, o.Lease, now); err != nil {
 		return Session{}, err
 	}
 	e := m.lookup(id, now)
@@ -197,7 +200,7 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 	}
 	e.sess.State = st
 	e.sess.Version++
-	o.setTurn(&e.sess)
+	o.ApplyTurn(&e.sess)
 	return e.session(), nil
 }
 
@@ -248,14 +251,14 @@ func (m *Memory) Delete(ctx context.Context, id string) error {
 
 // AppendMessages implements Store.
 func (m *Memory) AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...UpdateOption) error {
-	o := collect(opts)
+	o := Options(opts...)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.checkOpen(ctx); err != nil {
 		return err
 	}
 	now := m.cfg.Now()
-	if err := m.fence(id, o.lease, now); err != nil {
+	if err := m.fence(id, o.Lease, now); err != nil {
 		return err
 	}
 	e := m.lookup(id, now)
@@ -319,7 +322,7 @@ func (m *Memory) tryLock(ctx context.Context, id string) (Lease, error) {
 
 // Claim implements Store.
 func (m *Memory) Claim(ctx context.Context, id string, opts ...UpdateOption) (Session, Lease, error) {
-	o := collect(opts)
+	o := Options(opts...)
 	deadline := time.Now().Add(m.cfg.LockWait)
 	for {
 		s, l, err := m.tryClaim(ctx, id, o)
@@ -335,7 +338,7 @@ func (m *Memory) Claim(ctx context.Context, id string, opts ...UpdateOption) (Se
 	}
 }
 
-func (m *Memory) tryClaim(ctx context.Context, id string, o updateOptions) (Session, Lease, error) {
+func (m *Memory) tryClaim(ctx context.Context, id string, o WriteOptions) (Session, Lease, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.checkOpen(ctx); err != nil {
@@ -346,7 +349,7 @@ func (m *Memory) tryClaim(ctx context.Context, id string, o updateOptions) (Sess
 	if e == nil {
 		e = m.create(id, o, now)
 	}
-	if o.foreign(e.sess) {
+	if o.Foreign(e.sess) {
 		return e.session(), nil, ErrForeign
 	}
 	if cur, ok := m.leases[id]; ok && now.Before(cur.expires) {
@@ -360,14 +363,14 @@ func (m *Memory) tryClaim(ctx context.Context, id string, o updateOptions) (Sess
 // UpdateAppend implements Store. fn runs exactly once, under the store's
 // lock.
 func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...UpdateOption) (Session, []chat.Message, error) {
-	o := collect(opts)
+	o := Options(opts...)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.checkOpen(ctx); err != nil {
 		return Session{}, nil, err
 	}
 	now := m.cfg.Now()
-	if err := m.fence(id, o.lease, now); err != nil {
+	if err := m.fence(id, o.Lease, now); err != nil {
 		return Session{}, nil, err
 	}
 	e := m.lookup(id, now)
@@ -383,7 +386,7 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	}
 	e.sess.State = st
 	e.sess.Version++
-	o.setTurn(&e.sess)
+	o.ApplyTurn(&e.sess)
 	var hist []chat.Message
 	if window != 0 {
 		hist = e.msgs

@@ -5,40 +5,19 @@
 // A Store applies each orchestration event as one atomic update, so that
 // concurrent tool and usage updates never lose one another, and refuses the
 // writes of a turn whose lease was taken over (fencing). The memory store
-// serves one process; the Redis store (see NewRedis) serves replicas.
-//
-// # Choosing a store
-//
-// Open takes a URL: "" or memory:// for the memory store; redis://,
-// rediss://, redis+sentinel://h1:26379,h2:26379/master[/db] or
-// redis+cluster://h1:7000,h2:7001 for Redis (query parameters prefix,
-// dial_timeout, read_timeout, write_timeout). RedisConfigFromEnv reads the
-// same from the environment:
-//
-//	REDIS_URL                 a URL of any form above
-//	REDIS_SENTINEL_MASTER     Sentinel master name, with
-//	REDIS_SENTINEL_ADDRS      comma-separated Sentinel host:port list
-//	REDIS_CLUSTER_ADDRS       comma-separated Cluster seed host:port list
-//	REDIS_USERNAME, REDIS_PASSWORD   credentials for Sentinel and Cluster
-//	REDIS_PREFIX              key prefix (default orchestration-state)
-//	REDIS_DIAL_TIMEOUT, REDIS_READ_TIMEOUT, REDIS_WRITE_TIMEOUT
-//	                          Go durations (default 1s each)
-//	SESSION_TTL_SECONDS       sliding session TTL (default 86400)
-//
-// # Redis layout
-//
-// A session is three keys in one Cluster slot: PREFIX:{id}:state (a hash
-// with the version and the Session JSON), PREFIX:{id}:messages (a list of
-// chat.Message JSON) and PREFIX:{id}:lease (the turn lease's token). Every
-// access slides the TTL of the state and the history together; the lease
-// has its own, Config.LockTTL.
+// (NewMemory) serves one process; the Redis store, in package
+// session/redisstore, serves replicas, and is a package of its own so that
+// a program that keeps its sessions in memory does not link a Redis client.
+// Another store is any type that implements Store and passes the
+// conformance suite in session/sessiontest; WriteOptions is how it reads a
+// write's options.
 //
 // # Failures
 //
-// Errors wrap ErrUnavailable when the backing store cannot be reached (a
-// Redis call fails within about the sum of its configured timeouts) and
+// Errors wrap ErrUnavailable when the backing store cannot be reached and
 // ErrCorrupt when a stored value cannot be decoded; the stored value is then
-// left untouched. The Redis store reconnects by itself when Redis is back.
+// left untouched. A write that may have been applied although it failed
+// wraps ErrMaybeApplied too.
 package session
 
 import (
@@ -174,49 +153,61 @@ type Lease interface {
 }
 
 // UpdateOption adjusts one write.
-type UpdateOption func(*updateOptions)
+type UpdateOption func(*WriteOptions)
 
-type updateOptions struct {
-	lease Lease
-	owner string
-	agent string
-	turn  *string
+// WriteOptions are a write's options, as a Store reads them: Options
+// collects them from the UpdateOptions a caller passed.
+type WriteOptions struct {
+	// Lease, when set, makes the write conditional on it still holding the
+	// session (WithLease).
+	Lease Lease
+	// Owner and Agent are set on a session the write creates (WithOwner,
+	// WithAgent); Claim refuses a session of another owner or agent.
+	Owner, Agent string
+	// Turn, when set, is the new Session.Turn (WithTurn).
+	Turn *string
+}
+
+// Options collects a write's options.
+func Options(opts ...UpdateOption) WriteOptions {
+	var o WriteOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // WithTurn sets Session.Turn with an Update or UpdateAppend: the running
 // turn's ID on its first write, "" on its last.
-func WithTurn(id string) UpdateOption { return func(o *updateOptions) { o.turn = &id } }
+func WithTurn(id string) UpdateOption { return func(o *WriteOptions) { o.Turn = &id } }
 
-// setTurn applies WithTurn to s.
-func (o updateOptions) setTurn(s *Session) {
-	if o.turn != nil {
-		s.Turn = *o.turn
+// ApplyTurn applies WithTurn to s.
+func (o WriteOptions) ApplyTurn(s *Session) {
+	if o.Turn != nil {
+		s.Turn = *o.Turn
 	}
 }
 
 // WithLease makes the write conditional on the lease still holding the
 // session; otherwise the write is not applied and ErrFenced is returned.
-func WithLease(l Lease) UpdateOption { return func(o *updateOptions) { o.lease = l } }
+func WithLease(l Lease) UpdateOption { return func(o *WriteOptions) { o.Lease = l } }
 
 // WithOwner sets the owner of a session that the write creates.
-func WithOwner(owner string) UpdateOption { return func(o *updateOptions) { o.owner = owner } }
+func WithOwner(owner string) UpdateOption { return func(o *WriteOptions) { o.Owner = owner } }
 
 // WithAgent sets the agent of a session that the write creates.
-func WithAgent(id string) UpdateOption { return func(o *updateOptions) { o.agent = id } }
+func WithAgent(id string) UpdateOption { return func(o *WriteOptions) { o.Agent = id } }
 
-// foreign reports whether s may not be used by a caller with these options:
-// another owner, or bound to another agent (an unbound session is anyone's
-// of its owner).
-func (o updateOptions) foreign(s Session) bool {
-	return s.Owner != o.owner || s.Agent != "" && s.Agent != o.agent
+// Foreign reports whether s may not be used by a caller with these
+// options: another owner, or bound to another agent (an unbound session is
+// anyone's of its owner).
+func (o WriteOptions) Foreign(s Session) bool {
+	return s.Owner != o.Owner || s.Agent != "" && s.Agent != o.Agent
 }
 
-func collect(opts []UpdateOption) updateOptions {
-	var o updateOptions
-	for _, f := range opts {
-		f(&o)
-	}
-	return o
+// New returns the empty session id that these options create at now.
+func (o WriteOptions) New(id string, now time.Time) Session {
+	return Session{ID: id, Owner: o.Owner, Agent: o.Agent, CreatedAt: now, LastAccessed: now}
 }
 
 // Config is shared by the stores.
@@ -252,8 +243,8 @@ const (
 	DefaultWriteRetry  = 15 * time.Second
 )
 
-// withDefaults fills the zero fields.
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c Config) WithDefaults() Config {
 	if c.TTL <= 0 {
 		c.TTL = DefaultTTL
 	}
@@ -318,7 +309,8 @@ func trimTurns(msgs []chat.Message, max int) []chat.Message {
 	return append([]chat.Message(nil), msgs[cut:]...)
 }
 
-// NewID returns a new session ID: 128 random bits, hex-encoded.
+// NewID returns a new session ID (or lease token, or nonce): 128 random
+// bits, hex-encoded.
 func NewID() string { return newToken() }
 
 // Key is the store's name for the session that owner calls id. Each owner

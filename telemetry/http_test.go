@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/telemetry"
 )
@@ -101,7 +102,7 @@ func TestGinMiddleware(t *testing.T) {
 func TestRedisTurnSpans(t *testing.T) {
 	srv := redistest.Start(t)
 	rec := setupRecorded(t, false)
-	store, err := session.NewRedis(session.RedisConfig{URL: srv.URL()})
+	store, err := redisstore.New(redisstore.Config{URL: srv.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}

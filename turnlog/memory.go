@@ -39,7 +39,7 @@ type memTurn struct {
 // NewMemory returns an empty Memory log and starts its janitor; Close stops
 // it.
 func NewMemory(cfg Config) (*Memory, error) {
-	cfg, err := cfg.withDefaults()
+	cfg, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (t *memTurn) notify() {
 
 // get returns the kept turn or ErrNotFound.
 func (m *Memory) get(ref Ref) (*memTurn, error) {
-	if err := ref.validate(); err != nil {
+	if err := ref.Validate(); err != nil {
 		return nil, err
 	}
 	m.mu.RLock()
@@ -118,7 +118,7 @@ func (m *Memory) get(ref Ref) (*memTurn, error) {
 
 // Start implements Log.
 func (m *Memory) Start(ctx context.Context, meta Meta) error {
-	if err := meta.validate(); err != nil {
+	if err := meta.Validate(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -148,7 +148,7 @@ func (m *Memory) Append(ctx context.Context, ref Ref, data ...[]byte) (int64, er
 	if err != nil {
 		return 0, err
 	}
-	if err := checkData(ref, data); err != nil {
+	if err := CheckFrames(ref, data); err != nil {
 		return 0, err
 	}
 	t.mu.Lock()
@@ -276,7 +276,7 @@ func (m *Memory) Lookup(ctx context.Context, ref Ref) (Status, error) {
 
 // Latest implements Log.
 func (m *Memory) Latest(ctx context.Context, sessionID string) (Status, error) {
-	if err := validSession(sessionID); err != nil {
+	if err := ValidSession(sessionID); err != nil {
 		return Status{}, err
 	}
 	m.mu.RLock()
@@ -293,7 +293,7 @@ func (m *Memory) Latest(ctx context.Context, sessionID string) (Status, error) {
 
 // Forget implements Log.
 func (m *Memory) Forget(ctx context.Context, sessionID string) error {
-	if err := validSession(sessionID); err != nil {
+	if err := ValidSession(sessionID); err != nil {
 		return err
 	}
 	m.mu.Lock()

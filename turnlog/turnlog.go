@@ -10,8 +10,10 @@
 // frames. A finished turn is kept for Config.Retention, then dropped.
 //
 // Two implementations share one behaviour, checked by the conformance suite
-// in turnlogtest: Memory for a single process, and Redis (one Redis Stream
-// per turn) for several replicas behind one Redis or Redis Cluster.
+// in turnlogtest: Memory for a single process, and redislog.Log (package
+// turnlog/redislog: one Redis Stream per turn) for several replicas behind
+// one Redis or Redis Cluster, in a package of its own so that a program
+// without Redis does not link a Redis client.
 //
 // Every turn has one writer: the process that calls Append and Finish for it
 // (the replica that runs the turn). Readers may be anywhere.
@@ -63,8 +65,10 @@ type Ref struct {
 
 func (r Ref) String() string { return "session " + r.Session + " turn " + r.Turn }
 
-func (r Ref) validate() error {
-	if err := validSession(r.Session); err != nil {
+// Validate reports a Ref whose IDs are not session keys or IDs (session.Key,
+// session.ValidID); a Log implementation checks every Ref it is given.
+func (r Ref) Validate() error {
+	if err := ValidSession(r.Session); err != nil {
 		return err
 	}
 	if !session.ValidID(r.Turn) {
@@ -73,7 +77,8 @@ func (r Ref) validate() error {
 	return nil
 }
 
-func validSession(id string) error {
+// ValidSession reports a session key that is not one (session.ValidKey).
+func ValidSession(id string) error {
 	if !session.ValidKey(id) {
 		return fmt.Errorf("turn log: session key %q is not valid (session.Key of an ID of 8 to 128 characters of A-Z, a-z, 0-9, - and _)", id)
 	}
@@ -89,8 +94,9 @@ type Meta struct {
 	Started time.Time
 }
 
-func (m Meta) validate() error {
-	if err := m.Ref.validate(); err != nil {
+// Validate reports a Meta with an invalid Ref or oversized fields.
+func (m Meta) Validate() error {
+	if err := m.Ref.Validate(); err != nil {
 		return err
 	}
 	if len(m.Owner) > 1024 || len(m.AgentID) > 1024 {
@@ -183,7 +189,9 @@ type Config struct {
 	Retention time.Duration
 }
 
-func (c Config) withDefaults() (Config, error) {
+// WithDefaults returns c with its zero fields set to the defaults, or an
+// error for a negative field.
+func (c Config) WithDefaults() (Config, error) {
 	if c.MaxFrames < 0 {
 		return c, fmt.Errorf("turn log: MaxFrames is negative (%d)", c.MaxFrames)
 	}
@@ -202,9 +210,9 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// checkData rejects frames that SSE cannot carry as one data line: an empty
+// CheckFrames rejects frames that SSE cannot carry as one data line: an empty
 // one ends the response in r3labs/sse, a newline breaks framing.
-func checkData(ref Ref, data [][]byte) error {
+func CheckFrames(ref Ref, data [][]byte) error {
 	for i, d := range data {
 		if len(d) == 0 {
 			return fmt.Errorf("turn log: %s: frame %d of %d is empty", ref, i+1, len(data))

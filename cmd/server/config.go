@@ -20,6 +20,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/tools"
 )
 
@@ -137,7 +138,7 @@ func settings() []setting {
 			if v == "" || strings.HasPrefix(v, "memory://") {
 				return nil
 			}
-			_, err := session.ParseRedisURL(v)
+			_, err := redisstore.ParseURL(v)
 			if err != nil {
 				return errors.New(redactErrorURL(err.Error(), v))
 			}
@@ -404,7 +405,7 @@ func loadServeConfig(args []string, env configEnv, stderr io.Writer) (*serveConf
 		probs = append(probs, err.Error())
 	}
 	if cfg.Store == "" {
-		if _, _, err := session.RedisConfigFromEnv(); err != nil {
+		if _, _, err := redisstore.ConfigFromEnv(); err != nil {
 			probs = append(probs, redactErrorURL(err.Error(), os.Getenv("REDIS_URL")))
 		}
 	}

@@ -19,11 +19,13 @@ import (
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/templates"
 	"github.com/agentdock-go/agentdock/tools"
 	"github.com/agentdock-go/agentdock/turnlog"
+	"github.com/agentdock-go/agentdock/turnlog/redislog"
 	"github.com/agentdock-go/agentdock/web"
 )
 
@@ -56,7 +58,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}()
 	log := telemetry.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel, tel.CaptureContent())
 	slog.SetDefault(log)
-	session.LogRedisTo(log)
+	redisstore.LogTo(log)
 	log.LogAttrs(ctx, slog.LevelInfo, "configuration", cfg.attrs(os.LookupEnv, os.Environ())...)
 	if err := serve(ctx, cfg, tel, log); err != nil {
 		log.Error("server stopped", "err", err)
@@ -79,11 +81,11 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	// With Redis the replicas of a deployment share their turns' streams
 	// too, so that a client can resume on any of them.
 	var turns turnlog.Log
-	if r, ok := store.(*session.Redis); ok {
+	if r, ok := store.(*redisstore.Store); ok {
 		if err := tel.InstrumentRedis(r.Client()); err != nil {
 			return fmt.Errorf("tracing redis: %w", err)
 		}
-		tl, err := turnlog.NewRedis(ctx, turnlog.RedisConfig{
+		tl, err := redislog.New(ctx, redislog.Config{
 			Config: turnlog.Config{MaxFrames: cfg.MaxTurnEvents + server.FrameSlack, Retention: cfg.StreamRetention},
 			Client: r.Client(),
 			Prefix: prefix + ":turns",
@@ -337,16 +339,16 @@ func fallbackModel(cfg *serveConfig, tel *telemetry.Telemetry) (llmorch.Model, e
 // configured by the REDIS_* variables, else the memory store. prefix is the
 // Redis store's key prefix.
 func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, prefix string, err error) {
-	prefix = session.DefaultPrefix
+	prefix = redisstore.DefaultPrefix
 	if cfg.Store != "" {
-		st, err = session.Open(ctx, cfg.Store, session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL, WriteRetry: cfg.WriteRetry})
+		st, err = redisstore.Open(ctx, cfg.Store, session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL, WriteRetry: cfg.WriteRetry})
 		kind, _, _ = strings.Cut(cfg.Store, "://")
-		if rc, perr := session.ParseRedisURL(cfg.Store); err == nil && perr == nil && rc.Prefix != "" {
+		if rc, perr := redisstore.ParseURL(cfg.Store); err == nil && perr == nil && rc.Prefix != "" {
 			prefix = rc.Prefix
 		}
 		return st, kind, prefix, err
 	}
-	rc, ok, err := session.RedisConfigFromEnv()
+	rc, ok, err := redisstore.ConfigFromEnv()
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -358,6 +360,6 @@ func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, p
 	}
 	rc.LockTTL = cfg.LockTTL
 	rc.WriteRetry = cfg.WriteRetry
-	st, err = session.NewRedis(rc)
+	st, err = redisstore.New(rc)
 	return st, "redis", prefix, err
 }

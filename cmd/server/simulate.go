@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/scenario"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
 )
 
 // runSimulate plays scenarios against a store. Exit code 0 when every
@@ -34,7 +35,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "simulate:", err)
 		return 2
 	}
-	store, err := session.Open(ctx, *storeURL, session.Config{TTL: ttl})
+	store, err := redisstore.Open(ctx, *storeURL, session.Config{TTL: ttl})
 	if err != nil {
 		fmt.Fprintf(stderr, "simulate: opening store %s: %v\n", *storeURL, err)
 		return 2

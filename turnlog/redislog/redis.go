@@ -1,4 +1,4 @@
-package turnlog
+package redislog
 
 import (
 	"context"
@@ -12,13 +12,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turnlog"
 )
 
-// DefaultPrefix starts the Redis keys unless RedisConfig.Prefix says
+// DefaultPrefix starts the Redis keys unless Config.Prefix says
 // otherwise.
 const DefaultPrefix = "agentdock-turns"
 
-// Defaults of RedisConfig.
+// Defaults of Config.
 const (
 	DefaultRunningTTL = 15 * time.Minute
 	DefaultPoll       = 100 * time.Millisecond
@@ -26,11 +27,11 @@ const (
 	DefaultReadBatch  = 512
 )
 
-// RedisConfig configures a Redis log.
-type RedisConfig struct {
-	Config
+// Config configures a Redis log.
+type Config struct {
+	turnlog.Config
 
-	// Client is the connection to Redis, typically the session store's
+	// Client is the connection to Log, typically the session store's
 	// (session.Redis.Client()); the log does not close it.
 	Client redis.UniversalClient
 	// Prefix starts every key (default "agentdock-turns").
@@ -52,7 +53,7 @@ type RedisConfig struct {
 	ReadBatch int
 }
 
-// Redis is the Log of replicas: each turn is one Redis Stream, so that any
+// Log is the turnlog.Log of replicas: each turn is one Redis Stream, so that any
 // replica can serve a resume.
 //
 // Keys, all of a session in one Cluster slot through the {session} hash
@@ -75,8 +76,8 @@ type RedisConfig struct {
 // readers of turns written elsewhere share one XREAD BLOCK loop per
 // replica (per session on Cluster, where XREAD cannot span slots), so that
 // waiting streams do not each hold a pooled connection.
-type Redis struct {
-	cfg    RedisConfig
+type Log struct {
+	cfg    Config
 	client redis.UniversalClient
 	// cluster: XREAD keys are grouped by session.
 	cluster bool
@@ -96,16 +97,16 @@ type writer struct {
 	refreshed time.Time
 }
 
-// NewRedis validates cfg, checks that Redis answers and loads the scripts.
+// New validates cfg, checks that Redis answers and loads the scripts.
 // It returns an error wrapping session.ErrUnavailable when Redis cannot be
 // reached, and a plain error for an invalid configuration.
-func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
+func New(ctx context.Context, cfg Config) (*Log, error) {
 	var err error
-	if cfg.Config, err = cfg.Config.withDefaults(); err != nil {
+	if cfg.Config, err = cfg.Config.WithDefaults(); err != nil {
 		return nil, err
 	}
 	if cfg.Client == nil {
-		return nil, errors.New("turn log: RedisConfig.Client is nil")
+		return nil, errors.New("turn log: Config.Client is nil")
 	}
 	for _, d := range []struct {
 		name string
@@ -133,45 +134,47 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		return nil, fmt.Errorf("turn log: Prefix %q contains a brace, which would change the Cluster hash tag", cfg.Prefix)
 	}
-	r := &Redis{cfg: cfg, client: cfg.Client, closed: make(chan struct{})}
+	r := &Log{cfg: cfg, client: cfg.Client, closed: make(chan struct{})}
 	_, r.cluster = cfg.Client.(*redis.ClusterClient)
 	r.hub.r = r
 	r.hub.groups = make(map[string]*group)
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	if err := r.client.Ping(rctx).Err(); err != nil {
-		return nil, r.fail(Ref{}, "connect", err)
+		return nil, r.fail(turnlog.Ref{}, "connect", err)
 	}
 	for _, s := range allScripts {
 		if err := s.Load(rctx, r.client).Err(); err != nil {
-			return nil, r.fail(Ref{}, "load scripts", err)
+			return nil, r.fail(turnlog.Ref{}, "load scripts", err)
 		}
 	}
 	return r, nil
 }
 
-func (r *Redis) base(session string) string { return r.cfg.Prefix + ":{" + session + "}:" }
-func (r *Redis) streamKey(ref Ref) string {
+func (r *Log) base(session string) string { return r.cfg.Prefix + ":{" + session + "}:" }
+func (r *Log) streamKey(ref turnlog.Ref) string {
 	return r.base(ref.Session) + "turn:" + ref.Turn + ":frames"
 }
-func (r *Redis) metaKey(ref Ref) string    { return r.base(ref.Session) + "turn:" + ref.Turn + ":meta" }
-func (r *Redis) latestKey(s string) string { return r.base(s) + "latest" }
-func (r *Redis) turnsKey(s string) string  { return r.base(s) + "turns" }
+func (r *Log) metaKey(ref turnlog.Ref) string {
+	return r.base(ref.Session) + "turn:" + ref.Turn + ":meta"
+}
+func (r *Log) latestKey(s string) string { return r.base(s) + "latest" }
+func (r *Log) turnsKey(s string) string  { return r.base(s) + "turns" }
 
-func (r *Redis) writeKeys(ref Ref) []string {
+func (r *Log) writeKeys(ref turnlog.Ref) []string {
 	return []string{r.streamKey(ref), r.metaKey(ref), r.latestKey(ref.Session), r.turnsKey(ref.Session)}
 }
 
-func (r *Redis) runningTTL() time.Duration { return r.cfg.RunningTTL + r.cfg.Retention }
+func (r *Log) runningTTL() time.Duration { return r.cfg.RunningTTL + r.cfg.Retention }
 
-func (r *Redis) roundTrip(ctx context.Context) (context.Context, context.CancelFunc) {
+func (r *Log) roundTrip(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, r.cfg.Timeout)
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // fail classifies an error of go-redis or of a script.
-func (r *Redis) fail(ref Ref, op string, err error) error {
+func (r *Log) fail(ref turnlog.Ref, op string, err error) error {
 	where := "redis turn log: " + op
 	if ref.Turn != "" {
 		where = "redis turn log: " + ref.String() + ": " + op
@@ -181,11 +184,11 @@ func (r *Redis) fail(ref Ref, op string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "ERR ")
 	switch {
 	case strings.HasPrefix(msg, "TURNLOG_NOTFOUND"):
-		return fmt.Errorf("%s: %w", where, ErrNotFound)
+		return fmt.Errorf("%s: %w", where, turnlog.ErrNotFound)
 	case strings.HasPrefix(msg, "TURNLOG_EXISTS"):
-		return fmt.Errorf("%s: %w", where, ErrExists)
+		return fmt.Errorf("%s: %w", where, turnlog.ErrExists)
 	case strings.HasPrefix(msg, "TURNLOG_FINISHED"):
-		return fmt.Errorf("%s: %w", where, ErrFinished)
+		return fmt.Errorf("%s: %w", where, turnlog.ErrFinished)
 	case strings.HasPrefix(msg, "TURNLOG_SEQ"):
 		return fmt.Errorf("%s: the stream's last frame is %s, not the one this writer appended last: another process appends to this turn: %w", where, strings.TrimPrefix(msg, "TURNLOG_SEQ "), session.ErrCorrupt)
 	case redis.HasErrorPrefix(err, "WRONGTYPE"):
@@ -196,7 +199,7 @@ func (r *Redis) fail(ref Ref, op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", where, session.ErrUnavailable, err)
 }
 
-func (r *Redis) isClosed() bool {
+func (r *Log) isClosed() bool {
 	select {
 	case <-r.closed:
 		return true
@@ -205,13 +208,13 @@ func (r *Redis) isClosed() bool {
 	}
 }
 
-// Start implements Log.
-func (r *Redis) Start(ctx context.Context, m Meta) error {
-	if err := m.validate(); err != nil {
+// Start implements turnlog.Log.
+func (r *Log) Start(ctx context.Context, m turnlog.Meta) error {
+	if err := m.Validate(); err != nil {
 		return err
 	}
 	if r.isClosed() {
-		return ErrClosed
+		return turnlog.ErrClosed
 	}
 	if m.Started.IsZero() {
 		m.Started = time.Now()
@@ -231,16 +234,16 @@ func (r *Redis) Start(ctx context.Context, m Meta) error {
 	return nil
 }
 
-// Append implements Log.
-func (r *Redis) Append(ctx context.Context, ref Ref, data ...[]byte) (int64, error) {
-	if err := ref.validate(); err != nil {
+// Append implements turnlog.Log.
+func (r *Log) Append(ctx context.Context, ref turnlog.Ref, data ...[]byte) (int64, error) {
+	if err := ref.Validate(); err != nil {
 		return 0, err
 	}
-	if err := checkData(ref, data); err != nil {
+	if err := turnlog.CheckFrames(ref, data); err != nil {
 		return 0, err
 	}
 	if r.isClosed() {
-		return 0, ErrClosed
+		return 0, turnlog.ErrClosed
 	}
 	key := r.streamKey(ref)
 	v, _ := r.writers.LoadOrStore(key, &writer{})
@@ -269,7 +272,7 @@ func (r *Redis) Append(ctx context.Context, ref Ref, data ...[]byte) (int64, err
 	if err != nil {
 		err = r.fail(ref, "append", err)
 		switch {
-		case errors.Is(err, ErrFinished), errors.Is(err, ErrNotFound):
+		case errors.Is(err, turnlog.ErrFinished), errors.Is(err, turnlog.ErrNotFound):
 			r.writers.Delete(key)
 			r.hub.wake(key)
 		default:
@@ -287,13 +290,13 @@ func (r *Redis) Append(ctx context.Context, ref Ref, data ...[]byte) (int64, err
 	return last, nil
 }
 
-// Finish implements Log.
-func (r *Redis) Finish(ctx context.Context, ref Ref) error {
-	if err := ref.validate(); err != nil {
+// Finish implements turnlog.Log.
+func (r *Log) Finish(ctx context.Context, ref turnlog.Ref) error {
+	if err := ref.Validate(); err != nil {
 		return err
 	}
 	if r.isClosed() {
-		return ErrClosed
+		return turnlog.ErrClosed
 	}
 	key := r.streamKey(ref)
 	rctx, cancel := r.roundTrip(ctx)
@@ -321,19 +324,19 @@ func parseID(id string) (seq int64, marker bool, err error) {
 }
 
 // decode turns XRANGE/XREAD entries after `after` into a batch.
-func decode(ref Ref, after int64, msgs []redis.XMessage) (Batch, error) {
-	var b Batch
+func decode(ref turnlog.Ref, after int64, msgs []redis.XMessage) (turnlog.Batch, error) {
+	var b turnlog.Batch
 	if len(msgs) == 0 {
 		return b, nil
 	}
-	b.Frames = make([]Frame, 0, len(msgs))
+	b.Frames = make([]turnlog.Frame, 0, len(msgs))
 	for i, m := range msgs {
 		seq, marker, err := parseID(m.ID)
 		if err != nil {
-			return Batch{}, fmt.Errorf("redis turn log: %s: %w", ref, err)
+			return turnlog.Batch{}, fmt.Errorf("redis turn log: %s: %w", ref, err)
 		}
 		if i == 0 && (seq > after+1 || marker && seq > after) {
-			return Batch{Gap: true}, nil
+			return turnlog.Batch{Gap: true}, nil
 		}
 		if marker {
 			b.Done = true
@@ -341,9 +344,9 @@ func decode(ref Ref, after int64, msgs []redis.XMessage) (Batch, error) {
 		}
 		d, ok := m.Values["d"].(string)
 		if !ok || d == "" {
-			return Batch{}, fmt.Errorf("redis turn log: %s: entry %s has no data: %w", ref, m.ID, session.ErrCorrupt)
+			return turnlog.Batch{}, fmt.Errorf("redis turn log: %s: entry %s has no data: %w", ref, m.ID, session.ErrCorrupt)
 		}
-		b.Frames = append(b.Frames, Frame{Seq: seq, Data: []byte(d)})
+		b.Frames = append(b.Frames, turnlog.Frame{Seq: seq, Data: []byte(d)})
 	}
 	if len(b.Frames) == 0 {
 		b.Frames = nil
@@ -351,25 +354,25 @@ func decode(ref Ref, after int64, msgs []redis.XMessage) (Batch, error) {
 	return b, nil
 }
 
-// Read implements Log. It is one XRANGE when there are frames to return;
+// Read implements turnlog.Log. It is one XRANGE when there are frames to return;
 // an empty answer costs a second round trip that tells a running turn
 // from a missing one.
-func (r *Redis) Read(ctx context.Context, ref Ref, after int64) (Batch, error) {
-	if err := ref.validate(); err != nil {
-		return Batch{}, err
+func (r *Log) Read(ctx context.Context, ref turnlog.Ref, after int64) (turnlog.Batch, error) {
+	if err := ref.Validate(); err != nil {
+		return turnlog.Batch{}, err
 	}
 	if after < 0 {
-		return Batch{}, fmt.Errorf("redis turn log: %s: read after %d: %w", ref, after, ErrAhead)
+		return turnlog.Batch{}, fmt.Errorf("redis turn log: %s: read after %d: %w", ref, after, turnlog.ErrAhead)
 	}
 	if r.isClosed() {
-		return Batch{}, ErrClosed
+		return turnlog.Batch{}, turnlog.ErrClosed
 	}
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	key := r.streamKey(ref)
 	msgs, err := r.client.XRangeN(rctx, key, "("+strconv.FormatInt(after, 10)+"-0", "+", int64(r.cfg.ReadBatch)).Result()
 	if err != nil {
-		return Batch{}, r.fail(ref, "read", err)
+		return turnlog.Batch{}, r.fail(ref, "read", err)
 	}
 	if len(msgs) > 0 {
 		return decode(ref, after, msgs)
@@ -382,27 +385,27 @@ func (r *Redis) Read(ctx context.Context, ref Ref, after int64) (Batch, error) {
 		return nil
 	})
 	if err != nil {
-		return Batch{}, r.fail(ref, "read", err)
+		return turnlog.Batch{}, r.fail(ref, "read", err)
 	}
 	if exists.Val() == 0 {
-		return Batch{}, fmt.Errorf("redis turn log: %s: %w", ref, ErrNotFound)
+		return turnlog.Batch{}, fmt.Errorf("redis turn log: %s: %w", ref, turnlog.ErrNotFound)
 	}
 	var last int64
 	if t := top.Val(); len(t) > 0 {
 		if last, _, err = parseID(t[0].ID); err != nil {
-			return Batch{}, fmt.Errorf("redis turn log: %s: %w", ref, err)
+			return turnlog.Batch{}, fmt.Errorf("redis turn log: %s: %w", ref, err)
 		}
 	}
 	if after > last {
-		return Batch{}, fmt.Errorf("redis turn log: %s: read after %d, but the last frame is %d: %w", ref, after, last, ErrAhead)
+		return turnlog.Batch{}, fmt.Errorf("redis turn log: %s: read after %d, but the last frame is %d: %w", ref, after, last, turnlog.ErrAhead)
 	}
-	return Batch{}, nil
+	return turnlog.Batch{}, nil
 }
 
-// Wait implements Log. A turn dropped while waiting (Forget on another
+// Wait implements turnlog.Log. A turn dropped while waiting (Forget on another
 // replica, or expiry of a turn whose writer died) is noticed when Wait is
 // called again: bound each call, as the server does with its heartbeat.
-func (r *Redis) Wait(ctx context.Context, ref Ref, after int64) (Batch, error) {
+func (r *Log) Wait(ctx context.Context, ref turnlog.Ref, after int64) (turnlog.Batch, error) {
 	key := r.streamKey(ref)
 	for {
 		gen := r.hub.generation(key)
@@ -415,28 +418,28 @@ func (r *Redis) Wait(ctx context.Context, ref Ref, after int64) (Batch, error) {
 		case <-w.ch:
 		case <-ctx.Done():
 			r.hub.unregister(w)
-			return Batch{}, ctx.Err()
+			return turnlog.Batch{}, ctx.Err()
 		case <-r.closed:
 			r.hub.unregister(w)
-			return Batch{}, ErrClosed
+			return turnlog.Batch{}, turnlog.ErrClosed
 		}
 	}
 }
 
 // Lookup implements Log: one round trip of three commands.
-func (r *Redis) Lookup(ctx context.Context, ref Ref) (Status, error) {
-	if err := ref.validate(); err != nil {
-		return Status{}, err
+func (r *Log) Lookup(ctx context.Context, ref turnlog.Ref) (turnlog.Status, error) {
+	if err := ref.Validate(); err != nil {
+		return turnlog.Status{}, err
 	}
 	if r.isClosed() {
-		return Status{}, ErrClosed
+		return turnlog.Status{}, turnlog.ErrClosed
 	}
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	return r.lookup(rctx, ref)
 }
 
-func (r *Redis) lookup(ctx context.Context, ref Ref) (Status, error) {
+func (r *Log) lookup(ctx context.Context, ref turnlog.Ref) (turnlog.Status, error) {
 	key := r.streamKey(ref)
 	var meta *redis.MapStringStringCmd
 	var top, bottom *redis.XMessageSliceCmd
@@ -447,34 +450,34 @@ func (r *Redis) lookup(ctx context.Context, ref Ref) (Status, error) {
 		return nil
 	})
 	if err != nil {
-		return Status{}, r.fail(ref, "lookup", err)
+		return turnlog.Status{}, r.fail(ref, "lookup", err)
 	}
 	fields := meta.Val()
 	if len(fields) == 0 {
-		return Status{}, fmt.Errorf("redis turn log: %s: %w", ref, ErrNotFound)
+		return turnlog.Status{}, fmt.Errorf("redis turn log: %s: %w", ref, turnlog.ErrNotFound)
 	}
 	started, err := strconv.ParseInt(fields["t"], 10, 64)
 	if err != nil {
-		return Status{}, fmt.Errorf("redis turn log: %s: meta field t %q is not a time: %w", ref, fields["t"], session.ErrCorrupt)
+		return turnlog.Status{}, fmt.Errorf("redis turn log: %s: meta field t %q is not a time: %w", ref, fields["t"], session.ErrCorrupt)
 	}
-	s := Status{Meta: Meta{Ref: ref, Owner: fields["o"], AgentID: fields["a"], Started: time.UnixMilli(started)}, Written: time.UnixMilli(started)}
+	s := turnlog.Status{Meta: turnlog.Meta{Ref: ref, Owner: fields["o"], AgentID: fields["a"], Started: time.UnixMilli(started)}, Written: time.UnixMilli(started)}
 	if w, ok := fields["w"]; ok {
 		written, err := strconv.ParseInt(w, 10, 64)
 		if err != nil {
-			return Status{}, fmt.Errorf("redis turn log: %s: meta field w %q is not a time: %w", ref, w, session.ErrCorrupt)
+			return turnlog.Status{}, fmt.Errorf("redis turn log: %s: meta field w %q is not a time: %w", ref, w, session.ErrCorrupt)
 		}
 		s.Written = time.UnixMilli(written)
 	}
 	if t := top.Val(); len(t) > 0 {
 		if s.Last, s.Done, err = parseID(t[0].ID); err != nil {
-			return Status{}, fmt.Errorf("redis turn log: %s: %w", ref, err)
+			return turnlog.Status{}, fmt.Errorf("redis turn log: %s: %w", ref, err)
 		}
 	}
 	s.First = s.Last + 1
 	if b := bottom.Val(); len(b) > 0 {
 		seq, marker, err := parseID(b[0].ID)
 		if err != nil {
-			return Status{}, fmt.Errorf("redis turn log: %s: %w", ref, err)
+			return turnlog.Status{}, fmt.Errorf("redis turn log: %s: %w", ref, err)
 		}
 		if !marker {
 			s.First = seq
@@ -484,63 +487,63 @@ func (r *Redis) lookup(ctx context.Context, ref Ref) (Status, error) {
 }
 
 // Latest implements Log: two round trips.
-func (r *Redis) Latest(ctx context.Context, sessionID string) (Status, error) {
-	if err := validSession(sessionID); err != nil {
-		return Status{}, err
+func (r *Log) Latest(ctx context.Context, sessionID string) (turnlog.Status, error) {
+	if err := turnlog.ValidSession(sessionID); err != nil {
+		return turnlog.Status{}, err
 	}
 	if r.isClosed() {
-		return Status{}, ErrClosed
+		return turnlog.Status{}, turnlog.ErrClosed
 	}
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	id, err := r.client.Get(rctx, r.latestKey(sessionID)).Result()
 	if errors.Is(err, redis.Nil) {
-		return Status{}, fmt.Errorf("redis turn log: session %s: latest turn: %w", sessionID, ErrNotFound)
+		return turnlog.Status{}, fmt.Errorf("redis turn log: session %s: latest turn: %w", sessionID, turnlog.ErrNotFound)
 	}
 	if err != nil {
-		return Status{}, r.fail(Ref{}, "session "+sessionID+": latest turn", err)
+		return turnlog.Status{}, r.fail(turnlog.Ref{}, "session "+sessionID+": latest turn", err)
 	}
-	ref := Ref{Session: sessionID, Turn: id}
-	if err := ref.validate(); err != nil {
-		return Status{}, fmt.Errorf("redis turn log: session %s: latest turn: %w: %w", sessionID, session.ErrCorrupt, err)
+	ref := turnlog.Ref{Session: sessionID, Turn: id}
+	if err := ref.Validate(); err != nil {
+		return turnlog.Status{}, fmt.Errorf("redis turn log: session %s: latest turn: %w: %w", sessionID, session.ErrCorrupt, err)
 	}
 	return r.lookup(rctx, ref)
 }
 
 // Forget implements Log: two round trips.
-func (r *Redis) Forget(ctx context.Context, sessionID string) error {
-	if err := validSession(sessionID); err != nil {
+func (r *Log) Forget(ctx context.Context, sessionID string) error {
+	if err := turnlog.ValidSession(sessionID); err != nil {
 		return err
 	}
 	if r.isClosed() {
-		return ErrClosed
+		return turnlog.ErrClosed
 	}
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	ids, err := r.client.ZRange(rctx, r.turnsKey(sessionID), 0, -1).Result()
 	if err != nil {
-		return r.fail(Ref{}, "session "+sessionID+": forget", err)
+		return r.fail(turnlog.Ref{}, "session "+sessionID+": forget", err)
 	}
 	keys := []string{r.latestKey(sessionID), r.turnsKey(sessionID)}
 	for _, id := range ids {
-		ref := Ref{Session: sessionID, Turn: id}
+		ref := turnlog.Ref{Session: sessionID, Turn: id}
 		keys = append(keys, r.streamKey(ref), r.metaKey(ref))
 	}
 	// One DEL: all keys share the session's slot.
 	if err := r.client.Del(rctx, keys...).Err(); err != nil {
-		return r.fail(Ref{}, "session "+sessionID+": forget", err)
+		return r.fail(turnlog.Ref{}, "session "+sessionID+": forget", err)
 	}
 	for _, id := range ids {
-		key := r.streamKey(Ref{Session: sessionID, Turn: id})
+		key := r.streamKey(turnlog.Ref{Session: sessionID, Turn: id})
 		r.writers.Delete(key)
 		r.hub.wake(key)
 	}
 	return nil
 }
 
-// Close implements Log: waiting calls return ErrClosed and the XREAD loops
+// Close implements Log: waiting calls return turnlog.ErrClosed and the XREAD loops
 // stop (within Poll). The client stays open.
-func (r *Redis) Close() error {
+func (r *Log) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.closed)
 		r.hub.wg.Wait()

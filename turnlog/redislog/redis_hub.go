@@ -1,4 +1,4 @@
-package turnlog
+package redislog
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // and wakes the readers of a stream that got an entry. A woken reader reads
 // for itself: the XREAD only says that something arrived.
 type hub struct {
-	r  *Redis
+	r  *Log
 	wg sync.WaitGroup
 
 	mu     sync.Mutex

@@ -1,4 +1,4 @@
-package turnlog
+package redislog
 
 import "github.com/redis/go-redis/v9"
 

@@ -1,4 +1,4 @@
-package session_test
+package redisstore_test
 
 import (
 	"errors"
@@ -8,25 +8,26 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
 )
 
 func TestParseRedisURL(t *testing.T) {
 	for _, tc := range []struct {
 		url     string
-		want    session.RedisConfig
+		want    redisstore.Config
 		wantErr string
 	}{
-		{url: "redis://localhost:6379/2", want: session.RedisConfig{URL: "redis://localhost:6379/2"}},
-		{url: "rediss://user:pw@cache:6380/0?prefix=p1", want: session.RedisConfig{URL: "rediss://user:pw@cache:6380/0", Prefix: "p1"}},
-		{url: "redis://localhost:6379?dial_timeout=3s", want: session.RedisConfig{URL: "redis://localhost:6379?dial_timeout=3s"}},
-		{url: "redis+sentinel://s1:26379,s2:26379/mymaster/3", want: session.RedisConfig{
+		{url: "redis://localhost:6379/2", want: redisstore.Config{URL: "redis://localhost:6379/2"}},
+		{url: "rediss://user:pw@cache:6380/0?prefix=p1", want: redisstore.Config{URL: "rediss://user:pw@cache:6380/0", Prefix: "p1"}},
+		{url: "redis://localhost:6379?dial_timeout=3s", want: redisstore.Config{URL: "redis://localhost:6379?dial_timeout=3s"}},
+		{url: "redis+sentinel://s1:26379,s2:26379/mymaster/3", want: redisstore.Config{
 			SentinelMaster: "mymaster", SentinelAddrs: []string{"s1:26379", "s2:26379"}, DB: 3}},
-		{url: "redis+sentinel://:secret@s1:26379/mymaster?read_timeout=250ms&prefix=x", want: session.RedisConfig{
+		{url: "redis+sentinel://:secret@s1:26379/mymaster?read_timeout=250ms&prefix=x", want: redisstore.Config{
 			SentinelMaster: "mymaster", SentinelAddrs: []string{"s1:26379"}, Password: "secret", ReadTimeout: 250 * time.Millisecond, Prefix: "x"}},
-		{url: "redis+cluster://n1:7000,n2:7001,n3:7002?write_timeout=1s&dial_timeout=2s", want: session.RedisConfig{
+		{url: "redis+cluster://n1:7000,n2:7001,n3:7002?write_timeout=1s&dial_timeout=2s", want: redisstore.Config{
 			ClusterAddrs: []string{"n1:7000", "n2:7001", "n3:7002"}, WriteTimeout: time.Second, DialTimeout: 2 * time.Second}},
-		{url: "rediss+cluster://u:p@n1:7000", want: session.RedisConfig{ClusterAddrs: []string{"n1:7000"}, Username: "u", Password: "p"}},
+		{url: "rediss+cluster://u:p@n1:7000", want: redisstore.Config{ClusterAddrs: []string{"n1:7000"}, Username: "u", Password: "p"}},
 
 		{url: "http://localhost:6379", wantErr: `unknown scheme "http"`},
 		{url: "localhost:6379", wantErr: `unknown scheme "localhost"`},
@@ -46,7 +47,7 @@ func TestParseRedisURL(t *testing.T) {
 		{url: "redis+sentinel://user:hunter2@s1/m", wantErr: "xxxxx"},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
-			got, err := session.ParseRedisURL(tc.url)
+			got, err := redisstore.ParseURL(tc.url)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
@@ -70,7 +71,7 @@ func TestParseRedisURL(t *testing.T) {
 	}
 }
 
-func equalRC(a, b session.RedisConfig) bool {
+func equalRC(a, b redisstore.Config) bool {
 	return a.URL == b.URL && a.SentinelMaster == b.SentinelMaster && slices.Equal(a.SentinelAddrs, b.SentinelAddrs) &&
 		a.DB == b.DB && slices.Equal(a.ClusterAddrs, b.ClusterAddrs) && a.Username == b.Username && a.Password == b.Password &&
 		a.Prefix == b.Prefix && a.DialTimeout == b.DialTimeout && a.ReadTimeout == b.ReadTimeout && a.WriteTimeout == b.WriteTimeout
@@ -82,7 +83,7 @@ func FuzzParseRedisURL(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		rc, err := session.ParseRedisURL(s)
+		rc, err := redisstore.ParseURL(s)
 		if err != nil {
 			return
 		}
@@ -101,17 +102,17 @@ func FuzzParseRedisURL(f *testing.F) {
 func TestNewRedisConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		rc   session.RedisConfig
+		rc   redisstore.Config
 		want string
 	}{
-		{"nothing", session.RedisConfig{}, "set exactly one of URL"},
-		{"two modes", session.RedisConfig{URL: "redis://h:1", ClusterAddrs: []string{"a:1", "b:2"}}, "(2 set)"},
-		{"sentinel without addrs", session.RedisConfig{SentinelMaster: "m"}, "needs both"},
-		{"negative timeout", session.RedisConfig{URL: "redis://h:1", ReadTimeout: -time.Second}, "ReadTimeout is negative"},
-		{"bad url", session.RedisConfig{URL: "redis://u:hunter2@h:1/x"}, "invalid database number"},
+		{"nothing", redisstore.Config{}, "set exactly one of URL"},
+		{"two modes", redisstore.Config{URL: "redis://h:1", ClusterAddrs: []string{"a:1", "b:2"}}, "(2 set)"},
+		{"sentinel without addrs", redisstore.Config{SentinelMaster: "m"}, "needs both"},
+		{"negative timeout", redisstore.Config{URL: "redis://h:1", ReadTimeout: -time.Second}, "ReadTimeout is negative"},
+		{"bad url", redisstore.Config{URL: "redis://u:hunter2@h:1/x"}, "invalid database number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := session.NewRedis(tc.rc)
+			_, err := redisstore.New(tc.rc)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
@@ -130,16 +131,16 @@ func TestRedisConfigFromEnv(t *testing.T) {
 		name    string
 		env     map[string]string
 		ok      bool
-		want    session.RedisConfig
+		want    redisstore.Config
 		wantErr string
 	}{
 		{name: "unset", env: nil, ok: false},
 		{name: "url", env: map[string]string{"REDIS_URL": "redis://h:1/1", "REDIS_PREFIX": "agents", "SESSION_TTL_SECONDS": "60"},
-			ok: true, want: session.RedisConfig{URL: "redis://h:1/1", Prefix: "agents", Config: session.Config{TTL: time.Minute}}},
+			ok: true, want: redisstore.Config{URL: "redis://h:1/1", Prefix: "agents", Config: session.Config{TTL: time.Minute}}},
 		{name: "sentinel", env: map[string]string{"REDIS_SENTINEL_MASTER": "m", "REDIS_SENTINEL_ADDRS": "a:1, b:2", "REDIS_PASSWORD": "pw", "REDIS_DIAL_TIMEOUT": "300ms"},
-			ok: true, want: session.RedisConfig{SentinelMaster: "m", SentinelAddrs: []string{"a:1", "b:2"}, Password: "pw", DialTimeout: 300 * time.Millisecond, Config: session.Config{TTL: session.DefaultTTL}}},
+			ok: true, want: redisstore.Config{SentinelMaster: "m", SentinelAddrs: []string{"a:1", "b:2"}, Password: "pw", DialTimeout: 300 * time.Millisecond, Config: session.Config{TTL: session.DefaultTTL}}},
 		{name: "cluster", env: map[string]string{"REDIS_CLUSTER_ADDRS": "a:1,b:2,c:3", "REDIS_READ_TIMEOUT": "2s", "REDIS_WRITE_TIMEOUT": "1s"},
-			ok: true, want: session.RedisConfig{ClusterAddrs: []string{"a:1", "b:2", "c:3"}, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second, Config: session.Config{TTL: session.DefaultTTL}}},
+			ok: true, want: redisstore.Config{ClusterAddrs: []string{"a:1", "b:2", "c:3"}, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second, Config: session.Config{TTL: session.DefaultTTL}}},
 		{name: "two", env: map[string]string{"REDIS_URL": "redis://h:1", "REDIS_CLUSTER_ADDRS": "a:1"}, wantErr: "set only one"},
 		{name: "sentinel addrs alone", env: map[string]string{"REDIS_SENTINEL_ADDRS": "a:1"}, wantErr: "REDIS_SENTINEL_MASTER is not"},
 		{name: "bad url", env: map[string]string{"REDIS_URL": "mysql://h"}, wantErr: "REDIS_URL:"},
@@ -151,7 +152,7 @@ func TestRedisConfigFromEnv(t *testing.T) {
 			for _, v := range vars {
 				t.Setenv(v, tc.env[v])
 			}
-			got, ok, err := session.RedisConfigFromEnv()
+			got, ok, err := redisstore.ConfigFromEnv()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
@@ -171,7 +172,7 @@ func TestRedisConfigFromEnv(t *testing.T) {
 func TestOpen(t *testing.T) {
 	ctx := t.Context()
 	for _, u := range []string{"", "memory://"} {
-		s, err := session.Open(ctx, u, session.Config{})
+		s, err := redisstore.Open(ctx, u, session.Config{})
 		if err != nil {
 			t.Fatalf("Open(%q): %v", u, err)
 		}
@@ -180,19 +181,19 @@ func TestOpen(t *testing.T) {
 		}
 		s.Close()
 	}
-	if _, err := session.Open(ctx, "postgres://db", session.Config{}); err == nil || !strings.Contains(err.Error(), `unknown scheme "postgres"`) {
+	if _, err := redisstore.Open(ctx, "postgres://db", session.Config{}); err == nil || !strings.Contains(err.Error(), `unknown scheme "postgres"`) {
 		t.Fatalf("Open with an unknown scheme: %v", err)
 	}
 
 	srv := redistest.Start(t)
-	s, err := session.Open(ctx, srv.URL()+"?prefix=opened", session.Config{TTL: time.Minute})
+	s, err := redisstore.Open(ctx, srv.URL()+"?prefix=opened", session.Config{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("Open(%s): %v", srv.URL(), err)
 	}
 	defer s.Close()
-	r, ok := s.(*session.Redis)
+	r, ok := s.(*redisstore.Store)
 	if !ok {
-		t.Fatalf("Open(redis URL) = %T, want *session.Redis", s)
+		t.Fatalf("Open(redis URL) = %T, want *redisstore.Store", s)
 	}
 	id := session.NewID()
 	if _, _, err := s.GetOrCreate(ctx, id); err != nil {

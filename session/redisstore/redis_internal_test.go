@@ -1,4 +1,4 @@
-package session
+package redisstore
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redistest"
 )
 
@@ -15,18 +16,18 @@ import (
 // script but before its reply arrived: the replay must not apply it again.
 func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 	srv := redistest.Start(t)
-	r, err := NewRedis(RedisConfig{URL: srv.URL()})
+	r, err := New(Config{URL: srv.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	ctx := t.Context()
-	id := NewID()
+	id := session.NewID()
 	keys := r.keys(id)
 
-	s := Session{ID: id, Version: 1}
+	s := session.Session{ID: id, Version: 1}
 	s.State.RecentlyUsedTools = orchestration.NewHistory("search")
-	args := []any{"", "1", encode(s), newToken(), r.ttlMillis(), ""}
+	args := []any{"", "1", encode(s), session.NewID(), r.ttlMillis(), ""}
 	for attempt := range 2 {
 		reply, err := scriptUpdate.Run(ctx, r.client, keys, args...).Slice()
 		if err != nil || reply[0] != "ok" {
@@ -34,7 +35,7 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 		}
 	}
 	// A different writer with the same stale expectation conflicts.
-	other := []any{"", "1", encode(s), newToken(), r.ttlMillis(), ""}
+	other := []any{"", "1", encode(s), session.NewID(), r.ttlMillis(), ""}
 	if reply, err := scriptUpdate.Run(ctx, r.client, keys, other...).Slice(); err != nil || reply[0] != "conflict" {
 		t.Fatalf("a stale write from another writer: %v %v, want conflict", reply, err)
 	}
@@ -43,7 +44,7 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 	}
 
 	msg, _ := json.Marshal(chat.Message{Role: chat.RoleUser, Content: "once"})
-	appendArgs := []any{r.ttlMillis(), strconv.Itoa(r.cfg.MaxMessages), "", newToken(), encode(Session{ID: id}), string(msg)}
+	appendArgs := []any{r.ttlMillis(), strconv.Itoa(r.cfg.MaxMessages), "", session.NewID(), encode(session.Session{ID: id}), string(msg)}
 	for attempt := range 2 {
 		if status, err := scriptAppend.Run(ctx, r.client, keys, appendArgs...).Text(); err != nil || status != "ok" {
 			t.Fatalf("append attempt %d: %q %v", attempt, status, err)
@@ -57,7 +58,7 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 	// answers with the same window (the history before its append).
 	s.Version = 2
 	second, _ := json.Marshal(chat.Message{Role: chat.RoleAssistant, Content: "twice?"})
-	uaArgs := []any{"1", "2", encode(s), newToken(), r.ttlMillis(), "", -1, r.cfg.MaxMessages, string(second)}
+	uaArgs := []any{"1", "2", encode(s), session.NewID(), r.ttlMillis(), "", -1, r.cfg.MaxMessages, string(second)}
 	for attempt := range 2 {
 		reply, err := scriptUpdateAppend.Run(ctx, r.client, keys, uaArgs...).Slice()
 		if err != nil || reply[0] != "ok" {
@@ -76,15 +77,15 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 
 	// Claim: the replay recognises the session it created and the lease
 	// it took; another caller's claim is busy.
-	fresh := NewID()
-	claimArgs := []any{r.ttlMillis(), encode(Session{ID: fresh}), newToken(), "", "", newToken(), r.lockMillis()}
+	fresh := session.NewID()
+	claimArgs := []any{r.ttlMillis(), encode(session.Session{ID: fresh}), session.NewID(), "", "", session.NewID(), r.lockMillis()}
 	for attempt := range 2 {
 		reply, err := scriptClaim.Run(ctx, r.client, r.keys(fresh), claimArgs...).Slice()
 		if err != nil || reply[0] != "ok" || reply[2] != int64(1) {
 			t.Fatalf("claim attempt %d: %v %v, want ok and created both times", attempt, reply, err)
 		}
 	}
-	otherClaim := []any{r.ttlMillis(), encode(Session{ID: fresh}), newToken(), "", "", newToken(), r.lockMillis()}
+	otherClaim := []any{r.ttlMillis(), encode(session.Session{ID: fresh}), session.NewID(), "", "", session.NewID(), r.lockMillis()}
 	if reply, err := scriptClaim.Run(ctx, r.client, r.keys(fresh), otherClaim...).Slice(); err != nil || reply[0] != "busy" || reply[2] != int64(0) {
 		t.Fatalf("another claim: %v %v, want busy and not created", reply, err)
 	}

@@ -1,4 +1,4 @@
-package turnlog_test
+package redislog_test
 
 import (
 	"context"
@@ -12,8 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/turnlog"
+	"github.com/agentdock-go/agentdock/turnlog/redislog"
 	"github.com/agentdock-go/agentdock/turnlog/turnlogtest"
 )
 
@@ -21,11 +23,11 @@ import (
 // that each Log instance is a replica with its own connection pool.
 func newClient(t testing.TB, srv *redistest.Server, cluster bool) redis.UniversalClient {
 	t.Helper()
-	rc := session.RedisConfig{URL: srv.URL()}
+	rc := redisstore.Config{URL: srv.URL()}
 	if cluster {
-		rc = session.RedisConfig{ClusterAddrs: []string{srv.Addr()}}
+		rc = redisstore.Config{ClusterAddrs: []string{srv.Addr()}}
 	}
-	store, err := session.NewRedis(rc)
+	store, err := redisstore.New(rc)
 	if err != nil {
 		t.Fatalf("connect to redis-server: %v", err)
 	}
@@ -33,12 +35,12 @@ func newClient(t testing.TB, srv *redistest.Server, cluster bool) redis.Universa
 	return store.Client()
 }
 
-func openRedis(t testing.TB, client redis.UniversalClient, cfg turnlog.RedisConfig) *turnlog.Redis {
+func openRedis(t testing.TB, client redis.UniversalClient, cfg redislog.Config) *redislog.Log {
 	t.Helper()
 	cfg.Client = client
-	l, err := turnlog.NewRedis(context.Background(), cfg)
+	l, err := redislog.New(context.Background(), cfg)
 	if err != nil {
-		t.Fatalf("NewRedis: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
@@ -48,7 +50,7 @@ func openRedis(t testing.TB, client redis.UniversalClient, cfg turnlog.RedisConf
 // replicas with their own clients.
 func redisOpener(srv *redistest.Server, cluster bool) turnlogtest.Open {
 	return func(t *testing.T, cfg turnlog.Config) (turnlog.Log, turnlog.Log) {
-		rc := turnlog.RedisConfig{Config: cfg, Prefix: "test-" + session.NewID(), Poll: 50 * time.Millisecond}
+		rc := redislog.Config{Config: cfg, Prefix: "test-" + session.NewID(), Poll: 50 * time.Millisecond}
 		return openRedis(t, newClient(t, srv, cluster), rc), openRedis(t, newClient(t, srv, cluster), rc)
 	}
 }
@@ -69,7 +71,7 @@ func TestRedisClusterConformance(t *testing.T) {
 // from its last seq, with no duplicate and no gap.
 func TestRedisTwoReplicas(t *testing.T) {
 	srv := redistest.Start(t)
-	cfg := turnlog.RedisConfig{Prefix: "replicas", Poll: 50 * time.Millisecond}
+	cfg := redislog.Config{Prefix: "replicas", Poll: 50 * time.Millisecond}
 	a := openRedis(t, newClient(t, srv, false), cfg)
 	b := openRedis(t, newClient(t, srv, false), cfg)
 	c := openRedis(t, newClient(t, srv, false), cfg)
@@ -176,7 +178,7 @@ func checkSeqs(t *testing.T, what string, frames []turnlog.Frame, from, to int64
 // reader is released with it, and after a restart the same Log works on.
 func TestRedisUnavailable(t *testing.T) {
 	srv := redistest.Start(t)
-	cfg := turnlog.RedisConfig{Prefix: "down", Poll: 50 * time.Millisecond, Timeout: time.Second}
+	cfg := redislog.Config{Prefix: "down", Poll: 50 * time.Millisecond, Timeout: time.Second}
 	a := openRedis(t, newClient(t, srv, false), cfg)
 	b := openRedis(t, newClient(t, srv, false), cfg)
 	ctx := context.Background()
@@ -251,7 +253,7 @@ func TestRedisUnavailable(t *testing.T) {
 func TestRedisKeys(t *testing.T) {
 	srv := redistest.Start(t)
 	raw := newClient(t, srv, false)
-	cfg := turnlog.RedisConfig{Config: turnlog.Config{MaxFrames: 16, Retention: time.Minute}, RunningTTL: time.Hour}
+	cfg := redislog.Config{Config: turnlog.Config{MaxFrames: 16, Retention: time.Minute}, RunningTTL: time.Hour}
 	l := openRedis(t, raw, cfg)
 	ctx := context.Background()
 	ref := turnlog.Ref{Session: "session-1", Turn: "turn-0001"}
@@ -308,7 +310,7 @@ func TestRedisKeys(t *testing.T) {
 // died) without finishing it.
 func TestRedisRunningTTL(t *testing.T) {
 	srv := redistest.Start(t)
-	cfg := turnlog.RedisConfig{Config: turnlog.Config{Retention: 100 * time.Millisecond}, RunningTTL: 200 * time.Millisecond}
+	cfg := redislog.Config{Config: turnlog.Config{Retention: 100 * time.Millisecond}, RunningTTL: 200 * time.Millisecond}
 	l := openRedis(t, newClient(t, srv, false), cfg)
 	ctx := context.Background()
 	ref := turnlog.Ref{Session: session.NewID(), Turn: session.NewID()}
@@ -379,7 +381,7 @@ func TestRedisCommands(t *testing.T) {
 	client := newClient(t, srv, false)
 	count := &commandCounter{}
 	client.AddHook(count)
-	l := openRedis(t, client, turnlog.RedisConfig{})
+	l := openRedis(t, client, redislog.Config{})
 	ctx := context.Background()
 	ref := turnlog.Ref{Session: session.NewID(), Turn: session.NewID()}
 	commands := func(what string, want int64, call func() error) {
@@ -424,27 +426,27 @@ func TestNewRedisConfig(t *testing.T) {
 	client := newClient(t, srv, false)
 	for _, tc := range []struct {
 		name string
-		cfg  turnlog.RedisConfig
+		cfg  redislog.Config
 	}{
-		{"nil client", turnlog.RedisConfig{}},
-		{"negative Poll", turnlog.RedisConfig{Client: client, Poll: -1}},
-		{"RunningTTL below a millisecond", turnlog.RedisConfig{Client: client, RunningTTL: 5}},
-		{"negative Timeout", turnlog.RedisConfig{Client: client, Timeout: -time.Second}},
-		{"negative ReadBatch", turnlog.RedisConfig{Client: client, ReadBatch: -1}},
-		{"brace in Prefix", turnlog.RedisConfig{Client: client, Prefix: "a{b}"}},
-		{"negative MaxFrames", turnlog.RedisConfig{Client: client, Config: turnlog.Config{MaxFrames: -3}}},
+		{"nil client", redislog.Config{}},
+		{"negative Poll", redislog.Config{Client: client, Poll: -1}},
+		{"RunningTTL below a millisecond", redislog.Config{Client: client, RunningTTL: 5}},
+		{"negative Timeout", redislog.Config{Client: client, Timeout: -time.Second}},
+		{"negative ReadBatch", redislog.Config{Client: client, ReadBatch: -1}},
+		{"brace in Prefix", redislog.Config{Client: client, Prefix: "a{b}"}},
+		{"negative MaxFrames", redislog.Config{Client: client, Config: turnlog.Config{MaxFrames: -3}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if l, err := turnlog.NewRedis(context.Background(), tc.cfg); err == nil {
+			if l, err := redislog.New(context.Background(), tc.cfg); err == nil {
 				l.Close()
-				t.Fatalf("NewRedis(%s): no error", tc.name)
+				t.Fatalf("New(%s): no error", tc.name)
 			}
 		})
 	}
 	// Nothing listens on a closed server's port.
 	srv.Stop()
-	_, err := turnlog.NewRedis(context.Background(), turnlog.RedisConfig{Client: client})
+	_, err := redislog.New(context.Background(), redislog.Config{Client: client})
 	if !errors.Is(err, session.ErrUnavailable) {
-		t.Fatalf("NewRedis with Redis down: %v; want ErrUnavailable", err)
+		t.Fatalf("New with Redis down: %v; want ErrUnavailable", err)
 	}
 }

@@ -1,4 +1,4 @@
-package turnlog_test
+package redislog_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/turnlog"
+	"github.com/agentdock-go/agentdock/turnlog/redislog"
 )
 
 // benchLogs yields the memory log and a Redis log on a real redis-server
@@ -29,7 +30,7 @@ func benchLogs(b *testing.B, fn func(b *testing.B, l turnlog.Log, count *command
 		client := newClient(b, srv, false)
 		count := &commandCounter{}
 		client.AddHook(count)
-		fn(b, openRedis(b, client, turnlog.RedisConfig{}), count, newClient(b, srv, false))
+		fn(b, openRedis(b, client, redislog.Config{}), count, newClient(b, srv, false))
 	})
 }
 

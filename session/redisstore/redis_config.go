@@ -1,4 +1,4 @@
-package session
+package redisstore
 
 import (
 	"context"
@@ -12,13 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentdock-go/agentdock/session"
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisConfig configures the Redis store. Exactly one of URL, Sentinel
+// Config configures the Redis store. Exactly one of URL, Sentinel
 // (SentinelMaster with SentinelAddrs) and Cluster (ClusterAddrs) is set.
-type RedisConfig struct {
-	Config
+type Config struct {
+	session.Config
 
 	// URL is a redis:// or rediss:// URL of one server:
 	// redis://[user:password@]host:port[/db].
@@ -46,7 +47,7 @@ type RedisConfig struct {
 	Prefix string
 
 	// Timeouts of one connection attempt and of one command's read and
-	// write (default 1 s each). A call fails with ErrUnavailable after about
+	// write (default 1 s each). A call fails with session.ErrUnavailable after about
 	// DialTimeout+ReadTimeout+WriteTimeout per round trip when Redis does not
 	// answer.
 	DialTimeout  time.Duration
@@ -54,14 +55,14 @@ type RedisConfig struct {
 	WriteTimeout time.Duration
 }
 
-// DefaultPrefix starts the Redis keys unless RedisConfig.Prefix says
+// DefaultPrefix starts the Redis keys unless Config.Prefix says
 // otherwise.
 const DefaultPrefix = "orchestration-state"
 
-// DefaultRedisTimeout is the default of each of RedisConfig's timeouts.
-const DefaultRedisTimeout = time.Second
+// DefaultTimeout is the default of each of Config's timeouts.
+const DefaultTimeout = time.Second
 
-// The URL schemes Open and ParseRedisURL accept besides redis:// and rediss://.
+// The URL schemes Open and ParseURL accept besides redis:// and rediss://.
 const (
 	schemeSentinel    = "redis+sentinel"
 	schemeSentinelTLS = "rediss+sentinel"
@@ -80,24 +81,24 @@ const (
 // (rediss+sentinel:// and rediss+cluster:// use TLS.) Every Redis form takes
 // the query parameters prefix, dial_timeout, read_timeout and write_timeout
 // (Go durations such as 500ms); fields set in cfg's Redis counterpart are not
-// available here, use NewRedis for them. The Redis store is reachable when
+// available here, use New for them. The Redis store is reachable when
 // Open returns.
-func Open(ctx context.Context, rawURL string, cfg Config) (Store, error) {
+func Open(ctx context.Context, rawURL string, cfg session.Config) (session.Store, error) {
 	if rawURL == "" || rawURL == "memory://" || rawURL == "memory:" {
-		return NewMemory(cfg), nil
+		return session.NewMemory(cfg), nil
 	}
-	rc, err := ParseRedisURL(rawURL)
+	rc, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	rc.Config = cfg
-	return newRedis(ctx, rc)
+	return newStore(ctx, rc)
 }
 
-// ParseRedisURL turns a Redis URL of any form that Open accepts into a
-// RedisConfig (with a zero Config).
-func ParseRedisURL(rawURL string) (RedisConfig, error) {
-	var rc RedisConfig
+// ParseURL turns a Redis URL of any form that Open accepts into a
+// Config (with a zero session.Config).
+func ParseURL(rawURL string) (Config, error) {
+	var rc Config
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return rc, fmt.Errorf("session store URL: %w", redactURLError(err))
@@ -208,7 +209,7 @@ func redactURLError(err error) error {
 	return err
 }
 
-// RedisConfigFromEnv reads the Redis store's configuration from the
+// ConfigFromEnv reads the Redis store's configuration from the
 // environment; ok is false when none of REDIS_URL, REDIS_SENTINEL_MASTER and
 // REDIS_CLUSTER_ADDRS is set (use the memory store then).
 //
@@ -221,7 +222,7 @@ func redactURLError(err error) error {
 //	REDIS_DIAL_TIMEOUT, REDIS_READ_TIMEOUT, REDIS_WRITE_TIMEOUT
 //	                        Go durations (default 1s each)
 //	SESSION_TTL_SECONDS     the sessions' sliding TTL (default 86400)
-func RedisConfigFromEnv() (rc RedisConfig, ok bool, err error) {
+func ConfigFromEnv() (rc Config, ok bool, err error) {
 	env := func(k string) string { return strings.TrimSpace(os.Getenv(k)) }
 	rawURL, master, sentinels, cluster := env("REDIS_URL"), env("REDIS_SENTINEL_MASTER"), env("REDIS_SENTINEL_ADDRS"), env("REDIS_CLUSTER_ADDRS")
 	set := 0
@@ -236,7 +237,7 @@ func RedisConfigFromEnv() (rc RedisConfig, ok bool, err error) {
 	case set > 1:
 		return rc, false, errors.New("REDIS_URL, REDIS_SENTINEL_MASTER and REDIS_CLUSTER_ADDRS: set only one of them")
 	case rawURL != "":
-		if rc, err = ParseRedisURL(rawURL); err != nil {
+		if rc, err = ParseURL(rawURL); err != nil {
 			return rc, false, fmt.Errorf("REDIS_URL: %w", err)
 		}
 	case master != "":
@@ -271,14 +272,14 @@ func RedisConfigFromEnv() (rc RedisConfig, ok bool, err error) {
 		}
 		*k.dst = d
 	}
-	if rc.TTL, err = TTLFromEnv(); err != nil {
+	if rc.TTL, err = session.TTLFromEnv(); err != nil {
 		return rc, false, err
 	}
 	return rc, true, nil
 }
 
 // universalOptions validates rc and builds the go-redis options.
-func (rc RedisConfig) universalOptions() (*redis.UniversalOptions, error) {
+func (rc Config) universalOptions() (*redis.UniversalOptions, error) {
 	modes := 0
 	if rc.URL != "" {
 		modes++
@@ -352,7 +353,7 @@ func (rc RedisConfig) universalOptions() (*redis.UniversalOptions, error) {
 		case url > 0:
 			return url
 		}
-		return DefaultRedisTimeout
+		return DefaultTimeout
 	}
 	o.DialTimeout = pick(rc.DialTimeout, o.DialTimeout)
 	o.ReadTimeout = pick(rc.ReadTimeout, o.ReadTimeout)

@@ -1,11 +1,11 @@
-package session
+package redisstore
 
 import "github.com/redis/go-redis/v9"
 
 // The Redis store keeps three keys per session, all in one Cluster slot
 // thanks to the {id} hash tag:
 //
-//	PREFIX:{id}:state     hash: version, data (Session JSON), write, appended
+//	PREFIX:{id}:state     hash: version, data (session.Session JSON), write, appended
 //	PREFIX:{id}:messages  list of chat.Message JSON, oldest first
 //	PREFIX:{id}:lease     string: the token of the turn holding the session
 //

@@ -1,4 +1,4 @@
-package session_test
+package redisstore_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/session/sessiontest"
 )
@@ -17,7 +18,7 @@ func TestRedisClusterConformance(t *testing.T) {
 	srv := redistest.Start(t, redistest.Cluster())
 	url := "redis+cluster://" + srv.Addr()
 	sessiontest.Run(t, func(t *testing.T, cfg session.Config) session.Store {
-		s, err := session.Open(t.Context(), url, cfg)
+		s, err := redisstore.Open(t.Context(), url, cfg)
 		if err != nil {
 			t.Fatalf("Open(%s): %v", url, err)
 		}
@@ -30,7 +31,7 @@ func TestRedisSentinel(t *testing.T) {
 	master := redistest.Start(t)
 	sentinel := redistest.Start(t, redistest.Sentinel(master, "sessions"))
 	ctx := t.Context()
-	s, err := session.Open(ctx, "redis+sentinel://"+sentinel.Addr()+"/sessions/0?prefix=via-sentinel", session.Config{})
+	s, err := redisstore.Open(ctx, "redis+sentinel://"+sentinel.Addr()+"/sessions/0?prefix=via-sentinel", session.Config{})
 	if err != nil {
 		t.Fatalf("Open through Sentinel: %v", err)
 	}

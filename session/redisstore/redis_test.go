@@ -1,4 +1,4 @@
-package session_test
+package redisstore_test
 
 import (
 	"context"
@@ -15,16 +15,17 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/session/sessiontest"
 )
 
-func openRedis(t testing.TB, srv *redistest.Server, rc session.RedisConfig) *session.Redis {
+func openRedis(t testing.TB, srv *redistest.Server, rc redisstore.Config) *redisstore.Store {
 	t.Helper()
 	rc.URL = srv.URL()
-	r, err := session.NewRedis(rc)
+	r, err := redisstore.New(rc)
 	if err != nil {
-		t.Fatalf("NewRedis: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
@@ -55,14 +56,14 @@ func applyEvent(ev orchestration.Event) func(*orchestration.State) error {
 func TestRedisConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	sessiontest.Run(t, func(t *testing.T, cfg session.Config) session.Store {
-		return openRedis(t, srv, session.RedisConfig{Config: cfg})
+		return openRedis(t, srv, redisstore.Config{Config: cfg})
 	}, sessiontest.RealClock())
 }
 
 func TestRedisKeysAndTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl, lockTTL = time.Hour, 10 * time.Second
-	s := openRedis(t, srv, session.RedisConfig{Config: session.Config{TTL: ttl, LockTTL: lockTTL}, Prefix: "test-prefix"})
+	s := openRedis(t, srv, redisstore.Config{Config: session.Config{TTL: ttl, LockTTL: lockTTL}, Prefix: "test-prefix"})
 	raw := rawClient(t, srv)
 	ctx := t.Context()
 	id := session.NewID()
@@ -102,7 +103,7 @@ func TestRedisKeysAndTTL(t *testing.T) {
 func TestRedisPersistence(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl = time.Hour
-	s := openRedis(t, srv, session.RedisConfig{Config: session.Config{TTL: ttl}})
+	s := openRedis(t, srv, redisstore.Config{Config: session.Config{TTL: ttl}})
 	ctx := t.Context()
 	id := session.NewID()
 	before, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("fetch")), session.WithOwner("owner"))
@@ -141,7 +142,7 @@ func TestRedisFaults(t *testing.T) {
 	const timeout = 200 * time.Millisecond
 	budget := 3 * timeout // dial + read + write
 	const writeRetry = 2 * timeout
-	s := openRedis(t, srv, session.RedisConfig{Config: session.Config{WriteRetry: writeRetry}, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
+	s := openRedis(t, srv, redisstore.Config{Config: session.Config{WriteRetry: writeRetry}, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
 	ctx := t.Context()
 	id := session.NewID()
 	stored, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")))
@@ -230,7 +231,7 @@ func TestRedisFaults(t *testing.T) {
 func TestRedisWriteOutlivesPause(t *testing.T) {
 	srv := redistest.Start(t)
 	const timeout = 200 * time.Millisecond
-	s := openRedis(t, srv, session.RedisConfig{Config: session.Config{WriteRetry: 10 * time.Second}, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
+	s := openRedis(t, srv, redisstore.Config{Config: session.Config{WriteRetry: 10 * time.Second}, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
 	ctx := t.Context()
 	id := session.NewID()
 	_, lease, err := s.Claim(ctx, id, session.WithOwner("o"))
@@ -273,11 +274,11 @@ func TestNewRedisUnreachable(t *testing.T) {
 	// A port nobody listens on: start a server to learn a free port, stop it.
 	srv := redistest.Start(t)
 	srv.Stop()
-	_, err := session.NewRedis(session.RedisConfig{URL: srv.URL(), DialTimeout: 200 * time.Millisecond})
+	_, err := redisstore.New(redisstore.Config{URL: srv.URL(), DialTimeout: 200 * time.Millisecond})
 	if !errors.Is(err, session.ErrUnavailable) {
-		t.Fatalf("NewRedis without a server: %v, want ErrUnavailable", err)
+		t.Fatalf("New without a server: %v, want ErrUnavailable", err)
 	}
-	_, err = session.Open(t.Context(), srv.URL(), session.Config{})
+	_, err = redisstore.Open(t.Context(), srv.URL(), session.Config{})
 	if !errors.Is(err, session.ErrUnavailable) {
 		t.Fatalf("Open without a server: %v, want ErrUnavailable", err)
 	}
@@ -285,7 +286,7 @@ func TestNewRedisUnreachable(t *testing.T) {
 
 func TestRedisCorrupt(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openRedis(t, srv, session.RedisConfig{})
+	s := openRedis(t, srv, redisstore.Config{})
 	raw := rawClient(t, srv)
 	ctx := t.Context()
 
@@ -381,7 +382,7 @@ func (c *commandCounter) take() []string {
 
 func TestRedisRoundTrips(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openRedis(t, srv, session.RedisConfig{})
+	s := openRedis(t, srv, redisstore.Config{})
 	counter := &commandCounter{}
 	s.Client().AddHook(counter)
 	ctx := t.Context()
@@ -442,7 +443,7 @@ func TestRedisRoundTrips(t *testing.T) {
 	// A turn's start: Claim, then the user message and the history window
 	// in one write, each one round trip. A new store loads the scripts the
 	// flush above removed.
-	s = openRedis(t, srv, session.RedisConfig{})
+	s = openRedis(t, srv, redisstore.Config{})
 	s.Client().AddHook(counter)
 	counter.take()
 	id2 := session.NewID()
@@ -470,7 +471,7 @@ func TestRedisRoundTrips(t *testing.T) {
 			return err
 		}, []string{"evalsha"}},
 		{"UpdateAppend after a write by another replica", func() error {
-			other := openRedis(t, srv, session.RedisConfig{})
+			other := openRedis(t, srv, redisstore.Config{})
 			if _, err := other.Update(ctx, id2, applyEvent(orchestration.ToolUsed("fetch"))); err != nil {
 				return err
 			}
@@ -496,9 +497,9 @@ func TestRedisRoundTrips(t *testing.T) {
 func TestRedisReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	const replicas, workers, events = 4, 4, 50
-	var stores []*session.Redis
+	var stores []*redisstore.Store
 	for range replicas {
-		stores = append(stores, openRedis(t, srv, session.RedisConfig{}))
+		stores = append(stores, openRedis(t, srv, redisstore.Config{}))
 	}
 	ctx := t.Context()
 	id := session.NewID()

@@ -1,4 +1,4 @@
-package session
+package redisstore
 
 import (
 	"context"
@@ -16,21 +16,22 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/session"
 )
 
-// Redis is a Store in Redis (one server, Sentinel or Cluster), shared by
+// Redis is a session.Store in Redis (one server, Sentinel or Cluster), shared by
 // every replica of the service.
 //
 // Each event is one optimistic compare-and-set: the session is read (HGET)
 // and written back by a Lua script that checks the version read (and the
-// lease token under WithLease) and sets value and TTL in one step; on a
+// lease token under session.WithLease) and sets value and TTL in one step; on a
 // conflict the script hands back the current value and the update is
 // retried without another read. Goroutines of one process that update the
 // same session queue locally first, so that the compare-and-set only races
 // with other replicas. The steady state is one HGET and one EVALSHA per
 // event.
-type Redis struct {
-	cfg    Config
+type Store struct {
+	cfg    session.Config
 	client redis.UniversalClient
 	prefix string
 	// budget bounds one round trip, including go-redis's own retries.
@@ -43,20 +44,20 @@ type Redis struct {
 // means other replicas win every race on this session for a long time.
 const maxConflicts = 1000
 
-// NewRedis connects to Redis, checks that it answers and loads the store's
-// scripts. It returns an error wrapping ErrUnavailable when Redis cannot be
+// New connects to Store, checks that it answers and loads the store's
+// scripts. It returns an error wrapping session.ErrUnavailable when Redis cannot be
 // reached, and a plain error for an invalid configuration.
-func NewRedis(cfg RedisConfig) (*Redis, error) {
-	return newRedis(context.Background(), cfg)
+func New(cfg Config) (*Store, error) {
+	return newStore(context.Background(), cfg)
 }
 
-func newRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
+func newStore(ctx context.Context, cfg Config) (*Store, error) {
 	opts, err := cfg.universalOptions()
 	if err != nil {
 		return nil, err
 	}
-	r := &Redis{
-		cfg:    cfg.Config.withDefaults(),
+	r := &Store{
+		cfg:    cfg.Config.WithDefaults(),
 		client: redis.NewUniversalClient(opts),
 		prefix: cfg.Prefix,
 		budget: opts.DialTimeout + opts.ReadTimeout + opts.WriteTimeout,
@@ -74,7 +75,7 @@ func newRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 // preload pings Redis and loads the scripts, so that the steady state needs
 // no EVAL. After a restart or SCRIPT FLUSH, go-redis falls back to EVAL on
 // NOSCRIPT, which loads the script again.
-func (r *Redis) preload(ctx context.Context) error {
+func (r *Store) preload(ctx context.Context) error {
 	ctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	if err := r.client.Ping(ctx).Err(); err != nil {
@@ -91,11 +92,11 @@ func (r *Redis) preload(ctx context.Context) error {
 // Client returns the underlying go-redis client, for callers that keep
 // their own data next to the sessions (the same connection pool) and for
 // tests that install hooks. Closing the store closes it.
-func (r *Redis) Client() redis.UniversalClient { return r.client }
+func (r *Store) Client() redis.UniversalClient { return r.client }
 
-func (r *Redis) key(id, kind string) string { return r.prefix + ":{" + id + "}:" + kind }
+func (r *Store) key(id, kind string) string { return r.prefix + ":{" + id + "}:" + kind }
 
-func (r *Redis) keys(id string) []string {
+func (r *Store) keys(id string) []string {
 	return []string{r.key(id, "state"), r.key(id, "messages"), r.key(id, "lease")}
 }
 
@@ -105,13 +106,13 @@ func (r *Redis) keys(id string) []string {
 // unknown, and reporting a failure could make a client repeat what was
 // saved. Every write script recognises its own earlier success by the nonce
 // among its arguments, so the same call is sent again, until Redis answers
-// or Config.WriteRetry has passed since the first failure. A call that
+// or session.Config.WriteRetry has passed since the first failure. A call that
 // cannot have reached Redis (no connection could be made, the pool had
 // none) is not retried, unless an earlier attempt might have.
 //
 // A failed result that may still have been applied is marked by maybe:
-// callers report it wrapping ErrMaybeApplied.
-func (r *Redis) runWrite(ctx context.Context, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, maybe bool) {
+// callers report it wrapping session.ErrMaybeApplied.
+func (r *Store) runWrite(ctx context.Context, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, maybe bool) {
 	var (
 		firstFailure time.Time
 		maybeApplied bool
@@ -167,130 +168,130 @@ func mayHaveRun(err error) bool {
 
 // roundTrip bounds one round trip so that an unresponsive Redis fails the
 // call within the configured timeouts; an earlier deadline of ctx wins.
-func (r *Redis) roundTrip(ctx context.Context) (context.Context, context.CancelFunc) {
+func (r *Store) roundTrip(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, r.budget)
 }
 
-func (r *Redis) ttlMillis() string { return strconv.FormatInt(r.cfg.TTL.Milliseconds(), 10) }
-func (r *Redis) lockMillis() string {
+func (r *Store) ttlMillis() string { return strconv.FormatInt(r.cfg.TTL.Milliseconds(), 10) }
+func (r *Store) lockMillis() string {
 	return strconv.FormatInt(max(r.cfg.LockTTL.Milliseconds(), 1), 10)
 }
 
 // fail classifies a go-redis error: a WRONGTYPE reply means a key holds
-// something this store did not write (ErrCorrupt); every other failure
-// means the store cannot be used right now (ErrUnavailable).
-func (r *Redis) fail(id, op string, err error) error {
+// something this store did not write (session.ErrCorrupt); every other failure
+// means the store cannot be used right now (session.ErrUnavailable).
+func (r *Store) fail(id, op string, err error) error {
 	where := "redis session store: " + op
 	if id != "" {
 		where = "redis session store: session " + id + ": " + op
 	}
 	if redis.HasErrorPrefix(err, "WRONGTYPE") {
-		return fmt.Errorf("%s: %w: %w", where, ErrCorrupt, err)
+		return fmt.Errorf("%s: %w: %w", where, session.ErrCorrupt, err)
 	}
-	return fmt.Errorf("%s: %w: %w", where, ErrUnavailable, err)
+	return fmt.Errorf("%s: %w: %w", where, session.ErrUnavailable, err)
 }
 
 // failWrite is fail for a write; one that may have been applied wraps
-// ErrMaybeApplied too.
-func (r *Redis) failWrite(id, op string, err error, maybe bool) error {
+// session.ErrMaybeApplied too.
+func (r *Store) failWrite(id, op string, err error, maybe bool) error {
 	e := r.fail(id, op, err)
 	if maybe {
-		return fmt.Errorf("%w (%w)", e, ErrMaybeApplied)
+		return fmt.Errorf("%w (%w)", e, session.ErrMaybeApplied)
 	}
 	return e
 }
 
-func (r *Redis) decode(id string, data string) (Session, error) {
-	var s Session
+func (r *Store) decode(id string, data string) (session.Session, error) {
+	var s session.Session
 	if err := json.Unmarshal([]byte(data), &s); err != nil {
-		return Session{}, fmt.Errorf("redis session store: session %s: state value: %w: %w", id, ErrCorrupt, err)
+		return session.Session{}, fmt.Errorf("redis session store: session %s: state value: %w: %w", id, session.ErrCorrupt, err)
 	}
 	if s.ID != id {
-		return Session{}, fmt.Errorf("redis session store: session %s: state value names session %q: %w", id, s.ID, ErrCorrupt)
+		return session.Session{}, fmt.Errorf("redis session store: session %s: state value names session %q: %w", id, s.ID, session.ErrCorrupt)
 	}
 	return s, nil
 }
 
-func (r *Redis) newSession(id string, o updateOptions, now time.Time) Session {
-	return Session{ID: id, Owner: o.owner, Agent: o.agent, CreatedAt: now, LastAccessed: now}
+func (r *Store) newSession(id string, o session.WriteOptions, now time.Time) session.Session {
+	return session.Session{ID: id, Owner: o.Owner, Agent: o.Agent, CreatedAt: now, LastAccessed: now}
 }
 
-func encode(s Session) string {
+func encode(s session.Session) string {
 	b, err := json.Marshal(s)
 	if err != nil {
-		// Session holds only strings, numbers and times.
+		// session.Session holds only strings, numbers and times.
 		panic("session: encoding a session: " + err.Error())
 	}
 	return string(b)
 }
 
-// Get implements Store.
-func (r *Redis) Get(ctx context.Context, id string) (Session, error) {
+// Get implements session.Store.
+func (r *Store) Get(ctx context.Context, id string) (session.Session, error) {
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	data, err := scriptGet.Run(rctx, r.client, r.keys(id)[:2], r.ttlMillis()).Text()
 	if errors.Is(err, redis.Nil) {
-		return Session{}, ErrNotFound
+		return session.Session{}, session.ErrNotFound
 	}
 	if err != nil {
-		return Session{}, r.fail(id, "get", err)
+		return session.Session{}, r.fail(id, "get", err)
 	}
 	s, err := r.decode(id, data)
 	if err != nil {
-		return Session{}, err
+		return session.Session{}, err
 	}
 	s.LastAccessed = r.cfg.Now()
 	return s, nil
 }
 
-// GetOrCreate implements Store.
-func (r *Redis) GetOrCreate(ctx context.Context, id string, opts ...UpdateOption) (Session, bool, error) {
-	o := collect(opts)
+// GetOrCreate implements session.Store.
+func (r *Store) GetOrCreate(ctx context.Context, id string, opts ...session.UpdateOption) (session.Session, bool, error) {
+	o := session.Options(opts...)
 	now := r.cfg.Now()
 	fresh := r.newSession(id, o, now)
-	cmd, _ := r.runWrite(ctx, scriptGetOrCreate, r.keys(id)[:2], r.ttlMillis(), encode(fresh), newToken())
+	cmd, _ := r.runWrite(ctx, scriptGetOrCreate, r.keys(id)[:2], r.ttlMillis(), encode(fresh), session.NewID())
 	reply, err := cmd.Slice()
 	if err != nil {
-		return Session{}, false, r.fail(id, "get or create", err)
+		return session.Session{}, false, r.fail(id, "get or create", err)
 	}
 	if len(reply) != 2 {
-		return Session{}, false, fmt.Errorf("redis session store: session %s: get or create: unexpected reply %v: %w", id, reply, ErrUnavailable)
+		return session.Session{}, false, fmt.Errorf("redis session store: session %s: get or create: unexpected reply %v: %w", id, reply, session.ErrUnavailable)
 	}
 	created, _ := reply[0].(int64)
 	data, _ := reply[1].(string)
 	s, err := r.decode(id, data)
 	if err != nil {
-		return Session{}, false, err
+		return session.Session{}, false, err
 	}
 	s.LastAccessed = now
 	return s, created == 1, nil
 }
 
-// Update implements Store. fn may run more than once: again after every
+// Update implements session.Store. fn may run more than once: again after every
 // conflict with another replica's write.
-func (r *Redis) Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...UpdateOption) (Session, error) {
-	s, _, err := r.mutate(ctx, id, fn, collect(opts), false, nil)
+func (r *Store) Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...session.UpdateOption) (session.Session, error) {
+	s, _, err := r.mutate(ctx, id, fn, session.Options(opts...), false, nil)
 	return s, err
 }
 
-// UpdateAppend implements Store: Update's compare-and-set and the append
+// UpdateAppend implements session.Store: Update's compare-and-set and the append
 // in one script. fn may run more than once, as with Update.
-func (r *Redis) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...UpdateOption) (Session, []chat.Message, error) {
+func (r *Store) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...session.UpdateOption) (session.Session, []chat.Message, error) {
 	ap := &appendArgs{window: window, msgs: make([]any, len(msgs))}
 	for i, m := range msgs {
 		b, err := json.Marshal(m)
 		if err != nil {
-			return Session{}, nil, fmt.Errorf("redis session store: session %s: message %d: %w", id, i, err)
+			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: message %d: %w", id, i, err)
 		}
 		ap.msgs[i] = string(b)
 	}
-	s, raw, err := r.mutate(ctx, id, fn, collect(opts), false, ap)
+	s, raw, err := r.mutate(ctx, id, fn, session.Options(opts...), false, ap)
 	if err != nil {
-		return Session{}, nil, err
+		return session.Session{}, nil, err
 	}
 	hist, err := decodeMessages(id, raw)
 	if err != nil {
-		return Session{}, nil, err
+		return session.Session{}, nil, err
 	}
 	return s, hist, nil
 }
@@ -308,27 +309,27 @@ func decodeMessages(id string, raw []string) ([]chat.Message, error) {
 	msgs := make([]chat.Message, len(raw))
 	for i, s := range raw {
 		if err := json.Unmarshal([]byte(s), &msgs[i]); err != nil {
-			return nil, fmt.Errorf("redis session store: session %s: message %d of the history: %w: %w", id, i, ErrCorrupt, err)
+			return nil, fmt.Errorf("redis session store: session %s: message %d of the history: %w: %w", id, i, session.ErrCorrupt, err)
 		}
 	}
 	return msgs, nil
 }
 
-// Reset implements Store.
-func (r *Redis) Reset(ctx context.Context, id string) error {
+// Reset implements session.Store.
+func (r *Store) Reset(ctx context.Context, id string) error {
 	_, _, err := r.mutate(ctx, id, func(s *orchestration.State) error {
 		*s = orchestration.State{}
 		return nil
-	}, updateOptions{}, true, nil)
+	}, session.WriteOptions{}, true, nil)
 	return err
 }
 
 // mutate is the compare-and-set loop behind Update, UpdateAppend (ap not
 // nil: it returns the history window) and Reset.
-func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.State) error, o updateOptions, mustExist bool, ap *appendArgs) (Session, []string, error) {
+func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.State) error, o session.WriteOptions, mustExist bool, ap *appendArgs) (session.Session, []string, error) {
 	kl, err := r.locks.lock(ctx, id)
 	if err != nil {
-		return Session{}, nil, err
+		return session.Session{}, nil, err
 	}
 	defer r.locks.unlock(id, kl)
 
@@ -340,7 +341,7 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 	// wrote it: start from that instead of reading it back. If another
 	// replica wrote since, the compare-and-set says so and hands over its
 	// value.
-	rl, _ := o.lease.(*redisLease)
+	rl, _ := o.Lease.(*redisLease)
 	if rl != nil && (rl.r != r || rl.id != id) {
 		rl = nil
 	}
@@ -357,23 +358,23 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		case errors.Is(err, redis.Nil):
 			exists = false
 		case err != nil:
-			return Session{}, nil, r.fail(id, "read", err)
+			return session.Session{}, nil, r.fail(id, "read", err)
 		}
 	}
 	lease := ""
-	if o.lease != nil {
-		lease = o.lease.Token()
+	if o.Lease != nil {
+		lease = o.Lease.Token()
 	}
 	for attempt := 0; ; attempt++ {
-		var cur Session
+		var cur session.Session
 		if cached != nil {
 			cur, cached = *cached, nil
 		} else if exists {
 			if cur, err = r.decode(id, data); err != nil {
-				return Session{}, nil, err
+				return session.Session{}, nil, err
 			}
 		} else if mustExist {
-			return Session{}, nil, ErrNotFound
+			return session.Session{}, nil, session.ErrNotFound
 		}
 		now := r.cfg.Now()
 		next := cur
@@ -387,17 +388,17 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			if exists {
 				kl.last = &cur // unchanged, still current as far as we know
 			}
-			return Session{}, nil, err
+			return session.Session{}, nil, err
 		}
 		next.State, next.LastAccessed = st, now
 		next.Version = cur.Version + 1
-		o.setTurn(&next)
+		o.ApplyTurn(&next)
 		expected := ""
 		if exists {
 			expected = strconv.FormatInt(cur.Version, 10)
 		}
 
-		args := []any{expected, strconv.FormatInt(next.Version, 10), encode(next), newToken(), r.ttlMillis(), lease}
+		args := []any{expected, strconv.FormatInt(next.Version, 10), encode(next), session.NewID(), r.ttlMillis(), lease}
 		script := scriptUpdate
 		if ap != nil {
 			script = scriptUpdateAppend
@@ -406,7 +407,7 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		cmd, maybe := r.runWrite(ctx, script, keys, args...)
 		reply, err := cmd.Slice()
 		if err != nil {
-			return Session{}, nil, r.failWrite(id, "write", err, maybe)
+			return session.Session{}, nil, r.failWrite(id, "write", err, maybe)
 		}
 		status, _ := reply[0].(string)
 		switch status {
@@ -426,13 +427,13 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			}
 			return out, hist, nil
 		case "fenced":
-			return Session{}, nil, fmt.Errorf("redis session store: session %s: %w", id, ErrFenced)
+			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrFenced)
 		case "conflict":
 		default:
-			return Session{}, nil, fmt.Errorf("redis session store: session %s: write: unexpected reply %v: %w", id, reply, ErrUnavailable)
+			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: write: unexpected reply %v: %w", id, reply, session.ErrUnavailable)
 		}
 		if attempt >= maxConflicts {
-			return Session{}, nil, fmt.Errorf("redis session store: session %s: gave up after %d conflicting writes from other replicas: %w", id, attempt+1, ErrBusy)
+			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: gave up after %d conflicting writes from other replicas: %w", id, attempt+1, session.ErrBusy)
 		}
 		data, exists = "", false
 		if len(reply) > 1 && reply[1] != nil {
@@ -442,15 +443,15 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			// Replicas racing on one session: spread them out.
 			select {
 			case <-ctx.Done():
-				return Session{}, nil, fmt.Errorf("redis session store: session %s: write: %w", id, ctx.Err())
+				return session.Session{}, nil, fmt.Errorf("redis session store: session %s: write: %w", id, ctx.Err())
 			case <-time.After(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt-2, 5)))):
 			}
 		}
 	}
 }
 
-// Delete implements Store.
-func (r *Redis) Delete(ctx context.Context, id string) error {
+// Delete implements session.Store.
+func (r *Store) Delete(ctx context.Context, id string) error {
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	n, err := scriptDelete.Run(rctx, r.client, r.keys(id)).Int64()
@@ -458,20 +459,20 @@ func (r *Redis) Delete(ctx context.Context, id string) error {
 		return r.fail(id, "delete", err)
 	}
 	if n == 0 {
-		return ErrNotFound
+		return session.ErrNotFound
 	}
 	return nil
 }
 
-// AppendMessages implements Store.
-func (r *Redis) AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...UpdateOption) error {
-	o := collect(opts)
+// AppendMessages implements session.Store.
+func (r *Store) AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...session.UpdateOption) error {
+	o := session.Options(opts...)
 	lease := ""
-	if o.lease != nil {
-		lease = o.lease.Token()
+	if o.Lease != nil {
+		lease = o.Lease.Token()
 	}
 	args := make([]any, 0, 5+len(msgs))
-	args = append(args, r.ttlMillis(), r.cfg.MaxMessages, lease, newToken(), encode(r.newSession(id, o, r.cfg.Now())))
+	args = append(args, r.ttlMillis(), r.cfg.MaxMessages, lease, session.NewID(), encode(r.newSession(id, o, r.cfg.Now())))
 	for i, m := range msgs {
 		b, err := json.Marshal(m)
 		if err != nil {
@@ -485,18 +486,18 @@ func (r *Redis) AppendMessages(ctx context.Context, id string, msgs []chat.Messa
 		return r.failWrite(id, "append messages", err, maybe)
 	}
 	if status == "fenced" {
-		return fmt.Errorf("redis session store: session %s: %w", id, ErrFenced)
+		return fmt.Errorf("redis session store: session %s: %w", id, session.ErrFenced)
 	}
 	return nil
 }
 
-// Messages implements Store.
-func (r *Redis) Messages(ctx context.Context, id string, limit int) ([]chat.Message, error) {
+// Messages implements session.Store.
+func (r *Store) Messages(ctx context.Context, id string, limit int) ([]chat.Message, error) {
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	raw, err := scriptMessages.Run(rctx, r.client, r.keys(id)[:2], r.ttlMillis(), max(limit, 0)).StringSlice()
 	if errors.Is(err, redis.Nil) {
-		return nil, ErrNotFound
+		return nil, session.ErrNotFound
 	}
 	if err != nil {
 		return nil, r.fail(id, "messages", err)
@@ -511,25 +512,25 @@ func (r *Redis) Messages(ctx context.Context, id string, limit int) ([]chat.Mess
 // lockPoll is how often Lock retries a busy session while it waits.
 const lockPoll = 20 * time.Millisecond
 
-// Claim implements Store: GetOrCreate and Lock in one script.
-func (r *Redis) Claim(ctx context.Context, id string, opts ...UpdateOption) (Session, Lease, error) {
-	o := collect(opts)
+// Claim implements session.Store: GetOrCreate and Lock in one script.
+func (r *Store) Claim(ctx context.Context, id string, opts ...session.UpdateOption) (session.Session, session.Lease, error) {
+	o := session.Options(opts...)
 	deadline := time.Now().Add(r.cfg.LockWait)
 	now := r.cfg.Now()
 	fresh := encode(r.newSession(id, o, now))
 	// One nonce and token for every attempt: a retried script recognises
 	// the session it created and the lease it took.
-	nonce, token := newToken(), newToken()
+	nonce, token := session.NewID(), session.NewID()
 	keys := r.keys(id)
 	for {
 		sent := time.Now()
-		cmd, _ := r.runWrite(ctx, scriptClaim, keys, r.ttlMillis(), fresh, nonce, o.owner, o.agent, token, r.lockMillis())
+		cmd, _ := r.runWrite(ctx, scriptClaim, keys, r.ttlMillis(), fresh, nonce, o.Owner, o.Agent, token, r.lockMillis())
 		reply, err := cmd.Slice()
 		if err != nil {
-			return Session{}, nil, r.fail(id, "claim", err)
+			return session.Session{}, nil, r.fail(id, "claim", err)
 		}
 		if len(reply) != 3 {
-			return Session{}, nil, fmt.Errorf("redis session store: session %s: claim: unexpected reply %v: %w", id, reply, ErrUnavailable)
+			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: claim: unexpected reply %v: %w", id, reply, session.ErrUnavailable)
 		}
 		status, _ := reply[0].(string)
 		data, _ := reply[1].(string)
@@ -540,7 +541,7 @@ func (r *Redis) Claim(ctx context.Context, id string, opts ...UpdateOption) (Ses
 				// keep a lease on a session we cannot use.
 				_ = (&redisLease{r: r, id: id, key: keys[2], token: token}).Release(ctx)
 			}
-			return Session{}, nil, err
+			return session.Session{}, nil, err
 		}
 		s.LastAccessed = now
 		switch status {
@@ -551,29 +552,29 @@ func (r *Redis) Claim(ctx context.Context, id string, opts ...UpdateOption) (Ses
 			l.seen = &seen
 			return s, l, nil
 		case "foreign":
-			return s, nil, fmt.Errorf("redis session store: session %s: %w", id, ErrForeign)
+			return s, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrForeign)
 		case "busy":
 		default:
-			return Session{}, nil, fmt.Errorf("redis session store: session %s: claim: unexpected reply %v: %w", id, reply, ErrUnavailable)
+			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: claim: unexpected reply %v: %w", id, reply, session.ErrUnavailable)
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			return Session{}, nil, fmt.Errorf("redis session store: session %s: %w", id, ErrBusy)
+			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrBusy)
 		}
 		select {
 		case <-ctx.Done():
-			return Session{}, nil, fmt.Errorf("redis session store: session %s: waiting for the lease: %w", id, ctx.Err())
+			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: waiting for the lease: %w", id, ctx.Err())
 		case <-time.After(min(lockPoll, wait)):
 		}
 	}
 }
 
-// Lock implements Store.
-func (r *Redis) Lock(ctx context.Context, id string) (Lease, error) {
+// Lock implements session.Store.
+func (r *Store) Lock(ctx context.Context, id string) (session.Lease, error) {
 	deadline := time.Now().Add(r.cfg.LockWait)
 	key := r.key(id, "lease")
 	for {
-		token := newToken()
+		token := session.NewID()
 		sent := time.Now()
 		rctx, cancel := r.roundTrip(ctx)
 		ok, err := r.client.SetNX(rctx, key, token, r.cfg.LockTTL).Result()
@@ -588,7 +589,7 @@ func (r *Redis) Lock(ctx context.Context, id string) (Lease, error) {
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			return nil, fmt.Errorf("redis session store: session %s: %w", id, ErrBusy)
+			return nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrBusy)
 		}
 		select {
 		case <-ctx.Done():
@@ -598,8 +599,8 @@ func (r *Redis) Lock(ctx context.Context, id string) (Lease, error) {
 	}
 }
 
-// Ping implements Store.
-func (r *Redis) Ping(ctx context.Context) error {
+// Ping implements session.Store.
+func (r *Store) Ping(ctx context.Context) error {
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	if err := r.client.Ping(rctx).Err(); err != nil {
@@ -608,11 +609,11 @@ func (r *Redis) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close implements Store.
-func (r *Redis) Close() error { return r.client.Close() }
+// Close implements session.Store.
+func (r *Store) Close() error { return r.client.Close() }
 
 type redisLease struct {
-	r     *Redis
+	r     *Store
 	id    string
 	key   string
 	token string
@@ -622,7 +623,7 @@ type redisLease struct {
 	// seen is the session as this lease's turn last read (Claim) or wrote
 	// it, so that its next write needs no read; only mutate touches it,
 	// under the session's keyLock.
-	seen *Session
+	seen *session.Session
 }
 
 func (l *redisLease) SessionID() string { return l.id }
@@ -641,7 +642,7 @@ func (l *redisLease) Extend(ctx context.Context) error {
 		return l.r.fail(l.id, "extend lease", err)
 	}
 	if n == 0 {
-		return fmt.Errorf("redis session store: session %s: extend lease: %w", l.id, ErrFenced)
+		return fmt.Errorf("redis session store: session %s: extend lease: %w", l.id, session.ErrFenced)
 	}
 	l.expiry.Store(sent.Add(l.r.cfg.LockTTL).UnixNano())
 	return nil
@@ -668,7 +669,7 @@ type keyLock struct {
 	refs int // guarded by keyLocks.mu
 	// last is the session as the previous holder wrote it; only the holder
 	// touches it, and it lives only while goroutines queue on the session.
-	last *Session
+	last *session.Session
 }
 
 func (k *keyLocks) lock(ctx context.Context, id string) (*keyLock, error) {

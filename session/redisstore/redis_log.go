@@ -1,4 +1,4 @@
-package session
+package redisstore
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// LogRedisTo sends what go-redis reports on its own (a pool that cannot
+// LogTo sends what go-redis reports on its own (a pool that cannot
 // dial, a Sentinel switching masters) to l as warnings, instead of
 // go-redis's default of plain lines on stderr, which a JSON log pipeline
 // cannot parse and which carry no level. go-redis has one logger per
@@ -20,7 +20,7 @@ import (
 // While Redis is down go-redis reports every failed dial, several per
 // request: each kind of message is logged at most once per
 // redisLogInterval, with the number of the ones left out since.
-func LogRedisTo(l *slog.Logger) {
+func LogTo(l *slog.Logger) {
 	redis.SetLogger(newRedisLogger(l, time.Now))
 }
 

@@ -1,0 +1,39 @@
+// Package redisstore is the session store in Redis (one server, Sentinel or
+// Cluster), shared by every replica of a deployment: a session.Store.
+//
+// # Choosing a store
+//
+// Open takes a URL: "" or memory:// for the memory store; redis://,
+// rediss://, redis+sentinel://h1:26379,h2:26379/master[/db] or
+// redis+cluster://h1:7000,h2:7001 for Redis (query parameters prefix,
+// dial_timeout, read_timeout, write_timeout). ConfigFromEnv reads the same
+// from the environment:
+//
+//	REDIS_URL                 a URL of any form above
+//	REDIS_SENTINEL_MASTER     Sentinel master name, with
+//	REDIS_SENTINEL_ADDRS      comma-separated Sentinel host:port list
+//	REDIS_CLUSTER_ADDRS       comma-separated Cluster seed host:port list
+//	REDIS_USERNAME, REDIS_PASSWORD   credentials for Sentinel and Cluster
+//	REDIS_PREFIX              key prefix (default orchestration-state)
+//	REDIS_DIAL_TIMEOUT, REDIS_READ_TIMEOUT, REDIS_WRITE_TIMEOUT
+//	                          Go durations (default 1s each)
+//	SESSION_TTL_SECONDS       sliding session TTL (default 86400)
+//
+// # Redis layout
+//
+// A session is three keys in one Cluster slot: PREFIX:{key}:state (a hash
+// with the version and the Session JSON), PREFIX:{key}:messages (a list of
+// chat.Message JSON) and PREFIX:{key}:lease (the turn lease's token). Every
+// access slides the TTL of the state and the history together; the lease
+// has its own, Config.LockTTL.
+//
+// # Failures
+//
+// Errors wrap session.ErrUnavailable when Redis cannot be reached (a call
+// fails within about the sum of its configured timeouts) and
+// session.ErrCorrupt when a stored value cannot be decoded. A write whose
+// round trip failed after it may have reached Redis is resent, with the
+// nonce that lets its script recognise an earlier success, for
+// Config.WriteRetry; one that stays unknown wraps session.ErrMaybeApplied.
+// The store reconnects by itself when Redis is back.
+package redisstore
