@@ -18,7 +18,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/telemetry"
+	"github.com/agentdock-go/agentdock/telemetry/otelsetup"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
 )
@@ -226,7 +226,7 @@ func newFixtureModel(t *testing.T, model llmorch.Model) *fixture {
 // and its name is kept out of the metrics' labels, as before.
 func TestInventedToolStaysOutOfMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{ServiceName: "test", MetricReaders: []sdkmetric.Reader{reader}})
+	tel, err := otelsetup.Setup(context.Background(), otelsetup.Config{ServiceName: "test", MetricReaders: []sdkmetric.Reader{reader}})
 	if err != nil {
 		t.Fatal(err)
 	}

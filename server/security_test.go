@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/telemetry"
+	"github.com/agentdock-go/agentdock/telemetry/otelsetup"
 )
 
 func keyEnv(t *testing.T, extra func(*Config)) (*env, *KeyAuth) {
@@ -352,7 +352,7 @@ func TestSecureHeaders(t *testing.T) {
 // TestMetricsKey: /metrics is open by default and behind the key when
 // MetricsRequireOwner is set.
 func TestMetricsKey(t *testing.T) {
-	tel, err := telemetry.Setup(t.Context(), telemetry.Config{})
+	tel, err := otelsetup.Setup(t.Context(), otelsetup.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

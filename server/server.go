@@ -172,7 +172,7 @@ func (s *Server) routes() *gin.Engine {
 	e.RedirectTrailingSlash = false
 	e.ContextWithFallback = true
 	e.Use(s.recovery,
-		s.cfg.Telemetry.GinMiddleware("/api/chat/:agentId", "/api/sessions/:id/stream", "/v1/chat/completions"),
+		traceRequests(s.cfg.Telemetry, "/api/chat/:agentId", "/api/sessions/:id/stream", "/v1/chat/completions"),
 		s.requestID, s.logRequests, s.secureHeaders, s.cors, s.readDeadline)
 
 	e.GET("/healthz", s.healthz)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
+	"github.com/agentdock-go/agentdock/telemetry/otelsetup"
 )
 
 // BenchmarkTurnTelemetry runs a 3-tool turn of the cognitive reasoner (offline
@@ -24,7 +25,7 @@ func BenchmarkTurnTelemetry(b *testing.B) {
 		{"nil", func(*testing.B) *telemetry.Telemetry { return nil }},
 		{"tracing-off", func(b *testing.B) *telemetry.Telemetry {
 			cleanEnv(b)
-			tel, err := telemetry.Setup(context.Background(), telemetry.Config{})
+			tel, err := otelsetup.Setup(context.Background(), otelsetup.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -32,7 +33,7 @@ func BenchmarkTurnTelemetry(b *testing.B) {
 		}},
 		{"tracing-on", func(b *testing.B) *telemetry.Telemetry {
 			cleanEnv(b)
-			tel, err := telemetry.Setup(context.Background(), telemetry.Config{
+			tel, err := otelsetup.Setup(context.Background(), otelsetup.Config{
 				SpanProcessors: []sdktrace.SpanProcessor{sdktrace.NewSimpleSpanProcessor(tracetest.NewNoopExporter())},
 				MetricReaders:  []sdkmetric.Reader{sdkmetric.NewManualReader()},
 			})

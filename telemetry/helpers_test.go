@@ -18,6 +18,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
+	"github.com/agentdock-go/agentdock/telemetry/otelsetup"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/templates"
 	"github.com/agentdock-go/agentdock/tools"
@@ -56,7 +57,7 @@ func setupRecorded(t testing.TB, content bool) recorded {
 	t.Helper()
 	cleanEnv(t)
 	r := recorded{spans: tracetest.NewSpanRecorder(), metrics: sdkmetric.NewManualReader()}
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{
+	tel, err := otelsetup.Setup(context.Background(), otelsetup.Config{
 		CaptureContent: content,
 		SpanProcessors: []sdktrace.SpanProcessor{r.spans},
 		MetricReaders:  []sdkmetric.Reader{r.metrics},

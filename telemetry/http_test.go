@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -57,45 +56,6 @@ func TestHTTPClient(t *testing.T) {
 	}
 }
 
-// TestGinMiddleware: ordinary routes get a server span; streaming routes
-// get none but still join the caller's trace.
-func TestGinMiddleware(t *testing.T) {
-	rec := setupRecorded(t, false)
-	gin.SetMode(gin.TestMode)
-	e := gin.New()
-	e.Use(rec.tel.GinMiddleware("/api/chat/:agentId"))
-	var streamCtx trace.SpanContext
-	e.GET("/api/agents", func(c *gin.Context) { c.String(200, "[]") })
-	e.POST("/api/chat/:agentId", func(c *gin.Context) {
-		streamCtx = spanContext(c.Request.Context())
-		c.String(200, "data: {}\n\n")
-	})
-	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	for _, path := range []string{"/api/agents", "/api/chat/planner"} {
-		method := "GET"
-		if strings.HasPrefix(path, "/api/chat") {
-			method = "POST"
-		}
-		req := httptest.NewRequest(method, path, nil)
-		req.Header.Set("traceparent", caller)
-		w := httptest.NewRecorder()
-		e.ServeHTTP(w, req)
-		if w.Code != 200 {
-			t.Fatalf("%s: %d", path, w.Code)
-		}
-	}
-	var names []string
-	for _, s := range rec.spans.Ended() {
-		names = append(names, s.Name())
-	}
-	if len(names) != 1 || names[0] != "GET /api/agents" {
-		t.Fatalf("server spans %q, want only GET /api/agents", names)
-	}
-	if streamCtx.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || !streamCtx.IsRemote() {
-		t.Fatalf("the streaming route's context %v does not carry the caller's trace", streamCtx)
-	}
-}
-
 // TestRedisTurnSpans: with a real redis-server behind the store, the store
 // commands of a turn are spans inside the turn's trace, and no command
 // carries chat content.
@@ -107,7 +67,7 @@ func TestRedisTurnSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if err := rec.tel.InstrumentRedis(store.Client()); err != nil {
+	if err := redisstore.Instrument(store.Client(), rec.tel.TracerProvider()); err != nil {
 		t.Fatal(err)
 	}
 	n := node(t, store, rec.tel, offlineModels, "cognitive-reasoner")

@@ -22,6 +22,7 @@ import (
 	"github.com/agentdock-go/agentdock/internal/testenv"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/telemetry"
+	"github.com/agentdock-go/agentdock/telemetry/otelsetup"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -106,7 +107,7 @@ func TestProviderKeyNeverLeaks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tel, err := telemetry.Setup(t.Context(), telemetry.Config{Console: &spans})
+			tel, err := otelsetup.Setup(t.Context(), otelsetup.Config{Console: &spans})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/telemetry"
+	"github.com/agentdock-go/agentdock/telemetry/otelsetup"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/templates"
 	"github.com/agentdock-go/agentdock/tools"
@@ -45,7 +46,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "agentdock serve:", err)
 		return 2
 	}
-	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "agentdock"})
+	tel, err := otelsetup.Setup(ctx, otelsetup.Config{ServiceName: "agentdock"})
 	if err != nil {
 		fmt.Fprintln(stderr, "agentdock serve:", err)
 		return 2
@@ -82,8 +83,10 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	// too, so that a client can resume on any of them.
 	var turns turnlog.Log
 	if r, ok := store.(*redisstore.Store); ok {
-		if err := tel.InstrumentRedis(r.Client()); err != nil {
-			return fmt.Errorf("tracing redis: %w", err)
+		if tel.Tracing() {
+			if err := redisstore.Instrument(r.Client(), tel.TracerProvider()); err != nil {
+				return fmt.Errorf("tracing redis: %w", err)
+			}
 		}
 		tl, err := redislog.New(ctx, redislog.Config{
 			Config: turnlog.Config{MaxFrames: cfg.MaxTurnEvents + server.FrameSlack, Retention: cfg.StreamRetention},

@@ -1,31 +1,9 @@
-// Package telemetry gives the agent runtime its traces, metrics and
-// privacy-safe logs.
-//
-// Setup reads the standard OTEL_* environment and returns a Telemetry that
-// the agent (agent.Config.Telemetry) and the orchestration service
-// (llmorch.ServiceConfig.Telemetry) use to record one span tree per turn
-// following the OpenTelemetry GenAI semantic conventions:
-//
-//	invoke_agent {agent}          (internal; one per turn)
-//	├── chat {model}              (client; one per model call)
-//	│   └── HTTP POST             (otelhttp, when the provider's client is wrapped)
-//	├── execute_tool {tool}       (internal; one per tool call, refused ones included)
-//	└── chat {model} ...
-//
-// Tool spans are children of invoke_agent, not of the chat span that asked
-// for them: the chat span ends when the model's stream ends, and the agent,
-// not the model client, runs the tools afterwards. Store commands (redisotel)
-// are children of whichever span is current.
-//
-// Tracing is off unless an exporter is configured (or a span processor is
-// given): the tracer is then a no-op and the instrumentation builds no
-// attributes. Metrics are always collected and served in the Prometheus
-// format by MetricsHandler; OTLP or console export is added when configured.
-//
-// Chat content (messages, tool arguments, tool results) is never recorded
-// unless content capture is explicitly on (Config.CaptureContent, or
-// LOG_CONTENT=true). A nil *Telemetry is valid and records nothing.
-package telemetry
+// Package otelsetup builds the runtime's telemetry from the standard OTEL_*
+// environment: the OTLP (HTTP or gRPC) and console exporters of traces and
+// metrics, and the Prometheus registry served at /metrics. It is a package
+// of its own so that a program that only embeds an agent links none of the
+// exporters; cmd/server wires it.
+package otelsetup
 
 import (
 	"context"
@@ -37,8 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
+	"github.com/agentdock-go/agentdock/telemetry"
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -50,23 +28,16 @@ import (
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
-
-// ScopeName is the instrumentation scope of the runtime's own spans and
-// metrics.
-const ScopeName = "github.com/agentdock-go/agentdock/telemetry"
 
 // DefaultServiceName names the service when neither Config.ServiceName nor
 // OTEL_SERVICE_NAME does.
-const DefaultServiceName = "agentdock"
+const DefaultServiceName = telemetry.DefaultServiceName
 
 // Config configures Setup. The OTEL_* environment chooses the exporters;
 // the fields add what the environment cannot express.
@@ -90,25 +61,6 @@ type Config struct {
 	// Console receives the output of the console exporters (default
 	// os.Stdout).
 	Console io.Writer
-}
-
-// Telemetry holds the tracer and meter providers and the runtime's
-// instruments. Its methods are safe for concurrent use, and all of them
-// accept a nil receiver, which records nothing.
-type Telemetry struct {
-	tp       trace.TracerProvider
-	mp       metric.MeterProvider
-	tracer   trace.Tracer
-	prop     propagation.TextMapPropagator
-	service  string
-	tracing  bool
-	content  bool
-	inst     instruments
-	registry *promclient.Registry
-	metrics  http.Handler
-
-	mu       sync.Mutex // guards shutdown
-	shutdown []func(context.Context) error
 }
 
 // The values OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER accept.
@@ -245,20 +197,16 @@ func envBool(name string) (bool, error) {
 //
 // Nothing connects during Setup; exporters connect when they first export.
 // Call Shutdown to flush.
-func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
+func Setup(ctx context.Context, cfg Config) (*telemetry.Telemetry, error) {
 	ec, err := readEnv()
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
 	if cfg.ServiceName == "" {
-		cfg.ServiceName = DefaultServiceName
+		cfg.ServiceName = telemetry.DefaultServiceName
 	}
 	if cfg.Console == nil {
 		cfg.Console = os.Stdout
-	}
-	t := &Telemetry{
-		content: cfg.CaptureContent || ec.content,
-		prop:    propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 	}
 	attrs := []resource.Option{resource.WithAttributes(semconv.ServiceName(cfg.ServiceName))}
 	if cfg.ServiceVersion != "" {
@@ -270,25 +218,51 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource from OTEL_RESOURCE_ATTRIBUTES/OTEL_SERVICE_NAME: %w", err)
 	}
+	service := cfg.ServiceName
 	if v, ok := res.Set().Value(semconv.ServiceNameKey); ok {
-		t.service = v.AsString()
+		service = v.AsString()
 	}
-	if err := t.setupTracing(ctx, cfg, ec, res); err != nil {
-		_ = t.Shutdown(ctx)
+	var b built
+	shutdown := func(ctx context.Context) error {
+		var errs []error
+		for _, f := range b.shutdown {
+			if err := f(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if err := b.tracing(ctx, cfg, ec, res); err != nil {
+		_ = shutdown(ctx)
 		return nil, err
 	}
-	if err := t.setupMetrics(ctx, cfg, ec, res); err != nil {
-		_ = t.Shutdown(ctx)
+	if err := b.metering(ctx, cfg, ec, res); err != nil {
+		_ = shutdown(ctx)
+		return nil, err
+	}
+	t, err := telemetry.New(telemetry.Options{
+		TracerProvider: b.tp, MeterProvider: b.mp, ServiceName: service,
+		CaptureContent: cfg.CaptureContent || ec.content, MetricsHandler: b.metrics, Shutdown: shutdown,
+	})
+	if err != nil {
+		_ = shutdown(ctx)
 		return nil, err
 	}
 	return t, nil
 }
 
-func (t *Telemetry) setupTracing(ctx context.Context, cfg Config, ec envConfig, res *resource.Resource) error {
+// built is what Setup makes: the providers, the Prometheus handler and
+// what stops them.
+type built struct {
+	tp       trace.TracerProvider
+	mp       metric.MeterProvider
+	metrics  http.Handler
+	shutdown []func(context.Context) error
+}
+
+func (t *built) tracing(ctx context.Context, cfg Config, ec envConfig, res *resource.Resource) error {
 	if len(ec.traces) == 0 && len(cfg.SpanProcessors) == 0 {
-		t.tp = noop.NewTracerProvider()
-		t.tracer = t.tp.Tracer(ScopeName)
-		return nil
+		return nil // no tracer provider: tracing off
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	for _, name := range ec.traces {
@@ -322,16 +296,16 @@ func (t *Telemetry) setupTracing(ctx context.Context, cfg Config, ec envConfig, 
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	t.shutdown = append(t.shutdown, tp.Shutdown)
-	t.tp, t.tracer, t.tracing = tp, tp.Tracer(ScopeName), true
+	t.tp = tp
 	return nil
 }
 
-func (t *Telemetry) setupMetrics(ctx context.Context, cfg Config, ec envConfig, res *resource.Resource) error {
+func (t *built) metering(ctx context.Context, cfg Config, ec envConfig, res *resource.Resource) error {
 	// A registry of our own, not prometheus.DefaultRegisterer, so that
 	// several Telemetry values (tests) do not collide.
-	t.registry = promclient.NewRegistry()
-	t.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	prom, err := prometheus.New(prometheus.WithRegisterer(t.registry))
+	registry := promclient.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	prom, err := prometheus.New(prometheus.WithRegisterer(registry))
 	if err != nil {
 		return fmt.Errorf("telemetry: Prometheus exporter: %w", err)
 	}
@@ -366,84 +340,6 @@ func (t *Telemetry) setupMetrics(ctx context.Context, cfg Config, ec envConfig, 
 	mp := sdkmetric.NewMeterProvider(opts...)
 	t.shutdown = append(t.shutdown, mp.Shutdown)
 	t.mp = mp
-	t.metrics = promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
-	inst, err := newInstruments(mp.Meter(ScopeName))
-	if err != nil {
-		return fmt.Errorf("telemetry: instruments: %w", err)
-	}
-	t.inst = inst
+	t.metrics = promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	return nil
 }
-
-// Shutdown flushes and stops the exporters. It is safe to call more than
-// once and on a nil Telemetry.
-func (t *Telemetry) Shutdown(ctx context.Context) error {
-	if t == nil {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var errs []error
-	for _, f := range t.shutdown {
-		if err := f(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	t.shutdown = nil
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("telemetry: shutdown: %w", err)
-	}
-	return nil
-}
-
-// MetricsHandler serves the metrics in the Prometheus text format (mount it
-// at /metrics). With a nil Telemetry it answers 404.
-func (t *Telemetry) MetricsHandler() http.Handler {
-	if t == nil || t.metrics == nil {
-		return http.NotFoundHandler()
-	}
-	return t.metrics
-}
-
-// Tracing reports whether spans are recorded (an exporter or span
-// processor is configured).
-func (t *Telemetry) Tracing() bool { return t != nil && t.tracing }
-
-// CaptureContent reports whether chat content may be recorded; pass it to
-// NewLogger so logs and traces follow the same switch.
-func (t *Telemetry) CaptureContent() bool { return t != nil && t.content }
-
-// TracerProvider returns the tracer provider (a no-op one when tracing is
-// off), for instrumentation this package does not wrap.
-func (t *Telemetry) TracerProvider() trace.TracerProvider {
-	if t == nil {
-		return noop.NewTracerProvider()
-	}
-	return t.tp
-}
-
-// MeterProvider returns the meter provider.
-func (t *Telemetry) MeterProvider() metric.MeterProvider {
-	if t == nil || t.mp == nil {
-		return metricnoop.NewMeterProvider()
-	}
-	return t.mp
-}
-
-// Propagator returns the propagator (W3C trace context and baggage) used for
-// incoming and outgoing HTTP requests.
-func (t *Telemetry) Propagator() propagation.TextMapPropagator {
-	if t == nil {
-		return propagation.NewCompositeTextMapPropagator()
-	}
-	return t.prop
-}
-
-func (t *Telemetry) tr() trace.Tracer {
-	if t == nil {
-		return noopTracer
-	}
-	return t.tracer
-}
-
-var noopTracer = noop.NewTracerProvider().Tracer(ScopeName)
