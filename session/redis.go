@@ -200,7 +200,8 @@ func (r *Redis) Update(ctx context.Context, id string, fn func(*orchestration.St
 // UpdateAppend implements Store: Update's compare-and-set and the append
 // in one script. fn may run more than once, as with Update.
 func (r *Redis) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...UpdateOption) (Session, []chat.Message, error) {
-	ap := &appendArgs{window: window, msgs: make([]any, len(msgs))}
+	o := collect(opts)
+	ap := &appendArgs{window: window, dropAnswer: o.dropAnswer, msgs: make([]any, len(msgs))}
 	for i, m := range msgs {
 		b, err := json.Marshal(m)
 		if err != nil {
@@ -208,7 +209,7 @@ func (r *Redis) UpdateAppend(ctx context.Context, id string, fn func(*orchestrat
 		}
 		ap.msgs[i] = string(b)
 	}
-	s, raw, err := r.mutate(ctx, id, fn, collect(opts), false, ap)
+	s, raw, err := r.mutate(ctx, id, fn, o, false, ap)
 	if err != nil {
 		return Session{}, nil, err
 	}
@@ -221,8 +222,9 @@ func (r *Redis) UpdateAppend(ctx context.Context, id string, fn func(*orchestrat
 
 // appendArgs is the append half of UpdateAppend.
 type appendArgs struct {
-	window int
-	msgs   []any // chat.Message JSON
+	window     int
+	dropAnswer bool
+	msgs       []any // chat.Message JSON
 }
 
 func decodeMessages(id string, raw []string) ([]chat.Message, error) {
@@ -324,7 +326,11 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		script := scriptUpdate
 		if ap != nil {
 			script = scriptUpdateAppend
-			args = append(append(args, ap.window, r.cfg.MaxMessages), ap.msgs...)
+			drop := "0"
+			if ap.dropAnswer {
+				drop = "1"
+			}
+			args = append(append(args, ap.window, r.cfg.MaxMessages, drop), ap.msgs...)
 		}
 		rctx, cancel := r.roundTrip(ctx)
 		reply, err := script.Run(rctx, r.client, keys, args...).Slice()
