@@ -60,7 +60,13 @@ func (s *Server) postChat(c *gin.Context) {
 		abortWith(c, e)
 		return
 	}
-	t, err := s.startTurn(node, sid, text, ownerOf(c), false)
+	var opts []agent.Option
+	if body.Trigger == "regenerate-message" {
+		// The AI SDK's regenerate() resends the conversation up to the
+		// user message whose answer it replaces.
+		opts = append(opts, agent.Regenerate())
+	}
+	t, err := s.startTurn(node, sid, text, ownerOf(c), false, opts...)
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)
 		return
@@ -80,8 +86,9 @@ func (s *Server) answerStartError(c *gin.Context, agentID string, err error) {
 // startTurn starts one turn of node on the session in its own goroutine,
 // under the server's context: the request that started it may go away.
 // keepEvents keeps each frame's event beside its data, for a reader that
-// maps events again (the OpenAI endpoint); UI streams need the data only.
-func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, keepEvents bool) (*turn, error) {
+// maps events again (the OpenAI endpoints); UI streams need the data only.
+// opts are the agent's (agent.WithOwner(owner) comes first).
+func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, keepEvents bool, opts ...agent.Option) (*turn, error) {
 	if s.turns.isClosing() {
 		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
 	}
@@ -89,7 +96,7 @@ func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, k
 		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
-	events, err := node.HandleMessage(ctx, sessionID, message, agent.WithOwner(owner))
+	events, err := node.HandleMessage(ctx, sessionID, message, append([]agent.Option{agent.WithOwner(owner)}, opts...)...)
 	if err != nil {
 		cancel(nil)
 		return nil, err

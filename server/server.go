@@ -172,7 +172,7 @@ func (s *Server) routes() *gin.Engine {
 	e.RedirectTrailingSlash = false
 	e.ContextWithFallback = true
 	e.Use(s.recovery,
-		s.cfg.Telemetry.GinMiddleware("/api/chat/:agentId", "/api/sessions/:id/stream", "/v1/chat/completions"),
+		s.cfg.Telemetry.GinMiddleware("/api/chat/:agentId", "/api/sessions/:id/stream", "/api/chat/:agentId/:id/stream", "/v1/chat/completions", "/v1/responses"),
 		s.requestID, s.logRequests, s.secureHeaders, s.cors, s.readDeadline)
 
 	e.GET("/healthz", s.healthz)
@@ -193,6 +193,7 @@ func (s *Server) routes() *gin.Engine {
 	api.GET("/agents", s.listAgents)
 	api.GET("/agents/:id", s.getAgent)
 	api.POST("/chat/:agentId", s.postChat)
+	api.GET("/chat/:agentId/:id/stream", s.resumeChat)
 	api.GET("/sessions/:id", s.getSession)
 	api.DELETE("/sessions/:id", s.deleteSession)
 	api.GET("/sessions/:id/stream", s.resumeStream)
@@ -200,6 +201,8 @@ func (s *Server) routes() *gin.Engine {
 	v1 := e.Group("/v1", s.sameOrigin, s.identify, s.requireJSON, s.limitBody)
 	v1.GET("/models", s.listModels)
 	v1.POST("/chat/completions", s.chatCompletions)
+	v1.POST("/responses", s.createResponse)
+	v1.GET("/responses/:id", s.getResponse)
 
 	e.NoRoute(s.noRoute)
 	e.NoMethod(func(c *gin.Context) {
