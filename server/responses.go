@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
@@ -530,7 +531,9 @@ func (s *Server) recordResponse(t *turn, base oaResponse, owner string, stored b
 	if stored {
 		put(responses.Record{SessionID: t.sessionID, UserMessages: responses.Running, Response: mustJSON(base)})
 	}
+	s.recorders.Add(1)
 	go func() {
+		defer s.recorders.Done()
 		defer close(run.done)
 		b := newRespBuilder(base)
 		err := follow(s.base, t, s.cfg.Heartbeat, func(ev chat.Event) { b.add(ev) }, nil)
@@ -638,5 +641,20 @@ func (s *Server) getResponse(c *gin.Context) {
 		abortWith(c, storeError(err))
 	default:
 		c.Data(http.StatusOK, "application/json", rec.Response)
+	}
+}
+
+// waitGroup waits for wg, or for ctx.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

@@ -41,6 +41,9 @@ type Server struct {
 	sse     *sse.Server
 	subs    sync.Map // sse stream ID -> *sseConn
 	connSeq atomic.Int64
+	// recorders counts the Responses API recorders still storing a
+	// response (responses.go); Shutdown waits for them after the turns.
+	recorders sync.WaitGroup
 
 	// base is the context of every turn; cancelled only when Serve ends.
 	base     context.Context
@@ -157,6 +160,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.turns.shutdown()
 	if err := s.turns.wait(ctx); err != nil {
 		s.log.Warn("shutdown: turns still running", "err", err)
+	}
+	if err := waitGroup(ctx, &s.recorders); err != nil {
+		s.log.Warn("shutdown: responses still being stored", "err", err)
 	}
 	s.closeOnce.Do(func() {
 		close(s.closing)
