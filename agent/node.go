@@ -249,9 +249,11 @@ func Regenerate() Option { return func(o *options) { o.regenerate = true } }
 // HandleMessage starts one turn on the session (created when new) and
 // returns its events, numbered from 1 and ending with Done.
 //
-// Errors before the turn starts: ErrInvalidMessage, ErrWrongAgent,
-// session.ErrNotFound (another owner's session), session.ErrBusy (a turn is
-// running), and store failures wrapping session.ErrUnavailable.
+// Errors before the turn starts: ErrInvalidMessage (a *HistoryError for
+// a WithHistory conversation), ErrWrongAgent, ErrNotLastMessage
+// (Regenerate), session.ErrNotFound (another owner's session),
+// session.ErrBusy (a turn is running), and store failures wrapping
+// session.ErrUnavailable.
 //
 // The sequence must be iterated to the end, or broken off (which cancels the
 // turn): it holds the session's lease until then. The turn runs under ctx.
