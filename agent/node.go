@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,6 +31,9 @@ var (
 	ErrInvalidMessage = errors.New("invalid message")
 	// ErrWrongAgent: the session belongs to another agent.
 	ErrWrongAgent = errors.New("the session belongs to another agent")
+	// ErrNotLastMessage: Regenerate named a message that is not the
+	// session's last user message; only the last answer can be replaced.
+	ErrNotLastMessage = errors.New("only the answer to the session's last user message can be regenerated")
 )
 
 // Tools is what an agent needs of a tool registry. *tools.Registry is one.
@@ -154,6 +158,9 @@ type Node struct {
 	agent   *template.Agent
 	model   llmorch.Model
 	service *llmorch.Service
+	// svcCfg is service's configuration, for the services of stateless
+	// turns, which differ only in their store.
+	svcCfg llmorch.ServiceConfig
 }
 
 func newNode(cfg Config, l *template.Agent) (*Node, error) {
@@ -165,7 +172,7 @@ func newNode(cfg Config, l *template.Agent) (*Node, error) {
 	if cfg.ToolsFor != nil {
 		tools = cfg.ToolsFor(l)
 	}
-	svc, err := llmorch.NewService(llmorch.ServiceConfig{
+	svcCfg := llmorch.ServiceConfig{
 		Template:  l.Template,
 		Engine:    l.Engine,
 		Store:     cfg.Store,
@@ -173,11 +180,12 @@ func newNode(cfg Config, l *template.Agent) (*Node, error) {
 		Tools:     tools,
 		Telemetry: cfg.Telemetry,
 		Budget:    cfg.Budget,
-	})
+	}
+	svc, err := llmorch.NewService(svcCfg)
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: %w", l.ID(), err)
 	}
-	return &Node{cfg: cfg, agent: l, model: model, service: svc}, nil
+	return &Node{cfg: cfg, agent: l, model: model, service: svc, svcCfg: svcCfg}, nil
 }
 
 // ID returns the agent's ID.
@@ -209,8 +217,11 @@ func (n *Node) Warnings() []string {
 type Option func(*options)
 
 type options struct {
-	owner  string
-	turnID string
+	owner      string
+	turnID     string
+	history    []chat.Message
+	stateless  bool
+	regenerate bool
 }
 
 // WithTurnID names the turn (its stream's ID, for example), so that a
@@ -223,12 +234,38 @@ func WithTurnID(id string) Option { return func(o *options) { o.turnID = id } }
 // under another owner.
 func WithOwner(owner string) Option { return func(o *options) { o.owner = owner } }
 
+// WithHistory gives messages that come before the turn's message, as a
+// client holds its conversation: they are added to the session's history
+// ahead of the message, and replayed through the orchestration (see
+// Node.Replay), so that the turn starts in the step, sequence position and
+// offer those messages lead to. They must pass Node.CheckHistory.
+func WithHistory(msgs []chat.Message) Option { return func(o *options) { o.history = msgs } }
+
+// Stateless runs the turn on a session of its own that is dropped when the
+// turn ends (an in-memory store made for the turn): nothing of it is
+// stored, and no other turn can see or busy it. The session ID only names
+// the turn in logs and traces. With WithHistory, the history is the whole
+// conversation.
+func Stateless() Option { return func(o *options) { o.stateless = true } }
+
+// Regenerate answers the session's last user message again instead of
+// adding the message: its previous answer (every message after it in the
+// history) is dropped in the write that starts the turn, and the message
+// must equal that last user message (ErrNotLastMessage otherwise). The
+// orchestration is not wound back: the tools the dropped answer ran stay
+// recorded, and the message is applied again as a new user message (its
+// conditions are tested again, the turn's tool count starts at 0). On a
+// session with no user message yet it is an ordinary turn.
+func Regenerate() Option { return func(o *options) { o.regenerate = true } }
+
 // HandleMessage starts one turn on the session (created when new) and
 // returns its events, numbered from 1 and ending with Done.
 //
-// Errors before the turn starts: ErrInvalidMessage, ErrWrongAgent,
-// session.ErrNotFound (another owner's session), session.ErrBusy (a turn is
-// running), and store failures wrapping session.ErrUnavailable.
+// Errors before the turn starts: ErrInvalidMessage (a *HistoryError for
+// a WithHistory conversation), ErrWrongAgent, ErrNotLastMessage
+// (Regenerate), session.ErrNotFound (another owner's session),
+// session.ErrBusy (a turn is running), and store failures wrapping
+// session.ErrUnavailable.
 //
 // The sequence must be iterated to the end, or broken off (which cancels the
 // turn): it holds the session's lease until then. The turn runs under ctx.
@@ -288,21 +325,35 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 	if err := n.checkMessage(message); err != nil {
 		return nil, err
 	}
+	if err := n.checkOptions(o); err != nil {
+		return nil, err
+	}
+	store, service, closeStore := n.cfg.Store, n.service, func() {}
+	if o.stateless {
+		var err error
+		if store, service, err = n.turnStore(); err != nil {
+			return nil, err
+		}
+		closeStore = func() { _ = store.Close() }
+	}
 	// One step (one Redis round trip): the session, created when new, and
 	// its lease; another owner's or agent's session is not locked.
 	// The session lives in its owner's keyspace: another owner using the
 	// same ID has a session of its own.
 	key := session.Key(o.owner, sessionID)
-	sess, lease, err := n.cfg.Store.Claim(ctx, key, session.WithOwner(o.owner), session.WithAgent(n.ID()))
+	sess, lease, err := store.Claim(ctx, key, session.WithOwner(o.owner), session.WithAgent(n.ID()))
 	switch {
 	case errors.Is(err, session.ErrForeign) && sess.Owner != o.owner:
-		return nil, session.ErrNotFound
+		err = session.ErrNotFound
 	case errors.Is(err, session.ErrForeign):
-		return nil, fmt.Errorf("%w %q", ErrWrongAgent, sess.Agent)
+		err = fmt.Errorf("%w %q", ErrWrongAgent, sess.Agent)
 	case errors.Is(err, session.ErrBusy):
-		return nil, err
 	case err != nil:
-		return nil, fmt.Errorf("opening session: %w", err)
+		err = fmt.Errorf("opening session: %w", err)
+	}
+	if err != nil {
+		closeStore()
+		return nil, err
 	}
 	release := func() { n.release(ctx, lease) }
 	if sess.Turn != "" {
@@ -313,9 +364,10 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 			n.cfg.Logger.WarnContext(ctx, "recovering the partial answer of an interrupted turn failed", "turn", sess.Turn, "err", err)
 		}
 	}
-	turn, err := n.startTurn(ctx, key, o.turnID, message, lease)
+	turn, err := n.startTurn(ctx, store, key, message, lease, sess.State, o)
 	if err != nil {
 		release()
+		closeStore()
 		return nil, err
 	}
 	return func(yield func(chat.Event) bool) {
@@ -328,9 +380,10 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 			if !released {
 				release()
 			}
+			closeStore()
 		}()
 		var seq int64
-		for ev := range n.service.StreamWithOrchestration(ctx, turn) {
+		for ev := range service.StreamWithOrchestration(ctx, turn) {
 			seq++
 			ev.Seq = seq
 			if ev.Kind == chat.KindDone {
@@ -364,9 +417,12 @@ func (n *Node) checkMessage(message string) error {
 }
 
 // startTurn records the user message and assembles the history the model
-// sees (key is the session's store key), in one store write (one Redis round trip): the orchestration's view
-// of the message, the message itself, and the history window before it.
-func (n *Node) startTurn(ctx context.Context, key, turnID, message string, lease session.Lease) (llmorch.Turn, error) {
+// sees (key is the session's store key), in one store write (one Redis
+// round trip): the orchestration's view of the message (after the
+// replay of o.history), the message itself, and the history window before
+// it. st is the session's state as Claim returned it, current under the
+// lease.
+func (n *Node) startTurn(ctx context.Context, store session.Store, key, message string, lease session.Lease, st orchestration.State, o options) (llmorch.Turn, error) {
 	engine := n.Engine()
 	window := 0
 	cs := n.Template().ChatSettings
@@ -378,19 +434,45 @@ func (n *Node) startTurn(ctx context.Context, key, turnID, message string, lease
 		window = -1 // all
 	}
 	user := chat.Message{Role: chat.RoleUser, Content: message}
+	msgs := append(slices.Clone(o.history), user)
+	opts := []session.UpdateOption{session.WithLease(lease), session.WithTurn(o.turnID)}
+	regenerate := o.regenerate && st.UserMessages > 0
+	if regenerate {
+		if st.LastUserMessage != message {
+			return llmorch.Turn{}, ErrNotLastMessage
+		}
+		// The message stays where it is; the window read after the
+		// answer is dropped ends with it.
+		msgs = nil
+		opts = append(opts, session.DropLastAnswer())
+		if window > 0 {
+			window++
+		}
+	}
 	var dec orchestration.Decision
-	st, history, err := n.cfg.Store.UpdateAppend(ctx, key, func(s *orchestration.State) error {
+	stored, history, err := store.UpdateAppend(ctx, key, func(s *orchestration.State) error {
+		*s = n.Replay(*s, o.history)
 		*s, dec = engine.Apply(*s, orchestration.UserMessage(message))
 		return nil
-	}, []chat.Message{user}, window, session.WithLease(lease), session.WithTurn(turnID))
+	}, msgs, window, opts...)
 	if err != nil {
 		return llmorch.Turn{}, fmt.Errorf("recording the message: %w", err)
 	}
 	if dec.Transition {
-		n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, st.State.ActiveStep, telemetry.CauseUserMessage)
+		n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, stored.State.ActiveStep, telemetry.CauseUserMessage)
+	}
+	if regenerate {
+		if k := len(history); k > 0 && history[k-1].Role == chat.RoleUser {
+			history = history[:k-1]
+		}
+	} else if window != 0 && len(o.history) > 0 {
+		history = append(history, o.history...)
+		if window > 0 && len(history) > window {
+			history = history[len(history)-window:]
+		}
 	}
 	history = wellFormed(trimToUserStart(history))
-	return llmorch.Turn{ID: turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: dec.PreviousStep, History: append(history, user)}, nil
+	return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: stored.State, PreviousStep: dec.PreviousStep, History: append(history, user)}, nil
 }
 
 // trimToUserStart drops messages from the front until the history starts

@@ -60,7 +60,13 @@ func (s *Server) postChat(c *gin.Context) {
 		abortWith(c, e)
 		return
 	}
-	t, err := s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), false)
+	var opts []agent.Option
+	if body.Trigger == "regenerate-message" {
+		// The AI SDK's regenerate() resends the conversation up to the
+		// user message whose answer it replaces.
+		opts = append(opts, agent.Regenerate())
+	}
+	t, err := s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), false, opts...)
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)
 		return
@@ -83,8 +89,9 @@ func (s *Server) answerStartError(c *gin.Context, agentID string, err error) {
 // the request that started the turn may go away; the server's shutdown
 // still ends it.
 // keepEvents keeps each frame's event beside its data, for a reader that
-// maps events again (the OpenAI endpoint); UI streams need the data only.
-func (s *Server) startTurn(reqCtx context.Context, node *agent.Node, sessionID, message, owner string, keepEvents bool) (*turn, error) {
+// maps events again (the OpenAI endpoints); UI streams need the data only.
+// opts are the agent's (agent.WithOwner(owner) comes first).
+func (s *Server) startTurn(reqCtx context.Context, node *agent.Node, sessionID, message, owner string, keepEvents bool, opts ...agent.Option) (*turn, error) {
 	if s.turns.isClosing() {
 		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
 	}
@@ -95,7 +102,7 @@ func (s *Server) startTurn(reqCtx context.Context, node *agent.Node, sessionID, 
 	stopWithServer := context.AfterFunc(s.base, func() { cancelCtx(errShutdown) })
 	cancel := func(cause error) { stopWithServer(); cancelCtx(cause) }
 	turnID := session.NewID()
-	events, err := node.HandleMessage(ctx, sessionID, message, agent.WithOwner(owner), agent.WithTurnID(turnID))
+	events, err := node.HandleMessage(ctx, sessionID, message, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
 	if err != nil {
 		cancel(nil)
 		return nil, err

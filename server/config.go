@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/responses"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/turnlog"
@@ -48,6 +49,11 @@ type Config struct {
 	// Nil: a turn's stream can be resumed only on the replica that runs it.
 	// The server does not close it.
 	Turns turnlog.Log
+	// Responses keeps the objects of POST /v1/responses for GET
+	// /v1/responses/{id} and previous_response_id; replicas share one
+	// (responses.Redis on the session store's Redis). Nil: an in-memory
+	// store of this server (responses.DefaultTTL, bounded).
+	Responses responses.Store
 	// Logger gets one record per request (method, route, status, duration;
 	// never bodies or chat content). Nil means slog.Default().
 	Logger *slog.Logger
@@ -137,6 +143,13 @@ func (c *Config) validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Responses == nil {
+		m, err := responses.NewMemory(responses.Config{})
+		if err != nil {
+			probs = append(probs, err.Error())
+		}
+		c.Responses = m
 	}
 	neg := func(name string, v int64) {
 		if v < 0 {

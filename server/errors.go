@@ -128,6 +128,8 @@ func turnStartError(err error) *apiError {
 	case errors.Is(err, agent.ErrInvalidMessage):
 		// The agent's message says what was wrong and carries no content.
 		return newError(http.StatusBadRequest, "invalid_message", "%s", err.Error())
+	case errors.Is(err, agent.ErrNotLastMessage):
+		return newError(http.StatusConflict, "regenerate_conflict", "only the answer to the session's last user message can be regenerated, and the request's last user message is not that one")
 	case errors.Is(err, agent.ErrWrongAgent):
 		return newError(http.StatusConflict, "session_agent_mismatch", "the session belongs to another agent; start a new session for this one")
 	case errors.Is(err, session.ErrBusy):
@@ -159,9 +161,33 @@ func storeError(err error) *apiError {
 
 // decodeJSON reads the request body (bounded by the body limit installed by
 // the middleware) into v. Syntax and type errors say where, by line and
-// column; unknown fields are allowed because the AI SDK and OpenAI clients
-// send fields this server does not use.
+// column; unknown fields are allowed because the AI SDK sends fields this
+// server does not use (the OpenAI endpoints check theirs: readBody and
+// the wire parsers).
 func decodeJSON(r *http.Request, v any) *apiError {
+	data, e := readBody(r)
+	if e != nil {
+		return e
+	}
+	if err := wire.Unmarshal(data, v); err != nil {
+		return newError(http.StatusBadRequest, "invalid_json", "%s", err.Error())
+	}
+	return nil
+}
+
+// bodyError maps an error of a wire parser: a refused parameter names it,
+// a body that does not decode says where.
+func bodyError(err error) *apiError {
+	var pe *wire.ParamError
+	if errors.As(err, &pe) {
+		return newParamError(http.StatusBadRequest, pe.Code, pe.Param, "%s", pe.Message)
+	}
+	return newError(http.StatusBadRequest, "invalid_json", "%s", err.Error())
+}
+
+// readBody reads the request body (bounded by the body limit installed by
+// the middleware) and checks that it is UTF-8 text.
+func readBody(r *http.Request) ([]byte, *apiError) {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		var (
@@ -170,17 +196,14 @@ func decodeJSON(r *http.Request, v any) *apiError {
 		)
 		switch {
 		case errors.As(err, &mbe):
-			return newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over the limit of %d bytes", mbe.Limit)
+			return nil, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over the limit of %d bytes", mbe.Limit)
 		case errors.As(err, &ne) && ne.Timeout():
-			return newError(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive within the server's read timeout (READ_TIMEOUT)")
+			return nil, newError(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive within the server's read timeout (READ_TIMEOUT)")
 		}
-		return newError(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
+		return nil, newError(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
 	}
 	if err := wire.CheckUTF8(data); err != nil {
-		return newError(http.StatusBadRequest, "invalid_message", "%s", err.Error())
+		return nil, newError(http.StatusBadRequest, "invalid_message", "%s", err.Error())
 	}
-	if err := wire.Unmarshal(data, v); err != nil {
-		return newError(http.StatusBadRequest, "invalid_json", "%s", err.Error())
-	}
-	return nil
+	return data, nil
 }

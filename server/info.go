@@ -332,13 +332,30 @@ func (s *Server) deleteSession(c *gin.Context) {
 //     is running, which is then streamed from its start.
 //   - no Last-Event-ID, or one naming a turn no longer kept: the session's
 //     running turn from its first frame; 204 when none is running.
-func (s *Server) resumeStream(c *gin.Context) {
+func (s *Server) resumeStream(c *gin.Context) { s.resume(c, "") }
+
+// resumeChat serves GET /api/chat/:agentId/:id/stream, the URL the AI
+// SDK's DefaultChatTransport resumes from (its api plus /<chatId>/stream):
+// resumeStream for the agent's turns only.
+func (s *Server) resumeChat(c *gin.Context) {
+	agentID := c.Param("agentId")
+	if _, ok := s.cfg.Agents.Get(agentID); !ok {
+		abortWith(c, newError(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", agentID))
+		return
+	}
+	s.resume(c, agentID)
+}
+
+// resume serves a resume of the session named by the :id parameter; with
+// agentID set, another agent's turn is treated as not kept.
+func (s *Server) resume(c *gin.Context, agentID string) {
 	id := c.Param("id")
 	if !session.ValidID(id) {
 		abortWith(c, errBadSessionID("the session ID in the path"))
 		return
 	}
 	owner := ownerOf(c)
+	otherAgent := func(a string) bool { return agentID != "" && a != agentID }
 	key := session.Key(owner, id)
 	var src source
 	var after int64
@@ -355,7 +372,7 @@ func (s *Server) resumeStream(c *gin.Context) {
 			found, done bool
 			first, last int64
 		)
-		if kept != nil && kept.key != key {
+		if kept != nil && (kept.key != key || otherAgent(kept.agentID)) {
 			kept = nil
 		}
 		switch {
@@ -370,7 +387,7 @@ func (s *Server) resumeStream(c *gin.Context) {
 				abortWith(c, storeError(err))
 				return
 			}
-			found, last, done, first = ok, st.Last, st.Done, st.First
+			found, last, done, first = ok && !otherAgent(st.AgentID), st.Last, st.Done, st.First
 		}
 		if found {
 			// On the turn's own replica the log is complete; in the shared
@@ -396,7 +413,7 @@ func (s *Server) resumeStream(c *gin.Context) {
 		}
 	}
 	if src == nil {
-		if latest := s.turns.latest(key); latest != nil {
+		if latest := s.turns.latest(key); latest != nil && !otherAgent(latest.agentID) {
 			if _, done := latest.state(); !done {
 				src, after = latest, 0
 			}
@@ -409,7 +426,7 @@ func (s *Server) resumeStream(c *gin.Context) {
 			abortWith(c, storeError(err))
 			return
 		}
-		if found && !st.Done && s.alive(st) && s.turns.get(st.Turn) == nil {
+		if found && !st.Done && s.alive(st) && s.turns.get(st.Turn) == nil && !otherAgent(st.AgentID) {
 			src, after = &sharedTurn{s: s, ref: st.Ref, sessionID: id}, 0
 		}
 	}

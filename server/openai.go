@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
@@ -22,21 +24,6 @@ import (
 // chat.completion.chunk objects go out; the agent's tool activity,
 // orchestration and usage ride in an extension field "agentdock" inside the
 // objects, which OpenAI clients ignore.
-
-type oaRequest struct {
-	Model         string      `json:"model"`
-	Messages      []oaMessage `json:"messages"`
-	Stream        bool        `json:"stream"`
-	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	User string `json:"user"`
-}
-
-type oaMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
 
 type oaUsage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
@@ -144,60 +131,115 @@ func (s *Server) listModels(c *gin.Context) {
 }
 
 func (s *Server) chatCompletions(c *gin.Context) {
-	var body oaRequest
-	if e := decodeJSON(c.Request, &body); e != nil {
-		abortWith(c, e)
-		return
-	}
-	if body.Model == "" {
-		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "model", "model is required: an agent ID (GET /v1/models lists them)"))
-		return
-	}
-	node, ok := s.cfg.Agents.Get(body.Model)
-	if !ok {
-		abortWith(c, newParamError(http.StatusNotFound, "model_not_found", "model", "no agent %q; GET /v1/models lists them", body.Model))
-		return
-	}
-	text := ""
-	found := false
-	for i := len(body.Messages) - 1; i >= 0; i-- {
-		if body.Messages[i].Role != "user" {
-			continue
-		}
-		t, err := wire.ContentText(body.Messages[i].Content)
-		if err != nil {
-			abortWith(c, newParamError(http.StatusBadRequest, "invalid_message", fmt.Sprintf("messages[%d].content", i), "messages[%d].content: %s", i, err.Error()))
-			return
-		}
-		text, found = t, true
-		break
-	}
-	if !found {
-		abortWith(c, newParamError(http.StatusBadRequest, "invalid_message", "messages", "messages must contain a message with role \"user\""))
-		return
-	}
-	sid, e := openAISession(c.Request, body.User, ownerOf(c))
+	data, e := readBody(c.Request)
 	if e != nil {
 		abortWith(c, e)
 		return
 	}
-	t, err := s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), true)
+	body, err := wire.ParseChatCompletion(data)
 	if err != nil {
-		e := turnStartError(err)
-		if e.Status >= 500 {
-			s.log.Error("starting a turn", "agent", node.ID(), "err", err)
-		}
+		abortWith(c, bodyError(err))
+		return
+	}
+	node, e := s.openAIModel(body.Model)
+	if e != nil {
 		abortWith(c, e)
 		return
 	}
-	c.Header("X-Session-Id", sid)
-	c.Header("X-Turn-Id", t.id)
-	if body.Stream {
-		s.streamCompletion(c, t, body.Model, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+	owner := ownerOf(c)
+	var (
+		sid, text string
+		opts      []agent.Option
+		stateless bool
+	)
+	if c.GetHeader("X-Session-Id") != "" || body.User != "" {
+		// A session keeps the conversation: the last user message is the
+		// turn's, and the earlier ones are the client's copy.
+		t, pe := body.LastUserText()
+		if pe != nil {
+			abortWith(c, bodyError(pe))
+			return
+		}
+		if sid, e = openAISession(c.Request, body.User, owner); e != nil {
+			abortWith(c, e)
+			return
+		}
+		text = t
+	} else {
+		// No session: the messages are the conversation.
+		msgs, index, pe := body.Conversation()
+		if pe != nil {
+			abortWith(c, bodyError(pe))
+			return
+		}
+		last := len(msgs) - 1
+		if last < 0 || msgs[last].Role != chat.RoleUser {
+			abortWith(c, newParamError(http.StatusBadRequest, "invalid_message", "messages", `without a session (no user, no x-session-id) the messages are the conversation, and it must end with a message with role "user"`))
+			return
+		}
+		history := msgs[:last]
+		if e := checkHistory(node, history, index, "messages"); e != nil {
+			abortWith(c, e)
+			return
+		}
+		sid, text, stateless = session.NewID(), msgs[last].Content, true
+		opts = []agent.Option{agent.Stateless(), agent.WithHistory(history)}
+	}
+	t, err := s.startTurn(c.Request.Context(), node, sid, text, owner, true, opts...)
+	if err != nil {
+		s.answerStartError(c, node.ID(), err)
 		return
 	}
-	s.completion(c, t, body.Model)
+	if stateless {
+		// Nothing can read a stateless turn but this request: it ends
+		// when the client goes away.
+		defer stopIfRunning(t)
+		sid = ""
+	} else {
+		c.Header("X-Session-Id", sid)
+	}
+	c.Header("X-Turn-Id", t.id)
+	if body.Stream {
+		s.streamCompletion(c, t, body.Model, sid, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+		return
+	}
+	s.completion(c, t, body.Model, sid)
 }
+
+// openAIModel finds the agent an OpenAI request names as its model.
+func (s *Server) openAIModel(model string) (*agent.Node, *apiError) {
+	if model == "" {
+		return nil, newParamError(http.StatusBadRequest, "invalid_request", "model", "model is required: an agent ID (GET /v1/models lists them)")
+	}
+	node, ok := s.cfg.Agents.Get(model)
+	if !ok {
+		return nil, newParamError(http.StatusNotFound, "model_not_found", "model", "no agent %q; GET /v1/models lists them", model)
+	}
+	return node, nil
+}
+
+// checkHistory refuses a conversation the agent cannot take, naming the
+// message: index maps the history's messages to their position in the
+// request's list param.
+func checkHistory(node *agent.Node, history []chat.Message, index []int, param string) *apiError {
+	err := node.CheckHistory(history)
+	var he *agent.HistoryError
+	if !errors.As(err, &he) {
+		return nil
+	}
+	at := fmt.Sprintf("%s[%d]", param, index[he.Index])
+	return newParamError(http.StatusBadRequest, "invalid_message", at, "%s: %s", at, he.Reason)
+}
+
+// stopIfRunning cancels a turn that is still running because the only
+// client that could read it went away.
+func stopIfRunning(t *turn) {
+	if _, done := t.state(); !done {
+		t.cancel(errNoReader)
+	}
+}
+
+var errNoReader = &chat.Error{Code: "client_gone", Message: "the client went away, and a turn without a session has no other reader; it was stopped"}
 
 // follow calls fn for each event of the turn, in order, until the turn ends
 // or ctx is done; tick, when not nil, is called on idle heartbeats.
@@ -245,13 +287,13 @@ func oaFinish(reason string) string {
 }
 
 // completion waits for the turn and answers one chat.completion. The turn
-// runs on when the client goes away.
-func (s *Server) completion(c *gin.Context, t *turn, model string) {
+// runs on when the client goes away. sessionID is "" for a stateless turn.
+func (s *Server) completion(c *gin.Context, t *turn, model, sessionID string) {
 	rc := http.NewResponseController(c.Writer)
 	_ = rc.SetWriteDeadline(time.Time{})
 	var (
 		text   strings.Builder
-		ext    = &oaExtended{SessionID: t.sessionID, TurnID: t.id}
+		ext    = &oaExtended{SessionID: sessionID, TurnID: t.id}
 		usage  chat.Usage
 		errEv  *chat.Error
 		reason string
@@ -324,7 +366,7 @@ func turnErrorStatus(e *chat.Error) *apiError {
 }
 
 // streamCompletion streams the turn as chat.completion.chunk objects.
-func (s *Server) streamCompletion(c *gin.Context, t *turn, model string, includeUsage bool) {
+func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID string, includeUsage bool) {
 	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "openai")()
 	w := c.Writer
 	rc := http.NewResponseController(w)
@@ -351,7 +393,7 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model string, include
 			Choices: []oaChunkChoice{{Index: 0, Delta: delta, FinishReason: finish}}, AgentDock: ext}
 	}
 	empty := ""
-	send(chunk(oaDelta{Role: "assistant", Content: &empty}, nil, &oaExtended{SessionID: t.sessionID, TurnID: t.id}))
+	send(chunk(oaDelta{Role: "assistant", Content: &empty}, nil, &oaExtended{SessionID: sessionID, TurnID: t.id}))
 
 	var usage chat.Usage
 	finished := false

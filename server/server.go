@@ -41,6 +41,9 @@ type Server struct {
 	sse     *sse.Server
 	subs    sync.Map // sse stream ID -> *sseConn
 	connSeq atomic.Int64
+	// recorders counts the Responses API recorders still storing a
+	// response (responses.go); Shutdown waits for them after the turns.
+	recorders sync.WaitGroup
 
 	// base is the context of every turn; cancelled only when Serve ends.
 	base     context.Context
@@ -158,6 +161,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	if err := s.turns.wait(ctx); err != nil {
 		s.log.Warn("shutdown: turns still running", "err", err)
 	}
+	if err := waitGroup(ctx, &s.recorders); err != nil {
+		s.log.Warn("shutdown: responses still being stored", "err", err)
+	}
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.stopBase()
@@ -172,7 +178,7 @@ func (s *Server) routes() *gin.Engine {
 	e.RedirectTrailingSlash = false
 	e.ContextWithFallback = true
 	e.Use(s.recovery,
-		traceRequests(s.cfg.Telemetry, "/api/chat/:agentId", "/api/sessions/:id/stream", "/v1/chat/completions"),
+		traceRequests(s.cfg.Telemetry, "/api/chat/:agentId", "/api/sessions/:id/stream", "/api/chat/:agentId/:id/stream", "/v1/chat/completions", "/v1/responses"),
 		s.requestID, s.logRequests, s.secureHeaders, s.cors, s.readDeadline)
 
 	e.GET("/healthz", s.healthz)
@@ -193,6 +199,7 @@ func (s *Server) routes() *gin.Engine {
 	api.GET("/agents", s.listAgents)
 	api.GET("/agents/:id", s.getAgent)
 	api.POST("/chat/:agentId", s.postChat)
+	api.GET("/chat/:agentId/:id/stream", s.resumeChat)
 	api.GET("/sessions/:id", s.getSession)
 	api.DELETE("/sessions/:id", s.deleteSession)
 	api.GET("/sessions/:id/stream", s.resumeStream)
@@ -200,6 +207,8 @@ func (s *Server) routes() *gin.Engine {
 	v1 := e.Group("/v1", s.sameOrigin, s.identify, s.requireJSON, s.limitBody)
 	v1.GET("/models", s.listModels)
 	v1.POST("/chat/completions", s.chatCompletions)
+	v1.POST("/responses", s.createResponse)
+	v1.GET("/responses/:id", s.getResponse)
 
 	e.NoRoute(s.noRoute)
 	e.NoMethod(func(c *gin.Context) {

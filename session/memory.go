@@ -387,6 +387,11 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	e.sess.State = st
 	e.sess.Version++
 	o.ApplyTurn(&e.sess)
+	if o.DropAnswer {
+		// A new array: the dropped messages must not stay reachable, and
+		// a slice handed out before must not see the append.
+		e.msgs = append([]chat.Message(nil), DropAnswer(e.msgs)...)
+	}
 	var hist []chat.Message
 	if window != 0 {
 		hist = e.msgs

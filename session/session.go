@@ -124,6 +124,8 @@ type Store interface {
 	// the lease's view of the session is current). It returns the stored
 	// session and the newest window messages of the history as it was
 	// before the append: none for window 0, all for window < 0.
+	// With DropLastAnswer, the answer to the last user message is dropped
+	// first.
 	UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...UpdateOption) (Session, []chat.Message, error)
 
 	// Ping reports whether the store is reachable.
@@ -166,6 +168,9 @@ type WriteOptions struct {
 	Owner, Agent string
 	// Turn, when set, is the new Session.Turn (WithTurn).
 	Turn *string
+	// DropAnswer: UpdateAppend drops the answer to the history's last user
+	// message before it appends (DropLastAnswer).
+	DropAnswer bool
 }
 
 // Options collects a write's options.
@@ -197,6 +202,14 @@ func WithOwner(owner string) UpdateOption { return func(o *WriteOptions) { o.Own
 
 // WithAgent sets the agent of a session that the write creates.
 func WithAgent(id string) UpdateOption { return func(o *WriteOptions) { o.Agent = id } }
+
+// DropLastAnswer makes UpdateAppend drop the answer to the history's last
+// user message (every message after it) before it appends, in the same
+// atomic write; the history it returns is what is left, which ends with
+// that user message. A regenerated answer replaces the old one this way
+// instead of following it. A history without a user message loses
+// nothing. Other writes ignore it.
+func DropLastAnswer() UpdateOption { return func(o *WriteOptions) { o.DropAnswer = true } }
 
 // Foreign reports whether s may not be used by a caller with these
 // options: another owner, or bound to another agent (an unbound session is
@@ -307,6 +320,17 @@ func trimTurns(msgs []chat.Message, max int) []chat.Message {
 	}
 	// A new array: the dropped messages must not stay reachable.
 	return append([]chat.Message(nil), msgs[cut:]...)
+}
+
+// DropAnswer returns msgs without the messages after the last user
+// message (DropLastAnswer); the Redis store does the same in Lua.
+func DropAnswer(msgs []chat.Message) []chat.Message {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == chat.RoleUser {
+			return msgs[:i+1]
+		}
+	}
+	return msgs
 }
 
 // NewID returns a new session ID (or lease token, or nonce): 128 random

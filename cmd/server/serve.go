@@ -17,6 +17,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/responses"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
@@ -82,6 +83,19 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	// With Redis the replicas of a deployment share their turns' streams
 	// too, so that a client can resume on any of them.
 	var turns turnlog.Log
+	// Responses API objects live beside the sessions, as long as they do:
+	// on Redis every replica serves them.
+	respCfg := responses.Config{TTL: cfg.SessionTTL}
+	var stored responses.Store
+	if r, ok := store.(*redisstore.Store); ok {
+		rs, err := responses.NewRedis(responses.RedisConfig{Config: respCfg, Client: r.Client(), Prefix: prefix + ":responses"})
+		if err != nil {
+			return fmt.Errorf("opening the responses store: %w", err)
+		}
+		stored = rs
+	} else if stored, err = responses.NewMemory(respCfg); err != nil {
+		return fmt.Errorf("opening the responses store: %w", err)
+	}
 	if r, ok := store.(*redisstore.Store); ok {
 		if tel.Tracing() {
 			if err := redisstore.Instrument(r.Client(), tel.TracerProvider()); err != nil {
@@ -154,7 +168,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		return err
 	}
 	scfg.Agents, scfg.Store, scfg.Logger, scfg.WebFS, scfg.Telemetry, scfg.Turns = agents, store, log, web.FS(), tel, turns
-	scfg.MCPServers = mcpRT.status
+	scfg.MCPServers, scfg.Responses = mcpRT.status, stored
 	mcpRT.reportStart(ctx, log)
 	srv, err := server.New(scfg)
 	if err != nil {

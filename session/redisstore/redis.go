@@ -277,7 +277,8 @@ func (r *Store) Update(ctx context.Context, id string, fn func(*orchestration.St
 // UpdateAppend implements session.Store: Update's compare-and-set and the append
 // in one script. fn may run more than once, as with Update.
 func (r *Store) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...session.UpdateOption) (session.Session, []chat.Message, error) {
-	ap := &appendArgs{window: window, msgs: make([]any, len(msgs))}
+	o := session.Options(opts...)
+	ap := &appendArgs{window: window, dropAnswer: o.DropAnswer, msgs: make([]any, len(msgs))}
 	for i, m := range msgs {
 		b, err := json.Marshal(m)
 		if err != nil {
@@ -285,7 +286,7 @@ func (r *Store) UpdateAppend(ctx context.Context, id string, fn func(*orchestrat
 		}
 		ap.msgs[i] = string(b)
 	}
-	s, raw, err := r.mutate(ctx, id, fn, session.Options(opts...), false, ap)
+	s, raw, err := r.mutate(ctx, id, fn, o, false, ap)
 	if err != nil {
 		return session.Session{}, nil, err
 	}
@@ -298,8 +299,9 @@ func (r *Store) UpdateAppend(ctx context.Context, id string, fn func(*orchestrat
 
 // appendArgs is the append half of UpdateAppend.
 type appendArgs struct {
-	window int
-	msgs   []any // chat.Message JSON
+	window     int
+	dropAnswer bool
+	msgs       []any // chat.Message JSON
 }
 
 func decodeMessages(id string, raw []string) ([]chat.Message, error) {
@@ -402,7 +404,11 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		script := scriptUpdate
 		if ap != nil {
 			script = scriptUpdateAppend
-			args = append(append(args, ap.window, r.cfg.MaxMessages), ap.msgs...)
+			drop := "0"
+			if ap.dropAnswer {
+				drop = "1"
+			}
+			args = append(append(args, ap.window, r.cfg.MaxMessages, drop), ap.msgs...)
 		}
 		cmd, maybe := r.runWrite(ctx, script, keys, args...)
 		reply, err := cmd.Slice()

@@ -58,7 +58,7 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 	// answers with the same window (the history before its append).
 	s.Version = 2
 	second, _ := json.Marshal(chat.Message{Role: chat.RoleAssistant, Content: "twice?"})
-	uaArgs := []any{"1", "2", encode(s), session.NewID(), r.ttlMillis(), "", -1, r.cfg.MaxMessages, string(second)}
+	uaArgs := []any{"1", "2", encode(s), session.NewID(), r.ttlMillis(), "", -1, r.cfg.MaxMessages, "0", string(second)}
 	for attempt := range 2 {
 		reply, err := scriptUpdateAppend.Run(ctx, r.client, keys, uaArgs...).Slice()
 		if err != nil || reply[0] != "ok" {

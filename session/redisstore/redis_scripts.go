@@ -56,6 +56,29 @@ local function trimTurns(key, maxn)
 end
 `
 
+// luaDropAnswer is dropAnswer in Lua: it drops the messages after the last
+// user message of the list KEYS[2] (isUser comes from luaTrimTurns).
+const luaDropAnswer = `
+local function dropAnswer(key)
+  local len = redis.call('LLEN', key)
+  local i = len - 1
+  while i >= 0 do
+    local lo = math.max(i - 63, 0)
+    local batch = redis.call('LRANGE', key, lo, i)
+    for j = #batch, 1, -1 do
+      if isUser(batch[j]) then
+        local last = lo + j - 1
+        if last < len - 1 then
+          redis.call('LTRIM', key, 0, last)
+        end
+        return
+      end
+    end
+    i = lo - 1
+  end
+end
+`
+
 // scriptUpdate compares the stored version (and the lease token when one is
 // given) and sets the new state.
 //
@@ -232,11 +255,14 @@ return {'ok', d, created}
 // write that was applied (its nonce is stored) answers with the window
 // without the messages it appended.
 //
+// With drop-answer "1" it first drops the messages after the last user
+// message (DropLastAnswer); the window is read after that.
+//
 // ARGV: expected version ("" = absent), new version, data, nonce, ttl ms,
 // lease token ("" = none), window (0 none, < 0 all), max messages,
-// messages... Reply: {"ok", window list} | {"fenced"} | {"conflict", data
-// or nil}.
-var scriptUpdateAppend = redis.NewScript(luaTrimTurns + `
+// drop-answer ("1" or "0"), messages... Reply: {"ok", window list} |
+// {"fenced"} | {"conflict", data or nil}.
+var scriptUpdateAppend = redis.NewScript(luaTrimTurns + luaDropAnswer + `
 local lease = ARGV[6]
 if lease ~= '' and redis.call('GET', KEYS[3]) ~= lease then
   return {'fenced'}
@@ -260,13 +286,16 @@ end
 local cur = redis.call('HGET', KEYS[1], 'version')
 if (cur or '') ~= ARGV[1] then
   if cur and redis.call('HGET', KEYS[1], 'write') == ARGV[4] then
-    return {'ok', hist(n - 8)}
+    return {'ok', hist(n - 9)}
   end
   return {'conflict', redis.call('HGET', KEYS[1], 'data')}
 end
+if ARGV[9] == '1' then
+  dropAnswer(KEYS[2])
+end
 local h = hist(0)
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'data', ARGV[3], 'write', ARGV[4])
-local i = 9
+local i = 10
 while i <= n do
   local j = math.min(i + 999, n)
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))

@@ -5,6 +5,7 @@ package sessiontest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -64,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"UpdateAppend", h.updateAppend},
 		{"TurnMarker", h.turnMarker},
 		{"UpdateAppendFencedOrFailed", h.updateAppendRefused},
+		{"UpdateAppendDropLastAnswer", h.dropLastAnswer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -955,5 +957,65 @@ func (h *harness) updateAppendRefused(t *testing.T) {
 	// The new holder writes through its own lease.
 	if err := must2(s.UpdateAppend(ctx, id, apply(orchestration.ToolUsed("fetch")), nil, 0, session.WithLease(b))); err != nil {
 		t.Fatalf("UpdateAppend by the new holder: %v", err)
+	}
+}
+
+// dropLastAnswer: DropLastAnswer removes what follows the last user
+// message, in the same write as the append, and the window is read after
+// it; a history without a user message, or whose last message is the
+// user's, loses nothing.
+func (h *harness) dropLastAnswer(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	_, l, err := s.Claim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	user := func(c string) chat.Message { return chat.Message{Role: chat.RoleUser, Content: c} }
+	call := chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "c1", Name: "think", Arguments: json.RawMessage(`{}`)}}}
+	result := chat.Message{Role: chat.RoleTool, ToolCallID: "c1", ToolName: "think", Content: "thought"}
+	answer := func(c string) chat.Message { return chat.Message{Role: chat.RoleAssistant, Content: c} }
+	first := []chat.Message{user("one"), answer("first answer"), user("two"), call, result, answer("second answer")}
+	if err := s.AppendMessages(ctx, id, first, session.WithLease(l)); err != nil {
+		t.Fatal(err)
+	}
+	sess, hist, err := s.UpdateAppend(ctx, id, apply(orchestration.UserMessage("two")), []chat.Message{answer("regenerated")}, -1, session.WithLease(l), session.DropLastAnswer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := first[:3]; !slices.EqualFunc(hist, want, msgEqual) {
+		t.Fatalf("the window after dropping the answer is %+v, want %+v", hist, want)
+	}
+	if sess.State.UserMessages != 1 {
+		t.Fatalf("the state was not updated in the same write: %+v", sess.State)
+	}
+	want := append(slices.Clone(first[:3]), answer("regenerated"))
+	if got := must(s.Messages(ctx, id, 0))(t); !slices.EqualFunc(got, want, msgEqual) {
+		t.Fatalf("history %+v, want %+v", got, want)
+	}
+	// The last message is the user's: nothing to drop; a window of 1 is
+	// that message.
+	if err := s.AppendMessages(ctx, id, []chat.Message{user("three")}, session.WithLease(l)); err != nil {
+		t.Fatal(err)
+	}
+	_, hist, err = s.UpdateAppend(ctx, id, apply(orchestration.UserMessage("three")), nil, 1, session.WithLease(l), session.DropLastAnswer())
+	if err != nil || !slices.EqualFunc(hist, []chat.Message{user("three")}, msgEqual) {
+		t.Fatalf("window %+v, %v", hist, err)
+	}
+	if got := must(s.Messages(ctx, id, 0))(t); len(got) != 5 {
+		t.Fatalf("a history ending with a user message lost messages: %+v", got)
+	}
+	// No user message at all: nothing is dropped.
+	other := session.NewID()
+	if err := s.AppendMessages(ctx, other, []chat.Message{answer("a"), answer("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.UpdateAppend(ctx, other, apply(orchestration.UserMessage("x")), nil, 0, session.DropLastAnswer()); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.Messages(ctx, other, 0))(t); len(got) != 2 {
+		t.Fatalf("a history without a user message lost messages: %+v", got)
 	}
 }

@@ -30,7 +30,9 @@ type ChatRequest struct {
 	Messages  []Message `json:"messages"`
 	Message   *string   `json:"message"`
 	SessionID string    `json:"sessionId"`
-	Trigger   string    `json:"trigger"`
+	// Trigger is the AI SDK's: "submit-message", or "regenerate-message"
+	// to replace the answer to the last user message.
+	Trigger string `json:"trigger"`
 }
 
 // Message is an AI SDK UI message (parts) or a classic one (content).

@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/session"
+)
+
+// Turns over a conversation the client holds (WithHistory), stateless turns
+// (Stateless) and regenerated answers (Regenerate). The rules of session
+// turns (one lease per session, fenced writes, the history window) are the
+// same for all of them: a stateless turn simply has a session no one else
+// can reach.
+
+// A HistoryError says which message of a WithHistory history is unusable
+// and why. It wraps ErrInvalidMessage.
+type HistoryError struct {
+	// Index is the message's position in the history.
+	Index int
+	// Reason says what is wrong, without the message's content.
+	Reason string
+}
+
+func (e *HistoryError) Error() string {
+	return fmt.Sprintf("%s: history message %d: %s", ErrInvalidMessage, e.Index, e.Reason)
+}
+
+func (e *HistoryError) Unwrap() error { return ErrInvalidMessage }
+
+// CheckHistory reports the first message of msgs that cannot stand in a
+// conversation before a turn's message (a *HistoryError), or nil. Roles are
+// user, assistant and tool; a user message is checked like a turn's
+// message; an assistant message has text or tool calls; its tool calls name
+// the agent's tools (Engine().Tools()), each with an ID used once, and are
+// followed by one tool message per call, answering it by its ID, before the
+// next message of another role. A model provider refuses a conversation that
+// breaks one of these, and the orchestration could not replay it.
+func (n *Node) CheckHistory(msgs []chat.Message) error {
+	tools := n.Engine().Tools()
+	pending := map[string]bool{} // calls of the latest assistant message not answered yet
+	seen := map[string]bool{}
+	unanswered := func(at int) error {
+		for i := at - 1; i >= 0; i-- {
+			if msgs[i].Role == chat.RoleAssistant {
+				for _, c := range msgs[i].ToolCalls {
+					if pending[c.ID] {
+						return &HistoryError{Index: i, Reason: fmt.Sprintf("tool call %q has no tool message with its result after it", clipID(c.ID))}
+					}
+				}
+				break
+			}
+		}
+		return nil
+	}
+	for i, m := range msgs {
+		if m.Role != chat.RoleTool && len(pending) > 0 {
+			if err := unanswered(i); err != nil {
+				return err
+			}
+		}
+		switch m.Role {
+		case chat.RoleUser:
+			if err := n.checkMessage(m.Content); err != nil {
+				return &HistoryError{Index: i, Reason: reason(err)}
+			}
+		case chat.RoleAssistant:
+			if m.Content == "" && len(m.ToolCalls) == 0 {
+				return &HistoryError{Index: i, Reason: "an assistant message needs text or tool calls"}
+			}
+			clear(pending)
+			for _, c := range m.ToolCalls {
+				switch {
+				case c.ID == "":
+					return &HistoryError{Index: i, Reason: "a tool call has no ID"}
+				case seen[c.ID]:
+					return &HistoryError{Index: i, Reason: fmt.Sprintf("tool call ID %q is used twice", clipID(c.ID))}
+				case !slices.Contains(tools, c.Name):
+					return &HistoryError{Index: i, Reason: fmt.Sprintf("the agent has no tool %q (only its own tools' calls can be in the conversation)", clipID(c.Name))}
+				}
+				seen[c.ID] = true
+				pending[c.ID] = true
+			}
+		case chat.RoleTool:
+			if !pending[m.ToolCallID] {
+				return &HistoryError{Index: i, Reason: fmt.Sprintf("tool message for call %q does not follow the assistant message that made the call", clipID(m.ToolCallID))}
+			}
+			delete(pending, m.ToolCallID)
+		default:
+			return &HistoryError{Index: i, Reason: fmt.Sprintf("role %q cannot be in the conversation (want user, assistant or tool)", clipID(string(m.Role)))}
+		}
+	}
+	return unanswered(len(msgs))
+}
+
+// reason is err's message without the ErrInvalidMessage prefix.
+func reason(err error) string {
+	msg := err.Error()
+	prefix := ErrInvalidMessage.Error() + ": "
+	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
+		return msg[len(prefix):]
+	}
+	return msg
+}
+
+// clipID shortens a client's string echoed in an error.
+func clipID(s string) string {
+	if len(s) > 64 {
+		return s[:61] + "..."
+	}
+	return s
+}
+
+// Replay returns st after the orchestration saw msgs, a conversation that
+// passed CheckHistory: each user message is a user-message event, and each
+// tool call with a result a tool-used event, in order. The engine decides
+// as it did live: a call it would not have offered at that point is
+// refused and leaves the state as it was. A call whose result is an error
+// counts as used, as a tool that ran and failed does (a history does not
+// say whether the call reached the tool). Token usage is not in a
+// conversation and stays as it was.
+func (n *Node) Replay(st orchestration.State, msgs []chat.Message) orchestration.State {
+	engine := n.Engine()
+	answered := map[string]bool{}
+	for _, m := range msgs {
+		if m.Role == chat.RoleTool {
+			answered[m.ToolCallID] = true
+		}
+	}
+	for _, m := range msgs {
+		switch m.Role {
+		case chat.RoleUser:
+			st, _ = engine.Apply(st, orchestration.UserMessage(m.Content))
+		case chat.RoleAssistant:
+			for _, c := range m.ToolCalls {
+				if answered[c.ID] {
+					st, _ = engine.Apply(st, orchestration.ToolUsed(c.Name))
+				}
+			}
+		}
+	}
+	return st
+}
+
+var errOptions = errors.New("agent: Regenerate cannot be combined with WithHistory or Stateless")
+
+func (n *Node) checkOptions(o options) error {
+	if o.regenerate && (o.stateless || len(o.history) > 0) {
+		return errOptions
+	}
+	return n.CheckHistory(o.history)
+}
+
+// turnStore makes the store and service of a stateless turn: an in-memory
+// store of its own, closed when the turn ends. It holds one session, so
+// it is small, and nothing outlives the turn.
+func (n *Node) turnStore() (session.Store, *llmorch.Service, error) {
+	store := session.NewMemory(session.Config{MaxSessions: 1})
+	cfg := n.svcCfg
+	cfg.Store = store
+	svc, err := llmorch.NewService(cfg)
+	if err != nil {
+		store.Close()
+		return nil, nil, fmt.Errorf("agent %q: %w", n.ID(), err)
+	}
+	return store, svc, nil
+}
