@@ -58,6 +58,10 @@ type ToolResult struct {
 	// call is not recorded by the orchestration; a tool that ran and failed
 	// is.
 	NotRun bool `json:"notRun,omitempty"`
+	// Denied marks the result of a call a person declined to approve
+	// (NotRun and IsError are set too): Content tells the model so, with
+	// the person's reason.
+	Denied bool `json:"denied,omitempty"`
 }
 
 // Usage counts tokens, normalised across providers (OpenAI's prompt and
