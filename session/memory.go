@@ -192,10 +192,18 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 	if err := fn(&st); err != nil {
 		return Session{}, err
 	}
+	next := Session{}
+	if e != nil {
+		next = e.sess
+	}
+	if err := o.applyApprovals(&next); err != nil {
+		return Session{}, err
+	}
 	if e == nil {
 		e = m.create(id, o, now)
 	}
 	e.sess.State = st
+	e.sess.Approvals = next.Approvals
 	e.sess.Version++
 	return e.session(), nil
 }
@@ -377,10 +385,18 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	if err := fn(&st); err != nil {
 		return Session{}, nil, err
 	}
+	next := Session{}
+	if e != nil {
+		next = e.sess
+	}
+	if err := o.applyApprovals(&next); err != nil {
+		return Session{}, nil, err
+	}
 	if e == nil {
 		e = m.create(id, o, now)
 	}
 	e.sess.State = st
+	e.sess.Approvals = next.Approvals
 	e.sess.Version++
 	var hist []chat.Message
 	if window != 0 {

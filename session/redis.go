@@ -313,6 +313,12 @@ func (r *Redis) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			}
 			return Session{}, nil, err
 		}
+		if err := o.applyApprovals(&next); err != nil {
+			if exists {
+				kl.last = &cur
+			}
+			return Session{}, nil, err
+		}
 		next.State, next.LastAccessed = st, now
 		next.Version = cur.Version + 1
 		expected := ""

@@ -47,6 +47,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,6 +90,42 @@ type Session struct {
 	// Version increases with every write; stores use it for optimistic
 	// concurrency.
 	Version int64 `json:"version"`
+	// Approvals are the tool calls of the session that wait (or waited)
+	// for a person's approval, oldest first. They live and expire with the
+	// session, so any replica can answer them; writes change them with
+	// WithApprovals.
+	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// Approval is one tool call held for a person's decision.
+type Approval struct {
+	// ID names the request (the AI SDK's approvalId).
+	ID string `json:"id"`
+	// Call is the call as the model made it.
+	Call chat.ToolCall `json:"call"`
+	// Status is ApprovalPending until the call is answered.
+	Status string `json:"status"`
+	// Reason is the person's reason, for an answered call.
+	Reason      string    `json:"reason,omitempty"`
+	RequestedAt time.Time `json:"requestedAt"`
+}
+
+// Approval statuses.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalDenied   = "denied"
+)
+
+// PendingApprovals returns the approvals of s that are not answered yet.
+func (s Session) PendingApprovals() []Approval {
+	var out []Approval
+	for _, a := range s.Approvals {
+		if a.Status == ApprovalPending {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Store keeps sessions. Every method refreshes the session's sliding TTL.
@@ -167,9 +204,10 @@ type Lease interface {
 type UpdateOption func(*updateOptions)
 
 type updateOptions struct {
-	lease Lease
-	owner string
-	agent string
+	lease     Lease
+	owner     string
+	agent     string
+	approvals func([]Approval) ([]Approval, error)
 }
 
 // WithLease makes the write conditional on the lease still holding the
@@ -182,6 +220,28 @@ func WithOwner(owner string) UpdateOption { return func(o *updateOptions) { o.ow
 // WithAgent sets the agent of a session that the write creates.
 func WithAgent(id string) UpdateOption { return func(o *updateOptions) { o.agent = id } }
 
+// WithApprovals makes an Update or UpdateAppend replace the session's
+// approvals with what fn returns, in the same atomic write as the state
+// (and the messages). fn gets a copy of the stored approvals; like the
+// update's own function it may run more than once and must have no side
+// effects, and an error from it aborts the write and is returned as is.
+// Other writes ignore it.
+func WithApprovals(fn func([]Approval) ([]Approval, error)) UpdateOption {
+	return func(o *updateOptions) { o.approvals = fn }
+}
+
+// applyApprovals runs the WithApprovals function on s, if there is one.
+func (o updateOptions) applyApprovals(s *Session) error {
+	if o.approvals == nil {
+		return nil
+	}
+	next, err := o.approvals(slices.Clone(s.Approvals))
+	if err != nil {
+		return err
+	}
+	s.Approvals = next
+	return nil
+}
 // foreign reports whether s may not be used by a caller with these options:
 // another owner, or bound to another agent (an unbound session is anyone's
 // of its owner).
