@@ -45,9 +45,21 @@ func (s *Server) postChat(c *gin.Context) {
 		abortWith(c, newError(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", c.Param("agentId")))
 		return
 	}
-	var body wire.ChatRequest
-	if e := decodeJSON(c.Request, &body); e != nil {
+	var (
+		body      wire.ChatRequest
+		approvals wire.ApprovalRequest
+	)
+	if e := decodeJSON(c.Request, &body, &approvals); e != nil {
 		abortWith(c, e)
+		return
+	}
+	answers, messageID, aerr := approvals.Answers()
+	if aerr != nil {
+		abortWith(c, newParamError(http.StatusBadRequest, "invalid_approval", aerr.(*wire.AnswerError).Param, "%s", aerr.Error()))
+		return
+	}
+	if answers != nil {
+		s.answerApprovals(c, node, &body, answers, messageID)
 		return
 	}
 	text, err := body.Text()
@@ -82,20 +94,30 @@ func (s *Server) answerStartError(c *gin.Context, agentID string, err error) {
 // keepEvents keeps each frame's event beside its data, for a reader that
 // maps events again (the OpenAI endpoint); UI streams need the data only.
 func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, keepEvents bool) (*turn, error) {
-	if s.turns.isClosing() {
-		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
-	}
 	if s.cfg.MaxMessageBytes > 0 && len(message) > s.cfg.MaxMessageBytes {
 		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
 	}
+	return s.launch(node, sessionID, owner, keepEvents, "", func(ctx context.Context) (iter.Seq[chat.Event], error) {
+		return node.HandleMessage(ctx, sessionID, message, agent.WithOwner(owner))
+	})
+}
+
+// launch starts the turn that begin starts (HandleMessage, HandleApprovals)
+// in its own goroutine under the server's context; messageID, when set,
+// is its start chunk's messageId.
+func (s *Server) launch(node *agent.Node, sessionID, owner string, keepEvents bool, messageID string, begin func(context.Context) (iter.Seq[chat.Event], error)) (*turn, error) {
+	if s.turns.isClosing() {
+		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
+	}
 	ctx, cancel := context.WithCancelCause(s.base)
-	events, err := node.HandleMessage(ctx, sessionID, message, agent.WithOwner(owner))
+	events, err := begin(ctx)
 	if err != nil {
 		cancel(nil)
 		return nil, err
 	}
 	t := newTurn(session.NewID(), sessionID, node.ID(), owner, cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
 	t.keepEvents = keepEvents
+	t.messageID = messageID
 	if !s.turns.register(t) {
 		// Shutdown began in between: run the turn's sequence cancelled, so
 		// that it releases the session.
@@ -134,7 +156,7 @@ func (s *Server) startTurn(node *agent.Node, sessionID, message, owner string, k
 // A cancellation the server caused (shutdown, disconnect grace, a full
 // log) is reported by the turn itself, from its context's cause.
 func (s *Server) runTurn(t *turn, events iter.Seq[chat.Event]) {
-	m := &uiMapper{turnID: t.id}
+	m := &uiMapper{turnID: t.id, messageID: t.messageID}
 	finished := false
 	defer func() {
 		if v := recover(); v != nil {

@@ -121,13 +121,18 @@ func abortWith(c *gin.Context, e *apiError) {
 // their HTTP answer. Anything unknown is a 500 whose message does not leak
 // the cause (the cause is logged by the caller).
 func turnStartError(err error) *apiError {
-	var ae *apiError
+	var (
+		ae    *apiError
+		apErr *agent.ApprovalError
+	)
 	switch {
 	case errors.As(err, &ae):
 		return ae
 	case errors.Is(err, agent.ErrInvalidMessage):
 		// The agent's message says what was wrong and carries no content.
 		return newError(http.StatusBadRequest, "invalid_message", "%s", err.Error())
+	case errors.As(err, &apErr):
+		return approvalError(apErr)
 	case errors.Is(err, agent.ErrWrongAgent):
 		return newError(http.StatusConflict, "session_agent_mismatch", "the session belongs to another agent; start a new session for this one")
 	case errors.Is(err, session.ErrBusy):
@@ -161,7 +166,7 @@ func storeError(err error) *apiError {
 // the middleware) into v. Syntax and type errors say where, by line and
 // column; unknown fields are allowed because the AI SDK and OpenAI clients
 // send fields this server does not use.
-func decodeJSON(r *http.Request, v any) *apiError {
+func decodeJSON(r *http.Request, vs ...any) *apiError {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		var (
@@ -179,8 +184,10 @@ func decodeJSON(r *http.Request, v any) *apiError {
 	if err := wire.CheckUTF8(data); err != nil {
 		return newError(http.StatusBadRequest, "invalid_message", "%s", err.Error())
 	}
-	if err := wire.Unmarshal(data, v); err != nil {
-		return newError(http.StatusBadRequest, "invalid_json", "%s", err.Error())
+	for _, v := range vs {
+		if err := wire.Unmarshal(data, v); err != nil {
+			return newError(http.StatusBadRequest, "invalid_json", "%s", err.Error())
+		}
 	}
 	return nil
 }
