@@ -36,7 +36,7 @@ const controlTemplate = `{
 
 // controlReplicas starts two replicas on one redis-server serving the
 // control agent; the search tool's SearXNG is search (nil: none).
-func controlReplicas(t *testing.T, m *mockllm.Server, search *httptest.Server) (a, b *serverProc) {
+func controlReplicas(t testing.TB, m *mockllm.Server, search *httptest.Server) (a, b *serverProc) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, controlAgent), 0o755); err != nil {
@@ -54,7 +54,7 @@ func controlReplicas(t *testing.T, m *mockllm.Server, search *httptest.Server) (
 }
 
 // postJSON posts body to base+path and returns the status and the body.
-func postJSON(t *testing.T, base, path string, body any) (int, string) {
+func postJSON(t testing.TB, base, path string, body any) (int, string) {
 	t.Helper()
 	var r io.Reader
 	if body != nil {
@@ -77,7 +77,7 @@ func postJSON(t *testing.T, base, path string, body any) (int, string) {
 	return res.StatusCode, string(out)
 }
 
-func stopTurn(t *testing.T, base, sid string) (int, string) {
+func stopTurn(t testing.TB, base, sid string) (int, string) {
 	t.Helper()
 	return postJSON(t, base, "/api/sessions/"+sid+"/stop", nil)
 }
