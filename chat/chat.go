@@ -34,6 +34,9 @@ type Message struct {
 	ToolName   string `json:"toolName,omitempty"`
 	// IsError marks a tool message whose call failed or was refused.
 	IsError bool `json:"isError,omitempty"`
+	// Denied marks a tool message whose call a person declined to approve
+	// (IsError is set too).
+	Denied bool `json:"denied,omitempty"`
 }
 
 // ToolCall is one call of a tool by a model, complete and validated: the name

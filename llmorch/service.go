@@ -142,7 +142,7 @@ func DeniedResult(call chat.ToolCall, reason string) chat.ToolResult {
 
 // ToolMessage is the history entry of a tool result.
 func ToolMessage(res chat.ToolResult) chat.Message {
-	return chat.Message{Role: chat.RoleTool, Content: res.Content, ToolCallID: res.CallID, ToolName: res.Name, IsError: res.IsError}
+	return chat.Message{Role: chat.RoleTool, Content: res.Content, ToolCallID: res.CallID, ToolName: res.Name, IsError: res.IsError, Denied: res.Denied}
 }
 
 // NewApprovalID returns the ID of a new approval request.
