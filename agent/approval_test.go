@@ -326,6 +326,7 @@ func TestStopCause(t *testing.T) {
 	r := newApprovalRig(t, approvalTemplate)
 	r.model.block = true
 	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	events, err := r.node.HandleMessage(ctx, r.id, "go")
 	if err != nil {
 		t.Fatal(err)
@@ -361,6 +362,7 @@ func TestStopDuringTool(t *testing.T) {
 	r.tools.hold = make(chan struct{})
 	r.model.script = [][]chat.Event{{call("c1", "think"), call("c2", "brainstorm")}}
 	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	go func() {
 		<-r.tools.hold
 		time.Sleep(10 * time.Millisecond)

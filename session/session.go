@@ -242,6 +242,7 @@ func (o updateOptions) applyApprovals(s *Session) error {
 	s.Approvals = next
 	return nil
 }
+
 // foreign reports whether s may not be used by a caller with these options:
 // another owner, or bound to another agent (an unbound session is anyone's
 // of its owner).

@@ -1042,7 +1042,9 @@ func (h *harness) approvalsExpire(t *testing.T) {
 	ctx := t.Context()
 	id := session.NewID()
 	must(s.Update(ctx, id, apply(orchestration.UserMessage("hi")),
-		session.WithApprovals(func([]session.Approval) ([]session.Approval, error) { return []session.Approval{pending("x1", "search")}, nil })))(t)
+		session.WithApprovals(func([]session.Approval) ([]session.Approval, error) {
+			return []session.Approval{pending("x1", "search")}, nil
+		})))(t)
 	if n := len(must(s.Get(ctx, id))(t).Approvals); n != 1 {
 		t.Fatalf("%d approvals, want 1", n)
 	}
