@@ -509,15 +509,18 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 
 // MaxAnsweredApprovals is how many answered approvals a session keeps, so
 // that a second answer to one is told it was answered rather than unknown.
-const MaxAnsweredApprovals = 64
+const MaxAnsweredApprovals = 32
 
 // KeepAnswered drops the oldest answered approvals beyond
-// MaxAnsweredApprovals; pending ones are always kept.
+// MaxAnsweredApprovals and the arguments of every answered one (the
+// history has them): the session's value, written at every step, stays
+// small. Pending ones are kept whole.
 func KeepAnswered(list []session.Approval) []session.Approval {
 	answered := 0
-	for _, a := range list {
+	for i, a := range list {
 		if a.Status != session.ApprovalPending {
 			answered++
+			list[i].Call.Arguments = nil
 		}
 	}
 	if answered <= MaxAnsweredApprovals {
