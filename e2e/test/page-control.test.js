@@ -144,6 +144,28 @@ test('a call waiting for approval survives a reload and is answered from there',
   await page.close();
 });
 
+test('two tabs on one conversation: the second answer to a call is refused and the tab shows what the server has', { skip }, async () => {
+  const a = await browser.open(server.base);
+  await pickAgent(a, 'planner');
+  await a.click('#new-chat');
+  await send(a, 'search the web for hotel prices');
+  const sid = await a.evaluate(() => sessionStorage.getItem('agentdock.session.planner'));
+  const b = await browser.open(server.base);
+  await b.click(`#conversation-list button[data-conversation="${sid}"]`);
+  await idle(b);
+  const cardB = b.locator('#log section.tool-card[data-tool="search"]').last();
+  assert.equal(await cardB.getAttribute('data-state'), 'approval-requested');
+  await a.locator('#log section.tool-card[data-tool="search"] button[data-action="approve"]').last().click();
+  await idle(a);
+  await cardB.locator('button[data-action="deny"]').click();
+  await b.waitForFunction(() => document.querySelector('#log section.tool-card[data-tool="search"]:last-of-type')?.dataset.state === 'output-error'
+    || [...document.querySelectorAll('#log section.tool-card[data-tool="search"]')].at(-1)?.dataset.state === 'output-error', null, { timeout: 10000 });
+  await idle(b);
+  assert.equal(await b.locator('#log section.tool-card[data-tool="search"]').last().getAttribute('data-state'), 'output-error', 'the tab does not show the approved call');
+  await a.close();
+  await b.close();
+});
+
 test('Regenerate and Copy: the last answer is replaced; answers and code blocks copy; code is highlighted', { skip }, async () => {
   const page = await browser.open(server.base);
   await pickAgent(page, 'cognitive-reasoner');

@@ -263,6 +263,11 @@ async function answer(s, approvalId, approved, reason) {
   updateComposer();
   last.view.setActions({ visible: false, regenerate: false });
   await play(s, (callbacks) => sendApprovals({ agentId, sessionId, approvals, ...callbacks }), last);
+  // Refused (another tab answered first, say): show what the server has.
+  if (last.turn.parts.some((p) => p.state === 'approval-responded') && sessions.get(agentId) === sessionId && !s.busy) {
+    reset(s);
+    if (s === current) selectAgent(agentId, { focus: false });
+  }
 }
 
 // play shows one assistant turn as start(callbacks) streams it, and keeps the
