@@ -124,8 +124,10 @@ function updateComposer() {
   const busy = Boolean(current?.busy);
   ui.send.disabled = busy || !current;
   ui.send.textContent = busy ? 'Answering…' : 'Send';
-  // Stop needs the session, which the server names as the answer starts.
+  // While an answer streams, Stop takes Send's place; it needs the
+  // session, which the server names as the answer starts.
   ui.stop.hidden = !busy;
+  ui.send.hidden = busy;
   ui.stop.disabled = !busy || !sessions.get(current.agent.id);
 }
 
