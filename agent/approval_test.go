@@ -376,3 +376,22 @@ func TestStopDuringTool(t *testing.T) {
 		t.Fatalf("ran %v, want only the first call", got)
 	}
 }
+
+// TestApprovalWithoutHistory: under historyPolicy "none" the turn that
+// answers approvals still shows the model its own turn (the user message,
+// the calls and their results), not a result without its call.
+func TestApprovalWithoutHistory(t *testing.T) {
+	r := newApprovalRig(t, `{"agentId": "ap", "name": "Ap", "nodes": ["llm.openai", "critique"], "chatSettings": {"historyPolicy": "none"},
+  "options": {"requireApproval": ["critique"]}}`)
+	r.model.script = [][]chat.Event{{call("c1", "critique")}}
+	drain(t)(r.node.HandleMessage(context.Background(), r.id, "earlier")) // held, then denied by the next message
+	drain(t)(r.node.HandleMessage(context.Background(), r.id, "go"))
+	r.model.script = [][]chat.Event{{call("c2", "critique")}}
+	drain(t)(r.node.HandleMessage(context.Background(), r.id, "now"))
+	ap := r.approvals()
+	drain(t)(r.node.HandleApprovals(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[len(ap)-1].ID, Approved: true}}))
+	msgs := r.model.last().Messages
+	if len(msgs) != 3 || msgs[0].Content != "now" || len(msgs[1].ToolCalls) != 1 || msgs[2].ToolCallID != "c2" {
+		t.Fatalf("the model got %+v, want the user message, the call and its result", msgs)
+	}
+}

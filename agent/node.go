@@ -589,8 +589,10 @@ func (n *Node) answerTurn(ctx context.Context, key string, sess session.Session,
 			denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, a.Reason)))
 		}
 	}
-	window := n.historyWindow()
-	st, history, err := n.cfg.Store.UpdateAppend(ctx, key, func(*orchestration.State) error { return nil }, denials, window,
+	// The whole history is read: the model must see at least this turn's
+	// user message and the calls being answered, whatever the policy's
+	// window (continuationWindow).
+	st, history, err := n.cfg.Store.UpdateAppend(ctx, key, func(*orchestration.State) error { return nil }, denials, -1,
 		session.WithLease(lease),
 		session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
 			for i := range cur {
@@ -611,13 +613,32 @@ func (n *Node) answerTurn(ctx context.Context, key string, sess session.Session,
 	if err != nil {
 		return llmorch.Turn{}, fmt.Errorf("recording the answers: %w", err)
 	}
-	if window != 0 {
-		history = append(history, denials...)
-	}
+	history = continuationWindow(append(history, denials...), n.historyWindow())
 	// The approved calls get their results in the turn, before the model
 	// is called: keep them in the history the model will see.
 	history = wellFormed(trimToUserStart(history), approved)
 	return llmorch.Turn{SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan}, nil
+}
+
+// continuationWindow cuts the history of a turn that answers approvals to
+// the policy's window (0 none, < 0 all), but never past the latest user
+// message: the model goes on with the turn that made the calls, which it
+// must see whole.
+func continuationWindow(h []chat.Message, window int) []chat.Message {
+	start := 0
+	switch {
+	case window == 0:
+		start = len(h)
+	case window > 0 && len(h) > window:
+		start = len(h) - window
+	}
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Role == chat.RoleUser {
+			start = min(start, i)
+			break
+		}
+	}
+	return h[start:]
 }
 
 // clip bounds an ID echoed in an error message.
