@@ -30,6 +30,7 @@ targets=(
 	"./scenario FuzzParse 30000"
 	"./server/internal/wire FuzzChatBody 40000"
 	"./server/internal/wire FuzzParseEventID 40000"
+	"./server/internal/wire FuzzApprovalAnswers 30000"
 	"./session FuzzParseRedisURL 20000"
 	"./llmorch/provider FuzzOpenAIStream 6000"
 	"./llmorch/provider FuzzAnthropicStream 6000"

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -50,4 +51,37 @@ func TestApprovalAnswers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzApprovalAnswers: no body makes the approval parsing panic; every
+// answer it returns names an approval and came with a decision, and every
+// refusal names where.
+func FuzzApprovalAnswers(f *testing.F) {
+	for _, s := range []string{
+		`{"sessionId":"s1234567","approvals":[{"id":"a","approved":true,"reason":"r"}]}`,
+		`{"messages":[{"id":"m","role":"assistant","parts":[{"type":"tool-x","toolCallId":"c","state":"approval-responded","approval":{"id":"a","approved":false}}]}]}`,
+		`{"approvals":[]}`, `{"approvals":[{}]}`, `{"message":"x","approvals":[{"id":"a","approved":true}]}`,
+		`{"messages":[{"role":"assistant","parts":[{"state":"approval-responded"}]}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r ApprovalRequest
+		if Unmarshal(data, &r) != nil {
+			return
+		}
+		answers, _, err := r.Answers()
+		if err != nil {
+			var ae *AnswerError
+			if !errors.As(err, &ae) || ae.Param == "" || ae.Reason == "" || answers != nil {
+				t.Fatalf("Answers() = %v, %v", answers, err)
+			}
+			return
+		}
+		for _, a := range answers {
+			if a.ID == "" || len(a.ID) > 256 {
+				t.Fatalf("an answer with the ID %q", a.ID)
+			}
+		}
+	})
 }
