@@ -66,6 +66,7 @@ bench: bench-go bench-load bench-soak
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./orchestration ./session/... ./llmorch/... ./tools/... ./turnlog/... ./agent ./server ./telemetry
+	$(GO) test -run '^$$' -bench StopAcrossReplicas -benchtime=200x -count=1 ./faults
 
 bench-load: BENCH_JSON ?= load.json
 bench-load: build

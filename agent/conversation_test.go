@@ -16,7 +16,7 @@ import (
 	"github.com/agentdock-go/agentdock/template"
 )
 
-func drain(t *testing.T, events func(func(chat.Event) bool)) []chat.Event {
+func drainTurn(t *testing.T, events func(func(chat.Event) bool)) []chat.Event {
 	t.Helper()
 	var out []chat.Event
 	for ev := range events {
@@ -65,7 +65,7 @@ func TestStatelessTurnMatchesSessionTurn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := drain(t, events)
+			got := drainTurn(t, events)
 			if !slices.Equal(toolCalls(got), toolCalls(want)) {
 				t.Fatalf("stateless tool calls %v, session's %v", toolCalls(got), toolCalls(want))
 			}
@@ -110,7 +110,7 @@ func TestStatelessHistoryReachesModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		drain(t, events)
+		drainTurn(t, events)
 		var got []string
 		for _, m := range rec.last.Messages {
 			got = append(got, m.Content)
@@ -144,7 +144,7 @@ func TestWithHistoryOnSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drain(t, events)
+	drainTurn(t, events)
 	stored, _ := store.Messages(ctx, id, 0)
 	var got []string
 	for _, m := range stored {
@@ -183,7 +183,7 @@ func TestRegenerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := drain(t, events)
+	evs := drainTurn(t, events)
 	if got := toolCalls(evs); !slices.Equal(got, []string{"critique", "debate", "reflect"}) {
 		t.Fatalf("regenerated turn's tool calls %v", got)
 	}
@@ -212,7 +212,7 @@ func TestRegenerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drain(t, events)
+	drainTurn(t, events)
 	if msgs, _ := store.Messages(ctx, fresh, 0); len(msgs) != 2 || msgs[0].Content != "Hello there" {
 		t.Fatalf("regenerate on a new session stored %+v", msgs)
 	}

@@ -43,7 +43,7 @@ func TestWellFormed(t *testing.T) {
 			[]chat.Message{user, calls("", "1"), result("1"), answer}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := wellFormed(tc.in)
+			got := wellFormed(tc.in, nil)
 			eq := func(a, b chat.Message) bool {
 				return a.Role == b.Role && a.Content == b.Content && a.ToolCallID == b.ToolCallID &&
 					slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y chat.ToolCall) bool { return x.ID == y.ID })

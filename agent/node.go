@@ -313,6 +313,19 @@ func (n *Node) recordStoreError(ctx context.Context, e *chat.Error) {
 }
 
 func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opts ...Option) (iter.Seq[chat.Event], error) {
+	o := collect(opts)
+	if err := n.checkMessage(message); err != nil {
+		return nil, err
+	}
+	if err := n.checkOptions(o); err != nil {
+		return nil, err
+	}
+	return n.begin(ctx, sessionID, o, func(store session.Store, key string, sess session.Session, lease session.Lease) (llmorch.Turn, error) {
+		return n.startTurn(ctx, store, key, message, sess, lease, o)
+	})
+}
+
+func collect(opts []Option) options {
 	var o options
 	for _, f := range opts {
 		f(&o)
@@ -320,14 +333,15 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 	if o.turnID == "" {
 		o.turnID = session.NewID()
 	}
+	return o
+}
+
+// begin claims the session and starts a turn on it with start, which
+// records what starts the turn under the lease in store (the agent's, or
+// a stateless turn's own).
+func (n *Node) begin(ctx context.Context, sessionID string, o options, start func(store session.Store, key string, sess session.Session, lease session.Lease) (llmorch.Turn, error)) (iter.Seq[chat.Event], error) {
 	// Tools learn what they run for (tools.CallFrom).
 	ctx = tools.WithCall(ctx, tools.Call{SessionID: sessionID, AgentID: n.ID(), Owner: o.owner, TurnID: o.turnID})
-	if err := n.checkMessage(message); err != nil {
-		return nil, err
-	}
-	if err := n.checkOptions(o); err != nil {
-		return nil, err
-	}
 	store, service, closeStore := n.cfg.Store, n.service, func() {}
 	if o.stateless {
 		var err error
@@ -359,12 +373,12 @@ func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opt
 	if sess.Turn != "" {
 		// The session's last turn ended without its last write: its
 		// replica died, or the store stopped answering. Save what it
-		// streamed before this turn's message.
+		// streamed before this turn starts.
 		if _, err := recoverTurn(ctx, n.cfg, key, sess.Turn, lease); err != nil {
 			n.cfg.Logger.WarnContext(ctx, "recovering the partial answer of an interrupted turn failed", "turn", sess.Turn, "err", err)
 		}
 	}
-	turn, err := n.startTurn(ctx, store, key, message, lease, sess.State, o)
+	turn, err := start(store, key, sess, lease)
 	if err != nil {
 		release()
 		closeStore()
@@ -420,30 +434,45 @@ func (n *Node) checkMessage(message string) error {
 // sees (key is the session's store key), in one store write (one Redis
 // round trip): the orchestration's view of the message (after the
 // replay of o.history), the message itself, and the history window before
-// it. st is the session's state as Claim returned it, current under the
-// lease.
-func (n *Node) startTurn(ctx context.Context, store session.Store, key, message string, lease session.Lease, st orchestration.State, o options) (llmorch.Turn, error) {
+// it. sess is the session as Claim returned it, current under the lease.
+//
+// Calls still waiting for approval are denied by the new message: their
+// results ("the user sent a new message") are recorded before it, in the
+// same write, so the model hears why they did not run.
+func (n *Node) startTurn(ctx context.Context, store session.Store, key, message string, sess session.Session, lease session.Lease, o options) (llmorch.Turn, error) {
 	engine := n.Engine()
-	window := 0
-	cs := n.Template().ChatSettings
-	switch {
-	case cs.HistoryPolicy == template.HistoryNone:
-	case cs.HistoryPolicy == template.HistoryLastN && cs.HistoryLength > 0:
-		window = cs.HistoryLength
-	default:
-		window = -1 // all
-	}
+	window := n.historyWindow()
 	user := chat.Message{Role: chat.RoleUser, Content: message}
-	msgs := append(slices.Clone(o.history), user)
+	st := sess.State
+	pending := sess.PendingApprovals()
+	var denials []chat.Message
+	for _, a := range pending {
+		denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, DeniedByNewMessage)))
+	}
 	opts := []session.UpdateOption{session.WithLease(lease), session.WithTurn(o.turnID)}
+	if len(pending) > 0 {
+		opts = append(opts, session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
+			if !samePending(cur, pending) {
+				return nil, errApprovalsMoved
+			}
+			for i := range cur {
+				if cur[i].Status == session.ApprovalPending {
+					cur[i].Status, cur[i].Reason = session.ApprovalDenied, DeniedByNewMessage
+				}
+			}
+			return llmorch.KeepAnswered(cur), nil
+		}))
+	}
+	msgs := append(append(slices.Clone(denials), o.history...), user)
 	regenerate := o.regenerate && st.UserMessages > 0
 	if regenerate {
 		if st.LastUserMessage != message {
 			return llmorch.Turn{}, ErrNotLastMessage
 		}
 		// The message stays where it is; the window read after the
-		// answer is dropped ends with it.
-		msgs = nil
+		// answer is dropped ends with it (and with it any call that
+		// waited, whose denial has nothing left to answer).
+		msgs, denials = nil, nil
 		opts = append(opts, session.DropLastAnswer())
 		if window > 0 {
 			window++
@@ -465,14 +494,267 @@ func (n *Node) startTurn(ctx context.Context, store session.Store, key, message 
 		if k := len(history); k > 0 && history[k-1].Role == chat.RoleUser {
 			history = history[:k-1]
 		}
-	} else if window != 0 && len(o.history) > 0 {
-		history = append(history, o.history...)
+	} else if window != 0 && len(denials)+len(o.history) > 0 {
+		history = append(append(history, denials...), o.history...)
 		if window > 0 && len(history) > window {
 			history = history[len(history)-window:]
 		}
 	}
-	history = wellFormed(trimToUserStart(history))
+	history = wellFormed(trimToUserStart(history), nil)
 	return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: stored.State, PreviousStep: dec.PreviousStep, History: append(history, user)}, nil
+}
+
+// historyWindow is how much history the model sees (0 none, -1 all).
+func (n *Node) historyWindow() int {
+	cs := n.Template().ChatSettings
+	switch {
+	case cs.HistoryPolicy == template.HistoryNone:
+		return 0
+	case cs.HistoryPolicy == template.HistoryLastN && cs.HistoryLength > 0:
+		return cs.HistoryLength
+	}
+	return -1 // all
+}
+
+// DeniedByNewMessage is the reason of a call denied because the user sent
+// a new message while it waited for approval.
+const DeniedByNewMessage = "the user sent a new message"
+
+// errApprovalsMoved: the session's pending approvals changed under the
+// lease, which only a store edited by hand does.
+var errApprovalsMoved = errors.New("the session's pending approvals changed while the turn held it")
+
+func samePending(cur, seen []session.Approval) bool {
+	var ids []string
+	for _, a := range cur {
+		if a.Status == session.ApprovalPending {
+			ids = append(ids, a.ID)
+		}
+	}
+	return slices.EqualFunc(ids, seen, func(id string, a session.Approval) bool { return id == a.ID })
+}
+
+// ApprovalAnswer is a person's answer to one approval request.
+type ApprovalAnswer struct {
+	// ID is the request's ID (chat.Approval.ID, the AI SDK's approvalId).
+	ID       string
+	Approved bool
+	// Reason, optional, is told to the model with a denial.
+	Reason string
+}
+
+// Errors of HandleApprovals, before a turn starts. Each wraps
+// ErrInvalidApproval.
+var (
+	// ErrInvalidApproval is the class of a bad answer.
+	ErrInvalidApproval = errors.New("invalid approval answer")
+	// ErrUnknownApproval: no approval of the session has the ID.
+	ErrUnknownApproval = fmt.Errorf("%w: unknown approval", ErrInvalidApproval)
+	// ErrApprovalAnswered: the approval was answered already.
+	ErrApprovalAnswered = fmt.Errorf("%w: approval already answered", ErrInvalidApproval)
+	// ErrApprovalsIncomplete: the answer leaves calls of the same model
+	// answer unanswered (the model can go on only when all are).
+	ErrApprovalsIncomplete = fmt.Errorf("%w: calls left unanswered", ErrInvalidApproval)
+)
+
+// ApprovalError locates an invalid answer: Index is its position in the
+// answers (-1 when it concerns none, like a missing one).
+type ApprovalError struct {
+	Err   error
+	Index int
+	ID    string
+	Msg   string
+}
+
+func (e *ApprovalError) Error() string { return e.Msg }
+func (e *ApprovalError) Unwrap() error { return e.Err }
+
+// MaxApprovalReasonBytes bounds the reason of an answer.
+const MaxApprovalReasonBytes = 2000
+
+// HandleApprovals answers the session's calls that wait for approval and
+// starts the turn that carries the answers out: a denied call is recorded
+// with its reason as its result and not run; an approved one runs in the
+// turn, if the orchestration offers it then, and is recorded like any
+// call; then the model goes on. Every pending call of the session must be
+// answered, each once.
+//
+// Errors before the turn: those of HandleMessage, and ErrUnknownApproval,
+// ErrApprovalAnswered, ErrApprovalsIncomplete or ErrInvalidApproval (a
+// reason too long or not UTF-8) as an *ApprovalError.
+func (n *Node) HandleApprovals(ctx context.Context, sessionID string, answers []ApprovalAnswer, opts ...Option) (iter.Seq[chat.Event], error) {
+	o := collect(opts)
+	ctx = telemetry.WithLogAttrs(ctx, slog.String("agent", n.ID()), slog.String("session", sessionID))
+	info := n.model.Info()
+	ctx, obs := n.cfg.Telemetry.StartTurn(ctx, telemetry.TurnInfo{
+		AgentID: n.ID(), AgentName: n.Template().Name, SessionID: sessionID,
+		Provider: info.Provider, Model: info.Model,
+	})
+	events, err := n.handleApprovals(ctx, sessionID, answers, o)
+	if err != nil {
+		obs.Reject(err)
+		return nil, err
+	}
+	return func(yield func(chat.Event) bool) {
+		defer obs.End()
+		for ev := range events {
+			obs.Observe(ev)
+			if ev.Kind == chat.KindError {
+				n.recordStoreError(ctx, ev.Error)
+			}
+			if !yield(ev) {
+				return
+			}
+		}
+	}, nil
+}
+
+func (n *Node) handleApprovals(ctx context.Context, sessionID string, answers []ApprovalAnswer, o options) (iter.Seq[chat.Event], error) {
+	if len(answers) == 0 {
+		return nil, &ApprovalError{Err: ErrInvalidApproval, Index: -1, Msg: "no answers: approvals must list at least one {id, approved}"}
+	}
+	for i, a := range answers {
+		switch {
+		case len(a.Reason) > MaxApprovalReasonBytes:
+			return nil, &ApprovalError{Err: ErrInvalidApproval, Index: i, ID: a.ID, Msg: fmt.Sprintf("the reason is %d bytes; the limit is %d", len(a.Reason), MaxApprovalReasonBytes)}
+		case !utf8.ValidString(a.Reason):
+			return nil, &ApprovalError{Err: ErrInvalidApproval, Index: i, ID: a.ID, Msg: "the reason is not valid UTF-8"}
+		}
+		for j := range i {
+			if answers[j].ID == a.ID {
+				return nil, &ApprovalError{Err: ErrApprovalAnswered, Index: i, ID: a.ID, Msg: fmt.Sprintf("approval %q is answered twice in this request", clip(a.ID))}
+			}
+		}
+	}
+	// The session must exist: answering approvals never creates one.
+	key := session.Key(o.owner, sessionID)
+	if _, err := n.cfg.Store.Get(ctx, key); err != nil {
+		if errors.Is(err, session.ErrNotFound) {
+			return nil, session.ErrNotFound
+		}
+		return nil, fmt.Errorf("opening session: %w", err)
+	}
+	return n.begin(ctx, sessionID, o, func(store session.Store, key string, sess session.Session, lease session.Lease) (llmorch.Turn, error) {
+		plan, err := planAnswers(sess.Approvals, answers)
+		if err != nil {
+			return llmorch.Turn{}, err
+		}
+		return n.answerTurn(ctx, store, key, sess, lease, plan, o)
+	})
+}
+
+// planAnswers checks the answers against the session's approvals and
+// returns them in the order the model made the calls.
+func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch.Answer, error) {
+	byID := map[string]int{}
+	for i, a := range answers {
+		byID[a.ID] = i
+	}
+	for i, a := range answers {
+		k := slices.IndexFunc(stored, func(s session.Approval) bool { return s.ID == a.ID })
+		switch {
+		case k < 0:
+			return nil, &ApprovalError{Err: ErrUnknownApproval, Index: i, ID: a.ID, Msg: fmt.Sprintf("no approval %q waits in this session", clip(a.ID))}
+		case stored[k].Status != session.ApprovalPending:
+			return nil, &ApprovalError{Err: ErrApprovalAnswered, Index: i, ID: a.ID, Msg: fmt.Sprintf("approval %q was already answered (%s)", clip(a.ID), stored[k].Status)}
+		}
+	}
+	var plan []llmorch.Answer
+	var missing []string
+	for _, s := range stored {
+		if s.Status != session.ApprovalPending {
+			continue
+		}
+		i, ok := byID[s.ID]
+		if !ok {
+			missing = append(missing, s.ID)
+			continue
+		}
+		plan = append(plan, llmorch.Answer{Call: s.Call, Approved: answers[i].Approved, Reason: answers[i].Reason})
+	}
+	if len(missing) > 0 {
+		return nil, &ApprovalError{Err: ErrApprovalsIncomplete, Index: -1, ID: missing[0],
+			Msg: fmt.Sprintf("every call waiting for approval must be answered at once; unanswered: %s", strings.Join(missing, ", "))}
+	}
+	return plan, nil
+}
+
+// answerTurn records the answers, the results of the denied calls with
+// them, in one write, and assembles the turn that carries them out.
+func (n *Node) answerTurn(ctx context.Context, store session.Store, key string, sess session.Session, lease session.Lease, plan []llmorch.Answer, o options) (llmorch.Turn, error) {
+	decided := map[string]llmorch.Answer{}
+	var denials []chat.Message
+	approved := map[string]bool{}
+	for _, a := range plan {
+		decided[a.Call.ID] = a
+		if a.Approved {
+			approved[a.Call.ID] = true
+		} else {
+			denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, a.Reason)))
+		}
+	}
+	// The whole history is read: the model must see at least this turn's
+	// user message and the calls being answered, whatever the policy's
+	// window (continuationWindow).
+	st, history, err := store.UpdateAppend(ctx, key, func(*orchestration.State) error { return nil }, denials, -1,
+		session.WithLease(lease), session.WithTurn(o.turnID),
+		session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
+			for i := range cur {
+				a, ok := decided[cur[i].Call.ID]
+				if !ok || cur[i].Status != session.ApprovalPending {
+					continue
+				}
+				cur[i].Status, cur[i].Reason = session.ApprovalDenied, a.Reason
+				if a.Approved {
+					cur[i].Status = session.ApprovalApproved
+				}
+			}
+			if len(slices.DeleteFunc(slices.Clone(cur), func(a session.Approval) bool { return a.Status != session.ApprovalPending })) > 0 {
+				return nil, errApprovalsMoved
+			}
+			return llmorch.KeepAnswered(cur), nil
+		}))
+	if err != nil {
+		return llmorch.Turn{}, fmt.Errorf("recording the answers: %w", err)
+	}
+	history = continuationWindow(append(history, denials...), n.historyWindow())
+	// The approved calls get their results in the turn, before the model
+	// is called: keep them in the history the model will see.
+	history = wellFormed(trimToUserStart(history), approved)
+	return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan}, nil
+}
+
+// continuationWindow cuts the history of a turn that answers approvals to
+// the policy's window (0 none, < 0 all), but never past the latest user
+// message: the model goes on with the turn that made the calls, which it
+// must see whole.
+func continuationWindow(h []chat.Message, window int) []chat.Message {
+	start := 0
+	switch {
+	case window == 0:
+		start = len(h)
+	case window > 0 && len(h) > window:
+		start = len(h) - window
+	}
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Role == chat.RoleUser {
+			start = min(start, i)
+			break
+		}
+	}
+	return h[start:]
+}
+
+// clip bounds an ID echoed in an error message.
+func clip(s string) string {
+	if len(s) > 80 {
+		for n := 80; n > 0; n-- {
+			if utf8.RuneStart(s[n]) {
+				return s[:n] + "…"
+			}
+		}
+	}
+	return s
 }
 
 // trimToUserStart drops messages from the front until the history starts
@@ -492,7 +774,10 @@ func trimToUserStart(h []chat.Message) []chat.Message {
 // with no result after it (the assistant message keeps its text). The
 // store never keeps either, but a history edited by hand or saved by an
 // older version may.
-func wellFormed(h []chat.Message) []chat.Message {
+//
+// The calls in keep stay even without a result: the turn adds their
+// results before the model sees the history (approved calls).
+func wellFormed(h []chat.Message, keep map[string]bool) []chat.Message {
 	var out []chat.Message
 	for i := 0; i < len(h); i++ {
 		m := h[i]
@@ -510,7 +795,7 @@ func wellFormed(h []chat.Message) []chat.Message {
 		}
 		answered := m.ToolCalls[:0:0]
 		for _, c := range m.ToolCalls {
-			if _, ok := results[c.ID]; ok {
+			if _, ok := results[c.ID]; ok || keep[c.ID] {
 				answered = append(answered, c)
 			}
 		}
@@ -519,8 +804,10 @@ func wellFormed(h []chat.Message) []chat.Message {
 			out = append(out, m)
 		}
 		for _, c := range answered {
-			out = append(out, results[c.ID])
-			delete(results, c.ID)
+			if r, ok := results[c.ID]; ok {
+				out = append(out, r)
+				delete(results, c.ID)
+			}
 		}
 		i = j - 1
 	}

@@ -34,6 +34,9 @@ type Message struct {
 	ToolName   string `json:"toolName,omitempty"`
 	// IsError marks a tool message whose call failed or was refused.
 	IsError bool `json:"isError,omitempty"`
+	// Denied marks a tool message whose call a person declined to approve
+	// (IsError is set too).
+	Denied bool `json:"denied,omitempty"`
 }
 
 // ToolCall is one call of a tool by a model, complete and validated: the name
@@ -58,6 +61,10 @@ type ToolResult struct {
 	// call is not recorded by the orchestration; a tool that ran and failed
 	// is.
 	NotRun bool `json:"notRun,omitempty"`
+	// Denied marks the result of a call a person declined to approve
+	// (NotRun and IsError are set too): Content tells the model so, with
+	// the person's reason.
+	Denied bool `json:"denied,omitempty"`
 }
 
 // Usage counts tokens, normalised across providers (OpenAI's prompt and

@@ -35,6 +35,15 @@ const (
 	// arguments that are not a JSON object); the call is answered with an
 	// error result and the turn goes on.
 	KindError Kind = "error"
+	// KindApproval asks a person to approve a tool call before it runs:
+	// ToolCall is the call and Approval names the request. The call is
+	// not run; the turn ends after the step (FinishApproval) and the
+	// session keeps the call pending until it is answered.
+	KindApproval Kind = "approval"
+	// KindAbort reports that the turn was stopped on request (a person's
+	// Stop, a client that closed its stream), with the reason in Text. The
+	// partial answer is saved and Done follows with FinishStopped.
+	KindAbort Kind = "abort"
 	// KindDone ends a turn; FinishReason says why.
 	KindDone Kind = "done"
 )
@@ -54,6 +63,7 @@ type Event struct {
 	Usage         *Usage      `json:"usage,omitempty"`
 	Error         *Error      `json:"error,omitempty"`
 	Limit         *Limit      `json:"limit,omitempty"`
+	Approval      *Approval   `json:"approval,omitempty"`
 	FinishReason  string      `json:"finishReason,omitempty"`
 	// Final marks the turn-total usage event.
 	Final bool `json:"final,omitempty"`
@@ -78,6 +88,29 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Approval is a request for a person's decision on one tool call.
+type Approval struct {
+	// ID names the request; the answer quotes it.
+	ID string `json:"id"`
+	// ToolCallID is the call's ID (ToolCall.ID).
+	ToolCallID string `json:"toolCallId"`
+}
+
+// Stop is the cause of a turn's context cancellation (see
+// context.WithCancelCause) when the turn was stopped on request rather than
+// failed: the turn ends with KindAbort and FinishStopped, the partial
+// answer saved, and no error.
+type Stop struct {
+	// Reason says who stopped the turn, safe to show.
+	Reason string `json:"reason"`
+}
+
+func (s *Stop) Error() string { return "stopped: " + s.Reason }
+
+// StoppedByUser is the cause of a turn stopped through the API's stop
+// endpoint.
+var StoppedByUser = &Stop{Reason: "stopped by the user"}
 
 // Limit is a turn budget that was reached: which one, its value, and a
 // message for the user that names the setting that changes it.
@@ -118,4 +151,9 @@ const (
 	FinishLength = "length"
 	// FinishTimeout: the turn reached its time budget.
 	FinishTimeout = "timeout"
+	// FinishStopped: the turn was stopped on request (KindAbort).
+	FinishStopped = "stopped"
+	// FinishApproval: the turn ended waiting for a person to approve tool
+	// calls (KindApproval).
+	FinishApproval = "approval"
 )

@@ -62,7 +62,7 @@ func runMain(m *testing.M) int {
 
 // slow skips t unless AGENTDOCK_SLOW_FAULTS=1 (`make faults`). The slow
 // variants are not a missing component, so they skip in CI too.
-func slow(t *testing.T) {
+func slow(t testing.TB) {
 	t.Helper()
 	if os.Getenv("AGENTDOCK_SLOW_FAULTS") != "1" {
 		t.Skip("slow fault variant: set AGENTDOCK_SLOW_FAULTS=1 (make faults)")
@@ -89,7 +89,7 @@ const faultsTemplate = `{
 
 // writeTemplate writes the faults template into a new directory for
 // TEMPLATES_DIR.
-func writeTemplate(t *testing.T) string {
+func writeTemplate(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, agentID), 0o755); err != nil {
@@ -103,7 +103,7 @@ func writeTemplate(t *testing.T) string {
 
 // newModel starts a mock model server for the test; scripts are queued
 // with Enqueue, and the default answers when the queue is empty.
-func newModel(t *testing.T, opts ...mockllm.Option) *mockllm.Server {
+func newModel(t testing.TB, opts ...mockllm.Option) *mockllm.Server {
 	t.Helper()
 	m := mockllm.New(opts...)
 	t.Cleanup(m.Close)
@@ -117,7 +117,7 @@ func modelEnv(m *mockllm.Server) []string {
 
 // serverProc is one `agentdock serve` child process.
 type serverProc struct {
-	t       *testing.T
+	t       testing.TB
 	cmd     *exec.Cmd
 	addr    string
 	logPath string
@@ -131,7 +131,7 @@ type serverProc struct {
 // entries win, so env may replace any of these, e.g. SESSION_STORE).
 // It waits for /healthz. Calling it twice with the same env gives two
 // replicas. Cleanup sends SIGTERM, then SIGKILL after five seconds.
-func startServer(t *testing.T, env ...string) *serverProc {
+func startServer(t testing.TB, env ...string) *serverProc {
 	t.Helper()
 	tdir := writeTemplate(t)
 	for attempt := 1; ; attempt++ {
@@ -148,7 +148,7 @@ func startServer(t *testing.T, env ...string) *serverProc {
 	}
 }
 
-func tryStartServer(t *testing.T, tdir string, extra []string) (*serverProc, error) {
+func tryStartServer(t testing.TB, tdir string, extra []string) (*serverProc, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("finding a free port: %w", err)
@@ -303,7 +303,7 @@ func (f frame) Field(name string) string {
 // stream is a client's view of one SSE answer; a goroutine reads it into
 // frames, so that Next can wait with a timeout.
 type stream struct {
-	t      *testing.T
+	t      testing.TB
 	Status int
 	Header http.Header
 	// Body is the whole answer of a non-200 response (a JSON error).
@@ -319,7 +319,7 @@ type stream struct {
 
 // chat posts a plain turn {"message","sessionId"} to /api/chat/:agentId and
 // fails the test unless the answer is a 200 stream.
-func chat(t *testing.T, base, agent, sessionID, message string) *stream {
+func chat(t testing.TB, base, agent, sessionID, message string) *stream {
 	t.Helper()
 	s := tryChat(t, base, agent, sessionID, message)
 	if s.Status != http.StatusOK {
@@ -330,7 +330,7 @@ func chat(t *testing.T, base, agent, sessionID, message string) *stream {
 
 // tryChat is chat without the status check: a non-200 answer has Status
 // and Body set and no frames.
-func tryChat(t *testing.T, base, agent, sessionID, message string) *stream {
+func tryChat(t testing.TB, base, agent, sessionID, message string) *stream {
 	t.Helper()
 	body, _ := json.Marshal(map[string]string{"message": message, "sessionId": sessionID})
 	req, err := http.NewRequest(http.MethodPost, base+"/api/chat/"+agent, bytes.NewReader(body))
@@ -343,7 +343,7 @@ func tryChat(t *testing.T, base, agent, sessionID, message string) *stream {
 
 // resume opens GET /api/sessions/:id/stream, with Last-Event-ID when
 // lastEventID is not empty. A 204 has Status 204 and no frames.
-func resume(t *testing.T, base, sessionID, lastEventID string) *stream {
+func resume(t testing.TB, base, sessionID, lastEventID string) *stream {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, base+"/api/sessions/"+sessionID+"/stream", nil)
 	if err != nil {
@@ -355,7 +355,7 @@ func resume(t *testing.T, base, sessionID, lastEventID string) *stream {
 	return open(t, req)
 }
 
-func open(t *testing.T, req *http.Request) *stream {
+func open(t testing.TB, req *http.Request) *stream {
 	t.Helper()
 	// No client timeout: streams last as long as their turn; Next bounds
 	// each wait instead.
@@ -501,7 +501,7 @@ func dataOf(frames []frame) string {
 
 // requireEnd checks that frames end a turn properly: exactly one finish
 // frame, then [DONE] as the last frame, and returns the finish reason.
-func requireEnd(t *testing.T, frames []frame) string {
+func requireEnd(t testing.TB, frames []frame) string {
 	t.Helper()
 	n := len(frames)
 	if n < 2 || frames[n-1].Data != "[DONE]" || frames[n-2].Type() != "finish" {
@@ -574,7 +574,7 @@ type sessionView struct {
 
 // getSession reads a session; status is the HTTP status (the view is
 // decoded only for 200) and raw the body.
-func getSession(t *testing.T, base, id string) (view sessionView, status int, raw string) {
+func getSession(t testing.TB, base, id string) (view sessionView, status int, raw string) {
 	t.Helper()
 	res, err := http.Get(base + "/api/sessions/" + id)
 	if err != nil {

@@ -116,9 +116,42 @@ type Turn struct {
 	// turn's first snapshot can report a transition the message caused.
 	PreviousStep string
 	// History is the conversation sent to the model, ending with the user
-	// message of this turn.
+	// message of this turn (or, for a turn that answers approvals, with the
+	// results the session has of the calls waiting for them).
 	History []chat.Message
+	// Answers are a person's decisions on the calls that waited for
+	// approval, in the order the model made them; the turn carries them
+	// out before its first model call. The session already records the
+	// decisions and, for the denied calls, their results (see
+	// DeniedResult): the service runs the approved calls and reports
+	// every answer.
+	Answers []Answer
 }
+
+// Answer is a person's decision on one call that waited for approval.
+type Answer struct {
+	Call     chat.ToolCall
+	Approved bool
+	Reason   string
+}
+
+// DeniedResult is what the model reads for a call a person declined: it
+// was not run, and why.
+func DeniedResult(call chat.ToolCall, reason string) chat.ToolResult {
+	content := "The user declined this call of " + call.Name + "; it was not run."
+	if reason != "" {
+		content = "The user declined this call of " + call.Name + "; it was not run. The user's reason: " + reason
+	}
+	return chat.ToolResult{CallID: call.ID, Name: call.Name, Content: content, Type: "denied", IsError: true, NotRun: true, Denied: true}
+}
+
+// ToolMessage is the history entry of a tool result.
+func ToolMessage(res chat.ToolResult) chat.Message {
+	return chat.Message{Role: chat.RoleTool, Content: res.Content, ToolCallID: res.CallID, ToolName: res.Name, IsError: res.IsError, Denied: res.Denied}
+}
+
+// NewApprovalID returns the ID of a new approval request.
+func NewApprovalID() string { return "approval-" + session.NewID() }
 
 // Budget returns the budget the service's turns run under: the template's
 // options, then ServiceConfig.Budget, then the defaults.
@@ -143,9 +176,17 @@ const saveTimeout = 5 * time.Second
 // event; every budget but MaxToolCalls then ends the turn with its finish
 // reason, the partial answer saved. A cancellation whose cause (see
 // context.WithCancelCause) is a *chat.Limit ends the turn the same way (the
-// server's budget on a stream's frames), and one whose cause is a
+// server's budget on a stream's frames), one whose cause is a
 // *chat.Error is reported as that error before Done (shutdown, a lost
-// lease).
+// lease), and one whose cause is a *chat.Stop (a person's Stop) ends with
+// chat.KindAbort and FinishStopped, the partial answer and usage saved.
+//
+// A call of a tool the orchestration requires approval for
+// (orchestration.Engine.NeedsApproval) is not run: the turn yields it as
+// chat.KindApproval, keeps it in the session (session.Approval) with the
+// step's other results, and ends after that step with FinishApproval. The
+// calls of the same answer that need no approval run as usual. A later
+// turn carries out the answers (Turn.Answers).
 func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.Seq[chat.Event] {
 	return func(yield func(chat.Event) bool) {
 		ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Budget.TurnTimeout, LimitTime(s.cfg.Budget.TurnTimeout))
@@ -165,13 +206,17 @@ func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.S
 		var last *chat.Event
 		if err != nil {
 			var (
-				lim *chat.Limit
-				ce  *chat.Error
+				lim  *chat.Limit
+				ce   *chat.Error
+				stop *chat.Stop
 			)
 			switch {
 			case errors.As(err, &lim), ctx.Err() != nil && errors.As(context.Cause(ctx), &lim):
 				reason = finishReason(lim)
 				last = &chat.Event{Kind: chat.KindLimit, Limit: lim}
+			case ctx.Err() != nil && errors.As(context.Cause(ctx), &stop):
+				reason = chat.FinishStopped
+				last = &chat.Event{Kind: chat.KindAbort, Text: stop.Reason}
 			case ctx.Err() != nil:
 				reason = chat.FinishCancelled
 				if errors.As(context.Cause(ctx), &ce) {
@@ -212,7 +257,13 @@ type run struct {
 	saved     int    // steps whose messages the store confirmed
 	ended     bool   // the turn's last write cleared the session's turn marker
 	noTools   bool   // the latest model call offered no tools (the final answer)
+	// answering: the call being run was approved, so it is not held for
+	// approval again.
+	answering bool
 }
+
+// errAwaitApproval ends a turn whose step holds calls for approval.
+var errAwaitApproval = errors.New("tool calls wait for approval")
 
 var errStopped = errors.New("consumer stopped")
 
@@ -229,12 +280,18 @@ func (r *run) emit(ev chat.Event) bool {
 
 func (r *run) loop(ctx context.Context) (string, error) {
 	budget := r.s.cfg.Budget
+	if err := r.answer(ctx); err != nil {
+		return "", err
+	}
 	for step := 1; ; step++ {
 		final := step > budget.MaxSteps
 		if step == budget.MaxSteps+1 && !r.emit(chat.Event{Kind: chat.KindLimit, Limit: limitSteps(budget.MaxSteps)}) {
 			return "", errStopped
 		}
 		calls, err := r.modelStep(ctx, final)
+		if errors.Is(err, errAwaitApproval) {
+			return chat.FinishApproval, nil
+		}
 		if err != nil {
 			return "", err
 		}
@@ -372,7 +429,13 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		}
 	}
 	msgs := []chat.Message{assistantMessage(text, calls)}
+	var held []session.Approval
 	for i, call := range calls {
+		if err := ctx.Err(); err != nil {
+			// Stopped between two calls: no new tool starts.
+			r.saveEnd(ctx, text, usage)
+			return err
+		}
 		if !r.emit(chat.Event{Kind: chat.KindToolCall, ToolCall: &call}) {
 			return errStopped
 		}
@@ -381,6 +444,14 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			res.result = refusedOverLimit(call, limit, made)
 		} else {
 			res = r.tool(ctx, call, invalid)
+		}
+		if res.held {
+			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC()}
+			held = append(held, a)
+			if !r.emit(chat.Event{Kind: chat.KindApproval, ToolCall: &call, Approval: &chat.Approval{ID: a.ID, ToolCallID: call.ID}}) {
+				return errStopped
+			}
+			continue
 		}
 		if err := ctx.Err(); err != nil {
 			// Cancelled mid-step: keep the text, drop the calls whose
@@ -391,7 +462,7 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		if res.err != nil {
 			return res.err
 		}
-		msgs = append(msgs, chat.Message{Role: chat.RoleTool, Content: res.result.Content, ToolCallID: call.ID, ToolName: call.Name, IsError: res.result.IsError})
+		msgs = append(msgs, ToolMessage(res.result))
 		result := res.result
 		if !r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &result}) {
 			return errStopped
@@ -402,21 +473,30 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			}
 		}
 	}
-	// The turn's last step (an answer without tool calls, or the final
-	// call) also clears the session's turn marker, in the same write.
-	last := len(calls) == 0 || r.noTools
-	if usage.IsZero() && !(last && r.turn.ID != "") {
+	// The turn's last step (an answer without tool calls, the final call,
+	// or calls held for approval, which end the turn) also clears the
+	// session's turn marker, in the same write.
+	last := len(calls) == 0 || r.noTools || len(held) > 0
+	if usage.IsZero() && len(held) == 0 && !(last && r.turn.ID != "") {
 		if err := cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, r.writeOpts(false)...); err != nil {
 			return &storeFailure{saved: r.saved, err: fmt.Errorf("saving the conversation: %w", err)}
 		}
 	} else {
-		// The usage and the step's messages in one write.
+		// The usage, the step's messages and the calls held for approval
+		// in one write: a held call is in the history exactly when the
+		// session keeps it pending.
+		opts := r.writeOpts(last)
+		if len(held) > 0 {
+			opts = append(opts, session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
+				return KeepAnswered(append(cur, held...)), nil
+			}))
+		}
 		st, _, err := cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(s *orchestration.State) error {
 			if !usage.IsZero() {
 				*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(usage))
 			}
 			return nil
-		}, msgs, 0, r.writeOpts(last)...)
+		}, msgs, 0, opts...)
 		if err != nil {
 			return &storeFailure{saved: r.saved, err: fmt.Errorf("recording token usage and saving the conversation: %w", err)}
 		}
@@ -435,6 +515,82 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			return errStopped
 		}
 	}
+	if len(held) > 0 {
+		return errAwaitApproval
+	}
+	return nil
+}
+
+// MaxAnsweredApprovals is how many answered approvals a session keeps, so
+// that a second answer to one is told it was answered rather than unknown.
+const MaxAnsweredApprovals = 32
+
+// KeepAnswered drops the oldest answered approvals beyond
+// MaxAnsweredApprovals and the arguments of every answered one (the
+// history has them): the session's value, written at every step, stays
+// small. Pending ones are kept whole.
+func KeepAnswered(list []session.Approval) []session.Approval {
+	answered := 0
+	for i, a := range list {
+		if a.Status != session.ApprovalPending {
+			answered++
+			list[i].Call.Arguments = nil
+		}
+	}
+	if answered <= MaxAnsweredApprovals {
+		return list
+	}
+	drop := answered - MaxAnsweredApprovals
+	out := list[:0:0]
+	for _, a := range list {
+		if a.Status != session.ApprovalPending && drop > 0 {
+			drop--
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// answer carries out a person's decisions before the turn's first model
+// call: a denied call is reported (the session holds its result already),
+// an approved one runs now, if the orchestration offers it now, and is
+// recorded like any call, counting as a call of the answer that made it.
+func (r *run) answer(ctx context.Context) error {
+	for _, a := range r.turn.Answers {
+		call := a.Call
+		if !a.Approved {
+			res := DeniedResult(call, a.Reason)
+			if !r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &res}) {
+				return errStopped
+			}
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r.answering = true
+		res := r.tool(ctx, call, nil)
+		r.answering = false
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if res.err != nil {
+			return res.err
+		}
+		msg := ToolMessage(res.result)
+		if err := r.s.cfg.Store.AppendMessages(ctx, r.turn.SessionID, []chat.Message{msg}, session.WithLease(r.turn.Lease)); err != nil {
+			return fmt.Errorf("saving the result of an approved call: %w", err)
+		}
+		r.messages = append(r.messages, msg)
+		result := res.result
+		if !r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &result}) {
+			return errStopped
+		}
+		if res.transition && !r.announce(r.snapshot(r.available())) {
+			return errStopped
+		}
+	}
 	return nil
 }
 
@@ -442,7 +598,9 @@ type toolOutcome struct {
 	result     chat.ToolResult
 	refused    bool
 	transition bool
-	err        error // a store failure: ends the turn
+	// held: the call waits for a person's approval; it did not run.
+	held bool
+	err  error // a store failure: ends the turn
 }
 
 // stream runs one model call inside its chat span.
@@ -528,6 +686,13 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 			}
 		}
 		return toolOutcome{result: refused(call, d.Reason), refused: true}
+	}
+	if !r.answering && cfg.Engine.NeedsApproval(r.state, call.Name) {
+		return toolOutcome{held: true, result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "approval_requested", Content: "waiting for the user's approval", NotRun: true}}
+	}
+	if err := ctx.Err(); err != nil {
+		// Stopped: a tool does not start.
+		return toolOutcome{result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "cancelled", Content: "the turn was stopped before this call ran", IsError: true, NotRun: true}}
 	}
 	// The tool learns what it runs for (tools.CallFrom): the turn's part
 	// comes from the agent, the call's from here.

@@ -44,6 +44,11 @@ type Config struct {
 	Unavailable []string
 	// HistoryLimit is how many tool uses a session keeps (default 100).
 	HistoryLimit int
+	// RequireApproval lists tool patterns whose calls wait for a person's
+	// approval in every step (the template's options.requireApproval); a
+	// step's own requireApproval adds to it. Its diagnostics are located at
+	// "options.requireApproval".
+	RequireApproval []string
 }
 
 // New checks spec against cfg and compiles it. It reports every problem in
@@ -101,6 +106,7 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 			e.tools = append(e.tools, t)
 		}
 	}
+	e.approval = approvalPatterns(cfg.RequireApproval, cfg.Tools, "options", d)
 
 	for i := range spec.Steps {
 		s := &spec.Steps[i]
@@ -168,6 +174,8 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 			st.warnings = append(st.warnings, warn)
 		}
 
+		st.approval = approvalPatterns(s.RequireApproval, cfg.Tools, path+":", d)
+
 		// Conditions.
 		if s.IsDefault && len(s.Conditions) > 0 {
 			d.warnf(path, "conditions: the default step's conditions are ignored")
@@ -194,6 +202,28 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 	}
 	e.warnShadowed(spec, d)
 	return e
+}
+
+// approvalPatterns checks requireApproval patterns: an empty one is an
+// error, one that matches none of the agent's tools a warning (a typo would
+// otherwise let the tool run unasked).
+func approvalPatterns(patterns, tools []string, where string, d *diagnoser) []string {
+	var out []string
+	for k, p := range patterns {
+		path := fmt.Sprintf("%s.requireApproval[%d]", where, k)
+		if strings.HasSuffix(where, ":") {
+			path = fmt.Sprintf("%s requireApproval[%d]", where, k)
+		}
+		switch {
+		case strings.TrimSpace(p) == "":
+			d.errorf(path, "an empty tool pattern")
+			continue
+		case !slices.ContainsFunc(tools, func(t string) bool { return matchPattern(p, t) }):
+			d.warnf(path, "%q matches none of the agent's tools (%s), so it asks approval for nothing", p, listOrNone(tools))
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 func compileCondition(c Condition, path string, d *diagnoser) (condition, bool) {

@@ -114,6 +114,8 @@ type Engine struct {
 	defaultStep  int
 	historyLimit int
 	turnScope    bool
+	// approval holds the patterns of options.requireApproval.
+	approval []string
 }
 
 type step struct {
@@ -124,6 +126,7 @@ type step struct {
 	sequence          [][]string
 	offers            [][]string // per sequence position
 	warnings          []string   // per sequence position
+	approval          []string   // requireApproval patterns
 }
 
 type condKind uint8
@@ -191,6 +194,19 @@ func (e *Engine) Apply(s State, ev Event) (State, Decision) {
 	}
 	d.Transition = s.ActiveStep != d.PreviousStep
 	return s, d
+}
+
+// NeedsApproval reports whether a call of tool in state s must wait for a
+// person's approval before it runs: the template's options.requireApproval
+// or the active step's requireApproval names it. It decides nothing about
+// whether the tool is offered; the runtime asks it for calls that would
+// run.
+func (e *Engine) NeedsApproval(s State, tool string) bool {
+	if matchAny(e.approval, tool) {
+		return true
+	}
+	st := e.step(s.ActiveStep)
+	return st != nil && matchAny(st.approval, tool)
 }
 
 // Offer returns the tools offered to the model in state s.
@@ -436,6 +452,8 @@ type StepInfo struct {
 	Sequence [][]string
 	// Tools are the step's tools: allowed minus denied, available ones only.
 	Tools []string
+	// RequireApproval are the step's requireApproval patterns.
+	RequireApproval []string
 }
 
 // Steps describes the compiled steps in template order. The slices are
@@ -443,7 +461,7 @@ type StepInfo struct {
 func (e *Engine) Steps() []StepInfo {
 	out := make([]StepInfo, len(e.steps))
 	for i, s := range e.steps {
-		out[i] = StepInfo{Name: s.name, Description: s.description, Default: s.isDefault, Sequence: s.sequence, Tools: s.tools}
+		out[i] = StepInfo{Name: s.name, Description: s.description, Default: s.isDefault, Sequence: s.sequence, Tools: s.tools, RequireApproval: s.approval}
 	}
 	return out
 }

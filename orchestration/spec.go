@@ -42,6 +42,10 @@ type Step struct {
 	AvailableTools *ToolFilter `json:"availableTools,omitempty"`
 	Sequence       []Group     `json:"sequence,omitempty"`
 	IsDefault      bool        `json:"isDefault,omitempty"`
+	// RequireApproval lists tool patterns (the syntax of availableTools)
+	// whose calls wait for a person's approval while this step is active:
+	// the runtime does not run such a call until someone approves it.
+	RequireApproval []string `json:"requireApproval,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }

@@ -45,9 +45,21 @@ func (s *Server) postChat(c *gin.Context) {
 		abortWith(c, newError(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", c.Param("agentId")))
 		return
 	}
-	var body wire.ChatRequest
-	if e := decodeJSON(c.Request, &body); e != nil {
+	var (
+		body      wire.ChatRequest
+		approvals wire.ApprovalRequest
+	)
+	if e := decodeJSON(c.Request, &body, &approvals); e != nil {
 		abortWith(c, e)
+		return
+	}
+	answers, messageID, aerr := approvals.Answers()
+	if aerr != nil {
+		abortWith(c, newParamError(http.StatusBadRequest, "invalid_approval", aerr.(*wire.AnswerError).Param, "%s", aerr.Error()))
+		return
+	}
+	if answers != nil {
+		s.answerApprovals(c, node, &body, answers, messageID)
 		return
 	}
 	text, err := body.Text()
@@ -92,23 +104,36 @@ func (s *Server) answerStartError(c *gin.Context, agentID string, err error) {
 // maps events again (the OpenAI endpoints); UI streams need the data only.
 // opts are the agent's (agent.WithOwner(owner) comes first).
 func (s *Server) startTurn(reqCtx context.Context, node *agent.Node, sessionID, message, owner string, keepEvents bool, opts ...agent.Option) (*turn, error) {
-	if s.turns.isClosing() {
-		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
-	}
 	if s.cfg.MaxMessageBytes > 0 && len(message) > s.cfg.MaxMessageBytes {
 		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
+	}
+	return s.launch(reqCtx, node, sessionID, owner, keepEvents, "", func(ctx context.Context, turnID string) (iter.Seq[chat.Event], error) {
+		return node.HandleMessage(ctx, sessionID, message, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
+	})
+}
+
+// launch starts the turn that begin starts (HandleMessage, HandleApprovals)
+// in its own goroutine; messageID, when set, is its start chunk's
+// messageId. The turn's context keeps the request's values (an embedder's
+// middleware may put its user there, for tools to read) but not its
+// cancellation: the request that started the turn may go away; the
+// server's shutdown still ends it.
+func (s *Server) launch(reqCtx context.Context, node *agent.Node, sessionID, owner string, keepEvents bool, messageID string, begin func(ctx context.Context, turnID string) (iter.Seq[chat.Event], error)) (*turn, error) {
+	if s.turns.isClosing() {
+		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
 	}
 	ctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(reqCtx))
 	stopWithServer := context.AfterFunc(s.base, func() { cancelCtx(errShutdown) })
 	cancel := func(cause error) { stopWithServer(); cancelCtx(cause) }
 	turnID := session.NewID()
-	events, err := node.HandleMessage(ctx, sessionID, message, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
+	events, err := begin(ctx, turnID)
 	if err != nil {
 		cancel(nil)
 		return nil, err
 	}
 	t := newTurn(turnID, sessionID, node.ID(), owner, cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
 	t.keepEvents = keepEvents
+	t.messageID = messageID
 	if !s.turns.register(t) {
 		// Shutdown began in between: run the turn's sequence cancelled, so
 		// that it releases the session.
@@ -147,7 +172,7 @@ func (s *Server) startTurn(reqCtx context.Context, node *agent.Node, sessionID, 
 // A cancellation the server caused (shutdown, disconnect grace, a full
 // log) is reported by the turn itself, from its context's cause.
 func (s *Server) runTurn(t *turn, events iter.Seq[chat.Event]) {
-	m := &uiMapper{turnID: t.id}
+	m := &uiMapper{turnID: t.id, messageID: t.messageID}
 	finished := false
 	defer func() {
 		if v := recover(); v != nil {

@@ -121,7 +121,10 @@ func abortWith(c *gin.Context, e *apiError) {
 // their HTTP answer. Anything unknown is a 500 whose message does not leak
 // the cause (the cause is logged by the caller).
 func turnStartError(err error) *apiError {
-	var ae *apiError
+	var (
+		ae    *apiError
+		apErr *agent.ApprovalError
+	)
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -130,6 +133,8 @@ func turnStartError(err error) *apiError {
 		return newError(http.StatusBadRequest, "invalid_message", "%s", err.Error())
 	case errors.Is(err, agent.ErrNotLastMessage):
 		return newError(http.StatusConflict, "regenerate_conflict", "only the answer to the session's last user message can be regenerated, and the request's last user message is not that one")
+	case errors.As(err, &apErr):
+		return approvalError(apErr)
 	case errors.Is(err, agent.ErrWrongAgent):
 		return newError(http.StatusConflict, "session_agent_mismatch", "the session belongs to another agent; start a new session for this one")
 	case errors.Is(err, session.ErrBusy):
@@ -164,13 +169,15 @@ func storeError(err error) *apiError {
 // column; unknown fields are allowed because the AI SDK sends fields this
 // server does not use (the OpenAI endpoints check theirs: readBody and
 // the wire parsers).
-func decodeJSON(r *http.Request, v any) *apiError {
+func decodeJSON(r *http.Request, vs ...any) *apiError {
 	data, e := readBody(r)
 	if e != nil {
 		return e
 	}
-	if err := wire.Unmarshal(data, v); err != nil {
-		return newError(http.StatusBadRequest, "invalid_json", "%s", err.Error())
+	for _, v := range vs {
+		if err := wire.Unmarshal(data, v); err != nil {
+			return newError(http.StatusBadRequest, "invalid_json", "%s", err.Error())
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -168,6 +169,17 @@ type sessionView struct {
 	Messages      []chat.Message `json:"messages"`
 	// Turn is the session's latest turn while its stream is kept.
 	Turn *turnView `json:"turn"`
+	// PendingApprovals are the tool calls that wait for a person's
+	// approval (answer them through POST /api/chat/:agentId).
+	PendingApprovals []approvalView `json:"pendingApprovals"`
+}
+
+type approvalView struct {
+	ApprovalID  string          `json:"approvalId"`
+	ToolCallID  string          `json:"toolCallId"`
+	ToolName    string          `json:"toolName"`
+	Input       json.RawMessage `json:"input"`
+	RequestedAt time.Time       `json:"requestedAt"`
 }
 
 type turnView struct {
@@ -251,6 +263,14 @@ func (s *Server) getSession(c *gin.Context) {
 	}
 	if v.Messages == nil {
 		v.Messages = []chat.Message{}
+	}
+	v.PendingApprovals = []approvalView{}
+	for _, a := range sess.PendingApprovals() {
+		in := a.Call.Arguments
+		if len(in) == 0 {
+			in = json.RawMessage("{}")
+		}
+		v.PendingApprovals = append(v.PendingApprovals, approvalView{ApprovalID: a.ID, ToolCallID: a.Call.ID, ToolName: a.Call.Name, Input: in, RequestedAt: a.RequestedAt})
 	}
 	if n, ok := s.cfg.Agents.Get(sess.Agent); ok {
 		snap := n.Engine().Snapshot(sess.State)

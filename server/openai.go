@@ -88,7 +88,10 @@ type oaExtended struct {
 	Warning       string           `json:"warning,omitempty"`
 	Limit         *chat.Limit      `json:"limit,omitempty"`
 	Error         *chat.Error      `json:"error,omitempty"`
-	FinishReason  string           `json:"finishReason,omitempty"`
+	// Approval: the call of toolCall waits for a person's approval
+	// (answer it with POST /api/chat/:agentId, docs/api.md).
+	Approval     *chat.Approval `json:"approval,omitempty"`
+	FinishReason string         `json:"finishReason,omitempty"`
 	// ToolCalls and ToolResults list a whole turn's tool activity in a
 	// non-streaming answer.
 	ToolCalls   []chat.ToolCall   `json:"toolCalls,omitempty"`
@@ -423,6 +426,8 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 			send(chunk(oaDelta{}, nil, &oaExtended{ToolCall: ev.ToolCall}))
 		case chat.KindToolResult:
 			send(chunk(oaDelta{}, nil, &oaExtended{ToolResult: ev.ToolResult}))
+		case chat.KindApproval:
+			send(chunk(oaDelta{}, nil, &oaExtended{ToolCall: ev.ToolCall, Approval: ev.Approval}))
 		case chat.KindOrchestration:
 			send(chunk(oaDelta{}, nil, &oaExtended{Orchestration: ev.Orchestration}))
 		case chat.KindWarning:
@@ -450,6 +455,14 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 		if ce, ok := err.(*chat.Error); ok {
 			sendError(ce)
 			finish(chat.FinishError, &oaExtended{FinishReason: chat.FinishError, Error: ce})
+			return
 		}
+		// The client closed its streaming connection: nobody reads this
+		// turn now, so it stops like one a person stopped (its partial
+		// answer is saved; its stream can still be read from the session).
+		t.cancel(errStreamClosed)
 	}
 }
+
+// errStreamClosed stops a /v1 streaming turn whose client went away.
+var errStreamClosed = &chat.Stop{Reason: "the client closed its streaming connection"}

@@ -57,6 +57,8 @@ type Server struct {
 	anyOrigin bool
 	// crossOrigin refuses cross-site requests from origins not in it.
 	crossOrigin *http.CrossOriginProtection
+	// unwatch ends the watch for stop requests from other replicas.
+	unwatch func()
 }
 
 var ginMode sync.Once
@@ -91,6 +93,7 @@ func New(cfg Config) (*Server, error) {
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	s.sse = newSSE(s)
 	s.engine = s.routes()
+	s.unwatch = s.watchStops()
 	return s, nil
 }
 
@@ -167,6 +170,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.stopBase()
+		s.unwatch()
 	})
 }
 
@@ -203,6 +207,7 @@ func (s *Server) routes() *gin.Engine {
 	api.GET("/sessions/:id", s.getSession)
 	api.DELETE("/sessions/:id", s.deleteSession)
 	api.GET("/sessions/:id/stream", s.resumeStream)
+	api.POST("/sessions/:id/stop", s.stopTurn)
 
 	v1 := e.Group("/v1", s.sameOrigin, s.identify, s.requireJSON, s.limitBody)
 	v1.GET("/models", s.listModels)

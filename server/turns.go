@@ -37,6 +37,8 @@ type turn struct {
 	key       string
 	agentID   string
 	owner     string
+	// messageID is the start chunk's messageId ("": the turn's ID).
+	messageID string
 	cancel    context.CancelCauseFunc
 	maxFrames int
 	grace     time.Duration

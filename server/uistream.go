@@ -22,6 +22,8 @@ type uiChunk struct {
 	Output     *uiToolOutput   `json:"output,omitempty"`
 	ErrorText  string          `json:"errorText,omitempty"`
 	Data       any             `json:"data,omitempty"`
+	ApprovalID string          `json:"approvalId,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
 	// FinishReason is one of the AI SDK's reasons: stop, length, error,
 	// other.
 	FinishReason string `json:"finishReason,omitempty"`
@@ -71,10 +73,13 @@ var doneData = []byte("[DONE]")
 // uiMapper turns the chat.Events of one turn into UI stream chunks. It keeps
 // the state the mapping needs: whether a text run is open and its ID.
 type uiMapper struct {
-	turnID   string
-	textOpen bool
-	textRuns int
-	textID   string
+	turnID string
+	// messageID is the start chunk's messageId: the turn's ID, or the
+	// client's assistant message that a turn answering approvals goes on.
+	messageID string
+	textOpen  bool
+	textRuns  int
+	textID    string
 }
 
 // item is one frame's payload with the event it came from (nil for frames
@@ -85,7 +90,11 @@ type item struct {
 }
 
 func (m *uiMapper) start() item {
-	return item{data: mustJSON(uiChunk{Type: "start", MessageID: m.turnID})}
+	id := m.messageID
+	if id == "" {
+		id = m.turnID
+	}
+	return item{data: mustJSON(uiChunk{Type: "start", MessageID: id})}
 }
 
 // mapEvent returns the frames of ev. sessionUsage, called for usage events
@@ -134,11 +143,24 @@ func (m *uiMapper) mapEvent(ev chat.Event, sessionUsage func() *chat.Usage) []it
 			return nil
 		}
 		closeText()
+		if r.Denied {
+			add(uiChunk{Type: "tool-output-denied", ToolCallID: r.CallID}, src)
+			break
+		}
 		if r.IsError {
 			add(uiChunk{Type: "tool-output-error", ToolCallID: r.CallID, ErrorText: r.Content}, src)
 		} else {
 			add(uiChunk{Type: "tool-output-available", ToolCallID: r.CallID, Output: &uiToolOutput{Content: r.Content, Type: r.Type}}, src)
 		}
+	case chat.KindApproval:
+		if ev.Approval == nil {
+			return nil
+		}
+		closeText()
+		add(uiChunk{Type: "tool-approval-request", ApprovalID: ev.Approval.ID, ToolCallID: ev.Approval.ToolCallID}, src)
+	case chat.KindAbort:
+		closeText()
+		add(uiChunk{Type: "abort", Reason: ev.Text}, src)
 	case chat.KindOrchestration:
 		s := ev.Orchestration
 		if s == nil {
@@ -190,6 +212,8 @@ func uiFinishReason(r string) string {
 		return "other"
 	case chat.FinishError:
 		return "error"
+	case chat.FinishApproval:
+		return "tool-calls"
 	}
 	return "other"
 }

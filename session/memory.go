@@ -195,10 +195,18 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 	if err := fn(&st); err != nil {
 		return Session{}, err
 	}
+	next := Session{}
+	if e != nil {
+		next = e.sess
+	}
+	if err := o.ApplyApprovals(&next); err != nil {
+		return Session{}, err
+	}
 	if e == nil {
 		e = m.create(id, o, now)
 	}
 	e.sess.State = st
+	e.sess.Approvals = next.Approvals
 	e.sess.Version++
 	o.ApplyTurn(&e.sess)
 	return e.session(), nil
@@ -381,10 +389,18 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	if err := fn(&st); err != nil {
 		return Session{}, nil, err
 	}
+	next := Session{}
+	if e != nil {
+		next = e.sess
+	}
+	if err := o.ApplyApprovals(&next); err != nil {
+		return Session{}, nil, err
+	}
 	if e == nil {
 		e = m.create(id, o, now)
 	}
 	e.sess.State = st
+	e.sess.Approvals = next.Approvals
 	e.sess.Version++
 	o.ApplyTurn(&e.sess)
 	if o.DropAnswer {

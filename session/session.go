@@ -26,6 +26,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +79,42 @@ type Session struct {
 	// Version increases with every write; stores use it for optimistic
 	// concurrency.
 	Version int64 `json:"version"`
+	// Approvals are the tool calls of the session that wait (or waited)
+	// for a person's approval, oldest first. They live and expire with the
+	// session, so any replica can answer them; writes change them with
+	// WithApprovals.
+	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// Approval is one tool call held for a person's decision.
+type Approval struct {
+	// ID names the request (the AI SDK's approvalId).
+	ID string `json:"id"`
+	// Call is the call as the model made it.
+	Call chat.ToolCall `json:"call"`
+	// Status is ApprovalPending until the call is answered.
+	Status string `json:"status"`
+	// Reason is the person's reason, for an answered call.
+	Reason      string    `json:"reason,omitempty"`
+	RequestedAt time.Time `json:"requestedAt"`
+}
+
+// Approval statuses.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalDenied   = "denied"
+)
+
+// PendingApprovals returns the approvals of s that are not answered yet.
+func (s Session) PendingApprovals() []Approval {
+	var out []Approval
+	for _, a := range s.Approvals {
+		if a.Status == ApprovalPending {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Store keeps sessions. Every method refreshes the session's sliding TTL.
@@ -171,6 +208,32 @@ type WriteOptions struct {
 	// DropAnswer: UpdateAppend drops the answer to the history's last user
 	// message before it appends (DropLastAnswer).
 	DropAnswer bool
+	// Approvals, when set, replaces the session's approvals with what it
+	// returns (WithApprovals); see ApplyApprovals.
+	Approvals func([]Approval) ([]Approval, error)
+}
+
+// WithApprovals makes an Update or UpdateAppend replace the session's
+// approvals with what fn returns, in the same atomic write as the state
+// (and the messages). fn gets a copy of the stored approvals; like the
+// update's own function it may run more than once and must have no side
+// effects, and an error from it aborts the write and is returned as is.
+// Other writes ignore it.
+func WithApprovals(fn func([]Approval) ([]Approval, error)) UpdateOption {
+	return func(o *WriteOptions) { o.Approvals = fn }
+}
+
+// ApplyApprovals runs the WithApprovals function on s, if there is one.
+func (o WriteOptions) ApplyApprovals(s *Session) error {
+	if o.Approvals == nil {
+		return nil
+	}
+	next, err := o.Approvals(slices.Clone(s.Approvals))
+	if err != nil {
+		return err
+	}
+	s.Approvals = next
+	return nil
 }
 
 // Options collects a write's options.

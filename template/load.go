@@ -191,9 +191,10 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 	}
 
 	engine, ods := orchestration.New(t.Orchestration, orchestration.Config{
-		Tools:        t.Tools(),
-		Unavailable:  unavailable,
-		HistoryLimit: historyLimit,
+		Tools:           t.Tools(),
+		Unavailable:     unavailable,
+		HistoryLimit:    historyLimit,
+		RequireApproval: t.Options.RequireApproval,
 	})
 	for _, d := range ods {
 		d.File = file

@@ -93,6 +93,10 @@ type Options struct {
 	// orchestration's conditions (recentlyUsedTools; default 100, at most
 	// MaxHistoryLimit). Nil when absent, so that an explicit 0 is an error.
 	HistoryLimit *int `json:"historyLimit,omitempty"`
+	// RequireApproval lists tool patterns (the syntax of a step's
+	// availableTools) whose calls wait for a person's approval in every
+	// step; a step's own requireApproval adds to it for that step.
+	RequireApproval []string `json:"requireApproval,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }

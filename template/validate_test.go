@@ -136,6 +136,10 @@ func TestValidationWarnings(t *testing.T) {
 		{"sequence_match without sequence", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"sequence_match"}]}`),
 			`"A": conditions[0].type: sequence_match on a step without a sequence never passes`},
 		{"second llm node", `{"agentId":"t","name":"T","nodes":["llm.openai","llm.anthropic"]}`, `w.json: nodes[1]: "llm.anthropic": more than one llm.* node; the first one is used`},
+		{"requireApproval option matching nothing", `{"agentId":"t","name":"T","nodes":["think"],"options":{"requireApproval":["serch"]}}`,
+			`w.json: options.requireApproval[0]: "serch" matches none of the agent's tools (think), so it asks approval for nothing`},
+		{"step requireApproval matching nothing", tmpl(stdNodes, `{"name":"A","isDefault":true,"requireApproval":["save_*"]}`),
+			`w.json: orchestration.steps[0] "A": requireApproval[0]: "save_*" matches none of the agent's tools`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

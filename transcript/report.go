@@ -34,6 +34,8 @@ type TurnReport struct {
 	Results []ToolOutcome
 	// Refused are the calls the orchestration refused.
 	Refused []Refusal
+	// Awaiting are the tools of the calls held for approval, in order.
+	Awaiting []string
 	// State is the session's orchestration state after the turn.
 	State        orchestration.State
 	FinishReason string

@@ -85,10 +85,20 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 		exec.reg.Store(reg)
 		model.start(i, t.Model)
 		tp := TurnReport{Index: i, User: t.User}
-		events, err := node.HandleMessage(ctx, rep.SessionID, t.User)
-		if err != nil {
+		var events iter.Seq[chat.Event]
+		if t.Approvals != nil {
+			tp.User = describeApprovals(t.Approvals)
+			var answers []agent.ApprovalAnswer
+			if answers, err = approvalAnswers(ctx, store, rep.SessionID, t.Approvals); err == nil {
+				events, err = node.HandleApprovals(ctx, rep.SessionID, answers)
+			}
+			if err != nil {
+				tp.Failure = "the answers were not accepted: " + err.Error()
+			}
+		} else if events, err = node.HandleMessage(ctx, rep.SessionID, t.User); err != nil {
 			tp.Failure = "the message was not accepted: " + err.Error()
-		} else {
+		}
+		if events != nil {
 			tp.collect(events)
 		}
 		tp.Calls, tp.Unanswered = model.finish()
@@ -104,6 +114,38 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// approvalAnswers names the session's waiting calls that the transcript's
+// answers answer: each answer takes the next waiting call of its tool.
+func approvalAnswers(ctx context.Context, store session.Store, sessionID string, list []Approval) ([]agent.ApprovalAnswer, error) {
+	sess, err := store.Get(ctx, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the session: %w", err)
+	}
+	waiting := sess.PendingApprovals()
+	var out []agent.ApprovalAnswer
+	for _, a := range list {
+		k := slices.IndexFunc(waiting, func(w session.Approval) bool { return w.Call.Name == a.Tool })
+		if k < 0 {
+			return nil, fmt.Errorf("no call of %q waits for approval", a.Tool)
+		}
+		out = append(out, agent.ApprovalAnswer{ID: waiting[k].ID, Approved: a.Approved, Reason: a.Reason})
+		waiting = slices.Delete(waiting, k, k+1)
+	}
+	return out, nil
+}
+
+func describeApprovals(list []Approval) string {
+	var parts []string
+	for _, a := range list {
+		verb := "deny"
+		if a.Approved {
+			verb = "approve"
+		}
+		parts = append(parts, verb+" "+a.Tool)
+	}
+	return "(answers: " + strings.Join(parts, ", ") + ")"
 }
 
 // load loads the transcript's agent: its template file, or a shipped agent.
@@ -303,6 +345,10 @@ func (tp *TurnReport) collect(events iter.Seq[chat.Event]) {
 			call++
 		case chat.KindTextDelta:
 			tp.Text += ev.Text
+		case chat.KindApproval:
+			if ev.ToolCall != nil {
+				tp.Awaiting = append(tp.Awaiting, ev.ToolCall.Name)
+			}
 		case chat.KindToolResult:
 			r := *ev.ToolResult
 			if r.Type == "refused" {
@@ -386,6 +432,9 @@ func check(t Turn, tp *TurnReport) []Mismatch {
 	}
 	if x.RecentlyUsedTools != nil && !tp.State.RecentlyUsedTools.Equal(*x.RecentlyUsedTools...) {
 		add(after, "recentlyUsedTools", list(*x.RecentlyUsedTools), list(tp.State.RecentlyUsedTools.Slice()))
+	}
+	if x.AwaitingApproval != nil && !slices.Equal(*x.AwaitingApproval, tp.Awaiting) && (len(*x.AwaitingApproval) > 0 || len(tp.Awaiting) > 0) {
+		add(after, "awaitingApproval", list(*x.AwaitingApproval), list(tp.Awaiting))
 	}
 	if x.FinishReason != nil && *x.FinishReason != tp.FinishReason {
 		add(after, "finishReason", *x.FinishReason, finish(tp))

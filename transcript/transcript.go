@@ -31,8 +31,11 @@
 //	       "activeStep": "EvaluationMode",          // after the turn; null for none
 //	       "sequenceIndex": 1,
 //	       "recentlyUsedTools": ["critique"],
+//	       "awaitingApproval": [],                  // the calls held for approval (requireApproval)
 //	       "finishReason": "stop"
-//	     }}
+//	     }},
+//	    {"approvals": [{"tool": "search", "approved": false, "reason": "not now"}],   // instead of "user"
+//	     "model": [{"text": "..."}], "expect": {...}}
 //	  ]
 //	}
 //
@@ -60,6 +63,8 @@ type (
 	Usage = format.Usage
 	// StandIn replaces a tool's result for a turn.
 	StandIn = format.StandIn
+	// Approval is the user's answer to a call that waits for approval.
+	Approval = format.Approval
 	// Expect lists what must hold after a turn; absent keys are not
 	// checked.
 	Expect = format.Expect

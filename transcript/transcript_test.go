@@ -250,6 +250,9 @@ func TestParseErrors(t *testing.T) {
 		{"both", `{"template": "t.json", "agent": "a", "turns": [{"user": "a", "model": [{"text": "b"}]}]}`, `line 1, column 33: agent: give "template" or "agent", not both`},
 		{"no turns", `{` + ok + `"turns": []}`, `turns: a transcript needs at least one turn`},
 		{"empty user", `{` + ok + `"turns": [{"user": " ", "model": [{"text": "b"}]}]}`, `turns[0].user: a turn needs the user's message`},
+		{"message and approvals", `{` + ok + `"turns": [{"user": "a", "approvals": [{"tool": "x", "approved": true}], "model": [{"text": "b"}]}]}`, `turns[0].approvals: a turn sends "user" (a message) or "approvals"`},
+		{"no approvals", `{` + ok + `"turns": [{"approvals": [], "model": [{"text": "b"}]}]}`, `turns[0].approvals: answer the calls that wait`},
+		{"nameless approval", `{` + ok + `"turns": [{"approvals": [{"approved": true}], "model": [{"text": "b"}]}]}`, `turns[0].approvals[0].tool: an answer names the tool`},
 		{"no answers", "{" + ok + "\"turns\": [\n{\"user\": \"a\", \"model\": []}]}", `line 2, column 24: turns[0].model: a turn needs the model's answer`},
 		{"empty answer", `{` + ok + `"turns": [{"user": "a", "model": [{"text": "b"}, {}]}]}`, `turns[0].model[1]: an answer needs "text", "toolCalls" or both`},
 		{"nameless call", `{` + ok + `"turns": [{"user": "a", "model": [{"toolCalls": [{"arguments": {}}]}]}]}`, `turns[0].model[0].toolCalls[0]: a tool call needs the tool's name`},
@@ -276,6 +279,7 @@ func TestFiles(t *testing.T) {
 	}
 	want := []string{
 		"../templates/cognitive-reasoner/tests/modes.json",
+		"../templates/planner/tests/approvals.json",
 		"../templates/planner/tests/explore-challenge-decide.json",
 		"../templates/research-assistant/tests/workflow.json",
 		"testdata/inline-example.json",

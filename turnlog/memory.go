@@ -21,6 +21,8 @@ type Memory struct {
 
 	stop chan struct{}
 	done chan struct{}
+
+	stops Watchers
 }
 
 type memTurn struct {
@@ -308,6 +310,28 @@ func (m *Memory) Forget(ctx context.Context, sessionID string) error {
 	}
 	return nil
 }
+
+// Stop implements Log: the process's Watchers are called at once.
+func (m *Memory) Stop(ctx context.Context, ref Ref) error {
+	t, err := m.get(ref)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	gone, done := t.gone, t.done
+	t.mu.Unlock()
+	switch {
+	case gone:
+		return fmt.Errorf("turn log: %s: %w", ref, ErrNotFound)
+	case done:
+		return fmt.Errorf("turn log: %s: %w", ref, ErrFinished)
+	}
+	go m.stops.Call(ref)
+	return nil
+}
+
+// WatchStops implements Log.
+func (m *Memory) WatchStops(fn func(Ref)) (cancel func()) { return m.stops.Add(fn) }
 
 // Close implements Log: it stops the janitor and drops every turn.
 func (m *Memory) Close() error {

@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/agentdock-go/agentdock/session"
@@ -175,9 +176,65 @@ type Log interface {
 	// Forget drops every kept turn of the session (the session was
 	// deleted). Readers waiting on them get ErrNotFound.
 	Forget(ctx context.Context, sessionID string) error
+	// Stop asks the writer of a running turn to stop it, from any process:
+	// the writer's WatchStops function is called with ref (Redis: within a
+	// round trip, through pub/sub, and again when its subscription
+	// reconnects while the request stands). It fails with ErrNotFound for
+	// a turn that is not kept and ErrFinished for a finished one.
+	Stop(ctx context.Context, ref Ref) error
+	// WatchStops calls fn, on a goroutine of the Log's, for every stop
+	// request of a running turn this process writes (started here and not
+	// finished), until the returned function is called. A request may be
+	// reported more than once.
+	WatchStops(fn func(Ref)) (cancel func())
 	// Close releases the Log's own resources; calls after it fail with
 	// ErrClosed and waiting calls return ErrClosed.
 	Close() error
+}
+
+// Watchers holds the WatchStops functions of a Log, for implementations:
+// Add registers one, Call calls them all.
+type Watchers struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func(Ref)
+}
+
+// Add registers fn until cancel is called.
+func (w *Watchers) Add(fn func(Ref)) (cancel func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fns == nil {
+		w.fns = map[int]func(Ref){}
+	}
+	id := w.next
+	w.next++
+	w.fns[id] = fn
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.fns, id)
+	}
+}
+
+// Call calls every registered function with ref.
+func (w *Watchers) Call(ref Ref) {
+	w.mu.Lock()
+	fns := make([]func(Ref), 0, len(w.fns))
+	for _, fn := range w.fns {
+		fns = append(fns, fn)
+	}
+	w.mu.Unlock()
+	for _, fn := range fns {
+		fn(ref)
+	}
+}
+
+// Count is the number of registered functions.
+func (w *Watchers) Count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.fns)
 }
 
 // Config is the behaviour every implementation shares.

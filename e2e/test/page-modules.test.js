@@ -1,11 +1,14 @@
 // Unit tests of the page's DOM-free modules (web/js/api.js and state.js),
-// run under node: the SSE framing, the chunk reducer, the agent list mapping
-// and the session store. The browser test covers the same code end to end;
+// run under node: the SSE framing, the chunk reducer (approvals, denials,
+// a stopped turn), the agent list mapping, the session store and the
+// conversation list. The browser test covers the same code end to end;
 // these pin the edge cases a live server rarely produces.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { backoffDelay, chatBody, normalizeAgent, parseEventId, parseSSE } from '../../web/js/api.js';
-import { Sessions, applyChunk, historyEntries, newTurn, snapshotOf, textOf } from '../../web/js/state.js';
+import { approvalsBody, backoffDelay, chatBody, normalizeAgent, parseEventId, parseSSE, stopTurn } from '../../web/js/api.js';
+import {
+  Conversations, Sessions, answerApproval, applyChunk, historyEntries, maxConversations, newTurn, notConfigured, pendingApprovals, snapshotOf, textOf,
+} from '../../web/js/state.js';
 
 // bodyOf returns a byte stream delivering the given string pieces one by one,
 // so frames and even lines and UTF-8 sequences split across reads.
@@ -207,4 +210,110 @@ test('snapshotOf fills what a snapshot leaves out', () => {
   assert.deepEqual(snapshotOf({ activeStep: 'A', sequenceIndex: 1, offeredTools: ['t'] }),
     { activeStep: 'A', sequenceIndex: 1, sequence: [], offeredTools: ['t'], previousStep: '', transition: false });
   assert.deepEqual(snapshotOf(null).offeredTools, []);
+});
+
+// A Storage stand-in backed by a Map, as localStorage behaves.
+function memoryStorage() {
+  const m = new Map();
+  return { getItem: (k) => (m.has(k) ? m.get(k) : null), setItem: (k, v) => m.set(k, String(v)), removeItem: (k) => m.delete(k) };
+}
+
+test('applyChunk: an approval request, the answers, a denial and an approved output', () => {
+  const turn = newTurn();
+  for (const c of [
+    { type: 'tool-input-start', toolCallId: 'c1', toolName: 'search' },
+    { type: 'tool-input-available', toolCallId: 'c1', toolName: 'search', input: { query: 'q' } },
+    { type: 'tool-approval-request', approvalId: 'a1', toolCallId: 'c1' },
+    { type: 'tool-input-available', toolCallId: 'c2', toolName: 'think', input: {} },
+    { type: 'tool-approval-request', approvalId: 'a2', toolCallId: 'c2' },
+    { type: 'finish', finishReason: 'tool-calls' },
+  ]) applyChunk(turn, c);
+  assert.equal(turn.finishReason, 'tool-calls');
+  assert.deepEqual(pendingApprovals(turn).map((p) => `${p.toolName}:${p.approvalId}`), ['search:a1', 'think:a2']);
+  // Answers go out once every waiting call is decided, with the reasons given.
+  assert.equal(answerApproval(turn, 'a2', false, '  too slow '), null);
+  assert.equal(answerApproval(turn, 'nope', true), null, 'an unknown approval is no answer');
+  assert.deepEqual(answerApproval(turn, 'a1', true), [{ id: 'a1', approved: true }, { id: 'a2', approved: false, reason: 'too slow' }]);
+  assert.equal(answerApproval(turn, 'a1', false), null, 'an answered approval is not answered again');
+  // The turn that carries them out reports each call's end.
+  applyChunk(turn, { type: 'start', messageId: 'same' });
+  applyChunk(turn, { type: 'tool-output-available', toolCallId: 'c1', output: { content: 'found' } });
+  applyChunk(turn, { type: 'tool-output-denied', toolCallId: 'c2' });
+  assert.deepEqual(turn.parts.map((p) => p.state), ['output-available', 'output-denied']);
+  assert.deepEqual(pendingApprovals(turn), []);
+});
+
+test('applyChunk: a stopped turn ends with a stopped part and its text done', () => {
+  const turn = newTurn();
+  applyChunk(turn, { type: 'text-start', id: 't' });
+  applyChunk(turn, { type: 'text-delta', id: 't', delta: 'half an ans' });
+  applyChunk(turn, { type: 'abort', reason: 'stopped by the user' });
+  applyChunk(turn, { type: 'finish', finishReason: 'other' });
+  assert.equal(turn.finished, true);
+  assert.deepEqual(turn.parts.map((p) => p.kind), ['text', 'stopped']);
+  assert.equal(turn.parts[0].done, true);
+  assert.equal(turn.parts[1].reason, 'stopped by the user');
+  assert.equal(textOf(turn), 'half an ans');
+});
+
+test('notConfigured tells a missing service from a failure', () => {
+  const turn = newTurn();
+  applyChunk(turn, { type: 'tool-output-error', toolCallId: 'c', toolName: 'search', errorText: 'tool "search" failed: web search is not configured: set SEARXNG_URL' });
+  applyChunk(turn, { type: 'tool-output-error', toolCallId: 'd', toolName: 'think', errorText: 'tool "think" failed: field "topic" is required' });
+  assert.deepEqual(turn.parts.map((p) => p.notConfigured), [true, false]);
+  assert.equal(notConfigured('Search is NOT configured'), true);
+  assert.equal(notConfigured(undefined), false);
+});
+
+test('historyEntries shows denied calls and the calls that still wait', () => {
+  const entries = historyEntries([
+    { role: 'user', content: 'go' },
+    { role: 'assistant', toolCalls: [{ id: 'c1', name: 'search', arguments: {} }, { id: 'c2', name: 'think', arguments: {} }, { id: 'c3', name: 'search', arguments: {} }] },
+    { role: 'tool', toolCallId: 'c1', toolName: 'search', content: 'The user declined', isError: true, denied: true },
+    { role: 'tool', toolCallId: 'c2', toolName: 'think', content: 'ok' },
+  ], { pendingApprovals: [{ approvalId: 'a3', toolCallId: 'c3', toolName: 'search' }, { approvalId: 'ax', toolCallId: 'elsewhere' }] });
+  const turn = entries[1].turn;
+  assert.deepEqual(turn.parts.map((p) => `${p.toolCallId}:${p.state}`), ['c1:output-denied', 'c2:output-available', 'c3:approval-requested']);
+  assert.equal(turn.parts[2].approvalId, 'a3');
+});
+
+test('approvalsBody and chatBody with a trigger', () => {
+  assert.deepEqual(approvalsBody('s1234567', [{ id: 'a', approved: true }]), { sessionId: 's1234567', approvals: [{ id: 'a', approved: true }] });
+  assert.equal(chatBody('again', 's1234567', { trigger: 'regenerate-message' }).trigger, 'regenerate-message');
+  assert.equal('trigger' in chatBody('hi'), false);
+});
+
+test('stopTurn: 202 is true, 204 false, an error is an ApiError', async () => {
+  const calls = [];
+  const answer = (status, body = '') => async (url, init) => {
+    calls.push([url, init.method]);
+    return new Response(status === 204 ? null : body, { status, headers: { 'content-type': 'application/json' } });
+  };
+  assert.equal(await stopTurn('s1234567', { fetchImpl: answer(202, '{"status":"stopping"}'), base: 'http://x' }), true);
+  assert.deepEqual(calls[0], ['http://x/api/sessions/s1234567/stop', 'POST']);
+  assert.equal(await stopTurn('s1234567', { fetchImpl: answer(204) }), false);
+  await assert.rejects(stopTurn('s1234567', { fetchImpl: answer(404, '{"error":{"code":"session_not_found","message":"no such session"}}') }),
+    (err) => err.name === 'ApiError' && err.status === 404 && err.code === 'session_not_found');
+});
+
+test('Conversations: newest first, one entry per session, bounded, shared through storage', () => {
+  const storage = memoryStorage();
+  const a = new Conversations(storage);
+  a.touch({ id: 's1', agentId: 'planner', title: 'Plan the offsite', now: 1 });
+  a.touch({ id: 's2', agentId: 'cognitive-reasoner', title: 'Critique', now: 2 });
+  a.touch({ id: 's1', agentId: 'planner', title: 'a later message', now: 3 });
+  // Another tab (another instance on the same storage) sees the same list.
+  const b = new Conversations(storage);
+  assert.deepEqual(b.list().map((c) => `${c.id}:${c.title}`), ['s1:Plan the offsite', 's2:Critique']);
+  b.remove('s2');
+  assert.deepEqual(a.list().map((c) => c.id), ['s1']);
+  for (let i = 0; i < maxConversations + 5; i++) a.touch({ id: `x${i}`, agentId: 'planner', now: 10 + i });
+  assert.equal(a.list().length, maxConversations);
+  assert.equal(a.list().at(-1).id, 'x5', 'the oldest were not dropped first');
+  // Broken or disabled storage: the list lives as long as the page.
+  storage.setItem('agentdock.conversations', '{not json');
+  assert.doesNotThrow(() => a.list());
+  const off = new Conversations({ getItem() { throw new Error('denied'); }, setItem() { throw new Error('denied'); } });
+  off.touch({ id: 's9', agentId: 'planner', title: 't' });
+  assert.deepEqual(off.list().map((c) => c.id), ['s9']);
 });

@@ -14,8 +14,9 @@ test('web/vendor matches node_modules', () => {
 
 test('web/vendor/README.md names the installed versions', () => {
   const readme = readFileSync(new URL('../../web/vendor/README.md', import.meta.url), 'utf8');
-  for (const name of ['marked', 'dompurify']) {
+  for (const name of ['marked', 'dompurify', '@highlightjs/cdn-assets']) {
     const { version } = JSON.parse(readFileSync(new URL(`../node_modules/${name}/package.json`, import.meta.url), 'utf8'));
-    assert.match(readme, new RegExp(`\\b${name}\\b[^\\n]*\\| ${version.replaceAll('.', '\\.')} \\|`), `README.md does not list ${name} ${version}`);
+    const escaped = name.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+    assert.match(readme, new RegExp(`(^|[^\\w@/-])${escaped}\\b[^\\n]*\\| ${version.replaceAll('.', '\\.')} \\|`), `README.md does not list ${name} ${version}`);
   }
 });

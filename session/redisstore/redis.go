@@ -392,6 +392,12 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			}
 			return session.Session{}, nil, err
 		}
+		if err := o.ApplyApprovals(&next); err != nil {
+			if exists {
+				kl.last = &cur
+			}
+			return session.Session{}, nil, err
+		}
 		next.State, next.LastAccessed = st, now
 		next.Version = cur.Version + 1
 		o.ApplyTurn(&next)

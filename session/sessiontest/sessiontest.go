@@ -66,6 +66,8 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"TurnMarker", h.turnMarker},
 		{"UpdateAppendFencedOrFailed", h.updateAppendRefused},
 		{"UpdateAppendDropLastAnswer", h.dropLastAnswer},
+		{"Approvals", h.approvals},
+		{"ApprovalsExpireWithTheSession", h.approvalsExpire},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1017,5 +1019,143 @@ func (h *harness) dropLastAnswer(t *testing.T) {
 	}
 	if got := must(s.Messages(ctx, other, 0))(t); len(got) != 2 {
 		t.Fatalf("a history without a user message lost messages: %+v", got)
+	}
+}
+
+func pending(id, tool string) session.Approval {
+	return session.Approval{ID: id, Status: session.ApprovalPending,
+		Call:        chat.ToolCall{ID: "call-" + id, Name: tool, Arguments: []byte(`{"q":"x"}`)},
+		RequestedAt: time.Now().UTC().Truncate(time.Millisecond)}
+}
+
+// approvals: WithApprovals changes a session's approvals in the same atomic
+// write as its state (and messages), fenced by the lease like them; a
+// failing function or a stale lease writes nothing; every read returns
+// them, Claim included, and Reset keeps them.
+func (h *harness) approvals(t *testing.T) {
+	const lockTTL = 300 * time.Millisecond
+	s, c := h.store(t, session.Config{LockTTL: lockTTL})
+	ctx := t.Context()
+	id := session.NewID()
+	_, a, err := s.Claim(ctx, id, session.WithOwner("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(list ...session.Approval) session.UpdateOption {
+		return session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) { return append(cur, list...), nil })
+	}
+	p1, p2 := pending("a1", "search"), pending("a2", "fetch")
+	sess, hist, err := s.UpdateAppend(ctx, id, apply(orchestration.UserMessage("hi")),
+		[]chat.Message{{Role: chat.RoleUser, Content: "hi"}, {Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{p1.Call, p2.Call}}}, 0,
+		session.WithLease(a), set(p1, p2))
+	if err != nil || len(hist) != 0 {
+		t.Fatalf("UpdateAppend with approvals: %v", err)
+	}
+	if len(sess.Approvals) != 2 || sess.Approvals[0].ID != "a1" || sess.Approvals[1].Call.Name != "fetch" {
+		t.Fatalf("UpdateAppend returned the approvals %+v", sess.Approvals)
+	}
+	got := must(s.Get(ctx, id))(t)
+	if len(got.Approvals) != 2 || string(got.Approvals[0].Call.Arguments) != `{"q":"x"}` || !got.Approvals[0].RequestedAt.Equal(p1.RequestedAt) {
+		t.Fatalf("Get returned the approvals %+v", got.Approvals)
+	}
+	if pend := got.PendingApprovals(); len(pend) != 2 {
+		t.Fatalf("PendingApprovals = %+v", pend)
+	}
+	// A write without WithApprovals keeps them.
+	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(a)))(t)
+	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleTool, ToolCallID: "call-a1", Content: "r"}}, session.WithLease(a)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(must(s.Get(ctx, id))(t).Approvals); n != 2 {
+		t.Fatalf("a write without WithApprovals left %d approvals, want 2", n)
+	}
+	// Update answers one; the function gets a copy it may change.
+	answer := session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
+		for i := range cur {
+			if cur[i].ID == "a1" {
+				cur[i].Status, cur[i].Reason = session.ApprovalDenied, "not now"
+			}
+		}
+		return cur, nil
+	})
+	sess = must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(a), answer))(t)
+	if sess.Approvals[0].Status != session.ApprovalDenied || sess.Approvals[0].Reason != "not now" || sess.Approvals[1].Status != session.ApprovalPending {
+		t.Fatalf("after answering a1: %+v", sess.Approvals)
+	}
+	if pend := must(s.Get(ctx, id))(t).PendingApprovals(); len(pend) != 1 || pend[0].ID != "a2" {
+		t.Fatalf("PendingApprovals after answering a1 = %+v", pend)
+	}
+	before := must(s.Get(ctx, id))(t)
+
+	// A failing approvals function aborts the whole write.
+	boom := errors.New("unknown approval")
+	_, err = s.Update(ctx, id, apply(orchestration.ToolUsed("think")), session.WithLease(a),
+		session.WithApprovals(func([]session.Approval) ([]session.Approval, error) { return nil, boom }))
+	wantErr(t, "Update whose approvals function fails", err, boom)
+	_, _, err = s.UpdateAppend(ctx, id, apply(orchestration.ToolUsed("think")), []chat.Message{{Role: chat.RoleAssistant, Content: "no"}}, 0, session.WithLease(a),
+		session.WithApprovals(func([]session.Approval) ([]session.Approval, error) { return nil, boom }))
+	wantErr(t, "UpdateAppend whose approvals function fails", err, boom)
+	if after := must(s.Get(ctx, id))(t); after.Version != before.Version || len(after.Approvals) != 2 || after.State.RecentlyUsedTools.Len() != before.State.RecentlyUsedTools.Len() {
+		t.Fatalf("a failed write changed the session: before %+v, after %+v", before, after)
+	}
+
+	// Reset keeps them (they belong to the history); Claim returns them.
+	a.Release(ctx)
+	if err := s.Reset(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	claimed, b, err := s.Claim(ctx, id, session.WithOwner("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed.Approvals) != 2 || claimed.PendingApprovals()[0].ID != "a2" {
+		t.Fatalf("Claim after Reset returned the approvals %+v", claimed.Approvals)
+	}
+	// A superseded lease's approvals write is fenced.
+	c.advance(lockTTL + 200*time.Millisecond)
+	_, bb, err := s.Claim(ctx, id, session.WithOwner("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bb.Release(ctx)
+	_, err = s.Update(ctx, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(b), answer)
+	wantErr(t, "an approvals write by the superseded holder", err, session.ErrFenced)
+	// Clearing them.
+	cleared := must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(bb),
+		session.WithApprovals(func([]session.Approval) ([]session.Approval, error) { return nil, nil })))(t)
+	if len(cleared.Approvals) != 0 || len(must(s.Get(ctx, id))(t).Approvals) != 0 {
+		t.Fatalf("cleared approvals: %+v", cleared.Approvals)
+	}
+	// Delete removes them with the session.
+	if err := s.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Get(ctx, id)
+	wantErr(t, "Get after Delete", err, session.ErrNotFound)
+}
+
+// approvalsExpire: a session's pending approvals go when the session
+// expires; a new session of the same ID has none.
+func (h *harness) approvalsExpire(t *testing.T) {
+	const ttl = time.Second
+	s, c := h.store(t, session.Config{TTL: ttl})
+	ctx := t.Context()
+	id := session.NewID()
+	must(s.Update(ctx, id, apply(orchestration.UserMessage("hi")),
+		session.WithApprovals(func([]session.Approval) ([]session.Approval, error) {
+			return []session.Approval{pending("x1", "search")}, nil
+		})))(t)
+	if n := len(must(s.Get(ctx, id))(t).Approvals); n != 1 {
+		t.Fatalf("%d approvals, want 1", n)
+	}
+	c.advance(ttl + 300*time.Millisecond)
+	_, err := s.Get(ctx, id)
+	wantErr(t, "Get after the TTL", err, session.ErrNotFound)
+	fresh, created, err := s.GetOrCreate(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !created || len(fresh.Approvals) != 0 {
+		t.Fatalf("the session after expiry: created %v, approvals %+v", created, fresh.Approvals)
 	}
 }

@@ -85,6 +85,12 @@ type Log struct {
 	writers sync.Map // stream key -> *writer
 	hub     hub
 
+	// stops are the WatchStops functions; the first starts the
+	// subscription to the stop channel (listen).
+	stops     turnlog.Watchers
+	listening sync.Once
+	listener  sync.WaitGroup
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -92,6 +98,9 @@ type Log struct {
 // writer is the state of a turn this replica writes: its last seq, so that
 // a retried Append is recognised, and when the keys' TTLs were last set.
 type writer struct {
+	// ref names the turn when this replica started it (Start); a stop
+	// request that the subscription may have missed is looked up for it.
+	ref       turnlog.Ref
 	mu        sync.Mutex
 	last      int64
 	refreshed time.Time
@@ -230,7 +239,7 @@ func (r *Log) Start(ctx context.Context, m turnlog.Meta) error {
 	if err != nil {
 		return r.fail(m.Ref, "start", err)
 	}
-	r.writers.Store(r.streamKey(m.Ref), &writer{refreshed: now})
+	r.writers.Store(r.streamKey(m.Ref), &writer{ref: m.Ref, refreshed: now})
 	return nil
 }
 
@@ -547,6 +556,92 @@ func (r *Log) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.closed)
 		r.hub.wg.Wait()
+		r.listener.Wait()
 	})
 	return nil
+}
+
+func (r *Log) stopChannel() string { return r.cfg.Prefix + ":stops" }
+
+// Stop implements Log: one script records the request on the turn and
+// publishes it (PUBLISH reaches every node's subscribers on a Cluster).
+func (r *Log) Stop(ctx context.Context, ref turnlog.Ref) error {
+	if err := ref.Validate(); err != nil {
+		return err
+	}
+	if r.isClosed() {
+		return turnlog.ErrClosed
+	}
+	rctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	err := stopScript.Run(rctx, r.client, []string{r.streamKey(ref), r.metaKey(ref)},
+		r.stopChannel(), ref.Session+" "+ref.Turn, time.Now().UnixMilli()).Err()
+	if err != nil {
+		return r.fail(ref, "stop", err)
+	}
+	return nil
+}
+
+// WatchStops implements Log. The first call subscribes to the stop
+// channel, on a connection of its own that go-redis re-establishes after a
+// failure; each (re)subscription looks up the stop requests of this
+// replica's running turns, so that one published while the connection was
+// down is not lost.
+func (r *Log) WatchStops(fn func(turnlog.Ref)) (cancel func()) {
+	cancel = r.stops.Add(fn)
+	r.listening.Do(func() {
+		if r.isClosed() {
+			return
+		}
+		r.listener.Add(1)
+		go r.listen()
+	})
+	return cancel
+}
+
+func (r *Log) listen() {
+	defer r.listener.Done()
+	ps := r.client.Subscribe(context.Background(), r.stopChannel())
+	defer ps.Close()
+	ch := ps.ChannelWithSubscriptions()
+	for {
+		select {
+		case <-r.closed:
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			switch v := m.(type) {
+			case *redis.Subscription:
+				if v.Kind == "subscribe" {
+					r.recheckStops()
+				}
+			case *redis.Message:
+				sess, turn, ok := strings.Cut(v.Payload, " ")
+				ref := turnlog.Ref{Session: sess, Turn: turn}
+				if _, mine := r.writers.Load(r.streamKey(ref)); ok && mine {
+					r.stops.Call(ref)
+				}
+			}
+		}
+	}
+}
+
+// recheckStops reports the stop requests recorded on this replica's
+// running turns.
+func (r *Log) recheckStops() {
+	r.writers.Range(func(_, v any) bool {
+		w := v.(*writer)
+		if w.ref.Turn == "" {
+			return true
+		}
+		ctx, cancel := r.roundTrip(context.Background())
+		n, err := r.client.HExists(ctx, r.metaKey(w.ref), "x").Result()
+		cancel()
+		if err == nil && n {
+			r.stops.Call(w.ref)
+		}
+		return true
+	})
 }

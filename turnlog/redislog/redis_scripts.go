@@ -89,4 +89,15 @@ if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[1]) then redis.call('PEXPIRE', KE
 return last
 `)
 
-var allScripts = []*redis.Script{startScript, appendScript, finishScript}
+var allScripts = []*redis.Script{startScript, appendScript, finishScript, stopScript}
+
+// stopScript: KEYS stream, meta; ARGV channel, payload, nowMs. It records
+// the stop request on the running turn's meta (field x, which a writer
+// whose subscription reconnects reads) and publishes it to the writers.
+var stopScript = redis.NewScript(topScript + `
+if fin then return redis.error_reply('TURNLOG_FINISHED ' .. last) end
+if redis.call('EXISTS', KEYS[2]) == 0 then return redis.error_reply('TURNLOG_NOTFOUND') end
+redis.call('HSET', KEYS[2], 'x', ARGV[3])
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 'OK'
+`)

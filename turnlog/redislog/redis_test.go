@@ -450,3 +450,32 @@ func TestNewRedisConfig(t *testing.T) {
 		t.Fatalf("New with Redis down: %v; want ErrUnavailable", err)
 	}
 }
+
+// TestRedisStopBeforeWatching: a stop request published while the writer
+// was not subscribed (its connection was down, or it subscribes later) is
+// found on its turn when the subscription comes up.
+func TestRedisStopBeforeWatching(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := redislog.Config{Prefix: "stops"}
+	a := openRedis(t, newClient(t, srv, false), cfg)
+	b := openRedis(t, newClient(t, srv, false), cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ref := turnlog.Ref{Session: session.NewID(), Turn: session.NewID()}
+	if err := a.Start(ctx, turnlog.Meta{Ref: ref}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Stop(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan turnlog.Ref, 1)
+	defer a.WatchStops(func(r turnlog.Ref) { heard <- r })()
+	select {
+	case r := <-heard:
+		if r != ref {
+			t.Fatalf("heard %v", r)
+		}
+	case <-ctx.Done():
+		t.Fatal("the stop recorded before the subscription was never reported")
+	}
+}

@@ -43,6 +43,7 @@ func Run(t *testing.T, open Open) {
 		{"NotFoundAndBadInput", badInput},
 		{"Forget", forget},
 		{"Closed", closed},
+		{"Stop", stop},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -723,5 +724,74 @@ func closed(t *testing.T, open Open) {
 		if !errors.Is(err, turnlog.ErrClosed) {
 			t.Fatalf("%s after Close: %v; want ErrClosed", name, err)
 		}
+	}
+}
+
+// stop: a stop request made through any instance reaches the watchers of
+// the process writing the running turn; a finished or unknown turn cannot
+// be stopped; a cancelled watcher hears nothing more.
+func stop(t *testing.T, open Open) {
+	log, peer := open(t, turnlog.Config{})
+	heard := make(chan turnlog.Ref, 8)
+	cancel := log.WatchStops(func(ref turnlog.Ref) { heard <- ref })
+	var peerHeard chan turnlog.Ref
+	if peer != log {
+		peerHeard = make(chan turnlog.Ref, 8)
+		defer peer.WatchStops(func(ref turnlog.Ref) { peerHeard <- ref })()
+	}
+	sid := session.NewID()
+	ref := start(t, log, sid)
+	appendN(t, log, ref, 0, 3)
+	// Give a subscription time to be in place (pub/sub delivers only to
+	// subscribers present at the publish).
+	deadline := time.Now().Add(timeout)
+	var got turnlog.Ref
+	for got == (turnlog.Ref{}) {
+		if err := peer.Stop(ctxT(t), ref); err != nil {
+			t.Fatalf("Stop of a running turn: %v", err)
+		}
+		select {
+		case got = <-heard:
+		case <-time.After(200 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the writer's watcher never heard the stop request")
+			}
+		}
+	}
+	if got != ref {
+		t.Fatalf("heard %v, want %v", got, ref)
+	}
+	if peerHeard != nil {
+		select {
+		case r := <-peerHeard:
+			t.Fatalf("a process that does not write the turn heard its stop: %v", r)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := log.Finish(ctxT(t), ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Stop(ctxT(t), ref); !errors.Is(err, turnlog.ErrFinished) {
+		t.Fatalf("Stop of a finished turn: %v, want ErrFinished", err)
+	}
+	if err := peer.Stop(ctxT(t), turnlog.Ref{Session: sid, Turn: session.NewID()}); !errors.Is(err, turnlog.ErrNotFound) {
+		t.Fatalf("Stop of an unknown turn: %v, want ErrNotFound", err)
+	}
+	if err := peer.Stop(ctxT(t), turnlog.Ref{Session: "no", Turn: "x"}); err == nil {
+		t.Fatal("Stop with an invalid ref succeeded")
+	}
+	// A cancelled watcher hears nothing more.
+	for len(heard) > 0 {
+		<-heard
+	}
+	cancel()
+	other := start(t, log, sid)
+	if err := peer.Stop(ctxT(t), other); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-heard:
+		t.Fatalf("a cancelled watcher heard %v", r)
+	case <-time.After(200 * time.Millisecond):
 	}
 }

@@ -160,13 +160,22 @@ const permanent = (status) => status >= 400 && status < 500 && status !== 408 &&
  * UIMessage (what useChat sends), with the plain text beside it for servers
  * that read only that.
  */
-export function chatBody(message, sessionId) {
+export function chatBody(message, sessionId, { trigger } = {}) {
   const id = globalThis.crypto?.randomUUID?.() ?? `m${Date.now()}`;
   return {
     ...(sessionId ? { sessionId } : {}),
     message,
     messages: [{ id, role: 'user', parts: [{ type: 'text', text: message }] }],
+    ...(trigger ? { trigger } : {}),
   };
+}
+
+/**
+ * approvalsBody answers the calls of a session that wait for approval:
+ * [{id, approved, reason?}], every waiting call at once.
+ */
+export function approvalsBody(sessionId, approvals) {
+  return { sessionId, approvals };
 }
 
 /**
@@ -183,7 +192,7 @@ export function chatBody(message, sessionId) {
  * Resolves to {sessionId, turnId, lastEventId, ended}; ended is "done" when
  * [DONE] arrived and "gone" on a 204.
  */
-export async function streamTurn({ agentId, sessionId, message, onSession = () => {}, fetchImpl = fetch, base = '', signal, ...rest }) {
+export async function streamTurn({ agentId, sessionId, message, trigger, body, onSession = () => {}, fetchImpl = fetch, base = '', signal, ...rest }) {
   const headers = { 'content-type': 'application/json', accept: 'text/event-stream' };
   if (sessionId) headers['x-session-id'] = sessionId;
   let res;
@@ -191,7 +200,7 @@ export async function streamTurn({ agentId, sessionId, message, onSession = () =
     res = await fetchImpl(`${base}/api/chat/${encodeURIComponent(agentId)}`, {
       method: 'POST',
       headers: withKey(headers),
-      body: JSON.stringify(chatBody(message, sessionId)),
+      body: JSON.stringify(body ?? chatBody(message, sessionId, { trigger })),
       signal,
     });
   } catch (err) {
@@ -305,4 +314,27 @@ export async function getSession(id, { fetchImpl = fetch, base = '' } = {}) {
   if (res.status === 404) return null;
   if (!res.ok) throw await errorFrom(res);
   return res.json();
+}
+
+/**
+ * sendApprovals answers the session's calls that wait for approval and
+ * streams the turn that carries the answers out, like streamTurn.
+ */
+export function sendApprovals({ agentId, sessionId, approvals, ...rest }) {
+  return streamTurn({ agentId, sessionId, body: approvalsBody(sessionId, approvals), ...rest });
+}
+
+/**
+ * stopTurn asks the server to stop the session's running turn, wherever it
+ * runs; true when one was running (202), false when none was (204). The
+ * turn's stream then ends with an abort chunk, finish and [DONE].
+ */
+export async function stopTurn(sessionId, { fetchImpl = fetch, base = '' } = {}) {
+  const res = await fetchImpl(`${base}/api/sessions/${encodeURIComponent(sessionId)}/stop`, { method: 'POST', headers: withKey({ accept: 'application/json' }) });
+  if (res.status === 202) {
+    await res.text(); // read to the end: the request is then complete, not cancelled
+    return true;
+  }
+  if (res.status === 204) return false;
+  throw await errorFrom(res);
 }

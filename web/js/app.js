@@ -4,10 +4,12 @@
 // agents and back loses nothing, and a turn still streaming keeps updating
 // its agent's (possibly hidden) transcript.
 
-import { ApiError, getSession, listAgents, resumeTurn, setApiKey, streamTurn } from './api.js';
-import { Sessions, applyChunk, historyEntries, newTurn, snapshotOf, usageOf } from './state.js';
+import { ApiError, getSession, listAgents, resumeTurn, sendApprovals, setApiKey, stopTurn, streamTurn } from './api.js';
 import {
-  TurnView, errorMessage, noteMessage, renderAgents, renderOrchestration,
+  Conversations, Sessions, answerApproval, applyChunk, historyEntries, newTurn, pendingApprovals, snapshotOf, textOf, usageOf,
+} from './state.js';
+import {
+  TurnView, errorMessage, h, noteMessage, renderAgents, renderOrchestration,
   renderSuggestions, renderUsage, userMessage,
 } from './render.js';
 
@@ -25,6 +27,8 @@ const ui = {
   form: $('composer'),
   input: $('composer-input'),
   send: $('send'),
+  stop: $('stop'),
+  conversationList: $('conversation-list'),
   orchestration: $('orchestration'),
   usage: $('usage'),
   sessionId: $('session-id'),
@@ -49,6 +53,10 @@ function storedKey() {
 setApiKey(storedKey());
 
 const sessions = new Sessions(globalThis.sessionStorage);
+// This browser's conversations, for every tab: reopened from the server.
+const conversations = new Conversations(globalThis.localStorage);
+// The turn model behind each assistant article, for Copy.
+const turnOf = new WeakMap();
 const agentKey = 'agentdock.agent';
 let agents = [];
 let current = null; // the selected agent's state
@@ -58,7 +66,7 @@ const states = new Map();
 function stateOf(agent) {
   let s = states.get(agent.id);
   if (!s) {
-    s = { agent, transcript: document.createDocumentFragment(), orchestration: null, turnUsage: null, sessionUsage: null, busy: false, greeted: false };
+    s = { agent, transcript: document.createDocumentFragment(), orchestration: null, turnUsage: null, sessionUsage: null, busy: false, greeted: false, lastTurn: null, lastUser: '' };
     states.set(agent.id, s);
   }
   return s;
@@ -116,6 +124,38 @@ function updateComposer() {
   const busy = Boolean(current?.busy);
   ui.send.disabled = busy || !current;
   ui.send.textContent = busy ? 'Answering…' : 'Send';
+  // While an answer streams, Stop takes Send's place; it needs the
+  // session, which the server names as the answer starts.
+  ui.stop.hidden = !busy;
+  ui.send.hidden = busy;
+  ui.stop.disabled = !busy || !sessions.get(current.agent.id);
+}
+
+// renderConversations lists this browser's conversations, the open one marked.
+function renderConversations() {
+  const open = current ? sessions.get(current.agent.id) : '';
+  const names = new Map(agents.map((a) => [a.id, a.name]));
+  const list = conversations.list().filter((c) => names.has(c.agentId));
+  ui.conversationList.replaceChildren(...(list.length ? list.map((c) => h('li', {},
+    h('button', { type: 'button', class: 'conversation', 'data-conversation': c.id, 'aria-current': c.id === open ? 'true' : undefined },
+      h('span', { class: 'conversation-title', text: c.title || 'Untitled conversation' }),
+      h('span', { class: 'conversation-agent', text: names.get(c.agentId) })))) : [h('li', { class: 'muted small', text: 'Your conversations will be listed here.' })]));
+}
+
+// remember records activity on the agent's open conversation.
+function remember(s, title = '') {
+  const id = sessions.get(s.agent.id);
+  if (!id) return;
+  conversations.touch({ id, agentId: s.agent.id, title });
+  renderConversations();
+}
+
+// showActions puts Copy on every finished answer and Regenerate on the last one.
+function showActions(s) {
+  const last = s.lastTurn;
+  if (!last) return;
+  const waiting = pendingApprovals(last.turn).length > 0 || last.turn.parts.some((p) => p.state === 'approval-responded');
+  last.view.setActions({ visible: last.turn.parts.length > 0, regenerate: !waiting && Boolean(s.lastUser) });
 }
 
 function selectAgent(id, { focus = true } = {}) {
@@ -143,6 +183,7 @@ function selectAgent(id, { focus = true } = {}) {
   renderSuggestions(ui.suggestions, agent.chatPrompts);
   renderPanels();
   updateComposer();
+  renderConversations();
   setAgentsOpen(false);
   if (focus) ui.input.focus();
 }
@@ -164,24 +205,85 @@ function explain(err) {
   }
 }
 
-async function send(text) {
+async function send(text, { trigger } = {}) {
   const s = current;
   text = text.trim();
   if (!s || s.busy || text === '') return;
   const agentId = s.agent.id;
   s.busy = true;
   updateComposer();
-  appendTo(s, userMessage(text));
-  await play(s, (callbacks) => streamTurn({ agentId, sessionId: sessions.get(agentId), message: text, ...callbacks }));
+  // A new message denies the calls that wait for approval (the server says
+  // so to the model); the page shows them answered.
+  for (const p of s.lastTurn ? pendingApprovals(s.lastTurn.turn) : []) {
+    answerApproval(s.lastTurn.turn, p.approvalId, false, 'you sent a new message');
+    s.lastTurn.view.sync(s.lastTurn.turn);
+  }
+  if (s.lastTurn) s.lastTurn.view.setActions({ visible: true, regenerate: false });
+  if (trigger !== 'regenerate-message') appendTo(s, userMessage(text));
+  s.lastUser = text;
+  await play(s, (callbacks) => streamTurn({ agentId, sessionId: sessions.get(agentId), message: text, trigger, ...callbacks }));
+}
+
+// stop asks the server to stop the selected agent's running turn; its
+// stream then ends by itself (abort, finish, [DONE]).
+async function stop() {
+  const s = current;
+  const sid = s ? sessions.get(s.agent.id) : '';
+  if (!s?.busy || !sid || s.stopping) return;
+  s.stopping = true;
+  ui.stop.disabled = true;
+  try {
+    await stopTurn(sid);
+    announce('Stopping');
+  } catch (err) {
+    appendTo(s, errorMessage(`Could not stop the answer: ${explain(err)}`));
+  } finally {
+    s.stopping = false;
+  }
+}
+
+// regenerate replaces the last answer with a new one to the same message.
+async function regenerate(s) {
+  if (!s || s.busy || !s.lastTurn || !s.lastUser) return;
+  s.lastTurn.view.el.remove();
+  s.lastTurn = null;
+  await send(s.lastUser, { trigger: 'regenerate-message' });
+}
+
+// answer records the user's decision on a call that waits for approval;
+// once every waiting call of the answer is decided, they go to the server,
+// and the same answer goes on.
+async function answer(s, approvalId, approved, reason) {
+  const last = s?.lastTurn;
+  if (!last || s.busy) return;
+  const approvals = answerApproval(last.turn, approvalId, approved, reason);
+  last.view.sync(last.turn);
+  if (!approvals) return;
+  const agentId = s.agent.id;
+  const sessionId = sessions.get(agentId);
+  s.busy = true;
+  updateComposer();
+  last.view.setActions({ visible: false, regenerate: false });
+  await play(s, (callbacks) => sendApprovals({ agentId, sessionId, approvals, ...callbacks }), last);
+  // Refused (another tab answered first, say): show what the server has.
+  if (last.turn.parts.some((p) => p.state === 'approval-responded') && sessions.get(agentId) === sessionId && !s.busy) {
+    reset(s);
+    if (s === current) selectAgent(agentId, { focus: false });
+  }
 }
 
 // play shows one assistant turn as start(callbacks) streams it, and keeps the
 // side panel in step. s.busy must be set by the caller and is cleared here.
-async function play(s, start) {
+// A turn that answers approvals goes on in the answer it continues (into).
+async function play(s, start, into) {
   const agentId = s.agent.id;
-  const turn = newTurn();
-  const view = new TurnView();
-  appendTo(s, view.el);
+  const turn = into?.turn ?? newTurn();
+  const view = into?.view ?? new TurnView();
+  turn.finished = false;
+  view.el.setAttribute('aria-busy', 'true');
+  view.setStatus('Thinking…');
+  turnOf.set(view.el, turn);
+  if (!into) appendTo(s, view.el);
   let frame = 0;
   let toolsSeen = 0;
   // Deltas arrive faster than the screen refreshes: draw once per frame.
@@ -197,7 +299,11 @@ async function play(s, start) {
     await start({
       onSession(id) {
         sessions.set(agentId, id);
-        if (s === current) renderPanels();
+        remember(s, s.lastUser);
+        if (s === current) {
+          renderPanels();
+          updateComposer();
+        }
       },
       onReconnect(attempt) {
         view.setStatus(`Connection lost; reconnecting (attempt ${attempt})…`);
@@ -253,11 +359,16 @@ async function play(s, start) {
     draw();
     view.done();
     if (turn.parts.length === 0) view.el.remove();
+    else s.lastTurn = { turn, view };
+    const waiting = pendingApprovals(turn).length > 0;
+    if (waiting) view.setStatus('Waiting for your approval.');
+    showActions(s);
     s.busy = false;
+    remember(s);
     if (s === current) {
       updateComposer();
       renderPanels();
-      announce('Answer complete');
+      announce(waiting ? 'The agent asks for your approval' : 'Answer complete');
     }
   }
 }
@@ -274,21 +385,33 @@ async function restore(s, sid) {
     appendTo(s, errorMessage(`Could not load your earlier conversation: ${explain(err)}`));
   }
   if (view === null || (view && view.agent && view.agent !== s.agent.id)) {
+    conversations.remove(sid);
     sessions.set(s.agent.id, '');
     appendTo(s, noteMessage('Your earlier conversation has expired; your next message starts a new one.'));
   }
   const running = Boolean(view?.turn?.running);
   if (view) {
-    for (const e of historyEntries(view.messages, { dropAfterLastUser: running })) {
+    let title = '';
+    for (const e of historyEntries(view.messages, { dropAfterLastUser: running, pendingApprovals: view.pendingApprovals })) {
       if ('user' in e) {
         appendTo(s, userMessage(e.user));
+        title ||= e.user;
+        s.lastUser = e.user;
+        s.lastTurn = null;
       } else {
         const tv = new TurnView();
         tv.sync(e.turn);
         tv.done();
+        turnOf.set(tv.el, e.turn);
         appendTo(s, tv.el);
+        if (s.lastTurn) s.lastTurn.view.setActions({ visible: true, regenerate: false });
+        s.lastTurn = { turn: e.turn, view: tv };
+        tv.setActions({ visible: true, regenerate: false });
+        if (pendingApprovals(e.turn).length > 0) tv.setStatus('Waiting for your approval.');
       }
     }
+    if (!running) showActions(s);
+    remember(s, title);
     if (view.orchestration) s.orchestration = snapshotOf(view.orchestration);
     if (view.usage) s.sessionUsage = usageOf(view.usage);
   }
@@ -301,15 +424,48 @@ async function restore(s, sid) {
   if (s === current) updateComposer();
 }
 
+// reset forgets what the page shows of an agent's conversation.
+function reset(s) {
+  if (s === current) ui.log.replaceChildren();
+  else s.transcript = document.createDocumentFragment();
+  Object.assign(s, { greeted: false, orchestration: null, turnUsage: null, sessionUsage: null, lastTurn: null, lastUser: '' });
+}
+
 function newConversation() {
   if (!current || current.busy) return;
   sessions.set(current.agent.id, '');
-  ui.log.replaceChildren();
-  current.greeted = false;
-  current.orchestration = null;
-  current.turnUsage = null;
-  current.sessionUsage = null;
+  reset(current);
   selectAgent(current.agent.id);
+}
+
+// openConversation reopens one of this browser's conversations: its agent
+// is selected and its history read from the server.
+function openConversation(id) {
+  const c = conversations.get(id);
+  const agent = agents.find((a) => a.id === c?.agentId);
+  if (!agent) return;
+  const s = stateOf(agent);
+  if (s.busy) {
+    selectAgent(agent.id);
+    return;
+  }
+  if (sessions.get(agent.id) !== id || !s.greeted) {
+    sessions.set(agent.id, id);
+    reset(s);
+  }
+  selectAgent(agent.id);
+}
+
+async function copyText(text, button) {
+  try {
+    await navigator.clipboard.writeText(text);
+    const was = button.textContent;
+    button.textContent = 'Copied';
+    setTimeout(() => { button.textContent = was; }, 1500);
+    announce('Copied');
+  } catch {
+    announce('Copying is not allowed here');
+  }
 }
 
 // Event wiring: all listeners here, none inline, so the CSP needs no 'unsafe-inline'.
@@ -336,6 +492,40 @@ ui.input.addEventListener('keydown', (e) => {
   }
 });
 ui.newChat.addEventListener('click', newConversation);
+ui.stop.addEventListener('click', stop);
+ui.conversationList.addEventListener('click', (e) => {
+  const btn = e.target.closest('button[data-conversation]');
+  if (btn) openConversation(btn.dataset.conversation);
+});
+ui.log.addEventListener('click', (e) => {
+  const btn = e.target.closest('button[data-action]');
+  if (!btn || !current) return;
+  switch (btn.dataset.action) {
+    case 'approve':
+    case 'deny': {
+      const reason = btn.closest('.approval')?.querySelector('.approval-reason')?.value ?? '';
+      answer(current, btn.dataset.approval, btn.dataset.action === 'approve', reason);
+      break;
+    }
+    case 'copy-answer': {
+      const turn = turnOf.get(btn.closest('article'));
+      if (turn) copyText(textOf(turn), btn);
+      break;
+    }
+    case 'copy-code':
+      copyText(btn.closest('.code-block')?.querySelector('pre')?.textContent ?? '', btn);
+      break;
+    case 'regenerate':
+      regenerate(current);
+      break;
+    default:
+  }
+});
+// A reason typed for an approval is sent with Enter as a denial would be
+// ambiguous: Enter does nothing there but keep the text.
+ui.log.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && e.target.classList?.contains('approval-reason')) e.preventDefault();
+});
 ui.keyForm.addEventListener('submit', (e) => {
   e.preventDefault();
   const key = ui.keyInput.value.trim();
@@ -353,11 +543,17 @@ ui.keyForm.addEventListener('submit', (e) => {
 });
 ui.agentsToggle.addEventListener('click', () => setAgentsOpen(ui.agentsToggle.getAttribute('aria-expanded') !== 'true'));
 document.addEventListener('keydown', (e) => {
-  if (e.key === 'Escape' && ui.agentsPanel.classList.contains('open')) {
+  if (e.key !== 'Escape') return;
+  if (ui.agentsPanel.classList.contains('open')) {
     setAgentsOpen(false);
     ui.agentsToggle.focus();
+  } else if (current?.busy) {
+    e.preventDefault();
+    stop();
   }
 });
+// Another tab may add conversations.
+addEventListener('storage', (e) => { if (e.key === null || e.key === 'agentdock.conversations') renderConversations(); });
 
 async function start() {
   // Phones start with the status panel folded to its summary line; wider

@@ -5,8 +5,39 @@
 
 import { marked } from '../vendor/marked.esm.js';
 import DOMPurify from '../vendor/purify.es.mjs';
+import hljs from '../vendor/highlight.core.min.js';
+import bash from '../vendor/highlight.bash.min.js';
+import css from '../vendor/highlight.css.min.js';
+import go from '../vendor/highlight.go.min.js';
+import javascript from '../vendor/highlight.javascript.min.js';
+import json from '../vendor/highlight.json.min.js';
+import python from '../vendor/highlight.python.min.js';
+import sql from '../vendor/highlight.sql.min.js';
+import typescript from '../vendor/highlight.typescript.min.js';
+import xml from '../vendor/highlight.xml.min.js';
+import yaml from '../vendor/highlight.yaml.min.js';
 
 marked.use({ gfm: true, breaks: false });
+
+// Code blocks are highlighted by highlight.js (the core and the languages
+// above, vendored). It escapes the code itself and reads it from the
+// element's text, which DOMPurify produced.
+for (const [name, lang] of Object.entries({ bash, css, go, javascript, json, python, sql, typescript, xml, yaml })) hljs.registerLanguage(name, lang);
+hljs.configure({ ignoreUnescapedHTML: true });
+
+/** highlightCode highlights the code blocks under root and gives each a Copy button. */
+export function highlightCode(root) {
+  for (const code of root.querySelectorAll('pre > code')) {
+    const pre = code.parentElement;
+    if (pre.parentElement?.classList.contains('code-block')) continue;
+    const lang = /\blanguage-([\w-]+)/.exec(code.className)?.[1];
+    if (lang && hljs.getLanguage(lang)) hljs.highlightElement(code);
+    else code.classList.add('hljs');
+    const wrap = h('div', { class: 'code-block' }, h('button', { type: 'button', class: 'copy small', 'data-action': 'copy-code', 'aria-label': 'Copy code', text: 'Copy' }));
+    pre.replaceWith(wrap);
+    wrap.prepend(pre);
+  }
+}
 
 // Links from model output open elsewhere and cannot reach back to this page.
 DOMPurify.addHook('afterSanitizeAttributes', (node) => {
@@ -67,9 +98,18 @@ export function errorMessage(text) {
 const toolStatus = {
   'input-streaming': 'preparing',
   'input-available': 'running',
+  'approval-requested': 'waiting for your approval',
+  'approval-responded': 'answered',
   'output-available': 'done',
   'output-error': 'failed',
+  'output-denied': 'denied',
 };
+
+function statusOf(p) {
+  if (p.state === 'output-error' && p.notConfigured) return 'not configured';
+  if (p.state === 'approval-responded') return p.approved ? 'approved' : 'denied';
+  return toolStatus[p.state] ?? p.state;
+}
 
 function toolInputText(part) {
   if (part.input !== undefined) {
@@ -82,26 +122,43 @@ function toolInputText(part) {
   return part.inputText;
 }
 
+// A tool card: its name and status always in view, its input and output
+// folded in a disclosure (a long search result does not push the answer
+// away); a call that waits for approval shows its question and answers
+// outside the fold.
 function toolCard(part) {
   const status = h('span', { class: 'tool-status' });
+  const name = h('span', { class: 'tool-name', text: part.toolName });
   const input = h('pre', { class: 'tool-input-body' });
   const output = h('div', { class: 'tool-output md' });
-  const el = h(
-    'section',
-    { class: 'tool-card', 'aria-label': `Tool ${part.toolName}` },
-    h('header', { class: 'tool-head' }, h('span', { class: 'tool-name', text: part.toolName }), status),
-    h('details', { class: 'tool-input' }, h('summary', { text: 'Input' }), input),
-    output,
-  );
+  const details = h('details', { class: 'tool-details' },
+    h('summary', {}, name, status),
+    h('p', { class: 'label', text: 'Input' }), input,
+    h('p', { class: 'label tool-output-label', text: 'Output' }), output);
+  const approval = h('div', { class: 'approval', hidden: true });
+  const notice = h('p', { class: 'tool-notice', role: 'status', hidden: true });
+  const el = h('section', { class: 'tool-card', 'aria-label': `Tool ${part.toolName}` }, details, notice, approval);
+  let asked = '';
   return {
     el,
     update(p) {
       el.dataset.state = p.state;
       el.dataset.tool = p.toolName;
-      el.querySelector('.tool-name').textContent = p.toolName;
-      status.textContent = toolStatus[p.state] ?? p.state;
+      name.textContent = p.toolName;
+      status.textContent = statusOf(p);
       input.textContent = toolInputText(p);
-      if (p.state === 'output-error') {
+      const hasOutput = p.state === 'output-available' || p.state === 'output-error';
+      details.querySelector('.tool-output-label').hidden = !hasOutput;
+      notice.hidden = true;
+      if (p.state === 'output-error' && p.notConfigured) {
+        // Not a failure: a service is not set up. Said calmly, in view.
+        output.className = 'tool-output';
+        output.removeAttribute('role');
+        output.textContent = p.errorText;
+        notice.hidden = false;
+        const text = p.errorText.replace(/^tool "[^"]*" failed:\s*/i, '');
+        notice.textContent = text.charAt(0).toUpperCase() + text.slice(1);
+      } else if (p.state === 'output-error') {
         output.className = 'tool-output tool-error';
         output.setAttribute('role', 'alert');
         output.textContent = p.errorText;
@@ -112,8 +169,28 @@ function toolCard(part) {
         if (typeof o === 'string') renderMarkdown(output, o);
         else if (o && typeof o.content === 'string') renderMarkdown(output, o.content);
         else output.replaceChildren(h('pre', { text: JSON.stringify(o, null, 2) }));
+      } else if (p.state === 'output-denied') {
+        output.replaceChildren();
+        notice.hidden = false;
+        notice.textContent = `You declined this call; it did not run.${p.reason ? ` Your reason: ${p.reason}` : ''}`;
       } else {
         output.replaceChildren();
+      }
+      approval.hidden = p.state !== 'approval-requested' && p.state !== 'approval-responded';
+      if (p.state === 'approval-requested' && asked !== p.approvalId) {
+        asked = p.approvalId;
+        const reasonId = `reason-${p.approvalId}`;
+        approval.replaceChildren(
+          h('p', { class: 'approval-question' }, 'The agent wants to run ', h('strong', { text: p.toolName }), '. Allow it?'),
+          h('label', { class: 'sr-only', for: reasonId, text: 'Reason (optional)' }),
+          h('input', { id: reasonId, class: 'approval-reason', type: 'text', placeholder: 'Reason (optional)', maxlength: '500', autocomplete: 'off' }),
+          h('div', { class: 'approval-buttons' },
+            h('button', { type: 'button', class: 'approve', 'data-action': 'approve', 'data-approval': p.approvalId, text: 'Approve' }),
+            h('button', { type: 'button', class: 'deny secondary', 'data-action': 'deny', 'data-approval': p.approvalId, text: 'Deny' })),
+        );
+      } else if (p.state === 'approval-responded') {
+        asked = '';
+        approval.replaceChildren(h('p', { class: 'approval-answer muted', text: p.approved ? 'Approved; running it…' : `Denied${p.reason ? `: ${p.reason}` : ''}.` }));
       }
     },
   };
@@ -123,7 +200,18 @@ function partView(part) {
   switch (part.kind) {
     case 'text': {
       const el = h('div', { class: 'md answer' });
-      return { el, update: (p) => { renderMarkdown(el, p.text); el.classList.toggle('streaming', !p.done); } };
+      return {
+        el,
+        update: (p) => {
+          renderMarkdown(el, p.text);
+          el.classList.toggle('streaming', !p.done);
+          if (p.done) highlightCode(el);
+        },
+      };
+    }
+    case 'stopped': {
+      const el = h('p', { class: 'stopped', role: 'status' });
+      return { el, update: () => { el.textContent = 'Stopped. The answer so far is kept.'; } };
     }
     case 'tool':
       return toolCard(part);
@@ -162,8 +250,17 @@ export class TurnView {
     this.body = h('div', { class: 'msg-body' });
     this.footer = h('footer', { class: 'msg-usage' });
     this.status = h('p', { class: 'msg-status', text: 'Thinking…' });
-    this.el = h('article', { class: 'msg assistant', 'aria-label': 'Agent answered', 'aria-busy': 'true' }, this.body, this.status, this.footer);
+    this.regenerate = h('button', { type: 'button', class: 'secondary small', 'data-action': 'regenerate', text: 'Regenerate', hidden: true });
+    this.actions = h('div', { class: 'msg-actions', hidden: true },
+      h('button', { type: 'button', class: 'secondary small', 'data-action': 'copy-answer', text: 'Copy' }), this.regenerate);
+    this.el = h('article', { class: 'msg assistant', 'aria-label': 'Agent answered', 'aria-busy': 'true' }, this.body, this.status, this.footer, this.actions);
     this.views = [];
+  }
+
+  /** setActions shows Copy once the answer is complete, and Regenerate on the last answer only. */
+  setActions({ visible, regenerate }) {
+    this.actions.hidden = !visible;
+    this.regenerate.hidden = !regenerate;
   }
 
   sync(turn) {

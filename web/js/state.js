@@ -120,6 +120,20 @@ export function applyChunk(turn, chunk) {
       if (chunk.input !== undefined) part.input = chunk.input;
       part.state = 'output-error';
       part.errorText = String(chunk.errorText ?? 'The tool failed.');
+      part.notConfigured = notConfigured(part.errorText);
+      touch(turn, part);
+      break;
+    }
+    case 'tool-approval-request': {
+      const part = toolPart(turn, chunk);
+      part.state = 'approval-requested';
+      part.approvalId = String(chunk.approvalId ?? '');
+      touch(turn, part);
+      break;
+    }
+    case 'tool-output-denied': {
+      const part = toolPart(turn, chunk);
+      part.state = 'output-denied';
       touch(turn, part);
       break;
     }
@@ -172,8 +186,17 @@ export function applyChunk(turn, chunk) {
       touch(turn, part);
       break;
     }
+    case 'abort': {
+      const part = { kind: 'stopped', reason: String(chunk.reason ?? '') };
+      turn.parts.push(part);
+      touch(turn, part);
+      turn.finished = true;
+      for (const p of turn.parts) if (p.kind === 'text' && !p.done) { p.done = true; touch(turn, p); }
+      turn.rev++;
+      break;
+    }
     case 'finish':
-    case 'abort':
+      turn.finishReason = String(chunk.finishReason ?? '');
       turn.finished = true;
       for (const p of turn.parts) if (p.kind === 'text' && !p.done) { p.done = true; touch(turn, p); }
       turn.rev++;
@@ -182,6 +205,39 @@ export function applyChunk(turn, chunk) {
       break;
   }
   return changed;
+}
+
+/**
+ * notConfigured tells a tool error that only says a service is not set up
+ * (a web search without a backend) from a failure: the page shows it as a
+ * calm notice.
+ */
+export function notConfigured(text) {
+  return /\bnot configured\b/i.test(String(text ?? ''));
+}
+
+/** pendingApprovals lists the turn's tool parts that wait for the user's answer. */
+export function pendingApprovals(turn) {
+  return turn.parts.filter((p) => p.kind === 'tool' && p.state === 'approval-requested');
+}
+
+/**
+ * answerApproval records the user's decision on a part locally
+ * ("approval-responded", as the AI SDK names it) until the server carries
+ * it out. It returns the answers to send once no part of the turn waits any
+ * more, else null.
+ */
+export function answerApproval(turn, approvalId, approved, reason = '') {
+  const part = turn.parts.find((p) => p.kind === 'tool' && p.approvalId === approvalId && p.state === 'approval-requested');
+  if (!part) return null;
+  part.state = 'approval-responded';
+  part.approved = Boolean(approved);
+  part.reason = String(reason ?? '').trim();
+  touch(turn, part);
+  if (pendingApprovals(turn).length > 0) return null;
+  return turn.parts
+    .filter((p) => p.kind === 'tool' && p.state === 'approval-responded')
+    .map((p) => ({ id: p.approvalId, approved: p.approved, ...(p.reason ? { reason: p.reason } : {}) }));
 }
 
 /** textOf returns a turn's answer text, all text parts in order. */
@@ -198,7 +254,7 @@ export function textOf(turn) {
  * start), the messages after the last user message are left out so they do
  * not show twice.
  */
-export function historyEntries(messages, { dropAfterLastUser = false } = {}) {
+export function historyEntries(messages, { dropAfterLastUser = false, pendingApprovals: waiting = [] } = {}) {
   let list = Array.isArray(messages) ? messages : [];
   if (dropAfterLastUser) {
     const last = list.findLastIndex((m) => m?.role === 'user');
@@ -233,10 +289,19 @@ export function historyEntries(messages, { dropAfterLastUser = false } = {}) {
       for (const c of Array.isArray(m.toolCalls) ? m.toolCalls : []) {
         applyChunk(turn, { type: 'tool-input-available', toolCallId: c.id, toolName: c.name, input: c.arguments });
       }
+    } else if (m.denied) {
+      applyChunk(turn, { type: 'tool-output-denied', toolCallId: m.toolCallId, toolName: m.toolName });
     } else if (m.isError) {
       applyChunk(turn, { type: 'tool-output-error', toolCallId: m.toolCallId, toolName: m.toolName, errorText: String(m.content ?? '') });
     } else {
       applyChunk(turn, { type: 'tool-output-available', toolCallId: m.toolCallId, toolName: m.toolName, output: { content: String(m.content ?? '') } });
+    }
+  }
+  // Calls that still wait for the user's answer show their approval request.
+  const last = out.findLast((e) => 'turn' in e)?.turn;
+  for (const a of Array.isArray(waiting) ? waiting : []) {
+    if (last && last.parts.some((p) => p.kind === 'tool' && p.toolCallId === a?.toolCallId)) {
+      applyChunk(last, { type: 'tool-approval-request', toolCallId: a.toolCallId, approvalId: a.approvalId });
     }
   }
   close();
@@ -274,6 +339,62 @@ export class Sessions {
       else this.storage?.removeItem(prefix + agentId);
     } catch {
       // Storage full or disabled; the in-memory flow still works.
+    }
+  }
+}
+
+const conversationsKey = 'agentdock.conversations';
+
+/** The most conversations the list keeps; the oldest go first. */
+export const maxConversations = 50;
+
+/**
+ * Conversations is this browser's list of conversations, in localStorage so
+ * that every tab and a reload see it: {id, agentId, title, updatedAt}, newest
+ * first. A conversation is reopened from the server (GET
+ * /api/sessions/:id), which keeps its history; the list only remembers it.
+ */
+export class Conversations {
+  constructor(storage) {
+    this.storage = storage;
+    this.memory = [];
+  }
+  list() {
+    try {
+      const raw = this.storage?.getItem(conversationsKey);
+      if (raw) {
+        const v = JSON.parse(raw);
+        if (Array.isArray(v)) {
+          return v.filter((c) => c && typeof c.id === 'string' && typeof c.agentId === 'string')
+            .map((c) => ({ id: c.id, agentId: c.agentId, title: String(c.title ?? ''), updatedAt: Number(c.updatedAt) || 0 }))
+            .sort((a, b) => b.updatedAt - a.updatedAt);
+        }
+      }
+    } catch {
+      // Unreadable or disabled storage: fall back to this page's memory.
+    }
+    return [...this.memory];
+  }
+  get(id) {
+    return this.list().find((c) => c.id === id);
+  }
+  /** touch records activity on a conversation; a title is kept once set. */
+  touch({ id, agentId, title = '', now = Date.now() }) {
+    if (!id) return;
+    const list = this.list();
+    const old = list.find((c) => c.id === id);
+    const entry = { id, agentId, title: old?.title || String(title).slice(0, 120), updatedAt: now };
+    this.save([entry, ...list.filter((c) => c.id !== id)].slice(0, maxConversations));
+  }
+  remove(id) {
+    this.save(this.list().filter((c) => c.id !== id));
+  }
+  save(list) {
+    this.memory = list;
+    try {
+      this.storage?.setItem(conversationsKey, JSON.stringify(list));
+    } catch {
+      // Storage full or disabled; the in-memory list still works.
     }
   }
 }

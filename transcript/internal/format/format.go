@@ -33,10 +33,15 @@ type Transcript struct {
 	File string `json:"-"`
 }
 
-// Turn is one user message, the model's answers during the turn it starts,
-// and what must hold.
+// Turn is one user message (or the user's answers to the calls that wait
+// for approval), the model's answers during the turn it starts, and what
+// must hold.
 type Turn struct {
-	User string `json:"user"`
+	User string `json:"user,omitempty"`
+	// Approvals, instead of User, answers the calls of the previous turn
+	// that wait for approval (requireApproval), in the order the model made
+	// them: every one, each named by its tool.
+	Approvals []Approval `json:"approvals,omitempty"`
 	// Model answers the turn's model calls, in order; the turn must make
 	// exactly this many.
 	Model []Answer `json:"model"`
@@ -44,6 +49,15 @@ type Turn struct {
 	// arguments are still validated, but the result is this one.
 	ToolResults map[string]StandIn `json:"toolResults,omitempty"`
 	Expect      Expect             `json:"expect"`
+}
+
+// Approval is the user's answer to one call that waits for approval.
+type Approval struct {
+	// Tool names the call: the next waiting call of this tool.
+	Tool     string `json:"tool"`
+	Approved bool   `json:"approved"`
+	// Reason is told to the model with a denial.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Answer is the model's answer to one call: text, tool calls or both.
@@ -114,6 +128,10 @@ type Expect struct {
 	ActiveStep        OptionalString `json:"activeStep"`
 	SequenceIndex     *int           `json:"sequenceIndex,omitempty"`
 	RecentlyUsedTools *[]string      `json:"recentlyUsedTools,omitempty"`
+	// AwaitingApproval lists, in order, the tools of the calls the turn
+	// held for the user's approval (it then ends with finishReason
+	// "approval").
+	AwaitingApproval *[]string `json:"awaitingApproval,omitempty"`
 	// FinishReason is the turn's: stop, max-steps, error...
 	FinishReason *string `json:"finishReason,omitempty"`
 }
@@ -196,8 +214,18 @@ func Parse(file string, data []byte) (*Transcript, error) {
 	for i, t := range tr.Turns {
 		turn := jsonpos.Path{key("turns"), idx(i)}
 		at := func(more ...jsonpos.Elem) jsonpos.Path { return append(turn[:len(turn):len(turn)], more...) }
-		if strings.TrimSpace(t.User) == "" {
-			bad(at(key("user")), "a turn needs the user's message")
+		switch {
+		case t.Approvals != nil && t.User != "":
+			bad(at(key("approvals")), `a turn sends "user" (a message) or "approvals" (answers to the calls that wait), not both`)
+		case t.Approvals != nil && len(t.Approvals) == 0:
+			bad(at(key("approvals")), "answer the calls that wait: at least one {\"tool\", \"approved\"}")
+		case t.Approvals == nil && strings.TrimSpace(t.User) == "":
+			bad(at(key("user")), `a turn needs the user's message (or "approvals": answers to the calls that wait)`)
+		}
+		for k, a := range t.Approvals {
+			if a.Tool == "" {
+				bad(at(key("approvals"), idx(k), key("tool")), "an answer names the tool of the call it answers")
+			}
 		}
 		if len(t.Model) == 0 {
 			bad(at(key("model")), "a turn needs the model's answer to every model call it makes, at least one")

@@ -36,8 +36,13 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted a transcript without exactly one agent or without turns: %+v", tr)
 		}
 		for _, turn := range tr.Turns {
-			if turn.User == "" || len(turn.Model) == 0 {
-				t.Fatalf("accepted a turn without a message or answers: %+v", turn)
+			if (turn.User == "") == (len(turn.Approvals) == 0) || len(turn.Model) == 0 {
+				t.Fatalf("accepted a turn without exactly one of a message and approvals, or without answers: %+v", turn)
+			}
+			for _, a := range turn.Approvals {
+				if a.Tool == "" {
+					t.Fatalf("accepted an approval without its tool: %+v", a)
+				}
 			}
 			for _, a := range turn.Model {
 				for _, c := range a.ToolCalls {

@@ -1,0 +1,127 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turnlog"
+	"github.com/gin-gonic/gin"
+)
+
+// A person's control of a turn: stopping it from any replica, and
+// answering the tool calls that wait for approval (docs/api.md, "Stopping
+// a turn" and "Tool approvals").
+
+// stopTurn serves POST /api/sessions/:id/stop: 202 when a turn of the
+// session was running and is being stopped, 204 when none was. The turn
+// runs here or on another replica: there the request goes through the
+// shared turn log (turnlog.Log.Stop), whose writer cancels the turn.
+func (s *Server) stopTurn(c *gin.Context) {
+	sess, ok := s.loadSession(c)
+	if !ok {
+		return
+	}
+	key := sess.ID // the store key
+	if t := s.turns.latest(key); t != nil {
+		if _, done := t.state(); !done {
+			t.cancel(chat.StoppedByUser)
+			c.JSON(http.StatusAccepted, gin.H{"turnId": t.id, "status": "stopping"})
+			return
+		}
+	}
+	if s.cfg.Turns != nil {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+		defer cancel()
+		st, found, err := s.sharedLookup(ctx, key, "", sess.Owner)
+		if err != nil {
+			s.log.Error("stopping a turn", "session", c.Param("id"), "err", err)
+			abortWith(c, storeError(err))
+			return
+		}
+		if found && !st.Done && s.alive(st) && s.turns.get(st.Turn) == nil {
+			err := s.cfg.Turns.Stop(ctx, st.Ref)
+			switch {
+			case err == nil:
+				c.JSON(http.StatusAccepted, gin.H{"turnId": st.Turn, "status": "stopping"})
+				return
+			case errors.Is(err, turnlog.ErrFinished), errors.Is(err, turnlog.ErrNotFound):
+				// It ended meanwhile.
+			default:
+				s.log.Error("stopping a turn on another replica", "session", c.Param("id"), "err", err)
+				abortWith(c, storeError(err))
+				return
+			}
+		}
+	}
+	c.Header("X-Session-Id", c.Param("id"))
+	c.Status(http.StatusNoContent)
+}
+
+// watchStops cancels the turns this replica runs when a stop request for
+// one arrives through the shared turn log.
+func (s *Server) watchStops() (cancel func()) {
+	if s.cfg.Turns == nil {
+		return func() {}
+	}
+	return s.cfg.Turns.WatchStops(func(ref turnlog.Ref) {
+		if t := s.turns.get(ref.Turn); t != nil && t.key == ref.Session {
+			t.cancel(chat.StoppedByUser)
+		}
+	})
+}
+
+// answerApprovals starts the turn that carries out a request's answers to
+// the calls that wait for approval, and streams it like a chat turn.
+func (s *Server) answerApprovals(c *gin.Context, node *agent.Node, body *wire.ChatRequest, answers []wire.Answer, messageID string) {
+	if c.GetHeader("X-Session-Id") == "" && body.SessionID == "" && !session.ValidID(body.ID) {
+		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "sessionId", "answers to approvals need their session: sessionId, the x-session-id header or the AI SDK chat id"))
+		return
+	}
+	sid, e := chatSession(c.Request, body)
+	if e != nil {
+		abortWith(c, e)
+		return
+	}
+	list := make([]agent.ApprovalAnswer, len(answers))
+	for i, a := range answers {
+		list[i] = agent.ApprovalAnswer{ID: a.ID, Approved: a.Approved, Reason: a.Reason}
+	}
+	if len(messageID) > 256 {
+		messageID = ""
+	}
+	owner := ownerOf(c)
+	t, err := s.launch(c.Request.Context(), node, sid, owner, false, messageID, func(ctx context.Context, turnID string) (iter.Seq[chat.Event], error) {
+		return node.HandleApprovals(ctx, sid, list, agent.WithOwner(owner), agent.WithTurnID(turnID))
+	})
+	if err != nil {
+		s.answerStartError(c, node.ID(), err)
+		return
+	}
+	s.streamTurn(c, t, 0)
+}
+
+// approvalError maps an answer that does not fit the session's waiting
+// calls.
+func approvalError(e *agent.ApprovalError) *apiError {
+	param := "approvals"
+	if e.Index >= 0 {
+		param = "approvals[" + strconv.Itoa(e.Index) + "].id"
+	}
+	switch {
+	case errors.Is(e, agent.ErrUnknownApproval):
+		return newParamError(http.StatusBadRequest, "unknown_approval", param, "%s", e.Msg)
+	case errors.Is(e, agent.ErrApprovalAnswered):
+		return newParamError(http.StatusConflict, "approval_answered", param, "%s", e.Msg)
+	case errors.Is(e, agent.ErrApprovalsIncomplete):
+		return newParamError(http.StatusBadRequest, "approvals_incomplete", param, "%s", e.Msg)
+	}
+	return newParamError(http.StatusBadRequest, "invalid_approval", param, "%s", e.Msg)
+}

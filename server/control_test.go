@@ -1,0 +1,77 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentdock-go/agentdock/session"
+)
+
+// TestStopOwnerScopedInProcess: with the memory store (no shared turn log)
+// a stop reaches the turn in process; it is owner-scoped like every session
+// route (another key's stop names another, absent session), a stopped
+// stream ends with abort, finish and [DONE] and no error, and a second
+// stop finds nothing running.
+func TestStopOwnerScopedInProcess(t *testing.T) {
+	auth, err := NewKeyAuth([]string{"key-alice", "key-bob"}, []byte("test-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{delay: 10 * time.Millisecond, cfg: func(c *Config) { c.Owner = auth.Owner }})
+	sid := session.NewID()
+	words := strings.Repeat("word ", 500)
+	res := e.do(http.MethodPost, "/api/chat/plain", jsonBody(map[string]string{"message": "[offline:echo] " + words, "sessionId": sid}), "Authorization", "Bearer key-alice")
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("chat: %d", res.StatusCode)
+	}
+	r := newSSEReader(res.Body)
+	for {
+		ev, ok := r.next()
+		if !ok {
+			t.Fatal("the stream ended before its first text")
+		}
+		if chunkType(t, ev.Data) == "text-delta" {
+			break
+		}
+	}
+
+	var eb errBodyT
+	getJSON(t, e.do(http.MethodPost, "/api/sessions/"+sid+"/stop", "", "Authorization", "Bearer key-bob"), http.StatusNotFound, &eb)
+	if eb.Error.Code != "session_not_found" {
+		t.Fatalf("another key's stop: %+v", eb)
+	}
+	getJSON(t, e.do(http.MethodPost, "/api/sessions/"+sid+"/stop", ""), http.StatusUnauthorized, nil)
+	var accepted struct{ TurnID, Status string }
+	getJSON(t, e.do(http.MethodPost, "/api/sessions/"+sid+"/stop", "", "Authorization", "Bearer key-alice"), http.StatusAccepted, &accepted)
+	if accepted.Status != "stopping" || accepted.TurnID != res.Header.Get("X-Turn-Id") {
+		t.Fatalf("202 body %+v, turn %s", accepted, res.Header.Get("X-Turn-Id"))
+	}
+	var types []string
+	for _, ev := range r.all() {
+		types = append(types, chunkType(t, ev.Data))
+	}
+	n := len(types)
+	if n < 3 || strings.Join(types[n-3:], " ") != "abort finish [DONE]" || strings.Contains(strings.Join(types, " "), "error") {
+		t.Fatalf("the stopped stream ended with %v", types[max(0, n-6):])
+	}
+	alice, err := auth.Owner(mustKeyRequest(t, "key-alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitIdle(session.Key(alice, sid))
+	res2 := e.do(http.MethodPost, "/api/sessions/"+sid+"/stop", "", "Authorization", "Bearer key-alice")
+	res2.Body.Close()
+	if res2.StatusCode != http.StatusNoContent {
+		t.Fatalf("stop with nothing running: %d", res2.StatusCode)
+	}
+}
+
+func mustKeyRequest(t *testing.T, key string) *http.Request {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	return req
+}
