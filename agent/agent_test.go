@@ -21,7 +21,7 @@ import (
 // shipped loads the embedded templates.
 func shipped(t *testing.T) []*template.Agent {
 	t.Helper()
-	results, err := template.LoadFSWith(templates.FS(), ".", template.Config{Provided: tools.BuiltinNames()})
+	results, err := template.LoadFS(templates.FS(), ".", template.Config{Provided: tools.BuiltinNames()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,13 +35,13 @@ func shipped(t *testing.T) []*template.Agent {
 	return out
 }
 
-func newAgents(t testing.TB, store session.Store, models agent.ModelFactory, loaded []*template.Agent) *agent.Agents {
+func newAgents(t testing.TB, store session.Store, models agent.ModelFactory, loaded []*template.Agent) *agent.Set {
 	t.Helper()
 	reg, err := tools.Builtin(tools.BuiltinConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{Store: store, Tools: reg, Models: models}, loaded)
+	a, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: models}, loaded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +53,11 @@ func offlineModels(*template.Template) (llmorch.Model, error) {
 }
 
 // turn runs one turn to the end and returns its events.
-func turn(t *testing.T, n *agent.Node, sessionID, msg string) []chat.Event {
+func turn(t *testing.T, n *agent.Agent, sessionID, msg string) []chat.Event {
 	t.Helper()
-	events, err := n.HandleMessage(context.Background(), sessionID, msg)
+	events, err := agent.Started(n.Run(context.Background(), sessionID, msg))
 	if err != nil {
-		t.Fatalf("HandleMessage(%q): %v", msg, err)
+		t.Fatalf("Run(%q): %v", msg, err)
 	}
 	var out []chat.Event
 	for ev := range events {
@@ -186,7 +186,7 @@ func TestCognitiveReasonerModePerTurn(t *testing.T) {
 	}
 }
 
-func TestHandleMessageErrors(t *testing.T) {
+func TestRunErrors(t *testing.T) {
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
 	agents := newAgents(t, store, offlineModels, shipped(t))
@@ -194,32 +194,32 @@ func TestHandleMessageErrors(t *testing.T) {
 	planner, _ := agents.Get("planner")
 	ctx := context.Background()
 
-	if _, err := cr.HandleMessage(ctx, session.NewID(), "   "); !errors.Is(err, agent.ErrInvalidMessage) {
+	if _, err := agent.Started(cr.Run(ctx, session.NewID(), "   ")); !errors.Is(err, agent.ErrInvalidMessage) {
 		t.Errorf("empty message: %v", err)
 	}
-	if _, err := cr.HandleMessage(ctx, session.NewID(), strings.Repeat("x", agent.DefaultMaxMessageBytes+1)); !errors.Is(err, agent.ErrInvalidMessage) {
+	if _, err := agent.Started(cr.Run(ctx, session.NewID(), strings.Repeat("x", agent.DefaultMaxMessageBytes+1))); !errors.Is(err, agent.ErrInvalidMessage) {
 		t.Errorf("long message: %v", err)
 	}
-	if _, err := cr.HandleMessage(ctx, session.NewID(), "bad \xff utf-8"); !errors.Is(err, agent.ErrInvalidMessage) {
+	if _, err := agent.Started(cr.Run(ctx, session.NewID(), "bad \xff utf-8")); !errors.Is(err, agent.ErrInvalidMessage) {
 		t.Errorf("invalid UTF-8: %v", err)
 	}
 
 	id := session.NewID()
-	events, err := cr.HandleMessage(ctx, id, "Critique this plan", agent.WithOwner("alice"))
+	events, err := agent.Started(cr.Run(ctx, id, "Critique this plan", agent.WithOwner("alice")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// While the first turn holds the session, a second one is refused.
-	if _, err := cr.HandleMessage(ctx, id, "hello", agent.WithOwner("alice")); !errors.Is(err, session.ErrBusy) {
+	if _, err := agent.Started(cr.Run(ctx, id, "hello", agent.WithOwner("alice"))); !errors.Is(err, session.ErrBusy) {
 		t.Errorf("second turn on a busy session: %v, want ErrBusy", err)
 	}
 	for range events {
 	}
-	if _, err := planner.HandleMessage(ctx, id, "plan it", agent.WithOwner("alice")); !errors.Is(err, agent.ErrWrongAgent) {
+	if _, err := agent.Started(planner.Run(ctx, id, "plan it", agent.WithOwner("alice"))); !errors.Is(err, agent.ErrWrongAgent) {
 		t.Errorf("another agent on the session: %v, want ErrWrongAgent", err)
 	}
 	// Another owner using the same ID gets a session of its own.
-	other, err := cr.HandleMessage(ctx, id, "hello", agent.WithOwner("mallory"))
+	other, err := agent.Started(cr.Run(ctx, id, "hello", agent.WithOwner("mallory")))
 	if err != nil {
 		t.Errorf("another owner's turn on the same ID: %v", err)
 	} else {
@@ -232,7 +232,7 @@ func TestHandleMessageErrors(t *testing.T) {
 		}
 	}
 	// After the turn the session is free again.
-	events, err = cr.HandleMessage(ctx, id, "thanks", agent.WithOwner("alice"))
+	events, err = agent.Started(cr.Run(ctx, id, "thanks", agent.WithOwner("alice")))
 	if err != nil {
 		t.Fatalf("turn after the first finished: %v", err)
 	}
@@ -291,5 +291,31 @@ func (m *recordingModel) Stream(_ context.Context, req llmorch.Request) iter.Seq
 	m.last = req
 	return func(yield func(chat.Event, error) bool) {
 		yield(chat.Event{Kind: chat.KindTextDelta, Text: "ok"}, nil)
+	}
+}
+
+// TestRunIsLazy: Run takes nothing until its sequence is iterated: a turn
+// never ranged over leaves its session free; a bad session ID is the
+// sequence's only item.
+func TestRunIsLazy(t *testing.T) {
+	store := session.NewMemory(session.Config{})
+	defer store.Close()
+	n := gatedNode(t, store, agent.Config{}, newGatedModel())
+	id := session.NewID()
+	_ = n.Run(context.Background(), id, "never ranged")
+	if _, err := store.Lock(context.Background(), id); err != nil {
+		t.Fatalf("a turn never ranged over holds the session: %v", err)
+	}
+	for _, bad := range []string{"", "short", "bad:id/with spaces", strings.Repeat("x", 129)} {
+		items := 0
+		for ev, err := range n.Run(context.Background(), bad, "hi") {
+			items++
+			if !errors.Is(err, agent.ErrInvalidSessionID) || ev.Kind != "" {
+				t.Errorf("session ID %q: %+v, %v", bad, ev, err)
+			}
+		}
+		if items != 1 {
+			t.Errorf("session ID %q: %d items, want the error alone", bad, items)
+		}
 	}
 }

@@ -107,7 +107,7 @@ func (c *countingTools) runs() []string {
 
 type approvalRig struct {
 	t     *testing.T
-	node  *agent.Node
+	node  *agent.Agent
 	store session.Store
 	model *scriptedModel
 	tools *countingTools
@@ -123,7 +123,7 @@ func newApprovalRig(t *testing.T, src string) *approvalRig {
 	store := session.NewMemory(session.Config{})
 	t.Cleanup(func() { store.Close() })
 	r := &approvalRig{t: t, store: store, model: &scriptedModel{}, tools: &countingTools{names: a.Template.Tools()}, id: session.NewID()}
-	agents, err := agent.New(agent.Config{Store: store, Tools: r.tools, Models: func(*template.Template) (llmorch.Model, error) { return r.model, nil }}, []*template.Agent{a})
+	agents, err := agent.NewSet(agent.Config{Store: store, Tools: r.tools, Models: func(*template.Template) (llmorch.Model, error) { return r.model, nil }}, []*template.Agent{a})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ const approvalTemplate = `{"agentId": "ap", "name": "Ap", "nodes": ["llm.openai"
 func TestApprovalHeldThenApproved(t *testing.T) {
 	r := newApprovalRig(t, approvalTemplate)
 	r.model.script = [][]chat.Event{{call("c1", "think"), call("c2", "critique"), call("c3", "brainstorm")}}
-	evs := drain(t)(r.node.HandleMessage(context.Background(), r.id, "go"))
+	evs := drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go")))
 	done := evs[len(evs)-1]
 	if done.FinishReason != chat.FinishApproval {
 		t.Fatalf("finish %q, want %q; events %v", done.FinishReason, chat.FinishApproval, kinds(evs))
@@ -200,16 +200,16 @@ func TestApprovalHeldThenApproved(t *testing.T) {
 		t.Fatalf("stored approvals %+v", ap)
 	}
 	// The session is free: a wrong answer is refused before any turn.
-	_, err := r.node.HandleApprovals(context.Background(), r.id, []agent.ApprovalAnswer{{ID: "nope", Approved: true}})
+	_, err := agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: "nope", Approved: true}}))
 	if !errors.Is(err, agent.ErrUnknownApproval) {
 		t.Fatalf("unknown approval: %v", err)
 	}
-	_, err = r.node.HandleApprovals(context.Background(), session.NewID(), []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}})
+	_, err = agent.Started(r.node.Answer(context.Background(), session.NewID(), []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}}))
 	if !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("answer on an unknown session: %v", err)
 	}
 
-	evs = drain(t)(r.node.HandleApprovals(context.Background(), r.id, []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}}))
+	evs = drain(t)(agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}})))
 	if done := evs[len(evs)-1]; done.FinishReason != chat.FinishStop {
 		t.Fatalf("the answering turn finished %q: %v", done.FinishReason, kinds(evs))
 	}
@@ -236,7 +236,7 @@ func TestApprovalHeldThenApproved(t *testing.T) {
 	if ap := r.approvals(); ap[0].Status != session.ApprovalApproved {
 		t.Fatalf("stored approvals after the answer %+v", ap)
 	}
-	_, err = r.node.HandleApprovals(context.Background(), r.id, []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}})
+	_, err = agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}}))
 	if !errors.Is(err, agent.ErrApprovalAnswered) {
 		t.Fatalf("a second answer: %v", err)
 	}
@@ -247,9 +247,9 @@ func TestApprovalHeldThenApproved(t *testing.T) {
 func TestApprovalDenied(t *testing.T) {
 	r := newApprovalRig(t, approvalTemplate)
 	r.model.script = [][]chat.Event{{call("c1", "critique")}}
-	evs := drain(t)(r.node.HandleMessage(context.Background(), r.id, "go"))
+	evs := drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go")))
 	id := evs[slices.IndexFunc(evs, func(e chat.Event) bool { return e.Kind == chat.KindApproval })].Approval.ID
-	evs = drain(t)(r.node.HandleApprovals(context.Background(), r.id, []agent.ApprovalAnswer{{ID: id, Approved: false, Reason: "too costly"}}))
+	evs = drain(t)(agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: id, Approved: false, Reason: "too costly"}})))
 	if evs[0].Kind != chat.KindToolResult || !evs[0].ToolResult.Denied || !strings.Contains(evs[0].ToolResult.Content, "too costly") {
 		t.Fatalf("first event %+v", evs[0])
 	}
@@ -271,21 +271,21 @@ func TestApprovalDenied(t *testing.T) {
 func TestApprovalParallelAndIncomplete(t *testing.T) {
 	r := newApprovalRig(t, `{"agentId": "ap", "name": "Ap", "nodes": ["llm.openai", "think", "critique"], "options": {"requireApproval": ["*"]}}`)
 	r.model.script = [][]chat.Event{{call("c1", "critique"), call("c2", "think")}}
-	drain(t)(r.node.HandleMessage(context.Background(), r.id, "go"))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go")))
 	ap := r.approvals()
 	if len(ap) != 2 {
 		t.Fatalf("approvals %+v", ap)
 	}
-	_, err := r.node.HandleApprovals(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}})
+	_, err := agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}}))
 	var ae *agent.ApprovalError
 	if !errors.Is(err, agent.ErrApprovalsIncomplete) || !errors.As(err, &ae) || ae.ID != ap[0].ID {
 		t.Fatalf("a partial answer: %v", err)
 	}
-	_, err = r.node.HandleApprovals(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}, {ID: ap[1].ID, Approved: false}})
+	_, err = agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}, {ID: ap[1].ID, Approved: false}}))
 	if !errors.Is(err, agent.ErrApprovalAnswered) {
 		t.Fatalf("one ID twice: %v", err)
 	}
-	evs := drain(t)(r.node.HandleApprovals(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}, {ID: ap[0].ID, Approved: false}}))
+	evs := drain(t)(agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}, {ID: ap[0].ID, Approved: false}})))
 	if evs[0].ToolResult == nil || evs[0].ToolResult.CallID != "c1" || !evs[0].ToolResult.Denied || evs[1].ToolResult == nil || evs[1].ToolResult.CallID != "c2" || evs[1].ToolResult.IsError {
 		t.Fatalf("events %v", kinds(evs))
 	}
@@ -299,8 +299,8 @@ func TestApprovalParallelAndIncomplete(t *testing.T) {
 func TestNewMessageDeniesPending(t *testing.T) {
 	r := newApprovalRig(t, approvalTemplate)
 	r.model.script = [][]chat.Event{{call("c1", "critique")}}
-	drain(t)(r.node.HandleMessage(context.Background(), r.id, "go"))
-	drain(t)(r.node.HandleMessage(context.Background(), r.id, "never mind"))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go")))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "never mind")))
 	if got := r.tools.runs(); len(got) != 0 {
 		t.Fatalf("ran %v", got)
 	}
@@ -313,7 +313,7 @@ func TestNewMessageDeniesPending(t *testing.T) {
 	if msgs[n-1].Content != "never mind" || msgs[n-2].Role != chat.RoleTool || !strings.Contains(msgs[n-2].Content, agent.DeniedByNewMessage) || len(msgs[n-3].ToolCalls) != 1 {
 		t.Fatalf("the model got %+v", msgs)
 	}
-	_, err := r.node.HandleApprovals(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[0].ID, Approved: true}})
+	_, err := agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[0].ID, Approved: true}}))
 	if !errors.Is(err, agent.ErrApprovalAnswered) {
 		t.Fatalf("answering a call the new message denied: %v", err)
 	}
@@ -327,7 +327,7 @@ func TestStopCause(t *testing.T) {
 	r.model.block = true
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	events, err := r.node.HandleMessage(ctx, r.id, "go")
+	events, err := agent.Started(r.node.Run(ctx, r.id, "go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestStopCause(t *testing.T) {
 		t.Fatalf("history %+v", msgs)
 	}
 	r.model.block = false
-	drain(t)(r.node.HandleMessage(context.Background(), r.id, "again"))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "again")))
 }
 
 // TestStopDuringTool: a stop while a tool runs cancels the tool's context
@@ -368,7 +368,7 @@ func TestStopDuringTool(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		cancel(chat.StoppedByUser)
 	}()
-	evs := drain(t)(r.node.HandleMessage(ctx, r.id, "go"))
+	evs := drain(t)(agent.Started(r.node.Run(ctx, r.id, "go")))
 	if done := evs[len(evs)-1]; done.FinishReason != chat.FinishStopped {
 		t.Fatalf("events %v", kinds(evs))
 	}
@@ -384,12 +384,12 @@ func TestApprovalWithoutHistory(t *testing.T) {
 	r := newApprovalRig(t, `{"agentId": "ap", "name": "Ap", "nodes": ["llm.openai", "critique"], "chatSettings": {"historyPolicy": "none"},
   "options": {"requireApproval": ["critique"]}}`)
 	r.model.script = [][]chat.Event{{call("c1", "critique")}}
-	drain(t)(r.node.HandleMessage(context.Background(), r.id, "earlier")) // held, then denied by the next message
-	drain(t)(r.node.HandleMessage(context.Background(), r.id, "go"))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "earlier"))) // held, then denied by the next message
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go")))
 	r.model.script = [][]chat.Event{{call("c2", "critique")}}
-	drain(t)(r.node.HandleMessage(context.Background(), r.id, "now"))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "now")))
 	ap := r.approvals()
-	drain(t)(r.node.HandleApprovals(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[len(ap)-1].ID, Approved: true}}))
+	drain(t)(agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[len(ap)-1].ID, Approved: true}})))
 	msgs := r.model.last().Messages
 	if len(msgs) != 3 || msgs[0].Content != "now" || len(msgs[1].ToolCalls) != 1 || msgs[2].ToolCallID != "c2" {
 		t.Fatalf("the model got %+v, want the user message, the call and its result", msgs)

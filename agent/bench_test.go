@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
@@ -48,7 +49,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			mock.Enqueue(threeToolTurn()...)
-			events, err := n.HandleMessage(context.Background(), session.NewID(), "Think about it")
+			events, err := agent.Started(n.Run(context.Background(), session.NewID(), "Think about it"))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -40,7 +40,7 @@ func (e *HistoryError) Unwrap() error { return ErrInvalidMessage }
 // followed by one tool message per call, answering it by its ID, before the
 // next message of another role. A model provider refuses a conversation that
 // breaks one of these, and the orchestration could not replay it.
-func (n *Node) CheckHistory(msgs []chat.Message) error {
+func (n *Agent) CheckHistory(msgs []chat.Message) error {
 	tools := n.Engine().Tools()
 	pending := map[string]bool{} // calls of the latest assistant message not answered yet
 	seen := map[string]bool{}
@@ -123,7 +123,7 @@ func clipID(s string) string {
 // counts as used, as a tool that ran and failed does (a history does not
 // say whether the call reached the tool). Token usage is not in a
 // conversation and stays as it was.
-func (n *Node) Replay(st orchestration.State, msgs []chat.Message) orchestration.State {
+func (n *Agent) Replay(st orchestration.State, msgs []chat.Message) orchestration.State {
 	engine := n.Engine()
 	answered := map[string]bool{}
 	for _, m := range msgs {
@@ -148,7 +148,7 @@ func (n *Node) Replay(st orchestration.State, msgs []chat.Message) orchestration
 
 var errOptions = errors.New("agent: Regenerate cannot be combined with WithHistory or Stateless")
 
-func (n *Node) checkOptions(o options) error {
+func (n *Agent) checkOptions(o options) error {
 	if o.regenerate && (o.stateless || len(o.history) > 0) {
 		return errOptions
 	}
@@ -158,7 +158,7 @@ func (n *Node) checkOptions(o options) error {
 // turnStore makes the store and service of a stateless turn: an in-memory
 // store of its own, closed when the turn ends. It holds one session, so
 // it is small, and nothing outlives the turn.
-func (n *Node) turnStore() (session.Store, *llmorch.Service, error) {
+func (n *Agent) turnStore() (session.Store, *llmorch.Service, error) {
 	store := session.NewMemory(session.Config{MaxSessions: 1})
 	cfg := n.svcCfg
 	cfg.Store = store

@@ -61,7 +61,7 @@ func TestStatelessTurnMatchesSessionTurn(t *testing.T) {
 
 			want := turn(t, n, id, second)
 			stateless := session.NewID()
-			events, err := n.HandleMessage(ctx, stateless, second, agent.Stateless(), agent.WithHistory(history))
+			events, err := agent.Started(n.Run(ctx, stateless, second, agent.Stateless(), agent.WithHistory(history)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func TestStatelessHistoryReachesModel(t *testing.T) {
 			{Role: chat.RoleUser, Content: "one"}, {Role: chat.RoleAssistant, Content: "answer one"},
 			{Role: chat.RoleUser, Content: "two"}, {Role: chat.RoleAssistant, Content: "answer two"},
 		}
-		events, err := n.HandleMessage(context.Background(), session.NewID(), "three", agent.Stateless(), agent.WithHistory(history))
+		events, err := agent.Started(n.Run(context.Background(), session.NewID(), "three", agent.Stateless(), agent.WithHistory(history)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestWithHistoryOnSession(t *testing.T) {
 	ctx := context.Background()
 	id := session.NewID()
 	turn(t, n, id, "one")
-	events, err := n.HandleMessage(ctx, id, "three", agent.WithHistory([]chat.Message{{Role: chat.RoleUser, Content: "two"}, {Role: chat.RoleAssistant, Content: "answer two"}}))
+	events, err := agent.Started(n.Run(ctx, id, "three", agent.WithHistory([]chat.Message{{Role: chat.RoleUser, Content: "two"}, {Role: chat.RoleAssistant, Content: "answer two"}})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +176,10 @@ func TestRegenerate(t *testing.T) {
 	turn(t, n, id, "Critique the argument that remote work improves productivity")
 	before, _ := store.Messages(ctx, id, 0)
 
-	if _, err := n.HandleMessage(ctx, id, "Hello there", agent.Regenerate()); !errors.Is(err, agent.ErrNotLastMessage) {
+	if _, err := agent.Started(n.Run(ctx, id, "Hello there", agent.Regenerate())); !errors.Is(err, agent.ErrNotLastMessage) {
 		t.Fatalf("regenerating an earlier message: %v, want ErrNotLastMessage", err)
 	}
-	events, err := n.HandleMessage(ctx, id, "Critique the argument that remote work improves productivity", agent.Regenerate())
+	events, err := agent.Started(n.Run(ctx, id, "Critique the argument that remote work improves productivity", agent.Regenerate()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestRegenerate(t *testing.T) {
 
 	// On a session with no message yet, Regenerate is an ordinary turn.
 	fresh := session.NewID()
-	events, err = n.HandleMessage(ctx, fresh, "Hello there", agent.Regenerate())
+	events, err = agent.Started(n.Run(ctx, fresh, "Hello there", agent.Regenerate()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestRegenerate(t *testing.T) {
 	if msgs, _ := store.Messages(ctx, fresh, 0); len(msgs) != 2 || msgs[0].Content != "Hello there" {
 		t.Fatalf("regenerate on a new session stored %+v", msgs)
 	}
-	if _, err := n.HandleMessage(ctx, fresh, "x", agent.Regenerate(), agent.Stateless()); err == nil {
+	if _, err := agent.Started(n.Run(ctx, fresh, "x", agent.Regenerate(), agent.Stateless())); err == nil {
 		t.Fatal("Regenerate with Stateless was accepted")
 	}
 }
@@ -263,11 +263,11 @@ func TestCheckHistory(t *testing.T) {
 			t.Errorf("%s: index %d reason %q, want %d and %q", tt.name, he.Index, he.Reason, tt.wantIndex, tt.want)
 		}
 	}
-	// HandleMessage refuses such a history before anything is stored.
+	// Run refuses such a history before anything is stored.
 	id := session.NewID()
-	_, err := n.HandleMessage(context.Background(), id, "hi", agent.WithHistory([]chat.Message{user, call("c1", "get_weather"), result("c1")}))
+	_, err := agent.Started(n.Run(context.Background(), id, "hi", agent.WithHistory([]chat.Message{user, call("c1", "get_weather"), result("c1")})))
 	if !errors.Is(err, agent.ErrInvalidMessage) {
-		t.Fatalf("HandleMessage with a bad history: %v", err)
+		t.Fatalf("Run with a bad history: %v", err)
 	}
 	if _, err := store.Get(context.Background(), id); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("a refused history left a session: %v", err)

@@ -81,7 +81,7 @@ func waitLog(t *testing.T, logs *syncBuffer, want string) {
 
 const plainTemplate = `{"agentId": "plain", "name": "Plain", "nodes": ["llm.openai"], "chatSettings": {"historyPolicy": "lastN", "historyLength": 4}}`
 
-func gatedNode(t testing.TB, store session.Store, cfg agent.Config, model llmorch.Model) *agent.Node {
+func gatedNode(t testing.TB, store session.Store, cfg agent.Config, model llmorch.Model) *agent.Agent {
 	t.Helper()
 	a, ds := template.Load("plain.json", []byte(plainTemplate), template.Config{})
 	if a == nil {
@@ -93,7 +93,7 @@ func gatedNode(t testing.TB, store session.Store, cfg agent.Config, model llmorc
 	}
 	cfg.Store, cfg.Tools = store, reg
 	cfg.Models = func(*template.Template) (llmorch.Model, error) { return model, nil }
-	agents, err := agent.New(cfg, []*template.Agent{a})
+	agents, err := agent.NewSet(cfg, []*template.Agent{a})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,16 +103,18 @@ func gatedNode(t testing.TB, store session.Store, cfg agent.Config, model llmorc
 
 // startTurn starts a turn and iterates it in the background; the channel
 // gets its events when it ends.
-func startTurn(t *testing.T, n *agent.Node, id, msg string) <-chan []chat.Event {
+func startTurn(t *testing.T, n *agent.Agent, id, msg string) <-chan []chat.Event {
 	t.Helper()
-	events, err := n.HandleMessage(context.Background(), id, msg)
-	if err != nil {
-		t.Fatalf("HandleMessage: %v", err)
-	}
+	// Run starts the turn when iterated: the goroutine that collects its
+	// events is the only one the turn has.
 	done := make(chan []chat.Event, 1)
 	go func() {
 		var out []chat.Event
-		for ev := range events {
+		for ev, err := range n.Run(context.Background(), id, msg) {
+			if err != nil {
+				t.Errorf("Run: %v", err)
+				break
+			}
 			out = append(out, ev)
 		}
 		done <- out
@@ -231,7 +233,7 @@ func TestLeaseFreeWhenDoneArrives(t *testing.T) {
 			n := gatedNode(t, store, agent.Config{}, &recordingModel{})
 			id := session.NewID()
 			for i := range 3 {
-				events, err := n.HandleMessage(context.Background(), id, "hello")
+				events, err := agent.Started(n.Run(context.Background(), id, "hello"))
 				if err != nil {
 					t.Fatalf("turn %d: %v", i, err)
 				}

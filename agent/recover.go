@@ -120,7 +120,7 @@ func stepMessages(st StreamedStep) []chat.Message {
 // for it: the dead turn's lease lasts until it expires. It does nothing
 // when the session's last turn ended properly, and returns session.ErrBusy
 // when the lease stays taken (the turn may be alive after all).
-func (a *Agents) RecoverTurn(ctx context.Context, key string, wait time.Duration) (Recovery, error) {
+func (a *Set) RecoverTurn(ctx context.Context, key string, wait time.Duration) (Recovery, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		lease, err := a.cfg.Store.Lock(ctx, key)

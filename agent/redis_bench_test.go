@@ -63,7 +63,7 @@ func (m *markModel) Stream(_ context.Context, _ llmorch.Request) iter.Seq2[chat.
 // once, with usage) on one session through the runtime with a local
 // redis-server: rt-before-model/turn and rt/turn count the commands sent
 // before the model call and in the whole turn; p50/p99-µs-to-model is the
-// time from HandleMessage to the model call.
+// time from Run to the model call.
 func BenchmarkRedisTextTurn(b *testing.B) {
 	srv := redistest.Start(b)
 	store, err := redisstore.New(redisstore.Config{URL: srv.URL()})
@@ -83,7 +83,7 @@ func BenchmarkRedisTextTurn(b *testing.B) {
 	turns := 0
 	for b.Loop() {
 		start, c0 := time.Now(), count.n.Load()
-		events, err := n.HandleMessage(context.Background(), id, "hello there")
+		events, err := agent.Started(n.Run(context.Background(), id, "hello there"))
 		if err != nil {
 			b.Fatal(err)
 		}

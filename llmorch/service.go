@@ -16,15 +16,7 @@ import (
 	"github.com/agentdock-go/agentdock/tools"
 )
 
-// Executor runs tool calls. *tools.Registry is one.
-type Executor interface {
-	// Specs describes the named tools, in order.
-	Specs(names []string) []chat.ToolSpec
-	// Execute runs one call; failures come back as error results.
-	Execute(ctx context.Context, call chat.ToolCall) chat.ToolResult
-}
-
-// Availability is implemented by executors some of whose tools can be
+// Availability is implemented by toolboxes some of whose tools can be
 // unable to run for a while (an MCP server starting, restarting or no
 // longer listing a tool). Before every model call the orchestration is
 // given what can run now (orchestration.Engine.OfferNow), so such a tool is
@@ -40,7 +32,7 @@ type ServiceConfig struct {
 	Engine   *orchestration.Engine
 	Store    session.Store
 	Model    Model
-	Tools    Executor
+	Tools    tools.Toolbox
 	// Budget bounds each turn (the server's settings); the template's
 	// options override it field by field, and unset fields take
 	// DefaultBudget.

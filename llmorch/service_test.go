@@ -346,14 +346,14 @@ func TestInvalidToolCallIsAnswered(t *testing.T) {
 	}
 }
 
-// downExecutor is a registry some of whose tools cannot run now, as an MCP
+// downToolbox is a registry some of whose tools cannot run now, as an MCP
 // server's tools while it restarts.
-type downExecutor struct {
+type downToolbox struct {
 	*tools.Registry
 	down []string
 }
 
-func (d downExecutor) Unavailable(name string) (string, bool) {
+func (d downToolbox) Unavailable(name string) (string, bool) {
 	if slices.Contains(d.down, name) {
 		return "tool " + name + " is not available now: its server is restarting", true
 	}
@@ -372,7 +372,7 @@ func TestUnavailableToolsNeverOffered(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := template.Load("t.json", []byte(orchestrated), template.Config{Provided: tools.BuiltinNames()})
-	f.svc, err = llmorch.NewService(llmorch.ServiceConfig{Template: a.Template, Engine: f.eng, Store: f.store, Model: f.model, Tools: downExecutor{reg, []string{"critique"}}})
+	f.svc, err = llmorch.NewService(llmorch.ServiceConfig{Template: a.Template, Engine: f.eng, Store: f.store, Model: f.model, Tools: downToolbox{reg, []string{"critique"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

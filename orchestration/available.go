@@ -35,8 +35,8 @@ func (e *Engine) OfferNow(s State, available Available) Offer {
 
 // ToolUsedNow is ToolUsed for a runtime that passed available to OfferNow
 // for the same model call: the tool is refused unless OfferNow offers it.
-func ToolUsedNow(name string, available Available) Event {
-	return Event{Kind: EventToolUsed, Tool: name, Available: available}
+func ToolUsedNow(name string, available Available) Input {
+	return Input{Kind: InputToolUsed, Tool: name, Available: available}
 }
 
 func filterAvailable(tools []string, available Available) []string {

@@ -8,10 +8,10 @@
 // never changes. It keeps no session data: a session's State is plain data
 // that any store can keep, and the Engine is a function of it,
 //
-//	(engine, state, event) -> (state, decision)   Engine.Apply
+//	(engine, state, input) -> (state, decision)   Engine.Apply
 //	(engine, state)        -> the tools to offer  Engine.Offer
 //
-// An Event is a user message, a tool the model used or the token usage of a
+// An Input is a user message, a tool the model used or the token usage of a
 // model call; the Decision says whether a tool call is refused (with the
 // text the model receives, naming the step, its sequence position and the
 // tools it may use), whether the active step changed, and whether a

@@ -47,22 +47,22 @@ type messageMemo struct {
 	known, value []uint64
 }
 
-// EventKind says what happened in an Event.
-type EventKind uint8
+// InputKind says what an Input reports.
+type InputKind uint8
 
-// The events an Engine applies.
+// The inputs an Engine applies.
 const (
-	// EventUserMessage: the user sent Text.
-	EventUserMessage EventKind = iota + 1
-	// EventToolUsed: the model called Tool.
-	EventToolUsed
-	// EventUsage: a model call consumed Usage.
-	EventUsage
+	// InputUserMessage: the user sent Text.
+	InputUserMessage InputKind = iota + 1
+	// InputToolUsed: the model called Tool.
+	InputToolUsed
+	// InputUsage: a model call consumed Usage.
+	InputUsage
 )
 
-// Event is one input to the orchestration.
-type Event struct {
-	Kind  EventKind
+// Input is one input to the orchestration.
+type Input struct {
+	Kind  InputKind
 	Text  string
 	Tool  string
 	Usage chat.Usage
@@ -72,13 +72,13 @@ type Event struct {
 }
 
 // UserMessage is the event of a user message.
-func UserMessage(text string) Event { return Event{Kind: EventUserMessage, Text: text} }
+func UserMessage(text string) Input { return Input{Kind: InputUserMessage, Text: text} }
 
 // ToolUsed is the event of the model calling a tool.
-func ToolUsed(name string) Event { return Event{Kind: EventToolUsed, Tool: name} }
+func ToolUsed(name string) Input { return Input{Kind: InputToolUsed, Tool: name} }
 
 // UsageReported is the event of a model call's token usage.
-func UsageReported(u chat.Usage) Event { return Event{Kind: EventUsage, Usage: u} }
+func UsageReported(u chat.Usage) Input { return Input{Kind: InputUsage, Usage: u} }
 
 // Decision is what the engine decided about one event.
 type Decision struct {
@@ -160,10 +160,10 @@ func (e *Engine) TurnScoped() bool { return e.turnScope }
 // Apply applies ev to s and returns the new state and the decision. It does
 // not modify s: the returned state may share s's history, which neither can
 // change.
-func (e *Engine) Apply(s State, ev Event) (State, Decision) {
+func (e *Engine) Apply(s State, ev Input) (State, Decision) {
 	d := Decision{PreviousStep: s.ActiveStep}
 	switch ev.Kind {
-	case EventUserMessage:
+	case InputUserMessage:
 		s.LastUserMessage = ev.Text
 		s.UserMessages++
 		s.TurnToolUses = 0
@@ -174,7 +174,7 @@ func (e *Engine) Apply(s State, ev Event) (State, Decision) {
 		}
 		s.memo = nil // the results belonged to the previous message
 		e.choose(&s)
-	case EventToolUsed:
+	case InputToolUsed:
 		offer := e.OfferNow(s, ev.Available)
 		if !slices.Contains(offer.Tools, ev.Tool) {
 			d.Refused = true
@@ -189,7 +189,7 @@ func (e *Engine) Apply(s State, ev Event) (State, Decision) {
 			d.Advanced = true
 		}
 		e.choose(&s)
-	case EventUsage:
+	case InputUsage:
 		s.TokenUsage = s.TokenUsage.Add(ev.Usage)
 	}
 	d.Transition = s.ActiveStep != d.PreviousStep

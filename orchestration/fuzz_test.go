@@ -30,7 +30,7 @@ func FuzzConditions(f *testing.F) {
 			return
 		}
 		var s State
-		for _, ev := range []Event{ToolUsed(tool), UserMessage(message), ToolUsed("a"), ToolUsed(tool), UserMessage(value), ToolUsed("think")} {
+		for _, ev := range []Input{ToolUsed(tool), UserMessage(message), ToolUsed("a"), ToolUsed(tool), UserMessage(value), ToolUsed("think")} {
 			s, _ = e.Apply(s, ev)
 			for _, o := range e.Offer(s).Tools {
 				found := false

@@ -63,7 +63,7 @@ func Run(ctx context.Context, sc *Scenario, engine *orchestration.Engine, store 
 	rep := &Report{Scenario: sc, SessionID: session.NewID()}
 	id := rep.SessionID
 	for i, ev := range sc.Events {
-		var in orchestration.Event
+		var in orchestration.Input
 		var desc string
 		switch {
 		case ev.User != nil:

@@ -103,80 +103,78 @@ func (s *Server) answerStartError(c *gin.Context, agentID string, err error) {
 // keepEvents keeps each frame's event beside its data, for a reader that
 // maps events again (the OpenAI endpoints); UI streams need the data only.
 // opts are the agent's (agent.WithOwner(owner) comes first).
-func (s *Server) startTurn(reqCtx context.Context, node *agent.Node, sessionID, message, owner string, keepEvents bool, opts ...agent.Option) (*turn, error) {
+func (s *Server) startTurn(reqCtx context.Context, node *agent.Agent, sessionID, message, owner string, keepEvents bool, opts ...agent.Option) (*turn, error) {
 	if s.cfg.MaxMessageBytes > 0 && len(message) > s.cfg.MaxMessageBytes {
 		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
 	}
-	return s.launch(reqCtx, node, sessionID, owner, keepEvents, "", func(ctx context.Context, turnID string) (iter.Seq[chat.Event], error) {
-		return node.HandleMessage(ctx, sessionID, message, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
+	return s.launch(reqCtx, node, sessionID, owner, keepEvents, "", func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error] {
+		return node.Run(ctx, sessionID, message, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
 	})
 }
 
-// launch starts the turn that begin starts (HandleMessage, HandleApprovals)
-// in its own goroutine; messageID, when set, is its start chunk's
-// messageId. The turn's context keeps the request's values (an embedder's
-// middleware may put its user there, for tools to read) but not its
-// cancellation: the request that started the turn may go away; the
-// server's shutdown still ends it.
-func (s *Server) launch(reqCtx context.Context, node *agent.Node, sessionID, owner string, keepEvents bool, messageID string, begin func(ctx context.Context, turnID string) (iter.Seq[chat.Event], error)) (*turn, error) {
+// errShuttingDown answers a turn that arrives as the server shuts down.
+func errShuttingDown() *apiError {
+	return newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
+}
+
+// launch runs the turn that begin returns (agent.Agent.Run or Answer) in a
+// goroutine of its own, and returns once the turn started (its session
+// claimed, its first event out), or with the error that kept it from
+// starting. messageID, when set, is its start chunk's messageId. The
+// turn's context keeps the request's values (an embedder's middleware may
+// put its user there, for tools to read) but not its cancellation: the
+// request that started the turn may go away; the server's shutdown still
+// ends it.
+func (s *Server) launch(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, begin func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error]) (*turn, error) {
 	if s.turns.isClosing() {
-		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
+		return nil, errShuttingDown()
 	}
 	ctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(reqCtx))
 	stopWithServer := context.AfterFunc(s.base, func() { cancelCtx(errShutdown) })
 	cancel := func(cause error) { stopWithServer(); cancelCtx(cause) }
 	turnID := session.NewID()
-	events, err := begin(ctx, turnID)
-	if err != nil {
-		cancel(nil)
-		return nil, err
-	}
 	t := newTurn(turnID, sessionID, node.ID(), owner, cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
 	t.keepEvents = keepEvents
 	t.messageID = messageID
-	if !s.turns.register(t) {
-		// Shutdown began in between: run the turn's sequence cancelled, so
-		// that it releases the session.
-		cancel(errShutdown)
-		for range events {
-		}
-		return nil, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
-	}
-	var started chan struct{}
-	if s.cfg.Turns != nil {
-		started = make(chan struct{})
-	}
-	go func() {
-		defer cancel(nil)
-		defer s.turns.ended(t)
-		if started != nil {
-			mirrored := make(chan struct{})
-			go func() {
-				defer close(mirrored)
-				s.mirror(t, started)
-			}()
-			defer func() { <-mirrored }()
-		}
-		s.runTurn(t, events)
-	}()
-	if started != nil {
-		// The model call is under way meanwhile; only the client's first
-		// frame waits for the shared log to know the turn.
-		<-started
+	started := make(chan error, 1)
+	go s.runTurn(t, begin(ctx, turnID), started)
+	if err := <-started; err != nil {
+		return nil, err
 	}
 	return t, nil
 }
 
-// runTurn drains the turn's events into its log. It recovers a panic of the
-// agent into an error frame, so that clients always get finish and [DONE].
-// A cancellation the server caused (shutdown, disconnect grace, a full
-// log) is reported by the turn itself, from its context's cause.
-func (s *Server) runTurn(t *turn, events iter.Seq[chat.Event]) {
-	m := &uiMapper{turnID: t.id, messageID: t.messageID}
-	finished := false
+// runTurn runs a turn in its goroutine. The turn starts when its sequence
+// is first pulled (the agent claims the session then): started gets the
+// outcome, and only a turn that started is registered, copied to the
+// shared log and drained into its own log, frame by frame. A panic of the
+// agent becomes an error frame, so that clients always get finish and
+// [DONE]; a cancellation the server caused (shutdown, disconnect grace, a
+// full log) is reported by the turn itself, from its context's cause.
+func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started chan<- error) {
+	defer t.cancel(nil)
+	answered := false
+	answer := func(err error) {
+		if !answered {
+			answered = true
+			started <- err
+		}
+	}
+	var (
+		m          = &uiMapper{turnID: t.id, messageID: t.messageID}
+		registered bool
+		draining   bool // the server began shutting down as the turn started
+		finished   bool
+		mirrored   chan struct{}
+	)
 	defer func() {
-		if v := recover(); v != nil {
+		v := recover()
+		if v != nil {
 			s.log.Error("panic in turn", "agent", t.agentID, "session", t.sessionID, "turn", t.id, "panic", fmt.Sprint(v))
+		}
+		answer(newError(http.StatusInternalServerError, "internal_error", "the turn could not be started"))
+		if !registered {
+			return
 		}
 		if !finished {
 			e := chat.Event{Kind: chat.KindError, Error: &chat.Error{Code: "internal_error", Message: "the turn failed"}}
@@ -184,10 +182,43 @@ func (s *Server) runTurn(t *turn, events iter.Seq[chat.Event]) {
 			t.add(m.mapEvent(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishError}, nil)...)
 		}
 		t.finish()
+		if mirrored != nil {
+			<-mirrored
+		}
+		s.turns.ended(t)
 	}()
-	t.add(m.start())
 	usage := func() *chat.Usage { return s.sessionUsage(t.key) }
-	for ev := range events {
+	for ev, err := range events {
+		if draining {
+			continue // cancelled: the turn ends and frees its session
+		}
+		if !registered {
+			if err != nil {
+				answer(err)
+				return
+			}
+			if !s.turns.register(t) {
+				t.cancel(errShutdown)
+				draining = true
+				answer(errShuttingDown())
+				continue
+			}
+			registered = true
+			if s.cfg.Turns != nil {
+				// The client hears of the turn once another replica
+				// could find it in the shared log; the model call is
+				// under way meanwhile.
+				copied := make(chan struct{})
+				mirrored = make(chan struct{})
+				go func() {
+					defer close(mirrored)
+					s.mirror(t, copied)
+				}()
+				<-copied
+			}
+			t.add(m.start())
+			answer(nil)
+		}
 		finished = ev.Kind == chat.KindDone
 		t.add(m.mapEvent(ev, usage)...)
 		if finished {

@@ -40,7 +40,7 @@ type Limiter interface {
 // Config configures a Server. New validates it once and fills the defaults.
 type Config struct {
 	// Agents are the agents served. Required.
-	Agents *agent.Agents
+	Agents *agent.Set
 	// Store is the session store; nil means Agents.Store().
 	Store session.Store
 	// Turns, when set, is the turn log the replicas of a deployment share

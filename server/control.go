@@ -80,7 +80,7 @@ func (s *Server) watchStops() (cancel func()) {
 
 // answerApprovals starts the turn that carries out a request's answers to
 // the calls that wait for approval, and streams it like a chat turn.
-func (s *Server) answerApprovals(c *gin.Context, node *agent.Node, body *wire.ChatRequest, answers []wire.Answer, messageID string) {
+func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.ChatRequest, answers []wire.Answer, messageID string) {
 	if c.GetHeader("X-Session-Id") == "" && body.SessionID == "" && !session.ValidID(body.ID) {
 		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "sessionId", "answers to approvals need their session: sessionId, the x-session-id header or the AI SDK chat id"))
 		return
@@ -98,8 +98,8 @@ func (s *Server) answerApprovals(c *gin.Context, node *agent.Node, body *wire.Ch
 		messageID = ""
 	}
 	owner := ownerOf(c)
-	t, err := s.launch(c.Request.Context(), node, sid, owner, false, messageID, func(ctx context.Context, turnID string) (iter.Seq[chat.Event], error) {
-		return node.HandleApprovals(ctx, sid, list, agent.WithOwner(owner), agent.WithTurnID(turnID))
+	t, err := s.launch(c.Request.Context(), node, sid, owner, false, messageID, func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error] {
+		return node.Answer(ctx, sid, list, agent.WithOwner(owner), agent.WithTurnID(turnID))
 	})
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)

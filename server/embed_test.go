@@ -56,7 +56,7 @@ func TestToolSeesSessionAndMiddlewareValues(t *testing.T) {
 		t.Fatal(ds.Err())
 	}
 	store := session.NewMemory(session.Config{})
-	agents, err := agent.New(agent.Config{
+	agents, err := agent.NewSet(agent.Config{
 		Store: store, Tools: reg, Logger: slog.New(slog.DiscardHandler),
 		Models: func(*template.Template) (llmorch.Model, error) { return callsOnce{tool: "whoami"}, nil },
 	}, []*template.Agent{a})

@@ -128,6 +128,8 @@ func turnStartError(err error) *apiError {
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.Is(err, agent.ErrInvalidSessionID):
+		return errBadSessionID("the session ID")
 	case errors.Is(err, agent.ErrInvalidMessage):
 		// The agent's message says what was wrong and carries no content.
 		return newError(http.StatusBadRequest, "invalid_message", "%s", err.Error())

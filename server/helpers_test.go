@@ -63,7 +63,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		loaded = append(loaded, r.Agent)
 	}
 	model := offline.New(offline.Config{Delay: o.delay})
-	agents, err := agent.New(agent.Config{
+	agents, err := agent.NewSet(agent.Config{
 		Store:  store,
 		Tools:  reg,
 		Models: func(*template.Template) (llmorch.Model, error) { return model, nil },
@@ -226,7 +226,7 @@ func (e *env) waitIdle(sessionID string) {
 	e.t.Fatalf("the turn of session %s did not finish", sessionID)
 }
 
-func mustAgent(t *testing.T, e *env, id string) *agent.Node {
+func mustAgent(t *testing.T, e *env, id string) *agent.Agent {
 	t.Helper()
 	n, ok := e.srv.cfg.Agents.Get(id)
 	if !ok {

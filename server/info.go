@@ -92,7 +92,7 @@ type conditionInfo struct {
 	Description string `json:"description,omitempty"`
 }
 
-func (s *Server) summarize(n *agent.Node) agentSummary {
+func (s *Server) summarize(n *agent.Agent) agentSummary {
 	t := n.Template()
 	info := n.ModelInfo()
 	return agentSummary{

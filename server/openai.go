@@ -210,7 +210,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 }
 
 // openAIModel finds the agent an OpenAI request names as its model.
-func (s *Server) openAIModel(model string) (*agent.Node, *apiError) {
+func (s *Server) openAIModel(model string) (*agent.Agent, *apiError) {
 	if model == "" {
 		return nil, newParamError(http.StatusBadRequest, "invalid_request", "model", "model is required: an agent ID (GET /v1/models lists them)")
 	}
@@ -224,7 +224,7 @@ func (s *Server) openAIModel(model string) (*agent.Node, *apiError) {
 // checkHistory refuses a conversation the agent cannot take, naming the
 // message: index maps the history's messages to their position in the
 // request's list param.
-func checkHistory(node *agent.Node, history []chat.Message, index []int, param string) *apiError {
+func checkHistory(node *agent.Agent, history []chat.Message, index []int, param string) *apiError {
 	err := node.CheckHistory(history)
 	var he *agent.HistoryError
 	if !errors.As(err, &he) {

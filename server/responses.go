@@ -358,7 +358,7 @@ func responseID(turnID string) string { return "resp_" + turnID }
 
 // templateTemperature is the temperature the agent's model is called with
 // (nil: the provider's default).
-func templateTemperature(n *agent.Node) *float64 {
+func templateTemperature(n *agent.Agent) *float64 {
 	_, nc := n.Template().Provider()
 	return nc.Temperature
 }

@@ -88,7 +88,7 @@ func (r recorded) collect(t testing.TB) map[string]metricdata.Metrics {
 
 func shipped(t testing.TB) []*template.Agent {
 	t.Helper()
-	results, err := template.LoadFSWith(templates.FS(), ".", template.Config{Provided: tools.BuiltinNames()})
+	results, err := template.LoadFS(templates.FS(), ".", template.Config{Provided: tools.BuiltinNames()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,13 +107,13 @@ func offlineModels(*template.Template) (llmorch.Model, error) {
 }
 
 // node builds the agents over store with the real tools and returns one.
-func node(t testing.TB, store session.Store, tel *telemetry.Telemetry, models agent.ModelFactory, id string) *agent.Node {
+func node(t testing.TB, store session.Store, tel *telemetry.Telemetry, models agent.ModelFactory, id string) *agent.Agent {
 	t.Helper()
 	reg, err := tools.Builtin(tools.BuiltinConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	agents, err := agent.New(agent.Config{Store: store, Tools: reg, Models: models, Telemetry: tel}, shipped(t))
+	agents, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: models, Telemetry: tel}, shipped(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +125,11 @@ func node(t testing.TB, store session.Store, tel *telemetry.Telemetry, models ag
 }
 
 // runTurn runs one turn to its end and returns its events.
-func runTurn(t testing.TB, n *agent.Node, sessionID, msg string) []chat.Event {
+func runTurn(t testing.TB, n *agent.Agent, sessionID, msg string) []chat.Event {
 	t.Helper()
-	events, err := n.HandleMessage(context.Background(), sessionID, msg)
+	events, err := agent.Started(n.Run(context.Background(), sessionID, msg))
 	if err != nil {
-		t.Fatalf("HandleMessage(%q): %v", msg, err)
+		t.Fatalf("Run(%q): %v", msg, err)
 	}
 	var out []chat.Event
 	for ev := range events {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/session"
 )
@@ -211,8 +212,8 @@ func TestStoreErrorOfRejectedTurn(t *testing.T) {
 	mem := session.NewMemory(session.Config{})
 	defer mem.Close()
 	n := node(t, downStore{mem}, rec.tel, offlineModels, "planner")
-	if _, err := n.HandleMessage(context.Background(), session.NewID(), "hello"); !errors.Is(err, session.ErrUnavailable) {
-		t.Fatalf("HandleMessage: %v, want ErrUnavailable", err)
+	if _, err := agent.Started(n.Run(context.Background(), session.NewID(), "hello")); !errors.Is(err, session.ErrUnavailable) {
+		t.Fatalf("Run: %v, want ErrUnavailable", err)
 	}
 	m := rec.collect(t)
 	if got := sumPoints(t, m, "agentdock.store.errors", map[string]string{"agentdock.store.operation": "start_turn", "error.type": "unavailable"}); got != 1 {

@@ -243,12 +243,7 @@ type Result struct {
 // ID that an earlier file already uses is an error. The error return is for
 // root itself being unreadable; problems of single templates are in their
 // Result.
-func LoadFS(fsys fs.FS, root string) ([]Result, error) {
-	return loadFS(fsys, root, root, Config{})
-}
-
-// LoadFSWith is LoadFS with a Config.
-func LoadFSWith(fsys fs.FS, root string, cfg Config) ([]Result, error) {
+func LoadFS(fsys fs.FS, root string, cfg Config) ([]Result, error) {
 	return loadFS(fsys, root, root, cfg)
 }
 

@@ -5,6 +5,13 @@
 // Parsing keeps every field, known or not, so a template survives a round
 // trip. Validation reports every problem in one pass, each located by file,
 // field path and step name, and a template with errors never loads.
+//
+// The functions go from bytes to an agent one stage at a time or all at
+// once: Parse reads a template (a *Template); Compile validates it and
+// builds its orchestration engine; Load does both for one file's bytes (an
+// *Agent: the template and its engine). LoadFS and LoadPath load a
+// template file, or a directory of template.json and */template.json
+// files, from a file system or from the disk, one Result per file.
 package template
 
 import (

@@ -38,7 +38,7 @@ func TestEmbedsTemplatesOnly(t *testing.T) {
 		t.Fatalf("the shipped templates have no tests folder: %v", err)
 	}
 	for _, fsys := range []fs.FS{templates.FS(), os.DirFS(".")} {
-		results, err := template.LoadFSWith(fsys, ".", template.Config{Provided: tools.BuiltinNames()})
+		results, err := template.LoadFS(fsys, ".", template.Config{Provided: tools.BuiltinNames()})
 		if err != nil {
 			t.Fatal(err)
 		}

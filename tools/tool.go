@@ -21,6 +21,23 @@ type Tool interface {
 	Call(ctx context.Context, args json.RawMessage) (Result, error)
 }
 
+// Toolbox is the tools an agent can call: their names, what the model is
+// told about them, and a way to run a call. *Registry is one; so is an MCP
+// Toolset (package tools/mcp), which adds tools from MCP servers to a
+// Registry's. The runtime asks the orchestration which of them to offer
+// before every model call, and runs a call only if it was offered.
+type Toolbox interface {
+	// Names lists the tools, sorted.
+	Names() []string
+	// Specs describes the named tools, in the order given, skipping names
+	// it does not know.
+	Specs(names []string) []chat.ToolSpec
+	// Execute runs one call; every failure (unknown tool, invalid
+	// arguments, the tool's own error, a timeout, a panic) comes back as
+	// an error result the model can read, never as a Go error.
+	Execute(ctx context.Context, call chat.ToolCall) chat.ToolResult
+}
+
 // Result is what a tool returns: markdown content and a type that classifies
 // it (for example "critique_result").
 type Result struct {

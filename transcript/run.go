@@ -22,7 +22,7 @@ import (
 	"github.com/agentdock-go/agentdock/tools"
 )
 
-// Run plays tr through a fresh session of the real turn loop (agent.Node
+// Run plays tr through a fresh session of the real turn loop (agent.Agent
 // with its llmorch.Service, the built-in tools, a memory store) with the
 // scripted model, and checks every expectation. The error is for a
 // transcript that cannot run (its template does not load, a stand-in names
@@ -60,7 +60,7 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 	exec := &switchable{}
 	exec.reg.Store(base)
 	model := &scripted{}
-	agents, err := agent.New(agent.Config{
+	agents, err := agent.NewSet(agent.Config{
 		Store:  store,
 		Tools:  exec,
 		Models: func(*template.Template) (llmorch.Model, error) { return model, nil },
@@ -90,12 +90,12 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 			tp.User = describeApprovals(t.Approvals)
 			var answers []agent.ApprovalAnswer
 			if answers, err = approvalAnswers(ctx, store, rep.SessionID, t.Approvals); err == nil {
-				events, err = node.HandleApprovals(ctx, rep.SessionID, answers)
+				events, err = agent.Started(node.Answer(ctx, rep.SessionID, answers))
 			}
 			if err != nil {
 				tp.Failure = "the answers were not accepted: " + err.Error()
 			}
-		} else if events, err = node.HandleMessage(ctx, rep.SessionID, t.User); err != nil {
+		} else if events, err = agent.Started(node.Run(ctx, rep.SessionID, t.User)); err != nil {
 			tp.Failure = "the message was not accepted: " + err.Error()
 		}
 		if events != nil {
@@ -165,7 +165,7 @@ func load(tr *Transcript, provided []string) (*template.Agent, error) {
 		}
 	} else {
 		what = "agent " + tr.Agent
-		results, err = template.LoadFSWith(templates.FS(), ".", cfg)
+		results, err = template.LoadFS(templates.FS(), ".", cfg)
 		if err == nil {
 			var ids []string
 			for _, r := range results {

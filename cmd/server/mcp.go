@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
@@ -78,7 +77,7 @@ func (r *mcpRuntime) addAgents(loaded []*template.Agent) error {
 
 // toolsFor is agent.Config.ToolsFor: the built-in tools plus the agent's MCP
 // servers (the server-wide ones and its template's own).
-func (r *mcpRuntime) toolsFor(a *template.Agent) agent.Tools {
+func (r *mcpRuntime) toolsFor(a *template.Agent) tools.Toolbox {
 	ts := r.manager.Toolset(r.builtin, a.ID(), a.Template.Tools())
 	if len(ts.Status()) == 0 {
 		return r.builtin // no MCP server: nothing can be unavailable

@@ -145,7 +145,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if turns != nil {
 		streamed = server.StreamedSteps(turns)
 	}
-	agents, err := agent.New(agent.Config{
+	agents, err := agent.NewSet(agent.Config{
 		StreamedSteps: streamed,
 		ToolsFor:      mcpRT.toolsFor,
 		Store:         store,
@@ -227,7 +227,7 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 // is taken replaces the shipped one.
 func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]*template.Agent, error) {
 	tcfg := template.Config{Provided: provided, MCPServers: mcpServers}
-	results, err := template.LoadFSWith(templates.FS(), ".", tcfg)
+	results, err := template.LoadFS(templates.FS(), ".", tcfg)
 	if err != nil {
 		return nil, fmt.Errorf("embedded templates: %w", err)
 	}

@@ -23,14 +23,14 @@ var benchEngine = orchestration.MustNew(&orchestration.Spec{
 	}},
 }, orchestration.Config{Tools: []string{"search", "fetch", "think"}})
 
-func benchEvent(i int) orchestration.Event {
+func benchEvent(i int) orchestration.Input {
 	if i%3 == 2 {
 		return orchestration.UsageReported(chat.Usage{Prompt: 120, Completion: 40})
 	}
 	return orchestration.ToolUsed([]string{"search", "fetch"}[i%2])
 }
 
-func benchApply(ev orchestration.Event) func(*orchestration.State) error {
+func benchApply(ev orchestration.Input) func(*orchestration.State) error {
 	return func(s *orchestration.State) error {
 		*s, _ = benchEngine.Apply(*s, ev)
 		return nil

@@ -42,7 +42,7 @@ var engine = orchestration.MustNew(&orchestration.Spec{}, orchestration.Config{
 	Tools: []string{"search", "fetch"}, HistoryLimit: 10000,
 })
 
-func applyEvent(ev orchestration.Event) func(*orchestration.State) error {
+func applyEvent(ev orchestration.Input) func(*orchestration.State) error {
 	return func(s *orchestration.State) error {
 		next, d := engine.Apply(*s, ev)
 		if d.Refused {

@@ -139,7 +139,7 @@ var testEngine = orchestration.MustNew(&orchestration.Spec{}, orchestration.Conf
 })
 
 // apply returns an Update function applying ev through the engine.
-func apply(ev orchestration.Event) func(*orchestration.State) error {
+func apply(ev orchestration.Input) func(*orchestration.State) error {
 	return func(s *orchestration.State) error {
 		next, d := testEngine.Apply(*s, ev)
 		if d.Refused {

@@ -1,6 +1,6 @@
-// Package agent hosts agents: each Node runs one template's agent, turning a
-// user message into a streamed turn (HandleMessage) with the orchestration,
-// the tools, the model and the session store around it.
+// Package agent hosts agents: each Agent runs one template, turning a user
+// message into a streamed turn (Agent.Run) with the orchestration, the tools,
+// the model and the session store around it.
 package agent
 
 import (
@@ -25,7 +25,7 @@ import (
 	"github.com/agentdock-go/agentdock/tools"
 )
 
-// Errors HandleMessage returns before a turn starts.
+// Errors a turn (Agent.Run) yields before it starts.
 var (
 	// ErrInvalidMessage: the message is empty, not UTF-8, or too long.
 	ErrInvalidMessage = errors.New("invalid message")
@@ -36,20 +36,13 @@ var (
 	ErrNotLastMessage = errors.New("only the answer to the session's last user message can be regenerated")
 )
 
-// Tools is what an agent needs of a tool registry. *tools.Registry is one.
-type Tools interface {
-	llmorch.Executor
-	// Names lists the tools the runtime provides.
-	Names() []string
-}
-
 // ModelFactory returns the model for a template.
 type ModelFactory func(t *template.Template) (llmorch.Model, error)
 
-// Config is shared by the nodes of a server.
+// Config is shared by the agents of a Set.
 type Config struct {
 	Store  session.Store
-	Tools  Tools
+	Tools  tools.Toolbox
 	Models ModelFactory
 	Logger *slog.Logger
 	// MaxMessageBytes bounds a user message (default 32 KiB).
@@ -71,7 +64,7 @@ type Config struct {
 	StreamedSteps StreamReader
 	// ToolsFor, when set, gives each agent tools of its own instead of
 	// Tools: a template's own MCP servers serve that agent only.
-	ToolsFor func(*template.Agent) Tools
+	ToolsFor func(*template.Agent) tools.Toolbox
 }
 
 // DefaultMaxMessageBytes bounds a user message unless configured.
@@ -106,24 +99,24 @@ func (c *Config) check() error {
 	return nil
 }
 
-// Agents is the set of agents a server hosts.
-type Agents struct {
+// Set is the set of agents a server hosts.
+type Set struct {
 	cfg  Config
-	list []*Node
-	byID map[string]*Node
+	list []*Agent
+	byID map[string]*Agent
 }
 
-// New builds a Node for every loaded template. Agent IDs must be unique.
-func New(cfg Config, loaded []*template.Agent) (*Agents, error) {
+// NewSet builds an Agent for every loaded template. Agent IDs must be unique.
+func NewSet(cfg Config, loaded []*template.Agent) (*Set, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	a := &Agents{cfg: cfg, byID: make(map[string]*Node)}
+	a := &Set{cfg: cfg, byID: make(map[string]*Agent)}
 	for _, l := range loaded {
 		if _, dup := a.byID[l.ID()]; dup {
 			return nil, fmt.Errorf("agent %q is defined twice (%s)", l.ID(), l.File)
 		}
-		n, err := newNode(cfg, l)
+		n, err := newAgent(cfg, l)
 		if err != nil {
 			return nil, err
 		}
@@ -141,19 +134,19 @@ func New(cfg Config, loaded []*template.Agent) (*Agents, error) {
 }
 
 // List returns the agents, highest template priority first, then by name.
-func (a *Agents) List() []*Node { return a.list }
+func (a *Set) List() []*Agent { return a.list }
 
 // Get returns the agent with the given ID.
-func (a *Agents) Get(id string) (*Node, bool) {
+func (a *Set) Get(id string) (*Agent, bool) {
 	n, ok := a.byID[id]
 	return n, ok
 }
 
 // Store returns the session store the agents share.
-func (a *Agents) Store() session.Store { return a.cfg.Store }
+func (a *Set) Store() session.Store { return a.cfg.Store }
 
-// Node runs one agent.
-type Node struct {
+// Agent runs one agent.
+type Agent struct {
 	cfg     Config
 	agent   *template.Agent
 	model   llmorch.Model
@@ -163,7 +156,7 @@ type Node struct {
 	svcCfg llmorch.ServiceConfig
 }
 
-func newNode(cfg Config, l *template.Agent) (*Node, error) {
+func newAgent(cfg Config, l *template.Agent) (*Agent, error) {
 	model, err := cfg.Models(l.Template)
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: model: %w", l.ID(), err)
@@ -185,27 +178,27 @@ func newNode(cfg Config, l *template.Agent) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: %w", l.ID(), err)
 	}
-	return &Node{cfg: cfg, agent: l, model: model, service: svc, svcCfg: svcCfg}, nil
+	return &Agent{cfg: cfg, agent: l, model: model, service: svc, svcCfg: svcCfg}, nil
 }
 
 // ID returns the agent's ID.
-func (n *Node) ID() string { return n.agent.ID() }
+func (n *Agent) ID() string { return n.agent.ID() }
 
 // Template returns the agent's template.
-func (n *Node) Template() *template.Template { return n.agent.Template }
+func (n *Agent) Template() *template.Template { return n.agent.Template }
 
 // Engine returns the agent's orchestration engine.
-func (n *Node) Engine() *orchestration.Engine { return n.agent.Engine }
+func (n *Agent) Engine() *orchestration.Engine { return n.agent.Engine }
 
 // ModelInfo names the agent's model; Provider is "offline" for the offline
 // model.
-func (n *Node) ModelInfo() llmorch.Info { return n.model.Info() }
+func (n *Agent) ModelInfo() llmorch.Info { return n.model.Info() }
 
 // Budget returns the budget the agent's turns run under.
-func (n *Node) Budget() llmorch.Budget { return n.service.Budget() }
+func (n *Agent) Budget() llmorch.Budget { return n.service.Budget() }
 
 // Warnings returns the template's load warnings.
-func (n *Node) Warnings() []string {
+func (n *Agent) Warnings() []string {
 	out := make([]string, len(n.agent.Warnings))
 	for i, d := range n.agent.Warnings {
 		out[i] = d.String()
@@ -213,7 +206,7 @@ func (n *Node) Warnings() []string {
 	return out
 }
 
-// Option adjusts one HandleMessage call.
+// Option adjusts one Run or Answer call.
 type Option func(*options)
 
 type options struct {
@@ -237,8 +230,8 @@ func WithOwner(owner string) Option { return func(o *options) { o.owner = owner 
 // WithHistory gives messages that come before the turn's message, as a
 // client holds its conversation: they are added to the session's history
 // ahead of the message, and replayed through the orchestration (see
-// Node.Replay), so that the turn starts in the step, sequence position and
-// offer those messages lead to. They must pass Node.CheckHistory.
+// Agent.Replay), so that the turn starts in the step, sequence position and
+// offer those messages lead to. They must pass Agent.CheckHistory.
 func WithHistory(msgs []chat.Message) Option { return func(o *options) { o.history = msgs } }
 
 // Stateless runs the turn on a session of its own that is dropped when the
@@ -258,51 +251,111 @@ func Stateless() Option { return func(o *options) { o.stateless = true } }
 // session with no user message yet it is an ordinary turn.
 func Regenerate() Option { return func(o *options) { o.regenerate = true } }
 
-// HandleMessage starts one turn on the session (created when new) and
-// returns its events, numbered from 1 and ending with Done.
+// Run runs one turn of the agent on the session (created when new, in the
+// owner's keyspace: WithOwner) and yields its events, numbered from 1 and
+// ending with Done.
 //
-// Errors before the turn starts: ErrInvalidMessage (a *HistoryError for
-// a WithHistory conversation), ErrWrongAgent, ErrNotLastMessage
-// (Regenerate), session.ErrNotFound (another owner's session),
-// session.ErrBusy (a turn is running), and store failures wrapping
-// session.ErrUnavailable.
+// Nothing happens until the sequence is iterated: the session's lease is
+// taken then, and held until the turn's Done (or until the iteration is
+// broken off, which stops the turn, saves its partial answer and frees the
+// session), so that a sequence never ranged over holds nothing. A turn
+// that cannot start yields one error and no event: ErrInvalidSessionID,
+// ErrInvalidMessage (a *HistoryError for a WithHistory conversation),
+// ErrWrongAgent, ErrNotLastMessage (Regenerate), session.ErrNotFound,
+// session.ErrBusy (a turn is running), or a store failure wrapping
+// session.ErrUnavailable. Once the turn started, its failures are events
+// (chat.KindError), never errors of the sequence. Started turns this
+// into what an HTTP server needs: the error before any event, then the
+// events.
 //
-// The sequence must be iterated to the end, or broken off (which cancels the
-// turn): it holds the session's lease until then. The turn runs under ctx.
-func (n *Node) HandleMessage(ctx context.Context, sessionID, message string, opts ...Option) (iter.Seq[chat.Event], error) {
-	info := n.model.Info()
-	// The turn's log records (lease warnings, tool calls) name the agent
-	// and the session through the context.
-	ctx = telemetry.WithLogAttrs(ctx, slog.String("agent", n.ID()), slog.String("session", sessionID))
-	ctx, obs := n.cfg.Telemetry.StartTurn(ctx, telemetry.TurnInfo{
-		AgentID: n.ID(), AgentName: n.Template().Name, SessionID: sessionID,
-		Provider: info.Provider, Model: info.Model, Message: message,
+// The turn runs under ctx: its values reach the tools (tools.CallFrom
+// adds the session and the call), and its cancellation stops the turn;
+// a cancellation cause that is a *chat.Error, *chat.Limit or *chat.Stop
+// says why in the turn's last events.
+func (n *Agent) Run(ctx context.Context, sessionID, message string, opts ...Option) iter.Seq2[chat.Event, error] {
+	return n.turn(ctx, sessionID, message, func(ctx context.Context) (iter.Seq[chat.Event], error) {
+		return n.handleMessage(ctx, sessionID, message, opts...)
 	})
-	events, err := n.handleMessage(ctx, sessionID, message, opts...)
-	if err != nil {
-		if errors.Is(err, session.ErrUnavailable) {
-			n.cfg.Telemetry.RecordStoreError(ctx, "start_turn", "unavailable")
-		}
-		obs.Reject(err)
+}
+
+// Started pulls a turn's first item: it returns the error of a turn that
+// could not start, or the turn's events (the first included), for callers
+// that must know whether the turn started before they consume it (an HTTP
+// status to send first, say). The returned sequence must be iterated, to
+// the end or broken off, to release what the turn holds. It runs the turn
+// on a coroutine (iter.Pull2): one more goroutine for the turn's life; a
+// server that runs each turn in a goroutine of its own can read the first
+// item there instead, as package server does.
+func Started(turn iter.Seq2[chat.Event, error]) (iter.Seq[chat.Event], error) {
+	next, stop := iter.Pull2(turn)
+	first, err, ok := next()
+	switch {
+	case !ok:
+		stop()
+		return nil, errors.New("agent: the turn yielded nothing")
+	case err != nil:
+		stop()
 		return nil, err
 	}
 	return func(yield func(chat.Event) bool) {
-		defer obs.End()
-		for ev := range events {
-			obs.Observe(ev)
-			if ev.Kind == chat.KindError {
-				n.recordStoreError(ctx, ev.Error)
-			}
-			if !yield(ev) {
+		defer stop()
+		if !yield(first) {
+			return
+		}
+		for {
+			ev, err, ok := next()
+			if !ok || err != nil || !yield(ev) {
 				return
 			}
 		}
 	}, nil
 }
 
+// ErrInvalidSessionID: a session ID is 8 to 128 letters, digits, '-' or
+// '_' (session.ValidID).
+var ErrInvalidSessionID = errors.New("invalid session ID: want 8 to 128 letters, digits, '-' or '_'")
+
+// turn is Run and Answer's common frame: the session ID checked, the
+// turn's telemetry, and start called when iteration begins.
+func (n *Agent) turn(ctx context.Context, sessionID, message string, start func(context.Context) (iter.Seq[chat.Event], error)) iter.Seq2[chat.Event, error] {
+	return func(yield func(chat.Event, error) bool) {
+		if !session.ValidID(sessionID) {
+			yield(chat.Event{}, ErrInvalidSessionID)
+			return
+		}
+		info := n.model.Info()
+		// The turn's log records (lease warnings, tool calls) name the
+		// agent and the session through the context.
+		ctx := telemetry.WithLogAttrs(ctx, slog.String("agent", n.ID()), slog.String("session", sessionID))
+		ctx, obs := n.cfg.Telemetry.StartTurn(ctx, telemetry.TurnInfo{
+			AgentID: n.ID(), AgentName: n.Template().Name, SessionID: sessionID,
+			Provider: info.Provider, Model: info.Model, Message: message,
+		})
+		events, err := start(ctx)
+		if err != nil {
+			if errors.Is(err, session.ErrUnavailable) {
+				n.cfg.Telemetry.RecordStoreError(ctx, "start_turn", "unavailable")
+			}
+			obs.Reject(err)
+			yield(chat.Event{}, err)
+			return
+		}
+		defer obs.End()
+		for ev := range events {
+			obs.Observe(ev)
+			if ev.Kind == chat.KindError {
+				n.recordStoreError(ctx, ev.Error)
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
 // recordStoreError counts a turn that ended on a store failure (the codes
 // llmorch gives them).
-func (n *Node) recordStoreError(ctx context.Context, e *chat.Error) {
+func (n *Agent) recordStoreError(ctx context.Context, e *chat.Error) {
 	switch {
 	case e == nil:
 	case e.Code == llmorch.CodeStoreUnavailable:
@@ -312,7 +365,7 @@ func (n *Node) recordStoreError(ctx context.Context, e *chat.Error) {
 	}
 }
 
-func (n *Node) handleMessage(ctx context.Context, sessionID, message string, opts ...Option) (iter.Seq[chat.Event], error) {
+func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, opts ...Option) (iter.Seq[chat.Event], error) {
 	o := collect(opts)
 	if err := n.checkMessage(message); err != nil {
 		return nil, err
@@ -339,7 +392,7 @@ func collect(opts []Option) options {
 // begin claims the session and starts a turn on it with start, which
 // records what starts the turn under the lease in store (the agent's, or
 // a stateless turn's own).
-func (n *Node) begin(ctx context.Context, sessionID string, o options, start func(store session.Store, key string, sess session.Session, lease session.Lease) (llmorch.Turn, error)) (iter.Seq[chat.Event], error) {
+func (n *Agent) begin(ctx context.Context, sessionID string, o options, start func(store session.Store, key string, sess session.Session, lease session.Lease) (llmorch.Turn, error)) (iter.Seq[chat.Event], error) {
 	// Tools learn what they run for (tools.CallFrom).
 	ctx = tools.WithCall(ctx, tools.Call{SessionID: sessionID, AgentID: n.ID(), Owner: o.owner, TurnID: o.turnID})
 	store, service, closeStore := n.cfg.Store, n.service, func() {}
@@ -418,7 +471,7 @@ func (n *Node) begin(ctx context.Context, sessionID string, o options, start fun
 	}, nil
 }
 
-func (n *Node) checkMessage(message string) error {
+func (n *Agent) checkMessage(message string) error {
 	switch {
 	case strings.TrimSpace(message) == "":
 		return fmt.Errorf("%w: the message is empty", ErrInvalidMessage)
@@ -439,7 +492,7 @@ func (n *Node) checkMessage(message string) error {
 // Calls still waiting for approval are denied by the new message: their
 // results ("the user sent a new message") are recorded before it, in the
 // same write, so the model hears why they did not run.
-func (n *Node) startTurn(ctx context.Context, store session.Store, key, message string, sess session.Session, lease session.Lease, o options) (llmorch.Turn, error) {
+func (n *Agent) startTurn(ctx context.Context, store session.Store, key, message string, sess session.Session, lease session.Lease, o options) (llmorch.Turn, error) {
 	engine := n.Engine()
 	window := n.historyWindow()
 	user := chat.Message{Role: chat.RoleUser, Content: message}
@@ -505,7 +558,7 @@ func (n *Node) startTurn(ctx context.Context, store session.Store, key, message 
 }
 
 // historyWindow is how much history the model sees (0 none, -1 all).
-func (n *Node) historyWindow() int {
+func (n *Agent) historyWindow() int {
 	cs := n.Template().ChatSettings
 	switch {
 	case cs.HistoryPolicy == template.HistoryNone:
@@ -543,7 +596,7 @@ type ApprovalAnswer struct {
 	Reason string
 }
 
-// Errors of HandleApprovals, before a turn starts. Each wraps
+// Errors of Answer, before a turn starts. Each wraps
 // ErrInvalidApproval.
 var (
 	// ErrInvalidApproval is the class of a bad answer.
@@ -572,44 +625,22 @@ func (e *ApprovalError) Unwrap() error { return e.Err }
 // MaxApprovalReasonBytes bounds the reason of an answer.
 const MaxApprovalReasonBytes = 2000
 
-// HandleApprovals answers the session's calls that wait for approval and
-// starts the turn that carries the answers out: a denied call is recorded
-// with its reason as its result and not run; an approved one runs in the
-// turn, if the orchestration offers it then, and is recorded like any
-// call; then the model goes on. Every pending call of the session must be
-// answered, each once.
-//
-// Errors before the turn: those of HandleMessage, and ErrUnknownApproval,
-// ErrApprovalAnswered, ErrApprovalsIncomplete or ErrInvalidApproval (a
-// reason too long or not UTF-8) as an *ApprovalError.
-func (n *Node) HandleApprovals(ctx context.Context, sessionID string, answers []ApprovalAnswer, opts ...Option) (iter.Seq[chat.Event], error) {
-	o := collect(opts)
-	ctx = telemetry.WithLogAttrs(ctx, slog.String("agent", n.ID()), slog.String("session", sessionID))
-	info := n.model.Info()
-	ctx, obs := n.cfg.Telemetry.StartTurn(ctx, telemetry.TurnInfo{
-		AgentID: n.ID(), AgentName: n.Template().Name, SessionID: sessionID,
-		Provider: info.Provider, Model: info.Model,
+// Answer answers the session's calls that wait for approval and runs the
+// turn that carries the answers out: a denied call is recorded with its
+// reason as its result and not run; an approved one runs in the turn, if
+// the orchestration offers it then, and is recorded like any call; then
+// the model goes on. Every pending call of the session must be answered,
+// each once. It is lazy like Run; a turn that cannot start yields one
+// error: those of Run, and ErrUnknownApproval, ErrApprovalAnswered,
+// ErrApprovalsIncomplete or ErrInvalidApproval (a reason too long or not
+// UTF-8) as an *ApprovalError.
+func (n *Agent) Answer(ctx context.Context, sessionID string, answers []ApprovalAnswer, opts ...Option) iter.Seq2[chat.Event, error] {
+	return n.turn(ctx, sessionID, "", func(ctx context.Context) (iter.Seq[chat.Event], error) {
+		return n.handleApprovals(ctx, sessionID, answers, collect(opts))
 	})
-	events, err := n.handleApprovals(ctx, sessionID, answers, o)
-	if err != nil {
-		obs.Reject(err)
-		return nil, err
-	}
-	return func(yield func(chat.Event) bool) {
-		defer obs.End()
-		for ev := range events {
-			obs.Observe(ev)
-			if ev.Kind == chat.KindError {
-				n.recordStoreError(ctx, ev.Error)
-			}
-			if !yield(ev) {
-				return
-			}
-		}
-	}, nil
 }
 
-func (n *Node) handleApprovals(ctx context.Context, sessionID string, answers []ApprovalAnswer, o options) (iter.Seq[chat.Event], error) {
+func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers []ApprovalAnswer, o options) (iter.Seq[chat.Event], error) {
 	if len(answers) == 0 {
 		return nil, &ApprovalError{Err: ErrInvalidApproval, Index: -1, Msg: "no answers: approvals must list at least one {id, approved}"}
 	}
@@ -681,7 +712,7 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 
 // answerTurn records the answers, the results of the denied calls with
 // them, in one write, and assembles the turn that carries them out.
-func (n *Node) answerTurn(ctx context.Context, store session.Store, key string, sess session.Session, lease session.Lease, plan []llmorch.Answer, o options) (llmorch.Turn, error) {
+func (n *Agent) answerTurn(ctx context.Context, store session.Store, key string, sess session.Session, lease session.Lease, plan []llmorch.Answer, o options) (llmorch.Turn, error) {
 	decided := map[string]llmorch.Answer{}
 	var denials []chat.Message
 	approved := map[string]bool{}
@@ -827,7 +858,7 @@ const (
 // turn until it expires, LockTTL later, and a persisted lease survives a
 // Redis restart; so the release is retried in the background until it
 // succeeds or the lease has surely expired.
-func (n *Node) release(ctx context.Context, lease session.Lease) {
+func (n *Agent) release(ctx context.Context, lease session.Lease) {
 	ctx = context.WithoutCancel(ctx)
 	err := tryRelease(ctx, lease)
 	if err == nil {
@@ -851,7 +882,7 @@ func tryRelease(ctx context.Context, lease session.Lease) error {
 // retryRelease retries Release with exponential backoff until it succeeds,
 // or until the lease's expiry, after which the store frees the session by
 // itself and nothing is left to do.
-func (n *Node) retryRelease(ctx context.Context, lease session.Lease) {
+func (n *Agent) retryRelease(ctx context.Context, lease session.Lease) {
 	backoff := releaseFirstRetry
 	timer := time.NewTimer(backoff)
 	defer timer.Stop()
@@ -878,7 +909,7 @@ func (n *Node) retryRelease(ctx context.Context, lease session.Lease) {
 // for it. When the lease is lost the turn is cancelled, since its writes
 // would be refused anyway.
 type renewal struct {
-	n      *Node
+	n      *Agent
 	ctx    context.Context
 	lease  session.Lease
 	cancel context.CancelCauseFunc
@@ -890,7 +921,7 @@ type renewal struct {
 	stopped bool
 }
 
-func (n *Node) startRenewal(ctx context.Context, lease session.Lease, cancel context.CancelCauseFunc) *renewal {
+func (n *Agent) startRenewal(ctx context.Context, lease session.Lease, cancel context.CancelCauseFunc) *renewal {
 	r := &renewal{n: n, ctx: ctx, lease: lease, cancel: cancel}
 	r.mu.Lock()
 	r.timer = time.AfterFunc(n.cfg.LeaseRenewal, r.renew)
