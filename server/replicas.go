@@ -173,7 +173,12 @@ func (t *sharedTurn) ids() (string, string) { return t.sessionID, t.ref.Turn }
 // replica that runs the turn only.
 func (t *sharedTurn) attach() func() { return func() {} }
 
-func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
+// next reads the shared log; without wait it has nothing at hand (every
+// read is a round trip).
+func (t *sharedTurn) next(ctx context.Context, after int64, wait bool, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
+	if !wait {
+		return nil, false, nil
+	}
 	log := t.s.cfg.Turns
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
