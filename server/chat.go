@@ -161,7 +161,7 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 		}
 	}
 	var (
-		m          = &uiMapper{turnID: t.id, messageID: t.messageID}
+		m          = &uiMapper{turnID: t.id, messageID: t.messageID, keepEvents: t.keepEvents}
 		registered bool
 		draining   bool // the server began shutting down as the turn started
 		finished   bool
