@@ -104,8 +104,8 @@ func (m *uiMapper) start() item {
 }
 
 // mapEvent returns the frames of ev, valid until the next call.
-// sessionUsage, called for usage events only, gives the session's
-// cumulative usage (nil when unknown).
+// sessionUsage, called for usage events that do not carry the session's
+// cumulative usage, reads it (nil when unknown).
 func (m *uiMapper) mapEvent(ev chat.Event, sessionUsage func() *chat.Usage) []item {
 	out := m.out[:0]
 	defer func() { m.out = out[:0] }()
@@ -194,7 +194,11 @@ func (m *uiMapper) mapEvent(ev chat.Event, sessionUsage func() *chat.Usage) []it
 			return nil
 		}
 		u := uiUsage{Prompt: ev.Usage.Prompt, Completion: ev.Usage.Completion, Total: totalOf(*ev.Usage), Final: ev.Final}
-		if su := sessionUsage(); su != nil {
+		su := ev.SessionUsage
+		if su == nil {
+			su = sessionUsage()
+		}
+		if su != nil {
 			u.Session = &usageTotals{Prompt: su.Prompt, Completion: su.Completion, Total: totalOf(*su)}
 		}
 		add(uiChunk{Type: "data-usage", Data: u}, src)
