@@ -239,7 +239,7 @@ func (s *Server) routes(full bool) *gin.Engine {
 		e.NoRoute(s.notFound)
 	}
 	e.NoMethod(func(c *gin.Context) {
-		abortWith(c, newError(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
+		abortWith(c, newError(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", c.Request.Method, clientPath(c.Request)))
 	})
 	return e
 }
@@ -436,7 +436,16 @@ func (s *Server) noRoute(c *gin.Context) {
 }
 
 func (s *Server) notFound(c *gin.Context) {
-	abortWith(c, newError(http.StatusNotFound, "not_found", "no endpoint %s %s", c.Request.Method, c.Request.URL.Path))
+	abortWith(c, newError(http.StatusNotFound, "not_found", "no endpoint %s %s", c.Request.Method, clientPath(c.Request)))
+}
+
+// clientPath is the path as the client sent it: under http.StripPrefix the
+// URL's path has lost the prefix the client knows.
+func clientPath(r *http.Request) string {
+	if p, _, _ := strings.Cut(r.RequestURI, "?"); strings.HasPrefix(p, "/") {
+		return p
+	}
+	return r.URL.Path
 }
 
 func (s *Server) healthz(c *gin.Context) {
