@@ -46,7 +46,7 @@ func ExampleServer_APIHandler() {
 	hs := httptest.NewServer(mux)
 	defer hs.Close()
 
-	for _, path := range []string{"/chat/v1/models", "/chat/healthz"} {
+	for _, path := range []string{"/chat/api/agents", "/chat/healthz"} {
 		req, _ := http.NewRequest(http.MethodGet, hs.URL+path, nil)
 		req.Header.Set("X-Team", "blue")
 		res, err := http.DefaultClient.Do(req)
@@ -58,6 +58,6 @@ func ExampleServer_APIHandler() {
 		fmt.Println(path, res.Status, strings.TrimSpace(string(body)))
 	}
 	// Output:
-	// /chat/v1/models 200 OK {"data":[{"id":"helper","object":"model","created":0,"owned_by":"agentdock"}],"object":"list"}
+	// /chat/api/agents 200 OK {"agents":[{"id":"helper","name":"Helper","description":"","tags":[],"chatPrompts":[],"initialMessages":[],"model":{"provider":"offline","model":"offline-scripted"},"offline":true,"hasOrchestration":false}]}
 	// /chat/healthz 404 Not Found {"error":{"code":"not_found","message":"no endpoint GET /chat/healthz"}}
 }

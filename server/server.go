@@ -60,6 +60,9 @@ type Server struct {
 	crossOrigin *http.CrossOriginProtection
 	// unwatch ends the watch for stop requests from other replicas.
 	unwatch func()
+	// started is when the server was made: the agents' "created" time on
+	// /v1/models (they were loaded then).
+	started time.Time
 }
 
 var ginMode sync.Once
@@ -75,6 +78,7 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		turns:   newTurnRegistry(cfg.StreamRetention),
 		closing: make(chan struct{}),
+		started: time.Now(),
 	}
 	s.crossOrigin = http.NewCrossOriginProtection()
 	for _, o := range cfg.CORSOrigins {
