@@ -79,6 +79,8 @@ const (
 	lockPoll  = 20 * time.Millisecond
 )
 
+var _ session.Store = (*Store)(nil)
+
 // Store is a session.Store in a directory. Open it with Open.
 type Store struct {
 	dir  string

@@ -395,3 +395,48 @@ func writeUntilKilled(dir string) {
 		fmt.Println(next[i])
 	}
 }
+
+// BenchmarkWrite is the cost of one durable write (a turn makes a few): an
+// UpdateAppend of one message to a session of 100, with its two fsyncs.
+// Parallel: writes to distinct sessions, whose fsyncs overlap.
+func BenchmarkWrite(b *testing.B) {
+	history := make([]chat.Message, 100)
+	for i := range history {
+		history[i] = chat.Message{Role: chat.RoleUser, Content: strings.Repeat("word ", 20)}
+	}
+	msg := []chat.Message{{Role: chat.RoleAssistant, Content: "answer"}}
+	for _, parallel := range []bool{false, true} {
+		name := "OneSession"
+		if parallel {
+			name = "Parallel"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := filestore.Open(b.TempDir(), session.Config{MaxMessages: 200})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			write := func(key string) {
+				if _, _, err := s.UpdateAppend(context.Background(), key, useTools("x"), msg, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if !parallel {
+				key := session.NewID()
+				s.AppendMessages(b.Context(), key, history)
+				for b.Loop() {
+					write(key)
+				}
+				return
+			}
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				key := session.NewID()
+				s.AppendMessages(context.Background(), key, history)
+				for pb.Next() {
+					write(key)
+				}
+			})
+		})
+	}
+}
