@@ -39,6 +39,12 @@ var (
 // ModelFactory returns the model for a template.
 type ModelFactory func(t *template.Template) (llmorch.Model, error)
 
+// Model is the ModelFactory that gives every template m, whatever model the
+// template names: for tests, the offline model, or a server of one model.
+func Model(m llmorch.Model) ModelFactory {
+	return func(*template.Template) (llmorch.Model, error) { return m, nil }
+}
+
 // Config is shared by the agents of a Set.
 type Config struct {
 	Store  session.Store

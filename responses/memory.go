@@ -26,7 +26,7 @@ type memRecord struct {
 
 // NewMemory returns a memory store; it fails only for a negative Config.
 func NewMemory(cfg Config) (*Memory, error) {
-	cfg, err := cfg.withDefaults()
+	cfg, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -35,10 +35,10 @@ func NewMemory(cfg Config) (*Memory, error) {
 
 // Put implements Store.
 func (m *Memory) Put(_ context.Context, key string, r Record) error {
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return err
 	}
-	if err := r.validate(); err != nil {
+	if err := r.Validate(); err != nil {
 		return err
 	}
 	r.Response = append([]byte(nil), r.Response...)
@@ -62,7 +62,7 @@ func (m *Memory) Put(_ context.Context, key string, r Record) error {
 
 // Get implements Store.
 func (m *Memory) Get(_ context.Context, key string) (Record, error) {
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return Record{}, err
 	}
 	m.mu.Lock()

@@ -12,9 +12,9 @@
 // that another owner's response is simply absent.
 //
 // Two implementations share one behaviour, checked by the same tests:
-// Memory for one process and Redis (one string key per response, on the
-// session store's Redis) for replicas. Records
-// live Config.TTL from their last Put; they are never slid by reads.
+// Memory for one process and, in package responses/redisstore, one for
+// replicas (one string key per response, on the session store's Redis).
+// Records live Config.TTL from their last Put; they are never slid by reads.
 package responses
 
 import (
@@ -78,7 +78,9 @@ type Config struct {
 	Now func() time.Time
 }
 
-func (c Config) withDefaults() (Config, error) {
+// WithDefaults returns c with its zero fields set to the defaults, or an
+// error for a negative one. Stores call it once, when they are made.
+func (c Config) WithDefaults() (Config, error) {
 	if c.TTL < 0 || c.MaxRecords < 0 {
 		return c, fmt.Errorf("responses: TTL (%v) and MaxRecords (%d) must not be negative", c.TTL, c.MaxRecords)
 	}
@@ -94,14 +96,18 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-func checkKey(key string) error {
+// CheckKey refuses a key that is not a session.Key of a valid session ID:
+// stores put keys in their own names (a Redis key, a file name).
+func CheckKey(key string) error {
 	if !session.ValidKey(key) {
 		return fmt.Errorf("responses: key %q is not a session.Key of a valid ID", key)
 	}
 	return nil
 }
 
-func (r Record) validate() error {
+// Validate refuses a record a store must not keep: its Response must be
+// JSON.
+func (r Record) Validate() error {
 	if len(r.Response) == 0 || !json.Valid(r.Response) {
 		return errors.New("responses: Record.Response is not JSON")
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/responses"
+	respredis "github.com/agentdock-go/agentdock/responses/redisstore"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
@@ -42,7 +43,7 @@ func redisOpen(srv *redistest.Server, cluster bool) open {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ss.Close() })
-		r, err := responses.NewRedis(responses.RedisConfig{Config: cfg, Client: ss.Client(), Prefix: "test-" + session.NewID()})
+		r, err := respredis.New(respredis.Config{Config: cfg, Client: ss.Client(), Prefix: "test-" + session.NewID()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,7 +51,7 @@ type Config struct {
 	Turns turnlog.Log
 	// Responses keeps the objects of POST /v1/responses for GET
 	// /v1/responses/{id} and previous_response_id; replicas share one
-	// (responses.Redis on the session store's Redis). Nil: an in-memory
+	// (responses/redisstore on the session store's Redis). Nil: an in-memory
 	// store of this server (responses.DefaultTTL, bounded).
 	Responses responses.Store
 	// Logger gets one record per request (method, route, status, duration;

@@ -4,16 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
@@ -96,6 +99,60 @@ func TestToolSeesSessionAndMiddlewareValues(t *testing.T) {
 	for _, want := range []string{"session=embed-session-1", "agent=who", "owner=team-blue", "call=call-1", "user=ada"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("the tool's output %s lacks %q", out, want)
+		}
+	}
+}
+
+// TestMountedUnderPrefix: in an embedder's own mux, Handler serves the page
+// and the API under a prefix, and APIHandler serves the API alone.
+func TestMountedUnderPrefix(t *testing.T) {
+	page := fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>agentdock</title>")}}
+	e := newEnv(t, envOptions{cfg: func(c *Config) { c.WebFS = page }})
+	mux := http.NewServeMux()
+	mux.Handle("/agents/", http.StripPrefix("/agents", e.srv.Handler()))
+	mux.Handle("/chat-api/", http.StripPrefix("/chat-api", e.srv.APIHandler()))
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	e.base = hs.URL
+
+	for _, tt := range []struct {
+		path   string
+		status int
+		has    string
+	}{
+		{"/agents/", http.StatusOK, "<title>agentdock</title>"},
+		{"/agents/healthz", http.StatusOK, `"ok"`},
+		{"/agents/api/agents", http.StatusOK, `"explorer"`},
+		{"/agents/api/nothing", http.StatusNotFound, `"not_found"`},
+		{"/chat-api/api/agents", http.StatusOK, `"explorer"`},
+		{"/chat-api/v1/models", http.StatusOK, `"plain"`},
+		{"/chat-api/", http.StatusNotFound, `"not_found"`},
+		{"/chat-api/healthz", http.StatusNotFound, `"not_found"`},
+		{"/chat-api/openapi.json", http.StatusNotFound, `"not_found"`},
+	} {
+		res := e.do(http.MethodGet, tt.path, "")
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tt.status || !strings.Contains(string(body), tt.has) {
+			t.Errorf("GET %s: %d %s, want %d with %s", tt.path, res.StatusCode, body, tt.status, tt.has)
+		}
+	}
+	// A whole turn under each prefix, then its replay from the session's
+	// stream.
+	for _, prefix := range []string{"/agents", "/chat-api"} {
+		e.base = hs.URL + prefix
+		sid := "mounted" + strings.ReplaceAll(prefix, "/", "-")
+		res, events := e.streamChat("plain", `{"message":"hi","sessionId":"`+sid+`"}`)
+		turnID := res.Header.Get("X-Turn-Id")
+		_, _, text := checkTurnStream(t, turnID, events, 1)
+		if text == "" {
+			t.Fatalf("%s: the turn streamed no text", prefix)
+		}
+		replay := e.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", wire.EventID(turnID, 1))
+		again := newSSEReader(replay.Body).all()
+		replay.Body.Close()
+		if len(again) != len(events)-1 {
+			t.Fatalf("%s: the replay after frame 1 has %d frames, want %d", prefix, len(again), len(events)-1)
 		}
 	}
 }

@@ -128,7 +128,7 @@ func (s *Server) listModels(c *gin.Context) {
 	list := s.cfg.Agents.List()
 	out := make([]model, 0, len(list))
 	for _, n := range list {
-		out = append(out, model{ID: n.ID(), Object: "model", Created: 0, OwnedBy: "agentdock"})
+		out = append(out, model{ID: n.ID(), Object: "model", Created: s.started.Unix(), OwnedBy: "agentdock"})
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "list", "data": out})
 }

@@ -170,6 +170,9 @@ func TestOpenAIErrors(t *testing.T) {
 	var ids []string
 	for _, m := range page.Data {
 		ids = append(ids, m.ID)
+		if m.Created < time.Now().Add(-time.Hour).Unix() || m.OwnedBy != "agentdock" {
+			t.Errorf("model %s: created %d, owned by %q; want the server's start and agentdock", m.ID, m.Created, m.OwnedBy)
+		}
 	}
 	if strings.Join(ids, ",") != "explorer,plain" {
 		t.Fatalf("models %v", ids)

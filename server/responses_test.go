@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
-	"github.com/agentdock-go/agentdock/responses"
+	respredis "github.com/agentdock-go/agentdock/responses/redisstore"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
@@ -415,7 +415,7 @@ func TestResponsesReplicas(t *testing.T) {
 	prefix := "responses-" + session.NewID()
 	shared := func(c *Config) {
 		store := c.Agents.Store().(*redisstore.Store)
-		rs, err := responses.NewRedis(responses.RedisConfig{Client: store.Client(), Prefix: prefix + "-responses"})
+		rs, err := respredis.New(respredis.Config{Client: store.Client(), Prefix: prefix + "-responses"})
 		if err != nil {
 			t.Fatal(err)
 		}

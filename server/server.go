@@ -36,7 +36,8 @@ import (
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	engine  *gin.Engine
+	engine  *gin.Engine // Handler: everything
+	api     *gin.Engine // APIHandler: /api and /v1 only
 	turns   *turnRegistry
 	sse     *sse.Server
 	subs    sync.Map // sse stream ID -> *sseConn
@@ -59,6 +60,9 @@ type Server struct {
 	crossOrigin *http.CrossOriginProtection
 	// unwatch ends the watch for stop requests from other replicas.
 	unwatch func()
+	// started is when the server was made: the agents' "created" time on
+	// /v1/models (they were loaded then).
+	started time.Time
 }
 
 var ginMode sync.Once
@@ -74,6 +78,7 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		turns:   newTurnRegistry(cfg.StreamRetention),
 		closing: make(chan struct{}),
+		started: time.Now(),
 	}
 	s.crossOrigin = http.NewCrossOriginProtection()
 	for _, o := range cfg.CORSOrigins {
@@ -92,13 +97,26 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	s.sse = newSSE(s)
-	s.engine = s.routes()
+	s.engine = s.routes(true)
+	s.api = s.routes(false)
 	s.unwatch = s.watchStops()
 	return s, nil
 }
 
-// Handler returns the HTTP handler of the API and the page.
+// Handler returns the HTTP handler of everything the server serves: the
+// API (/api, /v1), the chat page at / (when Config.WebFS is set), the health
+// checks (/healthz, /readyz), /openapi.json and /metrics.
+//
+// It serves under any path prefix when mounted with http.StripPrefix: the
+// page derives the API's location from its own URL.
+//
+//	mux.Handle("/agents/", http.StripPrefix("/agents", srv.Handler()))
 func (s *Server) Handler() http.Handler { return s.engine }
+
+// APIHandler returns the handler of the API alone, /api and /v1, for an
+// embedder that has its own page, health checks and metrics. Every other
+// path is answered with a JSON 404. It mounts like Handler.
+func (s *Server) APIHandler() http.Handler { return s.api }
 
 // ListenAndServe listens on addr and serves until ctx is cancelled, then
 // shuts down gracefully (see Serve).
@@ -174,7 +192,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	})
 }
 
-func (s *Server) routes() *gin.Engine {
+// routes builds the router; full adds the page, health checks, OpenAPI
+// document and metrics to the API.
+func (s *Server) routes(full bool) *gin.Engine {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	// A redirect answers in HTML, and an API client that sent a trailing
@@ -185,14 +205,16 @@ func (s *Server) routes() *gin.Engine {
 		traceRequests(s.cfg.Telemetry, "/api/chat/:agentId", "/api/sessions/:id/stream", "/api/chat/:agentId/:id/stream", "/v1/chat/completions", "/v1/responses"),
 		s.requestID, s.logRequests, s.secureHeaders, s.cors, s.readDeadline)
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-	e.GET("/openapi.json", s.openapi)
-	if s.cfg.Telemetry != nil {
-		if s.cfg.MetricsRequireOwner {
-			e.GET("/metrics", s.identifyOnly, gin.WrapH(s.cfg.Telemetry.MetricsHandler()))
-		} else {
-			e.GET("/metrics", gin.WrapH(s.cfg.Telemetry.MetricsHandler()))
+	if full {
+		e.GET("/healthz", s.healthz)
+		e.GET("/readyz", s.readyz)
+		e.GET("/openapi.json", s.openapi)
+		if s.cfg.Telemetry != nil {
+			if s.cfg.MetricsRequireOwner {
+				e.GET("/metrics", s.identifyOnly, gin.WrapH(s.cfg.Telemetry.MetricsHandler()))
+			} else {
+				e.GET("/metrics", gin.WrapH(s.cfg.Telemetry.MetricsHandler()))
+			}
 		}
 	}
 
@@ -215,9 +237,13 @@ func (s *Server) routes() *gin.Engine {
 	v1.POST("/responses", s.createResponse)
 	v1.GET("/responses/:id", s.getResponse)
 
-	e.NoRoute(s.noRoute)
+	if full {
+		e.NoRoute(s.noRoute)
+	} else {
+		e.NoRoute(s.notFound)
+	}
 	e.NoMethod(func(c *gin.Context) {
-		abortWith(c, newError(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
+		abortWith(c, newError(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", c.Request.Method, clientPath(c.Request)))
 	})
 	return e
 }
@@ -402,14 +428,28 @@ func (s *Server) owner(c *gin.Context) (owner string, ok bool) {
 
 func ownerOf(c *gin.Context) string { return c.GetString(ownerKey) }
 
+// noRoute serves the page's files; API paths get the JSON 404.
 func (s *Server) noRoute(c *gin.Context) {
 	p := c.Request.URL.Path
 	if s.cfg.WebFS == nil || p == "/api" || p == "/v1" || strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/v1/") ||
 		(c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead) {
-		abortWith(c, newError(http.StatusNotFound, "not_found", "no endpoint %s %s", c.Request.Method, p))
+		s.notFound(c)
 		return
 	}
 	http.FileServerFS(s.cfg.WebFS).ServeHTTP(c.Writer, c.Request)
+}
+
+func (s *Server) notFound(c *gin.Context) {
+	abortWith(c, newError(http.StatusNotFound, "not_found", "no endpoint %s %s", c.Request.Method, clientPath(c.Request)))
+}
+
+// clientPath is the path as the client sent it: under http.StripPrefix the
+// URL's path has lost the prefix the client knows.
+func clientPath(r *http.Request) string {
+	if p, _, _ := strings.Cut(r.RequestURI, "?"); strings.HasPrefix(p, "/") {
+		return p
+	}
+	return r.URL.Path
 }
 
 func (s *Server) healthz(c *gin.Context) {

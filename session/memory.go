@@ -286,7 +286,7 @@ func (m *Memory) AppendMessages(ctx context.Context, id string, msgs []chat.Mess
 	if e == nil {
 		e = m.create(id, o, now)
 	}
-	e.msgs = trimTurns(append(e.msgs, msgs...), m.cfg.MaxMessages)
+	e.msgs = TrimTurns(append(e.msgs, msgs...), m.cfg.MaxMessages)
 	return nil
 }
 
@@ -429,7 +429,7 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 		}
 		hist = append([]chat.Message(nil), hist...)
 	}
-	e.msgs = trimTurns(append(e.msgs, msgs...), m.cfg.MaxMessages)
+	e.msgs = TrimTurns(append(e.msgs, msgs...), m.cfg.MaxMessages)
 	m.releaseWith(id, o)
 	return e.session(), hist, nil
 }

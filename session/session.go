@@ -367,12 +367,16 @@ func TTLFromEnv() (time.Duration, error) {
 	return time.Duration(n) * time.Second, nil
 }
 
-// trimTurns keeps msgs within max messages by dropping whole turns from the
+// TrimTurns keeps msgs within max messages by dropping whole turns from the
 // front: the kept history starts at a user message, so that no tool result
 // is kept without its call and no turn without its question. When the
-// newest turn alone is longer than max it is kept whole. scriptTrimTurns
-// does the same in Redis.
-func trimTurns(msgs []chat.Message, max int) []chat.Message {
+// newest turn alone is longer than max it is kept whole. It is the rule of
+// AppendMessages and UpdateAppend for Config.MaxMessages: a store that
+// keeps its history in Go applies it to the history after each append (the
+// Redis store does the same in Lua). msgs is returned as is when it fits;
+// otherwise the result is a new slice, so that the dropped messages do not
+// stay reachable through it.
+func TrimTurns(msgs []chat.Message, max int) []chat.Message {
 	start := len(msgs) - max
 	if start <= 0 {
 		return msgs

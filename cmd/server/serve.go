@@ -18,6 +18,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/responses"
+	respredis "github.com/agentdock-go/agentdock/responses/redisstore"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
@@ -88,7 +89,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	respCfg := responses.Config{TTL: cfg.SessionTTL}
 	var stored responses.Store
 	if r, ok := store.(*redisstore.Store); ok {
-		rs, err := responses.NewRedis(responses.RedisConfig{Config: respCfg, Client: r.Client(), Prefix: prefix + ":responses"})
+		rs, err := respredis.New(respredis.Config{Config: respCfg, Client: r.Client(), Prefix: prefix + ":responses"})
 		if err != nil {
 			return fmt.Errorf("opening the responses store: %w", err)
 		}

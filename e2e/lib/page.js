@@ -18,8 +18,8 @@ export function missingChromium() {
   return missing;
 }
 
-/** launch starts Chromium with a fresh profile; close() removes it. */
-export async function launch() {
+/** launch starts Chromium with a fresh profile (signed in with httpCredentials, when given); close() removes it. */
+export async function launch({ httpCredentials } = {}) {
   mkdirSync(artifacts, { recursive: true });
   const userDataDir = mkdtempSync(join(tmpdir(), 'agentdock-e2e-'));
   const context = await chromium.launchPersistentContext(userDataDir, {
@@ -27,6 +27,7 @@ export async function launch() {
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     viewport: { width: 1280, height: 900 },
+    httpCredentials,
   });
   const problems = [];
   return {

@@ -28,15 +28,15 @@ function freePort() {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * startServer runs `agentdock serve --addr 127.0.0.1:<port>` with the offline
- * model's delay at 1 ms, waits until /healthz answers 200, and returns its
+ * startServer runs `agentdock serve --addr 127.0.0.1:<port>` (or bin with
+ * args and --addr) with the offline model's delay at 1 ms, waits until
+ * readyPath (/healthz) answers 200, and returns its
  * base URL and a stop function. The server's output is kept and shown when it
  * fails to start, since a test can only say "not ready" otherwise.
  */
-export async function startServer({ env = {}, timeoutMs = 20000 } = {}) {
-  const bin = binaryPath();
+export async function startServer({ env = {}, timeoutMs = 20000, bin = binaryPath(), args = ['serve'], readyPath = '/healthz' } = {}) {
   if (!existsSync(bin)) {
-    throw new Error(`agentdock binary not found at ${bin}: run "make build" in the repository root, or set AGENTDOCK_BIN`);
+    throw new Error(`server binary not found at ${bin}: run "make build" in the repository root, or set AGENTDOCK_BIN`);
   }
   // A port picked free can be taken before the server binds it; try a few.
   let lastErr;
@@ -46,7 +46,7 @@ export async function startServer({ env = {}, timeoutMs = 20000 } = {}) {
     // An env value of undefined removes the variable.
     const childEnv = { ...process.env, OFFLINE_MODEL_DELAY_MS: '1', ...env };
     for (const [k, v] of Object.entries(childEnv)) if (v === undefined) delete childEnv[k];
-    const child = spawn(bin, ['serve', '--addr', `127.0.0.1:${port}`], {
+    const child = spawn(bin, [...args, '--addr', `127.0.0.1:${port}`], {
       env: childEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -60,7 +60,7 @@ export async function startServer({ env = {}, timeoutMs = 20000 } = {}) {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline && !exited) {
       try {
-        const res = await fetch(`${base}/healthz`);
+        const res = await fetch(`${base}${readyPath}`);
         if (res.status === 200) {
           return {
             base,
@@ -82,9 +82,9 @@ export async function startServer({ env = {}, timeoutMs = 20000 } = {}) {
     if (!exited) {
       child.kill('SIGKILL');
       await exit;
-      throw new Error(`agentdock did not answer /healthz within ${timeoutMs} ms; its output:\n${output}`);
+      throw new Error(`${bin} did not answer ${readyPath} within ${timeoutMs} ms; its output:\n${output}`);
     }
-    lastErr = new Error(`agentdock exited (${JSON.stringify(exited)}) before answering /healthz; its output:\n${output}`);
+    lastErr = new Error(`${bin} exited (${JSON.stringify(exited)}) before answering ${readyPath}; its output:\n${output}`);
   }
   throw lastErr;
 }

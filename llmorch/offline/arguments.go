@@ -438,6 +438,9 @@ var (
 		"topic", "subject", "query", "challenge", "question", "title", "problem", "theme", "keyword",
 		"term", "prompt", "goal", "focus", "claim", "thesis", "motion", "search", "heading", "name",
 	}
+	// placeNames are fields that want a name, not prose: "Paris" for
+	// "What is the weather in Paris?".
+	placeNames       = []string{"city", "town", "place", "location", "country", "region", "destination", "address"}
 	itemNames        = []string{"items", "options", "alternatives", "choices", "candidates", "subjects", "entities"}
 	criteriaNames    = []string{"criteria", "criterion", "factors", "dimensions", "aspects", "metrics", "attributes"}
 	perspectiveNames = []string{"perspective", "viewpoint", "position", "argument", "sides"}
@@ -471,6 +474,8 @@ func (g *generator) text(s *schema, path string, index int) (any, error) {
 		v = "https://example.org/search?q=" + slug(tp.phrase)
 	case name == "id" || name == "slug":
 		v = slug(tp.phrase)
+	case nameHas(name, placeNames):
+		v = tp.properTerm()
 	case index >= 0:
 		v = listEntry(name, tp, index)
 	case nameHas(name, topicNames) || (s.MaxLength != nil && *s.MaxLength < 80):

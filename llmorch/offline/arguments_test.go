@@ -25,6 +25,12 @@ var argumentSchemas = []struct {
 				t.Errorf("query/limit = %v/%v", a["query"], a["limit"])
 			}
 		}},
+	{"a place is a name, not prose", `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`,
+		func(t *testing.T, a map[string]any) {
+			if a["city"] != "homes" {
+				t.Errorf("city = %q, want the message's last term", a["city"])
+			}
+		}},
 	{"limit below the default count", `{"type":"object","properties":{"limit":{"type":"integer","minimum":1,"maximum":3}},"required":["limit"]}`,
 		func(t *testing.T, a map[string]any) {
 			if a["limit"] != 3.0 {

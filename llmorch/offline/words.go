@@ -112,6 +112,17 @@ func (tp *topic) lastTerm() string {
 	return tp.terms[len(tp.terms)-1]
 }
 
+// properTerm is the last term written with a capital ("Paris" in "What is
+// the weather in Paris?"), else lastTerm.
+func (tp *topic) properTerm() string {
+	for i := len(tp.terms) - 1; i >= 0; i-- {
+		if r, _ := utf8.DecodeRuneInString(tp.terms[i]); unicode.IsUpper(r) {
+			return tp.terms[i]
+		}
+	}
+	return tp.lastTerm()
+}
+
 // term returns the i-th term, cycling, or the phrase when there are none.
 func (tp *topic) term(i int) string {
 	if len(tp.terms) == 0 {

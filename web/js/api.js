@@ -3,6 +3,12 @@
 // from the last frame seen. Nothing here touches the DOM, so the same code runs
 // under node in the e2e tests against the real server.
 
+// pageBase is where the API lives: the directory the page was served from,
+// without its trailing slash. The page at / calls /api/...; mounted under
+// /agents/ it calls /agents/api/..., so an embedder can serve it under any
+// prefix. Under node (the e2e tests) there is no page: callers pass base.
+export const pageBase = typeof document === 'undefined' ? '' : new URL('.', document.baseURI).pathname.replace(/\/$/, '');
+
 // The API key the page sends as x-api-key, when the server requires one.
 let apiKey = '';
 
@@ -71,7 +77,7 @@ export function normalizeAgent(raw) {
 }
 
 /** listAgents fetches GET /api/agents. */
-export async function listAgents({ fetchImpl = fetch, base = '' } = {}) {
+export async function listAgents({ fetchImpl = fetch, base = pageBase } = {}) {
   const res = await fetchImpl(`${base}/api/agents`, { headers: withKey({ accept: 'application/json' }) });
   if (!res.ok) throw await errorFrom(res);
   const body = await res.json();
@@ -192,7 +198,7 @@ export function approvalsBody(sessionId, approvals) {
  * Resolves to {sessionId, turnId, lastEventId, ended}; ended is "done" when
  * [DONE] arrived and "gone" on a 204.
  */
-export async function streamTurn({ agentId, sessionId, message, trigger, body, onSession = () => {}, fetchImpl = fetch, base = '', signal, ...rest }) {
+export async function streamTurn({ agentId, sessionId, message, trigger, body, onSession = () => {}, fetchImpl = fetch, base = pageBase, signal, ...rest }) {
   const headers = { 'content-type': 'application/json', accept: 'text/event-stream' };
   if (sessionId) headers['x-session-id'] = sessionId;
   let res;
@@ -222,7 +228,7 @@ export async function streamTurn({ agentId, sessionId, message, trigger, body, o
  * say) from the frame after lastEventId, "<turnId>:0" for the whole turn.
  * Same callbacks and result as streamTurn.
  */
-export function resumeTurn({ sessionId, lastEventId, fetchImpl = fetch, base = '', signal, ...rest }) {
+export function resumeTurn({ sessionId, lastEventId, fetchImpl = fetch, base = pageBase, signal, ...rest }) {
   const { turn, seq } = parseEventId(lastEventId);
   return follow({ ...rest, sessionId, turnId: turn, body: null, from: lastEventId, fromSeq: Math.max(0, seq), fetchImpl, base, signal });
 }
@@ -309,7 +315,7 @@ async function follow({
  * getSession reads GET /api/sessions/:id (history, orchestration snapshot,
  * usage, the latest turn); null when the server no longer knows the session.
  */
-export async function getSession(id, { fetchImpl = fetch, base = '' } = {}) {
+export async function getSession(id, { fetchImpl = fetch, base = pageBase } = {}) {
   const res = await fetchImpl(`${base}/api/sessions/${encodeURIComponent(id)}`, { headers: withKey({ accept: 'application/json' }) });
   if (res.status === 404) return null;
   if (!res.ok) throw await errorFrom(res);
@@ -329,7 +335,7 @@ export function sendApprovals({ agentId, sessionId, approvals, ...rest }) {
  * runs; true when one was running (202), false when none was (204). The
  * turn's stream then ends with an abort chunk, finish and [DONE].
  */
-export async function stopTurn(sessionId, { fetchImpl = fetch, base = '' } = {}) {
+export async function stopTurn(sessionId, { fetchImpl = fetch, base = pageBase } = {}) {
   const res = await fetchImpl(`${base}/api/sessions/${encodeURIComponent(sessionId)}/stop`, { method: 'POST', headers: withKey({ accept: 'application/json' }) });
   if (res.status === 202) {
     await res.text(); // read to the end: the request is then complete, not cancelled

@@ -1,0 +1,63 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/llmorch/offline"
+	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
+)
+
+// The API alone, under /chat/ in a mux of one's own, with one's own
+// authentication as the Owner hook: each team's sessions are its own.
+// Handler mounts the same way and adds the page, health checks and metrics.
+func ExampleServer_APIHandler() {
+	toolbox, _ := tools.NewRegistry()
+	helper, diags := template.Load("helper.json", []byte(`{"agentId": "helper", "name": "Helper", "nodes": ["llm.openai"]}`), template.Config{})
+	if helper == nil {
+		panic(diags.Err())
+	}
+	agents, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: toolbox, Models: agent.Model(offline.New(offline.Config{}))}, []*template.Agent{helper})
+	if err != nil {
+		panic(err)
+	}
+	srv, err := server.New(server.Config{Agents: agents, Owner: func(r *http.Request) (string, error) {
+		if team := r.Header.Get("X-Team"); team != "" {
+			return team, nil
+		}
+		return "", errors.New("send X-Team")
+	}})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown(context.Background())
+
+	mux := http.NewServeMux()
+	mux.Handle("/chat/", http.StripPrefix("/chat", srv.APIHandler()))
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+
+	for _, path := range []string{"/chat/api/agents", "/chat/healthz"} {
+		req, _ := http.NewRequest(http.MethodGet, hs.URL+path, nil)
+		req.Header.Set("X-Team", "blue")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		fmt.Println(path, res.Status, strings.TrimSpace(string(body)))
+	}
+	// Output:
+	// /chat/api/agents 200 OK {"agents":[{"id":"helper","name":"Helper","description":"","tags":[],"chatPrompts":[],"initialMessages":[],"model":{"provider":"offline","model":"offline-scripted"},"offline":true,"hasOrchestration":false}]}
+	// /chat/healthz 404 Not Found {"error":{"code":"not_found","message":"no endpoint GET /chat/healthz"}}
+}
