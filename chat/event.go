@@ -67,6 +67,11 @@ type Event struct {
 	FinishReason  string      `json:"finishReason,omitempty"`
 	// Final marks the turn-total usage event.
 	Final bool `json:"final,omitempty"`
+	// SessionUsage, on a usage event, is the session's cumulative usage
+	// once this usage was recorded, when the sender knows it (the
+	// orchestration service does: it comes back from the write that
+	// recorded it), so that no consumer needs to read the session again.
+	SessionUsage *Usage `json:"sessionUsage,omitempty"`
 }
 
 // Snapshot is the orchestration as the model sees it at one moment.

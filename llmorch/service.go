@@ -220,8 +220,8 @@ func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.S
 			}
 		}
 		if !r.turnUsage.IsZero() {
-			u := r.turnUsage
-			if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u, Final: true}) {
+			u, su := r.turnUsage, r.state.TokenUsage
+			if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u, Final: true, SessionUsage: &su}) {
 				return
 			}
 		}
@@ -502,8 +502,8 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		return errStopped
 	}
 	if !usage.IsZero() {
-		u := usage
-		if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u}) {
+		u, su := usage, r.state.TokenUsage
+		if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u, SessionUsage: &su}) {
 			return errStopped
 		}
 	}
@@ -792,11 +792,16 @@ func (r *run) saveEnd(ctx context.Context, text []byte, usage chat.Usage) {
 }
 
 // writeOpts are the options of the turn's writes: fenced by its lease, and
-// the last one clears the session's turn marker.
+// the last one clears the session's turn marker and frees the session
+// (session.WithRelease), saving the release's own round trip; the agent's
+// Release after it then does nothing.
 func (r *run) writeOpts(last bool) []session.UpdateOption {
 	opts := []session.UpdateOption{session.WithLease(r.turn.Lease)}
-	if last && r.turn.ID != "" {
-		opts = append(opts, session.WithTurn(""))
+	if last {
+		if r.turn.ID != "" {
+			opts = append(opts, session.WithTurn(""))
+		}
+		opts = append(opts, session.WithRelease())
 	}
 	return opts
 }

@@ -141,6 +141,11 @@ func (s *Server) launch(reqCtx context.Context, node *agent.Agent, sessionID, ow
 	if err := <-started; err != nil {
 		return nil, err
 	}
+	if t.listed != nil {
+		// The client hears of the turn once another replica could find
+		// it in the shared log; the turn goes on meanwhile.
+		<-t.listed
+	}
 	return t, nil
 }
 
@@ -161,7 +166,7 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 		}
 	}
 	var (
-		m          = &uiMapper{turnID: t.id, messageID: t.messageID}
+		m          = &uiMapper{turnID: t.id, messageID: t.messageID, keepEvents: t.keepEvents}
 		registered bool
 		draining   bool // the server began shutting down as the turn started
 		finished   bool
@@ -205,16 +210,16 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 			}
 			registered = true
 			if s.cfg.Turns != nil {
-				// The client hears of the turn once another replica
-				// could find it in the shared log; the model call is
-				// under way meanwhile.
-				copied := make(chan struct{})
+				// The turn goes on while the shared log registers it:
+				// launch waits for that (t.listed) before the client
+				// hears of the turn, the model call does not.
+				listed := make(chan struct{})
+				t.listed = listed
 				mirrored = make(chan struct{})
 				go func() {
 					defer close(mirrored)
-					s.mirror(t, copied)
+					s.mirror(t, listed)
 				}()
-				<-copied
 			}
 			t.add(m.start())
 			answer(nil)

@@ -29,7 +29,9 @@ import (
 // mirrorBatch is how long the mirror lets frames gather before one write:
 // a paced model stream (a chunk every 10-50 ms) then costs ten round trips
 // per second instead of one per chunk, and a reader elsewhere is at most
-// this much behind.
+// this much behind. The turn's first frames wait for a batch too, and its
+// last ones go with its end in one write, so that a turn shorter than
+// mirrorBatch costs the shared log two writes: its start and its end.
 const mirrorBatch = 100 * time.Millisecond
 
 // mirrorDrain bounds the mirror's work once the turn is over (the last
@@ -56,15 +58,15 @@ func (s *Server) alive(st turnlog.Status) bool {
 }
 
 // mirror copies t's frames to the shared log until the turn is over, then
-// finishes it there. started is closed once the turn is registered in the
-// shared log (or that failed), so that the client is not told the turn's ID
-// before another replica could find it.
-func (s *Server) mirror(t *turn, started chan<- struct{}) {
+// finishes it there. listed is closed once the turn is registered in the
+// shared log (or that failed), so that the client is not told the turn's
+// ID before another replica could find it.
+func (s *Server) mirror(t *turn, listed chan<- struct{}) {
 	log := s.cfg.Turns
 	ref := turnlog.Ref{Session: t.key, Turn: t.id}
 	ctx := context.WithoutCancel(s.base)
 	err := log.Start(ctx, turnlog.Meta{Ref: ref, Owner: t.owner, AgentID: t.agentID})
-	close(started)
+	close(listed)
 	if err != nil {
 		s.log.Warn("shared turn log: starting the turn failed; its stream can be resumed on this replica only", "session", t.sessionID, "turn", t.id, "err", err)
 		return
@@ -75,14 +77,15 @@ func (s *Server) mirror(t *turn, started chan<- struct{}) {
 		lastWrite = time.Now()
 		failures  int
 	)
-	idle := time.NewTimer(s.cfg.Heartbeat)
-	defer idle.Stop()
+	wait := time.NewTimer(mirrorBatch)
+	defer wait.Stop()
 	for {
 		frames, done, gap, changed := t.read(sent)
+		now := time.Now()
 		if done && doneAt.IsZero() {
-			doneAt = time.Now()
+			doneAt = now
 		}
-		if !doneAt.IsZero() && time.Since(doneAt) > mirrorDrain {
+		if !doneAt.IsZero() && now.Sub(doneAt) > mirrorDrain {
 			s.log.Warn("shared turn log: gave up copying the turn's last frames", "session", t.sessionID, "turn", t.id, "sent", sent)
 			return
 		}
@@ -94,27 +97,44 @@ func (s *Server) mirror(t *turn, started chan<- struct{}) {
 			_ = log.Finish(ctx, ref)
 			return
 		}
-		var err error
+		data := make([][]byte, len(frames))
+		for i, f := range frames {
+			data[i] = f.data
+		}
 		switch {
-		case len(frames) > 0:
-			data := make([][]byte, len(frames))
-			for i, f := range frames {
-				data[i] = f.data
+		case done:
+			// The last frames and the end in one write.
+			if err = log.Finish(ctx, ref, data...); err == nil {
+				return
 			}
+		case len(frames) > 0 && now.Sub(lastWrite) >= mirrorBatch, len(frames) == 0 && now.Sub(lastWrite) >= s.cfg.Heartbeat:
+			// A batch, or the sign of life of a turn that streams nothing.
 			var last int64
 			if last, err = log.Append(ctx, ref, data...); err == nil {
-				if last != frames[len(frames)-1].seq {
+				if len(frames) > 0 && last != frames[len(frames)-1].seq {
 					s.log.Error("shared turn log: the turn's frames are numbered differently there; stopped copying", "session", t.sessionID, "turn", t.id, "local", frames[len(frames)-1].seq, "shared", last)
 					return
 				}
 				sent = last
 			}
-		case done:
-			if err = log.Finish(ctx, ref); err == nil {
-				return
+		default:
+			// Let frames gather for a batch: wake for the turn's end, or
+			// when the batch is due (frames are waiting), or else for the
+			// next frame or the sign of life. A stream of frames does not
+			// wake the mirror for each.
+			next, more := lastWrite.Add(mirrorBatch), changed
+			if len(frames) > 0 {
+				more = nil
+			} else {
+				next = lastWrite.Add(s.cfg.Heartbeat)
 			}
-		case time.Since(lastWrite) >= s.cfg.Heartbeat:
-			_, err = log.Append(ctx, ref) // the sign of life
+			wait.Reset(time.Until(next))
+			select {
+			case <-t.ended:
+			case <-more:
+			case <-wait.C:
+			}
+			continue
 		}
 		if err != nil {
 			if errors.Is(err, turnlog.ErrNotFound) || errors.Is(err, turnlog.ErrFinished) || errors.Is(err, turnlog.ErrClosed) {
@@ -131,6 +151,9 @@ func (s *Server) mirror(t *turn, started chan<- struct{}) {
 			time.Sleep(min(time.Duration(failures)*100*time.Millisecond, time.Second))
 			if st, lerr := log.Lookup(ctx, ref); lerr == nil {
 				sent = st.Last
+				if st.Done {
+					return
+				}
 			}
 			continue
 		}
@@ -138,23 +161,7 @@ func (s *Server) mirror(t *turn, started chan<- struct{}) {
 			s.log.Info("shared turn log: copying resumed", "session", t.sessionID, "turn", t.id)
 			failures = 0
 		}
-		if len(frames) > 0 || time.Since(lastWrite) >= s.cfg.Heartbeat {
-			lastWrite = time.Now()
-		}
-		if done {
-			continue
-		}
-		if len(frames) > 0 {
-			// Let the next frames gather before writing them.
-			time.Sleep(mirrorBatch)
-			continue
-		}
-		// Since Go 1.23 Reset discards a stale tick: no drain needed.
-		idle.Reset(s.cfg.Heartbeat - time.Since(lastWrite))
-		select {
-		case <-changed:
-		case <-idle.C:
-		}
+		lastWrite = time.Now()
 	}
 }
 
@@ -173,7 +180,12 @@ func (t *sharedTurn) ids() (string, string) { return t.sessionID, t.ref.Turn }
 // replica that runs the turn only.
 func (t *sharedTurn) attach() func() { return func() {} }
 
-func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
+// next reads the shared log; without wait it has nothing at hand (every
+// read is a round trip).
+func (t *sharedTurn) next(ctx context.Context, after int64, wait bool, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
+	if !wait {
+		return nil, false, nil
+	}
 	log := t.s.cfg.Turns
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/gin-gonic/gin"
 )
 
 const exploreBody = `{"message":"Please explore options for a team offsite","sessionId":"%s"}`
@@ -411,36 +413,66 @@ func newLocalListener(t *testing.T) net.Listener {
 	return l
 }
 
-// TestFlushWriter: the headers' flush and the flush of the newest event
-// published go through; a flush while later events are on their way does
-// not.
-func TestFlushWriter(t *testing.T) {
-	rec := &flushCounter{ResponseWriter: httptest.NewRecorder()}
-	w := &flushWriter{ResponseWriter: rec}
-	steps := []struct {
-		publish  int64 // events published before the flush
-		wantReal int   // real flushes after it
-	}{
-		{0, 1}, // the headers
-		{3, 1}, // event 1 of 3: more are coming
-		{0, 1}, // event 2 of 3
-		{0, 2}, // event 3 of 3: the newest
-		{1, 3}, // event 4 of 4
-		{2, 3}, // event 5 of 6
-		{0, 4}, // event 6 of 6
+// TestStreamFlushesEachFrame: a connection reading a live turn gets each
+// frame as soon as it is in the turn's log, without waiting for a later
+// one (its flushes are skipped only while events it already handed to
+// r3labs are on their way), and the frames that were in the log before it
+// connected come first, in order. Pauses longer than the r3labs session's
+// linger (the heartbeat here) end sessions; the frames after them come
+// through new ones on the same response.
+func TestStreamFlushesEachFrame(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: func(c *Config) { c.Heartbeat = 10 * time.Millisecond }})
+	tr := newTurn("flush-turn-1", "flush-session-1", "plain", "", func(error) {}, 100, 0)
+	data := func(i int) []byte { return []byte(`{"type":"data-n","data":` + strconv.Itoa(i) + `}`) }
+	for i := 1; i <= 3; i++ {
+		tr.add(item{data: data(i)})
 	}
-	for i, st := range steps {
-		w.published.Add(st.publish)
-		w.Flush()
-		if rec.n != st.wantReal {
-			t.Fatalf("step %d: %d real flushes, want %d", i, rec.n, st.wantReal)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := gin.CreateTestContext(w)
+		c.Request = r
+		e.srv.streamTurn(c, tr, 0)
+	}))
+	defer hs.Close()
+	res, err := http.Get(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	evs := make(chan sseEvent)
+	go func() {
+		defer close(evs)
+		r := newSSEReader(res.Body)
+		for {
+			ev, ok := r.next()
+			if !ok {
+				return
+			}
+			evs <- ev
+		}
+	}()
+	read := func(i int) {
+		t.Helper()
+		select {
+		case ev := <-evs:
+			if ev.Data != string(data(i)) || ev.ID != wire.EventID(tr.id, int64(i)) {
+				t.Fatalf("frame %d: got %s %s", i, ev.ID, ev.Data)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("frame %d did not come before the next one was made", i)
 		}
 	}
+	for i := 1; i <= 3; i++ {
+		read(i)
+	}
+	for i := 4; i <= 10; i++ {
+		if i > 7 {
+			time.Sleep(30 * time.Millisecond)
+		}
+		tr.add(item{data: data(i)})
+		read(i)
+	}
+	tr.finish()
+	if ev, ok := <-evs; ok {
+		t.Fatalf("after the turn's end: %+v", ev)
+	}
 }
-
-type flushCounter struct {
-	http.ResponseWriter
-	n int
-}
-
-func (f *flushCounter) Flush() { f.n++ }

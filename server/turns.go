@@ -44,6 +44,12 @@ type turn struct {
 	grace     time.Duration
 	// keepEvents: frames keep their event (see startTurn).
 	keepEvents bool
+	// listed is closed once the shared log has the turn (or starting it
+	// there failed); nil without a shared log. Set before the turn is
+	// handed to launch.
+	listed <-chan struct{}
+	// ended is closed by finish.
+	ended chan struct{}
 
 	mu       sync.Mutex
 	frames   []frame // the kept window, oldest first
@@ -57,7 +63,7 @@ type turn struct {
 
 func newTurn(id, sessionID, agentID, owner string, cancel context.CancelCauseFunc, maxFrames int, grace time.Duration) *turn {
 	return &turn{id: id, sessionID: sessionID, key: session.Key(owner, sessionID), agentID: agentID, owner: owner, cancel: cancel,
-		maxFrames: maxFrames, grace: grace, nextSeq: 1, changed: make(chan struct{})}
+		maxFrames: maxFrames, grace: grace, nextSeq: 1, changed: make(chan struct{}), ended: make(chan struct{})}
 }
 
 // FrameSlack is how many frames a turn's log keeps beyond MaxTurnEvents:
@@ -118,12 +124,16 @@ func limitEvents(n int) *chat.Limit {
 func (t *turn) finish() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
 	t.done = true
 	if t.timer != nil {
 		t.timer.Stop()
 	}
 	t.compact()
 	t.notify()
+	close(t.ended)
 }
 
 // compact copies the frames into a new slice whose data share one buffer;

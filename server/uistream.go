@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
@@ -80,6 +81,11 @@ type uiMapper struct {
 	textOpen  bool
 	textRuns  int
 	textID    string
+	// keepEvents: items carry a copy of their event (see turn.keepEvents);
+	// without it the event is not copied to the heap for every frame.
+	keepEvents bool
+	// out is the items of the latest mapEvent, reused by the next.
+	out []item
 }
 
 // item is one frame's payload with the event it came from (nil for frames
@@ -97,10 +103,12 @@ func (m *uiMapper) start() item {
 	return item{data: mustJSON(uiChunk{Type: "start", MessageID: id})}
 }
 
-// mapEvent returns the frames of ev. sessionUsage, called for usage events
-// only, gives the session's cumulative usage (nil when unknown).
+// mapEvent returns the frames of ev, valid until the next call.
+// sessionUsage, called for usage events that do not carry the session's
+// cumulative usage, reads it (nil when unknown).
 func (m *uiMapper) mapEvent(ev chat.Event, sessionUsage func() *chat.Usage) []item {
-	var out []item
+	out := m.out[:0]
+	defer func() { m.out = out[:0] }()
 	add := func(c uiChunk, src *chat.Event) { out = append(out, item{data: mustJSON(c), ev: src}) }
 	closeText := func() {
 		if m.textOpen {
@@ -108,7 +116,11 @@ func (m *uiMapper) mapEvent(ev chat.Event, sessionUsage func() *chat.Usage) []it
 			m.textOpen = false
 		}
 	}
-	src := &ev
+	var src *chat.Event
+	if m.keepEvents {
+		e := ev
+		src = &e
+	}
 	switch ev.Kind {
 	case chat.KindStepStart:
 		add(uiChunk{Type: "start-step"}, src)
@@ -125,7 +137,14 @@ func (m *uiMapper) mapEvent(ev chat.Event, sessionUsage func() *chat.Usage) []it
 			m.textOpen = true
 			add(uiChunk{Type: "text-start", ID: m.textID}, nil)
 		}
-		add(uiChunk{Type: "text-delta", ID: m.textID, Delta: ev.Text}, src)
+		// The most frequent frame by far: written by hand, as
+		// json.Marshal of the uiChunk would.
+		data := make([]byte, 0, len(`{"type":"text-delta","id":"","delta":""}`)+len(m.textID)+len(ev.Text)+8)
+		data = append(data, `{"type":"text-delta","id":`...)
+		data = appendJSONString(data, m.textID)
+		data = append(data, `,"delta":`...)
+		data = appendJSONString(data, ev.Text)
+		out = append(out, item{data: append(data, '}'), ev: src})
 	case chat.KindToolCall:
 		if ev.ToolCall == nil {
 			return nil
@@ -175,7 +194,11 @@ func (m *uiMapper) mapEvent(ev chat.Event, sessionUsage func() *chat.Usage) []it
 			return nil
 		}
 		u := uiUsage{Prompt: ev.Usage.Prompt, Completion: ev.Usage.Completion, Total: totalOf(*ev.Usage), Final: ev.Final}
-		if su := sessionUsage(); su != nil {
+		su := ev.SessionUsage
+		if su == nil {
+			su = sessionUsage()
+		}
+		if su != nil {
 			u.Session = &usageTotals{Prompt: su.Prompt, Completion: su.Completion, Total: totalOf(*su)}
 		}
 		add(uiChunk{Type: "data-usage", Data: u}, src)
@@ -230,6 +253,62 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// appendJSONString appends s as a JSON string, escaped exactly as
+// encoding/json escapes it by default (HTML characters and U+2028/U+2029
+// as \u escapes, invalid UTF-8 as U+FFFD), so that a hand-written frame
+// is byte for byte what json.Marshal would write.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // mustJSON marshals values whose types cannot fail to marshal (no channels,

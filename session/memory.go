@@ -209,7 +209,20 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 	e.sess.Approvals = next.Approvals
 	e.sess.Version++
 	o.ApplyTurn(&e.sess)
+	m.releaseWith(id, o)
 	return e.session(), nil
+}
+
+// releaseWith releases the write's lease when it asks to (WithRelease);
+// the write was fenced by it, so it holds the session. m.mu is held.
+func (m *Memory) releaseWith(id string, o WriteOptions) {
+	if !o.Release || o.Lease == nil {
+		return
+	}
+	delete(m.leases, id)
+	if l, ok := o.Lease.(*memLease); ok && l.m == m {
+		l.released = true
+	}
 }
 
 // fence returns ErrFenced when l no longer holds session id. m.mu is held.
@@ -417,6 +430,7 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 		hist = append([]chat.Message(nil), hist...)
 	}
 	e.msgs = TrimTurns(append(e.msgs, msgs...), m.cfg.MaxMessages)
+	m.releaseWith(id, o)
 	return e.session(), hist, nil
 }
 
@@ -446,6 +460,8 @@ type memLease struct {
 	id      string
 	token   string
 	expires time.Time // guarded by m.mu
+	// released: a write released it (WithRelease); guarded by m.mu.
+	released bool
 }
 
 func (l *memLease) SessionID() string { return l.id }
@@ -454,6 +470,9 @@ func (l *memLease) Token() string     { return l.token }
 func (l *memLease) Extend(ctx context.Context) error {
 	l.m.mu.Lock()
 	defer l.m.mu.Unlock()
+	if l.released {
+		return nil
+	}
 	now := l.m.cfg.Now()
 	if err := l.m.fence(l.id, l, now); err != nil {
 		return err

@@ -181,7 +181,8 @@ type Lease interface {
 	// ErrFenced when it was lost.
 	Extend(ctx context.Context) error
 	// Release frees the session if this lease still holds it. A lease that
-	// no longer holds the session (expired, taken over) is not an error.
+	// no longer holds the session (expired, taken over, or released by a
+	// write: WithRelease) is not an error.
 	Release(ctx context.Context) error
 	// Expiry is when the lease surely stops holding the session unless
 	// Extend succeeds again: the start of the last successful Lock or
@@ -211,6 +212,9 @@ type WriteOptions struct {
 	// Approvals, when set, replaces the session's approvals with what it
 	// returns (WithApprovals); see ApplyApprovals.
 	Approvals func([]Approval) ([]Approval, error)
+	// Release: an Update or UpdateAppend fenced by Lease also releases it
+	// (WithRelease).
+	Release bool
 }
 
 // WithApprovals makes an Update or UpdateAppend replace the session's
@@ -259,6 +263,13 @@ func (o WriteOptions) ApplyTurn(s *Session) {
 // WithLease makes the write conditional on the lease still holding the
 // session; otherwise the write is not applied and ErrFenced is returned.
 func WithLease(l Lease) UpdateOption { return func(o *WriteOptions) { o.Lease = l } }
+
+// WithRelease makes an Update or UpdateAppend fenced by WithLease release
+// that lease in the same atomic write: a turn's last write frees its
+// session without a step of its own (a round trip with Redis). Once such
+// a write succeeded, the lease's Release and Extend do nothing. Other
+// writes, and writes without a lease, ignore it.
+func WithRelease() UpdateOption { return func(o *WriteOptions) { o.Release = true } }
 
 // WithOwner sets the owner of a session that the write creates.
 func WithOwner(owner string) UpdateOption { return func(o *WriteOptions) { o.Owner = owner } }

@@ -146,6 +146,16 @@ func (m *Memory) Start(ctx context.Context, meta Meta) error {
 
 // Append implements Log.
 func (m *Memory) Append(ctx context.Context, ref Ref, data ...[]byte) (int64, error) {
+	return m.write(ref, false, data)
+}
+
+// Finish implements Log.
+func (m *Memory) Finish(ctx context.Context, ref Ref, data ...[]byte) error {
+	_, err := m.write(ref, true, data)
+	return err
+}
+
+func (m *Memory) write(ref Ref, finish bool, data [][]byte) (int64, error) {
 	t, err := m.get(ref)
 	if err != nil {
 		return 0, err
@@ -159,12 +169,12 @@ func (m *Memory) Append(ctx context.Context, ref Ref, data ...[]byte) (int64, er
 		return 0, fmt.Errorf("turn log: %s: %w", ref, ErrNotFound)
 	}
 	if t.done {
+		if finish && len(data) == 0 {
+			return t.last, nil
+		}
 		return t.last, fmt.Errorf("turn log: %s: %w", ref, ErrFinished)
 	}
 	t.written = time.Now().Truncate(time.Millisecond)
-	if len(data) == 0 {
-		return t.last, nil
-	}
 	for _, d := range data {
 		// Re-slicing instead of clearing the dropped frame: readers may
 		// still hold a slice that starts there. The backing array is
@@ -176,28 +186,14 @@ func (m *Memory) Append(ctx context.Context, ref Ref, data ...[]byte) (int64, er
 		t.last++
 		t.frames = append(t.frames, Frame{Seq: t.last, Data: d})
 	}
-	t.notify()
+	if finish {
+		t.done = true
+		t.expires = time.Now().Add(m.cfg.Retention)
+	}
+	if len(data) > 0 || finish {
+		t.notify()
+	}
 	return t.last, nil
-}
-
-// Finish implements Log.
-func (m *Memory) Finish(ctx context.Context, ref Ref) error {
-	t, err := m.get(ref)
-	if err != nil {
-		return err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.gone {
-		return fmt.Errorf("turn log: %s: %w", ref, ErrNotFound)
-	}
-	if t.done {
-		return nil
-	}
-	t.done = true
-	t.expires = time.Now().Add(m.cfg.Retention)
-	t.notify()
-	return nil
 }
 
 // read is Read on t; it also returns the channel closed on t's next change.

@@ -3,7 +3,7 @@
 // any other one.
 //
 // A turn is started once (Start), receives its frames in order (Append),
-// and ends with Finish; readers ask for the frames after the last sequence
+// and ends with Finish (which may carry the last frames); readers ask for the frames after the last sequence
 // number they saw (Read, or Wait to block until there are some). Each turn
 // keeps at most Config.MaxFrames frames: the oldest are dropped, and a read
 // from before the kept window reports a gap instead of silently skipping
@@ -158,10 +158,12 @@ type Log interface {
 	// of no frames adds nothing but advances Status.Written: the writer's
 	// sign of life while the turn produces nothing.
 	Append(ctx context.Context, ref Ref, data ...[]byte) (last int64, err error)
-	// Finish ends the turn: no frame is added after it, readers get Done,
-	// and the turn is dropped Retention later. Finishing a finished turn
-	// does nothing.
-	Finish(ctx context.Context, ref Ref) error
+	// Finish appends the turn's last frames, if any (as Append would), and
+	// ends the turn, in one write: no frame is added after it, readers get
+	// Done, and the turn is dropped Retention later. Finishing a finished
+	// turn without frames does nothing; with frames it fails with
+	// ErrFinished.
+	Finish(ctx context.Context, ref Ref, data ...[]byte) error
 	// Read returns the frames after seq `after` without waiting.
 	Read(ctx context.Context, ref Ref, after int64) (Batch, error)
 	// Wait is Read, but when there is no frame after `after` and the turn

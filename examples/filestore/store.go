@@ -347,7 +347,20 @@ func (s *Store) write(ctx context.Context, key string, o session.WriteOptions, c
 		if err := change(r); err != nil {
 			return err
 		}
-		return s.save(key, r, now)
+		if err := s.save(key, r, now); err != nil {
+			return err
+		}
+		if o.Release && o.Lease != nil {
+			// session.WithRelease: the write that ends a turn frees its
+			// session; the lease's Release and Extend then do nothing.
+			s.mu.Lock()
+			if l, ok := s.leases[key]; ok && l.token == o.Lease.Token() {
+				delete(s.leases, key)
+				l.released = true
+			}
+			s.mu.Unlock()
+		}
+		return nil
 	})
 }
 
@@ -632,6 +645,8 @@ type lease struct {
 	key     string
 	token   string
 	expires time.Time // guarded by s.mu
+	// released: a write released it (session.WithRelease); guarded by s.mu.
+	released bool
 }
 
 func (l *lease) SessionID() string { return l.key }
@@ -641,6 +656,9 @@ func (l *lease) Extend(ctx context.Context) error {
 	now := l.s.cfg.Now()
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
+	if l.released {
+		return nil
+	}
 	if err := l.s.fenceLocked(l.key, l.token, now); err != nil {
 		return err
 	}

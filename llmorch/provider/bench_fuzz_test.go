@@ -2,6 +2,9 @@ package provider
 
 import (
 	"bytes"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -105,4 +108,52 @@ func FuzzAnthropicStream(f *testing.F) {
 		"data: {\"type\":\"message_stop\"}\n\n"))
 	f.Add([]byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"x\"}}\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) { fuzzStream(t, Anthropic, body) })
+}
+
+// loadStreamBody is the body the load harness's mock model sends for a
+// paced turn (loadtest: 64 text chunks and the usage), fetched once from
+// mockllm; loadtest/cmd/relay benchmarks the relay's reading of the same
+// bytes (BenchmarkRelayModel), so that the two figures compare.
+func loadStreamBody(b *testing.B) []byte {
+	b.Helper()
+	srv := mockllm.New(mockllm.WithDefault(mockllm.Script{Chunks: 64, Usage: &mockllm.Usage{Input: 40, Output: 64}}), mockllm.WithMaxRecorded(-1))
+	defer srv.Close()
+	res, err := http.Post(srv.URL()+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		b.Fatalf("mock: %d %v", res.StatusCode, err)
+	}
+	return body
+}
+
+// BenchmarkParseStream is the runtime's reading of a model stream alone
+// (line splitting, one chunk decoded per line, events yielded), on the
+// load harness's 64-chunk turn: compare with BenchmarkRelayModel in
+// loadtest/cmd/relay, the plain relay's reading of the same bytes.
+func BenchmarkParseStream(b *testing.B) {
+	body := loadStreamBody(b)
+	m, err := newModel(Config{Provider: OpenAI, Model: "m", APIKey: "k"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		deltas := 0
+		p := &parser{m: m, yield: func(ev chat.Event, err error) bool {
+			if ev.Kind == chat.KindTextDelta {
+				deltas++
+			}
+			return true
+		}}
+		p.stream(bytes.NewReader(body))
+		if p.err != nil || deltas != 64 {
+			b.Fatalf("%d deltas, %v", deltas, p.err)
+		}
+	}
 }

@@ -406,6 +406,10 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			expected = strconv.FormatInt(cur.Version, 10)
 		}
 
+		release := "0"
+		if o.Release && lease != "" {
+			release = "1"
+		}
 		args := []any{expected, strconv.FormatInt(next.Version, 10), encode(next), session.NewID(), r.ttlMillis(), lease}
 		script := scriptUpdate
 		if ap != nil {
@@ -414,7 +418,9 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			if ap.dropAnswer {
 				drop = "1"
 			}
-			args = append(append(args, ap.window, r.cfg.MaxMessages, drop), ap.msgs...)
+			args = append(append(args, ap.window, r.cfg.MaxMessages, drop, release), ap.msgs...)
+		} else {
+			args = append(args, release)
 		}
 		cmd, maybe := r.runWrite(ctx, script, keys, args...)
 		reply, err := cmd.Slice()
@@ -427,6 +433,9 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			kl.last = &next
 			if rl != nil {
 				rl.seen = &next
+				if release == "1" {
+					rl.released.Store(true)
+				}
 			}
 			out := next
 			var hist []string
@@ -636,6 +645,8 @@ type redisLease struct {
 	// it, so that its next write needs no read; only mutate touches it,
 	// under the session's keyLock.
 	seen *session.Session
+	// released: a write released the lease (session.WithRelease).
+	released atomic.Bool
 }
 
 func (l *redisLease) SessionID() string { return l.id }
@@ -646,6 +657,9 @@ func (l *redisLease) Token() string     { return l.token }
 func (l *redisLease) Expiry() time.Time { return time.Unix(0, l.expiry.Load()) }
 
 func (l *redisLease) Extend(ctx context.Context) error {
+	if l.released.Load() {
+		return nil
+	}
 	sent := time.Now()
 	rctx, cancel := l.r.roundTrip(ctx)
 	defer cancel()
@@ -661,6 +675,9 @@ func (l *redisLease) Extend(ctx context.Context) error {
 }
 
 func (l *redisLease) Release(ctx context.Context) error {
+	if l.released.Load() {
+		return nil
+	}
 	rctx, cancel := l.r.roundTrip(ctx)
 	defer cancel()
 	if err := scriptRelease.Run(rctx, l.r.client, []string{l.key}, l.token).Err(); err != nil {

@@ -27,7 +27,7 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 
 	s := session.Session{ID: id, Version: 1}
 	s.State.RecentlyUsedTools = orchestration.NewHistory("search")
-	args := []any{"", "1", encode(s), session.NewID(), r.ttlMillis(), ""}
+	args := []any{"", "1", encode(s), session.NewID(), r.ttlMillis(), "", "0"}
 	for attempt := range 2 {
 		reply, err := scriptUpdate.Run(ctx, r.client, keys, args...).Slice()
 		if err != nil || reply[0] != "ok" {
@@ -35,7 +35,7 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 		}
 	}
 	// A different writer with the same stale expectation conflicts.
-	other := []any{"", "1", encode(s), session.NewID(), r.ttlMillis(), ""}
+	other := []any{"", "1", encode(s), session.NewID(), r.ttlMillis(), "", "0"}
 	if reply, err := scriptUpdate.Run(ctx, r.client, keys, other...).Slice(); err != nil || reply[0] != "conflict" {
 		t.Fatalf("a stale write from another writer: %v %v, want conflict", reply, err)
 	}
@@ -58,7 +58,7 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 	// answers with the same window (the history before its append).
 	s.Version = 2
 	second, _ := json.Marshal(chat.Message{Role: chat.RoleAssistant, Content: "twice?"})
-	uaArgs := []any{"1", "2", encode(s), session.NewID(), r.ttlMillis(), "", -1, r.cfg.MaxMessages, "0", string(second)}
+	uaArgs := []any{"1", "2", encode(s), session.NewID(), r.ttlMillis(), "", -1, r.cfg.MaxMessages, "0", "0", string(second)}
 	for attempt := range 2 {
 		reply, err := scriptUpdateAppend.Run(ctx, r.client, keys, uaArgs...).Slice()
 		if err != nil || reply[0] != "ok" {
@@ -73,6 +73,34 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 	}
 	if got, err := r.Get(ctx, id); err != nil || got.Version != 2 {
 		t.Fatalf("after the replayed update-append: %+v %v, want version 2", got, err)
+	}
+
+	// A write that released its lease, replayed: the lease is gone, but
+	// its nonce shows the write applied, so the replay answers ok and
+	// appends nothing.
+	token := session.NewID()
+	if err := r.client.Set(ctx, keys[2], token, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Version = 3
+	third, _ := json.Marshal(chat.Message{Role: chat.RoleAssistant, Content: "released"})
+	relArgs := []any{"2", "3", encode(s), session.NewID(), r.ttlMillis(), token, -1, r.cfg.MaxMessages, "0", "1", string(third)}
+	for attempt := range 2 {
+		reply, err := scriptUpdateAppend.Run(ctx, r.client, keys, relArgs...).Slice()
+		if err != nil || reply[0] != "ok" {
+			t.Fatalf("releasing update-append attempt %d: %v %v, want ok both times", attempt, reply, err)
+		}
+	}
+	if n, err := r.client.Exists(ctx, keys[2]).Result(); err != nil || n != 0 {
+		t.Fatalf("lease key after a releasing write: exists=%d %v, want gone", n, err)
+	}
+	if msgs, err := r.Messages(ctx, id, 0); err != nil || len(msgs) != 3 {
+		t.Fatalf("history after a replayed releasing update-append: %+v %v, want three messages", msgs, err)
+	}
+	// Another writer fenced by the same (gone) lease is refused.
+	stale := []any{"3", "4", encode(s), session.NewID(), r.ttlMillis(), token, "1"}
+	if reply, err := scriptUpdate.Run(ctx, r.client, keys, stale...).Slice(); err != nil || reply[0] != "fenced" {
+		t.Fatalf("a write fenced by a released lease: %v %v, want fenced", reply, err)
 	}
 
 	// Claim: the replay recognises the session it created and the lease

@@ -83,11 +83,18 @@ end
 // given) and sets the new state.
 //
 // ARGV: expected version ("" = absent), new version, data, nonce, ttl ms,
-// lease token ("" = none).
+// lease token ("" = none), release ("1": delete the lease with the write).
 // Reply: {"ok"} | {"fenced"} | {"conflict", current data or nil}.
+//
+// A write that released its lease and is sent again (go-redis retries a
+// script whose reply was lost) finds the lease gone: its nonce tells it
+// was applied.
 var scriptUpdate = redis.NewScript(`
 local lease = ARGV[6]
 if lease ~= '' and redis.call('GET', KEYS[3]) ~= lease then
+  if redis.call('HGET', KEYS[1], 'write') == ARGV[4] then
+    return {'ok'}
+  end
   return {'fenced'}
 end
 local cur = redis.call('HGET', KEYS[1], 'version')
@@ -100,6 +107,7 @@ end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'data', ARGV[3], 'write', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
+if lease ~= '' and ARGV[7] == '1' then redis.call('DEL', KEYS[3]) end
 return {'ok'}
 `)
 
@@ -260,13 +268,12 @@ return {'ok', d, created}
 //
 // ARGV: expected version ("" = absent), new version, data, nonce, ttl ms,
 // lease token ("" = none), window (0 none, < 0 all), max messages,
-// drop-answer ("1" or "0"), messages... Reply: {"ok", window list} |
-// {"fenced"} | {"conflict", data or nil}.
+// drop-answer ("1" or "0"), release ("1": delete the lease with the
+// write), messages... Reply: {"ok", window list} | {"fenced"} |
+// {"conflict", data or nil}.
 var scriptUpdateAppend = redis.NewScript(luaTrimTurns + luaDropAnswer + `
 local lease = ARGV[6]
-if lease ~= '' and redis.call('GET', KEYS[3]) ~= lease then
-  return {'fenced'}
-end
+local fenced = lease ~= '' and redis.call('GET', KEYS[3]) ~= lease
 local window = tonumber(ARGV[7])
 local n = #ARGV
 local function hist(skip)
@@ -283,10 +290,16 @@ local function hist(skip)
   end
   return redis.call('LRANGE', KEYS[2], start, len - 1)
 end
+if fenced then
+  if redis.call('HGET', KEYS[1], 'write') == ARGV[4] then
+    return {'ok', hist(n - 10)}
+  end
+  return {'fenced'}
+end
 local cur = redis.call('HGET', KEYS[1], 'version')
 if (cur or '') ~= ARGV[1] then
   if cur and redis.call('HGET', KEYS[1], 'write') == ARGV[4] then
-    return {'ok', hist(n - 9)}
+    return {'ok', hist(n - 10)}
   end
   return {'conflict', redis.call('HGET', KEYS[1], 'data')}
 end
@@ -295,7 +308,8 @@ if ARGV[9] == '1' then
 end
 local h = hist(0)
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'data', ARGV[3], 'write', ARGV[4])
-local i = 10
+if lease ~= '' and ARGV[10] == '1' then redis.call('DEL', KEYS[3]) end
+local i = 11
 while i <= n do
   local j = math.min(i + 999, n)
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))

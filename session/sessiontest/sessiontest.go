@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"ClaimWaits", h.claimWaits},
 		{"UpdateAppend", h.updateAppend},
 		{"TurnMarker", h.turnMarker},
+		{"WriteReleasesLease", h.writeReleases},
 		{"UpdateAppendFencedOrFailed", h.updateAppendRefused},
 		{"UpdateAppendDropLastAnswer", h.dropLastAnswer},
 		{"Approvals", h.approvals},
@@ -860,6 +861,71 @@ func (h *harness) turnMarker(t *testing.T) {
 	if got := must(s.Get(ctx, id))(t); got.Turn != "" {
 		t.Fatalf("Get after the marker was cleared: %+v", got)
 	}
+	_ = l.Release(ctx)
+}
+
+// writeReleases: an Update or UpdateAppend WithRelease applies and frees
+// the session in one step; the lease's Release and Extend then do nothing,
+// and a later write fenced by it is refused. Without a lease, or when the
+// write is refused, nothing is released.
+func (h *harness) writeReleases(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	for _, appendToo := range []bool{false, true} {
+		id := session.NewID()
+		_, l, err := s.Claim(ctx, id, session.WithOwner("o"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Refused (fn fails): the lease still holds.
+		fail := errors.New("no")
+		if _, _, err := s.UpdateAppend(ctx, id, func(*orchestration.State) error { return fail }, nil, 0, session.WithLease(l), session.WithRelease()); !errors.Is(err, fail) {
+			t.Fatalf("refused write: %v", err)
+		}
+		wantErr(t, "Claim while the refused write's lease holds", func() error { _, _, err := s.Claim(ctx, id, session.WithOwner("o")); return err }(), session.ErrBusy)
+		msg := []chat.Message{{Role: chat.RoleAssistant, Content: "the answer"}}
+		if appendToo {
+			sess, _, err := s.UpdateAppend(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 3})), msg, 0, session.WithLease(l), session.WithTurn(""), session.WithRelease())
+			if err != nil || sess.State.TokenUsage.Prompt != 3 {
+				t.Fatalf("UpdateAppend WithRelease: %+v, %v", sess, err)
+			}
+		} else if _, err := s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 3})), session.WithLease(l), session.WithRelease()); err != nil {
+			t.Fatalf("Update WithRelease: %v", err)
+		}
+		// The write alone freed the session: it is claimed at once.
+		_, l2, err := s.Claim(ctx, id, session.WithOwner("o"))
+		if err != nil {
+			t.Fatalf("Claim after a write released the lease: %v", err)
+		}
+		if err := l.Extend(ctx); err != nil {
+			t.Fatalf("Extend of a lease a write released: %v", err)
+		}
+		wantErr(t, "a write fenced by the released lease", func() error {
+			_, err := s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithLease(l))
+			return err
+		}(), session.ErrFenced)
+		// The released lease's Release does not free the next turn's.
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "Claim while the next lease holds", func() error { _, _, err := s.Claim(ctx, id, session.WithOwner("o")); return err }(), session.ErrBusy)
+		if appendToo {
+			if msgs := must(s.Messages(ctx, id, 0))(t); len(msgs) != 1 || msgs[0].Content != "the answer" {
+				t.Fatalf("history after UpdateAppend WithRelease: %+v", msgs)
+			}
+		}
+		_ = l2.Release(ctx)
+	}
+	// Without a lease WithRelease does nothing.
+	id := session.NewID()
+	_, l, err := s.Claim(ctx, id, session.WithOwner("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithRelease()); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "Claim after a write WithRelease without a lease", func() error { _, _, err := s.Claim(ctx, id, session.WithOwner("o")); return err }(), session.ErrBusy)
 	_ = l.Release(ctx)
 }
 

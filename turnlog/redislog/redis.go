@@ -243,8 +243,24 @@ func (r *Log) Start(ctx context.Context, m turnlog.Meta) error {
 	return nil
 }
 
-// Append implements turnlog.Log.
+// Append implements turnlog.Log: one script, one stream entry for all the
+// frames.
 func (r *Log) Append(ctx context.Context, ref turnlog.Ref, data ...[]byte) (int64, error) {
+	return r.write(ctx, ref, false, data)
+}
+
+// Finish implements turnlog.Log: the frames, if any, and the end marker in
+// one script.
+func (r *Log) Finish(ctx context.Context, ref turnlog.Ref, data ...[]byte) error {
+	_, err := r.write(ctx, ref, true, data)
+	return err
+}
+
+func (r *Log) write(ctx context.Context, ref turnlog.Ref, finish bool, data [][]byte) (int64, error) {
+	op := "append"
+	if finish {
+		op = "finish"
+	}
 	if err := ref.Validate(); err != nil {
 		return 0, err
 	}
@@ -261,7 +277,7 @@ func (r *Log) Append(ctx context.Context, ref turnlog.Ref, data ...[]byte) (int6
 	defer w.mu.Unlock()
 	now := time.Now()
 	ttl := "0"
-	// Before this replica's first Append (of a turn started elsewhere) or
+	// Before this replica's first write (of a turn started elsewhere) or
 	// once a quarter of RunningTTL passed: refresh the keys' TTLs.
 	if w.refreshed.IsZero() || now.Sub(w.refreshed) >= r.cfg.RunningTTL/4 {
 		ttl = ms(r.runningTTL())
@@ -270,57 +286,52 @@ func (r *Log) Append(ctx context.Context, ref turnlog.Ref, data ...[]byte) (int6
 	if !w.refreshed.IsZero() {
 		first = w.last + 1
 	}
-	args := make([]any, 0, 5+len(data))
-	args = append(args, first, r.cfg.MaxFrames, ttl, now.UnixMilli(), ref.Turn)
+	size := len(data)
 	for _, d := range data {
-		args = append(args, d)
+		size += len(d)
+	}
+	joined := make([]byte, 0, size)
+	for i, d := range data {
+		if i > 0 {
+			joined = append(joined, '\n')
+		}
+		joined = append(joined, d...)
+	}
+	fin := "0"
+	if finish {
+		fin = "1"
 	}
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
-	last, err := appendScript.Run(rctx, r.client, r.writeKeys(ref), args...).Int64()
+	last, err := appendScript.Run(rctx, r.client, r.writeKeys(ref),
+		first, r.cfg.MaxFrames, ttl, now.UnixMilli(), ref.Turn, fin, ms(r.cfg.Retention), len(data), joined).Int64()
 	if err != nil {
-		err = r.fail(ref, "append", err)
+		err = r.fail(ref, op, err)
 		switch {
 		case errors.Is(err, turnlog.ErrFinished), errors.Is(err, turnlog.ErrNotFound):
 			r.writers.Delete(key)
 			r.hub.wake(key)
 		default:
-			// Whether the frames went in is unknown: the next Append
+			// Whether the frames went in is unknown: the next write
 			// continues from the stream's last frame, whatever it is.
 			w.refreshed = time.Time{}
 		}
 		return 0, err
 	}
-	w.last = last
-	if ttl != "0" {
-		w.refreshed = now
+	if finish {
+		r.writers.Delete(key)
+	} else {
+		w.last = last
+		if ttl != "0" {
+			w.refreshed = now
+		}
 	}
 	r.hub.wake(key)
 	return last, nil
 }
 
-// Finish implements turnlog.Log.
-func (r *Log) Finish(ctx context.Context, ref turnlog.Ref) error {
-	if err := ref.Validate(); err != nil {
-		return err
-	}
-	if r.isClosed() {
-		return turnlog.ErrClosed
-	}
-	key := r.streamKey(ref)
-	rctx, cancel := r.roundTrip(ctx)
-	defer cancel()
-	err := finishScript.Run(rctx, r.client, r.writeKeys(ref), ms(r.cfg.Retention), ref.Turn, time.Now().UnixMilli()).Err()
-	if err != nil {
-		return r.fail(ref, "finish", err)
-	}
-	r.writers.Delete(key)
-	r.hub.wake(key)
-	return nil
-}
-
-// parseID splits a stream entry ID "<seq>-<n>": n 0 is a frame, 1 the end
-// marker.
+// parseID splits a stream entry ID "<seq>-<n>": n 0 is an entry of frames
+// (seq its last), 1 the end marker.
 func parseID(id string) (seq int64, marker bool, err error) {
 	a, b, ok := strings.Cut(id, "-")
 	if ok {
@@ -332,40 +343,96 @@ func parseID(id string) (seq int64, marker bool, err error) {
 	return seq, b == "1", nil
 }
 
-// decode turns XRANGE/XREAD entries after `after` into a batch.
-func decode(ref turnlog.Ref, after int64, msgs []redis.XMessage) (turnlog.Batch, error) {
-	var b turnlog.Batch
-	if len(msgs) == 0 {
-		return b, nil
+// entry is one stream entry: an Append's frames (first..last, data joined
+// by "\n") or the end marker (of a turn whose last frame is last).
+type entry struct {
+	last, first int64
+	marker      bool
+	data        string
+}
+
+// entryOf checks an entry's fields.
+func entryOf(id string, field func(name string) (string, bool)) (entry, error) {
+	var e entry
+	var err error
+	if e.last, e.marker, err = parseID(id); err != nil || e.marker {
+		return e, err
 	}
-	b.Frames = make([]turnlog.Frame, 0, len(msgs))
-	for i, m := range msgs {
-		seq, marker, err := parseID(m.ID)
+	f, ok := field("f")
+	e.data, _ = field("d")
+	if !ok {
+		// Written before entries held batches: one frame each.
+		f = strconv.FormatInt(e.last, 10)
+	}
+	e.first, err = strconv.ParseInt(f, 10, 64)
+	if err != nil || e.first < 1 || e.first > e.last || e.data == "" || int64(strings.Count(e.data, "\n")) != e.last-e.first {
+		return entry{}, fmt.Errorf("stream entry %s does not hold frames %s..%d: %w", id, f, e.last, session.ErrCorrupt)
+	}
+	return e, nil
+}
+
+// parseEntry reads an entry of a script's reply: {id, {field, value, ...}}.
+func parseEntry(v any) (entry, error) {
+	pair, ok := v.([]any)
+	if !ok || len(pair) != 2 {
+		return entry{}, fmt.Errorf("a stream entry is not {id, fields}: %w", session.ErrCorrupt)
+	}
+	id, _ := pair[0].(string)
+	fields, _ := pair[1].([]any)
+	return entryOf(id, func(name string) (string, bool) {
+		for i := 0; i+1 < len(fields); i += 2 {
+			if n, _ := fields[i].(string); n == name {
+				v, ok := fields[i+1].(string)
+				return v, ok
+			}
+		}
+		return "", false
+	})
+}
+
+// xEntry checks an entry of go-redis's XRANGE reply.
+func xEntry(m redis.XMessage) (entry, error) {
+	return entryOf(m.ID, func(name string) (string, bool) {
+		v, ok := m.Values[name].(string)
+		return v, ok
+	})
+}
+
+// decode turns the entries after `after` into a batch; kept is the oldest
+// frame kept (0: none was dropped).
+func decode(ref turnlog.Ref, after, kept int64, entries []any) (turnlog.Batch, error) {
+	var b turnlog.Batch
+	for i, v := range entries {
+		e, err := parseEntry(v)
 		if err != nil {
 			return turnlog.Batch{}, fmt.Errorf("redis turn log: %s: %w", ref, err)
 		}
-		if i == 0 && (seq > after+1 || marker && seq > after) {
-			return turnlog.Batch{Gap: true}, nil
+		if i == 0 {
+			first := e.first
+			if e.marker {
+				first = e.last + 1
+			}
+			if after+1 < max(first, kept) {
+				return turnlog.Batch{Gap: true}, nil
+			}
 		}
-		if marker {
+		if e.marker {
 			b.Done = true
 			break
 		}
-		d, ok := m.Values["d"].(string)
-		if !ok || d == "" {
-			return turnlog.Batch{}, fmt.Errorf("redis turn log: %s: entry %s has no data: %w", ref, m.ID, session.ErrCorrupt)
+		rest := e.data
+		for seq := e.first; seq <= e.last; seq++ {
+			d, tail, _ := strings.Cut(rest, "\n")
+			rest = tail
+			if seq > after {
+				b.Frames = append(b.Frames, turnlog.Frame{Seq: seq, Data: []byte(d)})
+			}
 		}
-		b.Frames = append(b.Frames, turnlog.Frame{Seq: seq, Data: []byte(d)})
-	}
-	if len(b.Frames) == 0 {
-		b.Frames = nil
 	}
 	return b, nil
 }
 
-// Read implements turnlog.Log. It is one XRANGE when there are frames to return;
-// an empty answer costs a second round trip that tells a running turn
-// from a missing one.
+// Read implements turnlog.Log: one script, one round trip.
 func (r *Log) Read(ctx context.Context, ref turnlog.Ref, after int64) (turnlog.Batch, error) {
 	if err := ref.Validate(); err != nil {
 		return turnlog.Batch{}, err
@@ -378,32 +445,35 @@ func (r *Log) Read(ctx context.Context, ref turnlog.Ref, after int64) (turnlog.B
 	}
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
-	key := r.streamKey(ref)
-	msgs, err := r.client.XRangeN(rctx, key, "("+strconv.FormatInt(after, 10)+"-0", "+", int64(r.cfg.ReadBatch)).Result()
+	reply, err := readScript.Run(rctx, r.client, []string{r.streamKey(ref), r.metaKey(ref)}, after, r.cfg.ReadBatch).Slice()
 	if err != nil {
 		return turnlog.Batch{}, r.fail(ref, "read", err)
 	}
-	if len(msgs) > 0 {
-		return decode(ref, after, msgs)
+	corrupt := fmt.Errorf("redis turn log: %s: the read script's reply has an unexpected shape: %w", ref, session.ErrCorrupt)
+	if len(reply) < 2 {
+		return turnlog.Batch{}, corrupt
 	}
-	var top *redis.XMessageSliceCmd
-	var exists *redis.IntCmd
-	_, err = r.client.Pipelined(rctx, func(p redis.Pipeliner) error {
-		top = p.XRevRangeN(rctx, key, "+", "-", 1)
-		exists = p.Exists(rctx, r.metaKey(ref))
-		return nil
-	})
-	if err != nil {
-		return turnlog.Batch{}, r.fail(ref, "read", err)
+	kept, _ := reply[0].(int64)
+	entries, ok := reply[1].([]any)
+	if !ok {
+		return turnlog.Batch{}, corrupt
 	}
-	if exists.Val() == 0 {
+	if len(entries) > 0 {
+		return decode(ref, after, kept, entries)
+	}
+	if len(reply) != 4 {
+		return turnlog.Batch{}, corrupt
+	}
+	if exists, _ := reply[3].(int64); exists == 0 {
 		return turnlog.Batch{}, fmt.Errorf("redis turn log: %s: %w", ref, turnlog.ErrNotFound)
 	}
 	var last int64
-	if t := top.Val(); len(t) > 0 {
-		if last, _, err = parseID(t[0].ID); err != nil {
+	if top, _ := reply[2].([]any); len(top) > 0 {
+		e, err := parseEntry(top[0])
+		if err != nil {
 			return turnlog.Batch{}, fmt.Errorf("redis turn log: %s: %w", ref, err)
 		}
+		last = e.last
 	}
 	if after > last {
 		return turnlog.Batch{}, fmt.Errorf("redis turn log: %s: read after %d, but the last frame is %d: %w", ref, after, last, turnlog.ErrAhead)
@@ -484,12 +554,15 @@ func (r *Log) lookup(ctx context.Context, ref turnlog.Ref) (turnlog.Status, erro
 	}
 	s.First = s.Last + 1
 	if b := bottom.Val(); len(b) > 0 {
-		seq, marker, err := parseID(b[0].ID)
+		e, err := xEntry(b[0])
 		if err != nil {
 			return turnlog.Status{}, fmt.Errorf("redis turn log: %s: %w", ref, err)
 		}
-		if !marker {
-			s.First = seq
+		if !e.marker {
+			s.First = e.first
+			if k, err := strconv.ParseInt(fields["k"], 10, 64); err == nil && k > s.First {
+				s.First = k
+			}
 		}
 	}
 	return s, nil

@@ -3,10 +3,21 @@ package redislog
 import "github.com/redis/go-redis/v9"
 
 // The scripts run each write as one atomic step and one round trip.
-// Stream entry IDs are our seqs: frame n is "<n>-0" and the end marker of a
-// turn whose last frame is n is "<n>-1", so the top entry tells both the
-// last seq and whether the turn finished, and XRANGE "(<after>-0" returns
-// exactly the frames after `after` (and the marker, if any).
+//
+// A stream entry holds the frames of one Append: its ID is "<last>-0",
+// where last is the seq of its last frame; field f is the seq of its first
+// and field d the frames joined by "\n" (a frame never contains a line
+// break: turnlog.CheckFrames). The end marker of a turn whose last frame
+// is n is "<n>-1". So the top entry tells both the last seq and whether
+// the turn finished, and XRANGE "(<after>-0" returns exactly the entries
+// that hold frames after `after` (the first may begin before it) and the
+// marker, if any. One entry per Append instead of one per frame: a batch
+// of frames costs Redis one XADD.
+//
+// The kept window (MaxFrames) is exact although entries hold several
+// frames: the meta hash's field k is the seq of the oldest frame kept
+// once frames were dropped, and entries that hold only older frames are
+// trimmed (XTRIM MINID); readers skip the frames before k.
 //
 // Error replies start with TURNLOG_ so that Go can tell them apart.
 
@@ -28,7 +39,7 @@ if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KE
 return 'OK'
 `)
 
-// topScript is shared by appendScript and finishScript: it sets last to the
+// topScript is shared by appendScript and stopScript: it sets last to the
 // seq of the top entry and fin to whether that entry is the end marker.
 const topScript = `
 local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
@@ -43,53 +54,75 @@ elseif redis.call('EXISTS', KEYS[2]) == 0 then
 end
 `
 
-// appendScript: KEYS stream, meta, latest, turns; ARGV first, maxlen,
-// ttlMs ("0": no refresh needed), nowMs, turnID, data...
+// appendScript is Append and Finish: KEYS stream, meta, latest, turns;
+// ARGV first, maxFrames, ttlMs ("0": no refresh needed), nowMs, turnID,
+// finish ("1": end the turn after the frames), retentionMs, n (the number
+// of frames), data (the n frames joined by "\n").
+//
 // first is the seq the writer expects for its first frame (0: whatever is
-// next). When the stream already ends with exactly this batch, the call is
-// a retry of an applied Append and changes nothing. Every other call,
-// with frames or without, records nowMs as the writer's sign of life (meta
-// field w).
+// next). When the stream already ends with exactly this batch (and, for a
+// finishing call, its end marker), the call is a retry of an applied one
+// and changes nothing. Every other call, with frames or without, records
+// nowMs as the writer's sign of life (meta field w). The keys' expiries
+// are set when the stream is created, refreshed when ttlMs says so, and
+// set to the retention by the finishing call: a few times per turn, not
+// per call.
 var appendScript = redis.NewScript(topScript + `
-if fin then return redis.error_reply('TURNLOG_FINISHED ' .. last) end
-local n = #ARGV - 5
+local n = tonumber(ARGV[8])
 local first = tonumber(ARGV[1])
+local finish = ARGV[6] == '1'
+if fin then
+  if finish and (n == 0 or (first > 0 and last == first + n - 1)) then return last end
+  return redis.error_reply('TURNLOG_FINISHED ' .. last)
+end
 if first > 0 and last ~= first - 1 then
-  if last == first + n - 1 then return last end
-  return redis.error_reply('TURNLOG_SEQ ' .. last)
+  if last ~= first + n - 1 then return redis.error_reply('TURNLOG_SEQ ' .. last) end
+  if not finish then return last end
+  n = 0
 end
 redis.call('HSET', KEYS[2], 'w', ARGV[4])
-local created = last == 0
-for i = 6, #ARGV do
-  last = last + 1
-  redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[2], string.format('%d-0', last), 'd', ARGV[i])
+local created = last == 0 and n > 0
+if n > 0 then
+  redis.call('XADD', KEYS[1], string.format('%d-0', last + n), 'f', last + 1, 'd', ARGV[9])
+  last = last + n
+  local keep = tonumber(ARGV[2])
+  if last > keep then
+    local k = last - keep + 1
+    redis.call('XTRIM', KEYS[1], 'MINID', string.format('%d-0', k))
+    redis.call('HSET', KEYS[2], 'k', k)
+  end
 end
-if ARGV[3] ~= '0' or created then
-  local ttl = ARGV[3]
-  if ttl == '0' then ttl = redis.call('PTTL', KEYS[2]) end
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  if redis.call('GET', KEYS[3]) == ARGV[5] then redis.call('PEXPIRE', KEYS[3], ttl) end
-  redis.call('ZADD', KEYS[4], 'XX', ARGV[4], ARGV[5])
-  if redis.call('PTTL', KEYS[4]) < tonumber(ttl) then redis.call('PEXPIRE', KEYS[4], ttl) end
+local ttl = ARGV[3]
+if finish then
+  redis.call('XADD', KEYS[1], string.format('%d-1', last), 'e', '1')
+  ttl = ARGV[7]
+elseif ttl == '0' then
+  if created then
+    local pttl = redis.call('PTTL', KEYS[2])
+    if pttl > 0 then redis.call('PEXPIRE', KEYS[1], pttl) end
+  end
+  return last
 end
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+if redis.call('GET', KEYS[3]) == ARGV[5] then redis.call('PEXPIRE', KEYS[3], ttl) end
+redis.call('ZADD', KEYS[4], 'XX', ARGV[4], ARGV[5])
+if redis.call('PTTL', KEYS[4]) < tonumber(ttl) then redis.call('PEXPIRE', KEYS[4], ttl) end
 return last
 `)
 
-// finishScript: KEYS stream, meta, latest, turns; ARGV retentionMs,
-// turnID, nowMs. Finishing a finished turn changes nothing.
-var finishScript = redis.NewScript(topScript + `
-if fin then return last end
-redis.call('XADD', KEYS[1], string.format('%d-1', last), 'e', '1')
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
-if redis.call('GET', KEYS[3]) == ARGV[2] then redis.call('PEXPIRE', KEYS[3], ARGV[1]) end
-redis.call('ZADD', KEYS[4], 'XX', ARGV[3], ARGV[2])
-if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[4], ARGV[1]) end
-return last
+// readScript: KEYS stream, meta; ARGV after, count. It returns {k,
+// entries} when there are entries after `after` (k: the oldest frame kept,
+// 0 when none was dropped), else {k, {}, top entry or {}, whether the turn
+// exists}: one round trip whatever the answer.
+var readScript = redis.NewScript(`
+local k = tonumber(redis.call('HGET', KEYS[2], 'k') or '0')
+local msgs = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1] .. '-0', '+', 'COUNT', ARGV[2])
+if #msgs > 0 then return {k, msgs} end
+return {k, msgs, redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1), redis.call('EXISTS', KEYS[2])}
 `)
 
-var allScripts = []*redis.Script{startScript, appendScript, finishScript, stopScript}
+var allScripts = []*redis.Script{startScript, appendScript, readScript, stopScript}
 
 // stopScript: KEYS stream, meta; ARGV channel, payload, nowMs. It records
 // the stop request on the running turn's meta (field x, which a writer

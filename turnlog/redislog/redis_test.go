@@ -403,7 +403,7 @@ func TestRedisCommands(t *testing.T) {
 	commands("Append of 8 frames", 1, func() error { _, err := l.Append(ctx, ref, batch...); return err })
 	commands("Read with frames", 1, func() error { _, err := l.Read(ctx, ref, 0); return err })
 	commands("Wait with frames", 1, func() error { _, err := l.Wait(ctx, ref, 3); return err })
-	commands("Read at the end", 3, func() error { _, err := l.Read(ctx, ref, 9); return err })
+	commands("Read at the end", 1, func() error { _, err := l.Read(ctx, ref, 9); return err })
 	commands("Lookup", 3, func() error { _, err := l.Lookup(ctx, ref); return err })
 
 	count.resend.Store(true)
@@ -414,11 +414,18 @@ func TestRedisCommands(t *testing.T) {
 	if count.resend.Load() {
 		t.Fatal("the Append was not resent")
 	}
-	commands("Finish", 1, func() error { return l.Finish(ctx, ref) })
-	b, err := l.Read(ctx, ref, 0)
-	if err != nil || !b.Done || len(b.Frames) != 11 || b.Frames[10].Seq != 11 {
-		t.Fatalf("after a resent Append: %d frames, done %v, %v; want 1..11", len(b.Frames), b.Done, err)
+	count.resend.Store(true)
+	if err := l.Finish(ctx, ref, frameData(12)); err != nil || count.resend.Load() {
+		t.Fatalf("resent Finish with a frame: %v (resent: %v)", err, !count.resend.Load())
 	}
+	b, err := l.Read(ctx, ref, 0)
+	if err != nil || !b.Done || len(b.Frames) != 12 || b.Frames[11].Seq != 12 {
+		t.Fatalf("after a resent Append and a resent Finish: %d frames, done %v, %v; want 1..12", len(b.Frames), b.Done, err)
+	}
+	commands("Finish of a finished turn", 1, func() error { return l.Finish(ctx, ref) })
+	other := turnlog.Ref{Session: ref.Session, Turn: session.NewID()}
+	commands("Start", 1, func() error { return l.Start(ctx, turnlog.Meta{Ref: other}) })
+	commands("Finish with all of a turn's frames", 1, func() error { return l.Finish(ctx, other, batch...) })
 }
 
 func TestNewRedisConfig(t *testing.T) {

@@ -33,6 +33,8 @@ func Run(t *testing.T, open Open) {
 		{"ResumeAfterN", resumeAfterN},
 		{"GapPastMaxFrames", gapPastMaxFrames},
 		{"Finish", finish},
+		{"FinishWithFrames", finishWithFrames},
+		{"GapInsideABatch", gapInsideABatch},
 		{"SignOfLife", signOfLife},
 		{"WaitWakes", waitWakes},
 		{"WaitHonoursContext", waitContext},
@@ -343,6 +345,62 @@ func finish(t *testing.T, open Open) {
 		}
 		s, err = r.Lookup(ctx, ref)
 		mustStatus(t, "Lookup", s, err, ref, 5, 1, true)
+	}
+}
+
+// finishWithFrames: Finish appends its frames and ends the turn in one
+// call; a second Finish without frames does nothing, with frames it fails.
+func finishWithFrames(t *testing.T, open Open) {
+	l, peer := open(t, turnlog.Config{})
+	ctx := ctxT(t)
+	ref := start(t, l, session.NewID())
+	appendN(t, l, ref, 0, 2)
+	if err := l.Finish(ctx, ref, data(3), data(4), data(5)); err != nil {
+		t.Fatalf("Finish with frames: %v", err)
+	}
+	if err := l.Finish(ctx, ref); err != nil {
+		t.Fatalf("Finish without frames of a finished turn: %v; want nil", err)
+	}
+	if err := l.Finish(ctx, ref, data(6)); !errors.Is(err, turnlog.ErrFinished) {
+		t.Fatalf("Finish with frames of a finished turn: %v; want ErrFinished", err)
+	}
+	only := start(t, l, session.NewID())
+	if err := l.Finish(ctx, only, data(1)); err != nil {
+		t.Fatalf("Finish with the turn's only frame: %v", err)
+	}
+	for _, r := range []turnlog.Log{l, peer} {
+		checkFrames(t, "resume after 1", readAll(t, r, ref, 1), 2, 5)
+		s, err := r.Lookup(ctx, ref)
+		mustStatus(t, "Lookup", s, err, ref, 5, 1, true)
+		checkFrames(t, "the only frame", readAll(t, r, only, 0), 1, 1)
+		s, err = r.Lookup(ctx, only)
+		mustStatus(t, "Lookup of the one-frame turn", s, err, only, 1, 1, true)
+	}
+}
+
+// gapInsideABatch: the kept window is exactly MaxFrames frames even when
+// its oldest frame came in the middle of an Append's batch.
+func gapInsideABatch(t *testing.T, open Open) {
+	l, peer := open(t, turnlog.Config{MaxFrames: 16})
+	ctx := ctxT(t)
+	ref := start(t, l, session.NewID())
+	var last int64
+	for last < 40 {
+		last = appendN(t, l, ref, last, min(7, 40-last))
+	}
+	if err := l.Finish(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []turnlog.Log{l, peer} {
+		s, err := r.Lookup(ctx, ref)
+		mustStatus(t, "Lookup", s, err, ref, 40, 25, true)
+		for _, after := range []int64{20, 22, 23} {
+			if b, err := r.Read(ctx, ref, after); err != nil || !b.Gap || len(b.Frames) != 0 || b.Done {
+				t.Fatalf("Read after %d with frames 25..40 kept = %+v, %v; want a gap", after, b, err)
+			}
+		}
+		checkFrames(t, "resume after 24", readAll(t, r, ref, 24), 25, 40)
+		checkFrames(t, "resume after 27", readAll(t, r, ref, 27), 28, 40)
 	}
 }
 

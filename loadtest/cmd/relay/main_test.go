@@ -219,3 +219,29 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRelayModel is the relay's reading of a model stream alone, on
+// the bytes of the load harness's 64-chunk turn: the floor that
+// llmorch/provider's BenchmarkParseStream compares with.
+func BenchmarkRelayModel(b *testing.B) {
+	srv := mockllm.New(mockllm.WithDefault(mockllm.Script{Chunks: 64, Usage: &mockllm.Usage{Input: 40, Output: 64}}), mockllm.WithMaxRecorded(-1))
+	defer srv.Close()
+	res, err := http.Post(srv.URL()+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusOK {
+		b.Fatalf("mock: %d %v", res.StatusCode, err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		deltas := 0
+		if _, err := relayModel(bytes.NewReader(body), func(string) error { deltas++; return nil }); err != nil || deltas != 64 {
+			b.Fatalf("%d deltas, %v", deltas, err)
+		}
+	}
+}

@@ -110,6 +110,11 @@ func ContentText(raw json.RawMessage) (string, error) {
 // EventID is the SSE id of a turn's frame: "<turnId>:<seq>".
 func EventID(turnID string, seq int64) string { return turnID + ":" + strconv.FormatInt(seq, 10) }
 
+// AppendEventID appends EventID(turnID, seq) to dst.
+func AppendEventID(dst []byte, turnID string, seq int64) []byte {
+	return strconv.AppendInt(append(append(dst, turnID...), ':'), seq, 10)
+}
+
 // ParseEventID splits a Last-Event-ID made by EventID.
 func ParseEventID(s string) (turnID string, seq int64, err error) {
 	id, n, ok := strings.Cut(s, ":")
