@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -171,12 +172,15 @@ func TestStopAcrossReplicas(t *testing.T) {
 			if reason := requireEnd(t, next.All(10*time.Second)); reason != "stop" {
 				t.Fatalf("the next turn finished %q", reason)
 			}
-			// Nothing runs once the session says so (the replica that did not
-			// run the turn learns its end from the shared log, a moment
-			// after the client's [DONE]).
-			waitIdle(t, a, sid)
+			// Right after [DONE], the replica that did not run the turn
+			// knows it ended (its session's turn marker is clear), although
+			// the shared log learns of the end a batch later: a stop finds
+			// nothing running, and so does the session's view.
 			if status, body := stopTurn(t, a.URL(), sid); status != http.StatusNoContent {
-				t.Fatalf("stop with nothing running: %d %s, want 204", status, body)
+				t.Fatalf("stop right after [DONE], on the other replica: %d %s, want 204", status, body)
+			}
+			if view, _, raw := getSession(t, a.URL(), sid); view.Turn != nil && view.Turn.Running {
+				t.Fatalf("the session's view right after [DONE], on the other replica: %s, want no running turn", raw)
 			}
 		})
 	}
@@ -185,6 +189,96 @@ func TestStopAcrossReplicas(t *testing.T) {
 			t.Fatalf("stop of an unknown session: %d %s", status, body)
 		}
 	})
+}
+
+// TestStopRightAfterDoneElsewhere: the replica running a turn reaches
+// Redis slowly (every reply 200 ms late), so the shared log learns of the
+// turn's end well after the client's [DONE]. A stop and a delete sent to
+// the other replica right after [DONE] find no turn running: the session's
+// turn marker, cleared by the turn's last write, says so before the log.
+func TestStopRightAfterDoneElsewhere(t *testing.T) {
+	m := newModel(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, controlAgent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, controlAgent, "template.json"), []byte(controlTemplate), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs := redistest.Start(t)
+	env := append(modelEnv(m), "HEARTBEAT=2s", "SESSION_LOCK_TTL=5s", "TEMPLATES_DIR="+dir)
+	other := startServer(t, append(env, "SESSION_STORE="+rs.URL())...)
+	slow := startServer(t, append(env, "SESSION_STORE=redis://"+lateReplies(t, rs.Addr(), 200*time.Millisecond)+"/0")...)
+
+	sid := session.NewID()
+	m.Enqueue(mockllm.TextScript("A short ", "answer."))
+	s := chat(t, slow.URL(), controlAgent, sid, "hello")
+	if reason := requireEnd(t, s.All(20*time.Second)); reason != "stop" {
+		t.Fatalf("the turn finished %q", reason)
+	}
+	if status, body := stopTurn(t, other.URL(), sid); status != http.StatusNoContent {
+		t.Fatalf("stop right after [DONE], on the other replica: %d %s, want 204", status, body)
+	}
+	if view, _, raw := getSession(t, other.URL(), sid); view.Turn != nil && view.Turn.Running {
+		t.Fatalf("the session's view right after [DONE], on the other replica: %s, want no running turn", raw)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, other.URL()+"/api/sessions/"+sid, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent && res.StatusCode != http.StatusOK {
+		t.Fatalf("delete right after [DONE], on the other replica: %d, want it deleted", res.StatusCode)
+	}
+}
+
+// lateReplies is a TCP proxy to target whose replies each arrive delay
+// late (requests go through at once): a slow network to Redis for one
+// replica. It returns the proxy's address.
+func lateReplies(t *testing.T, target string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(r, c); r.Close() }()
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := r.Read(buf)
+					if n > 0 {
+						time.Sleep(delay)
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
 
 // TestStopDuringToolCall: a stop that arrives while a tool runs (a web

@@ -46,7 +46,7 @@ func (s *Server) stopTurn(c *gin.Context) {
 			abortWith(c, storeError(err))
 			return
 		}
-		if found && !st.Done && s.alive(st) && s.turns.get(st.Turn) == nil {
+		if found && s.runsElsewhere(sess, st) {
 			err := s.cfg.Turns.Stop(ctx, st.Ref)
 			switch {
 			case err == nil:

@@ -310,7 +310,7 @@ func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnVie
 	if err != nil || !found || s.turns.get(st.Turn) != nil {
 		return local, err
 	}
-	return &turnView{ID: st.Turn, Running: !st.Done && s.alive(st), LastEventID: wire.EventID(st.Turn, st.Last)}, nil
+	return &turnView{ID: st.Turn, Running: s.runsElsewhere(sess, st), LastEventID: wire.EventID(st.Turn, st.Last)}, nil
 }
 
 func (s *Server) deleteSession(c *gin.Context) {

@@ -246,6 +246,15 @@ func (t *sharedTurn) check(ctx context.Context) *chat.Error {
 	return nil
 }
 
+// runsElsewhere reports whether st, a turn of sess found in the shared log,
+// is running on another replica. The session's turn marker must still name
+// it: the turn's last write clears the marker before its client gets
+// [DONE], while the shared log learns of its end a batch later, so a stop
+// or a delete sent right after [DONE] would otherwise find it running.
+func (s *Server) runsElsewhere(sess session.Session, st turnlog.Status) bool {
+	return !st.Done && sess.Turn == st.Turn && s.alive(st) && s.turns.get(st.Turn) == nil
+}
+
 // sharedLookup finds a turn of the session (by its store key) in the
 // shared log; found is false when there is no shared log, the turn is not
 // kept there or it is another owner's.
