@@ -174,14 +174,8 @@ func TestStopAcrossReplicas(t *testing.T) {
 			}
 			// Right after [DONE], the replica that did not run the turn
 			// knows it ended (its session's turn marker is clear), although
-			// the shared log learns of the end a batch later: a stop finds
-			// nothing running, and so does the session's view.
-			if status, body := stopTurn(t, a.URL(), sid); status != http.StatusNoContent {
-				t.Fatalf("stop right after [DONE], on the other replica: %d %s, want 204", status, body)
-			}
-			if view, _, raw := getSession(t, a.URL(), sid); view.Turn != nil && view.Turn.Running {
-				t.Fatalf("the session's view right after [DONE], on the other replica: %s, want no running turn", raw)
-			}
+			// the shared log learns of the end a batch later.
+			requireNothingRunning(t, a, sid)
 		})
 	}
 	t.Run("unknown session", func(t *testing.T) {
@@ -216,12 +210,7 @@ func TestStopRightAfterDoneElsewhere(t *testing.T) {
 	if reason := requireEnd(t, s.All(20*time.Second)); reason != "stop" {
 		t.Fatalf("the turn finished %q", reason)
 	}
-	if status, body := stopTurn(t, other.URL(), sid); status != http.StatusNoContent {
-		t.Fatalf("stop right after [DONE], on the other replica: %d %s, want 204", status, body)
-	}
-	if view, _, raw := getSession(t, other.URL(), sid); view.Turn != nil && view.Turn.Running {
-		t.Fatalf("the session's view right after [DONE], on the other replica: %s, want no running turn", raw)
-	}
+	requireNothingRunning(t, other, sid)
 	req, _ := http.NewRequest(http.MethodDelete, other.URL()+"/api/sessions/"+sid, nil)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -230,6 +219,19 @@ func TestStopRightAfterDoneElsewhere(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusNoContent && res.StatusCode != http.StatusOK {
 		t.Fatalf("delete right after [DONE], on the other replica: %d, want it deleted", res.StatusCode)
+	}
+}
+
+// requireNothingRunning checks, right after a turn's [DONE] on the other
+// replica, that p finds no turn of the session running: a stop answers 204
+// and the session's view shows no running turn.
+func requireNothingRunning(t *testing.T, p *serverProc, sid string) {
+	t.Helper()
+	if status, body := stopTurn(t, p.URL(), sid); status != http.StatusNoContent {
+		t.Fatalf("stop right after [DONE], on the other replica: %d %s, want 204", status, body)
+	}
+	if view, _, raw := getSession(t, p.URL(), sid); view.Turn != nil && view.Turn.Running {
+		t.Fatalf("the session's view right after [DONE], on the other replica: %s, want no running turn", raw)
 	}
 }
 
