@@ -35,9 +35,9 @@ const controlTemplate = `{
 }
 `
 
-// controlReplicas starts two replicas on one redis-server serving the
-// control agent; the search tool's SearXNG is search (nil: none).
-func controlReplicas(t testing.TB, m *mockllm.Server, search *httptest.Server) (a, b *serverProc) {
+// controlTemplates writes the control agent's template into a new
+// directory for TEMPLATES_DIR.
+func controlTemplates(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, controlAgent), 0o755); err != nil {
@@ -46,6 +46,14 @@ func controlReplicas(t testing.TB, m *mockllm.Server, search *httptest.Server) (
 	if err := os.WriteFile(filepath.Join(dir, controlAgent, "template.json"), []byte(controlTemplate), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// controlReplicas starts two replicas on one redis-server serving the
+// control agent; the search tool's SearXNG is search (nil: none).
+func controlReplicas(t testing.TB, m *mockllm.Server, search *httptest.Server) (a, b *serverProc) {
+	t.Helper()
+	dir := controlTemplates(t)
 	rs := redistest.Start(t)
 	env := append(modelEnv(m), "SESSION_STORE="+rs.URL(), "HEARTBEAT=250ms", "SESSION_LOCK_TTL=2s", "TEMPLATES_DIR="+dir)
 	if search != nil {
@@ -192,13 +200,7 @@ func TestStopAcrossReplicas(t *testing.T) {
 // turn marker, cleared by the turn's last write, says so before the log.
 func TestStopRightAfterDoneElsewhere(t *testing.T) {
 	m := newModel(t)
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, controlAgent), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, controlAgent, "template.json"), []byte(controlTemplate), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := controlTemplates(t)
 	rs := redistest.Start(t)
 	env := append(modelEnv(m), "HEARTBEAT=2s", "SESSION_LOCK_TTL=5s", "TEMPLATES_DIR="+dir)
 	other := startServer(t, append(env, "SESSION_STORE="+rs.URL())...)
