@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
@@ -641,20 +640,5 @@ func (s *Server) getResponse(c *gin.Context) {
 		abortWith(c, storeError(err))
 	default:
 		c.Data(http.StatusOK, "application/json", rec.Response)
-	}
-}
-
-// waitGroup waits for wg, or for ctx.
-func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

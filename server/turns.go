@@ -310,10 +310,13 @@ func (r *turnRegistry) shutdown() {
 }
 
 // wait waits for the running turns to end, or for ctx.
-func (r *turnRegistry) wait(ctx context.Context) error {
+func (r *turnRegistry) wait(ctx context.Context) error { return waitGroup(ctx, &r.running) }
+
+// waitGroup waits for wg, or for ctx.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
 	done := make(chan struct{})
 	go func() {
-		r.running.Wait()
+		wg.Wait()
 		close(done)
 	}()
 	select {
