@@ -183,8 +183,8 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 		}
 		if !finished {
 			e := chat.Event{Kind: chat.KindError, Error: &chat.Error{Code: "internal_error", Message: "the turn failed"}}
-			t.add(m.mapEvent(e, nil)...)
-			t.add(m.mapEvent(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishError}, nil)...)
+			t.add(m.mapEvent(e)...)
+			t.add(m.mapEvent(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishError})...)
 		}
 		t.finish()
 		if mirrored != nil {
@@ -192,7 +192,6 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 		}
 		s.turns.ended(t)
 	}()
-	usage := func() *chat.Usage { return s.sessionUsage(t.key) }
 	for ev, err := range events {
 		if draining {
 			continue // cancelled: the turn ends and frees its session
@@ -225,7 +224,7 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 			answer(nil)
 		}
 		finished = ev.Kind == chat.KindDone
-		t.add(m.mapEvent(ev, usage)...)
+		t.add(m.mapEvent(ev)...)
 		if finished {
 			return
 		}

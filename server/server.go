@@ -25,7 +25,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/gin-gonic/gin"
@@ -469,20 +468,4 @@ func (s *Server) readyz(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
-}
-
-// sessionUsage reads the session's cumulative usage for a usage frame (key
-// is its store key); nil when the store cannot say.
-func (s *Server) sessionUsage(key string) *chat.Usage {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	sess, err := s.cfg.Store.Get(ctx, key)
-	if err != nil {
-		if !errors.Is(err, session.ErrNotFound) {
-			s.log.Warn("reading session usage", "session", key, "err", err)
-		}
-		return nil
-	}
-	u := sess.State.TokenUsage
-	return &u
 }

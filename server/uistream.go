@@ -104,9 +104,7 @@ func (m *uiMapper) start() item {
 }
 
 // mapEvent returns the frames of ev, valid until the next call.
-// sessionUsage, called for usage events that do not carry the session's
-// cumulative usage, reads it (nil when unknown).
-func (m *uiMapper) mapEvent(ev chat.Event, sessionUsage func() *chat.Usage) []item {
+func (m *uiMapper) mapEvent(ev chat.Event) []item {
 	out := m.out[:0]
 	defer func() { m.out = out[:0] }()
 	add := func(c uiChunk, src *chat.Event) { out = append(out, item{data: mustJSON(c), ev: src}) }
@@ -194,11 +192,7 @@ func (m *uiMapper) mapEvent(ev chat.Event, sessionUsage func() *chat.Usage) []it
 			return nil
 		}
 		u := uiUsage{Prompt: ev.Usage.Prompt, Completion: ev.Usage.Completion, Total: totalOf(*ev.Usage), Final: ev.Final}
-		su := ev.SessionUsage
-		if su == nil {
-			su = sessionUsage()
-		}
-		if su != nil {
+		if su := ev.SessionUsage; su != nil {
 			u.Session = &usageTotals{Prompt: su.Prompt, Completion: su.Completion, Total: totalOf(*su)}
 		}
 		add(uiChunk{Type: "data-usage", Data: u}, src)

@@ -49,8 +49,6 @@ func TestConfigValidate(t *testing.T) {
 
 func TestUIMapper(t *testing.T) {
 	m := &uiMapper{turnID: "turn1234"}
-	session := &chat.Usage{Prompt: 100, Completion: 50}
-	usage := func() *chat.Usage { return session }
 	args := json.RawMessage(`{"topic":"x"}`)
 	events := []chat.Event{
 		{Kind: chat.KindOrchestration, Orchestration: &chat.Snapshot{ActiveStep: "Explore", Sequence: []string{"brainstorm"}, OfferedTools: []string{"brainstorm"}, Transition: true}},
@@ -62,7 +60,7 @@ func TestUIMapper(t *testing.T) {
 		{Kind: chat.KindToolResult, ToolResult: &chat.ToolResult{CallID: "c1", Name: "brainstorm", Content: "## Ideas", Type: "brainstorm_result"}},
 		{Kind: chat.KindToolResult, ToolResult: &chat.ToolResult{CallID: "c2", Name: "compare", Content: "Refused", IsError: true}},
 		{Kind: chat.KindStepFinish},
-		{Kind: chat.KindUsage, Usage: &chat.Usage{Prompt: 10, Completion: 5}},
+		{Kind: chat.KindUsage, Usage: &chat.Usage{Prompt: 10, Completion: 5}, SessionUsage: &chat.Usage{Prompt: 100, Completion: 50}},
 		{Kind: chat.KindStepStart},
 		{Kind: chat.KindTextDelta, Text: "Answer"},
 		{Kind: chat.KindWarning, Text: "careful"},
@@ -71,7 +69,7 @@ func TestUIMapper(t *testing.T) {
 	}
 	var got []string
 	for _, ev := range events {
-		for _, it := range m.mapEvent(ev, usage) {
+		for _, it := range m.mapEvent(ev) {
 			got = append(got, string(it.data))
 		}
 	}
@@ -158,7 +156,7 @@ func BenchmarkUIMapTextDelta(b *testing.B) {
 	ev := chat.Event{Kind: chat.KindTextDelta, Text: "word "}
 	b.ReportAllocs()
 	for b.Loop() {
-		m.mapEvent(ev, nil)
+		m.mapEvent(ev)
 	}
 }
 
@@ -232,7 +230,7 @@ func FuzzAppendJSONString(f *testing.F) {
 func TestTextDeltaFrame(t *testing.T) {
 	m := &uiMapper{turnID: "turn1234"}
 	for _, text := range []string{"word ", `"<&>"` + "\n\xff"} {
-		items := m.mapEvent(chat.Event{Kind: chat.KindTextDelta, Text: text}, nil)
+		items := m.mapEvent(chat.Event{Kind: chat.KindTextDelta, Text: text})
 		last := items[len(items)-1].data
 		if want := mustJSON(uiChunk{Type: "text-delta", ID: m.textID, Delta: text}); string(last) != string(want) {
 			t.Fatalf("%s, want %s", last, want)
