@@ -59,15 +59,7 @@ func (d *stepDecoder) current() *agent.StreamedStep {
 }
 
 func (d *stepDecoder) frame(data []byte) {
-	var c struct {
-		Type       string          `json:"type"`
-		Delta      string          `json:"delta"`
-		ToolCallID string          `json:"toolCallId"`
-		ToolName   string          `json:"toolName"`
-		Input      json.RawMessage `json:"input"`
-		Output     *uiToolOutput   `json:"output"`
-		ErrorText  string          `json:"errorText"`
-	}
+	var c uiChunk // the frames uiMapper wrote
 	if json.Unmarshal(data, &c) != nil {
 		return // [DONE], or nothing this package wrote
 	}
