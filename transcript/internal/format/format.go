@@ -169,6 +169,15 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Load reads and parses a transcript file.
 func Load(file string) (*Transcript, error) {
+	data, err := readFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(file, data)
+}
+
+// readFile reads a file of at most MaxFileSize bytes.
+func readFile(file string) ([]byte, error) {
 	info, err := os.Stat(file)
 	if err != nil {
 		return nil, &Error{File: file, Err: err}
@@ -180,7 +189,7 @@ func Load(file string) (*Transcript, error) {
 	if err != nil {
 		return nil, &Error{File: file, Err: err}
 	}
-	return Parse(file, data)
+	return data, nil
 }
 
 // Parse decodes and checks a transcript; file names it in errors and
@@ -280,16 +289,9 @@ func checkAnswers(answers []Answer, p jsonpos.Path, bad func(jsonpos.Path, strin
 // LoadAnswers reads the model answers of a file for `agentdock mockllm
 // --script`; see ParseAnswers.
 func LoadAnswers(file string) ([]Answer, error) {
-	info, err := os.Stat(file)
+	data, err := readFile(file)
 	if err != nil {
-		return nil, &Error{File: file, Err: err}
-	}
-	if info.Size() > MaxFileSize {
-		return nil, &Error{File: file, Err: fmt.Errorf("file is larger than %d bytes", MaxFileSize)}
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, &Error{File: file, Err: err}
+		return nil, err
 	}
 	return ParseAnswers(file, data)
 }
