@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/internal/jsonopt"
 	"github.com/agentdock-go/agentdock/internal/jsonpos"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/template"
@@ -59,21 +60,7 @@ type Expect struct {
 }
 
 // OptionalString is a JSON value that may be absent, null or a string.
-type OptionalString struct {
-	Set   bool
-	Null  bool
-	Value string
-}
-
-// UnmarshalJSON records that the key was present.
-func (o *OptionalString) UnmarshalJSON(b []byte) error {
-	o.Set = true
-	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
-		o.Null = true
-		return nil
-	}
-	return json.Unmarshal(b, &o.Value)
-}
+type OptionalString = jsonopt.String
 
 // ReadError is returned when a scenario, or the template it names, cannot
 // be read or is invalid.

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentdock-go/agentdock/internal/jsonopt"
 	"github.com/agentdock-go/agentdock/internal/jsonpos"
 )
 
@@ -137,21 +138,7 @@ type Expect struct {
 }
 
 // OptionalString is a JSON value that may be absent, null or a string.
-type OptionalString struct {
-	Set   bool
-	Null  bool
-	Value string
-}
-
-// UnmarshalJSON records that the key was present.
-func (o *OptionalString) UnmarshalJSON(b []byte) error {
-	o.Set = true
-	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
-		o.Null = true
-		return nil
-	}
-	return json.Unmarshal(b, &o.Value)
-}
+type OptionalString = jsonopt.String
 
 // MaxFileSize bounds a transcript file.
 const MaxFileSize = 4 << 20
