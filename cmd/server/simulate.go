@@ -42,28 +42,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	defer store.Close()
 
-	code, passed, failed := 0, 0, 0
-	for _, file := range fs.Args() {
-		rep, err := simulateOne(ctx, file, store)
-		if err != nil {
-			fmt.Fprintf(stdout, "ERROR %v\n", err)
-			code = 2
-			continue
-		}
-		if rep.Failed() {
-			failed++
-			if code == 0 {
-				code = 1
-			}
-		} else {
-			passed++
-		}
-		if !*quiet || rep.Failed() {
-			rep.Print(stdout)
-		}
-	}
-	fmt.Fprintf(stdout, "%d passed, %d failed\n", passed, failed)
-	return code
+	return runFiles(fs.Args(), *quiet, stdout, func(file string) (*scenario.Report, error) { return simulateOne(ctx, file, store) })
 }
 
 func simulateOne(ctx context.Context, file string, store session.Store) (*scenario.Report, error) {

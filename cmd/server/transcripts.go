@@ -50,9 +50,23 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agentdock test:", err)
 		return 2
 	}
+	return runFiles(files, *quiet, stdout, func(file string) (*transcript.Report, error) { return testOne(ctx, file) })
+}
+
+// report is what playing one file says: a transcript's or a scenario's.
+type report interface {
+	Failed() bool
+	Print(w io.Writer)
+}
+
+// runFiles plays the files one after another, prints their reports (with
+// quiet, the failing ones only) and a count, and returns the exit status
+// of test and simulate: 0 when every expectation holds, 1 on a mismatch,
+// 2 when a file cannot be played.
+func runFiles[R report](files []string, quiet bool, stdout io.Writer, play func(file string) (R, error)) int {
 	code, passed, failed := 0, 0, 0
 	for _, file := range files {
-		rep, err := testOne(ctx, file)
+		rep, err := play(file)
 		if err != nil {
 			fmt.Fprintf(stdout, "ERROR %v\n", err)
 			code = 2
@@ -64,7 +78,7 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		} else {
 			passed++
 		}
-		if !*quiet || rep.Failed() {
+		if !quiet || rep.Failed() {
 			rep.Print(stdout)
 		}
 	}
