@@ -18,7 +18,8 @@ import "github.com/redis/go-redis/v9"
 // luaTrimTurns is trimTurns in Lua, for the scripts that append: it keeps
 // the list KEYS[2] within maxn messages by dropping whole turns from the
 // front. A message is a user message when its JSON starts with
-// {"role":"user" (chat.Message's first field).
+// {"role":"user" (chat.Message's first field). appendTurns appends
+// ARGV[from] onwards, then trims.
 const luaTrimTurns = `
 local function isUser(v)
   return string.sub(v, 1, 14) == '{"role":"user"'
@@ -53,6 +54,17 @@ local function trimTurns(key, maxn)
     i = lo - 1
   end
   redis.call('LTRIM', key, start, -1)
+end
+local function appendTurns(key, from, maxn)
+  local n = #ARGV
+  local i = from
+  while i <= n do
+    -- unpack takes a bounded number of values: 1,000 at a time.
+    local j = math.min(i + 999, n)
+    redis.call('RPUSH', key, unpack(ARGV, i, j))
+    i = j + 1
+  end
+  trimTurns(key, maxn)
 end
 `
 
@@ -160,14 +172,7 @@ elseif redis.call('HGET', KEYS[1], 'appended') == ARGV[4] then
   return 'ok'
 end
 redis.call('HSET', KEYS[1], 'appended', ARGV[4])
-local n = #ARGV
-local i = 6
-while i <= n do
-  local j = math.min(i + 999, n)
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
-  i = j + 1
-end
-trimTurns(KEYS[2], tonumber(ARGV[2]))
+appendTurns(KEYS[2], 6, tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return 'ok'
@@ -309,13 +314,7 @@ end
 local h = hist(0)
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'data', ARGV[3], 'write', ARGV[4])
 if lease ~= '' and ARGV[10] == '1' then redis.call('DEL', KEYS[3]) end
-local i = 11
-while i <= n do
-  local j = math.min(i + 999, n)
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
-  i = j + 1
-end
-trimTurns(KEYS[2], tonumber(ARGV[8]))
+appendTurns(KEYS[2], 11, tonumber(ARGV[8]))
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return {'ok', h}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -267,6 +268,38 @@ func TestRedisWriteOutlivesPause(t *testing.T) {
 	sess, _ := s.Get(ctx, id)
 	if !sess.State.RecentlyUsedTools.Equal("search") || sess.Version != 1 {
 		t.Fatalf("state %+v", sess)
+	}
+}
+
+// TestRedisAppendsThousands: the scripts push messages 1,000 at a time
+// (Lua's unpack takes a bounded number of values), so an append of more
+// keeps them all, in order, through AppendMessages and UpdateAppend.
+func TestRedisAppendsThousands(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openRedis(t, srv, redisstore.Config{Config: session.Config{MaxMessages: 10000}})
+	ctx := t.Context()
+	id := session.NewID()
+	batch := func(from, n int) []chat.Message {
+		msgs := []chat.Message{{Role: chat.RoleUser, Content: strconv.Itoa(from)}}
+		for i := from + 1; i < from+n; i++ {
+			msgs = append(msgs, chat.Message{Role: chat.RoleAssistant, Content: strconv.Itoa(i)})
+		}
+		return msgs
+	}
+	if err := s.AppendMessages(ctx, id, batch(0, 2500)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.UpdateAppend(ctx, id, applyEvent(orchestration.UserMessage("more")), batch(2500, 2500), 0); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := s.Messages(ctx, id, 0)
+	if err != nil || len(msgs) != 5000 {
+		t.Fatalf("history: %d messages, %v; want 5000", len(msgs), err)
+	}
+	for i, m := range msgs {
+		if m.Content != strconv.Itoa(i) {
+			t.Fatalf("message %d is %q: the history is out of order", i, m.Content)
+		}
 	}
 }
 
