@@ -1,6 +1,7 @@
 // Package sessiontest is the conformance suite of session.Store: every store
 // (memory, Redis, and any later one) must pass Run, so that the agent and the
-// HTTP server can rely on one behaviour whatever the store.
+// HTTP server can rely on one behaviour whatever the store. Its benchmark
+// helpers (BenchSerial, BenchParallel) measure every store the same way.
 package sessiontest
 
 import (
