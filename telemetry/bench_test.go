@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/agentdock-go/agentdock/telemetry/internal/otelenv"
+
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -24,7 +26,7 @@ func BenchmarkTurnTelemetry(b *testing.B) {
 	}{
 		{"nil", func(*testing.B) *telemetry.Telemetry { return nil }},
 		{"tracing-off", func(b *testing.B) *telemetry.Telemetry {
-			cleanEnv(b)
+			otelenv.Clean(b)
 			tel, err := otelsetup.Setup(context.Background(), otelsetup.Config{})
 			if err != nil {
 				b.Fatal(err)
@@ -32,7 +34,7 @@ func BenchmarkTurnTelemetry(b *testing.B) {
 			return tel
 		}},
 		{"tracing-on", func(b *testing.B) *telemetry.Telemetry {
-			cleanEnv(b)
+			otelenv.Clean(b)
 			tel, err := otelsetup.Setup(context.Background(), otelsetup.Config{
 				SpanProcessors: []sdktrace.SpanProcessor{sdktrace.NewSimpleSpanProcessor(tracetest.NewNoopExporter())},
 				MetricReaders:  []sdkmetric.Reader{sdkmetric.NewManualReader()},

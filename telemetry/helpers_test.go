@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentdock-go/agentdock/telemetry/internal/otelenv"
+
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -24,28 +26,6 @@ import (
 	"github.com/agentdock-go/agentdock/tools"
 )
 
-// otelEnv lists every variable Setup reads, so that tests start from a
-// clean environment whatever the machine has set.
-var otelEnv = []string{
-	"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
-	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
-	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-	"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
-	"LOG_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-}
-
-// cleanEnv empties the variables Setup reads, then sets kv (name, value,
-// name, value ...).
-func cleanEnv(t testing.TB, kv ...string) {
-	t.Helper()
-	for _, name := range otelEnv {
-		t.Setenv(name, "")
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		t.Setenv(kv[i], kv[i+1])
-	}
-}
-
 // recorded is a Telemetry whose spans and metrics the test can read.
 type recorded struct {
 	tel     *telemetry.Telemetry
@@ -55,7 +35,7 @@ type recorded struct {
 
 func setupRecorded(t testing.TB, content bool) recorded {
 	t.Helper()
-	cleanEnv(t)
+	otelenv.Clean(t)
 	r := recorded{spans: tracetest.NewSpanRecorder(), metrics: sdkmetric.NewManualReader()}
 	tel, err := otelsetup.Setup(context.Background(), otelsetup.Config{
 		CaptureContent: content,

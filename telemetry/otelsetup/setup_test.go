@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentdock-go/agentdock/telemetry/internal/otelenv"
+
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/telemetry/otelsetup"
@@ -21,7 +23,7 @@ import (
 // tracer hands out non-recording, invalid spans), content capture is off,
 // and Prometheus metrics are still served; a turn runs through it.
 func TestSetupWithoutEnvIsNoop(t *testing.T) {
-	cleanEnv(t)
+	otelenv.Clean(t)
 	tel, err := otelsetup.Setup(context.Background(), otelsetup.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +80,7 @@ func TestSetupEnv(t *testing.T) {
 		{name: "bad bool", env: []string{"LOG_CONTENT", "yes please"}, err: `LOG_CONTENT="yes please"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cleanEnv(t, tc.env...)
+			otelenv.Clean(t, tc.env...)
 			var console bytes.Buffer
 			tel, err := otelsetup.Setup(context.Background(), otelsetup.Config{Console: &console})
 			if tc.err != "" {
@@ -101,7 +103,7 @@ func TestSetupEnv(t *testing.T) {
 		})
 	}
 	t.Run("bad bool and metrics exporter together", func(t *testing.T) {
-		cleanEnv(t, "LOG_CONTENT", "maybe", "OTEL_METRICS_EXPORTER", "statsd")
+		otelenv.Clean(t, "LOG_CONTENT", "maybe", "OTEL_METRICS_EXPORTER", "statsd")
 		_, err := otelsetup.Setup(context.Background(), otelsetup.Config{})
 		if err == nil || !strings.Contains(err.Error(), "LOG_CONTENT") || !strings.Contains(err.Error(), "OTEL_METRICS_EXPORTER") {
 			t.Fatalf("error %v does not name both variables", err)
@@ -112,7 +114,7 @@ func TestSetupEnv(t *testing.T) {
 // TestConsoleExporter: console spans are written as they end, with the
 // service name from OTEL_SERVICE_NAME.
 func TestConsoleExporter(t *testing.T) {
-	cleanEnv(t, "OTEL_TRACES_EXPORTER", "console", "OTEL_SERVICE_NAME", "dock-test")
+	otelenv.Clean(t, "OTEL_TRACES_EXPORTER", "console", "OTEL_SERVICE_NAME", "dock-test")
 	var console bytes.Buffer
 	tel, err := otelsetup.Setup(context.Background(), otelsetup.Config{Console: &console, ServiceName: "ignored"})
 	if err != nil {
@@ -144,7 +146,7 @@ func TestOTLPHTTPExport(t *testing.T) {
 		w.Header().Set("Content-Type", "application/x-protobuf")
 	}))
 	defer srv.Close()
-	cleanEnv(t, "OTEL_TRACES_EXPORTER", "otlp", "OTEL_METRICS_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	otelenv.Clean(t, "OTEL_TRACES_EXPORTER", "otlp", "OTEL_METRICS_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
 	tel, err := otelsetup.Setup(context.Background(), otelsetup.Config{})
 	if err != nil {
 		t.Fatal(err)
