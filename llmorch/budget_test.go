@@ -15,7 +15,6 @@ import (
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
-	"github.com/agentdock-go/agentdock/tools"
 )
 
 const plainTemplate = `{"agentId": "p", "name": "P", "nodes": ["llm.openai", "think", "reflect"], "options": {"maxSteps": 3}}`
@@ -75,21 +74,8 @@ func (m *hostile) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[cha
 
 func newBudgetFixture(t *testing.T, tmpl string, model llmorch.Model, budget llmorch.Budget) (*llmorch.Service, *session.Memory, *template.Agent) {
 	t.Helper()
-	a, ds := template.Load("p.json", []byte(tmpl), template.Config{Provided: tools.BuiltinNames()})
-	if a == nil {
-		t.Fatal(ds.Err())
-	}
-	reg, err := tools.Builtin(tools.BuiltinConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := session.NewMemory(session.Config{})
-	t.Cleanup(func() { store.Close() })
-	svc, err := llmorch.NewService(llmorch.ServiceConfig{Template: a.Template, Engine: a.Engine, Store: store, Model: model, Tools: reg, Budget: budget})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc, store, a
+	f, a := newService(t, tmpl, llmorch.ServiceConfig{Model: model, Budget: budget})
+	return f.svc, f.store, a
 }
 
 func startTurn(t *testing.T, store *session.Memory, a *template.Agent, id, msg string) llmorch.Turn {

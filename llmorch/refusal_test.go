@@ -17,9 +17,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
-	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry/otelsetup"
-	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
 )
 
@@ -125,10 +123,6 @@ func (failing) Call(context.Context, json.RawMessage) (tools.Result, error) {
 func TestFailedToolIsRecorded(t *testing.T) {
 	const tmpl = `{"agentId": "f", "name": "F", "nodes": ["llm.openai", "flaky", "search", "think"], "options": {"maxSteps": 5},
 	  "orchestration": {"steps": [{"name": "Work", "isDefault": true, "sequence": ["flaky", "search", "think"]}]}}`
-	a, ds := template.Load("f.json", []byte(tmpl), template.Config{})
-	if a == nil {
-		t.Fatal(ds.Err())
-	}
 	reg, err := tools.NewRegistry(failing{}, tools.NewSearch(nil), tools.Think())
 	if err != nil {
 		t.Fatal(err)
@@ -142,13 +136,7 @@ func TestFailedToolIsRecorded(t *testing.T) {
 		{call("search", `{"query":"anything"}`)},
 		nil,
 	}}
-	store := session.NewMemory(session.Config{})
-	t.Cleanup(func() { store.Close() })
-	svc, err := llmorch.NewService(llmorch.ServiceConfig{Template: a.Template, Engine: a.Engine, Store: store, Model: model, Tools: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{svc: svc, store: store, eng: a.Engine, id: session.NewID()}
+	f, _ := newService(t, tmpl, llmorch.ServiceConfig{Model: model, Tools: reg})
 	evs := collect(f.svc.StreamWithOrchestration(context.Background(), f.start(t, "go")))
 	var res []chat.ToolResult
 	for _, ev := range evs {
@@ -204,21 +192,8 @@ func (m *callsModel) Stream(_ context.Context, req llmorch.Request) iter.Seq2[ch
 
 func newFixtureModel(t *testing.T, model llmorch.Model) *fixture {
 	t.Helper()
-	a, ds := template.Load("t.json", []byte(orchestrated), template.Config{Provided: tools.BuiltinNames()})
-	if a == nil {
-		t.Fatal(ds.Err())
-	}
-	reg, err := tools.Builtin(tools.BuiltinConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := session.NewMemory(session.Config{})
-	t.Cleanup(func() { store.Close() })
-	svc, err := llmorch.NewService(llmorch.ServiceConfig{Template: a.Template, Engine: a.Engine, Store: store, Model: model, Tools: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{svc: svc, store: store, eng: a.Engine, id: session.NewID()}
+	f, _ := newService(t, orchestrated, llmorch.ServiceConfig{Model: model})
+	return f
 }
 
 // TestInventedToolStaysOutOfMetrics: a call the provider no longer refuses
@@ -231,25 +206,11 @@ func TestInventedToolStaysOutOfMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tel.Shutdown(context.Background()) })
-	a, ds := template.Load("t.json", []byte(orchestrated), template.Config{Provided: tools.BuiltinNames()})
-	if a == nil {
-		t.Fatal(ds.Err())
-	}
-	reg, err := tools.Builtin(tools.BuiltinConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := session.NewMemory(session.Config{})
-	t.Cleanup(func() { store.Close() })
 	model := &callsModel{replies: [][]chat.ToolCall{{
 		{ID: "c1", Name: "rm_rf_everything_now", Arguments: json.RawMessage(`{}`)},
 		{ID: "c2", Name: "debate", Arguments: json.RawMessage(`{"topic":"t","perspectives":"p"}`)},
 	}}}
-	svc, err := llmorch.NewService(llmorch.ServiceConfig{Template: a.Template, Engine: a.Engine, Store: store, Model: model, Tools: reg, Telemetry: tel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{svc: svc, store: store, eng: a.Engine, id: session.NewID()}
+	f, _ := newService(t, orchestrated, llmorch.ServiceConfig{Model: model, Telemetry: tel})
 	collect(f.svc.StreamWithOrchestration(context.Background(), f.start(t, "please evaluate this")))
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {

@@ -101,21 +101,36 @@ type fixture struct {
 
 func newFixture(t *testing.T, model *scripted) *fixture {
 	t.Helper()
-	a, ds := template.Load("t.json", []byte(orchestrated), template.Config{Provided: tools.BuiltinNames()})
+	f, _ := newService(t, orchestrated, llmorch.ServiceConfig{Model: model})
+	f.model = model
+	return f
+}
+
+// newService is a service for the template tmpl over a new memory store,
+// with cfg's model and knobs. Its tools are the built-in ones, which the
+// template is checked against, unless cfg.Tools gives others.
+func newService(t *testing.T, tmpl string, cfg llmorch.ServiceConfig) (*fixture, *template.Agent) {
+	t.Helper()
+	var tc template.Config
+	if cfg.Tools == nil {
+		reg, err := tools.Builtin(tools.BuiltinConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Tools, tc.Provided = reg, tools.BuiltinNames()
+	}
+	a, ds := template.Load("t.json", []byte(tmpl), tc)
 	if a == nil {
 		t.Fatal(ds.Err())
 	}
-	reg, err := tools.Builtin(tools.BuiltinConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := session.NewMemory(session.Config{})
 	t.Cleanup(func() { store.Close() })
-	svc, err := llmorch.NewService(llmorch.ServiceConfig{Template: a.Template, Engine: a.Engine, Store: store, Model: model, Tools: reg})
+	cfg.Template, cfg.Engine, cfg.Store = a.Template, a.Engine, store
+	svc, err := llmorch.NewService(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{svc: svc, store: store, model: model, eng: a.Engine, id: session.NewID()}
+	return &fixture{svc: svc, store: store, eng: a.Engine, id: session.NewID()}, a
 }
 
 // start records the user message and returns the turn, as the agent does.
@@ -366,16 +381,13 @@ func (d downToolbox) Unavailable(name string) (string, bool) {
 // tools with a warning, and a call to the missing tool is refused with the
 // executor's reason.
 func TestUnavailableToolsNeverOffered(t *testing.T) {
-	f := newFixture(t, &scripted{replies: [][]string{{"critique"}, {"reflect"}, nil}})
 	reg, err := tools.Builtin(tools.BuiltinConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := template.Load("t.json", []byte(orchestrated), template.Config{Provided: tools.BuiltinNames()})
-	f.svc, err = llmorch.NewService(llmorch.ServiceConfig{Template: a.Template, Engine: f.eng, Store: f.store, Model: f.model, Tools: downToolbox{reg, []string{"critique"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	model := &scripted{replies: [][]string{{"critique"}, {"reflect"}, nil}}
+	f, _ := newService(t, orchestrated, llmorch.ServiceConfig{Model: model, Tools: downToolbox{reg, []string{"critique"}}})
+	f.model = model
 	evs := collect(f.svc.StreamWithOrchestration(context.Background(), f.start(t, "please evaluate this")))
 	for i, req := range f.model.reqs {
 		if slices.Contains(offeredNames(req), "critique") || slices.Contains(req.Orchestration.OfferedTools, "critique") {
