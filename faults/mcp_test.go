@@ -140,29 +140,15 @@ func listSchemas(t *testing.T, url string) map[string]any {
 	return out
 }
 
-// childrenOf lists the live processes whose parent is pid (Linux /proc).
+// childrenOf lists the live processes whose parent is pid, by their
+// command lines.
 func childrenOf(t *testing.T, pid int) map[int]string {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Skip("no /proc: " + err.Error())
-	}
 	out := map[int]string{}
-	for _, e := range entries {
-		cpid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	for _, p := range testenv.Processes(t) {
+		if p.PPID == pid {
+			out[p.PID] = p.Cmdline
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 || fields[0] == "Z" || fields[1] != strconv.Itoa(pid) {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		out[cpid] = strings.ReplaceAll(string(cmdline), "\x00", " ")
 	}
 	return out
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,30 +166,13 @@ func statusOf(m *Manager, name string) Status {
 	return Status{}
 }
 
-// groupPIDs lists the processes of a process group (Linux /proc).
+// groupPIDs lists the processes of a process group.
 func groupPIDs(t *testing.T, pgid int) []int {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("process groups are read from /proc")
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 2 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
-			pids = append(pids, pid)
+	for _, p := range testenv.Processes(t) {
+		if p.PGID == pgid {
+			pids = append(pids, p.PID)
 		}
 	}
 	return pids
