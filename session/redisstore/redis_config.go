@@ -325,6 +325,11 @@ func (rc Config) universalOptions() (*redis.UniversalOptions, error) {
 		// connection into a vague deadline error half a second later.
 		DialerRetries:      1,
 		DialerRetryTimeout: 20 * time.Millisecond,
+		// Pipelines (the shared turn log batches its writes in them) run on
+		// the main pool: go-redis's separate pipeline pool dials its own
+		// connections at first use, each with 256 KiB of buffers, for
+		// pipelines of a few small scripts.
+		PipelinePoolSize: -1,
 	}
 	switch {
 	case rc.URL != "":

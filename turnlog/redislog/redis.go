@@ -84,6 +84,8 @@ type Log struct {
 
 	writers sync.Map // stream key -> *writer
 	hub     hub
+	// pipe batches the writes of concurrent turns (Start, Append, Finish).
+	pipe pipe
 
 	// stops are the WatchStops functions; the first starts the
 	// subscription to the stop channel (listen).
@@ -147,6 +149,7 @@ func New(ctx context.Context, cfg Config) (*Log, error) {
 	_, r.cluster = cfg.Client.(*redis.ClusterClient)
 	r.hub.r = r
 	r.hub.groups = make(map[string]*group)
+	r.pipe = pipe{client: cfg.Client, timeout: cfg.Timeout}
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	if err := r.client.Ping(rctx).Err(); err != nil {
@@ -233,7 +236,7 @@ func (r *Log) Start(ctx context.Context, m turnlog.Meta) error {
 	ttl := r.runningTTL()
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
-	err := startScript.Run(rctx, r.client,
+	err := r.pipe.run(rctx, startScript,
 		[]string{r.metaKey(m.Ref), r.latestKey(m.Session), r.turnsKey(m.Session)},
 		m.Turn, m.Owner, m.AgentID, started, ms(ttl), now.Add(-ttl).UnixMilli()).Err()
 	if err != nil {
@@ -303,7 +306,7 @@ func (r *Log) write(ctx context.Context, ref turnlog.Ref, finish bool, data [][]
 	}
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
-	last, err := appendScript.Run(rctx, r.client, r.writeKeys(ref),
+	last, err := r.pipe.run(rctx, appendScript, r.writeKeys(ref),
 		first, r.cfg.MaxFrames, ttl, now.UnixMilli(), ref.Turn, fin, ms(r.cfg.Retention), len(data), joined).Int64()
 	if err != nil {
 		err = r.fail(ref, op, err)
@@ -630,6 +633,7 @@ func (r *Log) Close() error {
 		close(r.closed)
 		r.hub.wg.Wait()
 		r.listener.Wait()
+		r.pipe.wg.Wait()
 	})
 	return nil
 }

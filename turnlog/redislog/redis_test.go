@@ -486,3 +486,98 @@ func TestRedisStopBeforeWatching(t *testing.T) {
 		t.Fatal("the stop recorded before the subscription was never reported")
 	}
 }
+
+// roundTripCounter counts a client's round trips: a command sent alone or
+// a pipeline, whatever its length.
+type roundTripCounter struct{ n, pipelined atomic.Int64 }
+
+func (c *roundTripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *roundTripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *roundTripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() != "client" {
+			c.n.Add(1)
+			c.pipelined.Add(int64(len(cmds)))
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestRedisBatchesConcurrentWrites: the writes of many turns made at once
+// (the server's mirrors write on a shared grid) reach Redis in a few
+// pipelines, each turn's frames numbered as if written alone; after Redis
+// lost its scripts (SCRIPT FLUSH) the batched writes load them again.
+func TestRedisBatchesConcurrentWrites(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
+			var opts []redistest.Option
+			if cluster {
+				opts = append(opts, redistest.Cluster())
+			}
+			client := newClient(t, redistest.Start(t, opts...), cluster)
+			count := &roundTripCounter{}
+			client.AddHook(count)
+			l := openRedis(t, client, redislog.Config{Prefix: "batch-" + session.NewID()})
+			ctx := context.Background()
+			const turns = 64
+			refs := make([]turnlog.Ref, turns)
+			for i := range refs {
+				refs[i] = turnlog.Ref{Session: session.NewID(), Turn: session.NewID()}
+				if err := l.Start(ctx, turnlog.Meta{Ref: refs[i]}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			appendAll := func(round int64) int64 {
+				t.Helper()
+				before := count.n.Load()
+				start := make(chan struct{})
+				errs := make(chan error, turns)
+				for _, ref := range refs {
+					go func() {
+						<-start
+						last, err := l.Append(ctx, ref, frameData(2*round-1), frameData(2*round))
+						if err == nil && last != 2*round {
+							err = fmt.Errorf("%s: last seq %d, want %d", ref, last, 2*round)
+						}
+						errs <- err
+					}()
+				}
+				close(start)
+				for range refs {
+					if err := <-errs; err != nil {
+						t.Fatalf("round %d: %v", round, err)
+					}
+				}
+				return count.n.Load() - before
+			}
+			var trips int64
+			for round := int64(1); round <= 5; round++ {
+				trips += appendAll(round)
+			}
+			if trips >= 5*turns || count.pipelined.Load() == 0 {
+				t.Fatalf("%d writes took %d round trips (%d commands in pipelines); want them batched", 5*turns, trips, count.pipelined.Load())
+			}
+			t.Logf("%d concurrent writes: %d round trips", 5*turns, trips)
+
+			if err := client.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			appendAll(6)
+			for _, ref := range refs {
+				if err := l.Finish(ctx, ref); err != nil {
+					t.Fatal(err)
+				}
+				b, err := l.Read(ctx, ref, 0)
+				if err != nil || !b.Done {
+					t.Fatalf("%s: %+v, %v", ref, b, err)
+				}
+				checkSeqs(t, ref.String(), b.Frames, 1, 12)
+			}
+		})
+	}
+}
