@@ -30,9 +30,29 @@ import (
 // a paced model stream (a chunk every 10-50 ms) then costs ten round trips
 // per second instead of one per chunk, and a reader elsewhere is at most
 // this much behind. The turn's first frames wait for a batch too, and its
-// last ones go with its end in one write, so that a turn shorter than
-// mirrorBatch costs the shared log two writes: its start and its end.
+// last ones go with its end in one write, so that a turn that ends within
+// mirrorBatch/2 of its first frame costs the shared log two writes: its
+// start and its end (batchDue).
 const mirrorBatch = 100 * time.Millisecond
+
+// batchDue is when a batch whose oldest frame came at t is due: on a grid
+// of mirrorBatch/2 on the wall clock, the same for every turn of the
+// replica, at least mirrorBatch/2 after t. The mirrors of the turns
+// streaming at once then write together, and the shared log sends their
+// writes to Redis in a few pipelines per tick instead of one round trip each
+// (redislog's pipe). A frame waits at most mirrorBatch; a steady stream
+// is written about every mirrorBatch (its next frame comes after a write);
+// a turn that ends within mirrorBatch/2 of its first frame writes nothing
+// before its end.
+func batchDue(t time.Time) time.Time {
+	const grid = mirrorBatch / 2
+	u := t.Add(grid)
+	r := u.Truncate(grid)
+	if r.Before(u) {
+		r = r.Add(grid)
+	}
+	return r
+}
 
 // mirrorDrain bounds the mirror's work once the turn is over (the last
 // frames and Finish), so that an unreachable Redis cannot hold up shutdown.
@@ -75,13 +95,22 @@ func (s *Server) mirror(t *turn, listed chan<- struct{}) {
 		sent      int64 // the last seq the shared log has
 		doneAt    time.Time
 		lastWrite = time.Now()
-		failures  int
+		// pending is when the mirror first saw the frames it has not
+		// written yet (zero: none).
+		pending  time.Time
+		failures int
 	)
 	wait := time.NewTimer(mirrorBatch)
 	defer wait.Stop()
 	for {
 		frames, done, gap, changed := t.read(sent)
 		now := time.Now()
+		switch {
+		case len(frames) == 0:
+			pending = time.Time{}
+		case pending.IsZero():
+			pending = now
+		}
 		if done && doneAt.IsZero() {
 			doneAt = now
 		}
@@ -107,7 +136,7 @@ func (s *Server) mirror(t *turn, listed chan<- struct{}) {
 			if err = log.Finish(ctx, ref, data...); err == nil {
 				return
 			}
-		case len(frames) > 0 && now.Sub(lastWrite) >= mirrorBatch, len(frames) == 0 && now.Sub(lastWrite) >= s.cfg.Heartbeat:
+		case len(frames) > 0 && !now.Before(batchDue(pending)), len(frames) == 0 && now.Sub(lastWrite) >= s.cfg.Heartbeat:
 			// A batch, or the sign of life of a turn that streams nothing.
 			var last int64
 			if last, err = log.Append(ctx, ref, data...); err == nil {
@@ -122,7 +151,7 @@ func (s *Server) mirror(t *turn, listed chan<- struct{}) {
 			// when the batch is due (frames are waiting), or else for the
 			// next frame or the sign of life. A stream of frames does not
 			// wake the mirror for each.
-			next, more := lastWrite.Add(mirrorBatch), changed
+			next, more := batchDue(pending), changed
 			if len(frames) > 0 {
 				more = nil
 			} else {
@@ -161,7 +190,7 @@ func (s *Server) mirror(t *turn, listed chan<- struct{}) {
 			s.log.Info("shared turn log: copying resumed", "session", t.sessionID, "turn", t.id)
 			failures = 0
 		}
-		lastWrite = time.Now()
+		lastWrite, pending = time.Now(), time.Time{}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
@@ -234,6 +235,32 @@ func TestTextDeltaFrame(t *testing.T) {
 		last := items[len(items)-1].data
 		if want := mustJSON(uiChunk{Type: "text-delta", ID: m.textID, Delta: text}); string(last) != string(want) {
 			t.Fatalf("%s, want %s", last, want)
+		}
+	}
+}
+
+// TestBatchDue: a batch is due on the replica's shared grid of
+// mirrorBatch/2, between mirrorBatch/2 and mirrorBatch after its oldest
+// frame.
+func TestBatchDue(t *testing.T) {
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		after, want time.Duration
+	}{
+		{0, 50 * time.Millisecond},
+		{time.Millisecond, 100 * time.Millisecond},
+		{49 * time.Millisecond, 100 * time.Millisecond},
+		{50 * time.Millisecond, 100 * time.Millisecond},
+		{51 * time.Millisecond, 150 * time.Millisecond},
+		{99*time.Millisecond + 999*time.Microsecond, 150 * time.Millisecond},
+	} {
+		oldest := base.Add(tc.after)
+		got := batchDue(oldest)
+		if got.Sub(base) != tc.want {
+			t.Errorf("batchDue(+%v) = +%v, want +%v", tc.after, got.Sub(base), tc.want)
+		}
+		if wait := got.Sub(oldest); wait < mirrorBatch/2 || wait > mirrorBatch {
+			t.Errorf("batchDue(+%v): the oldest frame waits %v", tc.after, wait)
 		}
 	}
 }
