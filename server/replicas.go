@@ -44,12 +44,20 @@ const mirrorBatch = 100 * time.Millisecond
 // is written about every mirrorBatch (its next frame comes after a write);
 // a turn that ends within mirrorBatch/2 of its first frame writes nothing
 // before its end.
-func batchDue(t time.Time) time.Time {
-	const grid = mirrorBatch / 2
-	u := t.Add(grid)
-	r := u.Truncate(grid)
-	if r.Before(u) {
-		r = r.Add(grid)
+func batchDue(t time.Time) time.Time { return onGrid(t.Add(mirrorGrid)) }
+
+// mirrorGrid is the spacing of the replica's shared grid (batchDue).
+const mirrorGrid = mirrorBatch / 2
+
+// onGrid is the first point of the shared grid at or after t. A turn's
+// last frames and its end are written there too, up to mirrorGrid after
+// the turn ended, with the other turns' batches: the client has its
+// [DONE] from this replica already, and another replica goes by the
+// session's turn marker (runsElsewhere) or waits for the frames.
+func onGrid(t time.Time) time.Time {
+	r := t.Truncate(mirrorGrid)
+	if r.Before(t) {
+		r = r.Add(mirrorGrid)
 	}
 	return r
 }
@@ -131,11 +139,15 @@ func (s *Server) mirror(t *turn, listed chan<- struct{}) {
 			data[i] = f.data
 		}
 		switch {
-		case done:
+		case done && !now.Before(onGrid(doneAt)):
 			// The last frames and the end in one write.
 			if err = log.Finish(ctx, ref, data...); err == nil {
 				return
 			}
+		case done:
+			wait.Reset(time.Until(onGrid(doneAt)))
+			<-wait.C
+			continue
 		case len(frames) > 0 && !now.Before(batchDue(pending)), len(frames) == 0 && now.Sub(lastWrite) >= s.cfg.Heartbeat:
 			// A batch, or the sign of life of a turn that streams nothing.
 			var last int64
