@@ -298,6 +298,9 @@ type Result struct {
 	RedisCPU time.Duration
 	// Commands is the Redis command calls in the window (Redis store).
 	Commands map[string]int64
+	// RedisReads is Redis's read events in the window (readEvents): the
+	// round trips it served, the harness's own two INFO calls included.
+	RedisReads int64
 }
 
 // TurnsPerSecond is the completed turns per second of the window.
@@ -443,8 +446,12 @@ func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result, 
 		}
 	}
 	var cmd0 map[string]int64
+	var reads0 int64
 	if e.rc != nil {
 		if cmd0, err = commandStats(ctx, e.rc); err != nil {
+			return err
+		}
+		if reads0, err = readEvents(ctx, e.rc); err != nil {
 			return err
 		}
 	}
@@ -480,6 +487,11 @@ func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result, 
 			return err
 		}
 		res.Commands = commandDelta(cmd0, cmd1)
+		reads1, err := readEvents(ctx, e.rc)
+		if err != nil {
+			return err
+		}
+		res.RedisReads = reads1 - reads0
 	}
 	if cpuProf != nil {
 		// The heap and goroutines while the turns are still in flight.

@@ -232,6 +232,23 @@ func parseCommandStats(s string) (map[string]int64, error) {
 	return out, nil
 }
 
+// readEvents returns Redis's read events so far (INFO stats
+// total_reads_processed): each is one read of a client's connection, so a
+// request, or a pipeline of them, that arrives at once counts one: the
+// network round trips Redis served.
+func readEvents(ctx context.Context, rc *redis.Client) (int64, error) {
+	s, err := rc.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO stats: %w", err)
+	}
+	for line := range strings.Lines(s) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_reads_processed:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("INFO stats: no total_reads_processed (Redis 6 or later has it)")
+}
+
 // commandDelta is after minus before, without the harness's own INFO calls.
 func commandDelta(before, after map[string]int64) map[string]int64 {
 	d := map[string]int64{}
