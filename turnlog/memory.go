@@ -144,6 +144,10 @@ func (m *Memory) Start(ctx context.Context, meta Meta) error {
 	return nil
 }
 
+// Open implements Log: a Memory has no write to save, so it starts the
+// turn at once.
+func (m *Memory) Open(meta Meta) error { return m.Start(context.Background(), meta) }
+
 // Append implements Log.
 func (m *Memory) Append(ctx context.Context, ref Ref, data ...[]byte) (int64, error) {
 	return m.write(ref, false, data)

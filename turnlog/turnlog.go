@@ -152,6 +152,13 @@ type Log interface {
 	// Start registers a running turn and makes it its session's latest.
 	// It fails with ErrExists when the turn is already kept.
 	Start(ctx context.Context, m Meta) error
+	// Open is Start without a write of its own: the turn is registered at
+	// the latest by its first Append or Finish, as part of that write, so
+	// that a turn whose frames all go in one Finish costs one write. Until
+	// then other processes may not find it (Lookup, Latest and Stop may
+	// answer ErrNotFound); this process watches its stops from the start.
+	// ErrExists comes from Open or from the first write.
+	Open(m Meta) error
 	// Append adds frames to a running turn, numbering them from its last
 	// seq + 1, and returns the seq of the last one. Each Append is one
 	// write to the backing store whatever the number of frames. An Append

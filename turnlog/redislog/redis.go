@@ -100,10 +100,16 @@ type Log struct {
 // writer is the state of a turn this replica writes: its last seq, so that
 // a retried Append is recognised, and when the keys' TTLs were last set.
 type writer struct {
-	// ref names the turn when this replica started it (Start); a stop
-	// request that the subscription may have missed is looked up for it.
-	ref       turnlog.Ref
-	mu        sync.Mutex
+	// ref names the turn when this replica started it (Start or Open); a
+	// stop request that the subscription may have missed is looked up for
+	// it.
+	ref turnlog.Ref
+	mu  sync.Mutex
+	// opened is the meta data of a turn opened (Open) and not yet
+	// registered: the next write registers it.
+	opened *turnlog.Meta
+	// unsure: a write failed without telling whether it went in.
+	unsure    bool
 	last      int64
 	refreshed time.Time
 }
@@ -246,6 +252,24 @@ func (r *Log) Start(ctx context.Context, m turnlog.Meta) error {
 	return nil
 }
 
+// Open implements turnlog.Log: the turn is registered by its first
+// write's script, so a turn costs Redis no round trip of its own to start.
+func (r *Log) Open(m turnlog.Meta) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if r.isClosed() {
+		return turnlog.ErrClosed
+	}
+	if m.Started.IsZero() {
+		m.Started = time.Now()
+	}
+	if _, loaded := r.writers.LoadOrStore(r.streamKey(m.Ref), &writer{ref: m.Ref, opened: &m}); loaded {
+		return fmt.Errorf("redis turn log: %s: open: %w", m.Ref, turnlog.ErrExists)
+	}
+	return nil
+}
+
 // Append implements turnlog.Log: one script, one stream entry for all the
 // frames.
 func (r *Log) Append(ctx context.Context, ref turnlog.Ref, data ...[]byte) (int64, error) {
@@ -289,6 +313,16 @@ func (r *Log) write(ctx context.Context, ref turnlog.Ref, finish bool, data [][]
 	if !w.refreshed.IsZero() {
 		first = w.last + 1
 	}
+	// An opened turn is registered by this write; its frames are its
+	// first, so that a resent write is recognised.
+	open, owner, agent, started, prune := "0", "", "", int64(0), int64(0)
+	if m := w.opened; m != nil {
+		open, owner, agent, started, prune = "1", m.Owner, m.AgentID, m.Started.UnixMilli(), now.Add(-r.runningTTL()).UnixMilli()
+		ttl = ms(r.runningTTL())
+		if !w.unsure {
+			first = 1
+		}
+	}
 	size := len(data)
 	for _, d := range data {
 		size += len(d)
@@ -307,20 +341,22 @@ func (r *Log) write(ctx context.Context, ref turnlog.Ref, finish bool, data [][]
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	last, err := r.pipe.run(rctx, appendScript, r.writeKeys(ref),
-		first, r.cfg.MaxFrames, ttl, now.UnixMilli(), ref.Turn, fin, ms(r.cfg.Retention), len(data), joined).Int64()
+		first, r.cfg.MaxFrames, ttl, now.UnixMilli(), ref.Turn, fin, ms(r.cfg.Retention), len(data), joined,
+		open, owner, agent, started, prune).Int64()
 	if err != nil {
 		err = r.fail(ref, op, err)
 		switch {
-		case errors.Is(err, turnlog.ErrFinished), errors.Is(err, turnlog.ErrNotFound):
+		case errors.Is(err, turnlog.ErrFinished), errors.Is(err, turnlog.ErrNotFound), errors.Is(err, turnlog.ErrExists):
 			r.writers.Delete(key)
 			r.hub.wake(key)
 		default:
 			// Whether the frames went in is unknown: the next write
 			// continues from the stream's last frame, whatever it is.
-			w.refreshed = time.Time{}
+			w.refreshed, w.unsure = time.Time{}, true
 		}
 		return 0, err
 	}
+	w.opened, w.unsure = nil, false
 	if finish {
 		r.writers.Delete(key)
 	} else {

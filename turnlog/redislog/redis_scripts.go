@@ -54,10 +54,31 @@ elseif redis.call('EXISTS', KEYS[2]) == 0 then
 end
 `
 
+// openScript starts appendScript: for the first write of a turn opened
+// without Start (ARGV[10] "1"; ARGV owner, agent, startedMs,
+// pruneBeforeMs follow) it registers the turn as startScript does, the
+// keys' expiries then being set by the write (its ttlMs). A resent first
+// write finds the turn registered with the same start and owner.
+const openScript = `
+if ARGV[10] == '1' then
+  local cur = redis.call('HGET', KEYS[2], 't')
+  if cur then
+    if cur ~= ARGV[13] or redis.call('HGET', KEYS[2], 'o') ~= ARGV[11] then
+      return redis.error_reply('TURNLOG_EXISTS')
+    end
+  else
+    redis.call('HSET', KEYS[2], 'o', ARGV[11], 'a', ARGV[12], 't', ARGV[13])
+    redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
+    redis.call('ZADD', KEYS[4], ARGV[13], ARGV[5])
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. ARGV[14])
+  end
+end
+`
+
 // appendScript is Append and Finish: KEYS stream, meta, latest, turns;
 // ARGV first, maxFrames, ttlMs ("0": no refresh needed), nowMs, turnID,
 // finish ("1": end the turn after the frames), retentionMs, n (the number
-// of frames), data (the n frames joined by "\n").
+// of frames), data (the n frames joined by "\n"), then openScript's.
 //
 // first is the seq the writer expects for its first frame (0: whatever is
 // next). When the stream already ends with exactly this batch (and, for a
@@ -67,7 +88,7 @@ end
 // are set when the stream is created, refreshed when ttlMs says so, and
 // set to the retention by the finishing call: a few times per turn, not
 // per call.
-var appendScript = redis.NewScript(topScript + `
+var appendScript = redis.NewScript(openScript + topScript + `
 local n = tonumber(ARGV[8])
 local first = tonumber(ARGV[1])
 local finish = ARGV[6] == '1'

@@ -46,6 +46,7 @@ func Run(t *testing.T, open Open) {
 		{"Forget", forget},
 		{"Closed", closed},
 		{"Stop", stop},
+		{"Open", opened},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -851,5 +852,70 @@ func stop(t *testing.T, open Open) {
 	case r := <-heard:
 		t.Fatalf("a cancelled watcher heard %v", r)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// opened: a turn opened without a write of its own (Open) is kept, with
+// its meta data, from its first write on, whether that write is an Append
+// or a Finish with all its frames; its writer watches its stops; opening
+// a kept turn fails, at Open or at the first write.
+func opened(t *testing.T, open Open) {
+	l, peer := open(t, turnlog.Config{})
+	ctx := ctxT(t)
+	meta := func(sessionID string) turnlog.Meta {
+		return turnlog.Meta{Ref: turnlog.Ref{Session: sessionID, Turn: session.NewID()}, Owner: "owner-1", AgentID: "agent-1"}
+	}
+
+	whole := meta(session.NewID())
+	if err := l.Open(whole); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if err := l.Finish(ctx, whole.Ref, data(1), data(2), data(3)); err != nil {
+		t.Fatalf("Finish of an opened turn with all its frames: %v", err)
+	}
+
+	running := meta(session.NewID())
+	if err := l.Open(running); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	stopped := make(chan turnlog.Ref, 4)
+	defer l.WatchStops(func(ref turnlog.Ref) { stopped <- ref })()
+	appendN(t, l, running.Ref, 0, 2)
+	for _, r := range []turnlog.Log{l, peer} {
+		s, err := r.Lookup(ctx, whole.Ref)
+		mustStatus(t, "Lookup of a turn opened and finished in one write", s, err, whole.Ref, 3, 1, true)
+		if s.Owner != "owner-1" || s.AgentID != "agent-1" || s.Started.IsZero() {
+			t.Fatalf("the opened turn's meta data: %+v", s.Meta)
+		}
+		checkFrames(t, "the frames of the opened turn", readAll(t, r, whole.Ref, 0), 1, 3)
+		s, err = r.Latest(ctx, running.Session)
+		mustStatus(t, "Latest of an opened turn after an Append", s, err, running.Ref, 2, 1, false)
+	}
+	if err := peer.Stop(ctx, running.Ref); err != nil {
+		t.Fatalf("Stop of an opened turn after its first write: %v", err)
+	}
+	select {
+	case ref := <-stopped:
+		if ref != running.Ref {
+			t.Fatalf("the writer was told to stop %s, want %s", ref, running.Ref)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the writer of an opened turn did not hear of its stop")
+	}
+	appendN(t, l, running.Ref, 2, 1)
+	if err := l.Finish(ctx, running.Ref); err != nil {
+		t.Fatal(err)
+	}
+	s, err := peer.Lookup(ctx, running.Ref)
+	mustStatus(t, "Lookup after Finish", s, err, running.Ref, 3, 1, true)
+
+	again := whole
+	again.Started = time.Now().Add(time.Minute)
+	err = l.Open(again)
+	if err == nil {
+		_, err = l.Append(ctx, again.Ref, data(4))
+	}
+	if !errors.Is(err, turnlog.ErrExists) {
+		t.Fatalf("opening a kept turn and writing to it: %v; want ErrExists", err)
 	}
 }
