@@ -141,11 +141,6 @@ func (s *Server) launch(reqCtx context.Context, node *agent.Agent, sessionID, ow
 	if err := <-started; err != nil {
 		return nil, err
 	}
-	if t.listed != nil {
-		// The client hears of the turn once another replica could find
-		// it in the shared log; the turn goes on meanwhile.
-		<-t.listed
-	}
 	return t, nil
 }
 
@@ -209,15 +204,10 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 			}
 			registered = true
 			if s.cfg.Turns != nil {
-				// The turn goes on while the shared log registers it:
-				// launch waits for that (t.listed) before the client
-				// hears of the turn, the model call does not.
-				listed := make(chan struct{})
-				t.listed = listed
 				mirrored = make(chan struct{})
 				go func() {
 					defer close(mirrored)
-					s.mirror(t, listed)
+					s.mirror(t)
 				}()
 			}
 			t.add(m.start())

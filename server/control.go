@@ -46,8 +46,18 @@ func (s *Server) stopTurn(c *gin.Context) {
 			abortWith(c, storeError(err))
 			return
 		}
+		u, unlisted := s.unlisted(sess, st, found)
+		if unlisted {
+			st, found = u, true
+		}
 		if found && s.runsElsewhere(sess, st) {
 			err := s.cfg.Turns.Stop(ctx, st.Ref)
+			// A turn not listed yet is, within a batch: the request
+			// waits for that rather than finding nothing to stop.
+			for wait := time.Now().Add(time.Second); unlisted && errors.Is(err, turnlog.ErrNotFound) && time.Now().Before(wait); {
+				time.Sleep(mirrorGrid / 5)
+				err = s.cfg.Turns.Stop(ctx, st.Ref)
+			}
 			switch {
 			case err == nil:
 				c.JSON(http.StatusAccepted, gin.H{"turnId": st.Turn, "status": "stopping"})

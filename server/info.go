@@ -307,8 +307,14 @@ func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnVie
 		}
 	}
 	st, found, err := s.sharedLookup(ctx, sess.ID, "", sess.Owner)
-	if err != nil || !found || s.turns.get(st.Turn) != nil {
+	if err != nil {
 		return local, err
+	}
+	if u, ok := s.unlisted(sess, st, found); ok {
+		st, found = u, true
+	}
+	if !found || s.turns.get(st.Turn) != nil {
+		return local, nil
 	}
 	return &turnView{ID: st.Turn, Running: s.runsElsewhere(sess, st), LastEventID: wire.EventID(st.Turn, st.Last)}, nil
 }
@@ -402,6 +408,10 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 			first = kept.firstKept()
 		case s.cfg.Turns != nil:
 			st, ok, err := s.sharedLookup(c.Request.Context(), key, turnID, owner)
+			if err == nil && !ok {
+				st, ok, err = s.unlistedRunning(c.Request.Context(), key, owner, st, ok)
+				ok = ok && st.Turn == turnID
+			}
 			if err != nil {
 				s.log.Error("resuming a stream", "session", id, "err", err)
 				abortWith(c, storeError(err))
@@ -441,6 +451,9 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 	}
 	if src == nil && s.cfg.Turns != nil {
 		st, found, err := s.sharedLookup(c.Request.Context(), key, "", owner)
+		if err == nil && (!found || st.Done) {
+			st, found, err = s.unlistedRunning(c.Request.Context(), key, owner, st, found)
+		}
 		if err != nil {
 			s.log.Error("resuming a stream", "session", id, "err", err)
 			abortWith(c, storeError(err))

@@ -86,17 +86,17 @@ func (s *Server) alive(st turnlog.Status) bool {
 }
 
 // mirror copies t's frames to the shared log until the turn is over, then
-// finishes it there. listed is closed once the turn is registered in the
-// shared log (or that failed), so that the client is not told the turn's
-// ID before another replica could find it.
-func (s *Server) mirror(t *turn, listed chan<- struct{}) {
+// finishes it there. The turn is opened, not started: its first batch
+// registers it in the same write (a turn whose frames all go with its end
+// costs the shared log one write). Until then, up to mirrorBatch after
+// the client heard of the turn, other replicas find it by the session's
+// turn marker, which the turn set before its first frame (unlisted).
+func (s *Server) mirror(t *turn) {
 	log := s.cfg.Turns
 	ref := turnlog.Ref{Session: t.key, Turn: t.id}
 	ctx := context.WithoutCancel(s.base)
-	err := log.Start(ctx, turnlog.Meta{Ref: ref, Owner: t.owner, AgentID: t.agentID})
-	close(listed)
-	if err != nil {
-		s.log.Warn("shared turn log: starting the turn failed; its stream can be resumed on this replica only", "session", t.sessionID, "turn", t.id, "err", err)
+	if err := log.Open(turnlog.Meta{Ref: ref, Owner: t.owner, AgentID: t.agentID}); err != nil {
+		s.log.Warn("shared turn log: opening the turn failed; its stream can be resumed on this replica only", "session", t.sessionID, "turn", t.id, "err", err)
 		return
 	}
 	var (
@@ -107,6 +107,7 @@ func (s *Server) mirror(t *turn, listed chan<- struct{}) {
 		// written yet (zero: none).
 		pending  time.Time
 		failures int
+		err      error
 	)
 	wait := time.NewTimer(mirrorBatch)
 	defer wait.Stop()
@@ -213,6 +214,10 @@ type sharedTurn struct {
 	s         *Server
 	ref       turnlog.Ref
 	sessionID string
+	// unlisted is when the shared log first did not have the turn while
+	// the session's marker named it, missing when it did not have it and
+	// the marker no longer named it (checkUnlisted).
+	unlisted, missing time.Time
 }
 
 func (t *sharedTurn) ids() (string, string) { return t.sessionID, t.ref.Turn }
@@ -262,7 +267,14 @@ func (t *sharedTurn) next(ctx context.Context, after int64, wait bool, tick <-ch
 			case <-ctx.Done():
 			}
 		case errors.Is(err, turnlog.ErrNotFound):
-			return nil, false, errTurnGone
+			// Not listed yet, or gone (check tells).
+			if e := t.check(ctx); e != nil {
+				return nil, false, e
+			}
+			select {
+			case <-time.After(mirrorGrid):
+			case <-ctx.Done():
+			}
 		default:
 			t.s.log.Warn("shared turn log: reading a turn failed", "session", t.ref.Session, "turn", t.ref.Turn, "err", err)
 			return nil, false, errSharedLog
@@ -276,7 +288,7 @@ func (t *sharedTurn) check(ctx context.Context) *chat.Error {
 	st, err := t.s.cfg.Turns.Lookup(ctx, t.ref)
 	switch {
 	case errors.Is(err, turnlog.ErrNotFound):
-		return errTurnGone
+		return t.checkUnlisted(ctx)
 	case err != nil:
 		// A blip of the shared store is not the writer's death: the next
 		// read tells.
@@ -285,6 +297,83 @@ func (t *sharedTurn) check(ctx context.Context) *chat.Error {
 		return t.s.recoverAbandoned(ctx, t.ref.Session)
 	}
 	return nil
+}
+
+// checkUnlisted judges a turn the shared log does not have: still to come
+// while the session's marker names it (unlisted), abandoned when it stayed
+// unlisted for writerTimeout (its writer lists it within mirrorBatch, so
+// it died first), gone otherwise. A turn's end reaches the shared log up
+// to mirrorGrid after its last session write cleared the marker, so a
+// turn is gone only once it has been missing for longer than that.
+func (t *sharedTurn) checkUnlisted(ctx context.Context) *chat.Error {
+	sess, err := t.s.cfg.Store.Get(ctx, t.ref.Session)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return errTurnGone
+	case err != nil:
+		return nil // a blip of the store: the next read tells
+	}
+	if u, ok := t.s.unlisted(sess, turnlog.Status{}, false); ok && u.Turn == t.ref.Turn {
+		t.missing = time.Time{}
+		if t.unlisted.IsZero() {
+			t.unlisted = time.Now()
+		}
+		if time.Since(t.unlisted) < t.s.writerTimeout() {
+			return nil
+		}
+		return t.s.recoverAbandoned(ctx, t.ref.Session)
+	}
+	if t.missing.IsZero() {
+		t.missing = time.Now()
+	}
+	if time.Since(t.missing) <= 2*mirrorBatch {
+		return nil
+	}
+	return errTurnGone
+}
+
+// unlisted is the turn that sess's marker names when the shared log's
+// answer for the session (st, found) is not that turn and the turn does
+// not run here: a turn is listed in the shared log by its first batch
+// (mirror), up to mirrorBatch after its client heard of it, and the
+// session's marker, set by the turn's first write, names it from before
+// that. Its status is made from the session: no frame copied, and alive
+// (the session's lease is the judge: a replica that dies before its first
+// batch leaves the marker behind until its lease expires and the next
+// read or turn recovers the session; a stream waiting for it gives it up
+// after writerTimeout, see checkUnlisted). ok is false when there is no
+// such turn.
+func (s *Server) unlisted(sess session.Session, st turnlog.Status, found bool) (u turnlog.Status, ok bool) {
+	if sess.Turn == "" || s.turns.get(sess.Turn) != nil || found && st.Turn == sess.Turn {
+		return u, false
+	}
+	return turnlog.Status{
+		Meta:    turnlog.Meta{Ref: turnlog.Ref{Session: sess.ID, Turn: sess.Turn}, Owner: sess.Owner, AgentID: sess.Agent},
+		First:   1,
+		Written: time.Now(),
+	}, true
+}
+
+// unlistedRunning is the session's unlisted turn (unlisted) when it has
+// one, else st and found as they were: the shared log's answer for the
+// session (by its store key), which did not find a running turn. It reads
+// the session, as another owner's answers alike: the key is the owner's.
+func (s *Server) unlistedRunning(ctx context.Context, key, owner string, st turnlog.Status, found bool) (turnlog.Status, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	sess, err := s.cfg.Store.Get(ctx, key)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return st, found, nil
+	case err != nil:
+		return st, found, fmt.Errorf("reading the session for its running turn: %w", err)
+	case sess.Owner != owner:
+		return st, found, nil
+	}
+	if u, ok := s.unlisted(sess, st, found); ok && s.alive(u) {
+		return u, true, nil
+	}
+	return st, found, nil
 }
 
 // runsElsewhere reports whether st, a turn of sess found in the shared log,

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
@@ -115,10 +117,11 @@ func TestReplicasShareTheSession(t *testing.T) {
 	if res.StatusCode != http.StatusOK || turnID == "" {
 		t.Fatalf("POST on A: %d", res.StatusCode)
 	}
-	// The turn is in the shared log before the client hears of it.
-	if _, err := b.srv.cfg.Turns.Lookup(t.Context(), turnlog.Ref{Session: sid, Turn: turnID}); err != nil {
-		t.Fatalf("the turn is not in the shared log when A answered: %v", err)
-	}
+	// B knows of the turn at once: the shared log lists it with its first
+	// batch, up to 100 ms later, and the session's turn marker names it
+	// until then (what follows runs in that window, as a rule).
+	_, err := b.srv.cfg.Turns.Lookup(t.Context(), turnlog.Ref{Session: sid, Turn: turnID})
+	t.Logf("the shared log when A answered: %v", err)
 
 	var eb errBodyT
 	getJSON(t, b.do(http.MethodPost, "/api/chat/explorer", exploreFor(sid)), http.StatusConflict, &eb)
@@ -197,5 +200,121 @@ func TestReplicaWriterGone(t *testing.T) {
 	getJSON(t, b.do(http.MethodGet, "/api/sessions/"+sid, ""), http.StatusOK, &sv)
 	if sv.Turn == nil || sv.Turn.Running {
 		t.Fatalf("the session view: %+v, want the turn not running", sv.Turn)
+	}
+}
+
+// TestReplicasBeforeTheTurnIsListed: the shared log lists a turn with its
+// first batch, up to 100 ms after the client heard of it; until then the
+// other replicas find it by the session's turn marker. A client that
+// resumes on B with the turn's first frame gets the rest of the turn, the
+// frames A streamed; a stop sent to B stops the turn; B's session view
+// calls it running.
+func TestReplicasBeforeTheTurnIsListed(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := "replicas-" + session.NewID()
+	a := replica(t, srv, prefix, envOptions{delay: 10 * time.Millisecond})
+	b := replica(t, srv, prefix, envOptions{delay: 10 * time.Millisecond})
+	words := jsonBody(map[string]string{"message": "[offline:echo] " + strings.Repeat("word ", 40)})
+	post := func(sid string) (*http.Response, *sseReader, sseEvent, bool) {
+		t.Helper()
+		res := a.do(http.MethodPost, "/api/chat/plain", strings.Replace(words, "{", `{"sessionId":"`+sid+`",`, 1))
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("chat on A: %d", res.StatusCode)
+		}
+		r := newSSEReader(res.Body)
+		first, ok := r.next()
+		if !ok {
+			t.Fatal("A's stream ended at once")
+		}
+		_, err := b.srv.cfg.Turns.Lookup(t.Context(), turnlog.Ref{Session: sid, Turn: res.Header.Get("X-Turn-Id")})
+		return res, r, first, errors.Is(err, turnlog.ErrNotFound)
+	}
+
+	sid := session.NewID()
+	res, fromA, first, unlisted := post(sid)
+	defer res.Body.Close()
+	turnID := res.Header.Get("X-Turn-Id")
+	var sv sessionView
+	getJSON(t, b.do(http.MethodGet, "/api/sessions/"+sid, ""), http.StatusOK, &sv)
+	resB := b.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", first.ID)
+	t.Logf("the turn was unlisted when B was asked: %v", unlisted)
+	if sv.Turn == nil || sv.Turn.ID != turnID || !sv.Turn.Running {
+		t.Fatalf("B's view of the session's turn: %+v, want %s running", sv.Turn, turnID)
+	}
+	if resB.StatusCode != http.StatusOK || resB.Header.Get("X-Turn-Id") != turnID {
+		t.Fatalf("resume on B after the first frame: %d, turn %q; want 200 %s", resB.StatusCode, resB.Header.Get("X-Turn-Id"), turnID)
+	}
+	restB := newSSEReader(resB.Body).all()
+	resB.Body.Close()
+	restA := fromA.all()
+	if len(restA) != len(restB) {
+		t.Fatalf("after the first frame, B streamed %d frames and A %d", len(restB), len(restA))
+	}
+	for i := range restA {
+		if restA[i] != restB[i] {
+			t.Fatalf("frame %d differs: A %+v, B %+v", i+2, restA[i], restB[i])
+		}
+	}
+	checkTurnStream(t, turnID, append([]sseEvent{first}, restA...), 1)
+
+	sid2 := session.NewID()
+	res2, fromA2, _, unlisted := post(sid2)
+	defer res2.Body.Close()
+	var accepted struct{ TurnID, Status string }
+	getJSON(t, b.do(http.MethodPost, "/api/sessions/"+sid2+"/stop", ""), http.StatusAccepted, &accepted)
+	t.Logf("the turn was unlisted when B was asked to stop it: %v", unlisted)
+	if accepted.Status != "stopping" || accepted.TurnID != res2.Header.Get("X-Turn-Id") {
+		t.Fatalf("stop on B: %+v, want turn %s stopping", accepted, res2.Header.Get("X-Turn-Id"))
+	}
+	var types []string
+	for _, ev := range fromA2.all() {
+		types = append(types, chunkType(t, ev.Data))
+	}
+	if n := len(types); n < 3 || strings.Join(types[n-3:], " ") != "abort finish [DONE]" {
+		t.Fatalf("the turn stopped through B ended with %v", types[max(0, n-6):])
+	}
+}
+
+// TestReplicaWriterGoneBeforeListing: a turn whose replica died before its
+// first batch is named by the session's marker only. B calls it running
+// while its lease holds; a client resuming it waits three heartbeats for
+// it to be listed, then gets turn_interrupted, finish and [DONE], and the
+// session view no longer calls it running.
+func TestReplicaWriterGoneBeforeListing(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := "replicas-" + session.NewID()
+	b := replica(t, srv, prefix, envOptions{cfg: func(c *Config) { c.Heartbeat = 100 * time.Millisecond }})
+	// The dead replica's turn: the session's lease (short, so that the
+	// test need not wait 30 s for it) and the marker its first write set.
+	dead, err := redisstore.New(redisstore.Config{URL: srv.URL(), Prefix: prefix, Config: session.Config{LockTTL: 500 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	sid, turnID := session.NewID(), session.NewID()
+	_, lease, err := dead.Claim(t.Context(), sid, session.WithAgent("explorer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dead.Update(t.Context(), sid, func(*orchestration.State) error { return nil }, session.WithTurn(turnID), session.WithLease(lease)); err != nil {
+		t.Fatal(err)
+	}
+	var sv sessionView
+	getJSON(t, b.do(http.MethodGet, "/api/sessions/"+sid, ""), http.StatusOK, &sv)
+	if sv.Turn == nil || sv.Turn.ID != turnID || !sv.Turn.Running {
+		t.Fatalf("B's view right after the turn's first write: %+v, want %s running", sv.Turn, turnID)
+	}
+	res := b.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", wire.EventID(turnID, 1))
+	evs := newSSEReader(res.Body).all()
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || len(evs) != 3 {
+		t.Fatalf("resume of the unlisted turn: status %d, frames %+v", res.StatusCode, evs)
+	}
+	if !strings.Contains(evs[0].Data, "turn_interrupted") || chunkType(t, evs[1].Data) != "finish" || evs[2].Data != "[DONE]" {
+		t.Fatalf("the stream of a turn whose writer died before listing it: %+v, want turn_interrupted, finish, [DONE]", evs)
+	}
+	getJSON(t, b.do(http.MethodGet, "/api/sessions/"+sid, ""), http.StatusOK, &sv)
+	if sv.Turn != nil && sv.Turn.Running {
+		t.Fatalf("B's view once the writer is given up: %+v, want not running", sv.Turn)
 	}
 }

@@ -44,10 +44,6 @@ type turn struct {
 	grace     time.Duration
 	// keepEvents: frames keep their event (see startTurn).
 	keepEvents bool
-	// listed is closed once the shared log has the turn (or starting it
-	// there failed); nil without a shared log. Set before the turn is
-	// handed to launch.
-	listed <-chan struct{}
 	// ended is closed by finish.
 	ended chan struct{}
 
