@@ -701,11 +701,26 @@ func (c CommandCount) ScriptPerTurn() float64 { return float64(sum(c.Script)) / 
 
 // CountCommands runs streams x turns turns of kind (each stream on its own
 // session, a new one per run) with nothing else running, and counts the
-// commands Redis ran through MONITOR.
+// commands Redis ran through MONITOR. A round of one turn per stream comes
+// first, uncounted, so that the server's connections to Redis are open:
+// dialing one (HELLO) is not a turn's work, and an earlier phase's
+// cancelled turns close some.
 func (e *Env) CountCommands(ctx context.Context, kind Kind, streams, turns int) (CommandCount, error) {
 	out := CommandCount{Kind: kind}
 	if e.rc == nil {
 		return out, errors.New("loadtest: counting Redis commands needs the redis store")
+	}
+	var warm sync.WaitGroup
+	warmErrs := make(chan error, streams)
+	for range streams {
+		warm.Go(func() { warmErrs <- e.Warm(ctx, kind, 1) })
+	}
+	warm.Wait()
+	close(warmErrs)
+	for err := range warmErrs {
+		if err != nil {
+			return out, err
+		}
 	}
 	mon, err := startMonitor(ctx, e.rc.Options().Addr)
 	if err != nil {
