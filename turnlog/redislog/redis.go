@@ -669,7 +669,6 @@ func (r *Log) Close() error {
 		close(r.closed)
 		r.hub.wg.Wait()
 		r.listener.Wait()
-		r.pipe.wg.Wait()
 	})
 	return nil
 }

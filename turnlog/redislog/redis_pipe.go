@@ -11,14 +11,17 @@ import (
 // pipe sends the writes of concurrent callers to Redis together: while one
 // batch is on the wire, the writes that arrive queue up and leave in the
 // next one, as a single pipeline. A replica's turns write their frames on
-// the same 100 ms grid (the server's mirror), so with many turns streaming
+// the same 50 ms grid (the server's mirror), so with many turns streaming
 // Redis reads a few pipelines per tick instead of one round trip per turn:
 // the same scripts run, but redis-server and the replica each make a few
 // system calls per tick where they made one pair per turn, which was most
 // of redis-server's CPU per turn. A lone write goes out at once, as before.
 //
-// Each turn has at most one write in flight (its writer's mutex), so the
-// pipe never reorders a turn's writes.
+// The caller that finds the pipe idle sends the batches itself until the
+// queue is empty (no goroutine of the pipe's own, no hand-over for a lone
+// write); the others wait for their answers. Each turn has at most one
+// write in flight (its writer's mutex), so the pipe never reorders a
+// turn's writes.
 type pipe struct {
 	client  redis.UniversalClient
 	timeout time.Duration
@@ -26,8 +29,6 @@ type pipe struct {
 	mu       sync.Mutex
 	queue    []*pipeCall
 	draining bool
-	// wg counts the draining goroutine, which Close waits for.
-	wg sync.WaitGroup
 }
 
 type pipeCall struct {
@@ -42,17 +43,16 @@ type pipeCall struct {
 // callers. The batch has its own deadline (the pipe's timeout), as each
 // write had; a caller whose ctx ends first stops waiting for the answer,
 // and whether its write went in is then unknown, as with a cancelled
-// round trip.
+// round trip (a caller that sends batches finishes them first).
 func (p *pipe) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	c := &pipeCall{script: script, keys: keys, args: args, done: make(chan struct{})}
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
-	start := !p.draining
+	lead := !p.draining
 	p.draining = true
 	p.mu.Unlock()
-	if start {
-		p.wg.Add(1)
-		go p.drain()
+	if lead {
+		p.drain()
 	}
 	select {
 	case <-c.done:
@@ -66,7 +66,6 @@ func (p *pipe) run(ctx context.Context, script *redis.Script, keys []string, arg
 
 // drain sends the queued writes, batch after batch, until none is left.
 func (p *pipe) drain() {
-	defer p.wg.Done()
 	for {
 		p.mu.Lock()
 		batch := p.queue
