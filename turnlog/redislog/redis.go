@@ -226,8 +226,8 @@ func (r *Log) isClosed() bool {
 	}
 }
 
-// Start implements turnlog.Log.
-func (r *Log) Start(ctx context.Context, m turnlog.Meta) error {
+// prepare checks m for Start and Open and sets its start time.
+func (r *Log) prepare(m *turnlog.Meta) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
@@ -236,6 +236,14 @@ func (r *Log) Start(ctx context.Context, m turnlog.Meta) error {
 	}
 	if m.Started.IsZero() {
 		m.Started = time.Now()
+	}
+	return nil
+}
+
+// Start implements turnlog.Log.
+func (r *Log) Start(ctx context.Context, m turnlog.Meta) error {
+	if err := r.prepare(&m); err != nil {
+		return err
 	}
 	started := m.Started.UnixMilli()
 	now := time.Now()
@@ -255,14 +263,8 @@ func (r *Log) Start(ctx context.Context, m turnlog.Meta) error {
 // Open implements turnlog.Log: the turn is registered by its first
 // write's script, so a turn costs Redis no round trip of its own to start.
 func (r *Log) Open(m turnlog.Meta) error {
-	if err := m.Validate(); err != nil {
+	if err := r.prepare(&m); err != nil {
 		return err
-	}
-	if r.isClosed() {
-		return turnlog.ErrClosed
-	}
-	if m.Started.IsZero() {
-		m.Started = time.Now()
 	}
 	if _, loaded := r.writers.LoadOrStore(r.streamKey(m.Ref), &writer{ref: m.Ref, opened: &m}); loaded {
 		return fmt.Errorf("redis turn log: %s: open: %w", m.Ref, turnlog.ErrExists)
