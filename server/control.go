@@ -46,7 +46,7 @@ func (s *Server) stopTurn(c *gin.Context) {
 			abortWith(c, storeError(err))
 			return
 		}
-		u, unlisted := s.unlisted(sess, st, found)
+		u, unlisted := s.unlistedHeld(ctx, sess, st, found)
 		if unlisted {
 			st, found = u, true
 		}

@@ -310,7 +310,7 @@ func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnVie
 	if err != nil {
 		return local, err
 	}
-	if u, ok := s.unlisted(sess, st, found); ok {
+	if u, ok := s.unlistedHeld(ctx, sess, st, found); ok {
 		st, found = u, true
 	}
 	if !found || s.turns.get(st.Turn) != nil {

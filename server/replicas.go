@@ -344,7 +344,7 @@ func (t *sharedTurn) checkUnlisted(ctx context.Context) *chat.Error {
 // after writerTimeout, see checkUnlisted). ok is false when there is no
 // such turn.
 func (s *Server) unlisted(sess session.Session, st turnlog.Status, found bool) (u turnlog.Status, ok bool) {
-	if sess.Turn == "" || s.turns.get(sess.Turn) != nil || found && st.Turn == sess.Turn {
+	if s.cfg.Turns == nil || sess.Turn == "" || s.turns.get(sess.Turn) != nil || found && st.Turn == sess.Turn {
 		return u, false
 	}
 	return turnlog.Status{
@@ -352,6 +352,27 @@ func (s *Server) unlisted(sess session.Session, st turnlog.Status, found bool) (
 		First:   1,
 		Written: time.Now(),
 	}, true
+}
+
+// unlistedHeld is unlisted, confirmed by the session's lease: a marker
+// that a turn left behind (its replica died before listing it, or its
+// frames expired from the shared log) names no running turn once nothing
+// holds the session; RecoverTurn then saves what the turn left and clears
+// the marker. A running turn holds the lease, so the check costs it one
+// refused lock.
+func (s *Server) unlistedHeld(ctx context.Context, sess session.Session, st turnlog.Status, found bool) (turnlog.Status, bool) {
+	u, ok := s.unlisted(sess, st, found)
+	if !ok {
+		return u, false
+	}
+	_, err := s.cfg.Agents.RecoverTurn(ctx, sess.ID, 0)
+	switch {
+	case err == nil:
+		return u, false
+	case !errors.Is(err, session.ErrBusy):
+		s.log.Warn("recovering an interrupted turn", "session", sess.ID, "err", err)
+	}
+	return u, true
 }
 
 // unlistedRunning is the session's unlisted turn (unlisted) when it has
@@ -370,7 +391,7 @@ func (s *Server) unlistedRunning(ctx context.Context, key, owner string, st turn
 	case sess.Owner != owner:
 		return st, found, nil
 	}
-	if u, ok := s.unlisted(sess, st, found); ok && s.alive(u) {
+	if u, ok := s.unlistedHeld(ctx, sess, st, found); ok {
 		return u, true, nil
 	}
 	return st, found, nil

@@ -278,15 +278,16 @@ func TestReplicasBeforeTheTurnIsListed(t *testing.T) {
 // TestReplicaWriterGoneBeforeListing: a turn whose replica died before its
 // first batch is named by the session's marker only. B calls it running
 // while its lease holds; a client resuming it waits three heartbeats for
-// it to be listed, then gets turn_interrupted, finish and [DONE], and the
-// session view no longer calls it running.
+// it to be listed, then gets turn_interrupted, finish and [DONE]; once the
+// lease expired, the session view no longer calls it running, a resume
+// finds nothing to stream and the session can be deleted.
 func TestReplicaWriterGoneBeforeListing(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := "replicas-" + session.NewID()
 	b := replica(t, srv, prefix, envOptions{cfg: func(c *Config) { c.Heartbeat = 100 * time.Millisecond }})
 	// The dead replica's turn: the session's lease (short, so that the
 	// test need not wait 30 s for it) and the marker its first write set.
-	dead, err := redisstore.New(redisstore.Config{URL: srv.URL(), Prefix: prefix, Config: session.Config{LockTTL: 500 * time.Millisecond}})
+	dead, err := redisstore.New(redisstore.Config{URL: srv.URL(), Prefix: prefix, Config: session.Config{LockTTL: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,8 +314,18 @@ func TestReplicaWriterGoneBeforeListing(t *testing.T) {
 	if !strings.Contains(evs[0].Data, "turn_interrupted") || chunkType(t, evs[1].Data) != "finish" || evs[2].Data != "[DONE]" {
 		t.Fatalf("the stream of a turn whose writer died before listing it: %+v, want turn_interrupted, finish, [DONE]", evs)
 	}
-	getJSON(t, b.do(http.MethodGet, "/api/sessions/"+sid, ""), http.StatusOK, &sv)
-	if sv.Turn != nil && sv.Turn.Running {
-		t.Fatalf("B's view once the writer is given up: %+v, want not running", sv.Turn)
+	// Once the dead turn's lease expired, nothing calls it running.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		getJSON(t, b.do(http.MethodGet, "/api/sessions/"+sid, ""), http.StatusOK, &sv)
+		if sv.Turn == nil || !sv.Turn.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B's view 5 s after the writer's lease expired: %+v, want not running", sv.Turn)
+		}
 	}
+	if res := b.do(http.MethodGet, "/api/sessions/"+sid+"/stream", ""); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("resume once the turn is given up: %d, want 204", res.StatusCode)
+	}
+	getJSON(t, b.do(http.MethodDelete, "/api/sessions/"+sid, ""), http.StatusNoContent, nil)
 }
