@@ -52,8 +52,9 @@ func (s *Server) stopTurn(c *gin.Context) {
 		}
 		if found && s.runsElsewhere(sess, st) {
 			err := s.cfg.Turns.Stop(ctx, st.Ref)
-			// A turn not listed yet is, within a batch: the request
-			// waits for that rather than finding nothing to stop.
+			// A turn not listed yet will be with its first batch (within
+			// mirrorBatch): wait for that rather than find nothing to
+			// stop.
 			for wait := time.Now().Add(time.Second); unlisted && errors.Is(err, turnlog.ErrNotFound) && time.Now().Before(wait); {
 				time.Sleep(mirrorGrid / 5)
 				err = s.cfg.Turns.Stop(ctx, st.Ref)
