@@ -64,6 +64,7 @@ func (p *parser) emit(ev chat.Event) bool {
 
 func (p *parser) stream(body io.Reader) {
 	lr := newLineReader(body)
+	defer lr.release()
 	complete := false
 	for !complete && !p.stopped && p.err == nil {
 		line, err := lr.next()

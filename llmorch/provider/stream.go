@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -166,19 +167,65 @@ const maxLine = 16 << 20
 
 // lineReader reads lines of any length up to maxLine.
 type lineReader struct {
+	src  io.Reader
 	r    *bufio.Reader
 	long []byte
+	// head holds the body's first bytes: a stream waits for the model's
+	// first token (seconds, for a reasoning model) holding these and no
+	// buffer.
+	head   [64]byte
+	hr, hw int
 }
 
 // The buffer is bufio's default 4 KiB: a stream's lines are mostly small
-// deltas, longer ones are assembled in long, and every open stream holds
-// one buffer for as long as the model takes (32 KiB was half the heap of
-// 2,000 streams waiting for their first token).
-func newLineReader(r io.Reader) *lineReader { return &lineReader{r: bufio.NewReader(r)} }
+// deltas, longer ones are assembled in long. It is taken when the body's
+// first bytes arrive and given back by release (32 KiB was half the heap
+// of 2,000 streams waiting for their first token; 4 KiB per waiting stream
+// was still the largest piece of the runtime's own heap).
+func newLineReader(r io.Reader) *lineReader { return &lineReader{src: r} }
+
+var lineBuffers = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
+
+// start waits for the body's first bytes, then reads the rest through a
+// pooled buffer.
+func (l *lineReader) start() error {
+	n, err := io.ReadAtLeast(l.src, l.head[:], 1)
+	if err != nil {
+		return err
+	}
+	l.hr, l.hw = 0, n
+	l.r = lineBuffers.Get().(*bufio.Reader)
+	l.r.Reset(l)
+	return nil
+}
+
+// Read gives the buffer the head first, then the body.
+func (l *lineReader) Read(p []byte) (int, error) {
+	if l.hr < l.hw {
+		n := copy(p, l.head[l.hr:l.hw])
+		l.hr += n
+		return n, nil
+	}
+	return l.src.Read(p)
+}
+
+// release gives the buffer back; the lines next returned are then invalid.
+func (l *lineReader) release() {
+	if l.r != nil {
+		l.r.Reset(nil)
+		lineBuffers.Put(l.r)
+		l.r = nil
+	}
+}
 
 // next returns the next line without its line ending. An unterminated last
 // line is dropped, as SSE drops an incomplete event.
 func (l *lineReader) next() ([]byte, error) {
+	if l.r == nil {
+		if err := l.start(); err != nil {
+			return nil, err
+		}
+	}
 	line, err := l.r.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
 		l.long = append(l.long[:0], line...)
