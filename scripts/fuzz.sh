@@ -35,6 +35,7 @@ targets=(
 	"./server/internal/wire FuzzApprovalAnswers 30000"
 	"./llmorch/provider FuzzOpenAIStream 6000"
 	"./llmorch/provider FuzzAnthropicStream 6000"
+	"./llmorch/provider FuzzTextChunk 40000"
 	"./llmorch/mockllm FuzzDecodeRequest 20000"
 	"./llmorch/offline FuzzArguments 3000"
 	"./tools FuzzExecuteArguments 20000"

@@ -259,6 +259,14 @@ func (p *parser) openAIChunk(data []byte) bool {
 	if string(data) == "[DONE]" {
 		return true
 	}
+	if tc, ok := readTextChunk(data); ok {
+		for _, text := range tc.texts[:tc.n] {
+			if !p.emit(chat.Event{Kind: chat.KindTextDelta, Text: text}) || !p.spend(len(text)) {
+				return false
+			}
+		}
+		return false
+	}
 	var c oaChunk
 	if err := json.Unmarshal(data, &c); err != nil {
 		p.err = p.m.fail(CodeProviderError, false, "the provider sent a malformed stream chunk")
