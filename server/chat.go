@@ -40,10 +40,20 @@ func errBadSessionID(where string) *apiError {
 }
 
 func (s *Server) postChat(c *gin.Context) {
+	// The stream is served from a frame of its own: startChat's request
+	// body and options are gone from the stack the handler waits on.
+	if t := s.startChat(c); t != nil {
+		s.streamTurn(c, t, 0)
+	}
+}
+
+// startChat starts the turn a chat request asks for, or answers the
+// request (nil).
+func (s *Server) startChat(c *gin.Context) *turn {
 	node, ok := s.cfg.Agents.Get(c.Param("agentId"))
 	if !ok {
 		abortWith(c, newError(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", c.Param("agentId")))
-		return
+		return nil
 	}
 	var (
 		body      wire.ChatRequest
@@ -51,26 +61,25 @@ func (s *Server) postChat(c *gin.Context) {
 	)
 	if e := decodeJSON(c.Request, &body, &approvals); e != nil {
 		abortWith(c, e)
-		return
+		return nil
 	}
 	answers, messageID, aerr := approvals.Answers()
 	if aerr != nil {
 		abortWith(c, newParamError(http.StatusBadRequest, "invalid_approval", aerr.(*wire.AnswerError).Param, "%s", aerr.Error()))
-		return
+		return nil
 	}
 	if answers != nil {
-		s.answerApprovals(c, node, &body, answers, messageID)
-		return
+		return s.answerApprovals(c, node, &body, answers, messageID)
 	}
 	text, err := body.Text()
 	if err != nil {
 		abortWith(c, newError(http.StatusBadRequest, "invalid_message", "%s", err.Error()))
-		return
+		return nil
 	}
 	sid, e := chatSession(c.Request, &body)
 	if e != nil {
 		abortWith(c, e)
-		return
+		return nil
 	}
 	var opts []agent.Option
 	if body.Trigger == "regenerate-message" {
@@ -81,9 +90,9 @@ func (s *Server) postChat(c *gin.Context) {
 	t, err := s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), false, opts...)
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)
-		return
+		return nil
 	}
-	s.streamTurn(c, t, 0)
+	return t
 }
 
 // answerStartError answers an error that kept a turn from starting.

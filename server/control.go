@@ -90,16 +90,17 @@ func (s *Server) watchStops() (cancel func()) {
 }
 
 // answerApprovals starts the turn that carries out a request's answers to
-// the calls that wait for approval, and streams it like a chat turn.
-func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.ChatRequest, answers []wire.Answer, messageID string) {
+// the calls that wait for approval, to be streamed like a chat turn, or
+// answers the request (nil).
+func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.ChatRequest, answers []wire.Answer, messageID string) *turn {
 	if c.GetHeader("X-Session-Id") == "" && body.SessionID == "" && !session.ValidID(body.ID) {
 		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "sessionId", "answers to approvals need their session: sessionId, the x-session-id header or the AI SDK chat id"))
-		return
+		return nil
 	}
 	sid, e := chatSession(c.Request, body)
 	if e != nil {
 		abortWith(c, e)
-		return
+		return nil
 	}
 	list := make([]agent.ApprovalAnswer, len(answers))
 	for i, a := range answers {
@@ -114,9 +115,9 @@ func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.C
 	})
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)
-		return
+		return nil
 	}
-	s.streamTurn(c, t, 0)
+	return t
 }
 
 // approvalError maps an answer that does not fit the session's waiting

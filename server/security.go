@@ -243,10 +243,9 @@ const corsAllowedHeaders = "Authorization, Content-Type, X-Api-Key, X-Session-Id
 // cors answers CORS for the allowed origins: the allow and expose headers on
 // every answer to an allowed Origin, and the preflight itself. Without
 // CORSOrigins it does nothing, so browsers keep the same-origin rule.
-func (s *Server) cors(c *gin.Context) {
+func (s *Server) cors(c *gin.Context) bool {
 	if len(s.origins) == 0 && !s.anyOrigin {
-		c.Next()
-		return
+		return true
 	}
 	h := c.Writer.Header()
 	h.Add("Vary", "Origin")
@@ -256,10 +255,9 @@ func (s *Server) cors(c *gin.Context) {
 	if !allowed {
 		if preflight {
 			abortWith(c, newError(http.StatusForbidden, "cors_origin_denied", "the origin %q is not allowed (CORS_ORIGINS)", origin))
-			return
+			return false
 		}
-		c.Next()
-		return
+		return true
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
 	h.Set("Access-Control-Expose-Headers", corsExposed)
@@ -270,18 +268,18 @@ func (s *Server) cors(c *gin.Context) {
 		h.Set("Access-Control-Allow-Headers", corsAllowedHeaders)
 		h.Set("Access-Control-Max-Age", "600")
 		c.AbortWithStatus(http.StatusNoContent)
-		return
+		return false
 	}
-	c.Next()
+	return true
 }
 
 // secureHeaders sets the headers that keep the page and the API out of
 // frames, sniffing and referrers, on every answer.
-func (s *Server) secureHeaders(c *gin.Context) {
+func (s *Server) secureHeaders(c *gin.Context) bool {
 	h := c.Writer.Header()
 	h.Set("Content-Security-Policy", s.cfg.ContentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
-	c.Next()
+	return true
 }

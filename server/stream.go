@@ -85,6 +85,7 @@ type sseConn struct {
 	// ended: the response's last event is published, or the client left.
 	ended     bool
 	detach    func()
+	untrack   func()
 	heartbeat *time.Timer
 	linger    *time.Timer
 
@@ -172,23 +173,8 @@ func streamHeaders(h http.Header, src source) {
 // one from the start, for the headers and whatever is at hand, then one
 // each time something comes after a pause.
 func (s *Server) streamTurn(c *gin.Context, src source, after int64) {
-	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "chat")()
-	w := c.Writer
-	// The http.Server's WriteTimeout (and a ReadTimeout, if one is set) would
-	// cut a long stream: this stream has no deadline.
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
-	_ = rc.SetReadDeadline(time.Time{})
-	streamHeaders(w.Header(), src)
-
-	_, turnID := src.ids()
-	conn := &sseConn{ResponseWriter: w, s: s, src: src, ctx: c.Request.Context(), turnID: turnID, after: after,
-		detach: src.attach(), heartbeat: time.NewTimer(s.cfg.Heartbeat), linger: time.NewTimer(min(sseLinger, s.cfg.Heartbeat))}
-	defer func() {
-		conn.heartbeat.Stop()
-		conn.linger.Stop()
-		conn.detach()
-	}()
+	conn := s.openStream(c, src, after)
+	defer conn.close()
 	for {
 		if !conn.session() || conn.ended {
 			return
@@ -204,6 +190,31 @@ func (s *Server) streamTurn(c *gin.Context, src source, after int64) {
 			}
 		}
 	}
+}
+
+// openStream sends the stream's headers and returns its connection. The
+// handler waits in streamTurn for as long as the stream lasts, so what is
+// only needed to set it up stays out of streamTurn's frame.
+func (s *Server) openStream(c *gin.Context, src source, after int64) *sseConn {
+	w := c.Writer
+	// The http.Server's WriteTimeout (and a ReadTimeout, if one is set) would
+	// cut a long stream: this stream has no deadline.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
+	streamHeaders(w.Header(), src)
+
+	_, turnID := src.ids()
+	return &sseConn{ResponseWriter: w, s: s, src: src, ctx: c.Request.Context(), turnID: turnID, after: after,
+		untrack: s.cfg.Telemetry.TrackStream(c.Request.Context(), "chat"),
+		detach:  src.attach(), heartbeat: time.NewTimer(s.cfg.Heartbeat), linger: time.NewTimer(min(sseLinger, s.cfg.Heartbeat))}
+}
+
+func (c *sseConn) close() {
+	c.heartbeat.Stop()
+	c.linger.Stop()
+	c.detach()
+	c.untrack()
 }
 
 // session serves the connection through r3labs until its response ends or
@@ -313,12 +324,7 @@ func (c *sseConn) poll(wait bool, tick <-chan time.Time) int {
 	case err != nil:
 		c.closeWith(err)
 	case len(frames) > 0:
-		frames = frames[:min(len(frames), maxBurst)]
-		for _, f := range frames {
-			c.out = append(c.out, &sse.Event{ID: wire.AppendEventID(make([]byte, 0, len(c.turnID)+8), c.turnID, f.seq), Data: f.data})
-		}
-		c.after = frames[len(frames)-1].seq
-		c.heartbeat.Reset(c.s.cfg.Heartbeat)
+		c.queue(frames)
 	case done:
 		c.end()
 	case !wait:
@@ -332,6 +338,16 @@ func (c *sseConn) poll(wait bool, tick <-chan time.Time) int {
 		return pollTick
 	}
 	return pollEvents
+}
+
+// queue queues the events of frames, at most maxBurst.
+func (c *sseConn) queue(frames []frame) {
+	frames = frames[:min(len(frames), maxBurst)]
+	for _, f := range frames {
+		c.out = append(c.out, &sse.Event{ID: wire.AppendEventID(make([]byte, 0, len(c.turnID)+8), c.turnID, f.seq), Data: f.data})
+	}
+	c.after = frames[len(frames)-1].seq
+	c.heartbeat.Reset(c.s.cfg.Heartbeat)
 }
 
 // end queues the empty event that ends the response.
