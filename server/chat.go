@@ -174,7 +174,7 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 		registered bool
 		draining   bool // the server began shutting down as the turn started
 		finished   bool
-		mirrored   chan struct{}
+		mirrored   <-chan struct{}
 	)
 	defer func() {
 		v := recover()
@@ -213,11 +213,7 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 			}
 			registered = true
 			if s.cfg.Turns != nil {
-				mirrored = make(chan struct{})
-				go func() {
-					defer close(mirrored)
-					s.mirror(t)
-				}()
+				mirrored = s.mirror(t)
 			}
 			t.add(m.start())
 			answer(nil)

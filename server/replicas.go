@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -14,8 +16,8 @@ import (
 // Replicas share turns through Config.Turns (a redislog.Log on the session
 // store's Redis). The replica that runs a turn stays its only writer: the
 // turn's frames go to its local log first (clients attached to this replica
-// read them from there, with no round trip) and a mirror goroutine copies
-// them to the shared log in batches. A client that reconnects to another
+// read them from there, with no round trip) and the replica's mirror
+// (mirrors) copies them to the shared log in batches. A client that reconnects to another
 // replica is served from the shared log (sharedTurn).
 //
 // The mirror lags the local log by up to mirrorBatch plus a round trip, so a
@@ -85,126 +87,215 @@ func (s *Server) alive(st turnlog.Status) bool {
 	return st.Done || time.Since(st.Written) < s.writerTimeout()
 }
 
-// mirror copies t's frames to the shared log until the turn is over, then
-// finishes it there. The turn is opened, not started: its first batch
-// registers it in the same write (a turn whose frames all go with its end
-// costs the shared log one write). Until then, up to mirrorBatch after
-// the client heard of the turn, other replicas find it by the session's
-// turn marker, which the turn set before its first frame (unlisted).
-func (s *Server) mirror(t *turn) {
-	log := s.cfg.Turns
-	ref := turnlog.Ref{Session: t.key, Turn: t.id}
-	ctx := context.WithoutCancel(s.base)
-	if err := log.Open(turnlog.Meta{Ref: ref, Owner: t.owner, AgentID: t.agentID}); err != nil {
+// mirrors copies the frames of this replica's turns to the shared log:
+// one goroutine for all of them, which wakes on the shared grid (onGrid)
+// while any turn is mirrored, decides for each turn what is due, and sends
+// the due writes from short-lived goroutines, so that the shared log's
+// pipe sends them to Redis together. A turn that waits (for the model's
+// first token, a long tool call) holds no goroutine of the mirror, and a
+// streaming turn does not wake one per frame.
+type mirrors struct {
+	s       *Server
+	mu      sync.Mutex
+	turns   map[*mirrorState]struct{}
+	running bool // the loop goroutine runs (it exits when turns is empty)
+}
+
+// mirrorState is one turn's copy to the shared log. Its fields are used by
+// the loop while busy is false and by the turn's write while it is true.
+type mirrorState struct {
+	t    *turn
+	ref  turnlog.Ref
+	busy atomic.Bool
+	// done is closed when the copy is over (finished, given up, or the turn
+	// gone from the shared log).
+	done chan struct{}
+
+	sent      int64 // the last seq the shared log has
+	doneAt    time.Time
+	lastWrite time.Time
+	// pending is when the loop first saw the frames not written yet
+	// (zero: none).
+	pending  time.Time
+	failures int
+}
+
+// mirror starts copying t's frames to the shared log until the turn is
+// over, then finishes it there; the returned channel is closed when that is
+// done. The turn is opened, not started: its first batch registers it in
+// the same write (a turn whose frames all go with its end costs the shared
+// log one write). Until then, up to mirrorBatch after the client heard of
+// the turn, other replicas find it by the session's turn marker, which the
+// turn set before its first frame (unlisted).
+func (s *Server) mirror(t *turn) <-chan struct{} {
+	st := &mirrorState{t: t, ref: turnlog.Ref{Session: t.key, Turn: t.id}, done: make(chan struct{}), lastWrite: time.Now()}
+	if err := s.cfg.Turns.Open(turnlog.Meta{Ref: st.ref, Owner: t.owner, AgentID: t.agentID}); err != nil {
 		s.log.Warn("shared turn log: opening the turn failed; its stream can be resumed on this replica only", "session", t.sessionID, "turn", t.id, "err", err)
-		return
+		close(st.done)
+		return st.done
 	}
-	var (
-		sent      int64 // the last seq the shared log has
-		doneAt    time.Time
-		lastWrite = time.Now()
-		// pending is when the mirror first saw the frames it has not
-		// written yet (zero: none).
-		pending  time.Time
-		failures int
-		err      error
-	)
-	wait := time.NewTimer(mirrorBatch)
-	defer wait.Stop()
+	m := &s.mirrors
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.turns == nil {
+		m.s = s
+		m.turns = make(map[*mirrorState]struct{})
+	}
+	m.turns[st] = struct{}{}
+	if !m.running {
+		m.running = true
+		go m.loop()
+	}
+	return st.done
+}
+
+// loop wakes on the grid until no turn is left to copy.
+func (m *mirrors) loop() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var due []*mirrorState
 	for {
-		frames, done, gap, changed := t.read(sent)
 		now := time.Now()
-		switch {
-		case len(frames) == 0:
-			pending = time.Time{}
-		case pending.IsZero():
-			pending = now
-		}
-		if done && doneAt.IsZero() {
-			doneAt = now
-		}
-		if !doneAt.IsZero() && now.Sub(doneAt) > mirrorDrain {
-			s.log.Warn("shared turn log: gave up copying the turn's last frames", "session", t.sessionID, "turn", t.id, "sent", sent)
+		timer.Reset(time.Until(onGrid(now.Add(time.Nanosecond))))
+		<-timer.C
+		now = time.Now()
+		m.mu.Lock()
+		if len(m.turns) == 0 {
+			m.running = false
+			m.mu.Unlock()
 			return
 		}
-		if gap {
-			// More than MaxTurnEvents frames piled up behind an unreachable
-			// shared log: the missing ones are gone, and a reader on another
-			// replica gets the gap answer there.
-			s.log.Warn("shared turn log: frames were dropped before they could be copied", "session", t.sessionID, "turn", t.id, "sent", sent)
-			_ = log.Finish(ctx, ref)
-			return
+		due = due[:0]
+		for st := range m.turns {
+			if !st.busy.Load() {
+				due = append(due, st)
+			}
 		}
+		m.mu.Unlock()
+		for _, st := range due {
+			if w := m.s.mirrorStep(st, now); w != nil {
+				st.busy.Store(true)
+				go func() {
+					if w() {
+						// Out of the set before it is free again: the
+						// loop never steps a copy that is over.
+						m.remove(st)
+					}
+					st.busy.Store(false)
+				}()
+			}
+		}
+		clear(due)
+	}
+}
+
+func (m *mirrors) remove(st *mirrorState) {
+	m.mu.Lock()
+	delete(m.turns, st)
+	m.mu.Unlock()
+	close(st.done)
+}
+
+// mirrorStep decides what is due for st at now: nothing (nil), or a write
+// to run, which reports whether the copy is over. Let frames gather for a
+// batch; write them when the batch is due, or a sign of life when the turn
+// streams nothing for a heartbeat; once the turn is done, its last frames
+// and its end in one write on the grid.
+func (s *Server) mirrorStep(st *mirrorState, now time.Time) (write func() (over bool)) {
+	t := st.t
+	frames, done, gap, _ := t.read(st.sent)
+	switch {
+	case len(frames) == 0:
+		st.pending = time.Time{}
+	case st.pending.IsZero():
+		st.pending = now
+	}
+	if done && st.doneAt.IsZero() {
+		st.doneAt = now
+	}
+	if !st.doneAt.IsZero() && now.Sub(st.doneAt) > mirrorDrain {
+		s.log.Warn("shared turn log: gave up copying the turn's last frames", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		s.mirrors.remove(st)
+		return nil
+	}
+	log := s.cfg.Turns
+	ctx := context.WithoutCancel(s.base)
+	data := func() [][]byte {
 		data := make([][]byte, len(frames))
 		for i, f := range frames {
 			data[i] = f.data
 		}
-		switch {
-		case done && !now.Before(onGrid(doneAt)):
-			// The last frames and the end in one write.
-			if err = log.Finish(ctx, ref, data...); err == nil {
-				return
-			}
-		case done:
-			wait.Reset(time.Until(onGrid(doneAt)))
-			<-wait.C
-			continue
-		case len(frames) > 0 && !now.Before(batchDue(pending)), len(frames) == 0 && now.Sub(lastWrite) >= s.cfg.Heartbeat:
-			// A batch, or the sign of life of a turn that streams nothing.
-			var last int64
-			if last, err = log.Append(ctx, ref, data...); err == nil {
-				if len(frames) > 0 && last != frames[len(frames)-1].seq {
-					s.log.Error("shared turn log: the turn's frames are numbered differently there; stopped copying", "session", t.sessionID, "turn", t.id, "local", frames[len(frames)-1].seq, "shared", last)
-					return
-				}
-				sent = last
-			}
-		default:
-			// Let frames gather for a batch: wake for the turn's end, or
-			// when the batch is due (frames are waiting), or else for the
-			// next frame or the sign of life. A stream of frames does not
-			// wake the mirror for each.
-			next, more := batchDue(pending), changed
-			if len(frames) > 0 {
-				more = nil
-			} else {
-				next = lastWrite.Add(s.cfg.Heartbeat)
-			}
-			wait.Reset(time.Until(next))
-			select {
-			case <-t.ended:
-			case <-more:
-			case <-wait.C:
-			}
-			continue
-		}
-		if err != nil {
-			if errors.Is(err, turnlog.ErrNotFound) || errors.Is(err, turnlog.ErrFinished) || errors.Is(err, turnlog.ErrClosed) {
-				// The session was deleted, or a reader declared the turn
-				// abandoned: nothing more to copy.
-				return
-			}
-			failures++
-			if failures == 1 {
-				s.log.Warn("shared turn log: copying the turn's frames failed; retrying", "session", t.sessionID, "turn", t.id, "err", err)
-			}
-			// Whether the write went in is unknown: continue from what the
-			// shared log has.
-			time.Sleep(min(time.Duration(failures)*100*time.Millisecond, time.Second))
-			if st, lerr := log.Lookup(ctx, ref); lerr == nil {
-				sent = st.Last
-				if st.Done {
-					return
-				}
-			}
-			continue
-		}
-		if failures > 0 {
-			s.log.Info("shared turn log: copying resumed", "session", t.sessionID, "turn", t.id)
-			failures = 0
-		}
-		lastWrite, pending = time.Now(), time.Time{}
+		return data
 	}
+	switch {
+	case gap:
+		// More than MaxTurnEvents frames piled up behind an unreachable
+		// shared log: the missing ones are gone, and a reader on another
+		// replica gets the gap answer there.
+		s.log.Warn("shared turn log: frames were dropped before they could be copied", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		return func() bool {
+			_ = log.Finish(ctx, st.ref)
+			return true
+		}
+	case done && !now.Before(onGrid(st.doneAt)):
+		// The last frames and the end in one write.
+		d := data()
+		return func() bool {
+			err := log.Finish(ctx, st.ref, d...)
+			return err == nil || s.mirrorFailed(st, err)
+		}
+	case done:
+		return nil
+	case len(frames) > 0 && !now.Before(batchDue(st.pending)), len(frames) == 0 && now.Sub(st.lastWrite) >= s.cfg.Heartbeat:
+		// A batch, or the sign of life of a turn that streams nothing.
+		d, lastSeq := data(), int64(0)
+		if len(frames) > 0 {
+			lastSeq = frames[len(frames)-1].seq
+		}
+		return func() bool {
+			last, err := log.Append(ctx, st.ref, d...)
+			if err != nil {
+				return s.mirrorFailed(st, err)
+			}
+			if lastSeq != 0 && last != lastSeq {
+				s.log.Error("shared turn log: the turn's frames are numbered differently there; stopped copying", "session", t.sessionID, "turn", t.id, "local", lastSeq, "shared", last)
+				return true
+			}
+			st.sent = last
+			if st.failures > 0 {
+				s.log.Info("shared turn log: copying resumed", "session", t.sessionID, "turn", t.id)
+				st.failures = 0
+			}
+			st.lastWrite, st.pending = time.Now(), time.Time{}
+			return false
+		}
+	}
+	return nil
+}
+
+// mirrorFailed handles a write to the shared log that failed, and reports
+// whether the copy is over.
+func (s *Server) mirrorFailed(st *mirrorState, err error) (over bool) {
+	t := st.t
+	if errors.Is(err, turnlog.ErrNotFound) || errors.Is(err, turnlog.ErrFinished) || errors.Is(err, turnlog.ErrClosed) {
+		// The session was deleted, or a reader declared the turn
+		// abandoned: nothing more to copy.
+		return true
+	}
+	st.failures++
+	if st.failures == 1 {
+		s.log.Warn("shared turn log: copying the turn's frames failed; retrying", "session", t.sessionID, "turn", t.id, "err", err)
+	}
+	// Whether the write went in is unknown: continue from what the shared
+	// log has.
+	time.Sleep(min(time.Duration(st.failures)*100*time.Millisecond, time.Second))
+	if ls, lerr := s.cfg.Turns.Lookup(context.WithoutCancel(s.base), st.ref); lerr == nil {
+		st.sent = ls.Last
+		if ls.Done {
+			return true
+		}
+	}
+	return false
 }
 
 // sharedTurn is a turn another replica runs, read from the shared log;

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -328,4 +329,72 @@ func TestReplicaWriterGoneBeforeListing(t *testing.T) {
 		t.Fatalf("resume once the turn is given up: %d, want 204", res.StatusCode)
 	}
 	getJSON(t, b.do(http.MethodDelete, "/api/sessions/"+sid, ""), http.StatusNoContent, nil)
+}
+
+// TestReplicaMirrorsOnOneGoroutine: the turns a replica streams at once are
+// copied to the shared log by one goroutine of the replica's mirror (plus
+// one per write in flight), not one goroutine per turn, and that goroutine
+// is gone once no turn is left; every turn still reaches the shared log
+// whole and finished.
+func TestReplicaMirrorsOnOneGoroutine(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := "replicas-" + session.NewID()
+	a := replica(t, srv, prefix, envOptions{delay: 5 * time.Millisecond})
+	const n = 4
+	var (
+		sids    [n]string
+		turnIDs [n]string
+		bodies  [n]*sseReader
+	)
+	for i := range n {
+		sids[i] = session.NewID()
+		res := a.do(http.MethodPost, "/api/chat/explorer", exploreFor(sids[i]))
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("POST %d: %d", i, res.StatusCode)
+		}
+		turnIDs[i] = res.Header.Get("X-Turn-Id")
+		bodies[i] = newSSEReader(res.Body)
+	}
+	for i := range n {
+		waitShared(t, a, sids[i], turnIDs[i], false)
+	}
+	if loops, perTurn := mirrorGoroutines(); loops != 1 || perTurn != 0 {
+		t.Fatalf("with %d turns streaming: %d mirror loops and %d per-turn mirrors, want 1 and 0", n, loops, perTurn)
+	}
+	for i := range n {
+		evs := bodies[i].all()
+		checkTurnStream(t, turnIDs[i], evs, 1)
+		waitShared(t, a, sids[i], turnIDs[i], true)
+		st, err := a.srv.cfg.Turns.Lookup(t.Context(), turnlog.Ref{Session: sids[i], Turn: turnIDs[i]})
+		if err != nil || st.Last != int64(len(evs)) {
+			t.Fatalf("turn %d: the shared log has %d frames (%v), the client got %d", i, st.Last, err, len(evs))
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		loops, _ := mirrorGoroutines()
+		if loops == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the mirror's goroutine outlived the last turn")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// mirrorGoroutines counts the goroutines running the replica's mirror loop
+// and those waiting in a per-turn mirror.
+func mirrorGoroutines() (loops, perTurn int) {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	for g := range strings.SplitSeq(b.String(), "\n\n") {
+		if strings.Contains(g, "server.(*mirrors).loop") {
+			loops++
+		} else if strings.Contains(g, "server.(*Server).mirror(") {
+			perTurn++
+		}
+	}
+	return loops, perTurn
 }

@@ -38,6 +38,7 @@ type Server struct {
 	engine  *gin.Engine // Handler: everything
 	api     *gin.Engine // APIHandler: /api and /v1 only
 	turns   *turnRegistry
+	mirrors mirrors // copies this replica's turns to Config.Turns
 	sse     *sse.Server
 	subs    sync.Map // sse stream ID -> *sseConn
 	connSeq atomic.Int64
