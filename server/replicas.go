@@ -155,10 +155,13 @@ func (m *mirrors) loop() {
 	defer timer.Stop()
 	var due []*mirrorState
 	for {
-		now := time.Now()
-		timer.Reset(time.Until(onGrid(now.Add(time.Nanosecond))))
+		// Step at the grid point itself, not at the moment the timer
+		// fired (a little after it): frames first seen at one point are
+		// then due at the next (batchDue), 50-100 ms after they came, not
+		// a point later.
+		at := onGrid(time.Now().Add(time.Nanosecond))
+		timer.Reset(time.Until(at))
 		<-timer.C
-		now = time.Now()
 		m.mu.Lock()
 		if len(m.turns) == 0 {
 			m.running = false
@@ -173,7 +176,7 @@ func (m *mirrors) loop() {
 		}
 		m.mu.Unlock()
 		for _, st := range due {
-			if w := m.s.mirrorStep(st, now); w != nil {
+			if w := m.s.mirrorStep(st, at); w != nil {
 				st.busy.Store(true)
 				go func() {
 					if w() {
@@ -208,10 +211,12 @@ func (s *Server) mirrorStep(st *mirrorState, now time.Time) (write func() (over 
 	case len(frames) == 0:
 		st.pending = time.Time{}
 	case st.pending.IsZero():
-		st.pending = now
+		// The grid point the frames were first seen at, even when the
+		// step runs a little after it: they are then due at the next.
+		st.pending = now.Truncate(mirrorGrid)
 	}
 	if done && st.doneAt.IsZero() {
-		st.doneAt = now
+		st.doneAt = now.Truncate(mirrorGrid)
 	}
 	if !st.doneAt.IsZero() && now.Sub(st.doneAt) > mirrorDrain {
 		s.log.Warn("shared turn log: gave up copying the turn's last frames", "session", t.sessionID, "turn", t.id, "sent", st.sent)

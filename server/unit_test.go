@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -262,5 +263,50 @@ func TestBatchDue(t *testing.T) {
 		if wait := got.Sub(oldest); wait < mirrorBatch/2 || wait > mirrorBatch {
 			t.Errorf("batchDue(+%v): the oldest frame waits %v", tc.after, wait)
 		}
+	}
+}
+
+// TestMirrorStep: stepped on the grid (a little late), the mirror writes a batch at the
+// grid point after the one where it first saw the batch's frames (so a
+// frame waits at most mirrorBatch), a sign of life after a heartbeat
+// without frames, and the last frames with the end at the first grid
+// point after the turn ended.
+func TestMirrorStep(t *testing.T) {
+	s := &Server{cfg: Config{Heartbeat: time.Second}, log: slog.New(slog.DiscardHandler), base: t.Context()}
+	grid := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	// Each step runs a little after its grid point, as a timer fires.
+	at := func(n int) time.Time { return grid.Add(time.Duration(n)*mirrorGrid + 3*time.Millisecond) }
+	tr := newTurn("turn-1", "session-1", "agent", "", func(error) {}, 100, time.Minute)
+	st := &mirrorState{t: tr, lastWrite: at(0)}
+	step := func(n int) bool {
+		w := s.mirrorStep(st, at(n))
+		if w != nil {
+			// What a successful write records.
+			last, _ := tr.state()
+			st.sent, st.lastWrite, st.pending = last, at(n), time.Time{}
+		}
+		return w != nil
+	}
+	if step(1) {
+		t.Fatal("a write with no frames and no heartbeat due")
+	}
+	tr.add(item{data: []byte(`{"type":"start"}`)}) // just after point 1
+	if step(2) {
+		t.Fatal("a batch written at the first point that saw it")
+	}
+	if !step(3) {
+		t.Fatal("no batch at the point after the one that saw its frames")
+	}
+	if step(4) || step(5) {
+		t.Fatal("a write with nothing new")
+	}
+	if !step(3 + int(time.Second/mirrorGrid)) {
+		t.Fatal("no sign of life after a heartbeat without frames")
+	}
+	tr.add(item{data: []byte(`{"type":"finish"}`)}, item{data: []byte("[DONE]")})
+	tr.finish()
+	n := 4 + int(time.Second/mirrorGrid)
+	if w := s.mirrorStep(st, at(n)); w == nil {
+		t.Fatal("the end not written at the first point after it")
 	}
 }
