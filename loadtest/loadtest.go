@@ -680,9 +680,16 @@ type CommandCount struct {
 	Kind         Kind
 	Turns, Tools int
 	Busy         int
-	// Commands are the commands the server sent (round trips, EVALSHA
-	// counted once); Script those its Lua scripts ran inside them.
+	// Streams is how many turns ran at once.
+	Streams int
+	// Commands are the commands the server sent (EVALSHA counted once);
+	// Script those its Lua scripts ran inside them.
 	Commands, Script map[string]int64
+	// ReadEvents is Redis's read events over the turns (readEvents): the
+	// round trips it served, a pipeline counting once. Turns that run at
+	// once share the shared log's pipelines, so this is at most the
+	// command count.
+	ReadEvents int64
 }
 
 func sum(m map[string]int64) int64 {
@@ -699,14 +706,18 @@ func (c CommandCount) PerTurn() float64 { return float64(sum(c.Commands)) / floa
 // ScriptPerTurn is the commands run inside scripts per turn.
 func (c CommandCount) ScriptPerTurn() float64 { return float64(sum(c.Script)) / float64(c.Turns) }
 
+// RoundTripsPerTurn is Redis's read events per turn.
+func (c CommandCount) RoundTripsPerTurn() float64 { return float64(c.ReadEvents) / float64(c.Turns) }
+
 // CountCommands runs streams x turns turns of kind (each stream on its own
 // session, a new one per run) with nothing else running, and counts the
-// commands Redis ran through MONITOR. A round of one turn per stream comes
+// commands Redis ran through MONITOR, and the round trips it served. A
+// round of one turn per stream comes
 // first, uncounted, so that the server's connections to Redis are open:
 // dialing one (HELLO) is not a turn's work, and an earlier phase's
 // cancelled turns close some.
 func (e *Env) CountCommands(ctx context.Context, kind Kind, streams, turns int) (CommandCount, error) {
-	out := CommandCount{Kind: kind}
+	out := CommandCount{Kind: kind, Streams: streams}
 	if e.rc == nil {
 		return out, errors.New("loadtest: counting Redis commands needs the redis store")
 	}
@@ -733,6 +744,10 @@ func (e *Env) CountCommands(ctx context.Context, kind Kind, streams, turns int) 
 		return out, fmt.Errorf("loadtest: %w", err)
 	}
 	mon.take()
+	reads0, err := readEvents(ctx, e.rc)
+	if err != nil {
+		return out, fmt.Errorf("loadtest: %w", err)
+	}
 	hc := newClient(streams)
 	defer hc.CloseIdleConnections()
 	run := e.runSeq.Add(1)
@@ -768,6 +783,12 @@ func (e *Env) CountCommands(ctx context.Context, kind Kind, streams, turns int) 
 		return out, fmt.Errorf("loadtest: counting commands: %w", firstErr)
 	}
 	time.Sleep(300 * time.Millisecond)
+	reads1, err := readEvents(ctx, e.rc)
+	if err != nil {
+		return out, fmt.Errorf("loadtest: %w", err)
+	}
+	// The second INFO is the harness's own read.
+	out.ReadEvents = reads1 - reads0 - 1
 	if err := mon.sync(ctx, e.rc, 2); err != nil {
 		return out, fmt.Errorf("loadtest: %w", err)
 	}

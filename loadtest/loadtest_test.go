@@ -370,6 +370,10 @@ func TestHarness(t *testing.T) {
 				if c.Turns != 4 || c.Tools != 4 || c.PerTurn() < 1 || c.Commands["evalsha"] == 0 || c.ScriptPerTurn() < 1 {
 					t.Fatalf("command count %+v: want 4 turns with a tool call each, their commands and their scripts' counted", c)
 				}
+				// Each turn's session writes are round trips of their own.
+				if rt := c.RoundTripsPerTurn(); rt < 3 || rt > c.PerTurn() {
+					t.Fatalf("%.2f round trips per tool turn, %.2f commands: want at least the session's 3 writes and at most the commands", rt, c.PerTurn())
+				}
 				if c.Commands["pexpire"] > 0 && c.Script["pexpire"] == 0 {
 					t.Logf("note: PEXPIRE sent by the client, not from scripts: %v", c.Commands)
 				}

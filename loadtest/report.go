@@ -160,11 +160,11 @@ func (r *Report) Markdown(w io.Writer) {
 		p("\n")
 	}
 	if len(r.Commands) > 0 {
-		p("Redis commands per turn (MONITOR over exact turn counts, nothing else running): sent by the server (round trips; EVALSHA once; (TURN LOG) marks those on the shared turn log's keys, the rest are the session store's) and run inside its Lua scripts.\n\n")
-		p("| turn | turns | tool calls | busy retries | commands sent per turn | by command | commands inside scripts per turn | by command |\n|---|---|---|---|---|---|---|---|\n")
+		p("Redis commands per turn (MONITOR over exact turn counts, nothing else running): sent by the server (EVALSHA once; (TURN LOG) marks those on the shared turn log's keys, the rest are the session store's), the round trips Redis served (INFO stats total_reads_processed: a pipeline counts once, and turns running at once share the shared log's pipelines) and the commands run inside its Lua scripts.\n\n")
+		p("| turn | turns (at once) | tool calls | busy retries | commands sent per turn | by command | **round trips per turn** | commands inside scripts per turn | by command |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range r.Commands {
-			p("| %s | %d | %d | %d | %.2f | %s | %.2f | %s |\n", c.Kind, c.Turns, c.Tools, c.Busy,
-				c.PerTurn(), perTurn(c.Commands, c.Turns), c.ScriptPerTurn(), perTurn(c.Script, c.Turns))
+			p("| %s | %d (%d) | %d | %d | %.2f | %s | %.2f | %.2f | %s |\n", c.Kind, c.Turns, c.Streams, c.Tools, c.Busy,
+				c.PerTurn(), perTurn(c.Commands, c.Turns), c.RoundTripsPerTurn(), c.ScriptPerTurn(), perTurn(c.Script, c.Turns))
 		}
 		p("\n")
 	}

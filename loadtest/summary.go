@@ -71,6 +71,24 @@ type Figures struct {
 	InstantCPUPerTurnMS   *float64 `json:"instant_cpu_per_turn_ms"`
 
 	Paced []PacedFigures `json:"paced"`
+
+	// RedisPerTurn is, with Redis, what each kind of turn costs it,
+	// counted over exact turns (Env.CountCommands), by turn kind
+	// ("instant": a text turn; "tool": one tool call, then a paced
+	// answer).
+	RedisPerTurn map[string]RedisTurn `json:"redis_per_turn"`
+}
+
+// RedisTurn is Redis's work per turn of one kind.
+type RedisTurn struct {
+	Turns int `json:"turns"`
+	// Concurrent is how many of the turns ran at once.
+	Concurrent int `json:"concurrent"`
+	// Commands is the commands the server sent, an EVALSHA counting once.
+	Commands float64 `json:"commands"`
+	// RoundTrips is the round trips Redis served: a pipeline counts once,
+	// and concurrent turns share the shared log's pipelines.
+	RoundTrips float64 `json:"round_trips"`
 }
 
 // PacedFigures are one paced phase's main figures.
@@ -156,6 +174,15 @@ func (r *Report) Summary() Summary {
 		f.InstantStreams = sr.Result.Load.Streams
 		f.InstantTurnsPerSecond = ptr(sr.Result.TurnsPerSecond())
 		f.InstantCPUPerTurnMS = ptr(msf(total))
+	}
+	if len(r.Commands) > 0 {
+		f := fig("redis")
+		f.RedisPerTurn = map[string]RedisTurn{}
+		for _, c := range r.Commands {
+			if c.Turns > 0 {
+				f.RedisPerTurn[string(c.Kind)] = RedisTurn{Turns: c.Turns, Concurrent: c.Streams, Commands: round(c.PerTurn()), RoundTrips: round(c.RoundTripsPerTurn())}
+			}
+		}
 	}
 	for store, f := range figs {
 		if store == StoreRelay {

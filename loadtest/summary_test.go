@@ -152,7 +152,8 @@ func TestSummaryJSONKeys(t *testing.T) {
 		{Store: StoreRelay, Direct: direct, Runtime: paced(50, 10, 10*ms, 0, 101*ms, ms)},
 		{Store: "memory", Direct: direct, Runtime: paced(50, 10, 20*ms, 0, 102*ms, 2*ms)},
 		{Store: "redis", Direct: direct, Runtime: paced(50, 10, 30*ms, 5*ms, 103*ms, 3*ms)},
-	}}
+	}, Commands: []CommandCount{{Kind: KindTool, Turns: 20, Tools: 20, Streams: 10,
+		Commands: map[string]int64{"evalsha": 250}, ReadEvents: 120}}}
 	var buf bytes.Buffer
 	if err := rep.Summary().WriteJSON(&buf); err != nil {
 		t.Fatal(err)
@@ -175,6 +176,16 @@ func TestSummaryJSONKeys(t *testing.T) {
 		if r["memory_per_stream"] != nil || r["cpu_per_turn"] == nil {
 			t.Fatalf("ratios.%s = %v: want a CPU ratio and a null memory ratio (no idle phase)", store, r)
 		}
+	}
+	for store, want := range map[string]bool{"memory": false, "redis": true} {
+		rt, _ := got["runtime"][store].(map[string]any)
+		if per, ok := rt["redis_per_turn"]; !ok || (per != nil) != want {
+			t.Fatalf("runtime.%s.redis_per_turn = %v (present %v), want counts only with Redis", store, per, ok)
+		}
+	}
+	tool := got["runtime"]["redis"].(map[string]any)["redis_per_turn"].(map[string]any)["tool"].(map[string]any)
+	if tool["commands"] != 12.5 || tool["round_trips"] != 6.0 || tool["concurrent"] != 10.0 {
+		t.Fatalf("redis_per_turn.tool = %v, want 12.5 commands and 6 round trips, 10 at once", tool)
 	}
 	if v := got["relay"]["cpu_per_turn_ms"]; v != 1.0 {
 		t.Fatalf("relay cpu_per_turn_ms = %v, want 1", v)
