@@ -252,6 +252,10 @@ type run struct {
 	// answering: the call being run was approved, so it is not held for
 	// approval again.
 	answering bool
+	// recordWithStep: the call being run is its step's last, so its record
+	// goes in the step's write (toolOutcome.record) instead of a write of
+	// its own.
+	recordWithStep bool
 }
 
 // errAwaitApproval ends a turn whose step holds calls for approval.
@@ -421,7 +425,13 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		}
 	}
 	msgs := []chat.Message{assistantMessage(text, calls)}
-	var held []session.Approval
+	var (
+		held []session.Approval
+		// rec is the step's last call when it ran: its record, result and
+		// any announcement wait for the step's write, which records it
+		// with the step's messages (one write instead of two).
+		rec *toolOutcome
+	)
 	for i, call := range calls {
 		if err := ctx.Err(); err != nil {
 			// Stopped between two calls: no new tool starts.
@@ -435,7 +445,9 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		if i == limit {
 			res.result = refusedOverLimit(call, limit, made)
 		} else {
+			r.recordWithStep = i == len(calls)-1
 			res = r.tool(ctx, call, invalid)
+			r.recordWithStep = false
 		}
 		if res.held {
 			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC()}
@@ -455,21 +467,19 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			return res.err
 		}
 		msgs = append(msgs, ToolMessage(res.result))
-		result := res.result
-		if !r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &result}) {
-			return errStopped
+		if res.record != nil {
+			rec = &res
+			continue
 		}
-		if res.transition {
-			if !r.announce(r.snapshot(r.available())) {
-				return errStopped
-			}
+		if !r.reportTool(res) {
+			return errStopped
 		}
 	}
 	// The turn's last step (an answer without tool calls, the final call,
 	// or calls held for approval, which end the turn) also clears the
 	// session's turn marker, in the same write.
 	last := len(calls) == 0 || r.noTools || len(held) > 0
-	if usage.IsZero() && len(held) == 0 && !(last && r.turn.ID != "") {
+	if usage.IsZero() && len(held) == 0 && !(last && r.turn.ID != "") && rec == nil {
 		if err := cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, r.writeOpts(false)...); err != nil {
 			return &storeFailure{saved: r.saved, err: fmt.Errorf("saving the conversation: %w", err)}
 		}
@@ -484,20 +494,35 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			}))
 		}
 		st, _, err := cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(s *orchestration.State) error {
+			if rec != nil {
+				if err := applyRecord(cfg.Engine, s, *rec); err != nil {
+					return err
+				}
+			}
 			if !usage.IsZero() {
 				*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(usage))
 			}
 			return nil
 		}, msgs, 0, opts...)
 		if err != nil {
-			return &storeFailure{saved: r.saved, err: fmt.Errorf("recording token usage and saving the conversation: %w", err)}
+			what := "recording token usage and saving the conversation"
+			if rec != nil {
+				what = fmt.Sprintf("recording tool %q and saving the conversation", rec.result.Name)
+			}
+			return &storeFailure{saved: r.saved, tool: rec != nil, err: fmt.Errorf("%s: %w", what, err)}
 		}
 		r.state = st.State
+		if rec != nil {
+			r.recorded(ctx, *rec)
+		}
 		r.turnUsage = r.turnUsage.Add(usage)
 		r.ended = last && r.turn.ID != ""
 	}
 	r.messages = append(r.messages, msgs...)
 	r.saved++
+	if rec != nil && !r.reportTool(*rec) {
+		return errStopped
+	}
 	if !r.emit(chat.Event{Kind: chat.KindStepFinish}) {
 		return errStopped
 	}
@@ -561,29 +586,63 @@ func (r *run) answer(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		r.answering = true
+		r.answering, r.recordWithStep = true, true
 		res := r.tool(ctx, call, nil)
-		r.answering = false
+		r.answering, r.recordWithStep = false, false
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if res.err != nil {
 			return res.err
 		}
+		// The call's record and its result in one write.
 		msg := ToolMessage(res.result)
-		if err := r.s.cfg.Store.AppendMessages(ctx, r.turn.SessionID, []chat.Message{msg}, session.WithLease(r.turn.Lease)); err != nil {
+		if err := r.record(ctx, res, []chat.Message{msg}); err != nil {
 			return fmt.Errorf("saving the result of an approved call: %w", err)
 		}
 		r.messages = append(r.messages, msg)
-		result := res.result
-		if !r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &result}) {
-			return errStopped
-		}
-		if res.transition && !r.announce(r.snapshot(r.available())) {
+		if !r.reportTool(res) {
 			return errStopped
 		}
 	}
 	return nil
+}
+
+// record saves msgs with the record of the call res, if it ran.
+func (r *run) record(ctx context.Context, res toolOutcome, msgs []chat.Message) error {
+	cfg := r.s.cfg
+	if res.record == nil {
+		return cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, session.WithLease(r.turn.Lease))
+	}
+	st, _, err := cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(s *orchestration.State) error {
+		return applyRecord(cfg.Engine, s, res)
+	}, msgs, 0, session.WithLease(r.turn.Lease))
+	if err != nil {
+		return err
+	}
+	r.state = st.State
+	r.recorded(ctx, res)
+	return nil
+}
+
+// applyRecord records the call res ran in s.
+func applyRecord(e *orchestration.Engine, s *orchestration.State, res toolOutcome) error {
+	next, d := e.Apply(*s, res.record.event)
+	if d.Refused {
+		// Under the lease the stored state is the one the call was checked
+		// against; the store is the authority.
+		return fmt.Errorf("%w: recording tool %q: %s", errStateMoved, res.result.Name, d.Reason)
+	}
+	*s = next
+	return nil
+}
+
+// recorded notes a transition the record of the call res made, once it is
+// stored.
+func (r *run) recorded(ctx context.Context, res toolOutcome) {
+	if res.transition {
+		r.s.cfg.Telemetry.RecordTransition(ctx, r.s.cfg.Template.AgentID, res.record.from, r.state.ActiveStep, telemetry.CauseTool)
+	}
 }
 
 type toolOutcome struct {
@@ -593,6 +652,29 @@ type toolOutcome struct {
 	// held: the call waits for a person's approval; it did not run.
 	held bool
 	err  error // a store failure: ends the turn
+	// record, when set, is the record of a call that ran and is still to
+	// be written, with its step's messages (run.recordWithStep).
+	record *toolRecord
+}
+
+// toolRecord is a tool's run as the orchestration records it.
+type toolRecord struct {
+	event orchestration.Input
+	from  string // the active step before the record
+}
+
+// errStateMoved: the stored state refused to record a call it offered when
+// the call was checked. It cannot happen while the turn holds its lease.
+var errStateMoved = errors.New("the session's state changed during the turn")
+
+// reportTool tells the client a call's result and, when recording it moved
+// the orchestration to another step, what the new step offers.
+func (r *run) reportTool(res toolOutcome) bool {
+	result := res.result
+	if !r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &result}) {
+		return false
+	}
+	return !res.transition || r.announce(r.snapshot(r.available()))
 }
 
 // stream runs one model call inside its chat span.
@@ -695,9 +777,22 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	if res.NotRun || ctx.Err() != nil {
 		return toolOutcome{result: res}
 	}
+	used := orchestration.ToolUsedNow(call.Name, avail)
+	if r.recordWithStep {
+		// The step's write records the call right after (onStepFinish);
+		// until then the state is the one the stored state becomes, as the
+		// turn holds the lease.
+		st, dec := cfg.Engine.Apply(r.state, used)
+		if dec.Refused {
+			return toolOutcome{result: refused(call, dec.Reason), refused: true}
+		}
+		from := r.state.ActiveStep
+		r.state = st
+		return toolOutcome{result: res, transition: dec.Transition, record: &toolRecord{event: used, from: from}}
+	}
 	var dec orchestration.Decision
 	st, err := cfg.Store.Update(ctx, r.turn.SessionID, func(s *orchestration.State) error {
-		*s, dec = cfg.Engine.Apply(*s, orchestration.ToolUsedNow(call.Name, avail))
+		*s, dec = cfg.Engine.Apply(*s, used)
 		return nil
 	}, session.WithLease(r.turn.Lease))
 	if err != nil {

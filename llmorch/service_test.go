@@ -93,10 +93,13 @@ const orchestrated = `{
 type fixture struct {
 	svc   *llmorch.Service
 	store *session.Memory
-	model *scripted
-	eng   *orchestration.Engine
-	id    string
-	lease session.Lease
+	// wrapped is the store the service writes to: store, or what
+	// newServiceOver wrapped it in.
+	wrapped session.Store
+	model   *scripted
+	eng     *orchestration.Engine
+	id      string
+	lease   session.Lease
 }
 
 func newFixture(t *testing.T, model *scripted) *fixture {
@@ -110,6 +113,20 @@ func newFixture(t *testing.T, model *scripted) *fixture {
 // with cfg's model and knobs. Its tools are the built-in ones, which the
 // template is checked against, unless cfg.Tools gives others.
 func newService(t *testing.T, tmpl string, cfg llmorch.ServiceConfig) (*fixture, *template.Agent) {
+	t.Helper()
+	return newServiceWith(t, tmpl, cfg, nil)
+}
+
+// newServiceOver is newFixture with the service writing through the store
+// wrap returns.
+func newServiceOver(t *testing.T, model *scripted, wrap func(session.Store) session.Store) (*fixture, *template.Agent) {
+	t.Helper()
+	f, a := newServiceWith(t, orchestrated, llmorch.ServiceConfig{Model: model}, wrap)
+	f.model = model
+	return f, a
+}
+
+func newServiceWith(t *testing.T, tmpl string, cfg llmorch.ServiceConfig, wrap func(session.Store) session.Store) (*fixture, *template.Agent) {
 	t.Helper()
 	var tc template.Config
 	if cfg.Tools == nil {
@@ -125,12 +142,16 @@ func newService(t *testing.T, tmpl string, cfg llmorch.ServiceConfig) (*fixture,
 	}
 	store := session.NewMemory(session.Config{})
 	t.Cleanup(func() { store.Close() })
-	cfg.Template, cfg.Engine, cfg.Store = a.Template, a.Engine, store
+	var wrapped session.Store = store
+	if wrap != nil {
+		wrapped = wrap(store)
+	}
+	cfg.Template, cfg.Engine, cfg.Store = a.Template, a.Engine, wrapped
 	svc, err := llmorch.NewService(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{svc: svc, store: store, eng: a.Engine, id: session.NewID()}, a
+	return &fixture{svc: svc, store: store, wrapped: wrapped, eng: a.Engine, id: session.NewID()}, a
 }
 
 // start records the user message and returns the turn, as the agent does.
