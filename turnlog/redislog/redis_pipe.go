@@ -2,6 +2,7 @@ package redislog
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 
@@ -52,6 +53,12 @@ func (p *pipe) run(ctx context.Context, script *redis.Script, keys []string, arg
 	p.draining = true
 	p.mu.Unlock()
 	if lead {
+		// Writes that start together (the mirror's batches on a grid tick,
+		// each on a goroutine of its own) are on their way: yield once so
+		// that they queue behind this one and leave with it in one
+		// pipeline, rather than this write alone and the rest in a second
+		// round trip. A lone write loses a scheduler pass, not a round trip.
+		runtime.Gosched()
 		p.drain()
 	}
 	select {
