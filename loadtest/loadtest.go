@@ -608,6 +608,14 @@ func (e *Env) Idle(ctx context.Context, k int, settle time.Duration) (IdleResult
 	if res.Before, err = runtimeMetrics(ctx, e.base); err != nil {
 		return res, err
 	}
+	if e.pprof != "" {
+		// The profiles before the streams, to read the streams' own heap
+		// with go tool pprof -base (after the RSS baseline: the profile's
+		// collection would lower it).
+		if err := e.snapshotProfiles(ctx, fmt.Sprintf("idle-%d-before", k), true); err != nil {
+			return res, err
+		}
+	}
 	e.mock.ResetIdle()
 	hc := newClient(k)
 	defer hc.CloseIdleConnections()

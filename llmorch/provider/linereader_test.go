@@ -46,6 +46,32 @@ func TestLineReader(t *testing.T) {
 			}
 		})
 	}
+	t.Run("waits without a buffer", func(t *testing.T) {
+		// A paced stream: each read brings one event.
+		pr, pw := io.Pipe()
+		lr := newLineReader(pr)
+		defer lr.release()
+		go func() {
+			for _, ev := range []string{"data: {\"role\":\"assistant\"}\n\n", "data: " + strings.Repeat("x", 200) + "\n\n"} {
+				pw.Write([]byte(ev))
+			}
+			pw.Close()
+		}()
+		for _, want := range []string{`data: {"role":"assistant"}`, "", "data: " + strings.Repeat("x", 200), ""} {
+			line, err := lr.next()
+			if err != nil || string(line) != want {
+				t.Fatalf("next = %q, %v; want %q", line, err, want)
+			}
+		}
+		// Every line read: the reader holds the head alone until the next
+		// bytes come.
+		if _, err := lr.next(); err != io.EOF {
+			t.Fatalf("next at the end: %v, want EOF", err)
+		}
+		if lr.r != nil {
+			t.Fatal("the reader holds a buffer while it waits for the next bytes")
+		}
+	})
 	t.Run("empty body", func(t *testing.T) {
 		lr := newLineReader(strings.NewReader(""))
 		defer lr.release()

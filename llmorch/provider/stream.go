@@ -178,15 +178,17 @@ type lineReader struct {
 }
 
 // The buffer is bufio's default 4 KiB: a stream's lines are mostly small
-// deltas, longer ones are assembled in long. It is taken when the body's
-// first bytes arrive and given back by release (32 KiB was half the heap
-// of 2,000 streams waiting for their first token; 4 KiB per waiting stream
-// was still the largest piece of the runtime's own heap).
+// deltas, longer ones are assembled in long. It is taken when bytes arrive
+// and given back whenever every line it held has been read (next), and by
+// release: a stream waits far longer than it reads (for its first token,
+// after a provider's role chunk; between tokens), and 4 KiB per waiting
+// stream was the largest piece of the runtime's own heap (32 KiB was half
+// the heap of 2,000 streams waiting for their first token).
 func newLineReader(r io.Reader) *lineReader { return &lineReader{src: r} }
 
 var lineBuffers = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
 
-// start waits for the body's first bytes, then reads the rest through a
+// start waits for the body's next bytes, then reads the rest through a
 // pooled buffer.
 func (l *lineReader) start() error {
 	n, err := io.ReadAtLeast(l.src, l.head[:], 1)
@@ -221,6 +223,13 @@ func (l *lineReader) release() {
 // next returns the next line without its line ending. An unterminated last
 // line is dropped, as SSE drops an incomplete event.
 func (l *lineReader) next() ([]byte, error) {
+	if l.r != nil && l.r.Buffered() == 0 {
+		// The read below would wait for the model with an empty buffer:
+		// wait holding the 64-byte head instead. The line returned last is
+		// invalid from here on, as with any bufio read; a pool round trip
+		// per read costs far less than the read.
+		l.release()
+	}
 	if l.r == nil {
 		if err := l.start(); err != nil {
 			return nil, err
