@@ -641,7 +641,7 @@ func applyRecord(e *orchestration.Engine, s *orchestration.State, res toolOutcom
 // stored.
 func (r *run) recorded(ctx context.Context, res toolOutcome) {
 	if res.transition {
-		r.s.cfg.Telemetry.RecordTransition(ctx, r.s.cfg.Template.AgentID, res.record.from, r.state.ActiveStep, telemetry.CauseTool)
+		r.s.cfg.Telemetry.CountTransition(ctx, r.s.cfg.Template.AgentID, res.record.from, r.state.ActiveStep)
 	}
 }
 
@@ -805,7 +805,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		return toolOutcome{result: refused(call, dec.Reason), refused: true}
 	}
 	if dec.Transition {
-		cfg.Telemetry.RecordTransition(ctx, cfg.Template.AgentID, dec.PreviousStep, st.State.ActiveStep, telemetry.CauseTool)
+		cfg.Telemetry.CountTransition(ctx, cfg.Template.AgentID, dec.PreviousStep, st.State.ActiveStep)
 	}
 	return toolOutcome{result: res, transition: dec.Transition}
 }

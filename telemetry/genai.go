@@ -388,6 +388,8 @@ type ToolEnd struct {
 	// Refused: the orchestration did not offer the tool.
 	Refused bool
 	// Transition: recording the tool changed the active step, to NextStep.
+	// The span gets the transition's event; the transitions metric counts
+	// it when it is stored (Telemetry.CountTransition).
 	Transition bool
 	NextStep   string
 	// Err is a failure around the tool (recording it in the store) that
@@ -468,6 +470,7 @@ func (tl *Tool) End(end ToolEnd) {
 	)
 	if end.Transition {
 		tl.span.SetAttributes(AttrPreviousStep.String(tl.info.ActiveStep), AttrNextStep.String(end.NextStep))
+		tl.span.AddEvent(eventTransition, withAttrs(transitionAttrs(tl.info.AgentID, tl.info.ActiveStep, end.NextStep, CauseTool)[1:]...))
 	}
 	if tl.t.content {
 		tl.span.SetAttributes(semconv.GenAIToolCallResultKey.String(end.Result.Content))

@@ -147,13 +147,29 @@ func (t *Telemetry) RecordTransition(ctx context.Context, agentID, from, to, cau
 	if t == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{
-		semconv.GenAIAgentID(agentID), AttrFromStep.String(stepLabel(from)),
-		AttrToStep.String(stepLabel(to)), AttrCause.String(cause),
-	}
+	attrs := transitionAttrs(agentID, from, to, cause)
 	t.inst.transitions.Add(ctx, 1, metric.WithAttributes(attrs...))
 	if span := spanFromContext(ctx); span.IsRecording() {
-		span.AddEvent("agentdock.orchestration.transition", withAttrs(attrs[1:]...))
+		span.AddEvent(eventTransition, withAttrs(attrs[1:]...))
+	}
+}
+
+// CountTransition counts a change of the active step made by a tool call,
+// once it is stored; the event is on the call's span (Tool.End with
+// ToolEnd.Transition), which may have ended by then.
+func (t *Telemetry) CountTransition(ctx context.Context, agentID, from, to string) {
+	if t == nil {
+		return
+	}
+	t.inst.transitions.Add(ctx, 1, metric.WithAttributes(transitionAttrs(agentID, from, to, CauseTool)...))
+}
+
+const eventTransition = "agentdock.orchestration.transition"
+
+func transitionAttrs(agentID, from, to, cause string) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		semconv.GenAIAgentID(agentID), AttrFromStep.String(stepLabel(from)),
+		AttrToStep.String(stepLabel(to)), AttrCause.String(cause),
 	}
 }
 
