@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/internal/shallow"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
@@ -337,7 +338,11 @@ func (n *Agent) turn(ctx context.Context, sessionID, message string, start func(
 			AgentID: n.ID(), AgentName: n.Template().Name, SessionID: sessionID,
 			Provider: info.Provider, Model: info.Model, Message: message,
 		})
-		events, err := start(ctx)
+		// The start (the session's claim and first write, the
+		// orchestration's replay) runs deeper than the turn's wait for
+		// the model: on a goroutine of its own, it leaves the turn's
+		// stack at the size the wait needs (package shallow).
+		events, err := shallow.Call(func() (iter.Seq[chat.Event], error) { return start(ctx) })
 		if err != nil {
 			if errors.Is(err, session.ErrUnavailable) {
 				n.cfg.Telemetry.RecordStoreError(ctx, "start_turn", "unavailable")

@@ -107,10 +107,14 @@ func (m *uiMapper) start() item {
 func (m *uiMapper) mapEvent(ev chat.Event) []item {
 	out := m.out[:0]
 	defer func() { m.out = out[:0] }()
-	add := func(c uiChunk, src *chat.Event) { out = append(out, item{data: mustJSON(c), ev: src}) }
+	// The chunks are built on the heap (&uiChunk{...}): json.Marshal would
+	// copy a value there anyway, and a dozen chunk values on the stack
+	// made this the deepest frame of a turn's goroutine (5 KiB), which
+	// doubled every waiting turn's stack.
+	add := func(c *uiChunk, src *chat.Event) { out = append(out, item{data: mustJSON(c), ev: src}) }
 	closeText := func() {
 		if m.textOpen {
-			add(uiChunk{Type: "text-end", ID: m.textID}, nil)
+			add(&uiChunk{Type: "text-end", ID: m.textID}, nil)
 			m.textOpen = false
 		}
 	}
@@ -121,10 +125,10 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 	}
 	switch ev.Kind {
 	case chat.KindStepStart:
-		add(uiChunk{Type: "start-step"}, src)
+		add(&uiChunk{Type: "start-step"}, src)
 	case chat.KindStepFinish:
 		closeText()
-		add(uiChunk{Type: "finish-step"}, src)
+		add(&uiChunk{Type: "finish-step"}, src)
 	case chat.KindTextDelta:
 		if ev.Text == "" {
 			return nil
@@ -133,7 +137,7 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 			m.textRuns++
 			m.textID = m.turnID + "-text-" + strconv.Itoa(m.textRuns)
 			m.textOpen = true
-			add(uiChunk{Type: "text-start", ID: m.textID}, nil)
+			add(&uiChunk{Type: "text-start", ID: m.textID}, nil)
 		}
 		// The most frequent frame by far: written by hand, as
 		// json.Marshal of the uiChunk would.
@@ -152,8 +156,8 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 		if len(input) == 0 || !json.Valid(input) {
 			input = json.RawMessage("{}")
 		}
-		add(uiChunk{Type: "tool-input-start", ToolCallID: ev.ToolCall.ID, ToolName: ev.ToolCall.Name}, nil)
-		add(uiChunk{Type: "tool-input-available", ToolCallID: ev.ToolCall.ID, ToolName: ev.ToolCall.Name, Input: input}, src)
+		add(&uiChunk{Type: "tool-input-start", ToolCallID: ev.ToolCall.ID, ToolName: ev.ToolCall.Name}, nil)
+		add(&uiChunk{Type: "tool-input-available", ToolCallID: ev.ToolCall.ID, ToolName: ev.ToolCall.Name, Input: input}, src)
 	case chat.KindToolResult:
 		r := ev.ToolResult
 		if r == nil {
@@ -161,29 +165,29 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 		}
 		closeText()
 		if r.Denied {
-			add(uiChunk{Type: "tool-output-denied", ToolCallID: r.CallID}, src)
+			add(&uiChunk{Type: "tool-output-denied", ToolCallID: r.CallID}, src)
 			break
 		}
 		if r.IsError {
-			add(uiChunk{Type: "tool-output-error", ToolCallID: r.CallID, ErrorText: r.Content}, src)
+			add(&uiChunk{Type: "tool-output-error", ToolCallID: r.CallID, ErrorText: r.Content}, src)
 		} else {
-			add(uiChunk{Type: "tool-output-available", ToolCallID: r.CallID, Output: &uiToolOutput{Content: r.Content, Type: r.Type}}, src)
+			add(&uiChunk{Type: "tool-output-available", ToolCallID: r.CallID, Output: &uiToolOutput{Content: r.Content, Type: r.Type}}, src)
 		}
 	case chat.KindApproval:
 		if ev.Approval == nil {
 			return nil
 		}
 		closeText()
-		add(uiChunk{Type: "tool-approval-request", ApprovalID: ev.Approval.ID, ToolCallID: ev.Approval.ToolCallID}, src)
+		add(&uiChunk{Type: "tool-approval-request", ApprovalID: ev.Approval.ID, ToolCallID: ev.Approval.ToolCallID}, src)
 	case chat.KindAbort:
 		closeText()
-		add(uiChunk{Type: "abort", Reason: ev.Text}, src)
+		add(&uiChunk{Type: "abort", Reason: ev.Text}, src)
 	case chat.KindOrchestration:
 		s := ev.Orchestration
 		if s == nil {
 			return nil
 		}
-		add(uiChunk{Type: "data-orchestration", Data: uiOrchestration{
+		add(&uiChunk{Type: "data-orchestration", Data: uiOrchestration{
 			ActiveStep: s.ActiveStep, SequenceIndex: s.SequenceIndex, Sequence: nonNil(s.Sequence),
 			OfferedTools: nonNil(s.OfferedTools), PreviousStep: s.PreviousStep, Transition: s.Transition,
 		}}, src)
@@ -195,13 +199,13 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 		if su := ev.SessionUsage; su != nil {
 			u.Session = &usageTotals{Prompt: su.Prompt, Completion: su.Completion, Total: totalOf(*su)}
 		}
-		add(uiChunk{Type: "data-usage", Data: u}, src)
+		add(&uiChunk{Type: "data-usage", Data: u}, src)
 	case chat.KindWarning:
-		add(uiChunk{Type: "data-warning", Data: uiWarning{Message: ev.Text}}, src)
+		add(&uiChunk{Type: "data-warning", Data: uiWarning{Message: ev.Text}}, src)
 	case chat.KindLimit:
 		if l := ev.Limit; l != nil {
 			closeText()
-			add(uiChunk{Type: "data-limit", Data: uiLimit{Name: l.Name, Value: l.Value, Message: l.Message}}, src)
+			add(&uiChunk{Type: "data-limit", Data: uiLimit{Name: l.Name, Value: l.Value, Message: l.Message}}, src)
 		}
 	case chat.KindError:
 		closeText()
@@ -209,10 +213,10 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 		if e == nil {
 			e = &chat.Error{Code: "internal_error", Message: "the turn failed"}
 		}
-		add(uiChunk{Type: "error", ErrorText: e.Code + ": " + e.Message}, src)
+		add(&uiChunk{Type: "error", ErrorText: e.Code + ": " + e.Message}, src)
 	case chat.KindDone:
 		closeText()
-		add(uiChunk{Type: "finish", FinishReason: uiFinishReason(ev.FinishReason)}, src)
+		add(&uiChunk{Type: "finish", FinishReason: uiFinishReason(ev.FinishReason)}, src)
 		out = append(out, item{data: doneData})
 	}
 	return out

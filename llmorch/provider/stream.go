@@ -14,6 +14,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/internal/shallow"
 	"github.com/agentdock-go/agentdock/llmorch"
 )
 
@@ -80,7 +81,13 @@ func (m *model) backoff(attempt int, retryAfter time.Duration) (time.Duration, b
 // whether anything was yielded, stopped whether the consumer stopped.
 func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageContent, opts []llms.CallOption,
 	req llmorch.Request, yield func(chat.Event, error) bool) (emitted, stopped bool, cerr *callError) {
-	_, lerr := m.llm.GenerateContent(withState(ctx, st), msgs, opts...)
+	// langchaingo builds and sends the request many frames deep (its
+	// model-capability regular expressions, the JSON encoding, the
+	// transport): on a goroutine of its own, so that the turn's stack
+	// keeps the size reading the stream needs (package shallow).
+	_, lerr := shallow.Call(func() (*llms.ContentResponse, error) {
+		return m.llm.GenerateContent(withState(ctx, st), msgs, opts...)
+	})
 	if st.body != nil {
 		defer st.body.Close()
 	}
