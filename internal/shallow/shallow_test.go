@@ -3,6 +3,7 @@ package shallow
 import (
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -80,6 +81,8 @@ func stacksWhileWaiting(n int, call func()) int64 {
 // holding 64 KiB until collections halve it.
 func TestCallKeepsTheCallerSmall(t *testing.T) {
 	const n = 64
+	// The workers that stay between calls are in both baselines.
+	_ = stacksWhileWaiting(n, func() { _, _ = Call(func() (int, error) { return deep(32), nil }) })
 	direct := stacksWhileWaiting(n, func() { waitDeep(func() { deep(32) }) })
 	called := stacksWhileWaiting(n, func() {
 		waitDeep(func() {
@@ -89,8 +92,8 @@ func TestCallKeepsTheCallerSmall(t *testing.T) {
 		})
 	})
 	t.Logf("stacks of %d waiting goroutines: %d KiB after direct deep calls, %d KiB after calls through Call", n, direct>>10, called>>10)
-	if called*4 > direct {
-		t.Fatalf("through Call the waiting goroutines hold %d bytes of stack, direct %d: want at most a quarter", called, direct)
+	if called*3 > direct {
+		t.Fatalf("through Call the waiting goroutines hold %d bytes of stack, direct %d: want at most a third", called, direct)
 	}
 }
 
@@ -106,4 +109,60 @@ func deepThen(n int, f func()) byte {
 	}
 	pad[n] = byte(deepThen(n-1, f))
 	return pad[n]
+}
+
+// goid is the calling goroutine's ID, from its stack's header.
+func goid() string {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	f := strings.Fields(string(b))
+	return f[1]
+}
+
+// TestCallReusesItsGoroutines: calls one after another run on the same
+// goroutine, whose stack has grown already, instead of growing a new one
+// each.
+func TestCallReusesItsGoroutines(t *testing.T) {
+	ids := map[string]bool{}
+	for range 100 {
+		id, _ := Call(func() (string, error) { return goid(), nil })
+		ids[id] = true
+	}
+	if len(ids) > 2 {
+		t.Fatalf("100 calls one after another ran on %d goroutines", len(ids))
+	}
+	if caller := goid(); ids[caller] {
+		t.Fatal("a call ran on the caller's goroutine")
+	}
+}
+
+// TestCallBurst: calls at once do not wait for each other, and at most
+// maxIdle of the goroutines that ran them stay.
+func TestCallBurst(t *testing.T) {
+	const n = 32
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	var wg sync.WaitGroup
+	started.Add(n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = Call(func() (int, error) {
+				started.Done()
+				<-release
+				return 0, nil
+			})
+		}()
+	}
+	// Every call is running at once: none queued behind another.
+	started.Wait()
+	close(release)
+	wg.Wait()
+	mu.Lock()
+	got := len(waiting)
+	mu.Unlock()
+	if got > maxIdle {
+		t.Fatalf("%d idle workers after the burst, want at most %d", got, maxIdle)
+	}
 }
