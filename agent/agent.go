@@ -340,8 +340,8 @@ func (n *Agent) turn(ctx context.Context, sessionID, message string, start func(
 		})
 		// The start (the session's claim and first write, the
 		// orchestration's replay) runs deeper than the turn's wait for
-		// the model: on a goroutine of its own, it leaves the turn's
-		// stack at the size the wait needs (package shallow).
+		// the model: on another goroutine, it leaves the turn's stack at
+		// the size the wait needs (package shallow).
 		events, err := shallow.Call(func() (iter.Seq[chat.Event], error) { return start(ctx) })
 		if err != nil {
 			if errors.Is(err, session.ErrUnavailable) {

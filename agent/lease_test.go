@@ -6,7 +6,7 @@ import (
 	"errors"
 	"iter"
 	"log/slog"
-	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -391,17 +391,10 @@ func TestOpenTurnGoroutines(t *testing.T) {
 // turnGoroutines counts the goroutines but those that wait in package
 // shallow for a deep call.
 func turnGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
 	count := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range strings.Split(b.String(), "\n\n") {
 		if !strings.Contains(g, "internal/shallow.worker(") {
 			count++
 		}

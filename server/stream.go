@@ -313,8 +313,8 @@ func (c *sseConn) flush() {
 	// The first flush formats the response's headers, net/http's deepest
 	// call (3 KiB of frames), under r3labs and the middleware: on the
 	// handler's goroutine it doubled the stack to 16 KiB for the whole
-	// stream, although the handler waits under 3 KiB. A goroutine of its
-	// own takes it (package shallow); the handler waits meanwhile, so the
+	// stream, although the handler waits under 3 KiB. Another goroutine
+	// takes it (package shallow); the handler waits meanwhile, so the
 	// response is still used by one goroutine at a time.
 	_, _ = shallow.Call(func() (struct{}, error) {
 		f.Flush()

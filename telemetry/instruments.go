@@ -180,17 +180,18 @@ func (t *Telemetry) TrackStream(ctx context.Context, kind string) (done func()) 
 	if t == nil {
 		return func() {}
 	}
-	opt, ok := t.streamKinds.Load(kind)
+	v, ok := t.streamKinds.Load(kind)
 	if !ok {
-		opt, _ = t.streamKinds.LoadOrStore(kind, metric.WithAttributeSet(attribute.NewSet(AttrStreamKind.String(kind))))
+		v, _ = t.streamKinds.LoadOrStore(kind, metric.WithAttributeSet(attribute.NewSet(AttrStreamKind.String(kind))))
 	}
-	t.inst.streams.Add(ctx, 1, opt.(metric.MeasurementOption))
+	opt := v.(metric.MeasurementOption)
+	t.inst.streams.Add(ctx, 1, opt)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			// The stream's context is often cancelled by now; the
 			// count must still go down.
-			t.inst.streams.Add(context.WithoutCancel(ctx), -1, opt.(metric.MeasurementOption))
+			t.inst.streams.Add(context.WithoutCancel(ctx), -1, opt)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-// Package shallow runs deep, short work on a goroutine of its own, so that
+// Package shallow runs deep, short work on another goroutine, so that
 // a long-lived goroutine keeps the small stack its waiting needs.
 //
 // A goroutine's stack grows to the deepest call it has made and shrinks
@@ -114,11 +114,10 @@ func Call[T any](f func() (T, error)) (T, error) {
 	done := make(chan result, 1)
 	run(func() func() {
 		var r result
-		// f's runtime.Goexit ends the worker: the deferred send tells
-		// the caller.
-		goexit := true
 		defer func() {
-			if goexit {
+			// f neither returned nor panicked: its runtime.Goexit is
+			// ending the worker, and this is the caller's only word.
+			if !r.returned && !r.panicked {
 				done <- r
 			}
 		}()
@@ -131,7 +130,6 @@ func Call[T any](f func() (T, error)) (T, error) {
 			r.v, r.err = f()
 			r.returned = true
 		}()
-		goexit = false
 		return func() { done <- r }
 	})
 	r := <-done

@@ -83,7 +83,7 @@ func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageC
 	req llmorch.Request, yield func(chat.Event, error) bool) (emitted, stopped bool, cerr *callError) {
 	// langchaingo builds and sends the request many frames deep (its
 	// model-capability regular expressions, the JSON encoding, the
-	// transport): on a goroutine of its own, so that the turn's stack
+	// transport): on another goroutine, so that the turn's stack
 	// keeps the size reading the stream needs (package shallow).
 	_, lerr := shallow.Call(func() (*llms.ContentResponse, error) {
 		return m.llm.GenerateContent(withState(ctx, st), msgs, opts...)
