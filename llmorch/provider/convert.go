@@ -38,7 +38,13 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 			system += msg.Content
 		}
 	}
-	if system != "" {
+	// A model that takes no system messages gets the text at the head of
+	// the first user message, as langchaingo's own folding did (see
+	// capability.go).
+	fold := ""
+	if system != "" && m.foldSystem {
+		fold = system + "\n\n"
+	} else if system != "" {
 		msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeSystem, system))
 	}
 
@@ -46,6 +52,11 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 		switch msg.Role {
 		case chat.RoleSystem:
 		case chat.RoleUser:
+			if fold != "" {
+				msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, fold, msg.Content))
+				fold = ""
+				continue
+			}
 			msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, msg.Content))
 		case chat.RoleAssistant:
 			var parts []llms.ContentPart

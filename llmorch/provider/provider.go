@@ -21,7 +21,10 @@
 // for, and for Anthropic it merges consecutive messages of one role (which
 // the conversion below produces to get every tool_use block past
 // langchaingo, which keeps only the first part of an assistant message) and
-// marks failed tool results with is_error.
+// marks failed tool results with is_error. Whether a model takes system
+// messages is decided once per model here, not by langchaingo on every call
+// (capability.go says why and what that changes for other users of
+// langchaingo's openai package in the same program).
 //
 // # Events
 //
@@ -220,6 +223,9 @@ type model struct {
 	cfg  Config
 	llm  llms.Model
 	info llmorch.Info
+	// foldSystem: the model takes no system messages (capability.go), so
+	// the system text goes into the first user message.
+	foldSystem bool
 	// sleep waits between retries; tests replace it to observe the waits.
 	sleep func(ctxDone <-chan struct{}, d time.Duration) bool
 }
@@ -267,7 +273,8 @@ func newModel(cfg Config) (*model, error) {
 	if key == "" {
 		key = "keyless"
 	}
-	m := &model{cfg: cfg, info: llmorch.Info{Provider: cfg.Provider, Model: cfg.Model}, sleep: sleepCtx}
+	m := &model{cfg: cfg, info: llmorch.Info{Provider: cfg.Provider, Model: cfg.Model}, sleep: sleepCtx,
+		foldSystem: cfg.Provider == OpenAI && !takesSystem(cfg.Model)}
 	var err error
 	switch cfg.Provider {
 	case OpenAI:

@@ -1,0 +1,117 @@
+package provider
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/llmorch/mockllm"
+)
+
+// TestLangchaingoCapabilityTable pins the table of langchaingo v0.1.14 that
+// capability.go takes over: an upgrade that changes it must be read again.
+func TestLangchaingoCapabilityTable(t *testing.T) {
+	want := []struct {
+		pattern string
+		system  bool
+	}{{`(?i)^o[13](-mini|-preview)?$`, false}, {`(?i)^gpt-4`, true}, {`(?i)^gpt-3\.5`, true}}
+	if len(capabilities) != len(want) {
+		t.Fatalf("langchaingo's table has %d entries, want %d: read capability.go again", len(capabilities), len(want))
+	}
+	for i, w := range want {
+		if c := capabilities[i]; c.pattern.String() != w.pattern || c.system != w.system {
+			t.Errorf("entry %d = %s system %v, want %s system %v", i, c.pattern, c.system, w.pattern, w.system)
+		}
+	}
+	if langchaingoCapabilities != nil {
+		t.Errorf("langchaingo's table is still set: every model call compiles it again")
+	}
+}
+
+func TestTakesSystem(t *testing.T) {
+	for model, want := range map[string]bool{"o1": false, "O1-mini": false, "o3-mini": false, "o1-preview": false,
+		"o3-pro": true, "gpt-4o": true, "gpt-3.5-turbo": true, "llama3.1": true, "": true} {
+		if got := takesSystem(model); got != want {
+			t.Errorf("takesSystem(%q) = %v, want %v", model, got, want)
+		}
+	}
+}
+
+// TestSystemFoldedOnTheWire: a model that takes no system messages gets the
+// system text at the head of its first user message, in the body langchaingo
+// sent before the table was taken over; the others keep a system message.
+func TestSystemFoldedOnTheWire(t *testing.T) {
+	srv := mockllm.New()
+	defer srv.Close()
+	req := llmorch.Request{System: "be brief", Messages: []chat.Message{
+		{Role: chat.RoleUser, Content: "first"}, {Role: chat.RoleAssistant, Content: "ok"}, {Role: chat.RoleUser, Content: "second"}}}
+	type part struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	for _, tc := range []struct {
+		model string
+		roles []string
+		first []part
+	}{
+		{"o1-mini", []string{"user", "assistant", "user"}, []part{{"text", "be brief\n\n"}, {"text", "first"}}},
+		{"gpt-4o", []string{"system", "user", "assistant", "user"}, nil},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			m, _ := testModel(t, srv, OpenAI, func(c *Config) { c.Model = tc.model })
+			srv.Enqueue(mockllm.TextScript("ok"))
+			if _, err := collect(t, m, t.Context(), req); err != nil {
+				t.Fatal(err)
+			}
+			reqs := srv.Requests()
+			var body struct {
+				Messages []struct {
+					Role    string          `json:"role"`
+					Content json.RawMessage `json:"content"`
+				} `json:"messages"`
+			}
+			if err := json.Unmarshal(reqs[len(reqs)-1].Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			var roles []string
+			for _, msg := range body.Messages {
+				roles = append(roles, msg.Role)
+			}
+			if !slices.Equal(roles, tc.roles) {
+				t.Fatalf("roles = %v, want %v", roles, tc.roles)
+			}
+			if tc.first == nil {
+				return
+			}
+			var got []part
+			if err := json.Unmarshal(body.Messages[0].Content, &got); err != nil || !slices.Equal(got, tc.first) {
+				t.Errorf("first user message = %s, want %v", body.Messages[0].Content, tc.first)
+			}
+		})
+	}
+}
+
+// BenchmarkModelCapabilities is what langchaingo's table cost per model
+// call (regexp.MatchString of each pattern), against takesSystem.
+func BenchmarkModelCapabilities(b *testing.B) {
+	patterns := []string{`(?i)^o[13](-mini|-preview)?$`, `(?i)^gpt-4`, `(?i)^gpt-3\.5`}
+	b.Run("langchaingo", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, p := range patterns {
+				if ok, _ := regexp.MatchString(p, "mock-model"); ok {
+					break
+				}
+			}
+		}
+	})
+	b.Run("takesSystem", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			takesSystem("mock-model")
+		}
+	})
+}
