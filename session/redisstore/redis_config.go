@@ -330,6 +330,15 @@ func (rc Config) universalOptions() (*redis.UniversalOptions, error) {
 		// connections at first use, each with 256 KiB of buffers, for
 		// pipelines of a few small scripts.
 		PipelinePoolSize: -1,
+		// go-redis gives each pooled connection a 32 KiB reader and a
+		// 32 KiB writer. This store's commands and replies are a few KiB
+		// (a session's state, a batch of frames), and a larger value
+		// passes the buffers by (bufio reads and writes it directly), so
+		// 4 KiB each, net/http's size, serve as well: a pool grown to 20
+		// connections by a burst of turns holds 160 KiB of buffers
+		// instead of 1.25 MiB.
+		ReadBufferSize:  4 << 10,
+		WriteBufferSize: 4 << 10,
 	}
 	switch {
 	case rc.URL != "":
