@@ -395,7 +395,7 @@ func turnGoroutines() int {
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
 	count := 0
 	for _, g := range strings.Split(b.String(), "\n\n") {
-		if !strings.Contains(g, "internal/shallow.worker(") {
+		if !strings.Contains(g, "internal/shallow.newCoro.func1(") {
 			count++
 		}
 	}

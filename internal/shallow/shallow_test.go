@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestCall(t *testing.T) {
@@ -20,7 +21,6 @@ func TestCall(t *testing.T) {
 		{name: "returns", f: func() (int, error) { return 7, nil }, want: 7},
 		{name: "returns an error", f: func() (int, error) { return 1, errWant }, want: 1, wantErr: errWant},
 		{name: "panics", f: func() (int, error) { panic("boom") }, panics: "boom"},
-		{name: "goexits", f: func() (int, error) { runtime.Goexit(); return 0, nil }, wantErr: ErrGoexit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,6 +34,27 @@ func TestCall(t *testing.T) {
 				t.Fatalf("Call = %d, %v; want %d, %v", got, err, tt.want, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestCallGoexit: a runtime.Goexit in f (t.FailNow, say) ends the
+// caller's goroutine, as it would without Call, and the coroutine is not
+// reused.
+func TestCallGoexit(t *testing.T) {
+	after, deferred := false, false
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { deferred = true }()
+		_, _ = Call(func() (int, error) { runtime.Goexit(); return 0, nil })
+		after = true
+	}()
+	<-done
+	if after || !deferred {
+		t.Fatalf("after Goexit in f: the caller went on %v, its defers ran %v", after, deferred)
+	}
+	if v, err := Call(func() (int, error) { return 3, nil }); v != 3 || err != nil {
+		t.Fatalf("Call after a Goexit = %d, %v", v, err)
 	}
 }
 
@@ -137,7 +158,8 @@ func TestCallReusesItsGoroutines(t *testing.T) {
 }
 
 // TestCallBurst: calls at once do not wait for each other, and at most
-// maxIdle of the goroutines that ran them stay.
+// maxIdle of the coroutines that ran them stay, and none once idle for
+// idleFor.
 func TestCallBurst(t *testing.T) {
 	const n = 32
 	release := make(chan struct{})
@@ -163,6 +185,27 @@ func TestCallBurst(t *testing.T) {
 	got := len(waiting)
 	mu.Unlock()
 	if got > maxIdle {
-		t.Fatalf("%d idle workers after the burst, want at most %d", got, maxIdle)
+		t.Fatalf("%d idle coroutines after the burst, want at most %d", got, maxIdle)
+	}
+	deadline := time.Now().Add(10 * idleFor)
+	for {
+		mu.Lock()
+		got = len(waiting)
+		mu.Unlock()
+		if got == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d coroutines still wait %v after the burst", got, 10*idleFor)
+		}
+		time.Sleep(idleFor / 10)
+	}
+}
+
+// BenchmarkCall is a call's cost over calling f directly: the switch to a
+// kept coroutine and back.
+func BenchmarkCall(b *testing.B) {
+	for b.Loop() {
+		_, _ = Call(func() (int, error) { return 1, nil })
 	}
 }

@@ -20,7 +20,7 @@ import (
 
 // ignoreShallow: the goroutines package shallow keeps for the next deep
 // call (the request's sending runs on them) are not leaks.
-var ignoreShallow = goleak.IgnoreAnyFunction("github.com/agentdock-go/agentdock/internal/shallow.worker")
+var ignoreShallow = goleak.IgnoreAnyFunction("github.com/agentdock-go/agentdock/internal/shallow.newCoro.func1")
 
 const secretKey = "sk-test-PLANTED-SECRET-0123456789"
 
