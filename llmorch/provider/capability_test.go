@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"regexp"
+	"runtime/metrics"
 	"slices"
 	"testing"
 
@@ -114,4 +115,41 @@ func BenchmarkModelCapabilities(b *testing.B) {
 			takesSystem("mock-model")
 		}
 	})
+}
+
+// TestNoGoroutinePerCall: langchaingo gets a stand-in answer for the
+// stream the transport took (standInStatus), so it starts no parser
+// goroutine of its own: a model call, on a kept connection, starts none
+// but the mock server's per-request reader.
+func TestNoGoroutinePerCall(t *testing.T) {
+	for _, wire := range []string{OpenAI, Anthropic} {
+		t.Run(wire, func(t *testing.T) {
+			srv := mockllm.New()
+			defer srv.Close()
+			m, _ := testModel(t, srv, wire)
+			call := func() {
+				srv.Enqueue(mockllm.TextScript("ok"))
+				if _, err := collect(t, m, t.Context(), userReq("hi")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			call() // the connection, the coroutines of package shallow
+			const calls = 20
+			before := goroutinesCreated()
+			for range calls {
+				call()
+			}
+			per := float64(goroutinesCreated()-before) / calls
+			t.Logf("goroutines started per model call: %.2f (the mock server's included)", per)
+			if per >= 1.5 {
+				t.Fatalf("%.2f goroutines started per model call, want at most the mock server's 1", per)
+			}
+		})
+	}
+}
+
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

@@ -12,8 +12,9 @@
 // 64 KiB, loses Anthropic tool calls from streams, leaks a goroutine after an
 // Anthropic error event and sometimes reports success on a deadline. So the
 // HTTP client given to langchaingo has a transport that takes the streamed
-// response body for this package's own parser and hands langchaingo an empty,
-// well-formed stream instead; the parser yields events to the caller as the
+// response body for this package's own parser and hands langchaingo a
+// stand-in that ends its call at once (a status it takes for an error, which
+// is ignored: langchaingo would otherwise start its own parser's goroutine); the parser yields events to the caller as the
 // bytes arrive, in the caller's goroutine, with no goroutine per call.
 //
 // The transport also corrects the request where langchaingo gets it wrong:

@@ -97,8 +97,8 @@ func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageC
 	}
 	switch {
 	case st.body != nil:
-		// The transport took the stream; langchaingo only parsed an empty
-		// one, so its result says nothing.
+		// The transport took the stream and answered langchaingo with a
+		// stand-in (standInStatus): its error says nothing.
 	case st.status != 0:
 		return false, false, m.statusFailure(st)
 	case st.sendErr != nil:

@@ -46,15 +46,17 @@ type transport struct {
 	keyless bool
 }
 
-// Well-formed empty streams for langchaingo to parse in place of the real
-// one, so that it returns without error and without work.
-var (
-	emptyOpenAIStream    = []byte("data: [DONE]\n\n")
-	emptyAnthropicStream = []byte(`data: {"type":"message_start","message":{"id":"msg","type":"message","role":"assistant","model":"m","usage":{"input_tokens":0,"output_tokens":0}}}` + "\n\n" +
-		`data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
-		`data: {"type":"message_stop"}` + "\n\n")
-	emptyErrorBody = []byte("{}")
-)
+// emptyErrorBody is the body langchaingo reads in place of the real one,
+// an error's or the stream's.
+var emptyErrorBody = []byte("{}")
+
+// standInStatus is the status langchaingo sees for a stream the transport
+// took: not 200, so that it reads emptyErrorBody as an error's and returns
+// at once (an error Stream ignores: it has the body). Handed a 200 and an
+// empty stream instead, langchaingo parses it with a goroutine, a channel
+// and a 4 KiB scanner per model call (its own stream parsing, which this
+// package does not use).
+const standInStatus = http.StatusNoContent
 
 // maxErrorBody bounds how much of an error response is read to classify it.
 const maxErrorBody = 64 << 10
@@ -88,12 +90,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	st.body = resp.Body
 	st.contentType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	empty := emptyOpenAIStream
-	if t.wire == Anthropic {
-		empty = emptyAnthropicStream
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(empty))
-	resp.ContentLength = int64(len(empty))
+	resp.StatusCode, resp.Status = standInStatus, http.StatusText(standInStatus)
+	resp.Body = io.NopCloser(bytes.NewReader(emptyErrorBody))
+	resp.ContentLength = int64(len(emptyErrorBody))
 	return resp, nil
 }
 
