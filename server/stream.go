@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -32,7 +33,10 @@ import (
 //     its own sse stream. r3labs' ServeHTTP runs in the handler and calls
 //     the writer's Flush after every event; that Flush (sseConn.Flush)
 //     publishes the next frames of the turn's log once the ones handed
-//     over are written, waiting for new ones when there are none.
+//     over are written, waiting for new ones when there are none. A
+//     connection that has written every frame of a turn this replica runs
+//     goes live instead of waiting: the turn publishes its next frames
+//     itself, without blocking (live.go).
 //   - r3labs' own cost is two goroutines per stream (the stream's and
 //     ServeHTTP's close watcher), two channel hops and its formatting per
 //     event. A connection holds them only while it has something to send:
@@ -56,7 +60,8 @@ import (
 //     goroutine blocks while the subscriber's 64-event channel is full; only
 //     this connection's handler drains it. So the handler publishes at most
 //     maxBurst events at a time, and only once the previous ones are
-//     written: a publish never blocks.
+//     written: a publish never blocks. The turn publishes to a live
+//     connection with TryPublish, which never blocks either.
 
 // maxBurst bounds the events a connection publishes to its sse stream
 // before they are written: the stream's buffer (newSSE's BufferSize) and
@@ -96,12 +101,25 @@ type sseConn struct {
 	// end is published, and the events with content published to it and
 	// flushed by r3labs after them (one Flush per such event, after the
 	// one that follows the headers).
-	streamID           string
-	sessionOver        bool
-	counting           bool
-	published, written int64
-	unsubscribed       chan struct{}
-	unsubOnce          *sync.Once
+	streamID     string
+	sessionOver  bool
+	counting     bool
+	published    atomic.Int64 // by this handler, and by the turn while live
+	written      int64
+	unsubscribed chan struct{}
+	unsubOnce    *sync.Once
+
+	// Live (goLive): the turn publishes this connection's frames itself.
+	// live, lastPush, lingered and endPushed are guarded by the turn's mu;
+	// wentLive, liveFrom and liveWritten are the handler's.
+	live        bool
+	lastPush    time.Time
+	lingered    bool // the linger check ended the session
+	endPushed   bool // the turn ended and published the response's end
+	wentLive    bool
+	liveFrom    int64 // after, when the connection went live
+	liveWritten int64 // written, likewise
+	liveTimer   *time.Timer
 }
 
 func newSSE(s *Server) *sse.Server {
@@ -216,6 +234,9 @@ func (s *Server) openStream(c *gin.Context, src source, after int64) *sseConn {
 func (c *sseConn) close() {
 	c.heartbeat.Stop()
 	c.linger.Stop()
+	if c.liveTimer != nil {
+		c.liveTimer.Stop()
+	}
 	c.detach()
 	c.untrack()
 }
@@ -225,13 +246,15 @@ func (c *sseConn) close() {
 // stream did not go away (a goroutine of its is then left behind).
 func (c *sseConn) session() bool {
 	c.streamID = c.turnID + "/" + strconv.FormatInt(c.s.connSeq.Add(1), 10)
-	c.sessionOver, c.counting, c.published, c.written = false, false, 0, 0
+	c.sessionOver, c.counting, c.written = false, false, 0
+	c.published.Store(0)
 	c.unsubscribed, c.unsubOnce = make(chan struct{}), new(sync.Once)
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.s.subs.Store(c.streamID, c)
 	defer c.s.subs.Delete(c.streamID)
 	c.s.sse.CreateStream(c.streamID)
 	c.s.sse.ServeHTTP(c, sseRequest(ctx, c.streamID))
+	c.leaveLive()
 	cancel()
 	// ServeHTTP subscribed before it returned; its close watcher
 	// unsubscribes now that ctx is cancelled.
@@ -269,13 +292,16 @@ func sseRequest(ctx context.Context, id string) *http.Request {
 func (c *sseConn) Flush() {
 	if c.counting {
 		c.written++
-		if c.written < c.published {
+		if c.written < c.published.Load() {
 			return
 		}
 	}
 	c.counting = true
 	if c.sessionOver {
 		c.flush()
+		return
+	}
+	if c.wentLive && c.liveFlush() {
 		return
 	}
 	if len(c.out) == 0 {
@@ -286,6 +312,9 @@ func (c *sseConn) Flush() {
 		return
 	}
 	c.flush()
+	if c.goLive() {
+		return
+	}
 	c.linger.Reset(min(sseLinger, c.s.cfg.Heartbeat))
 	for len(c.out) == 0 {
 		switch c.poll(true, c.linger.C) {
@@ -326,7 +355,7 @@ func (c *sseConn) flush() {
 func (c *sseConn) publishOut() {
 	for _, ev := range c.out {
 		if len(ev.Data) > 0 || len(ev.Comment) > 0 {
-			c.published++
+			c.published.Add(1)
 		} else {
 			c.sessionOver = true
 		}

@@ -55,6 +55,9 @@ type turn struct {
 	changed  chan struct{} // closed and replaced when frames or done change
 	attached int
 	timer    *time.Timer // the disconnect grace timer
+	// live is the connections that are caught up with the log and in an
+	// r3labs session: add publishes their frames itself (sseConn.goLive).
+	live []*sseConn
 }
 
 func newTurn(id, sessionID, agentID, owner string, cancel context.CancelCauseFunc, maxFrames int, grace time.Duration) *turn {
@@ -100,6 +103,9 @@ func (t *turn) add(items ...item) {
 		t.frames = append(t.frames, f)
 		t.nextSeq++
 	}
+	if len(t.live) > 0 {
+		t.publishLive(len(items))
+	}
 	t.notify()
 	t.mu.Unlock()
 	if stop {
@@ -127,6 +133,7 @@ func (t *turn) finish() {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
+	t.endLive()
 	t.compact()
 	t.notify()
 	close(t.ended)

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/gin-gonic/gin"
+)
+
+// liveStream serves tr's stream over real HTTP and returns its events as
+// they arrive.
+func liveStream(t *testing.T, e *env, tr *turn) <-chan sseEvent {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := gin.CreateTestContext(w)
+		c.Request = r
+		e.srv.streamTurn(c, tr, 0)
+	}))
+	t.Cleanup(hs.Close)
+	res, err := http.Get(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	evs := make(chan sseEvent)
+	go func() {
+		defer close(evs)
+		r := newSSEReader(res.Body)
+		for {
+			ev, ok := r.next()
+			if !ok {
+				return
+			}
+			evs <- ev
+		}
+	}()
+	return evs
+}
+
+func liveCount(tr *turn) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.live)
+}
+
+func waitLive(t *testing.T, tr *turn, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for liveCount(tr) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d live connections, want %d", liveCount(tr), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func readFrame(t *testing.T, evs <-chan sseEvent, tr *turn, i int, data []byte) {
+	t.Helper()
+	select {
+	case ev, ok := <-evs:
+		if !ok {
+			t.Fatalf("frame %d: the stream ended", i)
+		}
+		if ev.Data != string(data) || ev.ID != wire.EventID(tr.id, int64(i)) {
+			t.Fatalf("frame %d: got %s %.40s", i, ev.ID, ev.Data)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("frame %d did not come", i)
+	}
+}
+
+// TestLiveConnection: a connection that has written every frame goes live,
+// the turn publishes the next frames to it, each comes at once; after the
+// linger without a frame it is not live (its r3labs session ended) and the
+// next frame still comes, after which it is live again; the turn's end
+// ends the response.
+func TestLiveConnection(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: func(c *Config) { c.Heartbeat = 50 * time.Millisecond }})
+	tr := newTurn("live-turn-1", "live-session-1", "plain", "", func(error) {}, 1000, 0)
+	data := func(i int) []byte { return []byte(`{"type":"data-n","data":` + strconv.Itoa(i) + `}`) }
+	tr.add(item{data: data(1)})
+	evs := liveStream(t, e, tr)
+	readFrame(t, evs, tr, 1, data(1))
+	waitLive(t, tr, 1)
+	for i := 2; i <= 20; i++ {
+		tr.add(item{data: data(i)}, item{data: data(i + 100)})
+		if liveCount(tr) != 1 {
+			t.Fatalf("frame %d was added with no live connection", i)
+		}
+		readFrame(t, evs, tr, 2*i-2, data(i))
+		readFrame(t, evs, tr, 2*i-1, data(i+100))
+	}
+	// The linger (50 ms here) ends the live session; the next frame opens
+	// another.
+	waitLive(t, tr, 0)
+	tr.add(item{data: data(999)})
+	readFrame(t, evs, tr, 40, data(999))
+	waitLive(t, tr, 1)
+	tr.finish()
+	if ev, ok := <-evs; ok {
+		t.Fatalf("after the turn's end: %+v", ev)
+	}
+	if n := liveCount(tr); n != 0 {
+		t.Fatalf("%d live connections after the turn's end", n)
+	}
+}
+
+// TestLiveConnectionFallsBehind: a client that stops reading fills the
+// live connection's buffers; the turn, which never waits, stops publishing
+// to it, and once the client reads again every frame comes, in order, once.
+func TestLiveConnectionFallsBehind(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: func(c *Config) { c.Heartbeat = time.Minute }})
+	tr := newTurn("live-turn-2", "live-session-2", "plain", "", func(error) {}, 2000, 0)
+	big := strings.Repeat("x", 8<<10)
+	data := func(i int) []byte { return []byte(`{"type":"data-n","data":"` + strconv.Itoa(i) + big + `"}`) }
+	tr.add(item{data: data(1)})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := gin.CreateTestContext(w)
+		c.Request = r
+		e.srv.streamTurn(c, tr, 0)
+	}))
+	defer hs.Close()
+	res, err := http.Get(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := newSSEReader(res.Body)
+	if ev, ok := r.next(); !ok || ev.Data != string(data(1)) {
+		t.Fatalf("first frame: %+v", ev)
+	}
+	waitLive(t, tr, 1)
+	// 600 frames of 8 KiB: more than the socket buffers and r3labs' two
+	// 64-event buffers hold while the client reads nothing.
+	const n = 600
+	// add returns while the client reads nothing (a turn that waited
+	// would hang here).
+	for i := 2; i <= n; i++ {
+		tr.add(item{data: data(i)})
+	}
+	if c := liveCount(tr); c != 0 {
+		t.Fatalf("%d live connections after the client stopped reading", c)
+	}
+	tr.finish()
+	for i := 2; i <= n; i++ {
+		ev, ok := r.next()
+		if !ok {
+			t.Fatalf("the stream ended before frame %d", i)
+		}
+		if ev.ID != wire.EventID(tr.id, int64(i)) || ev.Data != string(data(i)) {
+			t.Fatalf("frame %d: got %s", i, ev.ID)
+		}
+	}
+	if ev, ok := r.next(); ok {
+		t.Fatalf("after the turn's end: %+v", ev.ID)
+	}
+}
