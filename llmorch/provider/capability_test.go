@@ -2,9 +2,12 @@ package provider
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"regexp"
 	"runtime/metrics"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -119,8 +122,9 @@ func BenchmarkModelCapabilities(b *testing.B) {
 
 // TestNoGoroutinePerCall: langchaingo gets a stand-in answer for the
 // stream the transport took (standInStatus), so it starts no parser
-// goroutine of its own: a model call, on a kept connection, starts none
-// but the mock server's per-request reader.
+// goroutine of its own: a model call, on a kept connection, starts about
+// one, the mock server's per-request reader (1.1-1.2, 1.6 under the race
+// detector; with langchaingo's parser it was a whole one more).
 func TestNoGoroutinePerCall(t *testing.T) {
 	for _, wire := range []string{OpenAI, Anthropic} {
 		t.Run(wire, func(t *testing.T) {
@@ -134,17 +138,49 @@ func TestNoGoroutinePerCall(t *testing.T) {
 				}
 			}
 			call() // the connection, the coroutines of package shallow
-			const calls = 20
+			const calls = 50
 			before := goroutinesCreated()
 			for range calls {
 				call()
 			}
 			per := float64(goroutinesCreated()-before) / calls
 			t.Logf("goroutines started per model call: %.2f (the mock server's included)", per)
-			if per >= 1.5 {
-				t.Fatalf("%.2f goroutines started per model call, want at most the mock server's 1", per)
+			if per >= 2 {
+				t.Fatalf("%.2f goroutines started per model call, want about the mock server's 1", per)
 			}
 		})
+	}
+}
+
+// TestStandInAnswer: the transport keeps a stream's body for the parser
+// and gives langchaingo standInStatus and an empty JSON object instead.
+func TestStandInAnswer(t *testing.T) {
+	srv := mockllm.New()
+	defer srv.Close()
+	srv.Enqueue(mockllm.TextScript("ok"))
+	tr := &transport{base: http.DefaultTransport, wire: OpenAI}
+	st := &callState{}
+	req, err := http.NewRequestWithContext(withState(t.Context(), st), http.MethodPost, srv.URL()+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != standInStatus || string(body) != "{}" {
+		t.Fatalf("langchaingo got %d %q", resp.StatusCode, body)
+	}
+	if st.body == nil || st.status != http.StatusOK {
+		t.Fatalf("the transport kept no stream (status %d)", st.status)
+	}
+	defer st.body.Close()
+	stream, _ := io.ReadAll(st.body)
+	if !strings.Contains(string(stream), `"content":"ok"`) {
+		t.Fatalf("the kept stream is %q", stream)
 	}
 }
 
