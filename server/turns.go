@@ -47,12 +47,15 @@ type turn struct {
 	// ended is closed by finish.
 	ended chan struct{}
 
-	mu       sync.Mutex
-	frames   []frame // the kept window, oldest first
-	nextSeq  int64   // seq of the next frame
-	full     bool    // the log reached maxFrames and the turn was stopped
-	done     bool
-	changed  chan struct{} // closed and replaced when frames or done change
+	mu      sync.Mutex
+	frames  []frame // the kept window, oldest first
+	nextSeq int64   // seq of the next frame
+	full    bool    // the log reached maxFrames and the turn was stopped
+	done    bool
+	// changed is closed when frames or done change, and made again by the
+	// next read: nil while nobody was given it, so that a frame no reader
+	// waits for (a live connection's) costs no channel.
+	changed  chan struct{}
 	attached int
 	timer    *time.Timer // the disconnect grace timer
 	// live is the connections that are caught up with the log and in an
@@ -62,7 +65,7 @@ type turn struct {
 
 func newTurn(id, sessionID, agentID, owner string, cancel context.CancelCauseFunc, maxFrames int, grace time.Duration) *turn {
 	return &turn{id: id, sessionID: sessionID, key: session.Key(owner, sessionID), agentID: agentID, owner: owner, cancel: cancel,
-		maxFrames: maxFrames, grace: grace, nextSeq: 1, changed: make(chan struct{}), ended: make(chan struct{})}
+		maxFrames: maxFrames, grace: grace, nextSeq: 1, ended: make(chan struct{})}
 }
 
 // FrameSlack is how many frames a turn's log keeps beyond MaxTurnEvents:
@@ -157,8 +160,10 @@ func (t *turn) compact() {
 }
 
 func (t *turn) notify() {
-	close(t.changed)
-	t.changed = make(chan struct{})
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
 }
 
 // read returns the frames after seq after, whether the turn is done, a
@@ -167,6 +172,9 @@ func (t *turn) notify() {
 func (t *turn) read(after int64) (frames []frame, done, gap bool, changed <-chan struct{}) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.changed == nil {
+		t.changed = make(chan struct{})
+	}
 	if len(t.frames) > 0 && after+1 < t.frames[0].seq {
 		return nil, t.done, true, t.changed
 	}
