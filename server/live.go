@@ -64,6 +64,16 @@ func (c *sseConn) goLive() bool {
 func (c *sseConn) liveFlush() bool {
 	t := c.src.(*turn)
 	t.mu.Lock()
+	// The turn counts an event after TryPublish took it, under mu: r3labs
+	// may have written it (Flush's check) before the count. Counted here,
+	// every event published is: one still on its way means more Flushes
+	// to come, and a connection that fell behind settles only once it has
+	// written all it was given (otherwise it would publish them again, and
+	// Publish could block on buffers only it drains).
+	if c.written < c.published.Load() {
+		t.mu.Unlock()
+		return true
+	}
 	live, lingered, ended := c.live, c.lingered, c.endPushed
 	t.mu.Unlock()
 	if live {

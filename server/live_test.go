@@ -160,3 +160,37 @@ func TestLiveConnectionFallsBehind(t *testing.T) {
 		t.Fatalf("after the turn's end: %+v", ev.ID)
 	}
 }
+
+// TestLiveBurst: turns that add frames faster than r3labs hands them over,
+// to a client that reads as fast as it can: the live connections fall
+// behind mid-write and catch up from the log; every frame comes once, in
+// order, and every stream ends.
+func TestLiveBurst(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: func(c *Config) { c.Heartbeat = time.Minute }})
+	for turn := range 20 {
+		tr := newTurn("burst-turn-"+strconv.Itoa(turn), "burst-session-1", "plain", "", func(error) {}, 2000, 0)
+		data := func(i int) []byte { return []byte(`{"type":"data-n","data":` + strconv.Itoa(i) + `}`) }
+		tr.add(item{data: data(1)})
+		evs := liveStream(t, e, tr)
+		readFrame(t, evs, tr, 1, data(1))
+		waitLive(t, tr, 1)
+		const n = 400
+		go func() {
+			for i := 2; i <= n; i++ {
+				tr.add(item{data: data(i)})
+			}
+			tr.finish()
+		}()
+		for i := 2; i <= n; i++ {
+			readFrame(t, evs, tr, i, data(i))
+		}
+		select {
+		case ev, ok := <-evs:
+			if ok {
+				t.Fatalf("turn %d: after its last frame: %s", turn, ev.ID)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("turn %d: the stream did not end", turn)
+		}
+	}
+}
