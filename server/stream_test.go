@@ -16,7 +16,6 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
-	"github.com/gin-gonic/gin"
 )
 
 const exploreBody = `{"message":"Please explore options for a team offsite","sessionId":"%s"}`
@@ -427,29 +426,7 @@ func TestStreamFlushesEachFrame(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		tr.add(item{data: data(i)})
 	}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, _ := gin.CreateTestContext(w)
-		c.Request = r
-		e.srv.streamTurn(c, tr, 0)
-	}))
-	defer hs.Close()
-	res, err := http.Get(hs.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	evs := make(chan sseEvent)
-	go func() {
-		defer close(evs)
-		r := newSSEReader(res.Body)
-		for {
-			ev, ok := r.next()
-			if !ok {
-				return
-			}
-			evs <- ev
-		}
-	}()
+	evs := serveStream(t, e, tr)
 	read := func(i int) {
 		t.Helper()
 		select {
