@@ -64,12 +64,13 @@ func (c *sseConn) goLive() bool {
 func (c *sseConn) liveFlush() bool {
 	t := c.src.(*turn)
 	t.mu.Lock()
-	// The turn counts an event after TryPublish took it, under mu: r3labs
-	// may have written it (Flush's check) before the count. Counted here,
-	// every event published is: one still on its way means more Flushes
-	// to come, and a connection that fell behind settles only once it has
-	// written all it was given (otherwise it would publish them again, and
-	// Publish could block on buffers only it drains).
+	// The turn counts an event after TryPublish took it, under mu, so
+	// r3labs may write it (and Flush compare the counts) before it is
+	// counted. Read under mu, the count has every event TryPublish took:
+	// one still on its way means more Flushes to come, and a connection
+	// that fell behind settles only once it has written all it was given
+	// (otherwise it would publish them again, and Publish could block on
+	// buffers only it drains).
 	if c.written < c.published.Load() {
 		t.mu.Unlock()
 		return true
