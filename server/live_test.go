@@ -80,7 +80,9 @@ func readFrame(t *testing.T, evs <-chan sseEvent, tr *turn, i int, data []byte) 
 // next frame still comes, after which it is live again; the turn's end
 // ends the response.
 func TestLiveConnection(t *testing.T) {
-	e := newEnv(t, envOptions{cfg: func(c *Config) { c.Heartbeat = 50 * time.Millisecond }})
+	// The linger is the heartbeat's when shorter: a second, long enough
+	// for a loaded machine to add the next frame before it.
+	e := newEnv(t, envOptions{cfg: func(c *Config) { c.Heartbeat = time.Second }})
 	tr := newTurn("live-turn-1", "live-session-1", "plain", "", func(error) {}, 1000, 0)
 	data := func(i int) []byte { return []byte(`{"type":"data-n","data":` + strconv.Itoa(i) + `}`) }
 	tr.add(item{data: data(1)})
@@ -95,8 +97,7 @@ func TestLiveConnection(t *testing.T) {
 		readFrame(t, evs, tr, 2*i-2, data(i))
 		readFrame(t, evs, tr, 2*i-1, data(i+100))
 	}
-	// The linger (50 ms here) ends the live session; the next frame opens
-	// another.
+	// The linger ends the live session; the next frame opens another.
 	waitLive(t, tr, 0)
 	tr.add(item{data: data(999)})
 	readFrame(t, evs, tr, 40, data(999))
