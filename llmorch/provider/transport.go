@@ -90,7 +90,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	st.body = resp.Body
 	st.contentType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.StatusCode, resp.Status = standInStatus, http.StatusText(standInStatus)
+	resp.StatusCode, resp.Status = standInStatus, strconv.Itoa(standInStatus)+" "+http.StatusText(standInStatus)
 	resp.Body = io.NopCloser(bytes.NewReader(emptyErrorBody))
 	resp.ContentLength = int64(len(emptyErrorBody))
 	return resp, nil
