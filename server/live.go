@@ -48,7 +48,7 @@ func (c *sseConn) goLive() bool {
 	c.live, c.lingered, c.endPushed = true, false, false
 	c.lastPush = time.Now()
 	c.wentLive, c.liveFrom, c.liveWritten = true, c.after, c.written
-	d := min(sseLinger, c.s.cfg.Heartbeat)
+	d := c.s.linger()
 	if c.liveTimer == nil {
 		c.liveTimer = time.AfterFunc(d, c.lingerCheck)
 	} else {
@@ -125,7 +125,7 @@ func (c *sseConn) lingerCheck() {
 	if !c.live {
 		return
 	}
-	d := min(sseLinger, c.s.cfg.Heartbeat)
+	d := c.s.linger()
 	if idle := time.Since(c.lastPush); idle < d {
 		c.liveTimer.Reset(d - idle)
 		return
@@ -161,15 +161,15 @@ func (t *turn) publishLive(n int) {
 	}
 }
 
-// liveEvent is an event and the bytes of its ID, in one allocation.
-type liveEvent struct {
+// frameEvent is an event and the bytes of its ID, in one allocation.
+type frameEvent struct {
 	ev sse.Event
 	id [48]byte
 }
 
 // event is f's event for r3labs; every publish needs an event of its own.
 func (c *sseConn) event(f frame) *sse.Event {
-	e := new(liveEvent)
+	e := new(frameEvent)
 	e.ev.ID = wire.AppendEventID(e.id[:0], c.turnID, f.seq)
 	e.ev.Data = f.data
 	return &e.ev

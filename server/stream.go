@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/internal/shallow"
-	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/gin-gonic/gin"
 	"github.com/r3labs/sse/v2"
 )
@@ -74,6 +73,10 @@ const maxBurst = 64
 // (for the model's first token, a long tool call, a turn on another
 // replica) holds none while it waits.
 const sseLinger = time.Second
+
+// linger is how long a connection keeps its r3labs session without a
+// frame: sseLinger, or the heartbeat when that is shorter.
+func (s *Server) linger() time.Duration { return min(sseLinger, s.cfg.Heartbeat) }
 
 // sseConn is one connection's stream: the writer r3labs writes its events
 // to, which feeds r3labs the frames of the turn's log from the client's
@@ -228,7 +231,7 @@ func (s *Server) openStream(c *gin.Context, src source, after int64) *sseConn {
 	_, turnID := src.ids()
 	return &sseConn{ResponseWriter: w, s: s, src: src, ctx: c.Request.Context(), turnID: turnID, after: after,
 		untrack: s.cfg.Telemetry.TrackStream(c.Request.Context(), "chat"),
-		detach:  src.attach(), heartbeat: time.NewTimer(s.cfg.Heartbeat), linger: time.NewTimer(min(sseLinger, s.cfg.Heartbeat))}
+		detach:  src.attach(), heartbeat: time.NewTimer(s.cfg.Heartbeat), linger: time.NewTimer(s.linger())}
 }
 
 func (c *sseConn) close() {
@@ -315,7 +318,7 @@ func (c *sseConn) Flush() {
 	if c.goLive() {
 		return
 	}
-	c.linger.Reset(min(sseLinger, c.s.cfg.Heartbeat))
+	c.linger.Reset(c.s.linger())
 	for len(c.out) == 0 {
 		switch c.poll(true, c.linger.C) {
 		case pollGone:
@@ -402,7 +405,7 @@ func (c *sseConn) poll(wait bool, tick <-chan time.Time) int {
 func (c *sseConn) queue(frames []frame) {
 	frames = frames[:min(len(frames), maxBurst)]
 	for _, f := range frames {
-		c.out = append(c.out, &sse.Event{ID: wire.AppendEventID(make([]byte, 0, len(c.turnID)+8), c.turnID, f.seq), Data: f.data})
+		c.out = append(c.out, c.event(f))
 	}
 	c.after = frames[len(frames)-1].seq
 	c.heartbeat.Reset(c.s.cfg.Heartbeat)

@@ -14,8 +14,9 @@
 // HTTP client given to langchaingo has a transport that takes the streamed
 // response body for this package's own parser and hands langchaingo a
 // stand-in that ends its call at once (a status it takes for an error, which
-// is ignored: langchaingo would otherwise start its own parser's goroutine); the parser yields events to the caller as the
-// bytes arrive, in the caller's goroutine, with no goroutine per call.
+// is ignored: langchaingo would otherwise start its own parser's goroutine);
+// the parser yields events to the caller as the bytes arrive, in the
+// caller's goroutine, with no goroutine per call.
 //
 // The transport also corrects the request where langchaingo gets it wrong:
 // it drops the temperature langchaingo always sends (0) when none was asked

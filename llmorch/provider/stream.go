@@ -82,8 +82,8 @@ func (m *model) backoff(attempt int, retryAfter time.Duration) (time.Duration, b
 func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageContent, opts []llms.CallOption,
 	req llmorch.Request, yield func(chat.Event, error) bool) (emitted, stopped bool, cerr *callError) {
 	// langchaingo builds and sends the request many frames deep (the
-	// JSON encoding, the transport): on another goroutine, so that the turn's stack
-	// keeps the size reading the stream needs (package shallow).
+	// JSON encoding, the transport): on another goroutine's stack, so that
+	// the turn's keeps the size reading the stream needs (package shallow).
 	_, lerr := shallow.Call(func() (*llms.ContentResponse, error) {
 		return m.llm.GenerateContent(withState(ctx, st), msgs, opts...)
 	})
