@@ -384,8 +384,8 @@ func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, op
 	if err := n.checkOptions(o); err != nil {
 		return nil, err
 	}
-	return n.begin(ctx, sessionID, o, func(store session.Store, key string, sess session.Session, lease session.Lease) (llmorch.Turn, error) {
-		return n.startTurn(ctx, store, key, message, sess, lease, o)
+	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
+		return n.startTurn(ctx, key, message, sess, o)
 	})
 }
 
@@ -400,10 +400,20 @@ func collect(opts []Option) options {
 	return o
 }
 
-// begin claims the session and starts a turn on it with start, which
-// records what starts the turn under the lease in store (the agent's, or
-// a stateless turn's own).
-func (n *Agent) begin(ctx context.Context, sessionID string, o options, start func(store session.Store, key string, sess session.Session, lease session.Lease) (llmorch.Turn, error)) (iter.Seq[chat.Event], error) {
+// turnStart is how a turn starts: the write that records what starts it,
+// made under the turn's lease, and the turn assembled from what it stored.
+type turnStart struct {
+	write session.Write
+	// what the write records, for its error ("recording the message").
+	what string
+	turn func(stored session.Session, history []chat.Message, lease session.Lease) llmorch.Turn
+}
+
+// begin claims the session and starts a turn on it: plan, given the
+// session as claimed (key is its store key), says what the turn's first
+// write records. A store that is a session.Starter makes that write with
+// the claim when it can (one Redis round trip instead of two).
+func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan func(key string, sess session.Session) (turnStart, error)) (iter.Seq[chat.Event], error) {
 	// Tools learn what they run for (tools.CallFrom).
 	ctx = tools.WithCall(ctx, tools.Call{SessionID: sessionID, AgentID: n.ID(), Owner: o.owner, TurnID: o.turnID})
 	store, service, closeStore := n.cfg.Store, n.service, func() {}
@@ -419,7 +429,33 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, start fu
 	// The session lives in its owner's keyspace: another owner using the
 	// same ID has a session of its own.
 	key := session.Key(o.owner, sessionID)
-	sess, lease, err := store.Claim(ctx, key, session.WithOwner(o.owner), session.WithAgent(n.ID()))
+	claimOpts := []session.UpdateOption{session.WithOwner(o.owner), session.WithAgent(n.ID())}
+	var (
+		sess    session.Session
+		lease   session.Lease
+		started *session.Started
+		ts      turnStart
+		err     error
+	)
+	if starter, ok := store.(session.Starter); ok {
+		// The turn's first write goes with the claim when the store
+		// knows the session; a session whose last turn was interrupted
+		// is recovered first, and a plan that fails fails below, on the
+		// session as claimed.
+		sess, lease, started, err = starter.ClaimStart(ctx, key, func(s session.Session) (session.Write, bool) {
+			if s.Turn != "" {
+				return session.Write{}, false
+			}
+			p, err := plan(key, s)
+			if err != nil {
+				return session.Write{}, false
+			}
+			ts = p
+			return p.write, true
+		}, claimOpts...)
+	} else {
+		sess, lease, err = store.Claim(ctx, key, claimOpts...)
+	}
 	switch {
 	case errors.Is(err, session.ErrForeign) && sess.Owner != o.owner:
 		err = session.ErrNotFound
@@ -434,20 +470,14 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, start fu
 		return nil, err
 	}
 	release := func() { n.release(ctx, lease) }
-	if sess.Turn != "" {
-		// The session's last turn ended without its last write: its
-		// replica died, or the store stopped answering. Save what it
-		// streamed before this turn starts.
-		if _, err := recoverTurn(ctx, n.cfg, key, sess.Turn, lease); err != nil {
-			n.cfg.Logger.WarnContext(ctx, "recovering the partial answer of an interrupted turn failed", "turn", sess.Turn, "err", err)
+	if started == nil {
+		if started, ts, err = n.firstWrite(ctx, store, key, sess, lease, plan); err != nil {
+			release()
+			closeStore()
+			return nil, err
 		}
 	}
-	turn, err := start(store, key, sess, lease)
-	if err != nil {
-		release()
-		closeStore()
-		return nil, err
-	}
+	turn := ts.turn(started.Session, started.History, lease)
 	return func(yield func(chat.Event) bool) {
 		ctx, cancel := context.WithCancelCause(ctx)
 		renewal := n.startRenewal(ctx, lease, cancel)
@@ -482,6 +512,29 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, start fu
 	}, nil
 }
 
+// firstWrite makes a turn's first write under lease after a claim that did
+// not make it.
+func (n *Agent) firstWrite(ctx context.Context, store session.Store, key string, sess session.Session, lease session.Lease, plan func(key string, sess session.Session) (turnStart, error)) (*session.Started, turnStart, error) {
+	if sess.Turn != "" {
+		// The session's last turn ended without its last write: its
+		// replica died, or the store stopped answering. Save what it
+		// streamed before this turn starts.
+		if _, err := recoverTurn(ctx, n.cfg, key, sess.Turn, lease); err != nil {
+			n.cfg.Logger.WarnContext(ctx, "recovering the partial answer of an interrupted turn failed", "turn", sess.Turn, "err", err)
+		}
+	}
+	ts, err := plan(key, sess)
+	if err != nil {
+		return nil, ts, err
+	}
+	w := ts.write
+	stored, history, err := store.UpdateAppend(ctx, key, w.Update, w.Messages, w.Window, append(w.Options, session.WithLease(lease))...)
+	if err != nil {
+		return nil, ts, fmt.Errorf("%s: %w", ts.what, err)
+	}
+	return &session.Started{Session: stored, History: history}, ts, nil
+}
+
 func (n *Agent) checkMessage(message string) error {
 	switch {
 	case strings.TrimSpace(message) == "":
@@ -494,16 +547,18 @@ func (n *Agent) checkMessage(message string) error {
 	return nil
 }
 
-// startTurn records the user message and assembles the history the model
-// sees (key is the session's store key), in one store write (one Redis
-// round trip): the orchestration's view of the message (after the
-// replay of o.history), the message itself, and the history window before
-// it. sess is the session as Claim returned it, current under the lease.
+// startTurn plans the write that records the user message, and how the
+// turn's history is assembled from what it stored (key is the session's
+// store key): one store write records the orchestration's view of the
+// message (after the replay of o.history) and the message itself, and
+// reads the history window before it. sess is the session the write will
+// be made on: current under the lease, or what the store expects to claim
+// (session.Starter).
 //
 // Calls still waiting for approval are denied by the new message: their
 // results ("the user sent a new message") are recorded before it, in the
 // same write, so the model hears why they did not run.
-func (n *Agent) startTurn(ctx context.Context, store session.Store, key, message string, sess session.Session, lease session.Lease, o options) (llmorch.Turn, error) {
+func (n *Agent) startTurn(ctx context.Context, key, message string, sess session.Session, o options) (turnStart, error) {
 	engine := n.Engine()
 	window := n.historyWindow()
 	user := chat.Message{Role: chat.RoleUser, Content: message}
@@ -513,7 +568,7 @@ func (n *Agent) startTurn(ctx context.Context, store session.Store, key, message
 	for _, a := range pending {
 		denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, DeniedByNewMessage)))
 	}
-	opts := []session.UpdateOption{session.WithLease(lease), session.WithTurn(o.turnID)}
+	opts := []session.UpdateOption{session.WithTurn(o.turnID)}
 	if len(pending) > 0 {
 		opts = append(opts, session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
 			if !samePending(cur, pending) {
@@ -531,7 +586,7 @@ func (n *Agent) startTurn(ctx context.Context, store session.Store, key, message
 	regenerate := o.regenerate && st.UserMessages > 0
 	if regenerate {
 		if st.LastUserMessage != message {
-			return llmorch.Turn{}, ErrNotLastMessage
+			return turnStart{}, ErrNotLastMessage
 		}
 		// The message stays where it is; the window read after the
 		// answer is dropped ends with it (and with it any call that
@@ -543,29 +598,32 @@ func (n *Agent) startTurn(ctx context.Context, store session.Store, key, message
 		}
 	}
 	var dec orchestration.Decision
-	stored, history, err := store.UpdateAppend(ctx, key, func(s *orchestration.State) error {
+	update := func(s *orchestration.State) error {
 		*s = n.Replay(*s, o.history)
 		*s, dec = engine.Apply(*s, orchestration.UserMessage(message))
 		return nil
-	}, msgs, window, opts...)
-	if err != nil {
-		return llmorch.Turn{}, fmt.Errorf("recording the message: %w", err)
 	}
-	if dec.Transition {
-		n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, stored.State.ActiveStep, telemetry.CauseUserMessage)
-	}
-	if regenerate {
-		if k := len(history); k > 0 && history[k-1].Role == chat.RoleUser {
-			history = history[:k-1]
-		}
-	} else if window != 0 && len(denials)+len(o.history) > 0 {
-		history = append(append(history, denials...), o.history...)
-		if window > 0 && len(history) > window {
-			history = history[len(history)-window:]
-		}
-	}
-	history = wellFormed(trimToUserStart(history), nil)
-	return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: stored.State, PreviousStep: dec.PreviousStep, History: append(history, user)}, nil
+	return turnStart{
+		write: session.Write{Update: update, Messages: msgs, Window: window, Options: opts},
+		what:  "recording the message",
+		turn: func(stored session.Session, history []chat.Message, lease session.Lease) llmorch.Turn {
+			if dec.Transition {
+				n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, stored.State.ActiveStep, telemetry.CauseUserMessage)
+			}
+			if regenerate {
+				if k := len(history); k > 0 && history[k-1].Role == chat.RoleUser {
+					history = history[:k-1]
+				}
+			} else if window != 0 && len(denials)+len(o.history) > 0 {
+				history = append(append(history, denials...), o.history...)
+				if window > 0 && len(history) > window {
+					history = history[len(history)-window:]
+				}
+			}
+			history = wellFormed(trimToUserStart(history), nil)
+			return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: stored.State, PreviousStep: dec.PreviousStep, History: append(history, user)}
+		},
+	}, nil
 }
 
 // historyWindow is how much history the model sees (0 none, -1 all).
@@ -676,12 +734,12 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 		}
 		return nil, fmt.Errorf("opening session: %w", err)
 	}
-	return n.begin(ctx, sessionID, o, func(store session.Store, key string, sess session.Session, lease session.Lease) (llmorch.Turn, error) {
+	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
 		plan, err := planAnswers(sess.Approvals, answers)
 		if err != nil {
-			return llmorch.Turn{}, err
+			return turnStart{}, err
 		}
-		return n.answerTurn(ctx, store, key, sess, lease, plan, o)
+		return n.answerTurn(key, plan, o), nil
 	})
 }
 
@@ -721,9 +779,9 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 	return plan, nil
 }
 
-// answerTurn records the answers, the results of the denied calls with
-// them, in one write, and assembles the turn that carries them out.
-func (n *Agent) answerTurn(ctx context.Context, store session.Store, key string, sess session.Session, lease session.Lease, plan []llmorch.Answer, o options) (llmorch.Turn, error) {
+// answerTurn plans the write that records the answers, the results of the
+// denied calls with them, and the turn that carries them out.
+func (n *Agent) answerTurn(key string, plan []llmorch.Answer, o options) turnStart {
 	decided := map[string]llmorch.Answer{}
 	var denials []chat.Message
 	approved := map[string]bool{}
@@ -738,8 +796,8 @@ func (n *Agent) answerTurn(ctx context.Context, store session.Store, key string,
 	// The whole history is read: the model must see at least this turn's
 	// user message and the calls being answered, whatever the policy's
 	// window (continuationWindow).
-	st, history, err := store.UpdateAppend(ctx, key, func(*orchestration.State) error { return nil }, denials, -1,
-		session.WithLease(lease), session.WithTurn(o.turnID),
+	write := session.Write{Update: func(*orchestration.State) error { return nil }, Messages: denials, Window: -1, Options: []session.UpdateOption{
+		session.WithTurn(o.turnID),
 		session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
 			for i := range cur {
 				a, ok := decided[cur[i].Call.ID]
@@ -755,15 +813,15 @@ func (n *Agent) answerTurn(ctx context.Context, store session.Store, key string,
 				return nil, errApprovalsMoved
 			}
 			return llmorch.KeepAnswered(cur), nil
-		}))
-	if err != nil {
-		return llmorch.Turn{}, fmt.Errorf("recording the answers: %w", err)
-	}
-	history = continuationWindow(append(history, denials...), n.historyWindow())
-	// The approved calls get their results in the turn, before the model
-	// is called: keep them in the history the model will see.
-	history = wellFormed(trimToUserStart(history), approved)
-	return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan}, nil
+		}),
+	}}
+	return turnStart{write: write, what: "recording the answers", turn: func(st session.Session, history []chat.Message, lease session.Lease) llmorch.Turn {
+		history = continuationWindow(append(history, denials...), n.historyWindow())
+		// The approved calls get their results in the turn, before the
+		// model is called: keep them in the history the model will see.
+		history = wellFormed(trimToUserStart(history), approved)
+		return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan}
+	}}
 }
 
 // continuationWindow cuts the history of a turn that answers approvals to

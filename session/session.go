@@ -171,6 +171,41 @@ type Store interface {
 	Close() error
 }
 
+// A Starter is a Store that can start a turn in one step: Claim and the
+// turn's first write (UpdateAppend under the new lease) together, one
+// round trip with Redis instead of two, when it can tell the session
+// before claiming it. The agent starts its turns this way when its store
+// is a Starter.
+type Starter interface {
+	Store
+	// ClaimStart claims the session like Claim. When the store can tell
+	// what it will find (a session it is about to create, or one this
+	// process wrote last), it calls plan with that session and, unless
+	// plan reports false, makes plan's write under the new lease in the
+	// same step, provided the session is still that one: Started is then
+	// what UpdateAppend would have returned. Otherwise (plan not called,
+	// declined, or the session had changed) Started is nil, and the
+	// caller makes its write under the lease as after Claim. plan is
+	// called at most once, must have no side effects, and gets a copy.
+	ClaimStart(ctx context.Context, id string, plan func(Session) (Write, bool), opts ...UpdateOption) (Session, Lease, *Started, error)
+}
+
+// Write is an UpdateAppend that Starter.ClaimStart makes: its function,
+// messages, window and options (the store adds WithLease).
+type Write struct {
+	Update   func(*orchestration.State) error
+	Messages []chat.Message
+	Window   int
+	Options  []UpdateOption
+}
+
+// Started is what the write of a Starter.ClaimStart returned: the stored
+// session and the history window, as from UpdateAppend.
+type Started struct {
+	Session Session
+	History []chat.Message
+}
+
 // Lease is one turn's hold on a session. It expires after Config.LockTTL
 // unless extended, so a holder that dies frees the session by itself.
 type Lease interface {

@@ -38,6 +38,9 @@ type Store struct {
 	budget time.Duration
 
 	locks keyLocks
+	// recent is what ClaimStart expects of the sessions this process
+	// wrote last.
+	recent recent
 }
 
 // maxConflicts bounds the compare-and-set retries of one write; reaching it
@@ -81,10 +84,33 @@ func (r *Store) preload(ctx context.Context) error {
 	if err := r.client.Ping(ctx).Err(); err != nil {
 		return r.fail("", "connect", err)
 	}
-	for _, s := range allScripts {
-		if err := s.Load(ctx, r.client).Err(); err != nil {
-			return r.fail("", "load scripts", err)
+	if _, ok := r.client.(*redis.ClusterClient); ok {
+		// Its SCRIPT LOAD goes to every shard; a pipeline's to one.
+		for _, s := range allScripts {
+			if err := s.Load(ctx, r.client).Err(); err != nil {
+				return r.fail("", "load scripts", err)
+			}
 		}
+		return nil
+	}
+	// One round trip for all of them: a distant Redis (every reply late)
+	// does not multiply start-up by the number of scripts.
+	cmds, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, s := range allScripts {
+			p.ScriptLoad(ctx, scriptSource[s])
+		}
+		return nil
+	})
+	if err == nil {
+		for i, c := range cmds {
+			if h := c.(*redis.StringCmd).Val(); h != allScripts[i].Hash() {
+				err = fmt.Errorf("script %d loaded as %q, want %q", i, h, allScripts[i].Hash())
+				break
+			}
+		}
+	}
+	if err != nil {
+		return r.fail("", "load scripts", err)
 	}
 	return nil
 }
@@ -278,13 +304,9 @@ func (r *Store) Update(ctx context.Context, id string, fn func(*orchestration.St
 // in one script. fn may run more than once, as with Update.
 func (r *Store) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...session.UpdateOption) (session.Session, []chat.Message, error) {
 	o := session.Options(opts...)
-	ap := &appendArgs{window: window, dropAnswer: o.DropAnswer, msgs: make([]any, len(msgs))}
-	for i, m := range msgs {
-		b, err := json.Marshal(m)
-		if err != nil {
-			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: message %d: %w", id, i, err)
-		}
-		ap.msgs[i] = string(b)
+	ap, err := newAppend(id, msgs, window, o.DropAnswer)
+	if err != nil {
+		return session.Session{}, nil, err
 	}
 	s, raw, err := r.mutate(ctx, id, fn, o, false, ap)
 	if err != nil {
@@ -302,6 +324,18 @@ type appendArgs struct {
 	window     int
 	dropAnswer bool
 	msgs       []any // chat.Message JSON
+}
+
+func newAppend(id string, msgs []chat.Message, window int, drop bool) (*appendArgs, error) {
+	ap := &appendArgs{window: window, dropAnswer: drop, msgs: make([]any, len(msgs))}
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("redis session store: session %s: message %d: %w", id, i, err)
+		}
+		ap.msgs[i] = string(b)
+	}
+	return ap, nil
 }
 
 func decodeMessages(id string, raw []string) ([]chat.Message, error) {
@@ -378,49 +412,30 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		} else if mustExist {
 			return session.Session{}, nil, session.ErrNotFound
 		}
-		now := r.cfg.Now()
 		next := cur
 		if !exists {
-			next = r.newSession(id, o, now)
+			next = r.newSession(id, o, r.cfg.Now())
 		}
-		// fn gets a copy of the state; its history is immutable, so a
-		// failing fn cannot leave a half-written state behind.
-		st := next.State
-		if err := fn(&st); err != nil {
+		next, err := r.apply(next, fn, o)
+		if err != nil {
 			if exists {
 				kl.last = &cur // unchanged, still current as far as we know
 			}
 			return session.Session{}, nil, err
 		}
-		if err := o.ApplyApprovals(&next); err != nil {
-			if exists {
-				kl.last = &cur
-			}
-			return session.Session{}, nil, err
-		}
-		next.State, next.LastAccessed = st, now
-		next.Version = cur.Version + 1
-		o.ApplyTurn(&next)
 		expected := ""
 		if exists {
 			expected = strconv.FormatInt(cur.Version, 10)
 		}
-
-		release := "0"
-		if o.Release && lease != "" {
-			release = "1"
-		}
-		args := []any{expected, strconv.FormatInt(next.Version, 10), encode(next), session.NewID(), r.ttlMillis(), lease}
+		release := o.Release && lease != ""
+		nonce, encoded := session.NewID(), encode(next)
 		script := scriptUpdate
+		var args []any
 		if ap != nil {
 			script = scriptUpdateAppend
-			drop := "0"
-			if ap.dropAnswer {
-				drop = "1"
-			}
-			args = append(append(args, ap.window, r.cfg.MaxMessages, drop, release), ap.msgs...)
+			args = r.updateAppendArgs(nil, expected, next.Version, encoded, nonce, lease, ap, release)
 		} else {
-			args = append(args, release)
+			args = []any{expected, strconv.FormatInt(next.Version, 10), encoded, nonce, r.ttlMillis(), lease, flag(release)}
 		}
 		cmd, maybe := r.runWrite(ctx, script, keys, args...)
 		reply, err := cmd.Slice()
@@ -431,22 +446,18 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		switch status {
 		case "ok":
 			kl.last = &next
+			r.recent.remember(id, next, nonce, len(encoded))
 			if rl != nil {
 				rl.seen = &next
-				if release == "1" {
+				if release {
 					rl.released.Store(true)
 				}
 			}
-			out := next
 			var hist []string
 			if ap != nil && len(reply) > 1 {
-				list, _ := reply[1].([]any)
-				hist = make([]string, len(list))
-				for i, v := range list {
-					hist[i], _ = v.(string)
-				}
+				hist = stringList(reply[1])
 			}
-			return out, hist, nil
+			return next, hist, nil
 		case "fenced":
 			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrFenced)
 		case "conflict":
@@ -471,10 +482,55 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 	}
 }
 
+// apply returns the session a write makes of cur: fn applied to a copy of
+// its state (its history is immutable, so a failing fn cannot leave a
+// half-written state behind), then o's approvals and turn, and the next
+// version.
+func (r *Store) apply(cur session.Session, fn func(*orchestration.State) error, o session.WriteOptions) (session.Session, error) {
+	next := cur
+	st := next.State
+	if err := fn(&st); err != nil {
+		return session.Session{}, err
+	}
+	if err := o.ApplyApprovals(&next); err != nil {
+		return session.Session{}, err
+	}
+	next.State, next.LastAccessed = st, r.cfg.Now()
+	next.Version = cur.Version + 1
+	o.ApplyTurn(&next)
+	return next, nil
+}
+
+// updateAppendArgs appends to args the arguments of updateAppend
+// (luaUpdateAppend) writing data as version over the version expected.
+func (r *Store) updateAppendArgs(args []any, expected string, version int64, data, nonce, lease string, ap *appendArgs, release bool) []any {
+	args = append(args, expected, strconv.FormatInt(version, 10), data, nonce, r.ttlMillis(), lease,
+		ap.window, r.cfg.MaxMessages, flag(ap.dropAnswer), flag(release))
+	return append(args, ap.msgs...)
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// stringList is a script's list of strings.
+func stringList(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, len(list))
+	for i, e := range list {
+		out[i], _ = e.(string)
+	}
+	return out
+}
+
 // Delete implements session.Store.
 func (r *Store) Delete(ctx context.Context, id string) error {
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
+	r.recent.forget(id)
 	n, err := scriptDelete.Run(rctx, r.client, r.keys(id)).Int64()
 	if err != nil {
 		return r.fail(id, "delete", err)
@@ -535,56 +591,149 @@ const lockPoll = 20 * time.Millisecond
 
 // Claim implements session.Store: GetOrCreate and Lock in one script.
 func (r *Store) Claim(ctx context.Context, id string, opts ...session.UpdateOption) (session.Session, session.Lease, error) {
-	o := session.Options(opts...)
+	s, l, _, err := r.claim(ctx, id, session.Options(opts...), nil)
+	return s, l, err
+}
+
+// ClaimStart implements session.Starter: scriptClaimStart claims the
+// session and makes plan's write in one script when this process knows
+// the session (recent) or the claim creates it. Otherwise, or when the
+// session changed since, it is Claim's one script and the caller's write
+// another.
+func (r *Store) ClaimStart(ctx context.Context, id string, plan func(session.Session) (session.Write, bool), opts ...session.UpdateOption) (session.Session, session.Lease, *session.Started, error) {
+	return r.claim(ctx, id, session.Options(opts...), plan)
+}
+
+// start is the write a ClaimStart makes with its claim.
+type start struct {
+	guess    session.Session // the session expected
+	expected string          // the nonce of its last write; "" for the claim's own
+	next     session.Session
+	data     string // next encoded
+	nonce    string
+	ap       *appendArgs
+}
+
+// prepare calls plan with the session this process expects id to be (the
+// last it wrote, or the session the claim would create), and prepares its
+// write; nil when there is nothing to expect or plan declines.
+func (r *Store) prepare(id string, fresh session.Session, o session.WriteOptions, plan func(session.Session) (session.Write, bool)) *start {
+	guess, expected, ok := r.recent.get(id)
+	if !ok {
+		guess = fresh
+	}
+	if o.Foreign(guess) {
+		return nil
+	}
+	w, ok := plan(guess)
+	if !ok {
+		return nil
+	}
+	wo := session.Options(w.Options...)
+	next, err := r.apply(guess, w.Update, wo)
+	if err != nil {
+		// The same error comes from the caller's own write.
+		return nil
+	}
+	ap, err := newAppend(id, w.Messages, w.Window, wo.DropAnswer)
+	if err != nil {
+		return nil
+	}
+	return &start{guess: guess, expected: expected, next: next, data: encode(next), nonce: session.NewID(), ap: ap}
+}
+
+// claim is Claim, and ClaimStart when plan is not nil.
+func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, plan func(session.Session) (session.Write, bool)) (session.Session, session.Lease, *session.Started, error) {
 	deadline := time.Now().Add(r.cfg.LockWait)
 	now := r.cfg.Now()
-	fresh := encode(r.newSession(id, o, now))
+	fresh := r.newSession(id, o, now)
+	freshData := encode(fresh)
 	// One nonce and token for every attempt: a retried script recognises
 	// the session it created and the lease it took.
 	nonce, token := session.NewID(), session.NewID()
 	keys := r.keys(id)
+	var sw *start
+	if plan != nil {
+		sw = r.prepare(id, fresh, o, plan)
+	}
 	for {
 		sent := time.Now()
-		cmd, _ := r.runWrite(ctx, scriptClaim, keys, r.ttlMillis(), fresh, nonce, o.Owner, o.Agent, token, r.lockMillis())
+		args := []any{r.ttlMillis(), freshData, nonce, o.Owner, o.Agent, token, r.lockMillis()}
+		script := scriptClaim
+		if sw != nil {
+			expected := sw.expected
+			if expected == "" {
+				expected = nonce
+			}
+			args = r.updateAppendArgs(append(args, expected), strconv.FormatInt(sw.guess.Version, 10), sw.next.Version, sw.data, sw.nonce, token, sw.ap, false)
+			script = scriptClaimStart
+		}
+		cmd, maybe := r.runWrite(ctx, script, keys, args...)
 		reply, err := cmd.Slice()
 		if err != nil {
-			return session.Session{}, nil, r.fail(id, "claim", err)
+			if sw != nil {
+				return session.Session{}, nil, nil, r.failWrite(id, "claim", err, maybe)
+			}
+			return session.Session{}, nil, nil, r.fail(id, "claim", err)
 		}
-		if len(reply) != 3 {
-			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: claim: unexpected reply %v: %w", id, reply, session.ErrUnavailable)
+		if len(reply) < 3 {
+			return session.Session{}, nil, nil, fmt.Errorf("redis session store: session %s: claim: unexpected reply %v: %w", id, reply, session.ErrUnavailable)
 		}
 		status, _ := reply[0].(string)
+		lease := func() *redisLease {
+			l := &redisLease{r: r, id: id, key: keys[2], token: token}
+			l.expiry.Store(sent.Add(r.cfg.LockTTL).UnixNano())
+			return l
+		}
+		if status == "ok" && len(reply) == 5 && reply[3] == "ok" {
+			// The write went in with the claim.
+			l := lease()
+			next := sw.next
+			l.seen = &next
+			r.recent.remember(id, next, sw.nonce, len(sw.data))
+			hist, err := decodeMessages(id, stringList(reply[4]))
+			if err != nil {
+				return session.Session{}, nil, nil, err
+			}
+			s := sw.guess
+			s.LastAccessed = now
+			return s, l, &session.Started{Session: next, History: hist}, nil
+		}
 		data, _ := reply[1].(string)
 		s, err := r.decode(id, data)
 		if err != nil {
 			if status == "ok" {
 				// Not reached (the script decodes it first), but never
 				// keep a lease on a session we cannot use.
-				_ = (&redisLease{r: r, id: id, key: keys[2], token: token}).Release(ctx)
+				_ = lease().Release(ctx)
 			}
-			return session.Session{}, nil, err
+			return session.Session{}, nil, nil, err
 		}
 		s.LastAccessed = now
 		switch status {
 		case "ok":
-			l := &redisLease{r: r, id: id, key: keys[2], token: token}
-			l.expiry.Store(sent.Add(r.cfg.LockTTL).UnixNano())
+			// Claimed; the session was not the one expected, if any:
+			// the caller writes.
+			l := lease()
 			seen := s
 			l.seen = &seen
-			return s, l, nil
+			return s, l, nil, nil
 		case "foreign":
-			return s, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrForeign)
+			return s, nil, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrForeign)
 		case "busy":
 		default:
-			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: claim: unexpected reply %v: %w", id, reply, session.ErrUnavailable)
+			return session.Session{}, nil, nil, fmt.Errorf("redis session store: session %s: claim: unexpected reply %v: %w", id, reply, session.ErrUnavailable)
 		}
+		// Busy: wait for the lease with Claim's script alone; the
+		// session may be another one when the lease comes free.
+		sw = nil
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrBusy)
+			return session.Session{}, nil, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrBusy)
 		}
 		select {
 		case <-ctx.Done():
-			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: waiting for the lease: %w", id, ctx.Err())
+			return session.Session{}, nil, nil, fmt.Errorf("redis session store: session %s: waiting for the lease: %w", id, ctx.Err())
 		case <-time.After(min(lockPoll, wait)):
 		}
 	}

@@ -44,9 +44,9 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 	}
 
 	msg, _ := json.Marshal(chat.Message{Role: chat.RoleUser, Content: "once"})
-	appendArgs := []any{r.ttlMillis(), strconv.Itoa(r.cfg.MaxMessages), "", session.NewID(), encode(session.Session{ID: id}), string(msg)}
+	appArgs := []any{r.ttlMillis(), strconv.Itoa(r.cfg.MaxMessages), "", session.NewID(), encode(session.Session{ID: id}), string(msg)}
 	for attempt := range 2 {
-		if status, err := scriptAppend.Run(ctx, r.client, keys, appendArgs...).Text(); err != nil || status != "ok" {
+		if status, err := scriptAppend.Run(ctx, r.client, keys, appArgs...).Text(); err != nil || status != "ok" {
 			t.Fatalf("append attempt %d: %q %v", attempt, status, err)
 		}
 	}
@@ -116,5 +116,40 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 	otherClaim := []any{r.ttlMillis(), encode(session.Session{ID: fresh}), session.NewID(), "", "", session.NewID(), r.lockMillis()}
 	if reply, err := scriptClaim.Run(ctx, r.client, r.keys(fresh), otherClaim...).Slice(); err != nil || reply[0] != "busy" || reply[2] != int64(0) {
 		t.Fatalf("another claim: %v %v, want busy and not created", reply, err)
+	}
+
+	// ClaimStart: the replay recognises the lease it took and the write it
+	// made; it answers with the same window and appends nothing again.
+	started := session.NewID()
+	ns := session.Session{ID: started, Version: 1}
+	nonce, token2 := session.NewID(), session.NewID()
+	csArgs := []any{r.ttlMillis(), encode(session.Session{ID: started}), nonce, "", "", token2, r.lockMillis(), nonce}
+	csArgs = r.updateAppendArgs(csArgs, "0", ns.Version, encode(ns), session.NewID(), token2, &appendArgs{window: -1, msgs: []any{string(msg)}}, false)
+	for attempt := range 2 {
+		reply, err := scriptClaimStart.Run(ctx, r.client, r.keys(started), csArgs...).Slice()
+		if err != nil || len(reply) != 5 || reply[0] != "ok" || reply[3] != "ok" {
+			t.Fatalf("claim-start attempt %d: %v %v, want the claim and the write both times", attempt, reply, err)
+		}
+		if hist, _ := reply[4].([]any); len(hist) != 0 {
+			t.Fatalf("claim-start attempt %d returned the window %q, want none (the session is new)", attempt, hist)
+		}
+	}
+	if msgs, err := r.Messages(ctx, started, 0); err != nil || len(msgs) != 1 {
+		t.Fatalf("history after a replayed claim-start: %+v %v, want one message", msgs, err)
+	}
+	if got, err := r.Get(ctx, started); err != nil || got.Version != 1 {
+		t.Fatalf("after the replayed claim-start: %+v %v, want version 1", got, err)
+	}
+	// Expecting a write the session has not had: the claim alone.
+	if err := r.client.Del(ctx, r.keys(started)[2]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stale2 := []any{r.ttlMillis(), encode(session.Session{ID: started}), session.NewID(), "", "", session.NewID(), r.lockMillis(), session.NewID()}
+	stale2 = r.updateAppendArgs(stale2, "1", 2, encode(session.Session{ID: started, Version: 2}), session.NewID(), stale2[5].(string), &appendArgs{window: -1, msgs: []any{string(msg)}}, false)
+	if reply, err := scriptClaimStart.Run(ctx, r.client, r.keys(started), stale2...).Slice(); err != nil || len(reply) != 4 || reply[0] != "ok" || reply[3] != "conflict" {
+		t.Fatalf("claim-start expecting another write: %v %v, want the claim and a conflict", reply, err)
+	}
+	if got, err := r.Get(ctx, started); err != nil || got.Version != 1 {
+		t.Fatalf("after a claim-start that expected another write: %+v %v, want version 1", got, err)
 	}
 }

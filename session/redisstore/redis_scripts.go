@@ -101,7 +101,7 @@ end
 // A write that released its lease and is sent again (go-redis retries a
 // script whose reply was lost) finds the lease gone: its nonce tells it
 // was applied.
-var scriptUpdate = redis.NewScript(`
+var scriptUpdate = newScript(`
 local lease = ARGV[6]
 if lease ~= '' and redis.call('GET', KEYS[3]) ~= lease then
   if redis.call('HGET', KEYS[1], 'write') == ARGV[4] then
@@ -126,7 +126,7 @@ return {'ok'}
 // scriptGet returns the session's data and slides the TTL of its keys.
 //
 // ARGV: ttl ms. Reply: data | nil.
-var scriptGet = redis.NewScript(`
+var scriptGet = newScript(`
 local d = redis.call('HGET', KEYS[1], 'data')
 if not d then
   return false
@@ -140,7 +140,7 @@ return d
 //
 // ARGV: ttl ms, data of the new session, nonce.
 // Reply: {created 0|1, data}.
-var scriptGetOrCreate = redis.NewScript(`
+var scriptGetOrCreate = newScript(`
 local d = redis.call('HGET', KEYS[1], 'data')
 if d then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
@@ -162,7 +162,7 @@ return {1, ARGV[2]}
 // ARGV: ttl ms, max messages, lease token ("" = none), nonce, data of a new
 // session, messages...
 // Reply: "ok" | "fenced".
-var scriptAppend = redis.NewScript(luaTrimTurns + `
+var scriptAppend = newScript(luaTrimTurns + `
 if ARGV[3] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[3] then
   return 'fenced'
 end
@@ -182,7 +182,7 @@ return 'ok'
 //
 // ARGV: ttl ms, limit (<= 0: all). Reply: list | nil when the session is
 // missing.
-var scriptMessages = redis.NewScript(`
+var scriptMessages = newScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
 end
@@ -197,7 +197,7 @@ return redis.call('LRANGE', KEYS[2], start, -1)
 `)
 
 // scriptDelete removes the session's keys. Reply: 1 if the session existed.
-var scriptDelete = redis.NewScript(`
+var scriptDelete = newScript(`
 local n = redis.call('DEL', KEYS[1])
 redis.call('DEL', KEYS[2], KEYS[3])
 return n
@@ -206,7 +206,7 @@ return n
 // scriptExtend renews the lease if the token still holds it.
 //
 // ARGV: token, lock ttl ms. Reply: 1 | 0.
-var scriptExtend = redis.NewScript(`
+var scriptExtend = newScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
@@ -216,54 +216,64 @@ return 0
 // scriptRelease deletes the lease if the token still holds it.
 //
 // ARGV: token. Reply: 1 | 0.
-var scriptRelease = redis.NewScript(`
+var scriptRelease = newScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
 `)
 
-// scriptClaim gets or creates the session and, unless it belongs to
-// another owner or agent, takes its lease: GetOrCreate and Lock in one step.
-// A lease that already holds this call's token is its own earlier attempt
-// (a retry after a lost reply) and is taken again.
+// luaClaim is claim in Lua, for scriptClaim and scriptClaimStart: it gets
+// or creates the session and, unless it belongs to another owner or
+// agent, takes its lease: GetOrCreate and Lock in one step. A lease that
+// already holds this call's token is its own earlier attempt (a retry
+// after a lost reply) and is taken again.
 //
 // ARGV: ttl ms, data of a new session, nonce, owner, agent, token, lock ttl
-// ms. Reply: {"ok"|"busy"|"foreign"|"corrupt", data, created 0|1}.
-var scriptClaim = redis.NewScript(`
-local d = redis.call('HGET', KEYS[1], 'data')
-local created = 0
-if d then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  redis.call('PEXPIRE', KEYS[2], ARGV[1])
-  if redis.call('HGET', KEYS[1], 'write') == ARGV[3] then
+// ms. It returns {"ok"|"busy"|"foreign"|"corrupt", data, created 0|1}.
+const luaClaim = `
+local function claim()
+  local d = redis.call('HGET', KEYS[1], 'data')
+  local created = 0
+  if d then
+    redis.call('PEXPIRE', KEYS[1], ARGV[1])
+    redis.call('PEXPIRE', KEYS[2], ARGV[1])
+    if redis.call('HGET', KEYS[1], 'write') == ARGV[3] then
+      created = 1
+    end
+    local ok, s = pcall(cjson.decode, d)
+    if not ok or type(s) ~= 'table' then
+      return {'corrupt', d, created}
+    end
+    local owner, agent = s.owner, s.agent
+    if type(owner) ~= 'string' then owner = '' end
+    if type(agent) ~= 'string' then agent = '' end
+    if owner ~= ARGV[4] or (agent ~= '' and agent ~= ARGV[5]) then
+      return {'foreign', d, created}
+    end
+  else
+    redis.call('HSET', KEYS[1], 'version', '0', 'data', ARGV[2], 'write', ARGV[3])
+    redis.call('PEXPIRE', KEYS[1], ARGV[1])
+    d = ARGV[2]
     created = 1
   end
-  local ok, s = pcall(cjson.decode, d)
-  if not ok or type(s) ~= 'table' then
-    return {'corrupt', d, created}
+  local l = redis.call('GET', KEYS[3])
+  if l and l ~= ARGV[6] then
+    return {'busy', d, created}
   end
-  local owner, agent = s.owner, s.agent
-  if type(owner) ~= 'string' then owner = '' end
-  if type(agent) ~= 'string' then agent = '' end
-  if owner ~= ARGV[4] or (agent ~= '' and agent ~= ARGV[5]) then
-    return {'foreign', d, created}
-  end
-else
-  redis.call('HSET', KEYS[1], 'version', '0', 'data', ARGV[2], 'write', ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  d = ARGV[2]
-  created = 1
+  redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
+  return {'ok', d, created}
 end
-local l = redis.call('GET', KEYS[3])
-if l and l ~= ARGV[6] then
-  return {'busy', d, created}
-end
-redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
-return {'ok', d, created}
+`
+
+// scriptClaim is claim (luaClaim): the session, created when missing, and
+// its lease. Reply: {"ok"|"busy"|"foreign"|"corrupt", data, created 0|1}.
+var scriptClaim = newScript(luaClaim + `
+return claim()
 `)
 
-// scriptUpdateAppend is scriptUpdate and scriptAppend in one step, and
+// luaUpdateAppend is updateAppend in Lua, for scriptUpdateAppend and
+// scriptClaimStart: scriptUpdate and scriptAppend in one step, which
 // returns the history window as it was before the append. A retry of a
 // write that was applied (its nonce is stored) answers with the window
 // without the messages it appended.
@@ -271,57 +281,105 @@ return {'ok', d, created}
 // With drop-answer "1" it first drops the messages after the last user
 // message (DropLastAnswer); the window is read after that.
 //
-// ARGV: expected version ("" = absent), new version, data, nonce, ttl ms,
-// lease token ("" = none), window (0 none, < 0 all), max messages,
-// drop-answer ("1" or "0"), release ("1": delete the lease with the
-// write), messages... Reply: {"ok", window list} | {"fenced"} |
-// {"conflict", data or nil}.
-var scriptUpdateAppend = redis.NewScript(luaTrimTurns + luaDropAnswer + `
-local lease = ARGV[6]
-local fenced = lease ~= '' and redis.call('GET', KEYS[3]) ~= lease
-local window = tonumber(ARGV[7])
-local n = #ARGV
-local function hist(skip)
-  if window == 0 then
-    return {}
+// Its arguments start after ARGV[o]: expected version ("" = absent), new
+// version, data, nonce, ttl ms, lease token ("" = none), window (0 none,
+// < 0 all), max messages, drop-answer ("1" or "0"), release ("1": delete
+// the lease with the write), messages... It returns {"ok", window list} |
+// {"fenced"} | {"conflict", data or nil}.
+const luaUpdateAppend = luaTrimTurns + luaDropAnswer + `
+local function updateAppend(o)
+  local lease = ARGV[o+6]
+  local fenced = lease ~= '' and redis.call('GET', KEYS[3]) ~= lease
+  local window = tonumber(ARGV[o+7])
+  local n = #ARGV - o
+  local function hist(skip)
+    if window == 0 then
+      return {}
+    end
+    local len = redis.call('LLEN', KEYS[2]) - skip
+    if len <= 0 then
+      return {}
+    end
+    local start = 0
+    if window > 0 and len > window then
+      start = len - window
+    end
+    return redis.call('LRANGE', KEYS[2], start, len - 1)
   end
-  local len = redis.call('LLEN', KEYS[2]) - skip
-  if len <= 0 then
-    return {}
+  if fenced then
+    if redis.call('HGET', KEYS[1], 'write') == ARGV[o+4] then
+      return {'ok', hist(n - 10)}
+    end
+    return {'fenced'}
   end
-  local start = 0
-  if window > 0 and len > window then
-    start = len - window
+  local cur = redis.call('HGET', KEYS[1], 'version')
+  if (cur or '') ~= ARGV[o+1] then
+    if cur and redis.call('HGET', KEYS[1], 'write') == ARGV[o+4] then
+      return {'ok', hist(n - 10)}
+    end
+    return {'conflict', redis.call('HGET', KEYS[1], 'data')}
   end
-  return redis.call('LRANGE', KEYS[2], start, len - 1)
+  if ARGV[o+9] == '1' then
+    dropAnswer(KEYS[2])
+  end
+  local h = hist(0)
+  redis.call('HSET', KEYS[1], 'version', ARGV[o+2], 'data', ARGV[o+3], 'write', ARGV[o+4])
+  if lease ~= '' and ARGV[o+10] == '1' then redis.call('DEL', KEYS[3]) end
+  appendTurns(KEYS[2], o + 11, tonumber(ARGV[o+8]))
+  redis.call('PEXPIRE', KEYS[1], ARGV[o+5])
+  redis.call('PEXPIRE', KEYS[2], ARGV[o+5])
+  return {'ok', h}
 end
-if fenced then
-  if redis.call('HGET', KEYS[1], 'write') == ARGV[4] then
-    return {'ok', hist(n - 10)}
-  end
-  return {'fenced'}
-end
-local cur = redis.call('HGET', KEYS[1], 'version')
-if (cur or '') ~= ARGV[1] then
-  if cur and redis.call('HGET', KEYS[1], 'write') == ARGV[4] then
-    return {'ok', hist(n - 10)}
-  end
-  return {'conflict', redis.call('HGET', KEYS[1], 'data')}
-end
-if ARGV[9] == '1' then
-  dropAnswer(KEYS[2])
-end
-local h = hist(0)
-redis.call('HSET', KEYS[1], 'version', ARGV[2], 'data', ARGV[3], 'write', ARGV[4])
-if lease ~= '' and ARGV[10] == '1' then redis.call('DEL', KEYS[3]) end
-appendTurns(KEYS[2], 11, tonumber(ARGV[8]))
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return {'ok', h}
+`
+
+// scriptUpdateAppend is updateAppend (luaUpdateAppend) with its arguments
+// from ARGV[1]. Reply: {"ok", window list} | {"fenced"} | {"conflict", data
+// or nil}.
+var scriptUpdateAppend = newScript(luaUpdateAppend + `
+return updateAppend(0)
 `)
+
+// scriptClaimStart is claim and then, if the session is the one the
+// caller expected, updateAppend under the new lease: a turn's start in one
+// step (Store.ClaimStart). The session is the expected one when its last
+// write is: the caller's nonce of its own last write, or this claim's
+// nonce for a session the claim created. A retry after a lost reply finds
+// its own write (updateAppend's nonce) and answers as the first attempt.
+//
+// ARGV: claim's 7 (luaClaim), the expected write nonce, updateAppend's
+// from ARGV[9] (its lease token is claim's). Reply: claim's reply when it
+// is not "ok"; {"ok", data, created, "conflict"} when the session was not
+// the expected one (nothing written but the claim); {"ok", "", created,
+// "ok", window list} when the write was made.
+var scriptClaimStart = newScript(luaClaim + luaUpdateAppend + `
+local c = claim()
+if c[1] ~= 'ok' then
+  return c
+end
+local w = redis.call('HGET', KEYS[1], 'write')
+if w ~= ARGV[8] and w ~= ARGV[12] then
+  return {'ok', c[2], c[3], 'conflict'}
+end
+local u = updateAppend(8)
+if u[1] ~= 'ok' then
+  return {'ok', c[2], c[3], u[1]}
+end
+return {'ok', '', c[3], 'ok', u[2]}
+`)
+
+// scriptSource is each script's source, for loading them all in one
+// pipeline (preload): go-redis's Script.Load in a pipeline would set the
+// script's hash to the empty reply it had not received yet.
+var scriptSource = map[*redis.Script]string{}
+
+func newScript(src string) *redis.Script {
+	s := redis.NewScript(src)
+	scriptSource[s] = src
+	return s
+}
 
 var allScripts = []*redis.Script{
 	scriptUpdate, scriptGet, scriptGetOrCreate, scriptAppend,
 	scriptMessages, scriptDelete, scriptExtend, scriptRelease,
-	scriptClaim, scriptUpdateAppend,
+	scriptClaim, scriptUpdateAppend, scriptClaimStart,
 }

@@ -523,6 +523,66 @@ func TestRedisRoundTrips(t *testing.T) {
 			t.Errorf("%s sent %q, want %q", tc.name, got, tc.want)
 		}
 	}
+	if err := claimed.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counter.take()
+
+	// ClaimStart: the claim and the turn's first write in one round trip
+	// when the store knows the session: a new one, or one it wrote last.
+	id3 := session.NewID()
+	start := func(message string, wantStarted bool, wantHistory int) func() error {
+		return func() error {
+			_, l, started, err := s.ClaimStart(ctx, id3, func(session.Session) (session.Write, bool) {
+				return session.Write{Update: applyEvent(orchestration.UserMessage(message)), Messages: []chat.Message{{Role: chat.RoleUser, Content: message}}, Window: -1}, true
+			}, session.WithOwner("o"))
+			if err != nil {
+				return err
+			}
+			claimed = l
+			if (started != nil) != wantStarted {
+				return fmt.Errorf("ClaimStart made the write: %v, want %v", started != nil, wantStarted)
+			}
+			if started != nil && (started.Session.State.LastUserMessage != message || len(started.History) != wantHistory) {
+				return fmt.Errorf("ClaimStart stored %+v with a history of %d, want %q and %d", started.Session.State, len(started.History), message, wantHistory)
+			}
+			return nil
+		}
+	}
+	end := func() error {
+		_, err := s.Update(ctx, id3, applyEvent(orchestration.ToolUsed("search")), session.WithLease(claimed), session.WithRelease())
+		return err
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want []string
+	}{
+		{"ClaimStart creating", start("one", true, 0), []string{"evalsha"}},
+		{"the turn's last write", end, []string{"evalsha"}},
+		{"ClaimStart of the session it wrote", start("two", true, 1), []string{"evalsha"}},
+		{"the second turn's last write", end, []string{"evalsha"}},
+		{"ClaimStart after a write by another replica", func() error {
+			other := openRedis(t, srv, redisstore.Config{})
+			if _, err := other.Update(ctx, id3, applyEvent(orchestration.ToolUsed("fetch"))); err != nil {
+				return err
+			}
+			counter.take()
+			// The claim only: the caller writes on what it claimed.
+			return start("three", false, 0)()
+		}, []string{"evalsha"}},
+	} {
+		if err := tc.call(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := counter.take(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s sent %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	got, err = s.Get(ctx, id3)
+	if err != nil || got.State.UserMessages != 2 || !got.State.RecentlyUsedTools.Equal("search", "search", "fetch") {
+		t.Fatalf("after the ClaimStarts: %+v, %v", got.State, err)
+	}
 }
 
 // TestRedisReplicas runs several stores (replicas) on one session: only the

@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"Closed", h.closed},
 		{"Claim", h.claim},
 		{"ClaimWaits", h.claimWaits},
+		{"ClaimStart", h.claimStart},
 		{"UpdateAppend", h.updateAppend},
 		{"TurnMarker", h.turnMarker},
 		{"WriteReleasesLease", h.writeReleases},
@@ -826,6 +827,103 @@ func (h *harness) claimWaits(t *testing.T) {
 		t.Fatal("Claim returned before the holder released")
 	}
 	b.Release(ctx)
+}
+
+// claimStart checks a session.Starter's ClaimStart (stores that are not
+// one have nothing to check): the claim is Claim's, and the write plan
+// returns is made under the new lease, with the claim or by the caller
+// after it, with the same result either way.
+func (h *harness) claimStart(t *testing.T) {
+	s, _ := h.store(t, session.Config{LockWait: 100 * time.Millisecond})
+	st, ok := s.(session.Starter)
+	if !ok {
+		t.Skipf("%T is not a session.Starter", s)
+	}
+	ctx := t.Context()
+	id := session.NewID()
+	opts := []session.UpdateOption{session.WithOwner("alice"), session.WithAgent("planner")}
+	user := func(c string) chat.Message { return chat.Message{Role: chat.RoleUser, Content: c} }
+	// turn starts a turn with message the way the agent does, and ends it.
+	turn := func(message string, wantHistory int) session.Session {
+		t.Helper()
+		var planned []session.Session
+		sess, l, started, err := st.ClaimStart(ctx, id, func(s session.Session) (session.Write, bool) {
+			planned = append(planned, s)
+			return session.Write{Update: apply(orchestration.UserMessage(message)), Messages: []chat.Message{user(message)}, Window: -1,
+				Options: []session.UpdateOption{session.WithTurn("t-" + message)}}, true
+		}, opts...)
+		if err != nil {
+			t.Fatalf("ClaimStart %q: %v", message, err)
+		}
+		if len(planned) > 1 {
+			t.Fatalf("ClaimStart %q called plan %d times, want at most once", message, len(planned))
+		}
+		if len(planned) == 1 && (planned[0].ID != id || planned[0].Owner != "alice" || planned[0].Turn != "") {
+			t.Fatalf("ClaimStart %q planned on %+v", message, planned[0])
+		}
+		if started == nil {
+			// The caller's write, as after Claim.
+			stored, hist, err := s.UpdateAppend(ctx, id, apply(orchestration.UserMessage(message)), []chat.Message{user(message)}, -1,
+				session.WithLease(l), session.WithTurn("t-"+message))
+			if err != nil {
+				t.Fatalf("the write after ClaimStart %q: %v", message, err)
+			}
+			started = &session.Started{Session: stored, History: hist}
+		}
+		if sess.ID != id || sess.Owner != "alice" || sess.Agent != "planner" {
+			t.Fatalf("ClaimStart %q returned the session %+v", message, sess)
+		}
+		if got := started.Session; got.Turn != "t-"+message || got.State.LastUserMessage != message || len(started.History) != wantHistory {
+			t.Fatalf("ClaimStart %q: stored %+v with a history of %d, want turn t-%s and %d messages before it", message, got, len(started.History), message, wantHistory)
+		}
+		// The lease holds the session.
+		_, _, err = s.Claim(ctx, id, opts...)
+		wantErr(t, "Claim during the turn", err, session.ErrBusy)
+		got := must(s.Get(ctx, id))(t)
+		if got.Version != started.Session.Version || got.Turn != "t-"+message {
+			t.Fatalf("after ClaimStart %q the store has %+v, want %+v", message, got, started.Session)
+		}
+		// The turn's last write frees it.
+		return must(s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(l), session.WithTurn(""), session.WithRelease()))(t)
+	}
+	turn("one", 0)
+	turn("two", 1)
+	// A write between turns (a Reset, another caller's Update) is not
+	// lost: the next turn starts from it.
+	must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch"))))(t)
+	end := turn("three", 2)
+	if !end.State.RecentlyUsedTools.Equal("search", "search", "fetch", "search") || end.State.UserMessages != 3 {
+		t.Fatalf("after three turns: %+v", end.State)
+	}
+	if msgs := must(s.Messages(ctx, id, 0))(t); len(msgs) != 3 {
+		t.Fatalf("history after three turns: %+v", msgs)
+	}
+
+	// A plan that declines: the claim alone.
+	sess, l, started, err := st.ClaimStart(ctx, id, func(session.Session) (session.Write, bool) { return session.Write{}, false }, opts...)
+	if err != nil || started != nil || sess.Version != end.Version || l == nil {
+		t.Fatalf("ClaimStart declined: %+v, %v, started %v", sess, err, started)
+	}
+	// Busy: nothing is written.
+	_, _, _, err = st.ClaimStart(ctx, id, func(s session.Session) (session.Write, bool) {
+		return session.Write{Update: apply(orchestration.UserMessage("busy")), Messages: []chat.Message{user("busy")}}, true
+	}, opts...)
+	wantErr(t, "ClaimStart on a busy session", err, session.ErrBusy)
+	must(0, l.Release(ctx))(t)
+	// Another owner: ErrForeign, no lease, nothing written.
+	_, l, _, err = st.ClaimStart(ctx, id, func(s session.Session) (session.Write, bool) {
+		return session.Write{Update: apply(orchestration.UserMessage("mallory")), Messages: []chat.Message{user("mallory")}}, true
+	}, session.WithOwner("mallory"), session.WithAgent("planner"))
+	wantErr(t, "ClaimStart by another owner", err, session.ErrForeign)
+	if l != nil {
+		t.Fatal("ClaimStart by another owner took a lease")
+	}
+	if got := must(s.Get(ctx, id))(t); got.Version != end.Version {
+		t.Fatalf("after the refused ClaimStarts the session is %+v, want version %d", got, end.Version)
+	}
+	if msgs := must(s.Messages(ctx, id, 0))(t); len(msgs) != 3 {
+		t.Fatalf("the refused ClaimStarts wrote to the history: %+v", msgs)
+	}
 }
 
 // turnMarker: WithTurn sets and clears Session.Turn with Update and
