@@ -27,13 +27,15 @@ type recent struct {
 }
 
 type recentWrite struct {
-	s     session.Session
+	// s is shared with the lease and keyLock that saw the write: no one
+	// changes a session through these pointers.
+	s     *session.Session
 	nonce string
 	size  int
 }
 
 // remember keeps s, written with nonce, whose encoded size is size.
-func (c *recent) remember(id string, s session.Session, nonce string, size int) {
+func (c *recent) remember(id string, s *session.Session, nonce string, size int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -65,7 +67,10 @@ func (c *recent) get(id string) (session.Session, string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w, ok := c.m[id]
-	return w.s, w.nonce, ok
+	if !ok {
+		return session.Session{}, "", false
+	}
+	return *w.s, w.nonce, true
 }
 
 func (c *recent) forget(id string) {

@@ -22,7 +22,7 @@ func TestRecentBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var c recent
 			for i := range tc.n {
-				c.remember("s"+strconv.Itoa(i), session.Session{Version: int64(i)}, "n"+strconv.Itoa(i), tc.size)
+				c.remember("s"+strconv.Itoa(i), &session.Session{Version: int64(i)}, "n"+strconv.Itoa(i), tc.size)
 			}
 			if len(c.m) != tc.wantLen || c.bytes != tc.wantBytes {
 				t.Fatalf("%d sessions of %d bytes: kept %d, %d bytes; want %d, %d bytes", tc.n, tc.size, len(c.m), c.bytes, tc.wantLen, tc.wantBytes)
@@ -41,8 +41,8 @@ func TestRecentBounds(t *testing.T) {
 	}
 	// A session written again replaces its entry.
 	var c recent
-	c.remember("a", session.Session{Version: 1}, "n1", 100)
-	c.remember("a", session.Session{Version: 2}, "n2", 300)
+	c.remember("a", &session.Session{Version: 1}, "n1", 100)
+	c.remember("a", &session.Session{Version: 2}, "n2", 300)
 	if s, nonce, _ := c.get("a"); len(c.m) != 1 || c.bytes != 300 || s.Version != 2 || nonce != "n2" {
 		t.Fatalf("written twice: %d entries, %d bytes, %+v %q", len(c.m), c.bytes, s, nonce)
 	}

@@ -242,13 +242,15 @@ func (r *Store) newSession(id string, o session.WriteOptions, now time.Time) ses
 	return session.Session{ID: id, Owner: o.Owner, Agent: o.Agent, CreatedAt: now, LastAccessed: now}
 }
 
-func encode(s session.Session) string {
+// encode is a session's JSON, sent to Redis as it is (go-redis writes a
+// []byte argument without copying it to a string first).
+func encode(s session.Session) []byte {
 	b, err := json.Marshal(s)
 	if err != nil {
 		// session.Session holds only strings, numbers and times.
 		panic("session: encoding a session: " + err.Error())
 	}
-	return string(b)
+	return b
 }
 
 // Get implements session.Store.
@@ -323,7 +325,7 @@ func (r *Store) UpdateAppend(ctx context.Context, id string, fn func(*orchestrat
 type appendArgs struct {
 	window     int
 	dropAnswer bool
-	msgs       []any // chat.Message JSON
+	msgs       []any // chat.Message JSON ([]byte)
 }
 
 func newAppend(id string, msgs []chat.Message, window int, drop bool) (*appendArgs, error) {
@@ -333,7 +335,7 @@ func newAppend(id string, msgs []chat.Message, window int, drop bool) (*appendAr
 		if err != nil {
 			return nil, fmt.Errorf("redis session store: session %s: message %d: %w", id, i, err)
 		}
-		ap.msgs[i] = string(b)
+		ap.msgs[i] = b
 	}
 	return ap, nil
 }
@@ -446,7 +448,7 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		switch status {
 		case "ok":
 			kl.last = &next
-			r.recent.remember(id, next, nonce, len(encoded))
+			r.recent.remember(id, &next, nonce, len(encoded))
 			if rl != nil {
 				rl.seen = &next
 				if release {
@@ -503,7 +505,7 @@ func (r *Store) apply(cur session.Session, fn func(*orchestration.State) error, 
 
 // updateAppendArgs appends to args the arguments of updateAppend
 // (luaUpdateAppend) writing data as version over the version expected.
-func (r *Store) updateAppendArgs(args []any, expected string, version int64, data, nonce, lease string, ap *appendArgs, release bool) []any {
+func (r *Store) updateAppendArgs(args []any, expected string, version int64, data []byte, nonce, lease string, ap *appendArgs, release bool) []any {
 	args = append(args, expected, strconv.FormatInt(version, 10), data, nonce, r.ttlMillis(), lease,
 		ap.window, r.cfg.MaxMessages, flag(ap.dropAnswer), flag(release))
 	return append(args, ap.msgs...)
@@ -609,7 +611,7 @@ type start struct {
 	guess    session.Session // the session expected
 	expected string          // the nonce of its last write; "" for the claim's own
 	next     session.Session
-	data     string // next encoded
+	data     []byte // next encoded
 	nonce    string
 	ap       *appendArgs
 }
@@ -690,7 +692,7 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 			l := lease()
 			next := sw.next
 			l.seen = &next
-			r.recent.remember(id, next, sw.nonce, len(sw.data))
+			r.recent.remember(id, &next, sw.nonce, len(sw.data))
 			hist, err := decodeMessages(id, stringList(reply[4]))
 			if err != nil {
 				return session.Session{}, nil, nil, err
