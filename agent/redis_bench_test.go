@@ -14,6 +14,7 @@ import (
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
@@ -101,4 +102,66 @@ func BenchmarkRedisTextTurn(b *testing.B) {
 	b.ReportMetric(float64(total)/float64(turns), "rt/turn")
 	b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-µs-to-model")
 	b.ReportMetric(float64(lat[len(lat)*99/100])/1e3, "p99-µs-to-model")
+}
+
+// TestRedisTurnStartsInOneRoundTrip: with the Redis store, a turn sends
+// one command before its model call (session.Starter: the claim and the
+// message together) on a new session and on one this process wrote last,
+// and two when another replica wrote the session since; the history the
+// turn saves is whole either way.
+func TestRedisTurnStartsInOneRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	open := func() *redisstore.Store {
+		s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	store := open()
+	count := &commandCount{}
+	store.Client().AddHook(count)
+	model := &markModel{count: count}
+	n := gatedNode(t, store, agent.Config{}, model)
+	id := session.NewID()
+	turn := func(message string) int64 {
+		t.Helper()
+		c0 := count.n.Load()
+		events, err := agent.Started(n.Run(t.Context(), id, message))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range events {
+		}
+		return model.atCall - c0
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func()
+		want  int64
+	}{
+		{"a new session", func() {}, 1},
+		{"the session this process wrote last", func() {}, 1},
+		{"a session another replica wrote since", func() {
+			if _, err := open().Update(t.Context(), id, func(*orchestration.State) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}, 2},
+		{"the next turn", func() {}, 1},
+	} {
+		tc.setup()
+		if got := turn(tc.name); got != tc.want {
+			t.Errorf("%s: %d commands before the model call, want %d", tc.name, got, tc.want)
+		}
+	}
+	msgs, err := store.Messages(t.Context(), id, 0)
+	if err != nil || len(msgs) != 8 {
+		t.Fatalf("history after four turns: %d messages, %v; want 8 (a question and an answer each)", len(msgs), err)
+	}
+	for i, m := range msgs {
+		if want := []chat.Role{chat.RoleUser, chat.RoleAssistant}[i%2]; m.Role != want {
+			t.Fatalf("message %d is %s, want %s: %+v", i, m.Role, want, msgs)
+		}
+	}
 }
