@@ -224,7 +224,6 @@ func (s *Server) mirrorStep(st *mirrorState, now time.Time) (write func() (over 
 		return nil
 	}
 	log := s.cfg.Turns
-	ctx := context.WithoutCancel(s.base)
 	data := func() [][]byte {
 		data := make([][]byte, len(frames))
 		for i, f := range frames {
@@ -239,14 +238,14 @@ func (s *Server) mirrorStep(st *mirrorState, now time.Time) (write func() (over 
 		// replica gets the gap answer there.
 		s.log.Warn("shared turn log: frames were dropped before they could be copied", "session", t.sessionID, "turn", t.id, "sent", st.sent)
 		return func() bool {
-			_ = log.Finish(ctx, st.ref)
+			_ = log.Finish(s.mirrorContext(), st.ref)
 			return true
 		}
 	case done && !now.Before(onGrid(st.doneAt)):
 		// The last frames and the end in one write.
 		d := data()
 		return func() bool {
-			err := log.Finish(ctx, st.ref, d...)
+			err := log.Finish(s.mirrorContext(), st.ref, d...)
 			return err == nil || s.mirrorFailed(st, err)
 		}
 	case done:
@@ -258,7 +257,7 @@ func (s *Server) mirrorStep(st *mirrorState, now time.Time) (write func() (over 
 			lastSeq = frames[len(frames)-1].seq
 		}
 		return func() bool {
-			last, err := log.Append(ctx, st.ref, d...)
+			last, err := log.Append(s.mirrorContext(), st.ref, d...)
 			if err != nil {
 				return s.mirrorFailed(st, err)
 			}
@@ -277,6 +276,11 @@ func (s *Server) mirrorStep(st *mirrorState, now time.Time) (write func() (over 
 	}
 	return nil
 }
+
+// mirrorContext is the context of the mirror's writes, made by each write:
+// a step that writes nothing (most of a waiting turn's steps, 20 a
+// second) allocates nothing.
+func (s *Server) mirrorContext() context.Context { return context.WithoutCancel(s.base) }
 
 // mirrorFailed handles a write to the shared log that failed, and reports
 // whether the copy is over.

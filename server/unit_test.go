@@ -300,6 +300,11 @@ func TestMirrorStep(t *testing.T) {
 	if step(4) || step(5) {
 		t.Fatal("a write with nothing new")
 	}
+	// A waiting turn is stepped 20 times a second: a step with nothing to
+	// write allocates nothing.
+	if n := testing.AllocsPerRun(100, func() { s.mirrorStep(st, at(5)) }); n != 0 {
+		t.Fatalf("a step with nothing to write allocated %v times", n)
+	}
 	if !step(3 + int(time.Second/mirrorGrid)) {
 		t.Fatal("no sign of life after a heartbeat without frames")
 	}
