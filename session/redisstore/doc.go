@@ -27,6 +27,16 @@
 // access slides the TTL of the state and the history together; the lease
 // has its own, Config.LockTTL.
 //
+// # A turn's start
+//
+// Store is a session.Starter: ClaimStart claims the session and records
+// the turn's first write in one script when it knows what the session is,
+// because it is about to create it or because this process wrote it last
+// (it remembers up to 4,096 sessions, 8 MiB). The script makes the write
+// only if the session's last write is the one remembered, by its nonce,
+// so a session another replica wrote since costs one more round trip,
+// never a lost write.
+//
 // # Failures
 //
 // Errors wrap session.ErrUnavailable when Redis cannot be reached (a call
