@@ -8,6 +8,7 @@ import (
 	"io"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -39,7 +40,54 @@ func decodeObject(raw json.RawMessage) (map[string]any, error) {
 	if !ok {
 		return nil, fmt.Errorf("arguments must be a JSON object, got %s", jsonType(v))
 	}
+	if err := checkNumbers(obj); err != nil {
+		return nil, err
+	}
 	return obj, nil
+}
+
+// Bounds of a number in tool arguments: its length and its written
+// exponent. Far past float64's range (1e308) and any use, and short of
+// where math/big gives up: jsonschema validates numbers as big.Rat and does
+// not check SetString's result, so a number like 1e11111111 in a model's
+// arguments panicked the validator (found by FuzzExecuteArguments); such
+// numbers also cost seconds to expand.
+const (
+	maxNumberLength = 1000
+	maxExponent     = 1000
+)
+
+// checkNumbers refuses, anywhere in v, a number longer than
+// maxNumberLength characters or with an exponent beyond ±maxExponent.
+func checkNumbers(v any) error {
+	switch v := v.(type) {
+	case json.Number:
+		s := string(v)
+		if len(s) > maxNumberLength {
+			return fmt.Errorf("a number of %d characters is out of range: the limit is %d", len(s), maxNumberLength)
+		}
+		i := strings.IndexAny(s, "eE")
+		if i < 0 {
+			return nil
+		}
+		exp := strings.TrimLeft(strings.TrimLeft(s[i+1:], "+-"), "0")
+		if n, err := strconv.Atoi(exp); len(exp) > 9 || (exp != "" && err != nil) || n > maxExponent {
+			return fmt.Errorf("the number %s is out of range: exponents beyond ±%d are refused", clip(s, 40), maxExponent)
+		}
+	case []any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func jsonType(v any) string {

@@ -153,6 +153,11 @@ func compileSchema(raw json.RawMessage) (*jsonschema.Schema, []string, error) {
 	if obj["type"] != "object" {
 		return nil, nil, errors.New(`parameters schema must have "type": "object", because tool arguments are a JSON object`)
 	}
+	// A bound like "multipleOf": 1e-11111111 panics the validator as such
+	// a number in the arguments would (checkNumbers).
+	if err := checkNumbers(obj); err != nil {
+		return nil, nil, fmt.Errorf("parameters schema: %w", err)
+	}
 	var props []string
 	if p, ok := obj["properties"].(map[string]any); ok {
 		for name := range p {
@@ -247,6 +252,18 @@ func (r *Registry) Execute(ctx context.Context, call chat.ToolCall) chat.ToolRes
 	return res
 }
 
+// validate is s.Validate, with a panic of the validator (a bug of
+// jsonschema's on some input, like the numbers checkNumbers refuses) made an
+// error: a model's arguments must not take the server down.
+func validate(s *jsonschema.Schema, args map[string]any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the arguments could not be validated (%v)", p)
+		}
+	}()
+	return s.Validate(args)
+}
+
 func (r *Registry) execute(ctx context.Context, call chat.ToolCall) (chat.ToolResult, outcome) {
 	e, ok := r.entries[call.Name]
 	if !ok {
@@ -259,7 +276,7 @@ func (r *Registry) execute(ctx context.Context, call chat.ToolCall) (chat.ToolRe
 	if err := renameAliases(args, e.aliases); err != nil {
 		return errorResult(fmt.Sprintf("invalid arguments for %q: %v", e.spec.Name, err)), outcomeInvalid
 	}
-	if err := e.schema.Validate(args); err != nil {
+	if err := validate(e.schema, args); err != nil {
 		return errorResult(fmt.Sprintf("invalid arguments for %q: %s", e.spec.Name, describeValidation(err, e.fields))), outcomeInvalid
 	}
 	canonical, err := json.Marshal(args)

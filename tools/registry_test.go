@@ -74,6 +74,7 @@ func TestNewRegistryRejects(t *testing.T) {
 		{"schema bad minLength", Config{}, []Tool{&fakeTool{name: "t", params: `{"type":"object","properties":{"a":{"minLength":-1}}}`}}, "does not compile"},
 		{"remote ref refused", Config{}, []Tool{&fakeTool{name: "t", params: `{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json"}}}`}}, "does not compile"},
 		{"file ref refused", Config{}, []Tool{&fakeTool{name: "t", params: `{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}`}}, "does not compile"},
+		{"schema bound out of range", Config{}, []Tool{&fakeTool{name: "t", params: `{"type":"object","properties":{"a":{"type":"number","multipleOf":1e-11111111}}}`}}, "parameters schema: the number 1e-11111111 is out of range"},
 		{"alias to undeclared", Config{}, []Tool{&aliasedTool{fakeTool{name: "t", params: objParams, aliases: map[string]string{"x": "nope"}}}}, `points at "nope"`},
 		{"alias shadows property", Config{}, []Tool{&aliasedTool{fakeTool{name: "t", params: objParams, aliases: map[string]string{"n": "text"}}}}, `alias "n" shadows`},
 		{"negative timeout", Config{Timeout: -time.Second}, nil, "timeout must not be negative"},
@@ -384,5 +385,52 @@ func BenchmarkExecuteInvalid(b *testing.B) {
 		if res := r.Execute(ctx, c); !res.IsError {
 			b.Fatal("accepted")
 		}
+	}
+}
+
+// TestExecuteRefusesHugeNumbers: a number the schema validator cannot
+// expand (math/big refuses exponents past a million) once panicked it; such
+// numbers, and any too long or with an exponent past ±1000, are refused as
+// invalid arguments, wherever they are.
+func TestExecuteRefusesHugeNumbers(t *testing.T) {
+	r, err := Builtin(BuiltinConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "0." + strings.Repeat("0", 1000) + "1"
+	for _, tc := range []struct {
+		args string
+		want string // in the error result
+	}{
+		{`{"topic":"a","reflection":"b","confidence":140e011111111}`, "out of range: exponents beyond ±1000"},
+		{`{"topic":"a","reflection":"b","confidence":1e-1001}`, "out of range: exponents beyond ±1000"},
+		{`{"topic":"a","reflection":"b","confidence":1E+99999999999999999999}`, "out of range"},
+		{`{"topic":"a","reflection":"b","extra":[1,{"x":[2e5000]}],"confidence":0.5}`, "out of range"},
+		{`{"topic":"a","reflection":"b","confidence":` + long + `}`, "a number of 1003 characters is out of range"},
+		// Within the bounds the schema decides.
+		{`{"topic":"a","reflection":"b","confidence":1e400}`, `field "confidence" must be at most 1`},
+		{`{"topic":"a","reflection":"b","confidence":5e-1000}`, ""},
+	} {
+		res := r.Execute(context.Background(), chat.ToolCall{ID: "c", Name: "reflect", Arguments: json.RawMessage(tc.args)})
+		switch {
+		case tc.want == "" && res.IsError:
+			t.Errorf("%.60s: %s, want a result", tc.args, res.Content)
+		case tc.want != "" && (!res.IsError || !strings.Contains(res.Content, tc.want)):
+			t.Errorf("%.60s: %s, want an error with %q", tc.args, res.Content, tc.want)
+		}
+	}
+}
+
+// TestValidatePanicIsAnError: a validator panic (jsonschema on a number
+// math/big cannot expand, given here without decodeObject's checks) is an
+// error for the model, not a crash.
+func TestValidatePanicIsAnError(t *testing.T) {
+	s, _, err := compileSchema(json.RawMessage(`{"type":"object","properties":{"x":{"type":"number","maximum":1}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"x": json.Number("1e11111111")}
+	if err := validate(s, args); err == nil || !strings.Contains(err.Error(), "could not be validated") {
+		t.Fatalf("validate = %v, want the validator's panic as an error", err)
 	}
 }
