@@ -112,6 +112,9 @@ type writer struct {
 	unsure    bool
 	last      int64
 	refreshed time.Time
+	// keys are the turn's keys for its writes (writeKeys), made once: a
+	// streaming turn writes about ten times a second.
+	keys []string
 }
 
 // New validates cfg, checks that Redis answers and loads the scripts.
@@ -300,10 +303,16 @@ func (r *Log) write(ctx context.Context, ref turnlog.Ref, finish bool, data [][]
 		return 0, turnlog.ErrClosed
 	}
 	key := r.streamKey(ref)
-	v, _ := r.writers.LoadOrStore(key, &writer{})
+	v, ok := r.writers.Load(key)
+	if !ok {
+		v, _ = r.writers.LoadOrStore(key, &writer{})
+	}
 	w := v.(*writer)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.keys == nil {
+		w.keys = r.writeKeys(ref)
+	}
 	now := time.Now()
 	ttl := "0"
 	// Before this replica's first write (of a turn started elsewhere) or
@@ -342,7 +351,7 @@ func (r *Log) write(ctx context.Context, ref turnlog.Ref, finish bool, data [][]
 	}
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
-	last, err := r.pipe.run(rctx, appendScript, r.writeKeys(ref),
+	last, err := r.pipe.run(rctx, appendScript, w.keys,
 		first, r.cfg.MaxFrames, ttl, now.UnixMilli(), ref.Turn, fin, ms(r.cfg.Retention), len(data), joined,
 		open, owner, agent, started, prune).Int64()
 	if err != nil {
