@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -371,7 +372,6 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 	}
 	defer r.locks.unlock(id, kl)
 
-	keys := r.keys(id)
 	var data string
 	exists := true
 	// A goroutine of this process that just wrote the session left what it
@@ -382,6 +382,13 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 	rl, _ := o.Lease.(*redisLease)
 	if rl != nil && (rl.r != r || rl.id != id) {
 		rl = nil
+	}
+	var keys []string
+	if rl != nil {
+		keys = rl.keys
+	}
+	if keys == nil {
+		keys = r.keys(id)
 	}
 	cached := kl.last
 	kl.last = nil
@@ -506,6 +513,7 @@ func (r *Store) apply(cur session.Session, fn func(*orchestration.State) error, 
 // updateAppendArgs appends to args the arguments of updateAppend
 // (luaUpdateAppend) writing data as version over the version expected.
 func (r *Store) updateAppendArgs(args []any, expected string, version int64, data []byte, nonce, lease string, ap *appendArgs, release bool) []any {
+	args = slices.Grow(args, 10+len(ap.msgs))
 	args = append(args, expected, strconv.FormatInt(version, 10), data, nonce, r.ttlMillis(), lease,
 		ap.window, r.cfg.MaxMessages, flag(ap.dropAnswer), flag(release))
 	return append(args, ap.msgs...)
@@ -660,7 +668,11 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 	}
 	for {
 		sent := time.Now()
-		args := []any{r.ttlMillis(), freshData, nonce, o.Owner, o.Agent, token, r.lockMillis()}
+		var args []any
+		if sw != nil {
+			args = make([]any, 0, 8+10+len(sw.ap.msgs))
+		}
+		args = append(args, r.ttlMillis(), freshData, nonce, o.Owner, o.Agent, token, r.lockMillis())
 		script := scriptClaim
 		if sw != nil {
 			expected := sw.expected
@@ -683,7 +695,7 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 		}
 		status, _ := reply[0].(string)
 		lease := func() *redisLease {
-			l := &redisLease{r: r, id: id, key: keys[2], token: token}
+			l := &redisLease{r: r, id: id, key: keys[2], token: token, keys: keys}
 			l.expiry.Store(sent.Add(r.cfg.LockTTL).UnixNano())
 			return l
 		}
@@ -798,6 +810,9 @@ type redisLease struct {
 	seen *session.Session
 	// released: a write released the lease (session.WithRelease).
 	released atomic.Bool
+	// keys are the session's keys (Store.keys) when Claim made the lease:
+	// the turn's writes need not make them again.
+	keys []string
 }
 
 func (l *redisLease) SessionID() string { return l.id }
