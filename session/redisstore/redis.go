@@ -386,8 +386,7 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 	var keys []string
 	if rl != nil {
 		keys = rl.keys
-	}
-	if keys == nil {
+	} else {
 		keys = r.keys(id)
 	}
 	cached := kl.last
@@ -695,7 +694,7 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 		}
 		status, _ := reply[0].(string)
 		lease := func() *redisLease {
-			l := &redisLease{r: r, id: id, key: keys[2], token: token, keys: keys}
+			l := &redisLease{r: r, id: id, keys: keys, token: token}
 			l.expiry.Store(sent.Add(r.cfg.LockTTL).UnixNano())
 			return l
 		}
@@ -756,7 +755,8 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 // Lock implements session.Store.
 func (r *Store) Lock(ctx context.Context, id string) (session.Lease, error) {
 	deadline := time.Now().Add(r.cfg.LockWait)
-	key := r.key(id, "lease")
+	keys := r.keys(id)
+	key := keys[2]
 	for {
 		token := session.NewID()
 		sent := time.Now()
@@ -767,7 +767,7 @@ func (r *Store) Lock(ctx context.Context, id string) (session.Lease, error) {
 			return nil, r.fail(id, "lock", err)
 		}
 		if ok {
-			l := &redisLease{r: r, id: id, key: key, token: token}
+			l := &redisLease{r: r, id: id, keys: keys, token: token}
 			l.expiry.Store(sent.Add(r.cfg.LockTTL).UnixNano())
 			return l, nil
 		}
@@ -797,9 +797,11 @@ func (r *Store) Ping(ctx context.Context) error {
 func (r *Store) Close() error { return r.client.Close() }
 
 type redisLease struct {
-	r     *Store
-	id    string
-	key   string
+	r  *Store
+	id string
+	// keys are the session's keys (Store.keys): the lease's is keys[2], and
+	// the turn's writes under the lease need not make them again.
+	keys  []string
 	token string
 	// expiry is Expiry in Unix nanoseconds: Extend runs on the turn's
 	// renewal timer while the turn reads it.
@@ -810,9 +812,6 @@ type redisLease struct {
 	seen *session.Session
 	// released: a write released the lease (session.WithRelease).
 	released atomic.Bool
-	// keys are the session's keys (Store.keys) when Claim made the lease:
-	// the turn's writes need not make them again.
-	keys []string
 }
 
 func (l *redisLease) SessionID() string { return l.id }
@@ -829,7 +828,7 @@ func (l *redisLease) Extend(ctx context.Context) error {
 	sent := time.Now()
 	rctx, cancel := l.r.roundTrip(ctx)
 	defer cancel()
-	n, err := scriptExtend.Run(rctx, l.r.client, []string{l.key}, l.token, l.r.lockMillis()).Int64()
+	n, err := scriptExtend.Run(rctx, l.r.client, l.keys[2:], l.token, l.r.lockMillis()).Int64()
 	if err != nil {
 		return l.r.fail(l.id, "extend lease", err)
 	}
@@ -846,7 +845,7 @@ func (l *redisLease) Release(ctx context.Context) error {
 	}
 	rctx, cancel := l.r.roundTrip(ctx)
 	defer cancel()
-	if err := scriptRelease.Run(rctx, l.r.client, []string{l.key}, l.token).Err(); err != nil {
+	if err := scriptRelease.Run(rctx, l.r.client, l.keys[2:], l.token).Err(); err != nil {
 		return l.r.fail(l.id, "release lease", err)
 	}
 	return nil
