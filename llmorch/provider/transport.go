@@ -58,6 +58,9 @@ var emptyErrorBody = []byte("{}")
 // package does not use).
 const standInStatus = http.StatusNoContent
 
+// standInStatusLine is standInStatus's Status, as net/http writes it.
+var standInStatusLine = strconv.Itoa(standInStatus) + " " + http.StatusText(standInStatus)
+
 // maxErrorBody bounds how much of an error response is read to classify it.
 const maxErrorBody = 64 << 10
 
@@ -90,7 +93,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	st.body = resp.Body
 	st.contentType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.StatusCode, resp.Status = standInStatus, strconv.Itoa(standInStatus)+" "+http.StatusText(standInStatus)
+	resp.StatusCode, resp.Status = standInStatus, standInStatusLine
 	resp.Body = io.NopCloser(bytes.NewReader(emptyErrorBody))
 	resp.ContentLength = int64(len(emptyErrorBody))
 	return resp, nil
