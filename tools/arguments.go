@@ -71,7 +71,10 @@ func checkNumbers(v any) error {
 			return nil
 		}
 		exp := strings.TrimLeft(strings.TrimLeft(s[i+1:], "+-"), "0")
-		if n, err := strconv.Atoi(exp); len(exp) > 9 || (exp != "" && err != nil) || n > maxExponent {
+		if exp == "" {
+			return nil // an exponent of zero
+		}
+		if n, err := strconv.Atoi(exp); err != nil || n > maxExponent {
 			return fmt.Errorf("the number %s is out of range: exponents beyond ±%d are refused", clip(s, 40), maxExponent)
 		}
 	case []any:
