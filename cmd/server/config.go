@@ -520,7 +520,7 @@ func sortedKeys(m map[string]string) []string {
 // start-up record shows when they are set (redacted), beside the settings
 // above and every OTEL_* variable.
 var printedEnv = []string{
-	"SESSION_TTL_SECONDS", "OFFLINE_MODEL_DELAY_MS", "TOOL_TIMEOUT", "LOG_CONTENT",
+	"SESSION_TTL_SECONDS", "OFFLINE_MODEL_DELAY_MS", "TOOL_TIMEOUT", "LOG_CONTENT", "GODEBUG",
 	"REDIS_URL", "REDIS_SENTINEL_MASTER", "REDIS_SENTINEL_ADDRS", "REDIS_CLUSTER_ADDRS", "REDIS_USERNAME", "REDIS_PASSWORD",
 	"REDIS_PREFIX", "REDIS_DIAL_TIMEOUT", "REDIS_READ_TIMEOUT", "REDIS_WRITE_TIMEOUT",
 	"LLM_PROVIDER", "LLM_MODEL", "LLM_BASE_URL",

@@ -33,10 +33,18 @@ func commands() []command {
 }
 
 func main() {
+	if serves(os.Args[1:]) {
+		withSmallStacks()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// serves reports whether args run serve, the default command.
+func serves(args []string) bool {
+	return len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-' || args[0] == "serve"
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
