@@ -4,18 +4,19 @@
 // and Anthropic.
 //
 // It is built on langchaingo (github.com/tmc/langchaingo v0.1.14), which
-// converts the conversation and the tools into each wire format, sets the
-// headers and sends the request. langchaingo's stream parsing is not used:
+// converts the conversation and the tools into each wire format and builds
+// the request with its headers. langchaingo's stream parsing is not used:
 // it ignores the tool-call delta index (interleaved parallel calls get glued,
 // a repeated "type":"function" makes a phantom call, a trailing delta with
 // empty arguments makes an empty phantom call), fails on SSE lines over
 // 64 KiB, loses Anthropic tool calls from streams, leaks a goroutine after an
 // Anthropic error event and sometimes reports success on a deadline. So the
-// HTTP client given to langchaingo has a transport that takes the streamed
-// response body for this package's own parser and hands langchaingo a
-// stand-in that ends its call at once (a status it takes for an error, which
-// is ignored: langchaingo would otherwise start its own parser's goroutine);
-// the parser yields events to the caller as the bytes arrive, in the
+// HTTP client given to langchaingo has a transport that takes the request
+// and hands langchaingo a stand-in answer that ends its call at once (a
+// status it takes for an error, which is ignored: langchaingo would
+// otherwise start its own parser's goroutine); the call then sends the
+// request itself and gives the streamed response body to this package's
+// own parser, which yields events to the caller as the bytes arrive, in the
 // caller's goroutine, with no goroutine per call.
 //
 // The transport also corrects the request where langchaingo gets it wrong:

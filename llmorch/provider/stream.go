@@ -81,12 +81,17 @@ func (m *model) backoff(attempt int, retryAfter time.Duration) (time.Duration, b
 // whether anything was yielded, stopped whether the consumer stopped.
 func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageContent, opts []llms.CallOption,
 	req llmorch.Request, yield func(chat.Event, error) bool) (emitted, stopped bool, cerr *callError) {
-	// langchaingo builds and sends the request many frames deep (the
-	// JSON encoding, the transport): on another goroutine's stack, so that
-	// the turn's keeps the size reading the stream needs (package shallow).
+	// langchaingo builds the request many frames deep (the JSON encoding,
+	// its client): on another goroutine's stack, so that the turn's keeps
+	// the size reading the stream needs (package shallow). The transport
+	// takes the request instead of sending it, and it is sent from here.
+	sctx := withState(ctx, st)
 	_, lerr := shallow.Call(func() (*llms.ContentResponse, error) {
-		return m.llm.GenerateContent(withState(ctx, st), msgs, opts...)
+		return m.llm.GenerateContent(sctx, msgs, opts...)
 	})
+	if st.req != nil && ctx.Err() == nil {
+		st.send(sctx)
+	}
 	if st.body != nil {
 		defer st.body.Close()
 	}

@@ -13,16 +13,22 @@ import (
 	"time"
 )
 
-// callState is what one attempt's transport round trip and the stream
-// parser share. langchaingo sends the request synchronously in the
-// goroutine that runs Stream, so no locking is needed.
+// callState is what one attempt, its transport and the stream parser
+// share. langchaingo calls the transport synchronously, from the call
+// that runs the attempt (on package shallow's goroutine, while the attempt
+// waits), so no locking is needed.
 type callState struct {
 	// Request corrections, set by convert.
 	dropTemperature bool
 	mergeRoles      bool
 	errorResults    map[string]bool
 
-	// Response, set by the transport.
+	// The request langchaingo built, taken by the transport and sent by
+	// send, and the transport that took it.
+	req *http.Request
+	tr  *transport
+
+	// Response, set by send.
 	status      int
 	retryAfter  time.Duration
 	errType     string
@@ -38,21 +44,23 @@ func withState(ctx context.Context, st *callState) context.Context {
 }
 
 // transport sits between langchaingo and the network: it corrects the
-// request, records failures for classification and takes the response
-// body for the package's own parser (see the package documentation).
+// request and takes it, for the call to send (callState.send), which
+// records failures for classification and keeps the response body for the
+// package's own parser (see the package documentation). A request made
+// without a callState (none of this package's) goes straight through.
 type transport struct {
 	base    http.RoundTripper
 	wire    string
 	keyless bool
 }
 
-// emptyErrorBody is the body langchaingo reads in place of the real one,
-// an error's or the stream's.
+// emptyErrorBody is the body of the stand-in answer langchaingo reads.
 var emptyErrorBody = []byte("{}")
 
-// standInStatus is the status langchaingo sees for a stream the transport
-// took: not 200, so that it reads emptyErrorBody as an error's and returns
-// at once (an error Stream ignores: it has the body). Handed a 200 and an
+// standInStatus is the status langchaingo sees for a request the
+// transport took: not 200, so that it reads emptyErrorBody as an error's
+// and returns at once (an error Stream ignores: it sends the request and
+// reads the answer itself, callState.send). Handed a 200 and an
 // empty stream instead, langchaingo parses it with a goroutine, a channel
 // and a 4 KiB scanner per model call (its own stream parsing, which this
 // package does not use).
@@ -73,13 +81,41 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	resp, err := t.base.RoundTrip(req)
 	if st == nil {
-		return resp, err
+		return t.base.RoundTrip(req)
 	}
+	// Taken, not sent: the call that asked for it (attempt) sends it once
+	// langchaingo has returned, from its own stack (send). langchaingo
+	// builds the request many frames deep, and runs on a goroutine of
+	// package shallow for that; the wait for the provider's answer, which
+	// can last as long as its time to the first token, then holds no such
+	// goroutine and its grown stack.
+	st.req, st.tr = req, t
+	return &http.Response{
+		Status: standInStatusLine, StatusCode: standInStatus,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{},
+		Body:          io.NopCloser(bytes.NewReader(emptyErrorBody)),
+		ContentLength: int64(len(emptyErrorBody)),
+		Request:       req,
+	}, nil
+}
+
+// send makes the round trip of the request the transport took, under ctx
+// (the context the call was made with: an http.Client deadline that
+// langchaingo's client put on the request ended with its stand-in
+// answer), and keeps a stream's body for the parser, or classifies a
+// failure.
+func (st *callState) send(ctx context.Context) {
+	req := st.req
+	st.req = nil
+	if req.Context() != ctx {
+		req = req.WithContext(ctx)
+	}
+	resp, err := st.tr.base.RoundTrip(req)
 	if err != nil {
 		st.sendErr = err
-		return nil, err
+		return
 	}
 	st.status = resp.StatusCode
 	if resp.StatusCode != http.StatusOK {
@@ -87,16 +123,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		_ = resp.Body.Close()
 		st.errType = errorType(data)
-		resp.Body = io.NopCloser(bytes.NewReader(emptyErrorBody))
-		resp.ContentLength = int64(len(emptyErrorBody))
-		return resp, nil
+		return
 	}
 	st.body = resp.Body
 	st.contentType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.StatusCode, resp.Status = standInStatus, standInStatusLine
-	resp.Body = io.NopCloser(bytes.NewReader(emptyErrorBody))
-	resp.ContentLength = int64(len(emptyErrorBody))
-	return resp, nil
 }
 
 // patch returns req corrected: no auth header for keyless servers, no
