@@ -42,13 +42,17 @@ func main() {
 	os.Exit(code)
 }
 
-// serves reports whether args run serve, the default command.
-func serves(args []string) bool {
-	return len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-' || args[0] == "serve"
+// serves reports whether args run serve, named or as the default.
+func serves(args []string) bool { return servesByDefault(args) || args[0] == "serve" }
+
+// servesByDefault reports whether args name no command (none, or flags
+// first): serve runs with all of them.
+func servesByDefault(args []string) bool {
+	return len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-'
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-' {
+	if servesByDefault(args) {
 		return runServe(ctx, args, stdout, stderr)
 	}
 	switch args[0] {
