@@ -174,6 +174,14 @@ func TestProviderKeyNeverLeaks(t *testing.T) {
 	}
 }
 
+// offlineServe is the environment of a test's `agentdock serve` on addr:
+// the memory store, the offline model, no keys and no config file whatever
+// the machine's environment says, JSON logs.
+func offlineServe(addr string) []string {
+	return []string{"ADDR=" + addr, "SESSION_STORE=memory://", "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=", "LLM_BASE_URL=",
+		"OPENAI_BASE_URL=", "LLM_PROVIDER=", "API_KEYS=", "API_KEYS_FILE=", "AGENTDOCK_CONFIG=", "LOG_FORMAT=json"}
+}
+
 // buildBinary builds agentdock into a temporary directory.
 func buildBinary(t *testing.T) string {
 	t.Helper()
@@ -197,9 +205,7 @@ func TestSIGTERMDrainsStreams(t *testing.T) {
 	addr := freeAddr(t)
 	const drain = 20 * time.Second
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(), "ADDR="+addr, "OFFLINE_MODEL_DELAY_MS=300", "SHUTDOWN_TIMEOUT="+drain.String(),
-		"SESSION_STORE=memory://", "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=", "LLM_BASE_URL=", "OPENAI_BASE_URL=", "LLM_PROVIDER=",
-		"API_KEYS=", "API_KEYS_FILE=", "AGENTDOCK_CONFIG=", "LOG_FORMAT=json")
+	cmd.Env = append(append(os.Environ(), offlineServe(addr)...), "OFFLINE_MODEL_DELAY_MS=300", "SHUTDOWN_TIMEOUT="+drain.String())
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

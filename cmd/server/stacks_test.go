@@ -34,14 +34,15 @@ func TestServeRunsWithSmallStacks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := freeAddr(t)
 			cmd := exec.Command(bin, tc.args...)
-			env := []string{"ADDR=" + addr, "SESSION_STORE=memory://", "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=", "LLM_BASE_URL=",
-				"OPENAI_BASE_URL=", "LLM_PROVIDER=", "API_KEYS=", "API_KEYS_FILE=", "AGENTDOCK_CONFIG=", "LOG_FORMAT=json"}
+			// exec keeps the last of a variable's entries: the machine's
+			// environment first, the test's after it.
+			var env []string
 			for _, kv := range os.Environ() {
 				if !strings.HasPrefix(kv, "GODEBUG=") {
 					env = append(env, kv)
 				}
 			}
-			cmd.Env = append(env, tc.env...)
+			cmd.Env = append(append(env, offlineServe(addr)...), tc.env...)
 			var stderr syncBuffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
