@@ -19,8 +19,11 @@ import (
 )
 
 // ignoreShallow: the goroutines package shallow keeps for the next deep
-// call (the request's sending runs on them) are not leaks.
+// call (the request's building runs on them) or the next wait (a
+// prefetched request's) are not leaks.
 var ignoreShallow = goleak.IgnoreAnyFunction("github.com/agentdock-go/agentdock/internal/shallow.newCoro.func1")
+
+var ignoreShallowWork = goleak.IgnoreAnyFunction("github.com/agentdock-go/agentdock/internal/shallow.work")
 
 const secretKey = "sk-test-PLANTED-SECRET-0123456789"
 
@@ -111,7 +114,7 @@ func code(err error) string {
 }
 
 func TestOpenAIToolCallStyles(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
 	srv := mockllm.New()
 	defer srv.Close()
 	m, _ := testModel(t, srv, OpenAI)
@@ -177,7 +180,7 @@ func mustJSON(v any) string {
 }
 
 func TestAnthropicStream(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
 	srv := mockllm.New()
 	defer srv.Close()
 	m, _ := testModel(t, srv, Anthropic)
@@ -207,7 +210,7 @@ func TestAnthropicStream(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -321,7 +324,7 @@ func TestLongLines(t *testing.T) {
 }
 
 func TestRetryOn429(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -402,7 +405,7 @@ func TestRetryLimits(t *testing.T) {
 }
 
 func TestMidStreamFailure(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -450,7 +453,7 @@ func TestFailureBeforeFirstTokenIsRetried(t *testing.T) {
 }
 
 func TestCancellation(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -664,7 +667,7 @@ func TestRequestBodyAnthropic(t *testing.T) {
 }
 
 func TestFallback(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
 	primarySrv, fallbackSrv := mockllm.New(), mockllm.New()
 	defer primarySrv.Close()
 	defer fallbackSrv.Close()
@@ -811,7 +814,7 @@ func TestConfigFromEnv(t *testing.T) {
 // CodeTimeout and keeps what it had yielded. The mock's server side of the
 // cut connection ends too (no goroutine left behind).
 func TestIdleTimeout(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
