@@ -406,11 +406,7 @@ type turnStart struct {
 	write session.Write
 	// what the write records, for its error ("recording the message").
 	what string
-	// turn assembles the turn; it has no side effects, as it also
-	// assembles the turn foreseen before the claim (prefetch).
 	turn func(stored session.Session, history []chat.Message, lease session.Lease) llmorch.Turn
-	// started, if set, is called once the turn started on stored.
-	started func(stored session.Session)
 }
 
 // begin claims the session and starts a turn on it: plan, given the
@@ -440,23 +436,8 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan fun
 		started *session.Started
 		ts      turnStart
 		err     error
-		// pf is the first model call's request, sent before the claim's
-		// answer when the store foresees it: the claim's round trip then
-		// overlaps the model's time to its first token. The turn takes
-		// the answer only if its request is the same (llmorch.Prefetcher).
-		pf llmorch.Prefetched
 	)
-	dropPrefetch := func() {
-		if pf != nil {
-			pf.Drop()
-		}
-	}
 	if starter, ok := store.(session.Starter); ok {
-		if service.CanPrefetch() {
-			claimOpts = append(claimOpts, session.WithForesight(func(st session.Started) {
-				pf = service.Prefetch(ctx, ts.turn(st.Session, st.History, nil))
-			}))
-		}
 		// The turn's first write goes with the claim when the store
 		// knows the session; a session whose last turn was interrupted
 		// is recovered first, and a plan that fails fails below, on the
@@ -485,24 +466,18 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan fun
 		err = fmt.Errorf("opening session: %w", err)
 	}
 	if err != nil {
-		dropPrefetch()
 		closeStore()
 		return nil, err
 	}
 	release := func() { n.release(ctx, lease) }
 	if started == nil {
 		if started, ts, err = n.firstWrite(ctx, store, key, sess, lease, plan); err != nil {
-			dropPrefetch()
 			release()
 			closeStore()
 			return nil, err
 		}
 	}
-	if ts.started != nil {
-		ts.started(started.Session)
-	}
 	turn := ts.turn(started.Session, started.History, lease)
-	turn.Prefetched = pf
 	return func(yield func(chat.Event) bool) {
 		ctx, cancel := context.WithCancelCause(ctx)
 		renewal := n.startRenewal(ctx, lease, cancel)
@@ -514,7 +489,6 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan fun
 				release()
 			}
 			closeStore()
-			dropPrefetch()
 		}()
 		var seq int64
 		for ev := range service.StreamWithOrchestration(ctx, turn) {
@@ -632,12 +606,10 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 	return turnStart{
 		write: session.Write{Update: update, Messages: msgs, Window: window, Options: opts},
 		what:  "recording the message",
-		started: func(stored session.Session) {
+		turn: func(stored session.Session, history []chat.Message, lease session.Lease) llmorch.Turn {
 			if dec.Transition {
 				n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, stored.State.ActiveStep, telemetry.CauseUserMessage)
 			}
-		},
-		turn: func(stored session.Session, history []chat.Message, lease session.Lease) llmorch.Turn {
 			if regenerate {
 				if k := len(history); k > 0 && history[k-1].Role == chat.RoleUser {
 					history = history[:k-1]

@@ -118,11 +118,6 @@ type Turn struct {
 	// DeniedResult): the service runs the approved calls and reports
 	// every answer.
 	Answers []Answer
-	// Prefetched is the first model call's request sent ahead of the turn
-	// (Service.Prefetch): the call takes its answer if its request is the
-	// same, and drops it otherwise. A turn that ends before its first call
-	// leaves it: the caller drops it after the turn. It may be nil.
-	Prefetched Prefetched
 }
 
 // Answer is a person's decision on one call that waited for approval.
@@ -314,13 +309,36 @@ func (r *run) loop(ctx context.Context) (string, error) {
 // tool calls.
 func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error) {
 	cfg := r.s.cfg
-	req, warning := r.request(r.available(), final)
+	avail := r.available()
+	offer := cfg.Engine.OfferNow(r.state, avail)
+	snap := r.snapshot(avail)
 	r.noTools = final
-	if !r.announce(*req.Orchestration) {
+	if final {
+		snap.OfferedTools = nil
+		offer.Tools = nil
+	}
+	if !r.announce(snap) {
 		return nil, errStopped
 	}
-	if warning != "" && !r.emit(chat.Event{Kind: chat.KindWarning, Text: warning}) {
+	if offer.Warning != "" && !r.emit(chat.Event{Kind: chat.KindWarning, Text: offer.Warning}) {
 		return nil, errStopped
+	}
+	remaining := cfg.Budget.MaxOutputBytes - r.output
+	req := Request{
+		System: SystemPrompt(PromptInput{
+			Personality: cfg.Template.Personality,
+			Guide:       guide(cfg.Template),
+			Steps:       cfg.Template.Steps(),
+			Snapshot:    snap,
+			FinalAnswer: final,
+		}),
+		Messages:       r.messages,
+		Tools:          cfg.Tools.Specs(offer.Tools),
+		Temperature:    cfg.Temperature,
+		MaxTokens:      maxTokens(cfg.MaxTokens, remaining),
+		MaxOutputBytes: remaining,
+		Orchestration:  &snap,
+		Modes:          r.s.modes,
 	}
 	if !r.emit(chat.Event{Kind: chat.KindStepStart}) {
 		return nil, errStopped
@@ -330,7 +348,7 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		prevStep = r.callStep
 	}
 	r.calls++
-	r.callStep = req.Orchestration.ActiveStep
+	r.callStep = snap.ActiveStep
 	var (
 		text    []byte
 		calls   []chat.ToolCall
@@ -343,7 +361,7 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		r.saveEnd(ctx, text, usage)
 		return limitOutput(cfg.Budget.MaxOutputBytes)
 	}
-	for ev, err := range r.stream(r.prefetched(ctx), *req, prevStep) {
+	for ev, err := range r.stream(ctx, req, prevStep) {
 		if err != nil {
 			if errors.Is(err, ErrOutputLimit) {
 				return nil, over()
@@ -390,49 +408,6 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		return nil, err
 	}
 	return calls, r.onStepFinish(ctx, text, calls, invalid, usage)
-}
-
-// prefetched returns ctx carrying the turn's prefetched request for its
-// first model call (Turn.Prefetched); a model that does not take it
-// drops it, and so does the turn's end.
-func (r *run) prefetched(ctx context.Context) context.Context {
-	p := r.turn.Prefetched
-	if p == nil {
-		return ctx
-	}
-	r.turn.Prefetched = nil
-	return WithPrefetched(ctx, p)
-}
-
-// request is the next model call's request (its Orchestration the
-// snapshot it is made in) and the orchestration's warning about the tools
-// offered, if any. It is a pointer so that modelStep's frame, on the stack
-// through the whole wait for the model, stays small.
-func (r *run) request(avail orchestration.Available, final bool) (*Request, string) {
-	cfg := r.s.cfg
-	offer := cfg.Engine.OfferNow(r.state, avail)
-	snap := r.snapshot(avail)
-	if final {
-		snap.OfferedTools = nil
-		offer.Tools = nil
-	}
-	remaining := cfg.Budget.MaxOutputBytes - r.output
-	return &Request{
-		System: SystemPrompt(PromptInput{
-			Personality: cfg.Template.Personality,
-			Guide:       guide(cfg.Template),
-			Steps:       cfg.Template.Steps(),
-			Snapshot:    snap,
-			FinalAnswer: final,
-		}),
-		Messages:       r.messages,
-		Tools:          cfg.Tools.Specs(offer.Tools),
-		Temperature:    cfg.Temperature,
-		MaxTokens:      maxTokens(cfg.MaxTokens, remaining),
-		MaxOutputBytes: remaining,
-		Orchestration:  &snap,
-		Modes:          r.s.modes,
-	}, offer.Warning
 }
 
 // onStepFinish executes the step's tool calls, records tools and usage and

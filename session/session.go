@@ -250,23 +250,6 @@ type WriteOptions struct {
 	// Release: an Update or UpdateAppend fenced by Lease also releases it
 	// (WithRelease).
 	Release bool
-	// Foresight, when set, is told what a ClaimStart expects to return
-	// before it asks the store (WithForesight).
-	Foresight func(Started)
-}
-
-// WithForesight makes a Starter's ClaimStart call fn, before its round
-// trip to the store, with the Started it will return if the session is
-// still the one it expects and plan's write goes in with the claim. fn
-// runs on the caller's goroutine and must return at once: it is there to
-// start what needs only that (a model's request, sent ahead of the
-// claim's answer). It is a forecast, not a promise: the claim may find
-// the session changed or busy, and its own answer decides. A store
-// offers it only while its forecasts held (a process that shares
-// sessions with others may see them changed), and only when a round trip
-// is saved (not the memory store). Other writes ignore it.
-func WithForesight(fn func(Started)) UpdateOption {
-	return func(o *WriteOptions) { o.Foresight = fn }
 }
 
 // WithApprovals makes an Update or UpdateAppend replace the session's

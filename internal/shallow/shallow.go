@@ -151,33 +151,3 @@ func Call[T any](f func() (T, error)) (v T, err error) {
 	}
 	return v, err
 }
-
-// workers hands work to the goroutines of Go that wait for it.
-var workers = make(chan func())
-
-// Go runs f on another goroutine and returns at once. That goroutine is
-// one of those kept for such work, for the same reason as Call's
-// coroutines: one started per call would grow a stack and free it each
-// time. It waits idleFor for the next f after each one, then ends. f must
-// not panic: nothing would recover it.
-func Go(f func()) {
-	select {
-	case workers <- f:
-	default:
-		go work(f)
-	}
-}
-
-func work(f func()) {
-	idle := time.NewTimer(idleFor)
-	defer idle.Stop()
-	for {
-		f()
-		idle.Reset(idleFor)
-		select {
-		case f = <-workers:
-		case <-idle.C:
-			return
-		}
-	}
-}

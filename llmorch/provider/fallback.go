@@ -23,15 +23,6 @@ type fallbackModel struct {
 
 func (f *fallbackModel) Info() llmorch.Info { return f.primary.Info() }
 
-// Prefetch implements llmorch.Prefetcher for the primary, which is asked
-// first; the fallback is only called when it failed.
-func (f *fallbackModel) Prefetch(ctx context.Context, req llmorch.Request) llmorch.Prefetched {
-	if p, ok := f.primary.(llmorch.Prefetcher); ok {
-		return p.Prefetch(ctx, req)
-	}
-	return nil
-}
-
 func (f *fallbackModel) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.Event, error] {
 	return func(yield func(chat.Event, error) bool) {
 		var primaryErr error

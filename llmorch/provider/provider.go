@@ -68,7 +68,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/tmc/langchaingo/llms"
@@ -232,9 +231,6 @@ type model struct {
 	foldSystem bool
 	// sleep waits between retries; tests replace it to observe the waits.
 	sleep func(ctxDone <-chan struct{}, d time.Duration) bool
-	// prefetching counts the requests sent ahead waiting for their
-	// headers (Prefetch).
-	prefetching atomic.Int32
 }
 
 func newModel(cfg Config) (*model, error) {

@@ -19,11 +19,8 @@ import (
 )
 
 // ignoreShallow: the goroutines package shallow keeps for the next deep
-// call (the request's building runs on them) or the next wait (a
-// prefetched request's) are not leaks.
+// call (the request's sending runs on them) are not leaks.
 var ignoreShallow = goleak.IgnoreAnyFunction("github.com/agentdock-go/agentdock/internal/shallow.newCoro.func1")
-
-var ignoreShallowWork = goleak.IgnoreAnyFunction("github.com/agentdock-go/agentdock/internal/shallow.work")
 
 const secretKey = "sk-test-PLANTED-SECRET-0123456789"
 
@@ -114,7 +111,7 @@ func code(err error) string {
 }
 
 func TestOpenAIToolCallStyles(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
 	srv := mockllm.New()
 	defer srv.Close()
 	m, _ := testModel(t, srv, OpenAI)
@@ -180,7 +177,7 @@ func mustJSON(v any) string {
 }
 
 func TestAnthropicStream(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
 	srv := mockllm.New()
 	defer srv.Close()
 	m, _ := testModel(t, srv, Anthropic)
@@ -210,7 +207,7 @@ func TestAnthropicStream(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -324,7 +321,7 @@ func TestLongLines(t *testing.T) {
 }
 
 func TestRetryOn429(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -405,7 +402,7 @@ func TestRetryLimits(t *testing.T) {
 }
 
 func TestMidStreamFailure(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -453,7 +450,7 @@ func TestFailureBeforeFirstTokenIsRetried(t *testing.T) {
 }
 
 func TestCancellation(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -667,7 +664,7 @@ func TestRequestBodyAnthropic(t *testing.T) {
 }
 
 func TestFallback(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
 	primarySrv, fallbackSrv := mockllm.New(), mockllm.New()
 	defer primarySrv.Close()
 	defer fallbackSrv.Close()
@@ -814,7 +811,7 @@ func TestConfigFromEnv(t *testing.T) {
 // CodeTimeout and keeps what it had yielded. The mock's server side of the
 // cut connection ends too (no goroutine left behind).
 func TestIdleTimeout(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow, ignoreShallowWork)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {

@@ -33,16 +33,13 @@ func (m *model) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.
 			yield(chat.Event{}, m.fail(CodeInvalidRequest, false, "%s", err.Error()))
 			return
 		}
-		// The first attempt may find its request sent ahead (Prefetch).
-		pf := m.prefetchFor(ctx, req)
 		for attempt := 1; ; attempt++ {
 			if ctx.Err() != nil {
 				yield(chat.Event{}, m.ctxFailure(ctx))
 				return
 			}
 			st := base
-			emitted, stopped, cerr := m.attempt(ctx, &st, msgs, opts, req, pf, yield)
-			pf = nil
+			emitted, stopped, cerr := m.attempt(ctx, &st, msgs, opts, req, yield)
 			if stopped || cerr == nil {
 				return
 			}
@@ -83,23 +80,17 @@ func (m *model) backoff(attempt int, retryAfter time.Duration) (time.Duration, b
 // attempt sends the request once and streams the answer. emitted says
 // whether anything was yielded, stopped whether the consumer stopped.
 func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageContent, opts []llms.CallOption,
-	req llmorch.Request, pf *prefetch, yield func(chat.Event, error) bool) (emitted, stopped bool, cerr *callError) {
+	req llmorch.Request, yield func(chat.Event, error) bool) (emitted, stopped bool, cerr *callError) {
 	// langchaingo builds the request many frames deep (the JSON encoding,
 	// its client): on another goroutine's stack, so that the turn's keeps
 	// the size reading the stream needs (package shallow). The transport
 	// takes the request instead of sending it, and it is sent from here.
 	sctx := withState(ctx, st)
-	var lerr error
-	if pf == nil || !pf.take(sctx, st) {
-		_, lerr = shallow.Call(func() (*llms.ContentResponse, error) {
-			return m.llm.GenerateContent(sctx, msgs, opts...)
-		})
-		if st.req != nil && ctx.Err() == nil {
-			st.send(sctx)
-		}
-	}
-	if st.release != nil {
-		defer st.release()
+	_, lerr := shallow.Call(func() (*llms.ContentResponse, error) {
+		return m.llm.GenerateContent(sctx, msgs, opts...)
+	})
+	if st.req != nil && ctx.Err() == nil {
+		st.send(sctx)
 	}
 	if st.body != nil {
 		defer st.body.Close()

@@ -35,9 +35,6 @@ type callState struct {
 	sendErr     error
 	body        io.ReadCloser
 	contentType string
-	// release, when set, frees what the answer holds beyond its body
-	// (a prefetched answer's request, take).
-	release func()
 }
 
 type stateKey struct{}

@@ -22,28 +22,28 @@ func TestRecentBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var c recent
 			for i := range tc.n {
-				c.remember("s"+strconv.Itoa(i), &session.Session{Version: int64(i)}, "n"+strconv.Itoa(i), tc.size, tail{})
+				c.remember("s"+strconv.Itoa(i), &session.Session{Version: int64(i)}, "n"+strconv.Itoa(i), tc.size)
 			}
 			if len(c.m) != tc.wantLen || c.bytes != tc.wantBytes {
 				t.Fatalf("%d sessions of %d bytes: kept %d, %d bytes; want %d, %d bytes", tc.n, tc.size, len(c.m), c.bytes, tc.wantLen, tc.wantBytes)
 			}
 			// The newest is kept (unless too large), with its nonce.
 			last := "s" + strconv.Itoa(tc.n-1)
-			s, nonce, _, ok := c.get(last)
+			s, nonce, ok := c.get(last)
 			if ok != (tc.wantLen > 0) || ok && (s.Version != int64(tc.n-1) || nonce != "n"+strconv.Itoa(tc.n-1)) {
 				t.Fatalf("the newest: %+v %q %v", s, nonce, ok)
 			}
 			c.forget(last)
-			if _, _, _, ok := c.get(last); ok || c.bytes != max(tc.wantBytes-tc.size, 0) {
+			if _, _, ok := c.get(last); ok || c.bytes != max(tc.wantBytes-tc.size, 0) {
 				t.Fatalf("after forget: still there %v, %d bytes", ok, c.bytes)
 			}
 		})
 	}
 	// A session written again replaces its entry.
 	var c recent
-	c.remember("a", &session.Session{Version: 1}, "n1", 100, tail{})
-	c.remember("a", &session.Session{Version: 2}, "n2", 300, tail{})
-	if s, nonce, _, _ := c.get("a"); len(c.m) != 1 || c.bytes != 300 || s.Version != 2 || nonce != "n2" {
+	c.remember("a", &session.Session{Version: 1}, "n1", 100)
+	c.remember("a", &session.Session{Version: 2}, "n2", 300)
+	if s, nonce, _ := c.get("a"); len(c.m) != 1 || c.bytes != 300 || s.Version != 2 || nonce != "n2" {
 		t.Fatalf("written twice: %d entries, %d bytes, %+v %q", len(c.m), c.bytes, s, nonce)
 	}
 }

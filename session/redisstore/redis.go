@@ -42,8 +42,6 @@ type Store struct {
 	// recent is what ClaimStart expects of the sessions this process
 	// wrote last.
 	recent recent
-	// foresight says whether those expectations hold lately.
-	foresight foresight
 }
 
 // maxConflicts bounds the compare-and-set retries of one write; reaching it
@@ -456,16 +454,7 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		switch status {
 		case "ok":
 			kl.last = &next
-			var msgs []any
-			drop := false
-			if ap != nil {
-				msgs, drop = ap.msgs, ap.dropAnswer
-			}
-			if exists {
-				r.recent.rememberWrite(id, cur.Version, &next, nonce, len(encoded), msgs, drop, r.cfg.MaxMessages)
-			} else {
-				r.recent.remember(id, &next, nonce, len(encoded), emptyTail.appended(msgs, drop, r.cfg.MaxMessages))
-			}
+			r.recent.remember(id, &next, nonce, len(encoded))
 			if rl != nil {
 				rl.seen = &next
 				if release {
@@ -562,7 +551,7 @@ func (r *Store) Delete(ctx context.Context, id string) error {
 }
 
 // AppendMessages implements session.Store.
-func (r *Store) AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...session.UpdateOption) (err error) {
+func (r *Store) AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...session.UpdateOption) error {
 	o := session.Options(opts...)
 	lease := ""
 	if o.Lease != nil {
@@ -577,13 +566,6 @@ func (r *Store) AppendMessages(ctx context.Context, id string, msgs []chat.Messa
 		}
 		args = append(args, string(b))
 	}
-	defer func() {
-		if err == nil {
-			r.recent.appendedTo(id, args[5:], r.cfg.MaxMessages)
-		} else {
-			r.recent.forget(id)
-		}
-	}()
 	cmd, maybe := r.runWrite(ctx, scriptAppend, r.keys(id), args...)
 	status, err := cmd.Text()
 	if err != nil {
@@ -635,7 +617,6 @@ func (r *Store) ClaimStart(ctx context.Context, id string, plan func(session.Ses
 type start struct {
 	guess    session.Session // the session expected
 	expected string          // the nonce of its last write; "" for the claim's own
-	tail     tail            // the end of its history, as far as known
 	next     session.Session
 	data     []byte // next encoded
 	nonce    string
@@ -646,9 +627,9 @@ type start struct {
 // last it wrote, or the session the claim would create), and prepares its
 // write; nil when there is nothing to expect or plan declines.
 func (r *Store) prepare(id string, fresh session.Session, o session.WriteOptions, plan func(session.Session) (session.Write, bool)) *start {
-	guess, expected, known, ok := r.recent.get(id)
+	guess, expected, ok := r.recent.get(id)
 	if !ok {
-		guess, known = fresh, emptyTail
+		guess = fresh
 	}
 	if o.Foreign(guess) {
 		return nil
@@ -667,7 +648,7 @@ func (r *Store) prepare(id string, fresh session.Session, o session.WriteOptions
 	if err != nil {
 		return nil
 	}
-	return &start{guess: guess, expected: expected, tail: known, next: next, data: encode(next), nonce: session.NewID(), ap: ap}
+	return &start{guess: guess, expected: expected, next: next, data: encode(next), nonce: session.NewID(), ap: ap}
 }
 
 // claim is Claim, and ClaimStart when plan is not nil.
@@ -683,15 +664,6 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 	var sw *start
 	if plan != nil {
 		sw = r.prepare(id, fresh, o, plan)
-	}
-	// What the claim is expected to return, told before the round trip
-	// (session.WithForesight), and compared with its answer.
-	var foreseen *forecast
-	if sw != nil && o.Foresight != nil {
-		foreseen = r.foresee(id, sw)
-		if foreseen != nil {
-			o.Foresight(foreseen.started)
-		}
 	}
 	for {
 		sent := time.Now()
@@ -731,14 +703,8 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 			l := lease()
 			next := sw.next
 			l.seen = &next
-			raw := stringList(reply[4])
-			r.recent.remember(id, &next, sw.nonce, len(sw.data), r.afterStart(sw, raw))
-			if foreseen != nil {
-				r.foresight.confirm(foreseen, raw)
-			} else {
-				r.foresight.record(false)
-			}
-			hist, err := decodeMessages(id, raw)
+			r.recent.remember(id, &next, sw.nonce, len(sw.data))
+			hist, err := decodeMessages(id, stringList(reply[4]))
 			if err != nil {
 				return session.Session{}, nil, nil, err
 			}
@@ -761,28 +727,13 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 		case "ok":
 			// Claimed; the session was not the one expected, if any:
 			// the caller writes.
-			if foreseen != nil {
-				r.foresight.confirm(foreseen, nil)
-			} else if sw != nil {
-				r.foresight.record(true)
-			}
 			l := lease()
 			seen := s
 			l.seen = &seen
 			return s, l, nil, nil
 		case "foreign":
-			if foreseen != nil {
-				r.foresight.confirm(foreseen, nil)
-			} else if sw != nil {
-				r.foresight.record(true)
-			}
 			return s, nil, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrForeign)
 		case "busy":
-			if foreseen != nil {
-				r.foresight.confirm(foreseen, nil)
-			} else if sw != nil {
-				r.foresight.record(true)
-			}
 		default:
 			return session.Session{}, nil, nil, fmt.Errorf("redis session store: session %s: claim: unexpected reply %v: %w", id, reply, session.ErrUnavailable)
 		}
