@@ -36,12 +36,7 @@ func TestServeRunsWithSmallStacks(t *testing.T) {
 			cmd := exec.Command(bin, tc.args...)
 			// exec keeps the last of a variable's entries: the machine's
 			// environment first, the test's after it.
-			var env []string
-			for _, kv := range os.Environ() {
-				if !strings.HasPrefix(kv, "GODEBUG=") {
-					env = append(env, kv)
-				}
-			}
+			env := withoutVar(os.Environ(), "GODEBUG")
 			cmd.Env = append(append(env, offlineServe(addr)...), tc.env...)
 			var stderr syncBuffer
 			cmd.Stderr = &stderr

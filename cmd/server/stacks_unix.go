@@ -47,11 +47,17 @@ func withSmallStacks() {
 		v = cur + "," + smallStacksEnv
 	}
 	// Both the runtime and os.Getenv read a variable's first entry.
-	env := []string{"GODEBUG=" + v}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GODEBUG=") {
-			env = append(env, kv)
+	env := append([]string{"GODEBUG=" + v}, withoutVar(os.Environ(), "GODEBUG")...)
+	_ = syscall.Exec(exe, os.Args, env)
+}
+
+// withoutVar returns env without its entries for the variable name.
+func withoutVar(env []string, name string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
 		}
 	}
-	_ = syscall.Exec(exe, os.Args, env)
+	return out
 }
