@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,17 +14,39 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
+// socketBuffer is the size of the test connections' socket buffers, on
+// both ends. Left to the kernel, loopback buffers grow with the traffic
+// (here up to 32 MiB received and 4 MiB sent), so how much a client that
+// stops reading leaves the server able to write would depend on the
+// machine; set, it is known.
+const socketBuffer = 64 << 10
+
 // serveStream serves tr's stream over real HTTP and returns its events as
-// they arrive; the client reads no further than the test receives.
+// they arrive; the client reads no further than the test receives. Both
+// ends' socket buffers are socketBuffer.
 func serveStream(t *testing.T, e *env, tr *turn) <-chan sseEvent {
 	t.Helper()
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _ := gin.CreateTestContext(w)
 		c.Request = r
 		e.srv.streamTurn(c, tr, 0)
 	}))
+	hs.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if tc, ok := c.(*net.TCPConn); ok && s == http.StateNew {
+			_ = tc.SetWriteBuffer(socketBuffer)
+		}
+	}
+	hs.Start()
 	t.Cleanup(hs.Close)
-	res, err := http.Get(hs.URL)
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(socketBuffer)
+		}
+		return c, err
+	}}}
+	t.Cleanup(client.CloseIdleConnections)
+	res, err := client.Get(hs.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +147,9 @@ func TestLiveConnectionFallsBehind(t *testing.T) {
 	evs := serveStream(t, e, tr)
 	readFrame(t, evs, tr, 1, data(1))
 	waitLive(t, tr, 1)
-	// 600 frames of 8 KiB: more than the socket buffers and r3labs' two
-	// 64-event buffers hold while the client reads nothing.
+	// 600 frames of 8 KiB: more than the socket buffers (socketBuffer on
+	// each end) and r3labs' two 64-event buffers hold while the client
+	// reads nothing.
 	const n = 600
 	// add returns while the client reads nothing (a turn that waited
 	// would hang here).
