@@ -337,6 +337,10 @@ func TestReplicaWriterGoneBeforeListing(t *testing.T) {
 // is gone once no turn is left; every turn still reaches the shared log
 // whole and finished.
 func TestReplicaMirrorsOnOneGoroutine(t *testing.T) {
+	// The goroutines are counted in the whole process: the mirrors of
+	// the package's earlier tests' replicas must be done first (a copy
+	// ends within mirrorDrain of its turn's end).
+	waitNoMirrorLoop(t, mirrorDrain+2*mirrorBatch, "an earlier test's mirror outlived its turns")
 	srv := redistest.Start(t)
 	prefix := "replicas-" + session.NewID()
 	a := replica(t, srv, prefix, envOptions{delay: 5 * time.Millisecond})
@@ -371,14 +375,21 @@ func TestReplicaMirrorsOnOneGoroutine(t *testing.T) {
 			t.Fatalf("turn %d: the shared log has %d frames (%v), the client got %d", i, st.Last, err, len(evs))
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	waitNoMirrorLoop(t, 5*time.Second, "the mirror's goroutine outlived the last turn")
+}
+
+// waitNoMirrorLoop waits up to d for no goroutine to run a mirror loop,
+// and fails with msg if one still does.
+func waitNoMirrorLoop(t *testing.T, d time.Duration, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		loops, _ := mirrorGoroutines()
 		if loops == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the mirror's goroutine outlived the last turn")
+			t.Fatal(msg)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
