@@ -455,9 +455,10 @@ func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result, 
 			return err
 		}
 	}
-	var cpuProf <-chan error
+	var cpuProf, traced <-chan error
 	if e.pprof != "" && prof != "" {
 		cpuProf = e.cpuProfile(ctx, prof, to.Sub(from))
+		traced = e.execTrace(ctx, prof)
 	}
 	if !sleepUntil(to) {
 		return ctx.Err()
@@ -499,6 +500,9 @@ func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result, 
 			return err
 		}
 		if err := <-cpuProf; err != nil {
+			return err
+		}
+		if err := <-traced; err != nil {
 			return err
 		}
 	}

@@ -60,6 +60,22 @@ func (e *Env) cpuProfile(ctx context.Context, label string, d time.Duration) <-c
 	return done
 }
 
+// traceSpan is how long the execution trace of a profiled window runs:
+// long enough for a few hundred turns' first tokens at 200 streams, short
+// enough that the tracer's own cost stays out of most of the window.
+const traceSpan = 2 * time.Second
+
+// execTrace saves an execution trace of the server over traceSpan from
+// now, for the scheduling delays a CPU profile cannot show (go tool trace,
+// or go tool trace -pprof=sched); it reports its end on the channel.
+func (e *Env) execTrace(ctx context.Context, label string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- e.fetchProfile(ctx, label, "trace", fmt.Sprintf("seconds=%d", int(traceSpan/time.Second)))
+	}()
+	return done
+}
+
 // snapshotProfiles saves the server's heap and goroutine profiles; gc runs
 // a collection first, so that the heap profile shows what is live.
 func (e *Env) snapshotProfiles(ctx context.Context, label string, gc bool) error {
