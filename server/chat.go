@@ -188,7 +188,7 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 		if !finished {
 			e := chat.Event{Kind: chat.KindError, Error: &chat.Error{Code: "internal_error", Message: "the turn failed"}}
 			t.add(m.mapEvent(e)...)
-			t.add(m.mapEvent(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishError})...)
+			t.addLast(m.mapEvent(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishError})...)
 		}
 		t.finish()
 		if mirrored != nil {
@@ -218,10 +218,10 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 			t.add(m.start())
 			answer(nil)
 		}
-		finished = ev.Kind == chat.KindDone
-		t.add(m.mapEvent(ev)...)
-		if finished {
+		if finished = ev.Kind == chat.KindDone; finished {
+			t.addLast(m.mapEvent(ev)...)
 			return
 		}
+		t.add(m.mapEvent(ev)...)
 	}
 }

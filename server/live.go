@@ -85,7 +85,7 @@ func (c *sseConn) liveFlush() bool {
 	if lingered || ended {
 		c.ended = ended
 		c.sessionOver = true
-		c.flush()
+		c.flushEnd()
 		return true
 	}
 	return false

@@ -407,8 +407,10 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 			send(oaChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, SystemFingerprint: "agentdock",
 				Choices: []oaChunkChoice{}, Usage: &oaUsage{PromptTokens: usage.Prompt, CompletionTokens: usage.Completion, TotalTokens: totalOf(usage)}})
 		}
+		// Not flushed: the handler returns right after, and net/http
+		// writes [DONE] with the response's end in one write, so that a
+		// client that stops at [DONE] can keep the connection.
 		_, _ = w.Write([]byte("data: [DONE]\n\n"))
-		_ = rc.Flush()
 		finished = true
 	}
 	// sendError writes an error object the way OpenAI streams errors; OpenAI

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -452,4 +454,104 @@ func TestStreamFlushesEachFrame(t *testing.T) {
 	if ev, ok := <-evs; ok {
 		t.Fatalf("after the turn's end: %+v", ev)
 	}
+}
+
+// TestStreamEndKeepsConnection: a client that stops reading a stream at
+// its [DONE] finds the response complete and keeps its connection for the
+// next request. [DONE] leaves in the same write as the response's end
+// (sseConn.flushEnd, turn.addLast): had it been flushed alone, the end
+// would follow after r3labs' session ended, the client would close the
+// connection unfinished and open a new one. Live streams, replays and /v1
+// streams each run three times over one client connection.
+func TestStreamEndKeepsConnection(t *testing.T) {
+	e := newEnv(t, envOptions{delay: time.Millisecond})
+	l := &countingListener{Listener: newLocalListener(t)}
+	var accepted atomic.Int64
+	hs := httptest.NewUnstartedServer(e.srv.Handler())
+	hs.Listener = &acceptCounter{Listener: l, n: &accepted}
+	hs.Start()
+	defer hs.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+
+	// untilDone sends a request and reads its stream up to [DONE], then
+	// closes the body without reading on; it reports whether the request
+	// went over a connection used before, and the turn's ID.
+	untilDone := func(method, path, body string, headers ...string) (reused bool, turnID string) {
+		t.Helper()
+		req, err := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+		}))
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(res.Body)
+			t.Fatalf("%s %s: %s: %s", method, path, res.Status, b)
+		}
+		rd := newSSEReader(res.Body)
+		for {
+			ev, ok := rd.next()
+			if !ok {
+				t.Fatalf("%s %s: the stream ended before [DONE]", method, path)
+			}
+			if ev.Data == "[DONE]" {
+				return reused, res.Header.Get("X-Turn-Id")
+			}
+		}
+	}
+
+	check := func(what string, i int, reused bool) {
+		t.Helper()
+		if i > 0 && !reused {
+			t.Errorf("%s %d: a new connection; the one before was left unfinished at [DONE]", what, i+1)
+		}
+	}
+	sid := "keepconn-session"
+	var lastTurn string
+	for i := range 3 {
+		reused, turnID := untilDone(http.MethodPost, "/api/chat/explorer", exploreFor(sid))
+		check("live turn", i, reused)
+		e.waitIdle(sid)
+		lastTurn = turnID
+	}
+	for i := range 3 {
+		reused, _ := untilDone(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", lastTurn+":0")
+		check("replay", i+1, reused)
+	}
+	for i := range 3 {
+		v1 := "keepconn-v1-" + strconv.Itoa(i)
+		body := `{"model":"plain","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+		reused, _ := untilDone(http.MethodPost, "/v1/chat/completions", body, "X-Session-Id", v1)
+		check("/v1 stream", i+1, reused)
+		e.waitIdle(v1)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("the server accepted %d connections for 9 streams read to [DONE], want 1", n)
+	}
+}
+
+// acceptCounter counts the connections a listener accepted.
+type acceptCounter struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l *acceptCounter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }

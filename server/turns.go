@@ -81,7 +81,15 @@ const FrameSlack = 256
 // turn: at MaxTurnEvents frames the turn is stopped (a maxTurnEvents
 // limit), and only a turn that goes on past FrameSlack more (which the
 // agent does not do) loses its oldest frames.
-func (t *turn) add(items ...item) {
+func (t *turn) add(items ...item) { t.append(items, false) }
+
+// addLast appends the turn's last frames and finishes it, in one hold of
+// mu: a reader never sees those frames without the turn's end, so the
+// connections write them with the response's end, in one write
+// (sseConn.flushEnd), and a /v1 stream returns right after them.
+func (t *turn) addLast(items ...item) { t.append(items, true) }
+
+func (t *turn) append(items []item, last bool) {
 	t.mu.Lock()
 	if t.done {
 		t.mu.Unlock()
@@ -109,7 +117,11 @@ func (t *turn) add(items ...item) {
 	if len(t.live) > 0 {
 		t.publishLive(len(items))
 	}
-	t.notify()
+	if last {
+		t.finishLocked()
+	} else {
+		t.notify()
+	}
 	t.mu.Unlock()
 	if stop {
 		t.cancel(limitEvents(t.maxFrames))
@@ -129,6 +141,11 @@ func limitEvents(n int) *chat.Limit {
 func (t *turn) finish() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.finishLocked()
+}
+
+// finishLocked is finish with t.mu held.
+func (t *turn) finishLocked() {
 	if t.done {
 		return
 	}
