@@ -22,7 +22,9 @@
 //     frame (the protocol the runtime speaks, so the harness reads both with
 //     the same code), encoding each frame with encoding/json, and flushes
 //     after every frame;
-//  6. ends with text-end, finish (the model's finish reason) and [DONE].
+//  6. ends with text-end, finish (the model's finish reason) and [DONE],
+//     written with the response's end in one write (as the runtime does:
+//     a client that stops at [DONE] keeps its connection).
 //
 // # What it skips
 //
@@ -244,6 +246,11 @@ func (rl *relay) chat(w http.ResponseWriter, r *http.Request) {
 	if out.err != nil {
 		return // the client is gone
 	}
+	// The closing frames are written, not flushed: net/http writes them
+	// with the response's end when the handler returns, in one write. A
+	// client that stops reading at [DONE] then finds the response complete
+	// and keeps the connection, as the runtime's clients do.
+	out.last = true
 	if textOpen {
 		out.send(uiChunk{Type: "text-end", ID: textID})
 	}
@@ -317,13 +324,15 @@ func finishReason(s string) string {
 	return "other"
 }
 
-// frameWriter writes SSE frames and flushes each; after the first failed
-// write (the client went away) it writes nothing more.
+// frameWriter writes SSE frames and flushes each (but the closing ones,
+// once last is set); after the first failed write (the client went away)
+// it writes nothing more.
 type frameWriter struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf []byte
-	err error
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	buf  []byte
+	err  error
+	last bool
 }
 
 func (f *frameWriter) send(c uiChunk) error {
@@ -342,6 +351,9 @@ func (f *frameWriter) raw(data []byte) error {
 	if _, err := f.w.Write(f.buf); err != nil {
 		f.err = err
 		return err
+	}
+	if f.last {
+		return nil
 	}
 	if err := f.rc.Flush(); err != nil {
 		f.err = err

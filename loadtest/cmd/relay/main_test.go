@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"strings"
@@ -242,6 +243,48 @@ func BenchmarkRelayModel(b *testing.B) {
 		deltas := 0
 		if _, err := relayModel(bytes.NewReader(body), func(string) error { deltas++; return nil }); err != nil || deltas != 64 {
 			b.Fatalf("%d deltas, %v", deltas, err)
+		}
+	}
+}
+
+// TestChatEndKeepsConnection: a client that stops reading at [DONE] (the
+// harness) keeps its connection: the closing frames leave with the
+// response's end.
+func TestChatEndKeepsConnection(t *testing.T) {
+	model := mockllm.New(mockllm.WithDefault(mockllm.Script{Chunks: 3}))
+	defer model.Close()
+	base, err := readRequest("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := &relay{client: &http.Client{Transport: newTransport()}, url: model.URL() + "/v1/chat/completions", key: "k", base: base}
+	srv := httptest.NewServer(rl.handler())
+	defer srv.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	for i := range 3 {
+		reused := false
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/chat/loadtest", strings.NewReader(`{"message":"hello","sessionId":"session-1"}`))
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+		}))
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd := bufio.NewReader(resp.Body)
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				t.Fatalf("turn %d: the stream ended before [DONE]: %v", i+1, err)
+			}
+			if line == "data: [DONE]\n" {
+				break
+			}
+		}
+		resp.Body.Close()
+		if i > 0 && !reused {
+			t.Fatalf("turn %d: a new connection; the one before was left unfinished at [DONE]", i+1)
 		}
 	}
 }
