@@ -60,7 +60,8 @@ test-e2e: build
 # plain relay of loadtest/cmd/relay (the floor) beside the runtime with each
 # store, in the same run, and write the figures and the runtime's ratios to
 # the relay to BENCH_JSON; PROFILE_DIR=dir also saves CPU, heap and goroutine
-# profiles of every server there.
+# profiles of every server there, and execution traces of the paced phases
+# (go run ./loadtest/cmd/tracewait DIR/*.trace.pprof: where turns wait).
 SOAK ?= 10m
 SOAK_STORES ?= memory,redis
 PROFILE_DIR ?=

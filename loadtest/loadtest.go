@@ -84,8 +84,10 @@ type EnvConfig struct {
 	// (RELAY_REQUEST; see RelayRequestFrom); nil: the relay's default.
 	RelayRequest []byte
 	// ProfileDir, when set, receives the server's CPU profile over each
-	// measured window of Run, its heap and goroutine profiles at the
-	// window's end, and the same two with Idle's streams open.
+	// measured window of Run and an execution trace of its first
+	// seconds (read with loadtest/cmd/tracewait), its heap and goroutine
+	// profiles at the window's end, and the same two with Idle's streams
+	// open.
 	ProfileDir string
 	// RedisBin is redis-server's path (default: from PATH).
 	RedisBin string

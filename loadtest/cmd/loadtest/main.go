@@ -90,7 +90,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.perfDir, "perf", "", "record a perf profile of the server during each paced runtime phase into this directory")
 	fs.StringVar(&o.relayBin, "relay-bin", "", "the relay's binary (default: built from ./loadtest/cmd/relay into the working directory)")
 	fs.StringVar(&o.jsonOut, "json", "", "write the figures and the runtime's ratios to the relay as JSON to this file")
-	fs.StringVar(&o.profileDir, "profile", "", "save CPU, heap and goroutine profiles of every server (paced and idle phases) into this directory")
+	fs.StringVar(&o.profileDir, "profile", "", "save CPU, heap and goroutine profiles of every server (paced and idle phases), and execution traces of the paced ones (see loadtest/cmd/tracewait), into this directory")
 	stores := fs.String("stores", "relay,memory,redis", "what to measure: relay (the plain relay, the floor), memory, redis (agentdock serve with that session store); a soak's default is memory,redis")
 	streams := fs.String("streams", "200,500", "concurrent streams of the paced phases (comma-separated)")
 	idle := fs.String("idle", "2000", "idle open streams to measure memory with (comma-separated; empty: none)")

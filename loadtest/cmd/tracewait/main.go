@@ -1,0 +1,190 @@
+// Command tracewait reads a Go execution trace of a server (the .trace.pprof
+// files the load harness saves with -profile) and reports how long its
+// goroutines waited for a core once they could run, by kind: the function
+// each goroutine was started with.
+//
+// A CPU profile shows where a server spends CPU; the time a turn's first
+// token waits is mostly not spent at all. A goroutine woken by the network
+// or a channel is runnable, and runs once a P takes it from a run queue:
+// on a loaded machine that wait, repeated at every hand-over on a token's
+// way, is most of the added time to first token. The report gives each
+// kind's wake-ups (runnable to running) with the wait's mean and
+// percentiles, and the goroutines the trace saw created, by kind, so that
+// two servers traced under the same load can be compared per turn.
+//
+// Usage:
+//
+//	tracewait [-min n] file.trace.pprof...
+//
+// Goroutines that existed before the trace started have no known start and
+// are reported as "(before the trace)".
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/exp/trace"
+)
+
+func main() {
+	minWakes := flag.Int("min", 50, "leave out kinds with fewer wake-ups than this")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: tracewait [-min n] file.trace.pprof...")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() == 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	for _, path := range flag.Args() {
+		r, err := read(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "tracewait:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("== %s (%.2f s traced)\n", path, r.span.Seconds())
+		r.print(os.Stdout, *minWakes)
+	}
+}
+
+// unknownKind names the goroutines that were there before the trace began.
+const unknownKind = "(before the trace)"
+
+// report is what one trace says.
+type report struct {
+	span    time.Duration
+	waits   map[string][]time.Duration // by kind
+	created map[string]int             // by kind
+}
+
+func read(path string) (*report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tr, err := trace.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	rep := &report{waits: map[string][]time.Duration{}, created: map[string]int{}}
+	kind := map[trace.GoID]string{}
+	readied := map[trace.GoID]trace.Time{}
+	var first, last trace.Time
+	for {
+		ev, err := tr.ReadEvent()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if first == 0 {
+			first = ev.Time()
+		}
+		last = ev.Time()
+		if ev.Kind() != trace.EventStateTransition {
+			continue
+		}
+		st := ev.StateTransition()
+		if st.Resource.Kind != trace.ResourceGoroutine {
+			continue
+		}
+		id := st.Resource.Goroutine()
+		from, to := st.Goroutine()
+		if from == trace.GoNotExist {
+			// The transition's stack is the new goroutine's: its start.
+			k := startOf(st.Stack)
+			kind[id] = k
+			rep.created[k]++
+		}
+		switch {
+		case to == trace.GoRunnable:
+			readied[id] = ev.Time()
+		case from == trace.GoRunnable && to == trace.GoRunning:
+			t0, ok := readied[id]
+			if !ok {
+				continue
+			}
+			delete(readied, id)
+			k, ok := kind[id]
+			if !ok {
+				k = unknownKind
+			}
+			rep.waits[k] = append(rep.waits[k], ev.Time().Sub(t0))
+		case to == trace.GoNotExist:
+			delete(kind, id)
+			delete(readied, id)
+		}
+	}
+	rep.span = last.Sub(first)
+	return rep, nil
+}
+
+// startOf is the function a goroutine was started with: the outermost
+// frame of its first stack.
+func startOf(st trace.Stack) string {
+	k := "(no stack)"
+	for f := range st.Frames() {
+		k = f.Func
+	}
+	return k
+}
+
+func (r *report) print(w io.Writer, min int) {
+	var all []time.Duration
+	kinds := make([]string, 0, len(r.waits))
+	for k, ws := range r.waits {
+		all = append(all, ws...)
+		if len(ws) >= min {
+			kinds = append(kinds, k)
+		}
+	}
+	slices.SortFunc(kinds, func(a, b string) int { return len(r.waits[b]) - len(r.waits[a]) })
+	fmt.Fprintf(w, "%-60s %9s %9s %9s %9s %9s %11s\n", "wake-ups, by the goroutine's start", "count", "mean µs", "p50 µs", "p90 µs", "p99 µs", "total ms")
+	line := func(name string, ws []time.Duration) {
+		if len(ws) == 0 {
+			return
+		}
+		slices.Sort(ws)
+		var sum time.Duration
+		for _, d := range ws {
+			sum += d
+		}
+		q := func(p float64) float64 { return us(ws[int(p*float64(len(ws)-1))]) }
+		fmt.Fprintf(w, "%-60s %9d %9.1f %9.1f %9.1f %9.1f %11.1f\n", short(name), len(ws), us(sum)/float64(len(ws)), q(.5), q(.9), q(.99), us(sum)/1e3)
+	}
+	line("all", all)
+	for _, k := range kinds {
+		line(k, r.waits[k])
+	}
+	ck := make([]string, 0, len(r.created))
+	for k, n := range r.created {
+		if n >= min {
+			ck = append(ck, k)
+		}
+	}
+	slices.SortFunc(ck, func(a, b string) int { return r.created[b] - r.created[a] })
+	fmt.Fprintf(w, "%-60s %9s\n", "goroutines created, by start", "count")
+	for _, k := range ck {
+		fmt.Fprintf(w, "%-60s %9d\n", short(k), r.created[k])
+	}
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// short drops a function name's import path but its last element.
+func short(name string) string {
+	if i := strings.LastIndex(name, "/"); i >= 0 {
+		return name[i+1:]
+	}
+	return name
+}
