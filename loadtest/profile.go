@@ -51,13 +51,10 @@ func (e *Env) fetchProfile(ctx context.Context, label, name, query string) error
 	return nil
 }
 
-// cpuProfile starts a CPU profile of the server over d (whole seconds,
-// rounded up: the profile API's unit) and reports its end on the channel.
+// cpuProfile starts a CPU profile of the server over d and reports its
+// end on the channel.
 func (e *Env) cpuProfile(ctx context.Context, label string, d time.Duration) <-chan error {
-	done := make(chan error, 1)
-	secs := max(1, int((d+time.Second-1)/time.Second))
-	go func() { done <- e.fetchProfile(ctx, label, "profile", fmt.Sprintf("seconds=%d", secs)) }()
-	return done
+	return e.profileOver(ctx, label, "profile", d)
 }
 
 // traceSpan is how long the execution trace of a profiled window runs:
@@ -69,10 +66,16 @@ const traceSpan = 2 * time.Second
 // now, for the scheduling delays a CPU profile cannot show (go tool trace,
 // or go tool trace -pprof=sched); it reports its end on the channel.
 func (e *Env) execTrace(ctx context.Context, label string) <-chan error {
+	return e.profileOver(ctx, label, "trace", traceSpan)
+}
+
+// profileOver starts fetching the server's profile name taken over d
+// (whole seconds, rounded up: the profile API's unit) and reports its end
+// on the channel.
+func (e *Env) profileOver(ctx context.Context, label, name string, d time.Duration) <-chan error {
 	done := make(chan error, 1)
-	go func() {
-		done <- e.fetchProfile(ctx, label, "trace", fmt.Sprintf("seconds=%d", int(traceSpan/time.Second)))
-	}()
+	secs := max(1, int((d+time.Second-1)/time.Second))
+	go func() { done <- e.fetchProfile(ctx, label, name, fmt.Sprintf("seconds=%d", secs)) }()
 	return done
 }
 
