@@ -139,16 +139,11 @@ func startOf(st trace.Stack) string {
 	return k
 }
 
-func (r *report) print(w io.Writer, min int) {
+func (r *report) print(w io.Writer, minCount int) {
 	var all []time.Duration
-	kinds := make([]string, 0, len(r.waits))
-	for k, ws := range r.waits {
+	for _, ws := range r.waits {
 		all = append(all, ws...)
-		if len(ws) >= min {
-			kinds = append(kinds, k)
-		}
 	}
-	slices.SortFunc(kinds, func(a, b string) int { return len(r.waits[b]) - len(r.waits[a]) })
 	fmt.Fprintf(w, "%-60s %9s %9s %9s %9s %9s %11s\n", "wake-ups, by the goroutine's start", "count", "mean µs", "p50 µs", "p90 µs", "p99 µs", "total ms")
 	line := func(name string, ws []time.Duration) {
 		if len(ws) == 0 {
@@ -163,20 +158,26 @@ func (r *report) print(w io.Writer, min int) {
 		fmt.Fprintf(w, "%-60s %9d %9.1f %9.1f %9.1f %9.1f %11.1f\n", short(name), len(ws), us(sum)/float64(len(ws)), q(.5), q(.9), q(.99), us(sum)/1e3)
 	}
 	line("all", all)
-	for _, k := range kinds {
+	for _, k := range mostFirst(r.waits, func(ws []time.Duration) int { return len(ws) }, minCount) {
 		line(k, r.waits[k])
 	}
-	ck := make([]string, 0, len(r.created))
-	for k, n := range r.created {
-		if n >= min {
-			ck = append(ck, k)
-		}
-	}
-	slices.SortFunc(ck, func(a, b string) int { return r.created[b] - r.created[a] })
 	fmt.Fprintf(w, "%-60s %9s\n", "goroutines created, by start", "count")
-	for _, k := range ck {
+	for _, k := range mostFirst(r.created, func(n int) int { return n }, minCount) {
 		fmt.Fprintf(w, "%-60s %9d\n", short(k), r.created[k])
 	}
+}
+
+// mostFirst returns m's keys whose count is at least minCount, the
+// largest count first.
+func mostFirst[V any](m map[string]V, count func(V) int, minCount int) []string {
+	var keys []string
+	for k, v := range m {
+		if count(v) >= minCount {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b string) int { return count(m[b]) - count(m[a]) })
+	return keys
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
