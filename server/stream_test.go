@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -338,9 +341,11 @@ func TestShutdownEndsStreams(t *testing.T) {
 
 // countingListener counts the Write calls on the connections it accepts:
 // each is one write system call on the server's side of the socket.
+// seen, when set, gets each write's bytes.
 type countingListener struct {
 	net.Listener
 	writes atomic.Int64
+	seen   func(p []byte)
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
@@ -348,16 +353,19 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &countingConn{Conn: c, writes: &l.writes}, nil
+	return &countingConn{Conn: c, l: l}, nil
 }
 
 type countingConn struct {
 	net.Conn
-	writes *atomic.Int64
+	l *countingListener
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {
-	c.writes.Add(1)
+	c.l.writes.Add(1)
+	if c.l.seen != nil {
+		c.l.seen(p)
+	}
 	return c.Conn.Write(p)
 }
 
@@ -465,10 +473,35 @@ func TestStreamFlushesEachFrame(t *testing.T) {
 // streams each run three times over one client connection.
 func TestStreamEndKeepsConnection(t *testing.T) {
 	e := newEnv(t, envOptions{delay: time.Millisecond})
-	l := &countingListener{Listener: newLocalListener(t)}
+	// Every write with a [DONE] must end the response (the chunked
+	// encoding's last chunk): checked on the wire, whatever the client
+	// managed to read before it stopped.
+	var (
+		mu      sync.Mutex
+		dones   int
+		alone   []string
+		done    = []byte("data: [DONE]")
+		lastEnd = []byte("\r\n0\r\n\r\n")
+	)
+	l := &countingListener{Listener: newLocalListener(t), seen: func(p []byte) {
+		if !bytes.Contains(p, done) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		dones++
+		if !bytes.HasSuffix(p, lastEnd) {
+			alone = append(alone, fmt.Sprintf("%q", p[max(0, len(p)-80):]))
+		}
+	}}
 	var accepted atomic.Int64
 	hs := httptest.NewUnstartedServer(e.srv.Handler())
-	hs.Listener = &acceptCounter{Listener: l, n: &accepted}
+	hs.Listener = l
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			accepted.Add(1)
+		}
+	}
 	hs.Start()
 	defer hs.Close()
 	tr := &http.Transport{}
@@ -540,18 +573,10 @@ func TestStreamEndKeepsConnection(t *testing.T) {
 	if n := accepted.Load(); n != 1 {
 		t.Fatalf("the server accepted %d connections for 9 streams read to [DONE], want 1", n)
 	}
-}
-
-// acceptCounter counts the connections a listener accepted.
-type acceptCounter struct {
-	net.Listener
-	n *atomic.Int64
-}
-
-func (l *acceptCounter) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.n.Add(1)
+	hs.Close() // every handler has returned: their writes are all in
+	mu.Lock()
+	defer mu.Unlock()
+	if dones != 9 || len(alone) > 0 {
+		t.Fatalf("%d writes carried a [DONE], want 9, each with the response's end; without it: %v", dones, alone)
 	}
-	return c, err
 }
