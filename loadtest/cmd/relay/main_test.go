@@ -117,6 +117,16 @@ func frames(t *testing.T, body io.Reader) []string {
 	return out
 }
 
+// serveRelay serves a relay of base, with the key "k", to model over real
+// HTTP until the test ends; it returns the relay and its URL.
+func serveRelay(t *testing.T, model *mockllm.Server, base modelRequest) (*relay, string) {
+	t.Helper()
+	rl := &relay{client: &http.Client{Transport: newTransport()}, url: model.URL() + "/v1/chat/completions", key: "k", base: base}
+	srv := httptest.NewServer(rl.handler())
+	t.Cleanup(srv.Close)
+	return rl, srv.URL
+}
+
 // TestChat relays a scripted model stream over real HTTP: the model gets
 // the fixed request plus the user's message, the client the AI SDK frames.
 func TestChat(t *testing.T) {
@@ -127,11 +137,9 @@ func TestChat(t *testing.T) {
 		t.Fatal(err)
 	}
 	base.Tools = json.RawMessage(`[{"type":"function","function":{"name":"think","parameters":{"type":"object"}}}]`)
-	rl := &relay{client: &http.Client{Transport: newTransport()}, url: model.URL() + "/v1/chat/completions", key: "k", base: base}
-	srv := httptest.NewServer(rl.handler())
-	defer srv.Close()
+	rl, url := serveRelay(t, model, base)
 
-	resp, err := http.Post(srv.URL+"/api/chat/loadtest", "application/json", strings.NewReader(`{"message":"hello [lt:stream:1]","sessionId":"session-1"}`))
+	resp, err := http.Post(url+"/api/chat/loadtest", "application/json", strings.NewReader(`{"message":"hello [lt:stream:1]","sessionId":"session-1"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +176,7 @@ func TestChat(t *testing.T) {
 	}
 
 	for _, bad := range []string{`{`, `{"sessionId":"x"}`} {
-		resp, err := http.Post(srv.URL+"/api/chat/loadtest", "application/json", strings.NewReader(bad))
+		resp, err := http.Post(url+"/api/chat/loadtest", "application/json", strings.NewReader(bad))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,11 +194,9 @@ func TestChatModelFails(t *testing.T) {
 	model := mockllm.New()
 	defer model.Close()
 	model.Enqueue(mockllm.Script{Status: http.StatusTooManyRequests}, mockllm.Script{Chunks: 2, Fail: mockllm.FailErrorEvent, FailAfter: 1})
-	rl := &relay{client: &http.Client{Transport: newTransport()}, url: model.URL() + "/v1/chat/completions", base: defaultRequest}
-	srv := httptest.NewServer(rl.handler())
-	defer srv.Close()
+	_, url := serveRelay(t, model, defaultRequest)
 	post := func() *http.Response {
-		resp, err := http.Post(srv.URL+"/api/chat/a", "application/json", strings.NewReader(`{"message":"hi"}`))
+		resp, err := http.Post(url+"/api/chat/a", "application/json", strings.NewReader(`{"message":"hi"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,18 +259,12 @@ func BenchmarkRelayModel(b *testing.B) {
 func TestChatEndKeepsConnection(t *testing.T) {
 	model := mockllm.New(mockllm.WithDefault(mockllm.Script{Chunks: 3}))
 	defer model.Close()
-	base, err := readRequest("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rl := &relay{client: &http.Client{Transport: newTransport()}, url: model.URL() + "/v1/chat/completions", key: "k", base: base}
-	srv := httptest.NewServer(rl.handler())
-	defer srv.Close()
+	_, url := serveRelay(t, model, defaultRequest)
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	for i := range 3 {
 		reused := false
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/chat/loadtest", strings.NewReader(`{"message":"hello","sessionId":"session-1"}`))
+		req, _ := http.NewRequest(http.MethodPost, url+"/api/chat/loadtest", strings.NewReader(`{"message":"hello","sessionId":"session-1"}`))
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
 		}))
