@@ -57,9 +57,10 @@ test-e2e: build
 # else running: the Go benchmarks, the load harness against the issue's goals
 # (load.md) and a soak per store (soak.md, one CSV of samples per store).
 # bench-quick is a short run of the harness. Both harness targets measure the
-# plain relay of loadtest/cmd/relay (the floor) beside the runtime with each
-# store, in the same run, and write the figures and the runtime's ratios to
-# the relay to BENCH_JSON; PROFILE_DIR=dir also saves CPU, heap and goroutine
+# plain relay of loadtest/cmd/relay (the floor), and the same relay keeping
+# its sessions in Redis (relay-redis, the floor for the Redis store), beside
+# the runtime with each store, in the same run, and write the figures and the
+# runtime's ratios to the relay to BENCH_JSON; PROFILE_DIR=dir also saves CPU, heap and goroutine
 # profiles of every server there, and execution traces of the paced phases
 # (go run ./loadtest/cmd/tracewait DIR/*.trace.pprof: where turns wait).
 SOAK ?= 10m

@@ -38,7 +38,8 @@
 // and stores nothing. It is measured with the same streams and figures, so
 // that Report.Summary can state the runtime's cost as ratios to it, measured
 // in the same run and on the same machine (see cmd/relay for what it does
-// and skips).
+// and skips). StoreRelayRedis runs the same relay keeping its sessions in
+// Redis, the plain way: the floor for the Redis store.
 //
 // A soak (Env.Soak) runs one paced load for minutes and samples the
 // server's RSS and goroutines: RSS growth is measured from a baseline taken
@@ -71,14 +72,25 @@ import (
 // agentdock serve.
 const StoreRelay = "relay"
 
+// StoreRelayRedis is the Store that runs the plain relay with its sessions
+// in Redis (RELAY_REDIS_URL: one round trip before the model request, one
+// after the answer): the floor of a server that keeps its sessions in
+// Redis, which shows what a round trip on the first token's way costs on
+// the machine the run is on.
+const StoreRelayRedis = "relay-redis"
+
+// IsRelay reports whether store runs the relay (StoreRelay or
+// StoreRelayRedis) rather than agentdock serve.
+func IsRelay(store string) bool { return store == StoreRelay || store == StoreRelayRedis }
+
 // EnvConfig configures Start.
 type EnvConfig struct {
 	// Bin is the agentdock binary (required unless Store is StoreRelay).
 	Bin string
 	// Store is "memory" or "redis" for agentdock serve with that session
-	// store, or StoreRelay.
+	// store, or StoreRelay or StoreRelayRedis.
 	Store string
-	// RelayBin is cmd/relay's binary (required for StoreRelay).
+	// RelayBin is cmd/relay's binary (required for the relay stores).
 	RelayBin string
 	// RelayRequest is the fixed part of the relay's model request
 	// (RELAY_REQUEST; see RelayRequestFrom); nil: the relay's default.
@@ -112,14 +124,14 @@ func (c *EnvConfig) validate() error {
 		} else if _, err := os.Stat(c.Bin); err != nil {
 			errs = append(errs, fmt.Errorf("Bin: %w (run make build)", err))
 		}
-	case StoreRelay:
+	case StoreRelay, StoreRelayRedis:
 		if c.RelayBin == "" {
 			errs = append(errs, errors.New("RelayBin: the relay binary is required (go build ./loadtest/cmd/relay)"))
 		} else if _, err := os.Stat(c.RelayBin); err != nil {
 			errs = append(errs, fmt.Errorf("RelayBin: %w", err))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("Store %q: want memory, redis or %s", c.Store, StoreRelay))
+		errs = append(errs, fmt.Errorf("Store %q: want memory, redis, %s or %s", c.Store, StoreRelay, StoreRelayRedis))
 	}
 	if c.Dir == "" {
 		errs = append(errs, errors.New("Dir is required"))
@@ -178,8 +190,17 @@ func Start(ctx context.Context, cfg EnvConfig) (*Env, error) {
 		e.pprof = "http://" + addr
 		extra = append(extra, "PPROF_ADDR="+addr)
 	}
-	if cfg.Store == StoreRelay {
+	if cfg.Store == "redis" || cfg.Store == StoreRelayRedis {
+		if e.redis, e.rc, err = startRedis(ctx, cfg.RedisBin, cfg.Dir); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("loadtest: %w", err)
+		}
+	}
+	if IsRelay(cfg.Store) {
 		extra = append(extra, "LLM_BASE_URL="+e.mock.URL()+"/v1", "OPENAI_API_KEY=loadtest")
+		if e.rc != nil {
+			extra = append(extra, "RELAY_REDIS_URL=redis://"+e.rc.Options().Addr+"/0")
+		}
 		if cfg.RelayRequest != nil {
 			path := filepath.Join(cfg.Dir, "relay-request.json")
 			if err := os.WriteFile(path, cfg.RelayRequest, 0o644); err != nil {
@@ -191,11 +212,7 @@ func Start(ctx context.Context, cfg EnvConfig) (*Env, error) {
 		e.server, e.base, err = startServer(ctx, "relay", cfg.RelayBin, nil, cfg.Dir, append(append(extra, "HOME="+cfg.Dir), cfg.ServerEnv...))
 	} else {
 		store := "memory://"
-		if cfg.Store == "redis" {
-			if e.redis, e.rc, err = startRedis(ctx, cfg.RedisBin, cfg.Dir); err != nil {
-				e.Close()
-				return nil, fmt.Errorf("loadtest: %w", err)
-			}
+		if e.rc != nil {
 			store = "redis://" + e.rc.Options().Addr + "/0"
 		}
 		var env []string

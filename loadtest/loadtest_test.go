@@ -478,6 +478,46 @@ func TestRelay(t *testing.T) {
 	}
 }
 
+// TestRelayRedis runs the relay with its sessions in a real redis-server:
+// turns go through, each costs Redis two round trips, and redis-server's CPU
+// is counted.
+func TestRelayRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the relay and redis-server")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server not found on PATH (CI=true, so this fails instead of skipping)")
+		}
+		t.Skip("redis-server not found on PATH; install the redis-server package to run this test")
+	}
+	ctx := context.Background()
+	timing := Timing{TTFT: 20 * time.Millisecond, InterToken: time.Millisecond, Chunks: 8}
+	env, err := Start(ctx, EnvConfig{Store: StoreRelayRedis, RelayBin: relayBin(t), Dir: t.TempDir(), Timing: timing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	if err := env.Warm(ctx, KindStream, 1); err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.Run(ctx, Load{Kind: KindStream, Streams: 3, Ramp: 100 * time.Millisecond, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 0 || res.Turns == 0 {
+		t.Fatalf("%d turns, %d errors %q", res.Turns, res.Errors, res.ErrorSamples)
+	}
+	if res.RedisCPU <= 0 {
+		t.Fatal("redis-server's CPU was not read")
+	}
+	// Two scripts per turn, each one round trip; turns at the window's
+	// edges and the harness's own INFO calls blur the count a little.
+	if rt := float64(res.RedisReads) / float64(res.Turns); rt < 1.5 || rt > 3 {
+		t.Fatalf("%.2f Redis round trips per turn, want about 2", rt)
+	}
+}
+
 // soakSeries is samples every interval from 0 to d inclusive, RSS from f.
 func soakSeries(d, interval time.Duration, f func(at time.Duration) int64) []SoakSample {
 	var ss []SoakSample

@@ -149,6 +149,20 @@ func (r *Report) Markdown(w io.Writer) {
 		}
 		p("\n")
 	}
+	if sum := r.Summary(); sum.RelayRedis != nil && len(sum.RelayRedisRatios) > 0 {
+		p("The relay with its sessions in Redis (relay-redis: one round trip before the model request, one after the answer; redis-server's CPU counted), against the relay and the runtime with the Redis store against it, measured in this run:\n\n")
+		p("| server / floor | CPU per paced turn (ms) | **ratio** | TTFT net of the model's wait p50 (ms) | **added TTFT p50 (ms)** |\n|---|---|---|---|---|\n")
+		row := func(name string, hi, lo *Figures, ra Ratios) {
+			if hi == nil || lo == nil {
+				return
+			}
+			p("| %s | %.3f / %.3f | %s | %.2f / %.2f | %s |\n", name, hi.CPUPerTurnMS, lo.CPUPerTurnMS, opt(ra.CPUPerTurn, "%.2fx"),
+				hi.LatencyP50MS, lo.LatencyP50MS, opt(ra.AddedTTFTP50MS, "%.2f"))
+		}
+		row("relay-redis / relay", sum.RelayRedis, sum.Relay, sum.RelayRedisRatios[StoreRelayRedis])
+		row("redis / relay-redis", sum.Runtime["redis"], sum.RelayRedis, sum.RelayRedisRatios["redis"])
+		p("\n")
+	}
 	if len(r.Instant) > 0 {
 		p("Instant turns (mock answers %d chunks at once): the server's throughput and CPU when the model is not the bottleneck.\n\n", r.Timing.Chunks)
 		p("| store | streams | turns/s | errors (busy retries) | server CPU per turn (ms) | redis-server CPU per turn (ms) | CPU used: server / harness / redis (cores) | server RSS (MiB) |\n|---|---|---|---|---|---|---|---|\n")

@@ -16,6 +16,13 @@ type Summary struct {
 	Runtime map[string]*Figures `json:"runtime"`
 	// Ratios are per session store, as in Runtime.
 	Ratios map[string]Ratios `json:"ratios"`
+
+	// RelayRedis is the relay with its sessions in Redis (StoreRelayRedis),
+	// when it was measured. RelayRedisRatios compares it with the relay
+	// ("relay-redis": what its Redis round trips cost) and the runtime
+	// with the Redis store with it ("redis").
+	RelayRedis       *Figures          `json:"relay_redis,omitempty"`
+	RelayRedisRatios map[string]Ratios `json:"relay_redis_ratios,omitempty"`
 }
 
 // Ratios compare the runtime with one store to the relay. The paced figures
@@ -185,14 +192,23 @@ func (r *Report) Summary() Summary {
 		}
 	}
 	for store, f := range figs {
-		if store == StoreRelay {
+		switch store {
+		case StoreRelay:
 			s.Relay = f
-		} else {
+		case StoreRelayRedis:
+			s.RelayRedis = f
+		default:
 			s.Runtime[store] = f
 		}
 	}
 	for store, f := range s.Runtime {
 		s.Ratios[store] = ratios(s.Relay, f)
+	}
+	if s.RelayRedis != nil {
+		s.RelayRedisRatios = map[string]Ratios{StoreRelayRedis: ratios(s.Relay, s.RelayRedis)}
+		if f := s.Runtime["redis"]; f != nil {
+			s.RelayRedisRatios["redis"] = ratios(s.RelayRedis, f)
+		}
 	}
 	return s
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -189,5 +191,48 @@ func TestSummaryJSONKeys(t *testing.T) {
 	}
 	if v := got["relay"]["cpu_per_turn_ms"]; v != 1.0 {
 		t.Fatalf("relay cpu_per_turn_ms = %v, want 1", v)
+	}
+}
+
+// TestSummaryRelayRedis checks the relay with Redis sessions: its figures
+// are apart from the runtime's, compared with the relay, and the Redis
+// store's are compared with them.
+func TestSummaryRelayRedis(t *testing.T) {
+	ms := time.Millisecond
+	direct := paced(50, 10, 0, 0, 100*ms, 0)
+	rep := Report{Pairs: []Pair{
+		{Store: StoreRelay, Direct: direct, Runtime: paced(50, 10, 10*ms, 0, 101*ms, ms)},
+		{Store: StoreRelayRedis, Direct: direct, Runtime: paced(50, 10, 10*ms, 5*ms, 101*ms, 2*ms)},
+		{Store: "redis", Direct: direct, Runtime: paced(50, 10, 30*ms, 5*ms, 103*ms, 3*ms)},
+	}}
+	s := rep.Summary()
+	val := func(p *float64) float64 {
+		t.Helper()
+		if p == nil {
+			t.Fatal("a ratio was not computed")
+		}
+		return *p
+	}
+	if s.RelayRedis == nil || s.Runtime[StoreRelayRedis] != nil || len(s.Ratios) != 1 {
+		t.Fatalf("relay_redis %+v, runtime %v, ratios %v", s.RelayRedis, slices.Collect(maps.Keys(s.Runtime)), s.Ratios)
+	}
+	// redis-server's CPU counts with the relay's as with the runtime's.
+	if got := val(s.RelayRedisRatios[StoreRelayRedis].CPUPerTurn); got != 1.5 {
+		t.Fatalf("relay-redis CPU ratio %v, want 1.5", got)
+	}
+	if got := val(s.RelayRedisRatios["redis"].CPUPerTurn); math.Abs(got-2.3333) > 1e-3 {
+		t.Fatalf("redis over relay-redis CPU ratio %v, want 2.33", got)
+	}
+	if got := val(s.RelayRedisRatios["redis"].AddedTTFTP50MS); got != val(s.Ratios["redis"].AddedTTFTP50MS)-val(s.RelayRedisRatios[StoreRelayRedis].AddedTTFTP50MS) {
+		t.Fatalf("added TTFT over relay-redis %v; over the relay %v, relay-redis's own %v", got, val(s.Ratios["redis"].AddedTTFTP50MS), val(s.RelayRedisRatios[StoreRelayRedis].AddedTTFTP50MS))
+	}
+	var buf bytes.Buffer
+	if err := s.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"relay_redis": {`, `"relay_redis_ratios": {`} {
+		if !strings.Contains(buf.String(), key) {
+			t.Fatalf("no %s in:\n%s", key, buf.String())
+		}
 	}
 }

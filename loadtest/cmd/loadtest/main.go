@@ -91,7 +91,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.relayBin, "relay-bin", "", "the relay's binary (default: built from ./loadtest/cmd/relay into the working directory)")
 	fs.StringVar(&o.jsonOut, "json", "", "write the figures and the runtime's ratios to the relay as JSON to this file")
 	fs.StringVar(&o.profileDir, "profile", "", "save CPU, heap and goroutine profiles of every server (paced and idle phases), and execution traces of the paced ones (see loadtest/cmd/tracewait), into this directory")
-	stores := fs.String("stores", "relay,memory,redis", "what to measure: relay (the plain relay, the floor), memory, redis (agentdock serve with that session store); a soak's default is memory,redis")
+	stores := fs.String("stores", "relay,relay-redis,memory,redis", "what to measure: relay (the plain relay, the floor), relay-redis (the relay with its sessions in Redis, the floor for the Redis store), memory, redis (agentdock serve with that session store); a soak's default is memory,redis")
 	streams := fs.String("streams", "200,500", "concurrent streams of the paced phases (comma-separated)")
 	idle := fs.String("idle", "2000", "idle open streams to measure memory with (comma-separated; empty: none)")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measurement window of each phase")
@@ -128,7 +128,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	var err error
 	for s := range strings.SplitSeq(*stores, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "memory", "redis", loadtest.StoreRelay:
+		case "memory", "redis", loadtest.StoreRelay, loadtest.StoreRelayRedis:
 			if slices.Contains(o.stores, s) {
 				errs = append(errs, fmt.Errorf("-stores: %q twice", s))
 			} else {
@@ -136,7 +136,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 			}
 		case "":
 		default:
-			errs = append(errs, fmt.Errorf("-stores: %q is not relay, memory or redis", s))
+			errs = append(errs, fmt.Errorf("-stores: %q is not relay, relay-redis, memory or redis", s))
 		}
 	}
 	if o.streams, err = intList("-streams", *streams); err != nil {
@@ -266,7 +266,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // not come back it ends the server with SIGQUIT and keeps its goroutine
 // dump beside the report (or in the working directory).
 func soak(ctx context.Context, o *options, rep *loadtest.Report, log io.Writer) error {
-	if slices.Contains(o.stores, loadtest.StoreRelay) && o.relayBin == "" {
+	if slices.ContainsFunc(o.stores, loadtest.IsRelay) && o.relayBin == "" {
 		var err error
 		if o.relayBin, err = buildRelay(ctx, o.dir); err != nil {
 			return err
@@ -375,7 +375,7 @@ func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Write
 	step := func(format string, a ...any) {
 		fmt.Fprintf(log, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 	}
-	if slices.Contains(o.stores, loadtest.StoreRelay) && o.relayBin == "" {
+	if slices.ContainsFunc(o.stores, loadtest.IsRelay) && o.relayBin == "" {
 		step("building the relay")
 		var err error
 		if o.relayBin, err = buildRelay(ctx, o.dir); err != nil {
@@ -397,7 +397,7 @@ func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Write
 	// sent (its fixed part), taken from a warm-up turn.
 	var direct *loadtest.Env
 	for _, store := range o.stores {
-		if store == loadtest.StoreRelay {
+		if loadtest.IsRelay(store) {
 			continue
 		}
 		env, err := startWarm(ctx, cfgs[store], step)
@@ -409,21 +409,25 @@ func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Write
 			direct = env
 		}
 	}
-	if slices.Contains(o.stores, loadtest.StoreRelay) {
-		cfg := cfgs[loadtest.StoreRelay]
-		if direct != nil {
-			req, err := loadtest.RelayRequestFrom(direct.ModelRequest(loadtest.KindStream))
-			if err != nil {
-				return err
-			}
-			cfg.RelayRequest = req
-			cfgs[loadtest.StoreRelay] = cfg
+	var relayRequest []byte
+	if direct != nil {
+		var err error
+		if relayRequest, err = loadtest.RelayRequestFrom(direct.ModelRequest(loadtest.KindStream)); err != nil {
+			return err
 		}
+	}
+	for _, store := range o.stores {
+		if !loadtest.IsRelay(store) {
+			continue
+		}
+		cfg := cfgs[store]
+		cfg.RelayRequest = relayRequest
+		cfgs[store] = cfg
 		env, err := startWarm(ctx, cfg, step)
 		if err != nil {
 			return err
 		}
-		envs[loadtest.StoreRelay] = env
+		envs[store] = env
 		if direct == nil {
 			direct = env
 		}

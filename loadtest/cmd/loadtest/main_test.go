@@ -15,7 +15,7 @@ func TestParse(t *testing.T) {
 		check   func(*options) bool
 	}{
 		{nil, "", func(o *options) bool {
-			return slices.Equal(o.stores, []string{"relay", "memory", "redis"}) && len(o.streams) == 2 && o.streams[1] == 500 && o.idle[0] == 2000 &&
+			return slices.Equal(o.stores, []string{"relay", "relay-redis", "memory", "redis"}) && len(o.streams) == 2 && o.streams[1] == 500 && o.idle[0] == 2000 &&
 				o.timing.TTFT == 100*time.Millisecond && o.timing.Chunks == 64 && o.direct
 		}},
 		{[]string{"-stores", "redis", "-streams", "50", "-idle", "", "-server-env", "STREAM_RETENTION=30s"}, "", func(o *options) bool {
@@ -42,7 +42,7 @@ func TestParse(t *testing.T) {
 		{[]string{"-soak", "10m", "-soak-interval", "0s"}, "-soak-interval", nil},
 		{[]string{"-streams", "0"}, "-streams", nil},
 		{[]string{"-streams", "9000"}, "from 1 to 5000", nil},
-		{[]string{"-stores", "etcd"}, "not relay, memory or redis", nil},
+		{[]string{"-stores", "etcd"}, "not relay, relay-redis, memory or redis", nil},
 		{[]string{"-duration", "1h"}, "-duration", nil},
 		{[]string{"-server-env", "NOEQUALS"}, "KEY=VALUE", nil},
 		{[]string{"extra"}, "unexpected arguments", nil},

@@ -31,7 +31,7 @@
 // Everything the runtime does beyond relaying: no session (sessionId is
 // read and ignored), no history (the model gets the system message and
 // this message only, where the runtime adds up to the template's lastN
-// earlier messages), no orchestration or tool execution (the tools are
+// earlier messages) unless RELAY_REDIS_URL is set (below), no orchestration or tool execution (the tools are
 // declared to the model, never run), no turn log (no frame IDs, no resume,
 // no replay for reconnecting clients), no usage or orchestration frames, no
 // step frames, no logging per request, no metrics per request, no API keys,
@@ -47,6 +47,14 @@
 //	RELAY_REQUEST   JSON file with the fixed part of the model request; unknown fields are refused
 //	                (default: model mock-model, system "You answer briefly.")
 //	PPROF_ADDR      loopback address for net/http/pprof; empty: off
+//	RELAY_REDIS_URL keep sessions in this Redis (redis://host:port/db): the
+//	                floor for the Redis store (sessions.go); empty: no sessions
+//
+// With RELAY_REDIS_URL, sessionId is required and a turn takes its session
+// and reads its last 4 messages in one round trip before the model request
+// (409 session_busy while another turn holds it), sends them with the
+// user's message, and saves the message and the answer, giving the session
+// back, in one round trip before the response's closing frames.
 //
 // It also serves GET /readyz and GET /metrics (the Go runtime gauges the
 // harness reads to split memory per stream into heap and stacks).
@@ -134,6 +142,9 @@ type relay struct {
 	url    string
 	key    string
 	base   modelRequest
+	// sessions, with RELAY_REDIS_URL, keeps the conversations in Redis
+	// (sessions.go); nil: the relay stores nothing.
+	sessions *sessions
 }
 
 // newTransport pools model connections like agentdock serve's provider
@@ -195,7 +206,43 @@ func (rl *relay) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := rl.base
-	req.Messages = append(req.Messages[:len(req.Messages):len(req.Messages)], modelMessage{Role: "user", Content: in.Message})
+	req.Messages = req.Messages[:len(req.Messages):len(req.Messages)]
+	user := modelMessage{Role: "user", Content: in.Message}
+	var (
+		answer strings.Builder
+		save   func() error // with sessions: saves the turn
+	)
+	if rl.sessions != nil {
+		if in.SessionID == "" {
+			jsonError(w, http.StatusBadRequest, "invalid_body", "sessionId is required")
+			return
+		}
+		token := newID()
+		history, err := rl.sessions.begin(r.Context(), in.SessionID, token)
+		if errors.Is(err, errBusy) {
+			jsonError(w, http.StatusConflict, "session_busy", err.Error())
+			return
+		}
+		if err != nil {
+			jsonError(w, http.StatusServiceUnavailable, "store_error", err.Error())
+			return
+		}
+		req.Messages = append(req.Messages, history...)
+		// The session is given back before the response ends (saved), so
+		// that the client's next turn finds it free; on any other way out,
+		// here, without the turn's messages.
+		saved := false
+		defer func() {
+			if !saved {
+				rl.sessions.end(context.WithoutCancel(r.Context()), in.SessionID, token)
+			}
+		}()
+		save = func() error {
+			saved = true
+			return rl.sessions.end(context.WithoutCancel(r.Context()), in.SessionID, token, user, modelMessage{Role: "assistant", Content: answer.String()})
+		}
+	}
+	req.Messages = append(req.Messages, user)
 	req.Stream = true
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -241,10 +288,16 @@ func (rl *relay) chat(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 		}
+		if save != nil {
+			answer.WriteString(delta)
+		}
 		return out.send(uiChunk{Type: "text-delta", ID: textID, Delta: delta})
 	})
 	if out.err != nil {
 		return // the client is gone
+	}
+	if save != nil && err == nil {
+		err = save()
 	}
 	// The closing frames are written, not flushed: net/http writes them
 	// with the response's end when the handler returns, in one write. A
@@ -423,6 +476,12 @@ func run() error {
 		defer ps.Close()
 	}
 	rl := &relay{client: &http.Client{Transport: newTransport()}, url: base + "/chat/completions", key: os.Getenv("OPENAI_API_KEY"), base: req}
+	if u := os.Getenv("RELAY_REDIS_URL"); u != "" {
+		if rl.sessions, err = openSessions(context.Background(), u); err != nil {
+			return err
+		}
+		defer rl.sessions.rc.Close()
+	}
 	srv := &http.Server{Addr: addr, Handler: rl.handler(), ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
