@@ -56,6 +56,7 @@ type Turn struct {
 	start time.Time
 
 	firstText           bool
+	ttft                time.Duration // start to the first text delta
 	usage               chat.Usage
 	finish, errCode     string
 	snaps               int
@@ -97,8 +98,10 @@ func (tu *Turn) Observe(ev chat.Event) {
 	switch ev.Kind {
 	case chat.KindTextDelta:
 		if !tu.firstText {
-			tu.firstText = true
-			tu.t.inst.turnTTFT.Record(tu.ctx, time.Since(tu.start).Seconds(), metric.WithAttributes(tu.metricAttrs()...))
+			// Measured now, recorded by End: a histogram's record (its
+			// attribute set sorted and hashed) would otherwise delay the
+			// first token it measures.
+			tu.firstText, tu.ttft = true, time.Since(tu.start)
 		}
 		if tu.t.content {
 			tu.answer.WriteString(ev.Text)
@@ -155,7 +158,11 @@ func (tu *Turn) End() {
 	if tu.finish == "" {
 		tu.finish = chat.FinishCancelled
 	}
-	tu.t.inst.turnDuration.Record(tu.ctx, time.Since(tu.start).Seconds(), metric.WithAttributes(append(tu.metricAttrs(), AttrFinishReason.String(tu.finish))...))
+	attrs := tu.metricAttrs()
+	if tu.firstText {
+		tu.t.inst.turnTTFT.Record(tu.ctx, tu.ttft.Seconds(), metric.WithAttributes(attrs...))
+	}
+	tu.t.inst.turnDuration.Record(tu.ctx, time.Since(tu.start).Seconds(), metric.WithAttributes(append(attrs, AttrFinishReason.String(tu.finish))...))
 	if !tu.span.IsRecording() {
 		tu.span.End()
 		return
@@ -227,13 +234,14 @@ type Chat struct {
 	info  ChatInfo
 	start time.Time
 
-	firstChunk bool
-	usage      chat.Usage
-	calls      []chat.ToolCall // with content capture; else only counted
-	nCalls     int
-	text       strings.Builder // only with content capture
-	err        error
-	ended      bool
+	firstChunk      bool
+	firstChunkAfter time.Duration // start to the first chunk
+	usage           chat.Usage
+	calls           []chat.ToolCall // with content capture; else only counted
+	nCalls          int
+	text            strings.Builder // only with content capture
+	err             error
+	ended           bool
 }
 
 // StartChat opens the chat span of a model call; run the call under the
@@ -290,9 +298,9 @@ func (c *Chat) Observe(ev chat.Event, err error) {
 	switch ev.Kind {
 	case chat.KindTextDelta, chat.KindToolCall:
 		if !c.firstChunk {
-			c.firstChunk = true
-			c.t.inst.firstChunk.Record(c.ctx, time.Since(c.start).Seconds(), genaiconv.OperationNameAttr("chat"),
-				genaiconv.ProviderNameAttr(c.info.Provider), c.t.inst.firstChunk.AttrRequestModel(c.info.Model))
+			// Measured now, recorded by End, off the first chunk's way
+			// (see Turn.Observe).
+			c.firstChunk, c.firstChunkAfter = true, time.Since(c.start)
 		}
 		if ev.Kind == chat.KindToolCall {
 			c.addCall(ev.ToolCall)
@@ -343,6 +351,9 @@ func (c *Chat) End() {
 		durAttrs = append(durAttrs, semconv.ErrorTypeKey.String(errorType(err)))
 	}
 	c.t.inst.opDuration.Record(c.ctx, time.Since(c.start).Seconds(), op, prov, durAttrs...)
+	if c.firstChunk {
+		c.t.inst.firstChunk.Record(c.ctx, c.firstChunkAfter.Seconds(), op, prov, c.t.inst.firstChunk.AttrRequestModel(c.info.Model))
+	}
 	if c.usage.Prompt > 0 || c.usage.Completion > 0 {
 		c.t.inst.tokenUsage.Record(c.ctx, c.usage.Prompt, op, prov, genaiconv.TokenTypeInput, model)
 		c.t.inst.tokenUsage.Record(c.ctx, c.usage.Completion, op, prov, genaiconv.TokenTypeOutput, model)

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -16,6 +17,7 @@ import (
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/telemetry"
 )
 
 func matches(set attribute.Set, want map[string]string) bool {
@@ -115,6 +117,9 @@ func TestTurnMetrics(t *testing.T) {
 	if count, _ := histogram(t, m, "gen_ai.client.operation.duration", model); int(count) != steps {
 		t.Errorf("gen_ai.client.operation.duration has %d records, want %d", count, steps)
 	}
+	if count, _ := histogram(t, m, "gen_ai.client.operation.time_to_first_chunk", model); int(count) != steps {
+		t.Errorf("gen_ai.client.operation.time_to_first_chunk has %d records, want %d", count, steps)
+	}
 	for _, tr := range []struct{ from, to string }{{"(none)", "EvaluationMode"}, {"EvaluationMode", "ResearchMode"}} {
 		got := sumPoints(t, m, "agentdock.orchestration.transitions", map[string]string{
 			"gen_ai.agent.id": "cognitive-reasoner", "agentdock.orchestration.from_step": tr.from,
@@ -152,6 +157,36 @@ func TestTurnMetrics(t *testing.T) {
 	for _, name := range []string{"gen_ai_client_token_usage", "agentdock_orchestration_transitions", "agentdock_turn_duration_seconds", "go_goroutines"} {
 		if !strings.Contains(string(body), name) {
 			t.Errorf("/metrics lacks %s:\n%.2000s", name, body)
+		}
+	}
+}
+
+// TestFirstTokenMeasuredAtTheToken: the times to first chunk and first
+// token are recorded when the model call and the turn end (off the first
+// token's way), but measure the time to the first chunk: the wait after it
+// is in the durations only.
+func TestFirstTokenMeasuredAtTheToken(t *testing.T) {
+	rec := setupRecorded(t, false)
+	const after = 50 * time.Millisecond
+	ctx, turn := rec.tel.StartTurn(context.Background(), telemetry.TurnInfo{AgentID: "a", Provider: "p", Model: "m"})
+	_, call := rec.tel.StartChat(ctx, telemetry.ChatInfo{AgentID: "a", Provider: "p", Model: "m", Call: 1})
+	delta := chat.Event{Kind: chat.KindTextDelta, Text: "a"}
+	call.Observe(delta, nil)
+	turn.Observe(delta)
+	time.Sleep(after)
+	call.End()
+	turn.Observe(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishStop})
+	turn.End()
+
+	m := rec.collect(t)
+	for _, c := range []struct{ first, whole string }{
+		{"gen_ai.client.operation.time_to_first_chunk", "gen_ai.client.operation.duration"},
+		{"agentdock.turn.time_to_first_token", "agentdock.turn.duration"},
+	} {
+		n, first := histogram(t, m, c.first, nil)
+		_, whole := histogram(t, m, c.whole, nil)
+		if n != 1 || first > whole-after.Seconds() {
+			t.Errorf("%s: %d records, %vs; want 1, at least %v under %s's %vs", c.first, n, first, after, c.whole, whole)
 		}
 	}
 }
