@@ -62,7 +62,8 @@ test-e2e: build
 # the runtime with each store, in the same run, and write the figures and the
 # runtime's ratios to the relay to BENCH_JSON; PROFILE_DIR=dir also saves CPU, heap and goroutine
 # profiles of every server there, and execution traces of the paced phases
-# (go run ./loadtest/cmd/tracewait DIR/*.trace.pprof: where turns wait).
+# (go run ./loadtest/cmd/tracewait DIR/*.trace.pprof: where turns wait;
+# with -paths, where model requests and first tokens wait, hop by hop).
 SOAK ?= 10m
 SOAK_STORES ?= memory,redis
 PROFILE_DIR ?=

@@ -12,9 +12,13 @@
 // percentiles, and the goroutines the trace saw created, by kind, so that
 // two servers traced under the same load can be compared per turn.
 //
+// With -paths it reports instead where a relaying server's model requests
+// and first tokens wait on their way, hop by hop (paths.go).
+//
 // Usage:
 //
 //	tracewait [-min n] file.trace.pprof...
+//	tracewait -paths [-gap d] [-top n] file.trace.pprof...
 //
 // Goroutines that existed before the trace started have no known start and
 // are reported as "(before the trace)".
@@ -35,8 +39,11 @@ import (
 
 func main() {
 	minWakes := flag.Int("min", 50, "leave out kinds with fewer wake-ups than this")
+	showPaths := flag.Bool("paths", false, "report the wake-up paths of model requests and client writes instead")
+	gap := flag.Duration("gap", 60*time.Millisecond, "with -paths: a client write after this long without one carries a turn's first token")
+	top := flag.Int("top", 3, "with -paths: the most frequent paths of each kind to print")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: tracewait [-min n] file.trace.pprof...")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: tracewait [-min n] file.trace.pprof...\n       tracewait -paths [-gap d] [-top n] file.trace.pprof...")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -45,6 +52,16 @@ func main() {
 		os.Exit(2)
 	}
 	for _, path := range flag.Args() {
+		if *showPaths {
+			p, err := readPaths(path, *gap)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "tracewait:", err)
+				os.Exit(1)
+			}
+			fmt.Printf("== %s\n", path)
+			p.print(os.Stdout, *top)
+			continue
+		}
 		r, err := read(path)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "tracewait:", err)
