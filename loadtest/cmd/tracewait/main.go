@@ -83,38 +83,10 @@ type report struct {
 }
 
 func read(path string) (*report, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	tr, err := trace.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
 	rep := &report{waits: map[string][]time.Duration{}, created: map[string]int{}}
 	kind := map[trace.GoID]string{}
 	readied := map[trace.GoID]trace.Time{}
-	var first, last trace.Time
-	for {
-		ev, err := tr.ReadEvent()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if first == 0 {
-			first = ev.Time()
-		}
-		last = ev.Time()
-		if ev.Kind() != trace.EventStateTransition {
-			continue
-		}
-		st := ev.StateTransition()
-		if st.Resource.Kind != trace.ResourceGoroutine {
-			continue
-		}
+	span, err := eachGoroutineMove(path, func(ev trace.Event, st trace.StateTransition) {
 		id := st.Resource.Goroutine()
 		from, to := st.Goroutine()
 		if from == trace.GoNotExist {
@@ -129,7 +101,7 @@ func read(path string) (*report, error) {
 		case from == trace.GoRunnable && to == trace.GoRunning:
 			t0, ok := readied[id]
 			if !ok {
-				continue
+				return
 			}
 			delete(readied, id)
 			k, ok := kind[id]
@@ -141,9 +113,46 @@ func read(path string) (*report, error) {
 			delete(kind, id)
 			delete(readied, id)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	rep.span = last.Sub(first)
+	rep.span = span
 	return rep, nil
+}
+
+// eachGoroutineMove calls fn with every goroutine state transition of the
+// trace in path, in order, and returns the time the trace spans.
+func eachGoroutineMove(path string, fn func(trace.Event, trace.StateTransition)) (time.Duration, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	tr, err := trace.NewReader(f)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	var first, last trace.Time
+	for {
+		ev, err := tr.ReadEvent()
+		if errors.Is(err, io.EOF) {
+			return last.Sub(first), nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
+		if first == 0 {
+			first = ev.Time()
+		}
+		last = ev.Time()
+		if ev.Kind() != trace.EventStateTransition {
+			continue
+		}
+		if st := ev.StateTransition(); st.Resource.Kind == trace.ResourceGoroutine {
+			fn(ev, st)
+		}
+	}
 }
 
 // startOf is the function a goroutine was started with: the outermost

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -30,6 +28,12 @@ import (
 // wait for a core and the time it ran. The same walk over two servers
 // traced under the same load shows where one's first token spends the time
 // the other's does not (BENCHMARKS.md, eleventh round).
+
+// unnamedKind names a goroutine on a path whose start the trace does not
+// show: one started before the trace that is none of those the report
+// follows, or an iter.Pull coroutine (the turn's, whose runs are the
+// turn's work).
+const unnamedKind = "(unnamed)"
 
 // move is one state change of a goroutine.
 type move struct {
@@ -63,31 +67,8 @@ type path []hop // the moment's goroutine first
 // readPaths reads a trace and walks the paths of its model requests and
 // client writes.
 func readPaths(file string, gap time.Duration) (*paths, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	tr, err := trace.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
 	gs := map[trace.GoID]*gorecord{}
-	for {
-		ev, err := tr.ReadEvent()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if ev.Kind() != trace.EventStateTransition {
-			continue
-		}
-		st := ev.StateTransition()
-		if st.Resource.Kind != trace.ResourceGoroutine {
-			continue
-		}
+	_, err := eachGoroutineMove(file, func(ev trace.Event, st trace.StateTransition) {
 		id := st.Resource.Goroutine()
 		from, to := st.Goroutine()
 		g := gs[id]
@@ -112,6 +93,9 @@ func readPaths(file string, gap time.Duration) (*paths, error) {
 		if to == trace.GoSyscall && has(frames, "(*FD).Write") && has(frames, "(*conn).serve") {
 			g.writes = append(g.writes, ev.Time())
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	p := &paths{}
 	for id, g := range gs {
@@ -165,7 +149,7 @@ func walk(gs map[trace.GoID]*gorecord, id trace.GoID, at trace.Time) path {
 		}
 		h := hop{kind: g.kind}
 		if h.kind == "" {
-			h.kind = unknownKind
+			h.kind = unnamedKind
 		}
 		if woke < 0 {
 			p = append(p, h)
