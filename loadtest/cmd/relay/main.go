@@ -29,10 +29,11 @@
 // # What it skips
 //
 // Everything the runtime does beyond relaying: no session (sessionId is
-// read and ignored), no history (the model gets the system message and
+// read and ignored) and no history (the model gets the system message and
 // this message only, where the runtime adds up to the template's lastN
-// earlier messages) unless RELAY_REDIS_URL is set (below), no orchestration or tool execution (the tools are
-// declared to the model, never run), no turn log (no frame IDs, no resume,
+// earlier messages) unless RELAY_REDIS_URL is set (below), no
+// orchestration or tool execution (the tools are declared to the model,
+// never run), no turn log (no frame IDs, no resume,
 // no replay for reconnecting clients), no usage or orchestration frames, no
 // step frames, no logging per request, no metrics per request, no API keys,
 // rate limits, security headers or request IDs, no timeouts beyond the
@@ -228,9 +229,10 @@ func (rl *relay) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		req.Messages = append(req.Messages, history...)
-		// The session is given back before the response ends (saved), so
-		// that the client's next turn finds it free; on any other way out,
-		// here, without the turn's messages.
+		// save gives the session back with the turn's messages before the
+		// response's closing frames, so that the client's next turn finds
+		// it free; a turn that ends any other way gives it back here,
+		// without them.
 		saved := false
 		defer func() {
 			if !saved {
