@@ -176,11 +176,8 @@ func (r *report) print(w io.Writer, minCount int) {
 			return
 		}
 		slices.Sort(ws)
-		var sum time.Duration
-		for _, d := range ws {
-			sum += d
-		}
-		q := func(p float64) float64 { return us(ws[int(p*float64(len(ws)-1))]) }
+		sum := total(ws)
+		q := func(p float64) float64 { return us(quantile(ws, p)) }
 		fmt.Fprintf(w, "%-60s %9d %9.1f %9.1f %9.1f %9.1f %11.1f\n", short(name), len(ws), us(sum)/float64(len(ws)), q(.5), q(.9), q(.99), us(sum)/1e3)
 	}
 	line("all", all)
@@ -204,6 +201,19 @@ func mostFirst[V any](m map[string]V, count func(V) int, minCount int) []string 
 	}
 	slices.SortFunc(keys, func(a, b string) int { return count(m[b]) - count(m[a]) })
 	return keys
+}
+
+// quantile is the p quantile (0 to 1) of sorted, which is not empty.
+func quantile(sorted []time.Duration, p float64) time.Duration {
+	return sorted[int(p*float64(len(sorted)-1))]
+}
+
+func total(ds []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }

@@ -76,22 +76,23 @@ func readPaths(file string, gap time.Duration) (*paths, error) {
 			g = &gorecord{}
 			gs[id] = g
 		}
-		frames := funcs(st.Stack)
 		switch {
-		case from == trace.GoNotExist && len(frames) > 0:
-			g.kind = short(frames[len(frames)-1])
 		case from == trace.GoNotExist:
-			g.kind = "(no stack)" // an iter.Pull coroutine, say
+			g.kind = short(startOf(st.Stack))
 		case g.kind == "":
 			// Started before the trace: named by what it is seen doing.
-			g.kind = seenAs(frames)
+			g.kind = seenAs(funcs(st.Stack))
 		}
 		g.moves = append(g.moves, move{at: ev.Time(), from: from, to: to, waker: ev.Goroutine()})
 		if from == trace.GoWaiting && to == trace.GoRunnable && strings.HasSuffix(g.kind, "writeLoop") {
 			g.wakes = append(g.wakes, ev.Time())
 		}
-		if to == trace.GoSyscall && has(frames, "(*FD).Write") && has(frames, "(*conn).serve") {
-			g.writes = append(g.writes, ev.Time())
+		// The stack is read only here and for a goroutine's name: most of
+		// a trace's transitions need neither.
+		if to == trace.GoSyscall {
+			if frames := funcs(st.Stack); has(frames, "(*FD).Write") && has(frames, "(*conn).serve") {
+				g.writes = append(g.writes, ev.Time())
+			}
 		}
 	})
 	if err != nil {
@@ -211,31 +212,13 @@ func (p *paths) print(w io.Writer, top int) {
 				for _, pa := range ps {
 					wait, run = append(wait, pa[i].wait), append(run, pa[i].run)
 				}
+				slices.Sort(wait)
+				slices.Sort(run)
 				fmt.Fprintf(w, "         %-44s wait p50 %7.1f mean %7.1f µs | ran p50 %7.1f mean %7.1f µs\n",
-					ps[0][i].kind, us(median(wait)), us(mean(wait)), us(median(run)), us(mean(run)))
+					ps[0][i].kind, us(quantile(wait, .5)), us(total(wait))/float64(len(wait)), us(quantile(run, .5)), us(total(run))/float64(len(run)))
 			}
 		}
 	}
-}
-
-func median(d []time.Duration) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[(len(s)-1)/2]
-}
-
-func mean(d []time.Duration) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	var sum time.Duration
-	for _, x := range d {
-		sum += x
-	}
-	return sum / time.Duration(len(d))
 }
 
 func funcs(st trace.Stack) []string {
