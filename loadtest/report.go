@@ -137,19 +137,20 @@ func (r *Report) Markdown(w io.Writer) {
 		}
 		p("\n")
 	}
-	if sum := r.Summary(); sum.Relay != nil && len(sum.Ratios) > 0 {
+	summary := r.Summary()
+	if summary.Relay != nil && len(summary.Ratios) > 0 {
 		p("Against the relay, measured in this run (paced phase of %d streams, %d idle streams; CPU with Redis includes redis-server's; added TTFT = TTFT net of the mock's own wait, runtime minus relay, at the median):\n\n",
-			sum.Relay.Streams, sum.Relay.IdleStreams)
+			summary.Relay.Streams, summary.Relay.IdleStreams)
 		p("| store | CPU per paced turn: runtime / relay (ms) | **ratio** | RSS per open stream: runtime / relay (KiB) | **ratio** | TTFT net of the model's wait p50: runtime / relay (ms) | **added TTFT p50 (ms)** |\n|---|---|---|---|---|---|---|\n")
-		for _, store := range slices.Sorted(maps.Keys(sum.Ratios)) {
-			rt, ra := sum.Runtime[store], sum.Ratios[store]
-			p("| %s | %.3f / %.3f | %s | %s / %s | %s | %.2f / %.2f | %s |\n", store, rt.CPUPerTurnMS, sum.Relay.CPUPerTurnMS, opt(ra.CPUPerTurn, "%.2fx"),
-				opt(rt.MemoryPerStreamKiB, "%.1f"), opt(sum.Relay.MemoryPerStreamKiB, "%.1f"), opt(ra.MemoryPerStream, "%.2fx"),
-				rt.LatencyP50MS, sum.Relay.LatencyP50MS, opt(ra.AddedTTFTP50MS, "%.2f"))
+		for _, store := range slices.Sorted(maps.Keys(summary.Ratios)) {
+			rt, ra := summary.Runtime[store], summary.Ratios[store]
+			p("| %s | %.3f / %.3f | %s | %s / %s | %s | %.2f / %.2f | %s |\n", store, rt.CPUPerTurnMS, summary.Relay.CPUPerTurnMS, opt(ra.CPUPerTurn, "%.2fx"),
+				opt(rt.MemoryPerStreamKiB, "%.1f"), opt(summary.Relay.MemoryPerStreamKiB, "%.1f"), opt(ra.MemoryPerStream, "%.2fx"),
+				rt.LatencyP50MS, summary.Relay.LatencyP50MS, opt(ra.AddedTTFTP50MS, "%.2f"))
 		}
 		p("\n")
 	}
-	if sum := r.Summary(); sum.RelayRedis != nil && len(sum.RelayRedisRatios) > 0 {
+	if summary.RelayRedis != nil {
 		p("The relay with its sessions in Redis (relay-redis: one round trip before the model request, one after the answer; redis-server's CPU counted), against the relay and the runtime with the Redis store against it, measured in this run:\n\n")
 		p("| server / floor | CPU per paced turn (ms) | **ratio** | TTFT net of the model's wait p50 (ms) | **added TTFT p50 (ms)** |\n|---|---|---|---|---|\n")
 		row := func(name string, hi, lo *Figures, ra Ratios) {
@@ -159,8 +160,8 @@ func (r *Report) Markdown(w io.Writer) {
 			p("| %s | %.3f / %.3f | %s | %.2f / %.2f | %s |\n", name, hi.CPUPerTurnMS, lo.CPUPerTurnMS, opt(ra.CPUPerTurn, "%.2fx"),
 				hi.LatencyP50MS, lo.LatencyP50MS, opt(ra.AddedTTFTP50MS, "%.2f"))
 		}
-		row("relay-redis / relay", sum.RelayRedis, sum.Relay, sum.RelayRedisRatios[StoreRelayRedis])
-		row("redis / relay-redis", sum.Runtime["redis"], sum.RelayRedis, sum.RelayRedisRatios["redis"])
+		row("relay-redis / relay", summary.RelayRedis, summary.Relay, summary.RelayRedisRatios[StoreRelayRedis])
+		row("redis / relay-redis", summary.Runtime["redis"], summary.RelayRedis, summary.RelayRedisRatios["redis"])
 		p("\n")
 	}
 	if len(r.Instant) > 0 {

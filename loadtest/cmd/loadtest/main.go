@@ -410,7 +410,7 @@ func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Write
 		}
 	}
 	var relayRequest []byte
-	if direct != nil {
+	if direct != nil && slices.ContainsFunc(o.stores, loadtest.IsRelay) {
 		var err error
 		if relayRequest, err = loadtest.RelayRequestFrom(direct.ModelRequest(loadtest.KindStream)); err != nil {
 			return err
