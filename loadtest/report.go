@@ -118,10 +118,10 @@ func (r *Report) Markdown(w io.Writer) {
 		p("\n")
 		if slices.ContainsFunc(r.Pairs, func(pr Pair) bool { return pr.Runtime.Commands != nil }) {
 			p("Redis per paced turn in the window (commands run, from INFO commandstats: EVALSHA and every command its scripts ran; read events from INFO stats total_reads_processed: the network round trips Redis served, a pipeline of commands counting once):\n\n")
-			p("| store | streams | commands run per turn | read events (round trips) per turn |\n|---|---|---|---|\n")
+			p("| store | streams | commands run per turn | read events (round trips) per turn | by command |\n|---|---|---|---|---|\n")
 			for _, pr := range r.Pairs {
 				if rt := pr.Runtime; rt.Commands != nil && rt.Turns > 0 {
-					p("| %s | %d | %.2f | %.2f |\n", pr.Store, rt.Load.Streams, float64(sum(rt.Commands))/float64(rt.Turns), float64(rt.RedisReads)/float64(rt.Turns))
+					p("| %s | %d | %.2f | %.2f | %s |\n", pr.Store, rt.Load.Streams, float64(sum(rt.Commands))/float64(rt.Turns), float64(rt.RedisReads)/float64(rt.Turns), perTurn(rt.Commands, rt.Turns))
 				}
 			}
 			p("\n")
