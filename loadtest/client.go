@@ -33,11 +33,28 @@ type turnTimes struct {
 // sseScanner reads SSE data lines; comment and id lines are skipped.
 type sseScanner struct {
 	r *bufio.Reader
+	// lazy: read every pause rather than as soon as data comes (Load's
+	// ReadPause, after the turn's first text).
+	lazy  bool
+	pause time.Duration
+	sleep func(time.Duration) // time.Sleep when nil; tests count the pauses
 }
 
-// next returns the payload of the next "data:" line, or io.EOF.
+// next returns the payload of the next "data:" line, or io.EOF. When
+// the scanner is lazy and no whole line is left of what was read, it
+// sleeps for its pause first: the read then takes what came in the
+// meantime at once.
 func (s *sseScanner) next() ([]byte, error) {
 	for {
+		if s.lazy && s.pause > 0 {
+			if b, _ := s.r.Peek(s.r.Buffered()); bytes.IndexByte(b, '\n') < 0 {
+				if s.sleep != nil {
+					s.sleep(s.pause)
+				} else {
+					time.Sleep(s.pause)
+				}
+			}
+		}
 		line, err := s.r.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			// A frame longer than the buffer: collect it whole, copying
@@ -71,12 +88,14 @@ var (
 
 // readUIStream reads an AI SDK UI message stream to its [DONE], checking
 // that it finished with reason stop. onFirst, when set, is called at the
-// first frame (the stream is open).
-func readUIStream(body io.Reader, tt *turnTimes, onFirst func()) error {
-	s := sseScanner{r: bufio.NewReaderSize(body, 16<<10)}
+// first frame (the stream is open). After the first text, it reads lazily
+// (sseScanner), every pause (Load's ReadPause).
+func readUIStream(body io.Reader, tt *turnTimes, pause time.Duration, onFirst func()) error {
+	s := sseScanner{r: bufio.NewReaderSize(body, 16<<10), pause: pause}
 	var finish, errText string
 	frames := 0
 	for {
+		s.lazy = tt.deltas > 0
 		d, err := s.next()
 		if err != nil {
 			return fmt.Errorf("stream ended before [DONE] after %d frames: %w", frames, err)
@@ -122,10 +141,12 @@ func readUIStream(body io.Reader, tt *turnTimes, onFirst func()) error {
 	}
 }
 
-// readOpenAIStream reads an OpenAI chat completions stream to its [DONE].
-func readOpenAIStream(body io.Reader, tt *turnTimes) error {
-	s := sseScanner{r: bufio.NewReaderSize(body, 16<<10)}
+// readOpenAIStream reads an OpenAI chat completions stream to its [DONE],
+// pausing as readUIStream does.
+func readOpenAIStream(body io.Reader, tt *turnTimes, pause time.Duration) error {
+	s := sseScanner{r: bufio.NewReaderSize(body, 16<<10), pause: pause}
 	for {
+		s.lazy = tt.deltas > 0
 		d, err := s.next()
 		if err != nil {
 			return fmt.Errorf("model stream ended before [DONE]: %w", err)
@@ -161,11 +182,11 @@ const busyRetries = 50
 
 // runtimeTurn runs one chat turn through the runtime, retrying while the
 // session is still busy with the previous turn (counted in tt.busy).
-func runtimeTurn(ctx context.Context, hc *http.Client, base, sessionID, message string, onOpen func()) (turnTimes, error) {
+func runtimeTurn(ctx context.Context, hc *http.Client, base, sessionID, message string, pause time.Duration, onOpen func()) (turnTimes, error) {
 	var tt turnTimes
 	body, _ := json.Marshal(map[string]string{"message": message, "sessionId": sessionID})
 	for {
-		err := runtimeAttempt(ctx, hc, base, body, &tt, onOpen)
+		err := runtimeAttempt(ctx, hc, base, body, &tt, pause, onOpen)
 		if !errors.Is(err, errBusy) || tt.busy >= busyRetries {
 			return tt, err
 		}
@@ -178,7 +199,7 @@ func runtimeTurn(ctx context.Context, hc *http.Client, base, sessionID, message 
 	}
 }
 
-func runtimeAttempt(ctx context.Context, hc *http.Client, base string, body []byte, tt *turnTimes, onOpen func()) error {
+func runtimeAttempt(ctx context.Context, hc *http.Client, base string, body []byte, tt *turnTimes, pause time.Duration, onOpen func()) error {
 	req, err := http.NewRequestWithContext(traced(ctx, tt), http.MethodPost, base+"/api/chat/"+agentID, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("chat request: %w", err)
@@ -197,12 +218,13 @@ func runtimeAttempt(ctx context.Context, hc *http.Client, base string, body []by
 		}
 		return err
 	}
-	return readUIStream(resp.Body, tt, onOpen)
+	return readUIStream(resp.Body, tt, pause, onOpen)
 }
 
 // directTurn sends body (a request the runtime sent, with its marker
-// replaced) straight to the mock.
-func directTurn(ctx context.Context, hc *http.Client, mockURL string, body []byte) (turnTimes, error) {
+// replaced) straight to the mock, reading its answer as readOpenAIStream
+// does.
+func directTurn(ctx context.Context, hc *http.Client, mockURL string, body []byte, pause time.Duration) (turnTimes, error) {
 	var tt turnTimes
 	req, err := http.NewRequestWithContext(traced(ctx, &tt), http.MethodPost, mockURL+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
@@ -220,7 +242,7 @@ func directTurn(ctx context.Context, hc *http.Client, mockURL string, body []byt
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return tt, fmt.Errorf("mock answered %s: %s", resp.Status, strings.TrimSpace(string(b)))
 	}
-	return tt, readOpenAIStream(resp.Body, &tt)
+	return tt, readOpenAIStream(resp.Body, &tt, pause)
 }
 
 // remark replaces the marker ID in a sampled request body.

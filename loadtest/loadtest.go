@@ -271,6 +271,15 @@ type Load struct {
 	// SessionTurns is how many turns a stream runs on one session before
 	// it starts a new one (default 10).
 	SessionTurns int
+	// ReadPause, when set, makes a client read a turn's stream after its
+	// first text every ReadPause instead of frame by frame: what came in
+	// the meantime is read at once. The harness shares the machine with
+	// the server it measures, and a read per frame was about a third of
+	// its own CPU; every figure's queueing paid for it. The server is
+	// unaffected (its writes go to the socket's buffer, which holds a
+	// whole answer), and the time to first token is still read as it
+	// comes. A turn's end is then read up to ReadPause late.
+	ReadPause time.Duration
 }
 
 func (l *Load) validate() error {
@@ -289,6 +298,9 @@ func (l *Load) validate() error {
 	}
 	if l.SessionTurns == 0 {
 		l.SessionTurns = 10
+	}
+	if l.ReadPause < 0 {
+		errs = append(errs, fmt.Errorf("read pause %v: want >= 0", l.ReadPause))
 	}
 	return errors.Join(errs...)
 }
@@ -540,10 +552,10 @@ func (e *Env) turn(ctx context.Context, hc *http.Client, l Load, body []byte, id
 	if l.Direct {
 		var b []byte
 		if b, err = remark(body, l.Kind, id); err == nil {
-			tt, err = directTurn(ctx, hc, e.mock.URL(), b)
+			tt, err = directTurn(ctx, hc, e.mock.URL(), b, l.ReadPause)
 		}
 	} else {
-		tt, err = runtimeTurn(ctx, hc, e.base, sid, "Answer the load test. "+marker(l.Kind, id), nil)
+		tt, err = runtimeTurn(ctx, hc, e.base, sid, "Answer the load test. "+marker(l.Kind, id), l.ReadPause, nil)
 	}
 	a, seen := e.mock.take(id)
 	s := sample{sent: tt.sent, end: tt.end, busy: tt.busy}
@@ -582,7 +594,7 @@ func (e *Env) Warm(ctx context.Context, kind Kind, n int) error {
 	for i := range n {
 		id := fmt.Sprintf("w%d.%d", run, i)
 		ctx, cancel := context.WithTimeout(ctx, turnTimeout)
-		_, err := runtimeTurn(ctx, hc, e.base, fmt.Sprintf("lt-warm-%d", run), "Answer the load test. "+marker(kind, id), nil)
+		_, err := runtimeTurn(ctx, hc, e.base, fmt.Sprintf("lt-warm-%d", run), "Answer the load test. "+marker(kind, id), 0, nil)
 		cancel()
 		e.mock.take(id)
 		if err != nil {
@@ -659,7 +671,7 @@ func (e *Env) Idle(ctx context.Context, k int, settle time.Duration) (IdleResult
 			defer wg.Done()
 			gate <- struct{}{}
 			released := false
-			_, err := runtimeTurn(ctx, hc, e.base, fmt.Sprintf("lt-idle-%d-%d", run, i), "Wait. "+marker(KindIdle, ids[i]), func() {
+			_, err := runtimeTurn(ctx, hc, e.base, fmt.Sprintf("lt-idle-%d-%d", run, i), "Wait. "+marker(KindIdle, ids[i]), 0, func() {
 				opened.Add(1)
 				<-gate
 				released = true
@@ -792,7 +804,7 @@ func (e *Env) CountCommands(ctx context.Context, kind Kind, streams, turns int) 
 			for i := range turns {
 				id := fmt.Sprintf("c%d.%d.%d", run, w, i)
 				tctx, cancel := context.WithTimeout(ctx, turnTimeout)
-				tt, err := runtimeTurn(tctx, hc, e.base, fmt.Sprintf("lt-cmd-%d-%d", run, w), "Answer the load test. "+marker(kind, id), nil)
+				tt, err := runtimeTurn(tctx, hc, e.base, fmt.Sprintf("lt-cmd-%d-%d", run, w), "Answer the load test. "+marker(kind, id), 0, nil)
 				cancel()
 				e.mock.take(id)
 				// The previous turn's lease is released after its

@@ -1,14 +1,17 @@
 package loadtest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -149,18 +152,77 @@ func TestReadUIStream(t *testing.T) {
 			frame(`{"type":"finish","finishReason":"stop"}`) + frame(`[DONE]`), 1, 0, "", true},
 	}
 	for _, tc := range tests {
+		for _, pause := range []time.Duration{0, time.Millisecond} {
+			t.Run(fmt.Sprintf("%s/pause %v", tc.name, pause), func(t *testing.T) {
+				var tt turnTimes
+				opened := false
+				err := readUIStream(strings.NewReader(tc.stream), &tt, pause, func() { opened = true })
+				if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				if tt.deltas != tc.deltas || tt.tools != tc.tools || opened != tc.wantFirstFrame {
+					t.Fatalf("deltas %d tools %d opened %v; want %d %d %v", tt.deltas, tt.tools, opened, tc.deltas, tc.tools, tc.wantFirstFrame)
+				}
+				if err == nil && (tt.first.IsZero() || tt.end.Before(tt.first)) {
+					t.Fatalf("times first %v end %v", tt.first, tt.end)
+				}
+			})
+		}
+	}
+}
+
+// framesReader hands out one frame per Read, as a socket does when each
+// frame comes on its own.
+type framesReader []string
+
+func (r *framesReader) Read(p []byte) (int, error) {
+	if len(*r) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, (*r)[0])
+	if n == len((*r)[0]) {
+		*r = (*r)[1:]
+	} else {
+		(*r)[0] = (*r)[0][n:]
+	}
+	return n, nil
+}
+
+// TestLazyScanner checks that a lazy scanner pauses once before each read
+// from the network and never while a whole line is left to scan: what
+// came during a pause is then read and scanned without another.
+func TestLazyScanner(t *testing.T) {
+	frame := func(i int) string { return fmt.Sprintf("id: t:%d\ndata: {\"n\":%d}\n\n", i, i) }
+	tests := []struct {
+		name   string
+		reads  []string
+		lazy   bool
+		pauses int
+	}{
+		{"a frame per read", []string{frame(1), frame(2), frame(3)}, true, 3},
+		{"all in one read", []string{frame(1) + frame(2) + frame(3)}, true, 1},
+		{"a frame split across reads", []string{frame(1)[:12], frame(1)[12:] + frame(2), frame(3)}, true, 3},
+		{"eager", []string{frame(1), frame(2), frame(3)}, false, 0},
+	}
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var tt turnTimes
-			opened := false
-			err := readUIStream(strings.NewReader(tc.stream), &tt, func() { opened = true })
-			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			r := framesReader(slices.Clone(tc.reads))
+			pauses := 0
+			s := sseScanner{r: bufio.NewReaderSize(&r, 16<<10), lazy: tc.lazy, pause: time.Second,
+				sleep: func(d time.Duration) {
+					if d != time.Second {
+						t.Errorf("paused %v, want the scanner's pause", d)
+					}
+					pauses++
+				}}
+			for i := 1; i <= 3; i++ {
+				d, err := s.next()
+				if want := fmt.Sprintf(`{"n":%d}`, i); err != nil || string(d) != want {
+					t.Fatalf("frame %d: %q, %v; want %s", i, d, err, want)
+				}
 			}
-			if tt.deltas != tc.deltas || tt.tools != tc.tools || opened != tc.wantFirstFrame {
-				t.Fatalf("deltas %d tools %d opened %v; want %d %d %v", tt.deltas, tt.tools, opened, tc.deltas, tc.tools, tc.wantFirstFrame)
-			}
-			if err == nil && (tt.first.IsZero() || tt.end.Before(tt.first)) {
-				t.Fatalf("times first %v end %v", tt.first, tt.end)
+			if pauses != tc.pauses {
+				t.Fatalf("%d pauses, want %d", pauses, tc.pauses)
 			}
 		})
 	}
@@ -251,7 +313,7 @@ func TestMockFront(t *testing.T) {
 		return []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"[lt:tool:old]"},{"role":"tool","content":"r"},` +
 			`{"role":"user","content":"go ` + extra + `"}` + "]}")
 	}
-	tt, err := directTurn(ctx, hc, m.URL(), body("[lt:stream:a1]"))
+	tt, err := directTurn(ctx, hc, m.URL(), body("[lt:stream:a1]"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +329,7 @@ func TestMockFront(t *testing.T) {
 	}
 	// A tool turn's first call: the earlier turn's tool result comes before
 	// its marker, so the mock calls the tool (no text).
-	tt, err = directTurn(ctx, hc, m.URL(), body("[lt:tool:b1]"))
+	tt, err = directTurn(ctx, hc, m.URL(), body("[lt:tool:b1]"), 0)
 	if err != nil || tt.deltas != 0 {
 		t.Fatalf("tool call: deltas %d, err %v; want a tool call and no text", tt.deltas, err)
 	}

@@ -103,6 +103,9 @@ func (r *Report) Markdown(w io.Writer) {
 	if len(r.Pairs) > 0 {
 		p("Paced turns (mock: first token after %v, then %d chunks %v apart); direct = the runtime's model request sent straight to the mock; relay = the plain Go relay of loadtest/cmd/relay (the floor), memory and redis = agentdock serve with that session store.\n\n",
 			r.Timing.TTFT, r.Timing.Chunks, r.Timing.InterToken)
+		if d := r.Pairs[0].Runtime.Load.ReadPause; d > 0 {
+			p("The clients read each stream after its first text every %v, not frame by frame (-read-pause).\n\n", d)
+		}
 		p("| store | streams | turns/s | errors (busy retries) | TTFT p50 / p99 direct (ms) | TTFT p50 / p99 through the server (ms) | **added TTFT p50 / p99 (ms)** | **server work before model call p50 / p99 (ms)** | server CPU per turn (ms) | redis-server CPU per turn (ms) | CPU used: server / harness / redis (cores) | server RSS (MiB) |\n")
 		p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, pr := range r.Pairs {

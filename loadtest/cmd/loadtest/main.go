@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,17 +55,18 @@ const (
 var soakEnv = []string{"STREAM_RETENTION=60s", "SESSION_TTL_SECONDS=60"}
 
 type options struct {
-	bin, dir, out, logLevel, perfDir string
-	relayBin, jsonOut, profileDir    string
-	stores                           []string
-	streams, idle                    []int
-	duration, ramp, settle           time.Duration
-	timing                           loadtest.Timing
-	instantStreams, commandTurns     int
-	direct                           bool
-	serverEnv                        envList
-	soak                             loadtest.SoakLoad
-	soakCSV                          string
+	bin, dir, out, logLevel, perfDir  string
+	relayBin, jsonOut, profileDir     string
+	harnessProfile                    string
+	stores                            []string
+	streams, idle                     []int
+	duration, ramp, settle, readPause time.Duration
+	timing                            loadtest.Timing
+	instantStreams, commandTurns      int
+	direct                            bool
+	serverEnv                         envList
+	soak                              loadtest.SoakLoad
+	soakCSV                           string
 }
 
 // envList is a repeatable KEY=VALUE flag.
@@ -90,12 +92,14 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.perfDir, "perf", "", "record a perf profile of the server during each paced runtime phase into this directory")
 	fs.StringVar(&o.relayBin, "relay-bin", "", "the relay's binary (default: built from ./loadtest/cmd/relay into the working directory)")
 	fs.StringVar(&o.jsonOut, "json", "", "write the figures and the runtime's ratios to the relay as JSON to this file")
+	fs.StringVar(&o.harnessProfile, "harness-profile", "", "write a CPU profile of the harness itself (the clients and the mock model) over the whole run to this file")
 	fs.StringVar(&o.profileDir, "profile", "", "save CPU, heap and goroutine profiles of every server (paced and idle phases), and execution traces of the paced ones (see loadtest/cmd/tracewait), into this directory")
 	stores := fs.String("stores", "relay,relay-redis,memory,redis", "what to measure: relay (the plain relay, the floor), relay-redis (the relay with its sessions in Redis, the floor for the Redis store), memory, redis (agentdock serve with that session store); a soak's default is memory,redis")
 	streams := fs.String("streams", "200,500", "concurrent streams of the paced phases (comma-separated)")
 	idle := fs.String("idle", "2000", "idle open streams to measure memory with (comma-separated; empty: none)")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measurement window of each phase")
 	fs.DurationVar(&o.ramp, "ramp", 2*time.Second, "stagger of the streams' starts before each window")
+	fs.DurationVar(&o.readPause, "read-pause", 0, "paced phases: after a turn's first text, each client reads what came every this long instead of frame by frame (0: frame by frame), so that the harness takes less of the machine it measures on")
 	fs.DurationVar(&o.settle, "settle", 2*time.Second, "wait before reading RSS in the idle phase")
 	fs.DurationVar(&o.timing.TTFT, "ttft", 100*time.Millisecond, "mock: time to first token")
 	fs.DurationVar(&o.timing.InterToken, "inter-token", 10*time.Millisecond, "mock: delay between chunks")
@@ -224,6 +228,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer os.RemoveAll(d)
 		o.dir = d
+	}
+	if o.harnessProfile != "" {
+		// The harness shares the machine with what it measures: its own
+		// cost is part of every figure's queueing, so it is worth seeing.
+		f, err := os.Create(o.harnessProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "loadtest:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "loadtest: harness profile:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	rep := &loadtest.Report{Timing: o.timing}
 	do := measure
@@ -434,7 +453,7 @@ func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Write
 	}
 
 	for _, n := range o.streams {
-		load := loadtest.Load{Kind: loadtest.KindStream, Streams: n, Ramp: o.ramp, Duration: o.duration}
+		load := loadtest.Load{Kind: loadtest.KindStream, Streams: n, Ramp: o.ramp, Duration: o.duration, ReadPause: o.readPause}
 		base := &loadtest.Result{Load: load}
 		if o.direct {
 			step("%d streams straight to the mock", n)
