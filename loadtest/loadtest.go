@@ -274,11 +274,13 @@ type Load struct {
 	// ReadPause, when set, makes a client read a turn's stream after its
 	// first text every ReadPause instead of frame by frame: what came in
 	// the meantime is read at once. The harness shares the machine with
-	// the server it measures, and a read per frame was about a third of
-	// its own CPU; every figure's queueing paid for it. The server is
-	// unaffected (its writes go to the socket's buffer, which holds a
-	// whole answer), and the time to first token is still read as it
-	// comes. A turn's end is then read up to ReadPause late.
+	// the server it measures, and a read per frame was over a quarter of
+	// its own CPU. The server is unaffected (its writes go to the
+	// socket's buffer, which holds a whole answer), and the time to first
+	// token is still read as it comes. A turn's end is then read up to
+	// ReadPause late. (At 200 streams, 50 ms took the harness from 0.62
+	// to about 0.5 cores and left the ratios to the relay within their
+	// spread: BENCHMARKS.md, twelfth round.)
 	ReadPause time.Duration
 }
 
