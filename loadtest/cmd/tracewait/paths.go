@@ -199,7 +199,8 @@ func (p *paths) print(w io.Writer, top int) {
 		fmt.Fprintf(w, "-- %s: %d\n", set.name, len(set.paths))
 		by := map[string][]path{}
 		for _, pa := range set.paths {
-			by[pa.kinds()] = append(by[pa.kinds()], pa)
+			k := pa.kinds()
+			by[k] = append(by[k], pa)
 		}
 		for n, k := range mostFirst(by, func(ps []path) int { return len(ps) }, 1) {
 			if n == top {
