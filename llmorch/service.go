@@ -185,51 +185,61 @@ func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.S
 		defer cancel()
 		r := &run{s: s, turn: turn, state: turn.State, yield: yield, messages: slices.Clone(turn.History)}
 		reason, err := r.loop(ctx)
-		if !r.ended && r.turn.ID != "" {
-			// No write cleared the turn marker yet (the consumer left,
-			// or the turn failed before a write that would have).
-			r.saveEnd(ctx, nil, chat.Usage{})
-		}
-		if r.stopped {
-			return
-		}
-		// The turn's end: its total usage, then why it ended early (a
-		// budget or an error), then Done.
-		var last *chat.Event
-		if err != nil {
-			var (
-				lim  *chat.Limit
-				ce   *chat.Error
-				stop *chat.Stop
-			)
-			switch {
-			case errors.As(err, &lim), ctx.Err() != nil && errors.As(context.Cause(ctx), &lim):
-				reason = finishReason(lim)
-				last = &chat.Event{Kind: chat.KindLimit, Limit: lim}
-			case ctx.Err() != nil && errors.As(context.Cause(ctx), &stop):
-				reason = chat.FinishStopped
-				last = &chat.Event{Kind: chat.KindAbort, Text: stop.Reason}
-			case ctx.Err() != nil:
-				reason = chat.FinishCancelled
-				if errors.As(context.Cause(ctx), &ce) {
-					last = &chat.Event{Kind: chat.KindError, Error: ce}
-				}
-			default:
-				reason = chat.FinishError
-				last = &chat.Event{Kind: chat.KindError, Error: publicError(err)}
-			}
-		}
-		if !r.turnUsage.IsZero() {
-			u, su := r.turnUsage, r.state.TokenUsage
-			if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u, Final: true, SessionUsage: &su}) {
-				return
-			}
-		}
-		if last != nil && !r.emit(*last) {
-			return
-		}
-		r.emit(chat.Event{Kind: chat.KindDone, FinishReason: reason})
+		r.end(ctx, reason, err)
 	}
+}
+
+// end ends the turn after its loop: its total usage, then why it ended
+// early (a budget or an error), then Done. It is a function of its own
+// because its events and errors would otherwise sit in the frame under the
+// whole loop: the turn's consumer runs on top of that frame, and every
+// byte of it moves the turn's stack closer to growing (see
+// TestWaitingTurnStack).
+//
+//go:noinline
+func (r *run) end(ctx context.Context, reason string, err error) {
+	if !r.ended && r.turn.ID != "" {
+		// No write cleared the turn marker yet (the consumer left,
+		// or the turn failed before a write that would have).
+		r.saveEnd(ctx, nil, chat.Usage{})
+	}
+	if r.stopped {
+		return
+	}
+	var last *chat.Event
+	if err != nil {
+		var (
+			lim  *chat.Limit
+			ce   *chat.Error
+			stop *chat.Stop
+		)
+		switch {
+		case errors.As(err, &lim), ctx.Err() != nil && errors.As(context.Cause(ctx), &lim):
+			reason = finishReason(lim)
+			last = &chat.Event{Kind: chat.KindLimit, Limit: lim}
+		case ctx.Err() != nil && errors.As(context.Cause(ctx), &stop):
+			reason = chat.FinishStopped
+			last = &chat.Event{Kind: chat.KindAbort, Text: stop.Reason}
+		case ctx.Err() != nil:
+			reason = chat.FinishCancelled
+			if errors.As(context.Cause(ctx), &ce) {
+				last = &chat.Event{Kind: chat.KindError, Error: ce}
+			}
+		default:
+			reason = chat.FinishError
+			last = &chat.Event{Kind: chat.KindError, Error: publicError(err)}
+		}
+	}
+	if !r.turnUsage.IsZero() {
+		u, su := r.turnUsage, r.state.TokenUsage
+		if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u, Final: true, SessionUsage: &su}) {
+			return
+		}
+	}
+	if last != nil && !r.emit(*last) {
+		return
+	}
+	r.emit(chat.Event{Kind: chat.KindDone, FinishReason: reason})
 }
 
 type run struct {

@@ -104,7 +104,25 @@ func (m *uiMapper) start() item {
 }
 
 // mapEvent returns the frames of ev, valid until the next call.
+//
+// Text deltas, most of a turn's events, take a way of their own with a
+// small frame (appendText). mapEvent runs at the top of a turn's deepest
+// stack, over the model's stream under the service and the agent, and
+// mapOther's frame there grew every turn's stack from 8 to 16 KiB on its
+// first token: a copy of every frame on the stack, on the first token's
+// way (BENCHMARKS.md, fourteenth round).
 func (m *uiMapper) mapEvent(ev chat.Event) []item {
+	if ev.Kind == chat.KindTextDelta && !m.keepEvents {
+		out := m.appendText(m.out[:0], ev.Text, nil)
+		m.out = out[:0]
+		return out
+	}
+	return m.mapOther(ev)
+}
+
+// mapOther is mapEvent for every event but the text deltas of a turn that
+// does not keep its events.
+func (m *uiMapper) mapOther(ev chat.Event) []item {
 	out := m.out[:0]
 	defer func() { m.out = out[:0] }()
 	// The chunks are built on the heap (&uiChunk{...}): json.Marshal would
@@ -130,23 +148,7 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 		closeText()
 		add(&uiChunk{Type: "finish-step"}, src)
 	case chat.KindTextDelta:
-		if ev.Text == "" {
-			return nil
-		}
-		if !m.textOpen {
-			m.textRuns++
-			m.textID = m.turnID + "-text-" + strconv.Itoa(m.textRuns)
-			m.textOpen = true
-			add(&uiChunk{Type: "text-start", ID: m.textID}, nil)
-		}
-		// The most frequent frame by far: written by hand, as
-		// json.Marshal of the uiChunk would.
-		data := make([]byte, 0, len(`{"type":"text-delta","id":"","delta":""}`)+len(m.textID)+len(ev.Text)+8)
-		data = append(data, `{"type":"text-delta","id":`...)
-		data = appendJSONString(data, m.textID)
-		data = append(data, `,"delta":`...)
-		data = appendJSONString(data, ev.Text)
-		out = append(out, item{data: append(data, '}'), ev: src})
+		out = m.appendText(out, ev.Text, src)
 	case chat.KindToolCall:
 		if ev.ToolCall == nil {
 			return nil
@@ -311,6 +313,31 @@ func appendJSONString(dst []byte, s string) []byte {
 
 // mustJSON marshals values whose types cannot fail to marshal (no channels,
 // no funcs; RawMessage inputs are validated before).
+// appendText appends the frames of a text delta to out: text-start when
+// no text run is open, then text-delta. Both are written by hand, byte for
+// byte as json.Marshal of their uiChunk would write them: the delta is the
+// most frequent frame by far, and this way is kept shallow (see mapEvent).
+func (m *uiMapper) appendText(out []item, text string, src *chat.Event) []item {
+	if text == "" {
+		return out
+	}
+	if !m.textOpen {
+		m.textRuns++
+		m.textID = m.turnID + "-text-" + strconv.Itoa(m.textRuns)
+		m.textOpen = true
+		start := make([]byte, 0, len(`{"type":"text-start","id":""}`)+len(m.textID)+8)
+		start = append(start, `{"type":"text-start","id":`...)
+		start = appendJSONString(start, m.textID)
+		out = append(out, item{data: append(start, '}')})
+	}
+	data := make([]byte, 0, len(`{"type":"text-delta","id":"","delta":""}`)+len(m.textID)+len(text)+8)
+	data = append(data, `{"type":"text-delta","id":`...)
+	data = appendJSONString(data, m.textID)
+	data = append(data, `,"delta":`...)
+	data = appendJSONString(data, text)
+	return append(out, item{data: append(data, '}'), ev: src})
+}
+
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
