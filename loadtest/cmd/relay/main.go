@@ -17,7 +17,8 @@
 //  3. POSTs it with streaming to LLM_BASE_URL/chat/completions (an OpenAI
 //     chat completions API) through a pooled net/http client;
 //  4. reads the model's SSE stream line by line and decodes every data line
-//     with encoding/json;
+//     with encoding/json, then reads the response to its end after [DONE]
+//     (as the runtime's provider does), so that its connection is reused;
 //  5. writes each text delta to the client as an AI SDK UI message stream
 //     frame (the protocol the runtime speaks, so the harness reads both with
 //     the same code), encoding each frame with encoding/json, and flushes
@@ -295,6 +296,9 @@ func (rl *relay) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		return out.send(uiChunk{Type: "text-delta", ID: textID, Delta: delta})
 	})
+	if err == nil {
+		drainEnd(resp.Body)
+	}
 	if out.err != nil {
 		return // the client is gone
 	}
@@ -315,6 +319,23 @@ func (rl *relay) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	out.send(uiChunk{Type: "finish", FinishReason: finish})
 	out.raw([]byte("[DONE]"))
+}
+
+// drainEnd reads the model's response to its end after [DONE], as agentdock
+// serve's provider does (llmorch/provider's drainEnd, with the same
+// bounds): net/http reuses a connection only when its response was read to
+// the end, and the end often comes just after [DONE].
+func drainEnd(body io.ReadCloser) {
+	t := time.AfterFunc(100*time.Millisecond, func() { body.Close() })
+	defer t.Stop()
+	var buf [64]byte
+	for n := 0; n < 4<<10; {
+		k, err := body.Read(buf[:])
+		if err != nil {
+			return
+		}
+		n += k
+	}
 }
 
 // relayModel reads an OpenAI chat completions stream, calls onDelta for every
