@@ -152,10 +152,10 @@ const (
 // drainEnd reads a complete stream's body to its end. net/http keeps a
 // connection for the next request only when its response was read to the
 // end, and a provider's last bytes (the chunked encoding's end) often come
-// just after the [DONE] the parser stops at: at 200 paced streams, one
-// response in five was closed before them, and its connection dialled
-// again for a later turn (BENCHMARKS.md, fourteenth round), a TLS
-// handshake with a remote provider. A response that goes on after [DONE]
+// just after the [DONE] the parser stops at: at 200 paced streams, about
+// one response in seventeen was closed before them, and its connection
+// dialled again for a later turn (BENCHMARKS.md, fourteenth round): with
+// a remote provider, a TLS handshake. A response that goes on after [DONE]
 // is cut after drainWait or maxDrain bytes, as it was before.
 //
 //go:noinline
