@@ -311,8 +311,6 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// mustJSON marshals values whose types cannot fail to marshal (no channels,
-// no funcs; RawMessage inputs are validated before).
 // appendText appends the frames of a text delta to out: text-start when
 // no text run is open, then text-delta. Both are written by hand, byte for
 // byte as json.Marshal of their uiChunk would write them: the delta is the
@@ -338,6 +336,8 @@ func (m *uiMapper) appendText(out []item, text string, src *chat.Event) []item {
 	return append(out, item{data: append(data, '}'), ev: src})
 }
 
+// mustJSON marshals values whose types cannot fail to marshal (no channels,
+// no funcs; RawMessage inputs are validated before).
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
