@@ -18,10 +18,6 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 )
 
-// ignoreShallow: the goroutines package shallow keeps for the next deep
-// call (the request's sending runs on them) are not leaks.
-var ignoreShallow = goleak.IgnoreAnyFunction("github.com/agentdock-go/agentdock/internal/shallow.newCoro.func1")
-
 const secretKey = "sk-test-PLANTED-SECRET-0123456789"
 
 var testTools = []chat.ToolSpec{
@@ -111,7 +107,7 @@ func code(err error) string {
 }
 
 func TestOpenAIToolCallStyles(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := mockllm.New()
 	defer srv.Close()
 	m, _ := testModel(t, srv, OpenAI)
@@ -177,7 +173,7 @@ func mustJSON(v any) string {
 }
 
 func TestAnthropicStream(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := mockllm.New()
 	defer srv.Close()
 	m, _ := testModel(t, srv, Anthropic)
@@ -207,7 +203,7 @@ func TestAnthropicStream(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -321,7 +317,7 @@ func TestLongLines(t *testing.T) {
 }
 
 func TestRetryOn429(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -402,7 +398,7 @@ func TestRetryLimits(t *testing.T) {
 }
 
 func TestMidStreamFailure(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -450,7 +446,7 @@ func TestFailureBeforeFirstTokenIsRetried(t *testing.T) {
 }
 
 func TestCancellation(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
@@ -664,7 +660,7 @@ func TestRequestBodyAnthropic(t *testing.T) {
 }
 
 func TestFallback(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	primarySrv, fallbackSrv := mockllm.New(), mockllm.New()
 	defer primarySrv.Close()
 	defer fallbackSrv.Close()
@@ -811,7 +807,7 @@ func TestConfigFromEnv(t *testing.T) {
 // CodeTimeout and keeps what it had yielded. The mock's server side of the
 // cut connection ends too (no goroutine left behind).
 func TestIdleTimeout(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreShallow)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := mockllm.New()
 	defer srv.Close()
 	for _, wire := range []string{OpenAI, Anthropic} {
