@@ -126,7 +126,7 @@ func (c *EnvConfig) validate() error {
 		}
 	case StoreRelay, StoreRelayRedis:
 		if c.RelayBin == "" {
-			errs = append(errs, errors.New("RelayBin: the relay binary is required (go build ./loadtest/cmd/relay)"))
+			errs = append(errs, errors.New("RelayBin: the relay binary is required (go build ./cmd/relay in the loadtest module)"))
 		} else if _, err := os.Stat(c.RelayBin); err != nil {
 			errs = append(errs, fmt.Errorf("RelayBin: %w", err))
 		}
