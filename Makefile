@@ -12,7 +12,7 @@ PKGS    := ./...
 RACE    := ./internal/... ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./responses/... ./telemetry/... ./transcript/...
 FUZZTIME ?= 60s
 
-.PHONY: all build run test test-go test-race test-loadtest test-sim test-e2e mcp-servers bench bench-go bench-load bench-soak bench-quick bench-bins lint fuzz fuzz-short docker-check faults clean
+.PHONY: all build run test test-go test-race test-loadtest test-sim test-e2e mcp-servers bench bench-go bench-load bench-soak bench-quick bench-median bench-bins lint fuzz fuzz-short docker-check faults clean
 
 all: build
 
@@ -68,11 +68,15 @@ test-e2e: build
 # Everything BENCHMARKS.md reports, about 30 minutes on 2 cores with nothing
 # else running: the Go benchmarks, the load harness against the goals
 # (load.md) and a soak per store (soak.md, one CSV of samples per store).
-# bench-quick is a short run of the harness. The harness targets measure
-# the plain relay of loadtest/cmd/relay (the floor), and the same relay
-# keeping its sessions in Redis (relay-redis, the floor for the Redis
-# store), beside the runtime with each store, in the same run, and write
-# the figures and the runtime's ratios to the relay to BENCH_JSON;
+# bench-quick is a short run of the harness, and bench-median the goals'
+# measure: BENCH_RUNS (5) bench-quick runs and the median and spread of
+# each figure and of each ratio to its floor, as a table for BENCHMARKS.md
+# (bench-median/median.md); BEFORE_BIN=path/to/an/older/agentdock alternates
+# its runs with that binary's and puts both in the table. The harness
+# targets measure the plain relay of loadtest/cmd/relay (the floor), and
+# the same relay keeping its sessions in Redis (relay-redis, the floor for
+# the Redis store), beside the runtime with each store, in the same run, and
+# write the figures and the runtime's ratios to the relay to BENCH_JSON;
 # PROFILE_DIR=dir also saves CPU, heap and goroutine profiles of every
 # server there, and execution traces of the paced phases (bin/tracewait
 # DIR/*.trace.pprof: where turns wait; with -paths, where model requests and
@@ -82,6 +86,9 @@ SOAK ?= 10m
 SOAK_STORES ?= memory,redis
 PROFILE_DIR ?=
 LOADTEST_ARGS ?=
+BENCH_RUNS ?= 5
+BEFORE_BIN ?=
+MEDIAN_DIR ?= bench-median
 QUICK_ARGS := -streams 50 -duration 5s -ramp 1s -idle 200 -instant-streams 20 -command-turns 20
 HARNESS = bin/loadtest -bin $(BIN) -relay-bin bin/relay
 bench: bench-go bench-load bench-soak
@@ -95,7 +102,7 @@ bench-go:
 # loadtest module.
 bench-bins: build
 	cd loadtest && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags="-s -w" -o ../bin/relay ./cmd/relay
-	cd loadtest && $(GO) build -o ../bin/ ./cmd/loadtest ./cmd/tracewait
+	cd loadtest && $(GO) build -o ../bin/ ./cmd/loadtest ./cmd/tracewait ./cmd/benchmedian
 
 bench-load: BENCH_JSON ?= load.json
 bench-load: bench-bins
@@ -107,6 +114,10 @@ bench-soak: bench-bins
 bench-quick: BENCH_JSON ?= bench-quick.json
 bench-quick: bench-bins
 	$(HARNESS) $(QUICK_ARGS) -json $(BENCH_JSON) $(if $(PROFILE_DIR),-profile $(PROFILE_DIR)) $(LOADTEST_ARGS)
+
+bench-median: bench-bins
+	BENCH_RUNS=$(BENCH_RUNS) BEFORE_BIN=$(BEFORE_BIN) MEDIAN_DIR=$(MEDIAN_DIR) BIN=$(BIN) \
+		scripts/bench-median.sh $(QUICK_ARGS) $(LOADTEST_ARGS)
 
 # The fault tests with their slow variants (Redis killed after each frame
 # of a turn, many stalled clients); the fast ones run in make test (test-go).
