@@ -8,9 +8,9 @@
 //
 //	benchmedian [LABEL=]PATH...
 //
-// Each PATH is a set of runs: a directory (its *.json files) or one JSON
-// file. LABEL names the set in the tables; without it the set is named
-// after PATH.
+// Each PATH is a set of runs: a directory (its *.json files), one JSON
+// file, or a pattern of them (quoted: 'dir/load-*.json'). LABEL names the
+// set in the tables; without it the set is named after PATH.
 package main
 
 import (
@@ -34,7 +34,7 @@ func main() {
 
 func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		return errors.New("usage: benchmedian [LABEL=]PATH... (PATH: a directory of the harness's -json files, or one file)")
+		return errors.New("usage: benchmedian [LABEL=]PATH... (PATH: a directory of the harness's -json files, one file, or a pattern of them)")
 	}
 	var sets []loadtest.RunSet
 	for _, arg := range args {
@@ -53,16 +53,18 @@ func readSet(arg string) (loadtest.RunSet, error) {
 	if !ok {
 		label, path = filepath.Base(filepath.Clean(arg)), arg
 	}
-	files := []string{path}
-	if st, err := os.Stat(path); err != nil {
+	pattern := path
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		pattern = filepath.Join(path, "*.json")
+	} else if err != nil && !strings.ContainsAny(path, "*?[") {
 		return loadtest.RunSet{}, err
-	} else if st.IsDir() {
-		if files, err = filepath.Glob(filepath.Join(path, "*.json")); err != nil {
-			return loadtest.RunSet{}, err
-		}
-		if len(files) == 0 {
-			return loadtest.RunSet{}, fmt.Errorf("%s: no *.json files (the harness's -json output)", path)
-		}
+	}
+	files, err := filepath.Glob(pattern)
+	if err != nil {
+		return loadtest.RunSet{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(files) == 0 {
+		return loadtest.RunSet{}, fmt.Errorf("%s: no such files (want the harness's -json output)", pattern)
 	}
 	set := loadtest.RunSet{Label: label}
 	for _, file := range files {

@@ -46,7 +46,7 @@ func TestRun(t *testing.T) {
 		writeRun(t, filepath.Join(after, name), cpu-0.4)
 	}
 	var out strings.Builder
-	if err := run([]string{"old=" + before, after}, &out); err != nil {
+	if err := run([]string{"old=" + filepath.Join(before, "run-*.json"), after}, &out); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -84,7 +84,8 @@ func TestRunRefuses(t *testing.T) {
 	}{
 		{nil, "usage: benchmedian"},
 		{[]string{filepath.Join(dir, "absent")}, "no such file"},
-		{[]string{empty}, "no *.json files"},
+		{[]string{empty}, "empty/*.json: no such files"},
+		{[]string{filepath.Join(dir, "run-*.json")}, "run-*.json: no such files"},
 		{[]string{notJSON}, "bad.json: not a harness summary"},
 		{[]string{"x=" + other}, "other.json: no figures in it"},
 	} {
