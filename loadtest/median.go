@@ -62,6 +62,18 @@ var Goals = []Goal{
 	{Name: "added TTFT p50, Redis store", Store: "redis", Floor: StoreRelay, Measure: MeasureTTFT},
 }
 
+// setFigures puts f as server's figures (a store or a floor) in s.
+func (s *Summary) setFigures(server string, f *Figures) {
+	switch server {
+	case StoreRelay:
+		s.Relay = f
+	case StoreRelayRedis:
+		s.RelayRedis = f
+	default:
+		s.Runtime[server] = f
+	}
+}
+
 // figures returns the figures of server (a store or a floor) in s, nil
 // when the run did not measure it.
 func (s Summary) figures(server string) *Figures {

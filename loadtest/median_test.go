@@ -13,16 +13,8 @@ import (
 func run(cpu, lat, rss [4]float64) Summary {
 	s := Summary{Runtime: map[string]*Figures{}}
 	for i, srv := range servers {
-		fig := &Figures{Streams: 50, Turns: 100, CPUPerTurnMS: cpu[i], ServerCPUPerTurnMS: cpu[i], LatencyP50MS: lat[i],
-			IdleStreams: 200, MemoryPerStreamKiB: f(rss[i])}
-		switch srv {
-		case StoreRelay:
-			s.Relay = fig
-		case StoreRelayRedis:
-			s.RelayRedis = fig
-		default:
-			s.Runtime[srv] = fig
-		}
+		s.setFigures(srv, &Figures{Streams: 50, Turns: 100, CPUPerTurnMS: cpu[i], ServerCPUPerTurnMS: cpu[i], LatencyP50MS: lat[i],
+			IdleStreams: 200, MemoryPerStreamKiB: f(rss[i])})
 	}
 	return s
 }
