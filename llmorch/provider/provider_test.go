@@ -485,7 +485,10 @@ func TestCancellation(t *testing.T) {
 			}
 		})
 		t.Run(wire+"/config timeout", func(t *testing.T) {
-			mt, _ := testModel(t, srv, wire, func(c *Config) { c.Timeout = 30 * time.Millisecond })
+			// Long enough for the first delta's way on a loaded machine
+			// under the race detector: the case is that the timeout cuts
+			// the stream after it, not how soon the delta comes.
+			mt, _ := testModel(t, srv, wire, func(c *Config) { c.Timeout = 500 * time.Millisecond })
 			srv.Enqueue(mockllm.Script{Text: []string{"a", "b"}, InterTokenDelay: time.Hour})
 			evs, err := collect(t, mt, t.Context(), userReq("hi"))
 			if textOf(evs) != "a" || code(err) != CodeTimeout {
