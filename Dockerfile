@@ -1,12 +1,14 @@
 # syntax=docker/dockerfile:1
 # Build stage: the same command as `make build` (scripts/docker-check.sh runs
-# it without Docker and compares the binaries).
+# it without Docker and compares the binaries). GOWORK=off: the product is
+# built as its own module; go.work, for development, also joins the load
+# harness's module (loadtest/), which the image does not need.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w" -o /out/agentdock ./cmd/server
+RUN GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w" -o /out/agentdock ./cmd/server
 
 # Runtime: a static binary on a distroless base, as a non-root user.
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -1,31 +1,43 @@
 # The two commands a new machine needs: `make run` and `make test`.
 GO      ?= go
+# Each module is built and tested as itself: the product (this directory)
+# and the load harness (loadtest/, its own module). go.work joins them for
+# editors and ad-hoc commands; make leaves it out, so that the product never
+# builds with a version the harness alone asks for, and the same commands
+# work with or without go.work.
+export GOWORK := off
 BIN     := bin/agentdock
 PKGS    := ./...
 # Packages with goroutines of their own: tested again under the race detector.
 RACE    := ./internal/... ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./responses/... ./telemetry/... ./transcript/...
 FUZZTIME ?= 60s
 
-.PHONY: all build run test test-go test-race test-sim test-e2e mcp-servers bench bench-go bench-load bench-soak bench-quick lint fuzz fuzz-short docker-check faults clean
+.PHONY: all build run test test-go test-race test-loadtest test-sim test-e2e mcp-servers bench bench-go bench-load bench-soak bench-quick bench-median bench-bins lint fuzz fuzz-short docker-check faults clean
 
 all: build
 
 # The same command as the Dockerfile's build stage (make docker-check).
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags="-s -w" -o $(BIN) ./cmd/server
+	GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags="-s -w" -o $(BIN) ./cmd/server
 
 # Starts the server on :8080 with its embedded defaults: the memory store and,
 # without a provider key, the offline model.
 run: build
 	./$(BIN) serve
 
-test: lint test-go test-race test-sim fuzz-short docker-check test-e2e
+test: lint test-go test-race test-loadtest test-sim fuzz-short docker-check test-e2e
 
 test-go: mcp-servers
 	$(GO) test -count=1 $(PKGS)
 
 test-race: mcp-servers
 	$(GO) test -count=1 -race $(RACE)
+
+# The load harness's own tests (its module is not under the product's
+# ./...): short runs of the harness, the relay and tracewait against the
+# binary of make build and a real redis-server.
+test-loadtest: build
+	cd loadtest && AGENTDOCK_BIN=../$(BIN) $(GO) test -count=1 ./...
 
 # The real MCP servers from npm that the MCP tests run (tools/mcp, faults,
 # cmd/server), installed from their lockfile as e2e does. Without npm the
@@ -54,35 +66,58 @@ test-e2e: build
 	@if [ -f e2e/package.json ]; then cd e2e && npm ci --no-audit --no-fund --loglevel=error && AGENTDOCK_BIN=../$(BIN) EXAMPLE_MOUNT_BIN=../bin/example-mount node --test; fi
 
 # Everything BENCHMARKS.md reports, about 30 minutes on 2 cores with nothing
-# else running: the Go benchmarks, the load harness against the issue's goals
+# else running: the Go benchmarks, the load harness against the goals
 # (load.md) and a soak per store (soak.md, one CSV of samples per store).
-# bench-quick is a short run of the harness. Both harness targets measure the
-# plain relay of loadtest/cmd/relay (the floor), and the same relay keeping
-# its sessions in Redis (relay-redis, the floor for the Redis store), beside
-# the runtime with each store, in the same run, and write the figures and the
-# runtime's ratios to the relay to BENCH_JSON; PROFILE_DIR=dir also saves CPU, heap and goroutine
-# profiles of every server there, and execution traces of the paced phases
-# (go run ./loadtest/cmd/tracewait DIR/*.trace.pprof: where turns wait;
-# with -paths, where model requests and first tokens wait, hop by hop).
+# bench-quick is a short run of the harness, and bench-median the goals'
+# measure: BENCH_RUNS (5) bench-quick runs and the median and spread of
+# each figure and of each ratio to its floor, as a table for BENCHMARKS.md
+# (bench-median/median.md); BEFORE_BIN=path/to/an/older/agentdock alternates
+# its runs with that binary's and puts both in the table. The harness
+# targets measure the plain relay of loadtest/cmd/relay (the floor), and
+# the same relay keeping its sessions in Redis (relay-redis, the floor for
+# the Redis store), beside the runtime with each store, in the same run, and
+# write the figures and the runtime's ratios to the relay to BENCH_JSON;
+# PROFILE_DIR=dir also saves CPU, heap and goroutine profiles of every
+# server there, and execution traces of the paced phases (bin/tracewait
+# DIR/*.trace.pprof: where turns wait; with -paths, where model requests and
+# first tokens wait, hop by hop). LOADTEST_ARGS adds harness flags to any of
+# them (e.g. '-duration 1s', '-server-env GODEBUG=...').
 SOAK ?= 10m
 SOAK_STORES ?= memory,redis
 PROFILE_DIR ?=
+LOADTEST_ARGS ?=
+BENCH_RUNS ?= 5
+BEFORE_BIN ?=
+MEDIAN_DIR ?= bench-median
+QUICK_ARGS := -streams 50 -duration 5s -ramp 1s -idle 200 -instant-streams 20 -command-turns 20
+HARNESS = bin/loadtest -bin $(BIN) -relay-bin bin/relay
 bench: bench-go bench-load bench-soak
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./orchestration ./session/... ./llmorch/... ./tools/... ./turnlog/... ./agent ./server ./telemetry
 	$(GO) test -run '^$$' -bench StopAcrossReplicas -benchtime=200x -count=1 ./faults
 
-bench-load: BENCH_JSON ?= load.json
-bench-load: build
-	GO=$(GO) $(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -o load.md -json $(BENCH_JSON) $(if $(PROFILE_DIR),-profile $(PROFILE_DIR))
+# The harness, the relay (built as make build builds agentdock, so that the
+# two compare) and the tools that read the harness's output, from the
+# loadtest module.
+bench-bins: build
+	cd loadtest && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags="-s -w" -o ../bin/relay ./cmd/relay
+	cd loadtest && $(GO) build -o ../bin/ ./cmd/loadtest ./cmd/tracewait ./cmd/benchmedian
 
-bench-soak: build
-	$(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -soak $(SOAK) -streams 100 -stores $(SOAK_STORES) -o soak.md -soak-csv .
+bench-load: BENCH_JSON ?= load.json
+bench-load: bench-bins
+	$(HARNESS) -o load.md -json $(BENCH_JSON) $(if $(PROFILE_DIR),-profile $(PROFILE_DIR)) $(LOADTEST_ARGS)
+
+bench-soak: bench-bins
+	$(HARNESS) -soak $(SOAK) -streams 100 -stores $(SOAK_STORES) -o soak.md -soak-csv . $(LOADTEST_ARGS)
 
 bench-quick: BENCH_JSON ?= bench-quick.json
-bench-quick: build
-	GO=$(GO) $(GO) run ./loadtest/cmd/loadtest -bin $(BIN) -streams 50 -duration 5s -ramp 1s -idle 200 -instant-streams 20 -command-turns 20 -json $(BENCH_JSON) $(if $(PROFILE_DIR),-profile $(PROFILE_DIR))
+bench-quick: bench-bins
+	$(HARNESS) $(QUICK_ARGS) -json $(BENCH_JSON) $(if $(PROFILE_DIR),-profile $(PROFILE_DIR)) $(LOADTEST_ARGS)
+
+bench-median: bench-bins
+	BENCH_RUNS=$(BENCH_RUNS) BEFORE_BIN=$(BEFORE_BIN) MEDIAN_DIR=$(MEDIAN_DIR) BIN=$(BIN) \
+		scripts/bench-median.sh $(QUICK_ARGS) $(LOADTEST_ARGS)
 
 # The fault tests with their slow variants (Redis killed after each frame
 # of a turn, many stalled clients); the fast ones run in make test (test-go).
@@ -92,6 +127,7 @@ faults:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	cd loadtest && $(GO) vet ./...
 
 # Every fuzz target (template JSON, scenario files, transcripts, chat request bodies,
 # Last-Event-ID values, provider streams, tool arguments, config files) for

@@ -17,7 +17,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
-	"github.com/agentdock-go/agentdock/internal/shallow"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
@@ -326,8 +325,24 @@ var ErrInvalidSessionID = errors.New("invalid session ID: want 8 to 128 letters,
 // turn's telemetry, and start called when iteration begins.
 func (n *Agent) turn(ctx context.Context, sessionID, message string, start func(context.Context) (iter.Seq[chat.Event], error)) iter.Seq2[chat.Event, error] {
 	return func(yield func(chat.Event, error) bool) {
-		ctx, obs, events, err := n.open(ctx, sessionID, message, start)
+		if !session.ValidID(sessionID) {
+			yield(chat.Event{}, ErrInvalidSessionID)
+			return
+		}
+		info := n.model.Info()
+		// The turn's log records (lease warnings, tool calls) name the
+		// agent and the session through the context.
+		ctx := telemetry.WithLogAttrs(ctx, slog.String("agent", n.ID()), slog.String("session", sessionID))
+		ctx, obs := n.cfg.Telemetry.StartTurn(ctx, telemetry.TurnInfo{
+			AgentID: n.ID(), AgentName: n.Template().Name, SessionID: sessionID,
+			Provider: info.Provider, Model: info.Model, Message: message,
+		})
+		events, err := start(ctx)
 		if err != nil {
+			if errors.Is(err, session.ErrUnavailable) {
+				n.cfg.Telemetry.RecordStoreError(ctx, "start_turn", "unavailable")
+			}
+			obs.Reject(err)
 			yield(chat.Event{}, err)
 			return
 		}
@@ -342,40 +357,6 @@ func (n *Agent) turn(ctx context.Context, sessionID, message string, start func(
 			}
 		}
 	}
-}
-
-// open starts a turn's telemetry and the turn itself. It is a function of
-// its own so that what only the start needs (the turn's description for
-// telemetry, the log attributes) stays out of the frame the whole turn
-// runs on: its consumer runs on top of that frame, and every byte of it
-// moves the turn's stack closer to growing (llmorch.TestWaitingTurnStack).
-//
-//go:noinline
-func (n *Agent) open(ctx context.Context, sessionID, message string, start func(context.Context) (iter.Seq[chat.Event], error)) (context.Context, *telemetry.Turn, iter.Seq[chat.Event], error) {
-	if !session.ValidID(sessionID) {
-		return ctx, nil, nil, ErrInvalidSessionID
-	}
-	info := n.model.Info()
-	// The turn's log records (lease warnings, tool calls) name the
-	// agent and the session through the context.
-	ctx = telemetry.WithLogAttrs(ctx, slog.String("agent", n.ID()), slog.String("session", sessionID))
-	ctx, obs := n.cfg.Telemetry.StartTurn(ctx, telemetry.TurnInfo{
-		AgentID: n.ID(), AgentName: n.Template().Name, SessionID: sessionID,
-		Provider: info.Provider, Model: info.Model, Message: message,
-	})
-	// The start (the session's claim and first write, the
-	// orchestration's replay) runs deeper than the turn's wait for
-	// the model: on another goroutine, it leaves the turn's stack at
-	// the size the wait needs (package shallow).
-	events, err := shallow.Call(func() (iter.Seq[chat.Event], error) { return start(ctx) })
-	if err != nil {
-		if errors.Is(err, session.ErrUnavailable) {
-			n.cfg.Telemetry.RecordStoreError(ctx, "start_turn", "unavailable")
-		}
-		obs.Reject(err)
-		return ctx, nil, nil, err
-	}
-	return ctx, obs, events, nil
 }
 
 // recordStoreError counts a turn that ended on a store failure (the codes

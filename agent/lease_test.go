@@ -6,7 +6,7 @@ import (
 	"errors"
 	"iter"
 	"log/slog"
-	"runtime/pprof"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -357,9 +357,7 @@ func TestLeaseRenewal(t *testing.T) {
 
 // TestOpenTurnGoroutines: a turn waiting in the model call costs no
 // goroutine of the runtime's own (the lease renewal is a timer); the only
-// one per turn here is the test's, which iterates the events. The few
-// goroutines package shallow keeps for deep calls are shared by all
-// turns, and not counted.
+// one per turn here is the test's, which iterates the events.
 func TestOpenTurnGoroutines(t *testing.T) {
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
@@ -367,7 +365,7 @@ func TestOpenTurnGoroutines(t *testing.T) {
 	model.started = make(chan struct{}, 100)
 	n := gatedNode(t, store, agent.Config{}, model)
 	const turns = 50
-	before := turnGoroutines()
+	before := runtime.NumGoroutine()
 	var done []<-chan []chat.Event
 	for range turns {
 		done = append(done, startTurn(t, n, session.NewID(), "hello"))
@@ -375,7 +373,7 @@ func TestOpenTurnGoroutines(t *testing.T) {
 	for range turns {
 		<-model.started
 	}
-	per := float64(turnGoroutines()-before) / turns
+	per := float64(runtime.NumGoroutine()-before) / turns
 	for range turns {
 		model.proceed <- struct{}{}
 	}
@@ -386,18 +384,4 @@ func TestOpenTurnGoroutines(t *testing.T) {
 	if per > 1 {
 		t.Fatalf("%.2f goroutines per open turn, want at most the test's own 1", per)
 	}
-}
-
-// turnGoroutines counts the goroutines but those that wait in package
-// shallow for a deep call.
-func turnGoroutines() int {
-	var b strings.Builder
-	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
-	count := 0
-	for _, g := range strings.Split(b.String(), "\n\n") {
-		if !strings.Contains(g, "internal/shallow.newCoro.func1(") {
-			count++
-		}
-	}
-	return count
 }

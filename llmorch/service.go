@@ -190,13 +190,7 @@ func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.S
 }
 
 // end ends the turn after its loop: its total usage, then why it ended
-// early (a budget or an error), then Done. It is a function of its own
-// because its events and errors would otherwise sit in the frame under the
-// whole loop: the turn's consumer runs on top of that frame, and every
-// byte of it moves the turn's stack closer to growing (see
-// TestWaitingTurnStack).
-//
-//go:noinline
+// early (a budget or an error), then Done.
 func (r *run) end(ctx context.Context, reason string, err error) {
 	if !r.ended && r.turn.ID != "" {
 		// No write cleared the turn marker yet (the consumer left,

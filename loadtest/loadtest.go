@@ -126,7 +126,7 @@ func (c *EnvConfig) validate() error {
 		}
 	case StoreRelay, StoreRelayRedis:
 		if c.RelayBin == "" {
-			errs = append(errs, errors.New("RelayBin: the relay binary is required (go build ./loadtest/cmd/relay)"))
+			errs = append(errs, errors.New("RelayBin: the relay binary is required (go build ./cmd/relay in the loadtest module)"))
 		} else if _, err := os.Stat(c.RelayBin); err != nil {
 			errs = append(errs, fmt.Errorf("RelayBin: %w", err))
 		}
@@ -278,9 +278,9 @@ type Load struct {
 	// its own CPU. The server is unaffected (its writes go to the
 	// socket's buffer, which holds a whole answer), and the time to first
 	// token is still read as it comes. A turn's end is then read up to
-	// ReadPause late. (At 200 streams, 50 ms took the harness from 0.62
-	// to about 0.5 cores and left the ratios to the relay within their
-	// spread: BENCHMARKS.md, twelfth round.)
+	// ReadPause late. At 200 streams, 50 ms takes the harness from about
+	// 0.6 to 0.5 cores and leaves the ratios to the relay within their
+	// spread.
 	ReadPause time.Duration
 }
 

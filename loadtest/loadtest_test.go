@@ -346,14 +346,26 @@ func TestMockFront(t *testing.T) {
 }
 
 // agentdockBin builds the server binary once per test run (or takes
-// AGENTDOCK_BIN).
+// AGENTDOCK_BIN, as make test-loadtest gives it). It is built inside the
+// product's module, as make build builds it: this module requires the
+// product for the packages the harness uses, not for the server's.
 func agentdockBin(t *testing.T) string {
 	t.Helper()
 	if b := os.Getenv("AGENTDOCK_BIN"); b != "" {
-		return b
+		abs, err := filepath.Abs(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/agentdock-go/agentdock").Output()
+	if err != nil {
+		t.Fatalf("finding the product's module: %v", err)
 	}
 	out := filepath.Join(t.TempDir(), "agentdock")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/agentdock-go/agentdock/cmd/server")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/server")
+	cmd.Dir = strings.TrimSpace(string(dir))
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building agentdock: %v\n%s", err, b)
 	}

@@ -192,14 +192,7 @@ func (r *Report) Summary() Summary {
 		}
 	}
 	for store, f := range figs {
-		switch store {
-		case StoreRelay:
-			s.Relay = f
-		case StoreRelayRedis:
-			s.RelayRedis = f
-		default:
-			s.Runtime[store] = f
-		}
+		s.setFigures(store, f)
 	}
 	for store, f := range s.Runtime {
 		s.Ratios[store] = ratios(s.Relay, f)

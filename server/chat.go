@@ -161,7 +161,6 @@ func (s *Server) launch(reqCtx context.Context, node *agent.Agent, sessionID, ow
 // [DONE]; a cancellation the server caused (shutdown, disconnect grace, a
 // full log) is reported by the turn itself, from its context's cause.
 func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started chan<- error) {
-	reserveTurnStack()
 	defer t.cancel(nil)
 	answered := false
 	answer := func(err error) {
@@ -198,9 +197,6 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 		s.turns.ended(t)
 	}()
 	for ev, err := range events {
-		if turnStackProbe != nil && ev.Kind == chat.KindTextDelta {
-			turnStackProbe(stackAddr())
-		}
 		if draining {
 			continue // cancelled: the turn ends and frees its session
 		}

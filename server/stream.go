@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
-	"github.com/agentdock-go/agentdock/internal/shallow"
 	"github.com/gin-gonic/gin"
 	"github.com/r3labs/sse/v2"
 )
@@ -92,9 +91,7 @@ type sseConn struct {
 	after  int64 // the last seq published
 	out    []*sse.Event
 	// ended: the response's last event is published, or the client left.
-	ended bool
-	// flushed: the response's headers are written (see flush).
-	flushed   bool
+	ended     bool
 	detach    func()
 	untrack   func()
 	heartbeat *time.Timer
@@ -256,7 +253,11 @@ func (c *sseConn) session() bool {
 	c.s.subs.Store(c.streamID, c)
 	defer c.s.subs.Delete(c.streamID)
 	c.s.sse.CreateStream(c.streamID)
-	c.s.sse.ServeHTTP(c, sseRequest(ctx, c.streamID))
+	// r3labs reads the stream's name from the query, and Last-Event-ID
+	// from the headers (which it would refuse: ours are not numbers); it
+	// needs nothing else of the request.
+	req := (&http.Request{Method: http.MethodGet, URL: &url.URL{RawQuery: "stream=" + url.QueryEscape(c.streamID)}, Header: http.Header{}}).WithContext(ctx)
+	c.s.sse.ServeHTTP(c, req)
 	c.leaveLive()
 	cancel()
 	// ServeHTTP subscribed before it returned; its close watcher
@@ -269,19 +270,6 @@ func (c *sseConn) session() bool {
 	}
 	c.s.sse.RemoveStream(c.streamID)
 	return true
-}
-
-// sseRequest is the request r3labs serves a session of stream id for. It
-// reads the stream's name from the query and Last-Event-ID from the
-// headers (which it would refuse: ours are not numbers); it needs nothing
-// else of the request. Made apart from session, so that the request's
-// bytes are not in session's frame below r3labs' first flush, the
-// handler's deepest call (its headers' formatting): with them the
-// handler's stack doubles to 16 KiB for the rest of the stream.
-//
-//go:noinline
-func sseRequest(ctx context.Context, id string) *http.Request {
-	return (&http.Request{Method: http.MethodGet, URL: &url.URL{RawQuery: "stream=" + url.QueryEscape(id)}, Header: http.Header{}}).WithContext(ctx)
 }
 
 // Flush is called by r3labs after the response's headers and after every
@@ -354,24 +342,7 @@ func (c *sseConn) flushEnd() {
 	}
 }
 
-func (c *sseConn) flush() {
-	f := c.ResponseWriter.(http.Flusher)
-	if c.flushed {
-		f.Flush()
-		return
-	}
-	c.flushed = true
-	// The first flush formats the response's headers, net/http's deepest
-	// call (3 KiB of frames), under r3labs and the middleware: on the
-	// handler's goroutine it doubled the stack to 16 KiB for the whole
-	// stream, although the handler waits under 3 KiB. Another goroutine
-	// takes it (package shallow); the handler waits meanwhile, so the
-	// response is still used by one goroutine at a time.
-	_, _ = shallow.Call(func() (struct{}, error) {
-		f.Flush()
-		return struct{}{}, nil
-	})
-}
+func (c *sseConn) flush() { c.ResponseWriter.(http.Flusher).Flush() }
 
 // publishOut hands the queued events to r3labs.
 func (c *sseConn) publishOut() {

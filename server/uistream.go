@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
@@ -104,31 +103,9 @@ func (m *uiMapper) start() item {
 }
 
 // mapEvent returns the frames of ev, valid until the next call.
-//
-// Text deltas, most of a turn's events, take a way of their own with a
-// small frame (appendText). mapEvent runs at the top of a turn's deepest
-// stack, over the model's stream under the service and the agent, and
-// mapOther's frame there grew every turn's stack from 8 to 16 KiB on its
-// first token: a copy of every frame on the stack, on the first token's
-// way (BENCHMARKS.md, fourteenth round).
 func (m *uiMapper) mapEvent(ev chat.Event) []item {
-	if ev.Kind == chat.KindTextDelta && !m.keepEvents {
-		out := m.appendText(m.out[:0], ev.Text, nil)
-		m.out = out[:0]
-		return out
-	}
-	return m.mapOther(ev)
-}
-
-// mapOther is mapEvent for every event but the text deltas of a turn that
-// does not keep its events.
-func (m *uiMapper) mapOther(ev chat.Event) []item {
 	out := m.out[:0]
 	defer func() { m.out = out[:0] }()
-	// The chunks are built on the heap (&uiChunk{...}): json.Marshal would
-	// copy a value there anyway, and a dozen chunk values on the stack
-	// made this the deepest frame of a turn's goroutine (5 KiB), which
-	// doubled every waiting turn's stack.
 	add := func(c *uiChunk, src *chat.Event) { out = append(out, item{data: mustJSON(c), ev: src}) }
 	closeText := func() {
 		if m.textOpen {
@@ -148,7 +125,16 @@ func (m *uiMapper) mapOther(ev chat.Event) []item {
 		closeText()
 		add(&uiChunk{Type: "finish-step"}, src)
 	case chat.KindTextDelta:
-		out = m.appendText(out, ev.Text, src)
+		if ev.Text == "" {
+			return nil
+		}
+		if !m.textOpen {
+			m.textRuns++
+			m.textID = m.turnID + "-text-" + strconv.Itoa(m.textRuns)
+			m.textOpen = true
+			add(&uiChunk{Type: "text-start", ID: m.textID}, nil)
+		}
+		add(&uiChunk{Type: "text-delta", ID: m.textID, Delta: ev.Text}, src)
 	case chat.KindToolCall:
 		if ev.ToolCall == nil {
 			return nil
@@ -253,87 +239,6 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// appendJSONString appends s as a JSON string, escaped exactly as
-// encoding/json escapes it by default (HTML characters and U+2028/U+2029
-// as \u escapes, invalid UTF-8 as U+FFFD), so that a hand-written frame
-// is byte for byte what json.Marshal would write.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// appendText appends the frames of a text delta to out: text-start when
-// no text run is open, then text-delta. Both are written by hand, byte for
-// byte as json.Marshal of their uiChunk would write them: the delta is the
-// most frequent frame by far, and this way is kept shallow (see mapEvent).
-func (m *uiMapper) appendText(out []item, text string, src *chat.Event) []item {
-	if text == "" {
-		return out
-	}
-	if !m.textOpen {
-		m.textRuns++
-		m.textID = m.turnID + "-text-" + strconv.Itoa(m.textRuns)
-		m.textOpen = true
-		start := make([]byte, 0, len(`{"type":"text-start","id":""}`)+len(m.textID)+8)
-		start = append(start, `{"type":"text-start","id":`...)
-		start = appendJSONString(start, m.textID)
-		out = append(out, item{data: append(start, '}')})
-	}
-	data := make([]byte, 0, len(`{"type":"text-delta","id":"","delta":""}`)+len(m.textID)+len(text)+8)
-	data = append(data, `{"type":"text-delta","id":`...)
-	data = appendJSONString(data, m.textID)
-	data = append(data, `,"delta":`...)
-	data = appendJSONString(data, text)
-	return append(out, item{data: append(data, '}'), ev: src})
 }
 
 // mustJSON marshals values whose types cannot fail to marshal (no channels,

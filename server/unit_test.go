@@ -202,44 +202,6 @@ func TestRawErrorJSON(t *testing.T) {
 	}
 }
 
-// TestAppendJSONString: the hand-written frames escape strings exactly as
-// json.Marshal does.
-func TestAppendJSONString(t *testing.T) {
-	for _, s := range []string{"", "word ", `a "quoted" \ path`, "<b>&amp;</b>", "tab\tnew\nline\r\b\f\x00\x1f\x7f",
-		"é ü 日本 🙂", "\u2028\u2029", "bad \xff utf-8 \xe2\x82", "mixed \xc3\x28 and <\u2028>"} {
-		checkJSONString(t, s)
-	}
-}
-
-func checkJSONString(t *testing.T, s string) {
-	t.Helper()
-	want, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := appendJSONString([]byte("x"), s); string(got) != "x"+string(want) {
-		t.Fatalf("appendJSONString(%q) = %s, want %s", s, got[1:], want)
-	}
-}
-
-func FuzzAppendJSONString(f *testing.F) {
-	f.Add("word \"<\u2028\xff")
-	f.Fuzz(func(t *testing.T, s string) { checkJSONString(t, s) })
-}
-
-// TestTextDeltaFrame: the text-delta frame, written by hand, is the
-// uiChunk json.Marshal would give.
-func TestTextDeltaFrame(t *testing.T) {
-	m := &uiMapper{turnID: "turn1234"}
-	for _, text := range []string{"word ", `"<&>"` + "\n\xff"} {
-		items := m.mapEvent(chat.Event{Kind: chat.KindTextDelta, Text: text})
-		last := items[len(items)-1].data
-		if want := mustJSON(uiChunk{Type: "text-delta", ID: m.textID, Delta: text}); string(last) != string(want) {
-			t.Fatalf("%s, want %s", last, want)
-		}
-	}
-}
-
 // TestBatchDue: a batch is due on the replica's shared grid of
 // mirrorBatch/2, between mirrorBatch/2 and mirrorBatch after its oldest
 // frame.

@@ -180,11 +180,7 @@ func (t *Telemetry) TrackStream(ctx context.Context, kind string) (done func()) 
 	if t == nil {
 		return func() {}
 	}
-	v, ok := t.streamKinds.Load(kind)
-	if !ok {
-		v, _ = t.streamKinds.LoadOrStore(kind, metric.WithAttributeSet(attribute.NewSet(AttrStreamKind.String(kind))))
-	}
-	opt := v.(metric.MeasurementOption)
+	opt := metric.WithAttributes(AttrStreamKind.String(kind))
 	t.inst.streams.Add(ctx, 1, opt)
 	var once sync.Once
 	return func() {

@@ -84,10 +84,6 @@ type Telemetry struct {
 	content bool
 	inst    instruments
 	metrics http.Handler
-	// streamKinds holds each stream kind's measurement option
-	// (metric.MeasurementOption): building an attribute set hashes it,
-	// which on a stream's handler is its deepest call.
-	streamKinds sync.Map
 
 	mu       sync.Mutex // guards shutdown
 	shutdown func(context.Context) error

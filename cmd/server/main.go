@@ -33,17 +33,11 @@ func commands() []command {
 }
 
 func main() {
-	if serves(os.Args[1:]) {
-		withSmallStacks()
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
-
-// serves reports whether args run serve, named or as the default.
-func serves(args []string) bool { return servesByDefault(args) || args[0] == "serve" }
 
 // servesByDefault reports whether args name no command (none, or flags
 // first): serve runs with all of them.

@@ -4,17 +4,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"regexp"
-	"runtime"
 	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
@@ -143,7 +138,7 @@ func TestNoGoroutinePerCall(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			call() // the connection, the coroutines of package shallow
+			call() // the connection
 			const calls = 50
 			before := goroutinesCreated()
 			for range calls {
@@ -205,73 +200,6 @@ func TestStandInAnswer(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// TestWaitForTheAnswerOnTheCallersStack: while the provider has not
-// answered (its headers can take as long as its first token), the call
-// waits on its own goroutine, not on one of package shallow's, whose
-// stack grew building the request: a burst of calls, or a provider slow
-// to answer, would otherwise hold one such goroutine per waiting call.
-func TestWaitForTheAnswerOnTheCallersStack(t *testing.T) {
-	for _, wire := range []string{OpenAI, Anthropic} {
-		t.Run(wire, func(t *testing.T) {
-			arrived, release := make(chan struct{}), make(chan struct{})
-			inner := mockllm.New()
-			defer inner.Close()
-			inner.Enqueue(mockllm.TextScript("ok"))
-			target, _ := url.Parse(inner.URL())
-			proxy := httputil.NewSingleHostReverseProxy(target)
-			slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				close(arrived)
-				<-release // the headers wait
-				proxy.ServeHTTP(w, r)
-			}))
-			defer slow.Close()
-			m, _ := testModel(t, inner, wire, func(c *Config) { c.BaseURL = slow.URL + "/v1" })
-			done := make(chan error, 1)
-			var evs []chat.Event
-			go func() {
-				var err error
-				evs, err = collect(t, m, t.Context(), userReq("hi"))
-				done <- err
-			}()
-			<-arrived
-			// The request is at the server; the caller reaches its wait soon
-			// after.
-			var waiting string
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-				if waiting = waitingStack(); waiting != "" {
-					break
-				}
-			}
-			close(release)
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-			if textOf(evs) != "ok" {
-				t.Fatalf("text %q", textOf(evs))
-			}
-			if waiting == "" {
-				t.Fatal("no goroutine waited for the answer in the transport")
-			}
-			if !strings.Contains(waiting, "provider.(*model).attempt") || strings.Contains(waiting, "shallow.") {
-				t.Fatalf("the wait for the answer is not on the call's own stack:\n%s", waiting)
-			}
-		})
-	}
-}
-
-// waitingStack is the stack of the goroutine waiting in net/http's
-// transport for an answer ("" when none does).
-func waitingStack() string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, "net/http.(*persistConn).roundTrip") {
-			return g
-		}
-	}
-	return ""
-}
 
 func goroutinesCreated() uint64 {
 	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}

@@ -14,7 +14,6 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/agentdock-go/agentdock/chat"
-	"github.com/agentdock-go/agentdock/internal/shallow"
 	"github.com/agentdock-go/agentdock/llmorch"
 )
 
@@ -81,14 +80,11 @@ func (m *model) backoff(attempt int, retryAfter time.Duration) (time.Duration, b
 // whether anything was yielded, stopped whether the consumer stopped.
 func (m *model) attempt(ctx context.Context, st *callState, msgs []llms.MessageContent, opts []llms.CallOption,
 	req llmorch.Request, yield func(chat.Event, error) bool) (emitted, stopped bool, cerr *callError) {
-	// langchaingo builds the request many frames deep (the JSON encoding,
-	// its client): on another goroutine's stack, so that the turn's keeps
-	// the size reading the stream needs (package shallow). The transport
-	// takes the request instead of sending it, and it is sent from here.
+	// langchaingo builds the request; the transport takes it instead of
+	// sending it, and it is sent from here, under the call's own context
+	// (see callState.send).
 	sctx := withState(ctx, st)
-	_, lerr := shallow.Call(func() (*llms.ContentResponse, error) {
-		return m.llm.GenerateContent(sctx, msgs, opts...)
-	})
+	_, lerr := m.llm.GenerateContent(sctx, msgs, opts...)
 	if st.req != nil && ctx.Err() == nil {
 		st.send(sctx)
 	}
@@ -152,13 +148,11 @@ const (
 // drainEnd reads a complete stream's body to its end. net/http keeps a
 // connection for the next request only when its response was read to the
 // end, and a provider's last bytes (the chunked encoding's end) often come
-// just after the [DONE] the parser stops at: at 200 paced streams, about
-// one response in seventeen was closed before them, and its connection
-// dialled again for a later turn (BENCHMARKS.md, fourteenth round): with
-// a remote provider, a TLS handshake. A response that goes on after [DONE]
-// is cut after drainWait or maxDrain bytes, as it was before.
-//
-//go:noinline
+// just after the [DONE] the parser stops at: without the drain, about one
+// response in seventeen at 200 paced streams was closed before them, and
+// its connection dialled again for a later turn (with a remote provider, a
+// TLS handshake; TestStreamEndKeepsConnection). A response that goes on
+// after [DONE] is cut after drainWait or maxDrain bytes.
 func drainEnd(body io.ReadCloser) {
 	t := time.AfterFunc(drainWait, func() { body.Close() })
 	defer t.Stop()

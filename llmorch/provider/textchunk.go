@@ -6,10 +6,13 @@ import (
 )
 
 // Most chunks of an OpenAI stream carry one text delta and nothing else the
-// parser uses. Decoding those with encoding/json's reflection was a tenth
-// of the server's CPU in a streamed turn (BENCHMARKS.md, fourth round), so
-// textChunk reads them by hand, and everything else (tool calls, usage,
-// errors, and any input it is not sure about) goes to json.Unmarshal.
+// parser uses. Decoding each with encoding/json's reflection costs about
+// five times as long and ten allocations more (BenchmarkTextChunk); over a
+// streamed turn that is about a tenth of the server's CPU per turn
+// (BenchmarkParseStream on the load harness's 64-chunk turn, with and
+// without this path), so textChunk reads those chunks by hand, and
+// everything else (tool calls, usage, errors, and any input it is not sure
+// about) goes to json.Unmarshal.
 //
 // textChunk must agree with json.Unmarshal into oaChunk on every input it
 // accepts (FuzzTextChunk checks it): it checks the JSON grammar as it goes

@@ -15,8 +15,7 @@ import (
 
 // callState is what one attempt, its transport and the stream parser
 // share. langchaingo calls the transport synchronously, from the call
-// that runs the attempt (on package shallow's goroutine, while the attempt
-// waits), so no locking is needed.
+// that runs the attempt, so no locking is needed.
 type callState struct {
 	// Request corrections, set by convert.
 	dropTemperature bool
@@ -85,11 +84,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	// Taken, not sent: the call that asked for it (attempt) sends it once
-	// langchaingo has returned, from its own stack (send). langchaingo
-	// builds the request many frames deep, and runs on a goroutine of
-	// package shallow for that; the wait for the provider's answer, which
-	// can last as long as its time to the first token, then holds no such
-	// goroutine and its grown stack.
+	// langchaingo has returned (send), under the call's own context.
 	st.req, st.tr = req, t
 	return &http.Response{
 		Status: standInStatusLine, StatusCode: standInStatus,

@@ -90,7 +90,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.out, "o", "", "also write the markdown report to this file")
 	fs.StringVar(&o.logLevel, "log-level", "info", "the server's LOG_LEVEL")
 	fs.StringVar(&o.perfDir, "perf", "", "record a perf profile of the server during each paced runtime phase into this directory")
-	fs.StringVar(&o.relayBin, "relay-bin", "", "the relay's binary (default: built from ./loadtest/cmd/relay into the working directory)")
+	fs.StringVar(&o.relayBin, "relay-bin", "", "the relay's binary (default: built from the loadtest module's cmd/relay into -dir; make bench-quick passes bin/relay)")
 	fs.StringVar(&o.jsonOut, "json", "", "write the figures and the runtime's ratios to the relay as JSON to this file")
 	fs.StringVar(&o.harnessProfile, "harness-profile", "", "write a CPU profile of the harness itself (the clients and the mock model) over the whole run to this file")
 	fs.StringVar(&o.profileDir, "profile", "", "save CPU, heap and goroutine profiles of every server (paced and idle phases), and execution traces of the paced ones (see loadtest/cmd/tracewait), into this directory")
@@ -369,8 +369,8 @@ func writeJSON(path string, s loadtest.Summary) error {
 	return nil
 }
 
-// buildRelay builds loadtest/cmd/relay into dir with the flags of make
-// build, so that the relay and agentdock are compiled alike.
+// buildRelay builds the loadtest module's cmd/relay into dir with the
+// flags of make build, so that the relay and agentdock are compiled alike.
 func buildRelay(ctx context.Context, dir string) (string, error) {
 	out := filepath.Join(dir, "bin", "relay")
 	goBin := os.Getenv("GO")
@@ -380,7 +380,7 @@ func buildRelay(ctx context.Context, dir string) (string, error) {
 	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, "github.com/agentdock-go/agentdock/loadtest/cmd/relay")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("loadtest: building the relay (run from the module, or pass -relay-bin): %v\n%s", err, b)
+		return "", fmt.Errorf("loadtest: building the relay (run inside the loadtest module or a go.work that uses it, or pass -relay-bin): %v\n%s", err, b)
 	}
 	return out, nil
 }

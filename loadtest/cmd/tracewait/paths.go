@@ -27,7 +27,7 @@ import (
 // the goroutine's wake-up to the next moment on the path, split into the
 // wait for a core and the time it ran. The same walk over two servers
 // traced under the same load shows where one's first token spends the time
-// the other's does not (BENCHMARKS.md, eleventh round).
+// the other's does not.
 
 // unnamedKind names a goroutine on a path whose start the trace does not
 // show: one started before the trace that is none of those the report
