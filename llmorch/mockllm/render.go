@@ -99,9 +99,14 @@ type oaChoice struct {
 }
 
 type oaUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int            `json:"prompt_tokens"`
+	CompletionTokens    int            `json:"completion_tokens"`
+	TotalTokens         int            `json:"total_tokens"`
+	PromptTokensDetails *oaCachedUsage `json:"prompt_tokens_details,omitempty"`
+}
+
+type oaCachedUsage struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 type oaChunk struct {
@@ -144,7 +149,11 @@ func (r *render) usage() oaUsage {
 	if u == nil {
 		return oaUsage{}
 	}
-	return oaUsage{PromptTokens: u.Input, CompletionTokens: u.Output, TotalTokens: u.Input + u.Output}
+	ou := oaUsage{PromptTokens: u.Input, CompletionTokens: u.Output, TotalTokens: u.Input + u.Output}
+	if u.CacheRead > 0 {
+		ou.PromptTokensDetails = &oaCachedUsage{CachedTokens: u.CacheRead}
+	}
+	return ou
 }
 
 func (r *render) openAIFrames() []frame {
@@ -258,22 +267,36 @@ func (r *render) anthropicStop() string {
 	return "end_turn"
 }
 
-func (r *render) anthropicUsage() (in, out int) {
+// anthropicUsage is the usage in Anthropic's convention: input_tokens
+// without the cached input, which has fields of its own.
+func (r *render) anthropicUsage() (in, out int, cache map[string]int) {
 	u := r.scriptUsage()
 	if u == nil {
-		return 0, 0
+		return 0, 0, nil
 	}
-	return u.Input, u.Output
+	if u.CacheRead > 0 || u.CacheWrite > 0 {
+		cache = map[string]int{"cache_read_input_tokens": u.CacheRead, "cache_creation_input_tokens": u.CacheWrite}
+	}
+	return u.Input - u.CacheRead - u.CacheWrite, u.Output, cache
+}
+
+// anthropicUsageJSON is a usage object with the input counts and out.
+func anthropicUsageJSON(in, out int, cache map[string]int) map[string]int {
+	m := map[string]int{"input_tokens": in, "output_tokens": out}
+	for k, v := range cache {
+		m[k] = v
+	}
+	return m
 }
 
 func (r *render) anthropicFrames() []frame {
-	in, out := r.anthropicUsage()
+	in, out, cache := r.anthropicUsage()
 	msgID := fmt.Sprintf("msg_mock_%d", r.id)
 	frames := []frame{{event: "message_start", data: mustJSON(map[string]any{
 		"type": "message_start",
 		"message": map[string]any{"id": msgID, "type": "message", "role": "assistant", "model": r.req.Model,
 			"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-			"usage": map[string]int{"input_tokens": in, "output_tokens": min(out, 1)}},
+			"usage": anthropicUsageJSON(in, min(out, 1), cache)},
 	})}}
 	block := 0
 	if text := r.text(); len(text) > 0 {
@@ -311,7 +334,7 @@ func (r *render) anthropicFrames() []frame {
 }
 
 func (r *render) anthropicWhole() []byte {
-	in, out := r.anthropicUsage()
+	in, out, cache := r.anthropicUsage()
 	var content []any
 	if text := r.text(); len(text) > 0 {
 		var all string
@@ -337,6 +360,6 @@ func (r *render) anthropicWhole() []byte {
 	return mustJSON(map[string]any{
 		"id": fmt.Sprintf("msg_mock_%d", r.id), "type": "message", "role": "assistant", "model": r.req.Model,
 		"content": content, "stop_reason": r.anthropicStop(), "stop_sequence": nil,
-		"usage": map[string]int{"input_tokens": in, "output_tokens": out},
+		"usage": anthropicUsageJSON(in, out, cache),
 	})
 }

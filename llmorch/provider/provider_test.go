@@ -228,6 +228,24 @@ func TestUsage(t *testing.T) {
 				t.Errorf("usage events = %v, want exactly one 7/3/10", usages)
 			}
 		})
+		t.Run(wire+"/cached", func(t *testing.T) {
+			// The same counts in each wire's convention (OpenAI's cached
+			// tokens inside prompt_tokens, Anthropic's cache counts outside
+			// input_tokens) come out the same: the cached input is part of
+			// the prompt.
+			srv.Enqueue(mockllm.Script{Text: []string{"a"}, Usage: &mockllm.Usage{Input: 2048, Output: 3, CacheRead: 1536, CacheWrite: 256}})
+			evs, err := collect(t, m, t.Context(), userReq("hi"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := chat.Usage{Prompt: 2048, Completion: 3, Total: 2051, CacheRead: 1536, CacheWrite: 256}
+			if wire == OpenAI {
+				want.CacheWrite = 0 // OpenAI reports no cache writes
+			}
+			if got := evs[len(evs)-1]; got.Kind != chat.KindUsage || *got.Usage != want {
+				t.Errorf("last event = %+v, want usage %+v", got, want)
+			}
+		})
 		t.Run(wire+"/absent", func(t *testing.T) {
 			srv.Enqueue(mockllm.Script{Text: []string{"a", "b"}})
 			evs, err := collect(t, m, t.Context(), userReq("hi"))
