@@ -167,9 +167,8 @@ func (tu *Turn) End() {
 		tu.span.End()
 		return
 	}
+	tu.span.SetAttributes(usageAttrs(tu.usage)...)
 	tu.span.SetAttributes(
-		semconv.GenAIUsageInputTokens(int(tu.usage.Prompt)),
-		semconv.GenAIUsageOutputTokens(int(tu.usage.Completion)),
 		semconv.GenAIResponseFinishReasons(tu.finish),
 		AttrFinishReason.String(tu.finish),
 		AttrModelCalls.Int(tu.modelCalls),
@@ -362,11 +361,8 @@ func (c *Chat) End() {
 		c.span.End()
 		return
 	}
-	c.span.SetAttributes(
-		semconv.GenAIResponseFinishReasons(finish),
-		semconv.GenAIUsageInputTokens(int(c.usage.Prompt)),
-		semconv.GenAIUsageOutputTokens(int(c.usage.Completion)),
-	)
+	c.span.SetAttributes(usageAttrs(c.usage)...)
+	c.span.SetAttributes(semconv.GenAIResponseFinishReasons(finish))
 	if c.t.content {
 		c.span.SetAttributes(semconv.GenAIOutputMessagesKey.String(marshalOutput(c.text.String(), c.calls, finish)))
 	}
@@ -599,4 +595,21 @@ func marshal(v any) string {
 		return ""
 	}
 	return string(b)
+}
+
+// usageAttrs are the GenAI usage attributes of u: the input tokens count
+// the cached input too (the conventions' reading), and the cache counts are
+// set only when the provider reported cached input.
+func usageAttrs(u chat.Usage) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		semconv.GenAIUsageInputTokens(int(u.Prompt)),
+		semconv.GenAIUsageOutputTokens(int(u.Completion)),
+	}
+	if u.CacheRead > 0 {
+		attrs = append(attrs, semconv.GenAIUsageCacheReadInputTokens(int(u.CacheRead)))
+	}
+	if u.CacheWrite > 0 {
+		attrs = append(attrs, semconv.GenAIUsageCacheCreationInputTokens(int(u.CacheWrite)))
+	}
+	return attrs
 }
