@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -219,10 +220,12 @@ type ChatInfo struct {
 	// PreviousStep is the active step at the turn's previous model call
 	// (for the first call: before the user message).
 	PreviousStep string
-	// System and Messages are the prompt, recorded only with content
-	// capture.
+	// System, Messages and Note (the call's guidance after the
+	// conversation, sent as the user's side) are the prompt, recorded only
+	// with content capture.
 	System   string
 	Messages []chat.Message
+	Note     string
 }
 
 // Chat observes one model call. A nil *Chat does nothing.
@@ -278,7 +281,7 @@ func (t *Telemetry) StartChat(ctx context.Context, info ChatInfo) (context.Conte
 		if t.content {
 			span.SetAttributes(
 				semconv.GenAISystemInstructionsKey.String(marshalParts([]part{{Type: "text", Content: info.System}})),
-				semconv.GenAIInputMessagesKey.String(marshalMessages(info.Messages)),
+				semconv.GenAIInputMessagesKey.String(marshalMessages(withNote(info.Messages, info.Note))),
 			)
 		}
 	}
@@ -612,4 +615,12 @@ func usageAttrs(u chat.Usage) []attribute.KeyValue {
 		attrs = append(attrs, semconv.GenAIUsageCacheCreationInputTokens(int(u.CacheWrite)))
 	}
 	return attrs
+}
+
+// withNote is msgs with the call's note after them, as the model reads it.
+func withNote(msgs []chat.Message, note string) []chat.Message {
+	if note == "" {
+		return msgs
+	}
+	return append(slices.Clip(msgs), chat.Message{Role: chat.RoleUser, Content: note})
 }

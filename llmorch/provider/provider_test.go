@@ -790,6 +790,16 @@ func TestConfigFromEnv(t *testing.T) {
 			Config{Provider: OpenAI, Model: "llama3", BaseURL: "http://localhost:11434/v1"}, true, ""},
 		{"empty provider picks anthropic by key", map[string]string{"ANTHROPIC_API_KEY": "ak"}, "", "",
 			Config{Provider: Anthropic, Model: "claude-sonnet-4-5", APIKey: "ak"}, true, ""},
+		{"openai at its endpoint restricts tools", map[string]string{"OPENAI_API_KEY": "ok"}, "openai", "",
+			Config{Provider: OpenAI, Model: "gpt-4o-mini", APIKey: "ok", RestrictsTools: true}, true, ""},
+		{"openai at another URL does not", map[string]string{"OPENAI_API_KEY": "ok", "OPENAI_BASE_URL": "http://h/v1"}, "openai", "",
+			Config{Provider: OpenAI, Model: "gpt-4o-mini", APIKey: "ok", BaseURL: "http://h/v1"}, true, ""},
+		{"LLM_ALLOWED_TOOLS says it does", map[string]string{"LLM_ALLOWED_TOOLS": "true", "LLM_BASE_URL": "http://127.0.0.1:8000/v1"}, "vllm", "qwen",
+			Config{Provider: OpenAI, Model: "qwen", BaseURL: "http://127.0.0.1:8000/v1", RestrictsTools: true}, true, ""},
+		{"LLM_ALLOWED_TOOLS says it does not", map[string]string{"OPENAI_API_KEY": "ok", "LLM_ALLOWED_TOOLS": "false"}, "openai", "",
+			Config{Provider: OpenAI, Model: "gpt-4o-mini", APIKey: "ok"}, true, ""},
+		{"LLM_ALLOWED_TOOLS malformed", map[string]string{"LLM_ALLOWED_TOOLS": "yes"}, "openai", "", Config{}, false, `LLM_ALLOWED_TOOLS="yes": want true or false`},
+		{"anthropic has no allowed_tools", map[string]string{"LLM_ALLOWED_TOOLS": "1"}, "anthropic", "", Config{}, false, "anthropic has no allowed_tools"},
 		{"unknown provider", nil, "mistral", "", Config{}, false, `unknown provider "mistral"`},
 		{"bad base URL", map[string]string{"LLM_BASE_URL": "not a url"}, "openai", "", Config{}, false, "not an http(s) URL"},
 	}
@@ -805,7 +815,8 @@ func TestConfigFromEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Provider != tc.want.Provider || got.Model != tc.want.Model || got.APIKey != tc.want.APIKey || got.BaseURL != tc.want.BaseURL || usable != tc.usable {
+			if got.Provider != tc.want.Provider || got.Model != tc.want.Model || got.APIKey != tc.want.APIKey || got.BaseURL != tc.want.BaseURL ||
+				got.RestrictsTools != tc.want.RestrictsTools || usable != tc.usable {
 				t.Errorf("got %+v usable %v, want %+v usable %v", got, usable, tc.want, tc.usable)
 			}
 			if usable {
