@@ -131,9 +131,24 @@ func (r *render) openAIFinish() string {
 // scriptUsage is the script's usage: as given, estimated (EstimateUsage),
 // or nil.
 func (r *render) scriptUsage() *Usage {
+	if p := r.req.Prefix; p != nil {
+		// The prompt cache's count of the input; the script's output.
+		u := &Usage{Input: p.InputTokens, CacheRead: p.CachedTokens, CacheWrite: p.WriteTokens}
+		if r.s.Usage != nil {
+			u.Output = r.s.Usage.Output
+		} else {
+			u.Output = r.outputBytes()/4 + 1
+		}
+		return u
+	}
 	if r.s.Usage != nil || !r.s.EstimateUsage {
 		return r.s.Usage
 	}
+	return &Usage{Input: len(r.req.Body)/4 + 1, Output: r.outputBytes()/4 + 1}
+}
+
+// outputBytes is the size of the script's answer: text and tool calls.
+func (r *render) outputBytes() int {
 	out := 0
 	for _, t := range r.text() {
 		out += len(t)
@@ -141,7 +156,7 @@ func (r *render) scriptUsage() *Usage {
 	for _, c := range r.s.ToolCalls {
 		out += len(c.Name) + len(c.Arguments)
 	}
-	return &Usage{Input: len(r.req.Body)/4 + 1, Output: out/4 + 1}
+	return out
 }
 
 func (r *render) usage() oaUsage {

@@ -37,6 +37,9 @@ type Request struct {
 	Tools    []Tool
 	// ToolChoice is the request's tool_choice as sent (nil when absent).
 	ToolChoice json.RawMessage
+	// Prefix is what a prompt cache made of the request (nil without
+	// Config.PrefixCache).
+	Prefix *Prefix
 	// Temperature, MaxTokens (max_tokens) and MaxCompletionTokens
 	// (max_completion_tokens) are nil when the field was absent.
 	Temperature         *float64
