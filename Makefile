@@ -6,7 +6,7 @@ PKGS    := ./...
 RACE    := ./internal/... ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./responses/... ./telemetry/... ./transcript/...
 FUZZTIME ?= 60s
 
-.PHONY: all build run test test-go test-race test-sim test-e2e mcp-servers bench bench-go bench-load bench-soak bench-quick lint fuzz fuzz-short docker-check faults clean
+.PHONY: all build run test test-go test-race test-sim test-e2e mcp-servers bench bench-go bench-load bench-soak bench-quick bench-cache lint fuzz fuzz-short docker-check faults clean
 
 all: build
 
@@ -67,11 +67,17 @@ test-e2e: build
 SOAK ?= 10m
 SOAK_STORES ?= memory,redis
 PROFILE_DIR ?=
-bench: bench-go bench-load bench-soak
+bench: bench-go bench-load bench-soak bench-cache
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./orchestration ./session/... ./llmorch/... ./tools/... ./turnlog/... ./agent ./server ./telemetry
 	$(GO) test -run '^$$' -bench StopAcrossReplicas -benchtime=200x -count=1 ./faults
+
+# What a provider's prompt cache makes of the runtime's requests, per tool
+# filtering mode: bytes and tokens, not times, so it runs in seconds and
+# gives the same table on any machine (BENCHMARKS.md, "Prompt cache").
+bench-cache:
+	$(GO) run ./loadtest/cmd/promptcache -runs 3
 
 bench-load: BENCH_JSON ?= load.json
 bench-load: build
