@@ -60,8 +60,9 @@ var Conversation = []Turn{
 
 // Result is one run of the conversation.
 type Result struct {
-	// Filtering is the tool filtering mode of the run.
-	Filtering string
+	// Wire and Filtering are the run's provider wire format
+	// (provider.OpenAI, provider.Anthropic) and tool filtering mode.
+	Wire, Filtering string
 	// Requests are the model requests the mock received, in order, each
 	// with its Prefix.
 	Requests []mockllm.Request
@@ -88,6 +89,16 @@ func (r Result) Totals() (shared, shareable, input, cached int) {
 	return shared, shareable, input, cached
 }
 
+// Written sums the input tokens the requests wrote to the cache (Anthropic
+// bills them above the input price; OpenAI reports none).
+func (r Result) Written() int {
+	n := 0
+	for _, q := range r.Requests {
+		n += q.Prefix.WriteTokens
+	}
+	return n
+}
+
 // Fraction is the conversation's shared-prefix fraction: the bytes shared
 // from the start with the previous request, over those both held.
 func (r Result) Fraction() float64 {
@@ -98,17 +109,28 @@ func (r Result) Fraction() float64 {
 	return float64(shared) / float64(shareable)
 }
 
-// Run plays Conversation with the given tool filtering mode, then, when
-// extra is not empty, one more turn whose model first calls extra[0] (a
-// tool the step does not offer, to see it refused) and then answers.
+// Run plays Conversation over the OpenAI wire, its provider taking
+// allowed_tools, with the given tool filtering mode, then the extra turns
+// (whose scripted model calls their Sequence, offered or not, and
+// answers).
 func Run(ctx context.Context, filtering string, extra ...Turn) (Result, error) {
-	res := Result{Filtering: filtering}
+	return RunWire(ctx, provider.OpenAI, filtering, extra...)
+}
+
+// RunWire is Run over the given wire: provider.OpenAI (with
+// allowed_tools) or provider.Anthropic (without, and with cache
+// breakpoints in stable mode).
+func RunWire(ctx context.Context, wire, filtering string, extra ...Turn) (Result, error) {
+	res := Result{Wire: wire, Filtering: filtering}
 	searx := httptest.NewServer(http.HandlerFunc(searxng))
 	defer searx.Close()
 	mock := mockllm.New(mockllm.WithPrefixCache())
 	defer mock.Close()
-	model, err := provider.New(provider.Config{Provider: provider.OpenAI, Model: "gpt-4o-mini", BaseURL: mock.URL() + "/v1",
-		APIKey: "bench", RestrictsTools: true, MaxRetries: -1})
+	pc := provider.Config{Provider: provider.OpenAI, Model: "gpt-4o-mini", BaseURL: mock.URL() + "/v1", APIKey: "bench", RestrictsTools: true, MaxRetries: -1}
+	if wire == provider.Anthropic {
+		pc.Provider, pc.Model, pc.BaseURL, pc.RestrictsTools = provider.Anthropic, "claude-sonnet-4-5", mock.URL(), false
+	}
+	model, err := provider.New(pc)
 	if err != nil {
 		return res, err
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/loadtest/promptcache"
 	"github.com/agentdock-go/agentdock/template"
 )
@@ -43,31 +44,33 @@ func main() {
 	}
 }
 
-// row is one mode's figures.
+// row is one run's figures.
 type row struct {
-	calls                            int
-	fraction                         float64
-	input, cached, shared, shareable int
+	fraction                                  float64
+	input, cached, written, shared, shareable int
 }
 
 func report(ctx context.Context, w io.Writer, runs int) error {
-	fmt.Fprintf(w, "Ten turns of the Cognitive Reasoner, each in another mode, each following its sequence (%d model calls), "+
-		"over the OpenAI wire with allowed_tools; median of %d runs.\n\n", 4*len(promptcache.Conversation), runs)
-	fmt.Fprintln(w, "| tool filtering | shared prefix, of what could be shared | input tokens sent | cached | not cached |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
-	for _, mode := range []string{template.ToolFilteringStable, template.ToolFilteringFilter} {
-		var rows []row
-		for range runs {
-			r, err := promptcache.Run(ctx, mode)
-			if err != nil {
-				return fmt.Errorf("%s: %w", mode, err)
+	fmt.Fprintf(w, "Ten turns of the Cognitive Reasoner, each in another mode, each following its sequence (%d model calls); median of %d runs.\n\n",
+		4*len(promptcache.Conversation), runs)
+	fmt.Fprintln(w, "| wire | tool filtering | shared prefix, of what could be shared | input tokens sent | cached | written to the cache | not cached |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|")
+	for _, wire := range []string{provider.OpenAI, provider.Anthropic} {
+		for _, mode := range []string{template.ToolFilteringStable, template.ToolFilteringFilter} {
+			var rows []row
+			for range runs {
+				r, err := promptcache.RunWire(ctx, wire, mode)
+				if err != nil {
+					return fmt.Errorf("%s, %s: %w", wire, mode, err)
+				}
+				shared, shareable, input, cached := r.Totals()
+				rows = append(rows, row{fraction: r.Fraction(), input: input, cached: cached, written: r.Written(), shared: shared, shareable: shareable})
 			}
-			shared, shareable, input, cached := r.Totals()
-			rows = append(rows, row{calls: len(r.Requests), fraction: r.Fraction(), input: input, cached: cached, shared: shared, shareable: shareable})
+			m := median(rows)
+			fmt.Fprintf(w, "| %s | `%s` | %.1f %% (%s of %s bytes) | %s | %s (%.1f %%) | %s | %s |\n", wire, mode, 100*m.fraction,
+				thousands(m.shared), thousands(m.shareable), thousands(m.input), thousands(m.cached), 100*float64(m.cached)/float64(m.input),
+				thousands(m.written), thousands(m.input-m.cached))
 		}
-		m := median(rows)
-		fmt.Fprintf(w, "| `%s` | %.1f %% (%s of %s bytes) | %s | %s (%.1f %%) | %s |\n", mode, 100*m.fraction, thousands(m.shared), thousands(m.shareable),
-			thousands(m.input), thousands(m.cached), 100*float64(m.cached)/float64(m.input), thousands(m.input-m.cached))
 	}
 	return nil
 }
