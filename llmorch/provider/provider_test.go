@@ -733,6 +733,7 @@ func TestConfigValidation(t *testing.T) {
 		{"temperature", func(c *Config) { c.Temperature = new(2.5) }, "Temperature 2.5 is outside [0, 2]"},
 		{"anthropic temperature", func(c *Config) { c.Provider = Anthropic; c.Temperature = new(1.5) }, "outside [0, 1]"},
 		{"anthropic legacy field", func(c *Config) { c.Provider = Anthropic; c.LegacyMaxTokensField = true }, "LegacyMaxTokensField"},
+		{"anthropic allowed tools", func(c *Config) { c.Provider = Anthropic; c.RestrictsTools = true }, "Anthropic has no allowed_tools"},
 		{"negative tokens", func(c *Config) { c.MaxTokens = -1 }, "MaxTokens -1 is negative"},
 		{"too many retries", func(c *Config) { c.MaxRetries = 11 }, "MaxRetries 11 is over 10"},
 		{"negative timeout", func(c *Config) { c.Timeout = -time.Second }, "Timeout -1s is negative"},
