@@ -12,7 +12,7 @@ PKGS    := ./...
 RACE    := ./internal/... ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./responses/... ./telemetry/... ./transcript/...
 FUZZTIME ?= 60s
 
-.PHONY: all build run test test-go test-race test-loadtest test-sim test-e2e mcp-servers bench bench-go bench-load bench-soak bench-quick bench-median bench-bins lint fuzz fuzz-short docker-check faults clean
+.PHONY: all build run test test-go test-race test-loadtest test-sim test-e2e mcp-servers bench bench-go bench-load bench-soak bench-quick bench-median bench-bins bench-cache lint fuzz fuzz-short docker-check faults clean
 
 all: build
 
@@ -91,7 +91,7 @@ BEFORE_BIN ?=
 MEDIAN_DIR ?= bench-median
 QUICK_ARGS := -streams 50 -duration 5s -ramp 1s -idle 200 -instant-streams 20 -command-turns 20
 HARNESS = bin/loadtest -bin $(BIN) -relay-bin bin/relay
-bench: bench-go bench-load bench-soak
+bench: bench-go bench-load bench-soak bench-cache
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./orchestration ./session/... ./llmorch/... ./tools/... ./turnlog/... ./agent ./server ./telemetry
@@ -103,6 +103,12 @@ bench-go:
 bench-bins: build
 	cd loadtest && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags="-s -w" -o ../bin/relay ./cmd/relay
 	cd loadtest && $(GO) build -o ../bin/ ./cmd/loadtest ./cmd/tracewait ./cmd/benchmedian
+
+# What a provider's prompt cache makes of the runtime's requests, per tool
+# filtering mode: bytes and tokens, not times, so it runs in seconds and
+# gives the same table on any machine (BENCHMARKS.md, "Prompt cache").
+bench-cache:
+	cd loadtest && $(GO) run ./cmd/promptcache -runs 3
 
 bench-load: BENCH_JSON ?= load.json
 bench-load: bench-bins

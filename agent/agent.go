@@ -614,6 +614,8 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 				if window > 0 && len(history) > window {
 					history = history[len(history)-window:]
 				}
+			} else if window > 0 {
+				history = steadyStart(trimToUserStart(history), stored.State.UserMessages)
 			}
 			history = wellFormed(trimToUserStart(history), nil)
 			return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: stored.State, PreviousStep: dec.PreviousStep, History: append(history, user)}
@@ -855,6 +857,32 @@ func clip(s string) string {
 // trimToUserStart drops messages from the front until the history starts
 // with a user message: a window cut by lastN must not begin with tool results
 // or tool calls whose other half was cut off.
+// steadyStart cuts a history window (whole turns, the oldest first, the
+// current turn's message not among them) that dropped older turns, so that
+// its first turn moves in steps of about half the turns it holds instead
+// of at every turn: a provider caches a request's start, and a window
+// whose first message changes at every turn starts every turn's first
+// model call uncached. It gives up at most half the window for that.
+// turn is the current turn's number (the session's user messages, its
+// own included); a window that still starts at the first turn is kept
+// whole.
+func steadyStart(h []chat.Message, turn int) []chat.Message {
+	var starts []int // where each turn of h starts
+	for i, m := range h {
+		if m.Role == chat.RoleUser {
+			starts = append(starts, i)
+		}
+	}
+	k := len(starts)
+	first := turn - k // the number of h's first turn
+	if k == 0 || first <= 1 {
+		return h
+	}
+	step := max(1, (k+1)/2)
+	keep := (first+step-2)/step*step + 1 // the first turn numbered 1 + a multiple of step, from first on
+	return h[starts[keep-first]:]
+}
+
 func trimToUserStart(h []chat.Message) []chat.Message {
 	for i, m := range h {
 		if m.Role == chat.RoleUser {

@@ -68,11 +68,21 @@ type ToolResult struct {
 }
 
 // Usage counts tokens, normalised across providers (OpenAI's prompt and
-// completion tokens, Anthropic's input and output tokens).
+// completion tokens, Anthropic's input and output tokens). Prompt counts
+// every input token, cached or not, as OpenAI does; CacheRead and
+// CacheWrite are the parts of Prompt that the provider read from its prompt
+// cache and wrote to it (Anthropic reports both outside its input_tokens:
+// the provider adapter adds them in). Both are absent from usage stored
+// before they were counted, which reads as zero.
 type Usage struct {
 	Prompt     int64 `json:"prompt"`
 	Completion int64 `json:"completion"`
 	Total      int64 `json:"total"`
+	// CacheRead is the input read from the provider's prompt cache (billed
+	// at a fraction of the price); CacheWrite the input written to it
+	// (Anthropic bills it above the price, OpenAI reports none).
+	CacheRead  int64 `json:"cacheRead,omitempty"`
+	CacheWrite int64 `json:"cacheWrite,omitempty"`
 }
 
 // Add returns the sum of u and v. A zero Total on either side is taken as
@@ -82,6 +92,8 @@ func (u Usage) Add(v Usage) Usage {
 		Prompt:     u.Prompt + v.Prompt,
 		Completion: u.Completion + v.Completion,
 		Total:      u.total() + v.total(),
+		CacheRead:  u.CacheRead + v.CacheRead,
+		CacheWrite: u.CacheWrite + v.CacheWrite,
 	}
 }
 

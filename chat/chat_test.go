@@ -1,6 +1,9 @@
 package chat
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 func TestUsageAdd(t *testing.T) {
 	tests := []struct{ a, b, want Usage }{
@@ -9,6 +12,8 @@ func TestUsageAdd(t *testing.T) {
 		// A provider that reports no total: it is taken as prompt+completion.
 		{Usage{Prompt: 10, Completion: 5}, Usage{Prompt: 1, Completion: 2}, Usage{Prompt: 11, Completion: 7, Total: 18}},
 		{Usage{Prompt: 10, Completion: 5, Total: 20}, Usage{Prompt: 1, Completion: 2}, Usage{Prompt: 11, Completion: 7, Total: 23}},
+		// Cached input is part of the prompt; both cache counts add up.
+		{Usage{Prompt: 100, Completion: 5, CacheRead: 80}, Usage{Prompt: 120, Completion: 5, CacheRead: 96, CacheWrite: 24}, Usage{Prompt: 220, Completion: 10, Total: 230, CacheRead: 176, CacheWrite: 24}},
 	}
 	for _, tt := range tests {
 		if got := tt.a.Add(tt.b); got != tt.want {
@@ -17,5 +22,25 @@ func TestUsageAdd(t *testing.T) {
 	}
 	if !(Usage{}).IsZero() || (Usage{Total: 1}).IsZero() {
 		t.Error("IsZero")
+	}
+}
+
+// TestUsageStoredBefore: a session's usage stored before cache counts
+// existed loads with them zero, and a usage without them stores as before.
+func TestUsageStoredBefore(t *testing.T) {
+	var u Usage
+	if err := json.Unmarshal([]byte(`{"prompt":10,"completion":5,"total":15}`), &u); err != nil {
+		t.Fatal(err)
+	}
+	if want := (Usage{Prompt: 10, Completion: 5, Total: 15}); u != want {
+		t.Fatalf("old usage = %+v, want %+v", u, want)
+	}
+	b, _ := json.Marshal(u)
+	if string(b) != `{"prompt":10,"completion":5,"total":15}` {
+		t.Fatalf("usage without cache counts marshals as %s", b)
+	}
+	b, _ = json.Marshal(Usage{Prompt: 10, CacheRead: 8, CacheWrite: 2})
+	if string(b) != `{"prompt":10,"completion":0,"total":0,"cacheRead":8,"cacheWrite":2}` {
+		t.Fatalf("usage with cache counts marshals as %s", b)
 	}
 }

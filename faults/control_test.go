@@ -488,7 +488,9 @@ func TestApprovalAcrossReplicas(t *testing.T) {
 				heard = append(heard, r.Content)
 			}
 		}
-		if len(heard) != 1 || !strings.Contains(heard[0], "the user sent a new message") || msgs[len(msgs)-1].Text != "forget that, say hi" {
+		// The new message is the last one the model got (the call's note
+		// follows its text).
+		if len(heard) != 1 || !strings.Contains(heard[0], "the user sent a new message") || !strings.HasPrefix(msgs[len(msgs)-1].Text, "forget that, say hi\n\n## Now") {
 			t.Fatalf("the model got %+v", msgs)
 		}
 		if v := pendingOn(t, a, sid); len(v.PendingApprovals) != 0 {

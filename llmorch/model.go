@@ -6,6 +6,7 @@ package llmorch
 import (
 	"context"
 	"iter"
+	"slices"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
@@ -15,7 +16,7 @@ type Model interface {
 	// Stream runs one model call. It yields, in order: text deltas
 	// (chat.KindTextDelta), complete and validated tool calls
 	// (chat.KindToolCall: a name, an ID, arguments a JSON object; the name
-	// may be one req.Tools does not offer, which the orchestration then
+	// may be one req.Callable does not hold, which the orchestration then
 	// refuses with the reason the model needs),
 	// at most one chat.KindUsage, and nothing after an error. A call the
 	// model made that cannot be valid comes as chat.KindError with both
@@ -33,16 +34,37 @@ type Info struct {
 	// Provider is "openai", "anthropic" or "offline".
 	Provider string
 	Model    string
+	// RestrictsTools: the model itself keeps to Request.Offered (OpenAI's
+	// tool_choice allowed_tools; the offline model), so a template that
+	// does not choose gets stable tool filtering
+	// (template.ToolFilteringStable).
+	RestrictsTools bool
 }
 
-// Request is one model call.
+// Request is one model call. Tools, System and Messages, in that order,
+// are what providers cache as a prefix: with stable tool filtering they
+// change between two calls of a session only by the messages added, and
+// what changes from call to call (Note, Offered) comes after them or
+// beside them.
 type Request struct {
-	// System is the system prompt.
+	// System is the system prompt: the agent's personality and its
+	// orchestration guide, the same on every call.
 	System   string
 	Messages []chat.Message
-	// Tools are the tools offered for this call; the model may call no
-	// others.
-	Tools       []chat.ToolSpec
+	// Note is this call's guidance (the active step, its sequence
+	// position, the tools usable now; see Note), sent after Messages as
+	// the user's side of the conversation and never stored.
+	Note string
+	// Tools are the tool definitions sent. With stable tool filtering they
+	// are all the agent's tools, in one order, on every call; with
+	// filtering only the offered ones.
+	Tools []chat.ToolSpec
+	// Offered, when not nil, names the tools of Tools the model may call
+	// now (empty: none), and Tools are the stable set. A model that can
+	// restrict itself (Info.RestrictsTools) sends it to the provider;
+	// either way the runtime refuses a call of any other tool. Nil offers
+	// all of Tools.
+	Offered     []string
 	Temperature *float64
 	// MaxTokens is the max_tokens to send (0: the provider's default).
 	MaxTokens int
@@ -58,6 +80,21 @@ type Request struct {
 	// reads it to follow sequences and pick modes.
 	Orchestration *chat.Snapshot
 	Modes         []Mode
+}
+
+// Callable returns the tools of r the model may call now: Tools, less
+// those Offered leaves out.
+func (r Request) Callable() []chat.ToolSpec {
+	if r.Offered == nil {
+		return r.Tools
+	}
+	out := make([]chat.ToolSpec, 0, len(r.Offered))
+	for _, t := range r.Tools {
+		if slices.Contains(r.Offered, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Mode is one orchestration step as the model is told about it.

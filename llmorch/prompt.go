@@ -8,7 +8,7 @@ import (
 	"github.com/agentdock-go/agentdock/orchestration"
 )
 
-// PromptInput is what a system prompt is rendered from.
+// PromptInput is what a system prompt and a call's note are rendered from.
 type PromptInput struct {
 	// Personality opens the prompt.
 	Personality []string
@@ -16,17 +16,19 @@ type PromptInput struct {
 	Guide []string
 	// Steps are the template's orchestration steps, as written.
 	Steps []orchestration.Step
-	// Snapshot is the orchestration at this model call.
+	// Snapshot is the orchestration at this model call (the note's).
 	Snapshot chat.Snapshot
 	// FinalAnswer asks for an answer without tools (the turn's step budget
-	// is spent).
+	// is spent; the note's).
 	FinalAnswer bool
 }
 
-// SystemPrompt renders the system prompt of one model call: the personality,
-// then the orchestration guide built from the real template (every step with
-// its description, activation rule and sequence), then where the session is
-// now and which tools may be used. Nothing is rendered as "undefined": absent
+// SystemPrompt renders the system prompt: the personality, then the
+// orchestration guide built from the real template (every step with its
+// description, activation rule and sequence). It depends on the template
+// alone, never on the call's Snapshot, so that it is byte-identical on
+// every call and stays in the provider's prompt cache; where the session
+// is now is the call's Note. Nothing is rendered as "undefined": absent
 // parts are left out.
 func SystemPrompt(in PromptInput) string {
 	var b strings.Builder
@@ -62,7 +64,17 @@ func SystemPrompt(in PromptInput) string {
 			}
 		}
 	}
-	b.WriteString("\n## Now\n")
+	b.WriteString("\nBefore each of your answers the runtime adds a note, \"## Now\", after the conversation: the active step, its sequence position and the tools you may use now. Call no other tool: it would be refused.\n")
+	return b.String()
+}
+
+// Note renders a model call's guidance: the active step, its sequence
+// position and the tools the model may use now, or that it must answer
+// without tools. It is sent after the conversation (Request.Note), so that
+// what changes from call to call stays out of the cached prefix.
+func Note(in PromptInput) string {
+	var b strings.Builder
+	b.WriteString("## Now (a note from the runtime, not from the user)\n")
 	snap := in.Snapshot
 	if snap.ActiveStep != "" {
 		fmt.Fprintf(&b, "Active step: %s", snap.ActiveStep)

@@ -51,6 +51,11 @@ type ServiceConfig struct {
 type Service struct {
 	cfg   ServiceConfig
 	modes []Mode
+	// stable: every call sends all the agent's tools and names the offered
+	// ones apart (template.ToolFilteringStable); system: the system
+	// prompt, the same on every call.
+	stable bool
+	system string
 }
 
 // NewService checks cfg and returns a Service.
@@ -85,7 +90,17 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.MaxTokens == 0 {
 		cfg.MaxTokens = node.MaxTokens
 	}
-	s := &Service{cfg: cfg}
+	s := &Service{cfg: cfg, system: SystemPrompt(PromptInput{
+		Personality: cfg.Template.Personality,
+		Guide:       guide(cfg.Template),
+		Steps:       cfg.Template.Steps(),
+	})}
+	switch cfg.Template.Options.ToolFiltering {
+	case template.ToolFilteringStable:
+		s.stable = true
+	case "":
+		s.stable = cfg.Model.Info().RestrictsTools
+	}
 	for _, st := range cfg.Engine.Steps() {
 		s.modes = append(s.modes, Mode{Name: st.Name, Description: st.Description, Sequence: st.Sequence, Tools: st.Tools, Default: st.Default})
 	}
@@ -329,20 +344,22 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	}
 	remaining := cfg.Budget.MaxOutputBytes - r.output
 	req := Request{
-		System: SystemPrompt(PromptInput{
-			Personality: cfg.Template.Personality,
-			Guide:       guide(cfg.Template),
-			Steps:       cfg.Template.Steps(),
-			Snapshot:    snap,
-			FinalAnswer: final,
-		}),
+		System:         r.s.system,
 		Messages:       r.messages,
-		Tools:          cfg.Tools.Specs(offer.Tools),
+		Note:           Note(PromptInput{Snapshot: snap, FinalAnswer: final}),
 		Temperature:    cfg.Temperature,
 		MaxTokens:      maxTokens(cfg.MaxTokens, remaining),
 		MaxOutputBytes: remaining,
 		Orchestration:  &snap,
 		Modes:          r.s.modes,
+	}
+	if r.s.stable {
+		// The whole tool set, in the engine's order, whatever is offered:
+		// the prefix of the request stays the same call after call.
+		req.Tools = cfg.Tools.Specs(cfg.Engine.Tools())
+		req.Offered = append(make([]string, 0, len(offer.Tools)), offer.Tools...)
+	} else {
+		req.Tools = cfg.Tools.Specs(offer.Tools)
 	}
 	if !r.emit(chat.Event{Kind: chat.KindStepStart}) {
 		return nil, errStopped
@@ -701,6 +718,7 @@ func (r *run) stream(ctx context.Context, req Request, prevStep string) iter.Seq
 			PreviousStep: prevStep,
 			System:       req.System,
 			Messages:     req.Messages,
+			Note:         req.Note,
 		})
 		defer span.End()
 		for ev, err := range cfg.Model.Stream(ctx, req) {

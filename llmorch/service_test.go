@@ -26,9 +26,14 @@ type scripted struct {
 	replies [][]string
 	reqs    []llmorch.Request
 	block   chan struct{} // when set, each call waits for it or ctx
+	// restricts: the model says it keeps to Request.Offered itself
+	// (Info.RestrictsTools); it calls its script's tools all the same.
+	restricts bool
 }
 
-func (m *scripted) Info() llmorch.Info { return llmorch.Info{Provider: "test", Model: "scripted"} }
+func (m *scripted) Info() llmorch.Info {
+	return llmorch.Info{Provider: "test", Model: "scripted", RestrictsTools: m.restricts}
+}
 
 func (m *scripted) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.Event, error] {
 	return func(yield func(chat.Event, error) bool) {
@@ -184,7 +189,7 @@ func collect(seq iter.Seq[chat.Event]) []chat.Event {
 
 func offeredNames(req llmorch.Request) []string {
 	var out []string
-	for _, s := range req.Tools {
+	for _, s := range req.Callable() {
 		out = append(out, s.Name)
 	}
 	return out
@@ -236,8 +241,8 @@ func TestSameTurnTransition(t *testing.T) {
 	if got := offeredNames(f.model.reqs[1]); !slices.Equal(got, []string{"reflect"}) {
 		t.Fatalf("second call offered %v, want the After step's [reflect]", got)
 	}
-	if !strings.Contains(f.model.reqs[1].System, "Active step: After") {
-		t.Fatalf("second call's system prompt does not name the new step:\n%s", f.model.reqs[1].System)
+	if !strings.Contains(f.model.reqs[1].Note, "Active step: After") {
+		t.Fatalf("second call's note does not name the new step:\n%s", f.model.reqs[1].Note)
 	}
 	var trans []chat.Snapshot
 	for _, ev := range evs {
@@ -276,7 +281,7 @@ func TestMaxStepsEndsWithAnswer(t *testing.T) {
 	if len(f.model.reqs) != 4 {
 		t.Fatalf("model called %d times, want maxSteps 3 + a final answer", len(f.model.reqs))
 	}
-	if last := f.model.reqs[3]; len(last.Tools) != 0 || !strings.Contains(last.System, "answer now, without tools") {
+	if last := f.model.reqs[3]; len(last.Callable()) != 0 || !strings.Contains(last.Note, "answer now, without tools") {
 		t.Fatalf("the final call offered %v", offeredNames(last))
 	}
 	if done := evs[len(evs)-1]; done.Kind != chat.KindDone || done.FinishReason != chat.FinishMaxSteps {

@@ -39,6 +39,8 @@ type envOptions struct {
 	// store is the session store (default: a new memory store); the env
 	// closes it.
 	store session.Store
+	// model answers every agent (default: the offline model).
+	model llmorch.Model
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -62,7 +64,10 @@ func newEnv(t testing.TB, o envOptions) *env {
 		}
 		loaded = append(loaded, r.Agent)
 	}
-	model := offline.New(offline.Config{Delay: o.delay})
+	var model llmorch.Model = offline.New(offline.Config{Delay: o.delay})
+	if o.model != nil {
+		model = o.model
+	}
 	agents, err := agent.NewSet(agent.Config{
 		Store:  store,
 		Tools:  reg,

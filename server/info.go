@@ -258,7 +258,7 @@ func (s *Server) getSession(c *gin.Context) {
 	u := sess.State.TokenUsage
 	v := sessionView{
 		ID: c.Param("id"), Agent: sess.Agent, CreatedAt: sess.CreatedAt, LastAccessed: sess.LastAccessed,
-		State: sess.State, Usage: usageTotals{Prompt: u.Prompt, Completion: u.Completion, Total: totalOf(u)},
+		State: sess.State, Usage: totalsOf(u),
 		Messages: msgs,
 	}
 	if v.Messages == nil {

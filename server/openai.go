@@ -25,10 +25,21 @@ import (
 // orchestration and usage ride in an extension field "agentdock" inside the
 // objects, which OpenAI clients ignore.
 
+// oaUsage is OpenAI's usage: prompt_tokens counts the cached input too,
+// and prompt_tokens_details.cached_tokens says how much of it was cached.
 type oaUsage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func oaUsageOf(u chat.Usage) oaUsage {
+	ou := oaUsage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: totalOf(u)}
+	ou.PromptTokensDetails.CachedTokens = u.CacheRead
+	return ou
 }
 
 type oaCompletion struct {
@@ -347,7 +358,7 @@ func (s *Server) completion(c *gin.Context, t *turn, model, sessionID string) {
 		ID: "chatcmpl-" + t.id, Object: "chat.completion", Created: time.Now().Unix(), Model: model,
 		SystemFingerprint: "agentdock",
 		Choices:           []oaChoice{{Index: 0, Message: oaReplyMessage{Role: "assistant", Content: text.String()}, FinishReason: oaFinish(reason), Logprobs: json.RawMessage("null")}},
-		Usage:             oaUsage{PromptTokens: usage.Prompt, CompletionTokens: usage.Completion, TotalTokens: totalOf(usage)},
+		Usage:             oaUsageOf(usage),
 		AgentDock:         ext,
 	})
 }
@@ -405,7 +416,7 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 		send(chunk(oaDelta{}, &fr, ext))
 		if includeUsage {
 			send(oaChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, SystemFingerprint: "agentdock",
-				Choices: []oaChunkChoice{}, Usage: &oaUsage{PromptTokens: usage.Prompt, CompletionTokens: usage.Completion, TotalTokens: totalOf(usage)}})
+				Choices: []oaChunkChoice{}, Usage: ptr(oaUsageOf(usage))})
 		}
 		// Not flushed: the handler returns right after, and net/http
 		// writes [DONE] with the response's end in one write, so that a
@@ -437,7 +448,7 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 		case chat.KindLimit:
 			send(chunk(oaDelta{}, nil, &oaExtended{Limit: ev.Limit}))
 		case chat.KindUsage:
-			u := uiUsage{Prompt: ev.Usage.Prompt, Completion: ev.Usage.Completion, Total: totalOf(*ev.Usage), Final: ev.Final}
+			u := uiUsage{usageTotals: totalsOf(*ev.Usage), Final: ev.Final}
 			if ev.Final {
 				usage = *ev.Usage
 			}

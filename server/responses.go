@@ -309,6 +309,7 @@ func (b *respBuilder) finish(now time.Time) oaResponse {
 	}
 	u := b.usage
 	ru := &oaResponseUsage{InputTokens: u.Prompt, OutputTokens: u.Completion, TotalTokens: totalOf(u)}
+	ru.InputTokensDetails.CachedTokens = u.CacheRead
 	r.Usage = ru
 	return r
 }

@@ -44,17 +44,24 @@ type uiOrchestration struct {
 }
 
 type uiUsage struct {
-	Prompt     int64        `json:"prompt"`
-	Completion int64        `json:"completion"`
-	Total      int64        `json:"total"`
-	Final      bool         `json:"final"`
-	Session    *usageTotals `json:"session,omitempty"`
+	usageTotals
+	Final   bool         `json:"final"`
+	Session *usageTotals `json:"session,omitempty"`
 }
 
+// usageTotals is a token count as clients read it: prompt counts the
+// cached input too, cacheRead and cacheWrite the parts of it the
+// provider's prompt cache served and stored (absent when none).
 type usageTotals struct {
 	Prompt     int64 `json:"prompt"`
 	Completion int64 `json:"completion"`
 	Total      int64 `json:"total"`
+	CacheRead  int64 `json:"cacheRead,omitempty"`
+	CacheWrite int64 `json:"cacheWrite,omitempty"`
+}
+
+func totalsOf(u chat.Usage) usageTotals {
+	return usageTotals{Prompt: u.Prompt, Completion: u.Completion, Total: totalOf(u), CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}
 }
 
 type uiWarning struct {
@@ -183,9 +190,10 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 		if ev.Usage == nil {
 			return nil
 		}
-		u := uiUsage{Prompt: ev.Usage.Prompt, Completion: ev.Usage.Completion, Total: totalOf(*ev.Usage), Final: ev.Final}
+		u := uiUsage{usageTotals: totalsOf(*ev.Usage), Final: ev.Final}
 		if su := ev.SessionUsage; su != nil {
-			u.Session = &usageTotals{Prompt: su.Prompt, Completion: su.Completion, Total: totalOf(*su)}
+			st := totalsOf(*su)
+			u.Session = &st
 		}
 		add(&uiChunk{Type: "data-usage", Data: u}, src)
 	case chat.KindWarning:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -167,9 +168,8 @@ func (tu *Turn) End() {
 		tu.span.End()
 		return
 	}
+	tu.span.SetAttributes(usageAttrs(tu.usage)...)
 	tu.span.SetAttributes(
-		semconv.GenAIUsageInputTokens(int(tu.usage.Prompt)),
-		semconv.GenAIUsageOutputTokens(int(tu.usage.Completion)),
 		semconv.GenAIResponseFinishReasons(tu.finish),
 		AttrFinishReason.String(tu.finish),
 		AttrModelCalls.Int(tu.modelCalls),
@@ -220,10 +220,12 @@ type ChatInfo struct {
 	// PreviousStep is the active step at the turn's previous model call
 	// (for the first call: before the user message).
 	PreviousStep string
-	// System and Messages are the prompt, recorded only with content
-	// capture.
+	// System, Messages and Note (the call's guidance after the
+	// conversation, sent as the user's side) are the prompt, recorded only
+	// with content capture.
 	System   string
 	Messages []chat.Message
+	Note     string
 }
 
 // Chat observes one model call. A nil *Chat does nothing.
@@ -279,7 +281,7 @@ func (t *Telemetry) StartChat(ctx context.Context, info ChatInfo) (context.Conte
 		if t.content {
 			span.SetAttributes(
 				semconv.GenAISystemInstructionsKey.String(marshalParts([]part{{Type: "text", Content: info.System}})),
-				semconv.GenAIInputMessagesKey.String(marshalMessages(info.Messages)),
+				semconv.GenAIInputMessagesKey.String(marshalMessages(withNote(info.Messages, info.Note))),
 			)
 		}
 	}
@@ -362,11 +364,8 @@ func (c *Chat) End() {
 		c.span.End()
 		return
 	}
-	c.span.SetAttributes(
-		semconv.GenAIResponseFinishReasons(finish),
-		semconv.GenAIUsageInputTokens(int(c.usage.Prompt)),
-		semconv.GenAIUsageOutputTokens(int(c.usage.Completion)),
-	)
+	c.span.SetAttributes(usageAttrs(c.usage)...)
+	c.span.SetAttributes(semconv.GenAIResponseFinishReasons(finish))
 	if c.t.content {
 		c.span.SetAttributes(semconv.GenAIOutputMessagesKey.String(marshalOutput(c.text.String(), c.calls, finish)))
 	}
@@ -599,4 +598,29 @@ func marshal(v any) string {
 		return ""
 	}
 	return string(b)
+}
+
+// usageAttrs are the GenAI usage attributes of u: the input tokens count
+// the cached input too (the conventions' reading), and the cache counts are
+// set only when the provider reported cached input.
+func usageAttrs(u chat.Usage) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		semconv.GenAIUsageInputTokens(int(u.Prompt)),
+		semconv.GenAIUsageOutputTokens(int(u.Completion)),
+	}
+	if u.CacheRead > 0 {
+		attrs = append(attrs, semconv.GenAIUsageCacheReadInputTokens(int(u.CacheRead)))
+	}
+	if u.CacheWrite > 0 {
+		attrs = append(attrs, semconv.GenAIUsageCacheCreationInputTokens(int(u.CacheWrite)))
+	}
+	return attrs
+}
+
+// withNote is msgs with the call's note after them, as the model reads it.
+func withNote(msgs []chat.Message, note string) []chat.Message {
+	if note == "" {
+		return msgs
+	}
+	return append(slices.Clip(msgs), chat.Message{Role: chat.RoleUser, Content: note})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -260,5 +261,50 @@ func TestStoreErrorOfRejectedTurn(t *testing.T) {
 	spans := rec.spans.Ended()
 	if len(spans) != 1 || spans[0].Status().Code != codes.Error || attrs(spans[0])["error.type"].AsString() != "_OTHER" {
 		t.Fatalf("spans %v", spans)
+	}
+}
+
+// TestCachedUsageAttributes: a chat span and its turn carry the cache
+// counts the model reported as the GenAI cache attributes, beside input
+// tokens that include them; a call without cached input sets neither.
+func TestCachedUsageAttributes(t *testing.T) {
+	rec := setupRecorded(t, false)
+	ctx, turn := rec.tel.StartTurn(context.Background(), telemetry.TurnInfo{AgentID: "a", Provider: "p", Model: "m"})
+	usages := []chat.Usage{{Prompt: 2000, Completion: 10, CacheRead: 1536, CacheWrite: 300}, {Prompt: 100, Completion: 5}}
+	var sum chat.Usage
+	for i, u := range usages {
+		_, call := rec.tel.StartChat(ctx, telemetry.ChatInfo{AgentID: "a", Provider: "p", Model: "m", Call: i + 1})
+		call.Observe(chat.Event{Kind: chat.KindUsage, Usage: &u}, nil)
+		call.End()
+		sum = sum.Add(u)
+	}
+	turn.Observe(chat.Event{Kind: chat.KindUsage, Usage: &sum, Final: true})
+	turn.Observe(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishStop})
+	turn.End()
+
+	var chats []map[string]int64
+	var inv map[string]int64
+	for _, s := range rec.spans.Ended() {
+		a := map[string]int64{}
+		for _, kv := range s.Attributes() {
+			if strings.HasPrefix(string(kv.Key), "gen_ai.usage.") {
+				a[string(kv.Key)] = kv.Value.AsInt64()
+			}
+		}
+		if strings.HasPrefix(s.Name(), "chat ") {
+			chats = append(chats, a)
+		} else {
+			inv = a
+		}
+	}
+	want := []map[string]int64{
+		{"gen_ai.usage.input_tokens": 2000, "gen_ai.usage.output_tokens": 10, "gen_ai.usage.cache_read.input_tokens": 1536, "gen_ai.usage.cache_creation.input_tokens": 300},
+		{"gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 5},
+	}
+	if !reflect.DeepEqual(chats, want) {
+		t.Errorf("chat spans' usage = %v, want %v", chats, want)
+	}
+	if w := map[string]int64{"gen_ai.usage.input_tokens": 2100, "gen_ai.usage.output_tokens": 15, "gen_ai.usage.cache_read.input_tokens": 1536, "gen_ai.usage.cache_creation.input_tokens": 300}; !reflect.DeepEqual(inv, w) {
+		t.Errorf("turn span's usage = %v, want %v", inv, w)
 	}
 }

@@ -172,6 +172,12 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 			add(orchestration.SeverityError, "options.turnTimeout", "want a duration between %s and %s such as \"5m\" or \"90s\", got %q", MinTurnTimeout, MaxTurnTimeout, tt)
 		}
 	}
+	switch t.Options.ToolFiltering {
+	case "", ToolFilteringStable, ToolFilteringFilter:
+	default:
+		add(orchestration.SeverityError, "options.toolFiltering", "unknown tool filtering %q (known: %s, which keeps the provider's prompt cache, and %s, which sends only the offered tools)",
+			t.Options.ToolFiltering, ToolFilteringStable, ToolFilteringFilter)
+	}
 	historyLimit := cfg.HistoryLimit
 	if n := t.Options.HistoryLimit; n != nil {
 		if *n < 1 || *n > MaxHistoryLimit {

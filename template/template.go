@@ -104,9 +104,30 @@ type Options struct {
 	// availableTools) whose calls wait for a person's approval in every
 	// step; a step's own requireApproval adds to it for that step.
 	RequireApproval []string `json:"requireApproval,omitempty"`
+	// ToolFiltering says how the tools the orchestration offers reach the
+	// model: ToolFilteringStable or ToolFilteringFilter; empty takes
+	// stable where the model restricts its calls to the offered tools
+	// itself (OpenAI's allowed_tools, the offline model) and filter
+	// elsewhere (docs/orchestration.md, "Tool filtering and the prompt
+	// cache").
+	ToolFiltering string `json:"toolFiltering,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }
+
+// The values of options.toolFiltering. Either way the runtime refuses a
+// call of a tool that is not offered.
+const (
+	// ToolFilteringStable sends every tool of the agent, in one order, on
+	// every model call, and names the offered ones apart (a provider's own
+	// restriction, and the note after the history): the request's prefix
+	// stays byte-identical, so the provider's prompt cache keeps it.
+	ToolFilteringStable = "stable"
+	// ToolFilteringFilter sends only the offered tools, so the tools
+	// array changes with the step and the sequence position, and every
+	// change starts the provider's prompt cache afresh.
+	ToolFilteringFilter = "filter"
+)
 
 // MaxHistoryLimit bounds options.historyLimit: the tool history is stored
 // with the session and read and written at every turn and tool use, so a

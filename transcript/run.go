@@ -271,8 +271,9 @@ func (m *scripted) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[ch
 	return func(yield func(chat.Event, error) bool) {
 		m.mu.Lock()
 		n := len(m.calls)
-		call := Call{Offered: make([]string, len(req.Tools)), Request: req}
-		for i, t := range req.Tools {
+		callable := req.Callable()
+		call := Call{Offered: make([]string, len(callable)), Request: req}
+		for i, t := range callable {
 			call.Offered[i] = t.Name
 		}
 		if snap := req.Orchestration; snap != nil {
@@ -321,7 +322,7 @@ func estimate(req llmorch.Request, a *Answer) chat.Usage {
 	if a.Usage != nil {
 		return chat.Usage{Prompt: a.Usage.Prompt, Completion: a.Usage.Completion, Total: a.Usage.Prompt + a.Usage.Completion}
 	}
-	in := len(req.System)
+	in := len(req.System) + len(req.Note)
 	for _, m := range req.Messages {
 		in += len(m.Content)
 		for _, c := range m.ToolCalls {

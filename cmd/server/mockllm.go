@@ -29,6 +29,7 @@ type mockOptions struct {
 	inputTokens    int
 	scriptFile     string
 	answers        []transcript.Answer // read from script
+	prefixCache    bool
 }
 
 const mockllmUsage = `usage: agentdock mockllm [--addr ADDR] [--ttft D] [--inter-token D] [--chunks N | --script FILE]
@@ -55,6 +56,13 @@ estimated). Try a template by hand with the answers its transcript scripts:
 Every request takes the next answer, whatever its agent or session. Once all
 are served, each request gets a text answer saying so; restart to replay.
 
+With --prefix-cache the usage of every answer is what a provider's prompt
+cache would report: the request's input tokens and those of its longest start
+in common with an earlier request (prompt_tokens_details.cached_tokens;
+Anthropic's cache fields), so the page's usage line shows what the template's
+tool filtering keeps cached (docs/orchestration.md). It keeps every request it
+received: for trying a template by hand, not with --chunks.
+
 flags:
 `
 
@@ -69,6 +77,7 @@ func parseMockLLM(args []string, stderr io.Writer) (mockOptions, error) {
 	fs.IntVar(&o.chunks, "chunks", 0, "text chunks per answer (0: the default three-chunk answer)")
 	fs.IntVar(&o.inputTokens, "input-tokens", 40, "prompt tokens reported in the usage")
 	fs.StringVar(&o.scriptFile, "script", "", "serve these model answers in order: a transcript, or a file of answers")
+	fs.BoolVar(&o.prefixCache, "prefix-cache", false, "report usage as a prompt cache would: input and cached tokens of each request")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, mockllmUsage)
 		fs.PrintDefaults()
@@ -94,6 +103,9 @@ func parseMockLLM(args []string, stderr io.Writer) (mockOptions, error) {
 	}
 	if o.inputTokens < 0 {
 		errs = append(errs, fmt.Errorf("--input-tokens %d: want >= 0", o.inputTokens))
+	}
+	if o.prefixCache && o.chunks > 0 {
+		errs = append(errs, errors.New("--prefix-cache and --chunks: the prefix cache keeps every request, which a load run would grow without bound"))
 	}
 	if o.scriptFile != "" {
 		if o.chunks > 0 {
@@ -159,7 +171,7 @@ func mockllmCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	s := o.script()
 	answer := "the default answer"
-	cfg := mockllm.Config{Default: &s, MaxRecorded: -1}
+	cfg := mockllm.Config{Default: &s, MaxRecorded: -1, PrefixCache: o.prefixCache}
 	switch {
 	case o.chunks > 0:
 		answer = fmt.Sprintf("%d chunks", o.chunks)
@@ -168,6 +180,9 @@ func mockllmCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		cfg.Queue = o.queue()
 		s = mockllm.Script{EstimateUsage: true,
 			Text: []string{fmt.Sprintf("(mockllm: all %d answers of %s were served; restart mockllm to replay them.)", len(o.answers), o.scriptFile)}}
+	}
+	if o.prefixCache {
+		answer += ", usage as a prompt cache counts it"
 	}
 	fmt.Fprintf(stdout, "mock model server on http://%s (OpenAI: /v1/chat/completions, Anthropic: /v1/messages): %s, first after %v, then %v apart\n",
 		o.addr, answer, o.ttft, o.interTok)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -34,6 +35,7 @@ func TestMockLLMFlagErrors(t *testing.T) {
 		{[]string{"--addr", ""}, "--addr: empty"},
 		{[]string{"--ttft", "fast"}, `invalid value "fast" for flag -ttft`},
 		{[]string{"--chunks", "64", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"--chunks", "64", "--prefix-cache"}, "--prefix-cache and --chunks"},
 		// Every wrong flag is reported, not only the first.
 		{[]string{"--ttft", "-1ms", "--chunks", "-2"}, "--chunks -2"},
 	}
@@ -156,5 +158,64 @@ func TestMockLLMServesPaced(t *testing.T) {
 	// busy machine can only make it longer.
 	if wait := first.Sub(sent); wait < 50*time.Millisecond {
 		t.Fatalf("first chunk %v after the request; --ttft asked for 50ms", wait)
+	}
+}
+
+// TestMockLLMPrefixCache: with --prefix-cache the second of two requests
+// with the same long start is answered with that start as cached tokens.
+func TestMockLLMPrefixCache(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan string, 1)
+	go func() {
+		_, out := runMock(ctx, "--addr", addr, "--prefix-cache")
+		done <- out
+	}()
+	defer func() {
+		cancel()
+		if out := <-done; !strings.Contains(out, "usage as a prompt cache counts it") {
+			t.Errorf("mockllm said:\n%s", out)
+		}
+	}()
+	system := strings.Repeat("You answer briefly. ", 400)
+	body := `{"model":"m","messages":[{"role":"system","content":"` + system + `"},{"role":"user","content":"hi"}]}`
+	cached := make([]int, 2)
+	for i := range cached {
+		var resp *http.Response
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			resp, err = http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the mock did not answer on %s: %v", addr, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		var out struct {
+			Usage struct {
+				PromptTokens        int `json:"prompt_tokens"`
+				PromptTokensDetails struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		err := json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached[i] = out.Usage.PromptTokensDetails.CachedTokens
+		if out.Usage.PromptTokens < 2000 {
+			t.Fatalf("request %d: %d prompt tokens for a start of 2,000", i+1, out.Usage.PromptTokens)
+		}
+	}
+	if cached[0] != 0 || cached[1] < 1024 {
+		t.Errorf("cached tokens %v, want none, then the shared start", cached)
 	}
 }

@@ -152,6 +152,17 @@ test('applyChunk sums per-call usage until the final total', () => {
   assert.deepEqual(turn.usage, { prompt: 7, completion: 3, total: 10, final: false });
 });
 
+test('applyChunk keeps the cached input the server reports, summed per call', () => {
+  const turn = newTurn();
+  applyChunk(turn, { type: 'data-usage', data: { prompt: 3000, completion: 2, total: 3002, cacheRead: 2048, final: false } });
+  applyChunk(turn, { type: 'data-usage', data: { prompt: 3100, completion: 1, total: 3101, cacheRead: 2944, cacheWrite: 128, final: false,
+    session: { prompt: 6100, completion: 3, total: 6103, cacheRead: 4992, cacheWrite: 128 } } });
+  assert.deepEqual(turn.usage, { prompt: 6100, completion: 3, total: 6103, cacheRead: 4992, cacheWrite: 128, final: false });
+  assert.deepEqual(turn.sessionUsage, { prompt: 6100, completion: 3, total: 6103, cacheRead: 4992, cacheWrite: 128 });
+  applyChunk(turn, { type: 'data-usage', data: { prompt: 6100, completion: 3, total: 6103, cacheRead: 4992, final: true } });
+  assert.deepEqual(turn.usage, { prompt: 6100, completion: 3, total: 6103, cacheRead: 4992, final: true });
+});
+
 test('applyChunk ignores malformed chunks', () => {
   const turn = newTurn();
   for (const c of [null, 1, 'x', {}, { type: 7 }, { type: 'text-end', id: 'nope' }]) applyChunk(turn, c);

@@ -99,9 +99,14 @@ type oaChoice struct {
 }
 
 type oaUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int            `json:"prompt_tokens"`
+	CompletionTokens    int            `json:"completion_tokens"`
+	TotalTokens         int            `json:"total_tokens"`
+	PromptTokensDetails *oaCachedUsage `json:"prompt_tokens_details,omitempty"`
+}
+
+type oaCachedUsage struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 type oaChunk struct {
@@ -126,9 +131,24 @@ func (r *render) openAIFinish() string {
 // scriptUsage is the script's usage: as given, estimated (EstimateUsage),
 // or nil.
 func (r *render) scriptUsage() *Usage {
+	if p := r.req.Prefix; p != nil {
+		// The prompt cache's count of the input; the script's output.
+		u := &Usage{Input: p.InputTokens, CacheRead: p.CachedTokens, CacheWrite: p.WriteTokens}
+		if r.s.Usage != nil {
+			u.Output = r.s.Usage.Output
+		} else {
+			u.Output = r.outputBytes()/4 + 1
+		}
+		return u
+	}
 	if r.s.Usage != nil || !r.s.EstimateUsage {
 		return r.s.Usage
 	}
+	return &Usage{Input: len(r.req.Body)/4 + 1, Output: r.outputBytes()/4 + 1}
+}
+
+// outputBytes is the size of the script's answer: text and tool calls.
+func (r *render) outputBytes() int {
 	out := 0
 	for _, t := range r.text() {
 		out += len(t)
@@ -136,7 +156,7 @@ func (r *render) scriptUsage() *Usage {
 	for _, c := range r.s.ToolCalls {
 		out += len(c.Name) + len(c.Arguments)
 	}
-	return &Usage{Input: len(r.req.Body)/4 + 1, Output: out/4 + 1}
+	return out
 }
 
 func (r *render) usage() oaUsage {
@@ -144,7 +164,11 @@ func (r *render) usage() oaUsage {
 	if u == nil {
 		return oaUsage{}
 	}
-	return oaUsage{PromptTokens: u.Input, CompletionTokens: u.Output, TotalTokens: u.Input + u.Output}
+	ou := oaUsage{PromptTokens: u.Input, CompletionTokens: u.Output, TotalTokens: u.Input + u.Output}
+	if u.CacheRead > 0 {
+		ou.PromptTokensDetails = &oaCachedUsage{CachedTokens: u.CacheRead}
+	}
+	return ou
 }
 
 func (r *render) openAIFrames() []frame {
@@ -258,22 +282,36 @@ func (r *render) anthropicStop() string {
 	return "end_turn"
 }
 
-func (r *render) anthropicUsage() (in, out int) {
+// anthropicUsage is the usage in Anthropic's convention: input_tokens
+// without the cached input, which has fields of its own.
+func (r *render) anthropicUsage() (in, out int, cache map[string]int) {
 	u := r.scriptUsage()
 	if u == nil {
-		return 0, 0
+		return 0, 0, nil
 	}
-	return u.Input, u.Output
+	if u.CacheRead > 0 || u.CacheWrite > 0 {
+		cache = map[string]int{"cache_read_input_tokens": u.CacheRead, "cache_creation_input_tokens": u.CacheWrite}
+	}
+	return u.Input - u.CacheRead - u.CacheWrite, u.Output, cache
+}
+
+// anthropicUsageJSON is a usage object with the input counts and out.
+func anthropicUsageJSON(in, out int, cache map[string]int) map[string]int {
+	m := map[string]int{"input_tokens": in, "output_tokens": out}
+	for k, v := range cache {
+		m[k] = v
+	}
+	return m
 }
 
 func (r *render) anthropicFrames() []frame {
-	in, out := r.anthropicUsage()
+	in, out, cache := r.anthropicUsage()
 	msgID := fmt.Sprintf("msg_mock_%d", r.id)
 	frames := []frame{{event: "message_start", data: mustJSON(map[string]any{
 		"type": "message_start",
 		"message": map[string]any{"id": msgID, "type": "message", "role": "assistant", "model": r.req.Model,
 			"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-			"usage": map[string]int{"input_tokens": in, "output_tokens": min(out, 1)}},
+			"usage": anthropicUsageJSON(in, min(out, 1), cache)},
 	})}}
 	block := 0
 	if text := r.text(); len(text) > 0 {
@@ -311,7 +349,7 @@ func (r *render) anthropicFrames() []frame {
 }
 
 func (r *render) anthropicWhole() []byte {
-	in, out := r.anthropicUsage()
+	in, out, cache := r.anthropicUsage()
 	var content []any
 	if text := r.text(); len(text) > 0 {
 		var all string
@@ -337,6 +375,6 @@ func (r *render) anthropicWhole() []byte {
 	return mustJSON(map[string]any{
 		"id": fmt.Sprintf("msg_mock_%d", r.id), "type": "message", "role": "assistant", "model": r.req.Model,
 		"content": content, "stop_reason": r.anthropicStop(), "stop_sequence": nil,
-		"usage": map[string]int{"input_tokens": in, "output_tokens": out},
+		"usage": anthropicUsageJSON(in, out, cache),
 	})
 }

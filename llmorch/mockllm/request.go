@@ -35,6 +35,11 @@ type Request struct {
 	// Messages are the conversation without system messages.
 	Messages []Message
 	Tools    []Tool
+	// ToolChoice is the request's tool_choice as sent (nil when absent).
+	ToolChoice json.RawMessage
+	// Prefix is what a prompt cache made of the request (nil without
+	// Config.PrefixCache).
+	Prefix *Prefix
 	// Temperature, MaxTokens (max_tokens) and MaxCompletionTokens
 	// (max_completion_tokens) are nil when the field was absent.
 	Temperature         *float64
@@ -75,6 +80,34 @@ func (r Request) ToolNames() []string {
 	return names
 }
 
+// Callable names the tools the request lets the model call: those of
+// OpenAI's tool_choice {"type":"allowed_tools"} (chat completions' shape),
+// none for "none", else every tool sent.
+func (r Request) Callable() []string {
+	var choice struct {
+		Type         string `json:"type"`
+		AllowedTools struct {
+			Tools []struct {
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			} `json:"tools"`
+		} `json:"allowed_tools"`
+	}
+	switch {
+	case len(r.ToolChoice) == 0:
+	case string(r.ToolChoice) == `"none"`:
+		return []string{}
+	case json.Unmarshal(r.ToolChoice, &choice) == nil && choice.Type == "allowed_tools":
+		names := make([]string, 0, len(choice.AllowedTools.Tools))
+		for _, t := range choice.AllowedTools.Tools {
+			names = append(names, t.Function.Name)
+		}
+		return names
+	}
+	return r.ToolNames()
+}
+
 // decodeRequest decodes body as api's request. Errors say which field is
 // wrong; they become 400 responses.
 func decodeRequest(api string, body []byte) (Request, error) {
@@ -88,6 +121,7 @@ func decodeRequest(api string, body []byte) (Request, error) {
 		Messages            []json.RawMessage `json:"messages"`
 		System              json.RawMessage   `json:"system"`
 		Tools               []json.RawMessage `json:"tools"`
+		ToolChoice          json.RawMessage   `json:"tool_choice"`
 		Temperature         *float64          `json:"temperature"`
 		MaxTokens           *int              `json:"max_tokens"`
 		MaxCompletionTokens *int              `json:"max_completion_tokens"`
@@ -102,7 +136,7 @@ func decodeRequest(api string, body []byte) (Request, error) {
 	if raw.Messages == nil {
 		return req, errors.New(`"messages" is required`)
 	}
-	req.Model, req.Stream = raw.Model, raw.Stream
+	req.Model, req.Stream, req.ToolChoice = raw.Model, raw.Stream, raw.ToolChoice
 	req.IncludeUsage = raw.StreamOptions != nil && raw.StreamOptions.IncludeUsage
 	req.Temperature, req.MaxTokens, req.MaxCompletionTokens = raw.Temperature, raw.MaxTokens, raw.MaxCompletionTokens
 	if api == APIAnthropic && raw.MaxTokens == nil {

@@ -60,10 +60,17 @@ type ToolCall struct {
 	Arguments string `json:"arguments"`
 }
 
-// Usage is the token count a script reports.
+// Usage is the token count a script reports. Input counts every input
+// token, cached or not; CacheRead and CacheWrite are the parts of it read
+// from and written to a prompt cache. Each wire reports them in its own
+// convention: OpenAI's prompt_tokens include prompt_tokens_details.
+// cached_tokens (and no cache writes), Anthropic's input_tokens leave out
+// cache_read_input_tokens and cache_creation_input_tokens.
 type Usage struct {
-	Input  int `json:"input"`
-	Output int `json:"output"`
+	Input      int `json:"input"`
+	Output     int `json:"output"`
+	CacheRead  int `json:"cacheRead,omitempty"`
+	CacheWrite int `json:"cacheWrite,omitempty"`
 }
 
 // Style is a set of flags reproducing OpenAI-compatible servers' ways of

@@ -47,6 +47,12 @@ type Config struct {
 	// 0: 1000; negative: none kept), so that a load test does not grow
 	// without limit.
 	MaxRecorded int
+	// PrefixCache answers every request's usage as a provider's prompt
+	// cache would (Prefix; Request.Prefix records it): the input tokens
+	// of the request and those of its longest start in common with an
+	// earlier request, whatever the script says. It keeps every request
+	// the server received: for one conversation at a time, not for load.
+	PrefixCache bool
 }
 
 // Option configures New.
@@ -57,6 +63,10 @@ func WithDefault(s Script) Option { return func(c *Config) { c.Default = &s } }
 
 // WithMaxRecorded bounds the requests kept (see Config.MaxRecorded).
 func WithMaxRecorded(n int) Option { return func(c *Config) { c.MaxRecorded = n } }
+
+// WithPrefixCache makes the server answer usage as a prompt cache would
+// (see Config.PrefixCache).
+func WithPrefixCache() Option { return func(c *Config) { c.PrefixCache = true } }
 
 // Server is a running mock server.
 type Server struct {
@@ -141,6 +151,7 @@ type handler struct {
 	mu       sync.Mutex
 	queue    []Script
 	recorded []Request
+	cache    *prefixCache // Config.PrefixCache
 }
 
 func newHandler(cfg Config) *handler {
@@ -152,6 +163,9 @@ func newHandler(cfg Config) *handler {
 		h.maxRecorded = 1000
 	}
 	h.queue = append(h.queue, cfg.Queue...)
+	if cfg.PrefixCache {
+		h.cache = &prefixCache{}
+	}
 	return h
 }
 
@@ -173,16 +187,21 @@ func (h *handler) requests() []Request {
 	return append([]Request(nil), h.recorded...)
 }
 
-// take records req and returns the script that answers it.
-func (h *handler) take(req Request) Script {
+// take records req, with its Prefix under a prefix cache, and returns
+// the script that answers it.
+func (h *handler) take(req *Request) Script {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.cache != nil {
+		p := h.cache.observe(req.API, req.Body)
+		req.Prefix = &p
+	}
 	if h.maxRecorded > 0 {
 		if len(h.recorded) >= h.maxRecorded {
 			n := copy(h.recorded, h.recorded[1:])
 			h.recorded = h.recorded[:n]
 		}
-		h.recorded = append(h.recorded, req)
+		h.recorded = append(h.recorded, *req)
 	}
 	if len(h.queue) == 0 {
 		return h.def
@@ -225,7 +244,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api, http.StatusBadRequest, "invalid request: "+err.Error(), 0)
 		return
 	}
-	script := h.take(req)
+	script := h.take(&req)
 	if script.Status != 0 && script.Status != http.StatusOK {
 		msg := script.ErrorMessage
 		if msg == "" {

@@ -84,9 +84,10 @@ func DelayFromEnv() (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// Info reports provider "offline" and the configured name.
+// Info reports provider "offline" and the configured name. The model
+// calls only tools the request offers (Request.Callable).
 func (m *Model) Info() llmorch.Info {
-	return llmorch.Info{Provider: "offline", Model: m.name}
+	return llmorch.Info{Provider: "offline", Model: m.name, RestrictsTools: true}
 }
 
 // Stream runs one scripted model call: text deltas (one per word), at most
@@ -178,7 +179,7 @@ func splitWords(s string) []string {
 // estimateUsage counts about four characters per token, over what a provider
 // would bill as prompt (system prompt, messages, tool specs) and completion.
 func estimateUsage(req llmorch.Request, r response) chat.Usage {
-	prompt := utf8.RuneCountInString(req.System)
+	prompt := utf8.RuneCountInString(req.System) + utf8.RuneCountInString(req.Note)
 	for _, msg := range req.Messages {
 		prompt += len(msg.Role) + utf8.RuneCountInString(msg.Content)
 		for _, c := range msg.ToolCalls {

@@ -577,3 +577,31 @@ func TestOrchestratedAgentShape(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepsToOffered: with stable tool filtering the request lists every
+// tool but offers some; the offline model calls only an offered one, and
+// with none offered it answers. Its Info says it restricts itself, which
+// gives its agents stable tool filtering by default.
+func TestKeepsToOffered(t *testing.T) {
+	m := New(Config{})
+	if !m.Info().RestrictsTools {
+		t.Fatal("Info().RestrictsTools is false")
+	}
+	tools := cognitiveReasonerTools()
+	for _, tt := range []struct {
+		offered []string
+		want    []string
+	}{
+		{[]string{"think"}, []string{"think"}},
+		{[]string{"reflect", "think"}, []string{"think"}},
+		{[]string{}, nil},
+	} {
+		// "Search for ..." would make the model search, were search offered.
+		req := llmorch.Request{Messages: []chat.Message{user("Search for the latest news on fusion power, and think about it")},
+			Tools: tools, Offered: tt.offered, Modes: cognitiveReasonerModes()}
+		o := call(t, m, req)
+		if got := callNames(o.calls); !slices.Equal(got, tt.want) {
+			t.Errorf("offered %v: calls %v, want %v", tt.offered, got, tt.want)
+		}
+	}
+}

@@ -65,6 +65,9 @@ func readTurn(msgs []chat.Message) turn {
 
 // respond decides what one model call does; see the package documentation.
 func respond(req llmorch.Request) (response, error) {
+	// The offline model keeps to the tools it may call now, whatever else
+	// the request lists (stable tool filtering sends them all).
+	req.Tools, req.Offered = req.Callable(), nil
 	t := readTurn(req.Messages)
 	if t.hasUser {
 		if i := strings.Index(t.message, EchoMarker); i >= 0 {

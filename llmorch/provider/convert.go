@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tmc/langchaingo/llms"
@@ -116,7 +117,19 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 		}
 	}
 
-	opts := make([]llms.CallOption, 0, 6)
+	if req.Note != "" {
+		msgs = appendNote(msgs, req.Note, anth)
+		if anth {
+			// The note is a user message of its own here; the transport
+			// merges it into the user message before it.
+			st.mergeRoles, st.note = true, true
+		}
+	}
+	// The tools are the stable set: Anthropic caches only up to its
+	// breakpoints, which the transport marks.
+	st.cache = anth && req.Offered != nil && len(req.Tools) > 0
+
+	opts := make([]llms.CallOption, 0, 7)
 	opts = append(opts, llms.WithModel(m.cfg.Model), llms.WithStreamingFunc(noopStream))
 	temp := req.Temperature
 	if temp == nil {
@@ -151,6 +164,67 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 				Name: t.Name, Description: t.Description, Parameters: params}}
 		}
 		opts = append(opts, llms.WithTools(tools))
+		if !anth && m.cfg.RestrictsTools && req.Offered != nil {
+			opts = append(opts, llms.WithToolChoice(allowedTools(req)))
+		}
 	}
 	return msgs, opts, nil
+}
+
+// appendNote puts the call's note after the conversation, on the user's
+// side: appended to the last user message's text when the conversation
+// ends with one (servers whose chat templates demand alternating roles
+// take that), else as a user message of its own after the tool results.
+// It is never stored; only this request carries it.
+func appendNote(msgs []llms.MessageContent, note string, anth bool) []llms.MessageContent {
+	if n := len(msgs); n > 0 && !anth && msgs[n-1].Role == llms.ChatMessageTypeHuman {
+		last := msgs[n-1]
+		parts := slices.Clone(last.Parts)
+		if k := len(parts) - 1; k >= 0 {
+			if tc, ok := parts[k].(llms.TextContent); ok {
+				parts[k] = llms.TextContent{Text: tc.Text + "\n\n" + note}
+				msgs[n-1] = llms.MessageContent{Role: last.Role, Parts: parts}
+				return msgs
+			}
+		}
+	}
+	return append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, note))
+}
+
+// toolChoice is OpenAI's tool_choice restricting a call to some of the
+// tools sent: {"type":"allowed_tools","allowed_tools":{"mode":"auto",
+// "tools":[{"type":"function","function":{"name":...}}]}}. The tools
+// array stays the same on every call, and so in the prompt cache.
+type toolChoice struct {
+	Type         string     `json:"type"`
+	AllowedTools allowedSet `json:"allowed_tools"`
+}
+
+type allowedSet struct {
+	Mode  string        `json:"mode"`
+	Tools []allowedTool `json:"tools"`
+}
+
+type allowedTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name string `json:"name"`
+	} `json:"function"`
+}
+
+// allowedTools is the tool_choice of req: its offered tools that it
+// sends, or "none" when it offers none.
+func allowedTools(req llmorch.Request) any {
+	set := allowedSet{Mode: "auto", Tools: make([]allowedTool, 0, len(req.Offered))}
+	for _, t := range req.Tools {
+		if slices.Contains(req.Offered, t.Name) {
+			var at allowedTool
+			at.Type, at.Function.Name = "function", t.Name
+			set.Tools = append(set.Tools, at)
+		}
+	}
+	if len(set.Tools) == 0 {
+		return "none"
+	}
+	return toolChoice{Type: "allowed_tools", AllowedTools: set}
 }

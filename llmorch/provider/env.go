@@ -19,6 +19,9 @@ type vendor struct {
 	model string
 	// keyless marks local servers that need no key, only a base URL.
 	keyless bool
+	// restricts: the vendor takes tool_choice allowed_tools
+	// (Config.RestrictsTools).
+	restricts bool
 }
 
 // vendors maps the provider names of AgentDock templates (and a few
@@ -26,7 +29,7 @@ type vendor struct {
 // OpenAI format at its own base URL with its own key: a vendor's key is never
 // sent to another vendor's URL, so OPENAI_API_KEY serves "openai" only.
 var vendors = map[string]vendor{
-	"openai":     {wire: OpenAI, keyEnv: []string{"OPENAI_API_KEY"}, model: "gpt-4o-mini"},
+	"openai":     {wire: OpenAI, keyEnv: []string{"OPENAI_API_KEY"}, model: "gpt-4o-mini", restricts: true},
 	"anthropic":  {wire: Anthropic, keyEnv: []string{"ANTHROPIC_API_KEY"}, model: "claude-sonnet-4-5"},
 	"gemini":     {wire: OpenAI, baseURL: "https://generativelanguage.googleapis.com/v1beta/openai", keyEnv: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}, model: "gemini-2.0-flash"},
 	"groq":       {wire: OpenAI, baseURL: "https://api.groq.com/openai/v1", keyEnv: []string{"GROQ_API_KEY"}, model: "llama-3.3-70b-versatile"},
@@ -58,6 +61,9 @@ var vendors = map[string]vendor{
 //     (OPENROUTER_API_KEY): the openai wire at the vendor's endpoint.
 //   - ollama, vllm, lmstudio: the openai wire, usable once LLM_BASE_URL or
 //     OPENAI_BASE_URL names the server; OPENAI_API_KEY is sent if set.
+//   - LLM_ALLOWED_TOOLS (true or false) says whether the server takes
+//     tool_choice allowed_tools (Config.RestrictsTools); by default only
+//     openai at its own endpoint does.
 //
 // Model precedence: LLM_MODEL, then OPENAI_MODEL/ANTHROPIC_MODEL for those
 // two providers, then the template's model, then the vendor's default. The
@@ -112,6 +118,22 @@ func configFrom(getenv func(string) string, templateProvider, model string, temp
 		cfg.BaseURL = u
 	}
 	cfg.Model = firstNonEmpty(env("LLM_MODEL"), model, v.model)
+	// Only the vendor's own endpoint is known to take allowed_tools: a
+	// server at another URL speaking the openai wire (vLLM, a proxy) may
+	// reject it, unless LLM_ALLOWED_TOOLS says otherwise.
+	cfg.RestrictsTools = v.restricts && cfg.BaseURL == v.baseURL
+	switch a := strings.ToLower(env("LLM_ALLOWED_TOOLS")); a {
+	case "":
+	case "true", "1":
+		cfg.RestrictsTools = true
+	case "false", "0":
+		cfg.RestrictsTools = false
+	default:
+		return cfg, false, fmt.Errorf("provider: LLM_ALLOWED_TOOLS=%q: want true or false (whether the server takes tool_choice allowed_tools)", a)
+	}
+	if cfg.RestrictsTools && v.wire == Anthropic {
+		return cfg, false, fmt.Errorf("provider: LLM_ALLOWED_TOOLS=true: %s has no allowed_tools; choose options.toolFiltering in the template instead", name)
+	}
 
 	if cfg.BaseURL != "" {
 		u, err := url.Parse(cfg.BaseURL)

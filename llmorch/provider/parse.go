@@ -235,12 +235,28 @@ type oaChunk struct {
 		// FinishReason is a string or null.
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
-		TotalTokens      int64 `json:"total_tokens"`
-	} `json:"usage"`
+	Usage *oaUsage        `json:"usage"`
 	Error json.RawMessage `json:"error"`
+}
+
+// oaUsage is OpenAI's usage: cached tokens are counted inside the prompt
+// tokens. DeepSeek reports its cache hits in a field of its own.
+type oaUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	PromptCacheHitTokens int64 `json:"prompt_cache_hit_tokens"`
+}
+
+func (u *oaUsage) usage() chat.Usage {
+	out := chat.Usage{Prompt: u.PromptTokens, Completion: u.CompletionTokens, Total: u.TotalTokens, CacheRead: u.PromptCacheHitTokens}
+	if d := u.PromptTokensDetails; d != nil && d.CachedTokens > 0 {
+		out.CacheRead = d.CachedTokens
+	}
+	return out
 }
 
 type oaMessage struct {
@@ -277,7 +293,7 @@ func (p *parser) openAIChunk(data []byte) bool {
 		return false
 	}
 	if c.Usage != nil {
-		p.usage = chat.Usage{Prompt: c.Usage.PromptTokens, Completion: c.Usage.CompletionTokens, Total: c.Usage.TotalTokens}
+		p.usage = c.Usage.usage()
 	}
 	for i := range c.Choices {
 		ch := &c.Choices[i]
@@ -359,21 +375,23 @@ type anEvent struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// anthropic usage: input_tokens excludes cached input, so the prompt is the
-// sum of the three input counts; later values replace earlier ones.
+// anthropicUsage: Anthropic counts the input read from and written to its
+// cache outside input_tokens, so the prompt is the sum of the three input
+// counts, and the two cache counts are kept as the parts of it they are.
+// A later event's values replace earlier ones (message_delta repeats what
+// message_start said, or says nothing of the input).
 func (p *parser) anthropicUsage(u *anUsage) {
 	if u == nil {
 		return
 	}
-	var cached int64
 	if u.CacheCreationInputTokens != nil {
-		cached += *u.CacheCreationInputTokens
+		p.usage.CacheWrite = *u.CacheCreationInputTokens
 	}
 	if u.CacheReadInputTokens != nil {
-		cached += *u.CacheReadInputTokens
+		p.usage.CacheRead = *u.CacheReadInputTokens
 	}
 	if u.InputTokens != nil {
-		p.usage.Prompt = *u.InputTokens + cached
+		p.usage.Prompt = *u.InputTokens + p.usage.CacheWrite + p.usage.CacheRead
 	}
 	if u.OutputTokens != nil {
 		p.usage.Completion = *u.OutputTokens
@@ -485,7 +503,7 @@ func (p *parser) whole(body io.Reader) {
 		return
 	}
 	if r.Usage != nil {
-		p.usage = chat.Usage{Prompt: r.Usage.PromptTokens, Completion: r.Usage.CompletionTokens, Total: r.Usage.TotalTokens}
+		p.usage = r.Usage.usage()
 	}
 	if len(r.Choices) > 0 && r.Choices[0].Message != nil {
 		msg := r.Choices[0].Message

@@ -131,6 +131,14 @@ type Config struct {
 	// LegacyMaxTokensField sends max_tokens instead of
 	// max_completion_tokens (OpenAI-compatible servers that predate it).
 	LegacyMaxTokensField bool
+	// RestrictsTools: the server takes OpenAI's tool_choice
+	// {"type":"allowed_tools"} (api.openai.com does; most
+	// OpenAI-compatible servers do not, and some reject it). A request
+	// that names its offered tools apart (llmorch.Request.Offered) then
+	// sends them as allowed_tools, and the model (llmorch.Info) reports
+	// that it restricts its calls, which makes stable tool filtering the
+	// agent's default. OpenAI wire only.
+	RestrictsTools bool
 	// HTTPClient is used for the requests (its Transport wrapped); nil
 	// uses a client with HeaderTimeout.
 	HTTPClient *http.Client
@@ -206,6 +214,9 @@ func (c *Config) validate() error {
 	if c.LegacyMaxTokensField && c.Provider == Anthropic {
 		bad("LegacyMaxTokensField applies to OpenAI-compatible servers only")
 	}
+	if c.RestrictsTools && c.Provider == Anthropic {
+		bad("RestrictsTools applies to OpenAI-compatible servers only (Anthropic has no allowed_tools)")
+	}
 	if c.MaxRetries > maxRetriesLimit {
 		bad("MaxRetries %d is over %d", c.MaxRetries, maxRetriesLimit)
 	}
@@ -276,7 +287,7 @@ func newModel(cfg Config) (*model, error) {
 	if key == "" {
 		key = "keyless"
 	}
-	m := &model{cfg: cfg, info: llmorch.Info{Provider: cfg.Provider, Model: cfg.Model}, sleep: sleepCtx,
+	m := &model{cfg: cfg, info: llmorch.Info{Provider: cfg.Provider, Model: cfg.Model, RestrictsTools: cfg.RestrictsTools}, sleep: sleepCtx,
 		foldSystem: cfg.Provider == OpenAI && !takesSystem(cfg.Model)}
 	var err error
 	switch cfg.Provider {

@@ -224,6 +224,24 @@ func TestUsage(t *testing.T) {
 				t.Errorf("usage events = %v, want exactly one 7/3/10", usages)
 			}
 		})
+		t.Run(wire+"/cached", func(t *testing.T) {
+			// The same counts in each wire's convention (OpenAI's cached
+			// tokens inside prompt_tokens, Anthropic's cache counts outside
+			// input_tokens) come out the same: the cached input is part of
+			// the prompt.
+			srv.Enqueue(mockllm.Script{Text: []string{"a"}, Usage: &mockllm.Usage{Input: 2048, Output: 3, CacheRead: 1536, CacheWrite: 256}})
+			evs, err := collect(t, m, t.Context(), userReq("hi"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := chat.Usage{Prompt: 2048, Completion: 3, Total: 2051, CacheRead: 1536, CacheWrite: 256}
+			if wire == OpenAI {
+				want.CacheWrite = 0 // OpenAI reports no cache writes
+			}
+			if got := evs[len(evs)-1]; got.Kind != chat.KindUsage || *got.Usage != want {
+				t.Errorf("last event = %+v, want usage %+v", got, want)
+			}
+		})
 		t.Run(wire+"/absent", func(t *testing.T) {
 			srv.Enqueue(mockllm.Script{Text: []string{"a", "b"}})
 			evs, err := collect(t, m, t.Context(), userReq("hi"))
@@ -714,6 +732,7 @@ func TestConfigValidation(t *testing.T) {
 		{"temperature", func(c *Config) { c.Temperature = new(2.5) }, "Temperature 2.5 is outside [0, 2]"},
 		{"anthropic temperature", func(c *Config) { c.Provider = Anthropic; c.Temperature = new(1.5) }, "outside [0, 1]"},
 		{"anthropic legacy field", func(c *Config) { c.Provider = Anthropic; c.LegacyMaxTokensField = true }, "LegacyMaxTokensField"},
+		{"anthropic allowed tools", func(c *Config) { c.Provider = Anthropic; c.RestrictsTools = true }, "Anthropic has no allowed_tools"},
 		{"negative tokens", func(c *Config) { c.MaxTokens = -1 }, "MaxTokens -1 is negative"},
 		{"too many retries", func(c *Config) { c.MaxRetries = 11 }, "MaxRetries 11 is over 10"},
 		{"negative timeout", func(c *Config) { c.Timeout = -time.Second }, "Timeout -1s is negative"},
@@ -771,6 +790,16 @@ func TestConfigFromEnv(t *testing.T) {
 			Config{Provider: OpenAI, Model: "llama3", BaseURL: "http://localhost:11434/v1"}, true, ""},
 		{"empty provider picks anthropic by key", map[string]string{"ANTHROPIC_API_KEY": "ak"}, "", "",
 			Config{Provider: Anthropic, Model: "claude-sonnet-4-5", APIKey: "ak"}, true, ""},
+		{"openai at its endpoint restricts tools", map[string]string{"OPENAI_API_KEY": "ok"}, "openai", "",
+			Config{Provider: OpenAI, Model: "gpt-4o-mini", APIKey: "ok", RestrictsTools: true}, true, ""},
+		{"openai at another URL does not", map[string]string{"OPENAI_API_KEY": "ok", "OPENAI_BASE_URL": "http://h/v1"}, "openai", "",
+			Config{Provider: OpenAI, Model: "gpt-4o-mini", APIKey: "ok", BaseURL: "http://h/v1"}, true, ""},
+		{"LLM_ALLOWED_TOOLS says it does", map[string]string{"LLM_ALLOWED_TOOLS": "true", "LLM_BASE_URL": "http://127.0.0.1:8000/v1"}, "vllm", "qwen",
+			Config{Provider: OpenAI, Model: "qwen", BaseURL: "http://127.0.0.1:8000/v1", RestrictsTools: true}, true, ""},
+		{"LLM_ALLOWED_TOOLS says it does not", map[string]string{"OPENAI_API_KEY": "ok", "LLM_ALLOWED_TOOLS": "false"}, "openai", "",
+			Config{Provider: OpenAI, Model: "gpt-4o-mini", APIKey: "ok"}, true, ""},
+		{"LLM_ALLOWED_TOOLS malformed", map[string]string{"LLM_ALLOWED_TOOLS": "yes"}, "openai", "", Config{}, false, `LLM_ALLOWED_TOOLS="yes": want true or false`},
+		{"anthropic has no allowed_tools", map[string]string{"LLM_ALLOWED_TOOLS": "1"}, "anthropic", "", Config{}, false, "anthropic has no allowed_tools"},
 		{"unknown provider", nil, "mistral", "", Config{}, false, `unknown provider "mistral"`},
 		{"bad base URL", map[string]string{"LLM_BASE_URL": "not a url"}, "openai", "", Config{}, false, "not an http(s) URL"},
 	}
@@ -786,7 +815,8 @@ func TestConfigFromEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Provider != tc.want.Provider || got.Model != tc.want.Model || got.APIKey != tc.want.APIKey || got.BaseURL != tc.want.BaseURL || usable != tc.usable {
+			if got.Provider != tc.want.Provider || got.Model != tc.want.Model || got.APIKey != tc.want.APIKey || got.BaseURL != tc.want.BaseURL ||
+				got.RestrictsTools != tc.want.RestrictsTools || usable != tc.usable {
 				t.Errorf("got %+v usable %v, want %+v usable %v", got, usable, tc.want, tc.usable)
 			}
 			if usable {

@@ -21,6 +21,10 @@ type callState struct {
 	dropTemperature bool
 	mergeRoles      bool
 	errorResults    map[string]bool
+	// note: the last Anthropic user message ends with the call's note
+	// (llmorch.Request.Note). cache: the request's tools are the stable
+	// set, so Anthropic's cache breakpoints are marked (markBreakpoints).
+	note, cache bool
 
 	// The request langchaingo built, taken by the transport and sent by
 	// send, and the transport that took it.
@@ -127,7 +131,7 @@ func (st *callState) send(ctx context.Context) {
 // patch returns req corrected: no auth header for keyless servers, no
 // temperature when none was asked for, Anthropic messages merged by role.
 func (t *transport) patch(req *http.Request, st *callState) (*http.Request, error) {
-	needBody := st != nil && (st.dropTemperature || (st.mergeRoles && t.wire == Anthropic))
+	needBody := st != nil && (st.dropTemperature || ((st.mergeRoles || st.cache) && t.wire == Anthropic))
 	if !t.keyless && !needBody {
 		return req, nil
 	}
@@ -163,20 +167,81 @@ func (t *transport) patchBody(data []byte, st *callState) ([]byte, error) {
 	if st.dropTemperature {
 		delete(body, "temperature")
 	}
-	if st.mergeRoles && t.wire == Anthropic {
-		merged, err := mergeAnthropicMessages(body["messages"], st.errorResults)
+	if (st.mergeRoles || st.cache) && t.wire == Anthropic {
+		merged, err := mergeAnthropicMessages(body["messages"], st.errorResults, st.cache, st.note)
 		if err != nil {
 			return nil, fmt.Errorf("correcting the request messages: %w", err)
 		}
 		body["messages"] = merged
 	}
+	if st.cache && t.wire == Anthropic {
+		if err := markBreakpoints(body); err != nil {
+			return nil, fmt.Errorf("marking the cache breakpoints: %w", err)
+		}
+	}
 	return json.Marshal(body)
+}
+
+// ephemeral is Anthropic's cache_control of a breakpoint.
+var ephemeral = json.RawMessage(`{"type":"ephemeral"}`)
+
+// withCacheControl returns the JSON object b with cache_control set.
+func withCacheControl(b json.RawMessage) (json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, err
+	}
+	obj["cache_control"] = ephemeral
+	return json.Marshal(obj)
+}
+
+// markBreakpoints puts Anthropic's cache breakpoints on the last tool and
+// on the system prompt (made a text block for it); the third, on the last
+// message before the note, is mergeAnthropicMessages'. Anthropic caches a
+// request's prefix (tools, system, messages) only up to a breakpoint, and
+// a later request reads what an earlier one wrote when its prefix is the
+// same, so with the stable tool set each call reads the conversation so
+// far and writes only what it added.
+func markBreakpoints(body map[string]json.RawMessage) error {
+	if raw, ok := body["tools"]; ok {
+		var tools []json.RawMessage
+		if err := json.Unmarshal(raw, &tools); err != nil {
+			return err
+		}
+		if n := len(tools); n > 0 {
+			last, err := withCacheControl(tools[n-1])
+			if err != nil {
+				return err
+			}
+			tools[n-1] = last
+			b, err := json.Marshal(tools)
+			if err != nil {
+				return err
+			}
+			body["tools"] = b
+		}
+	}
+	if raw, ok := body["system"]; ok {
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil || text == "" {
+			return err // a system prompt already in blocks is left alone
+		}
+		b, err := json.Marshal([]map[string]any{{"type": "text", "text": text, "cache_control": ephemeral}})
+		if err != nil {
+			return err
+		}
+		body["system"] = b
+	}
+	return nil
 }
 
 // mergeAnthropicMessages joins consecutive messages of one role into one
 // message with all their content blocks, and sets is_error on the
-// tool_result blocks answering the calls in errorResults.
-func mergeAnthropicMessages(raw json.RawMessage, errorResults map[string]bool) (json.RawMessage, error) {
+// tool_result blocks answering the calls in errorResults. With breakpoint
+// it marks the last block of the conversation as a cache breakpoint: the
+// last block, or with note the one before it (the note changes from call
+// to call and is never part of a later request).
+func mergeAnthropicMessages(raw json.RawMessage, errorResults map[string]bool, breakpoint, note bool) (json.RawMessage, error) {
 	var in []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
@@ -227,6 +292,27 @@ func mergeAnthropicMessages(raw json.RawMessage, errorResults map[string]bool) (
 			continue
 		}
 		out = append(out, message{Role: m.Role, Content: blocks})
+	}
+	if breakpoint {
+		skip := 0
+		if note {
+			skip = 1
+		}
+	mark:
+		for i := len(out) - 1; i >= 0; i-- {
+			for j := len(out[i].Content) - 1; j >= 0; j-- {
+				if skip > 0 {
+					skip--
+					continue
+				}
+				b, err := withCacheControl(out[i].Content[j])
+				if err != nil {
+					return nil, err
+				}
+				out[i].Content[j] = b
+				break mark
+			}
+		}
 	}
 	return json.Marshal(out)
 }

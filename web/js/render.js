@@ -72,10 +72,14 @@ export function h(tag, attrs = {}, ...children) {
 
 const fmt = (n) => Number(n).toLocaleString('en-US');
 
-/** usageText says "1,234 tokens (1,000 in, 234 out)". */
+/**
+ * usageText says "1,234 tokens (1,000 in, 234 out)", and how much of the
+ * input the provider's prompt cache served: "(1,000 in, 800 cached, 234 out)".
+ */
 export function usageText(u) {
   if (!u) return '—';
-  return `${fmt(u.total)} tokens (${fmt(u.prompt)} in, ${fmt(u.completion)} out)`;
+  const cached = u.cacheRead ? `, ${fmt(u.cacheRead)} cached` : '';
+  return `${fmt(u.total)} tokens (${fmt(u.prompt)} in${cached}, ${fmt(u.completion)} out)`;
 }
 
 /** userMessage renders what the user sent, as plain text. */

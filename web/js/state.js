@@ -55,9 +55,20 @@ export function snapshotOf(d) {
   };
 }
 
-/** usageOf normalizes a token count. */
+/**
+ * usageOf normalizes a token count. prompt counts the cached input too;
+ * cacheRead and cacheWrite, the parts of it the provider's prompt cache
+ * served and stored, are kept only when the server sent them.
+ */
 export function usageOf(d) {
-  return { prompt: num(d?.prompt), completion: num(d?.completion), total: num(d?.total) || num(d?.prompt) + num(d?.completion) };
+  const u = { prompt: num(d?.prompt), completion: num(d?.completion), total: num(d?.total) || num(d?.prompt) + num(d?.completion) };
+  return withCache(u, num(d?.cacheRead), num(d?.cacheWrite));
+}
+
+function withCache(u, read, write) {
+  if (read) u.cacheRead = read;
+  if (write) u.cacheWrite = write;
+  return u;
 }
 
 /**
@@ -162,12 +173,12 @@ export function applyChunk(turn, chunk) {
       if (d.final) {
         turn.usage = { ...u, final: true };
       } else if (!turn.usage.final) {
-        turn.usage = {
+        turn.usage = withCache({
           prompt: turn.usage.prompt + u.prompt,
           completion: turn.usage.completion + u.completion,
           total: turn.usage.total + u.total,
           final: false,
-        };
+        }, num(turn.usage.cacheRead) + num(u.cacheRead), num(turn.usage.cacheWrite) + num(u.cacheWrite));
       }
       if (d.session) turn.sessionUsage = usageOf(d.session);
       changed.usage = true;
