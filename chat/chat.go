@@ -35,8 +35,15 @@ type Message struct {
 	// IsError marks a tool message whose call failed or was refused.
 	IsError bool `json:"isError,omitempty"`
 	// Denied marks a tool message whose call a person declined to approve
-	// (IsError is set too).
+	// (IsError and NotRun are set too).
 	Denied bool `json:"denied,omitempty"`
+	// NotRun marks a tool message whose call the orchestration did not
+	// record: it never reached its tool (refused, declined, invalid
+	// arguments, over the answer's budget) or the turn was stopped before
+	// it completed. A result without it records its call when the
+	// conversation is replayed (orchestration.Engine.Replay), as the turn
+	// did; a tool that ran and failed is such a result.
+	NotRun bool `json:"notRun,omitempty"`
 }
 
 // ToolCall is one call of a tool by a model, complete and validated: the name
@@ -57,9 +64,9 @@ type ToolResult struct {
 	Type    string `json:"type,omitempty"`
 	IsError bool   `json:"isError,omitempty"`
 	// NotRun marks an error result for a call that never reached the tool
-	// (unknown tool, arguments that fail the schema, a refused call). Such a
-	// call is not recorded by the orchestration; a tool that ran and failed
-	// is.
+	// (unknown tool, arguments that fail the schema, a refused call) or
+	// that the turn stopped before it completed. Such a call is not
+	// recorded by the orchestration; a tool that ran and failed is.
 	NotRun bool `json:"notRun,omitempty"`
 	// Denied marks the result of a call a person declined to approve
 	// (NotRun and IsError are set too): Content tells the model so, with

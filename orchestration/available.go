@@ -21,16 +21,15 @@ func (e *Engine) OfferNow(s State, available Available) Offer {
 	if available == nil || !slices.ContainsFunc(offer.Tools, func(t string) bool { return !available(t) }) {
 		return offer
 	}
-	tools := filterAvailable(offer.Tools, available)
+	out := offer
+	out.Tools = filterAvailable(offer.Tools, available)
 	st := e.step(s.ActiveStep)
-	if len(tools) == 0 && st != nil && s.SequenceIndex >= 0 && s.SequenceIndex < len(st.sequence) {
+	if len(out.Tools) == 0 && st != nil && s.SequenceIndex >= 0 && s.SequenceIndex < len(st.sequence) {
 		group := Group(st.sequence[s.SequenceIndex])
-		return Offer{
-			Tools:   filterAvailable(st.tools, available),
-			Warning: fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) can run now; offering the step's tools instead", s.ActiveStep, s.SequenceIndex, group),
-		}
+		out.Tools = filterAvailable(st.tools, available)
+		out.Warning = fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) can run now; offering the step's tools instead", s.ActiveStep, s.SequenceIndex, group)
 	}
-	return Offer{Tools: tools, Warning: offer.Warning}
+	return out
 }
 
 // ToolUsedNow is ToolUsed for a runtime that passed available to OfferNow
