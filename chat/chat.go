@@ -7,7 +7,10 @@
 // package can depend on it without pulling in providers, storage or HTTP.
 package chat
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Role says who wrote a Message.
 type Role string
@@ -72,6 +75,23 @@ type ToolResult struct {
 	// (NotRun and IsError are set too): Content tells the model so, with
 	// the person's reason.
 	Denied bool `json:"denied,omitempty"`
+}
+
+// The runtime begins the result of every call that did not run with one
+// of these (see ToolResult.NotRun): refusals with RefusedPrefix, the others
+// (declined, invalid arguments, stopped) with NotRunPrefix. A client that
+// holds the conversation as text, as OpenAI's formats do, keeps them, so
+// that a replay of the conversation can tell such a result from that of a
+// tool that ran (NotRunContent).
+const (
+	RefusedPrefix = "Refused: "
+	NotRunPrefix  = "Not run: "
+)
+
+// NotRunContent reports whether a tool result's content begins the way the
+// runtime begins the result of a call that did not run.
+func NotRunContent(content string) bool {
+	return strings.HasPrefix(content, RefusedPrefix) || strings.HasPrefix(content, NotRunPrefix)
 }
 
 // Usage counts tokens, normalised across providers (OpenAI's prompt and

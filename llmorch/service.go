@@ -130,11 +130,21 @@ type Answer struct {
 // DeniedResult is what the model reads for a call a person declined: it
 // was not run, and why.
 func DeniedResult(call chat.ToolCall, reason string) chat.ToolResult {
-	content := "The user declined this call of " + call.Name + "; it was not run."
+	content := chat.NotRunPrefix + "the user declined this call of " + call.Name + "."
 	if reason != "" {
-		content = "The user declined this call of " + call.Name + "; it was not run. The user's reason: " + reason
+		content += " The user's reason: " + reason
 	}
 	return chat.ToolResult{CallID: call.ID, Name: call.Name, Content: content, Type: "denied", IsError: true, NotRun: true, Denied: true}
+}
+
+// markNotRun begins the content of a result of a call that did not run
+// the way the runtime begins all of them (chat.NotRunContent), so that a
+// conversation kept as text still says the call did not run.
+func markNotRun(res chat.ToolResult) chat.ToolResult {
+	if res.NotRun && !chat.NotRunContent(res.Content) {
+		res.Content = chat.NotRunPrefix + res.Content
+	}
+	return res
 }
 
 // ToolMessage is the history entry of a tool result.
@@ -766,6 +776,9 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 	} else {
 		out = r.runTool(ctx, call)
 	}
+	if !out.held {
+		out.result = markNotRun(out.result)
+	}
 	span.End(telemetry.ToolEnd{Result: out.result, Refused: out.refused, Transition: out.transition, NextStep: r.state.ActiveStep, Err: out.err})
 	return out
 }
@@ -798,7 +811,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	}
 	if err := ctx.Err(); err != nil {
 		// Stopped: a tool does not start.
-		return toolOutcome{result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "cancelled", Content: "the turn was stopped before this call ran", IsError: true, NotRun: true}}
+		return toolOutcome{result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "cancelled", Content: chat.NotRunPrefix + "the turn was stopped before this call ran.", IsError: true, NotRun: true}}
 	}
 	// The tool learns what it runs for (tools.CallFrom): the turn's part
 	// comes from the agent, the call's from here.
@@ -933,7 +946,7 @@ func (r *run) saveStopped(ctx context.Context, text []byte, shown []chat.ToolCal
 			msgs = append(msgs, results[k])
 			continue
 		}
-		res := chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "cancelled", Content: "the turn was stopped before this call ran", IsError: true, NotRun: true}
+		res := chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "cancelled", Content: chat.NotRunPrefix + "the turn was stopped before this call ran.", IsError: true, NotRun: true}
 		tell = append(tell, res)
 		msgs = append(msgs, ToolMessage(res))
 	}
@@ -983,7 +996,7 @@ func (r *run) writeOpts(last bool) []session.UpdateOption {
 }
 
 func refused(call chat.ToolCall, reason string) chat.ToolResult {
-	return chat.ToolResult{CallID: call.ID, Name: call.Name, Content: "Refused: " + reason + ".", Type: "refused", IsError: true, NotRun: true}
+	return chat.ToolResult{CallID: call.ID, Name: call.Name, Content: chat.RefusedPrefix + reason + ".", Type: "refused", IsError: true, NotRun: true}
 }
 
 func assistantMessage(text []byte, calls []chat.ToolCall) chat.Message {

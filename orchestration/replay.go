@@ -47,7 +47,8 @@ func (e *Engine) Replay(s State, msgs []chat.Message) State {
 				calls[c.ID] = call{name: c.Name, offer: offer}
 			}
 		case chat.RoleTool:
-			if m.NotRun {
+			if m.NotRun || m.Denied {
+				// Denied: a declined call, stored before NotRun was.
 				continue
 			}
 			c, ok := calls[m.ToolCallID]
