@@ -42,6 +42,8 @@ type uiOrchestration struct {
 	OfferedTools  []string `json:"offeredTools"`
 	PreviousStep  string   `json:"previousStep"`
 	Transition    bool     `json:"transition"`
+	// Blocked: the sequence stops at a position no provided tool can fill.
+	Blocked string `json:"blocked,omitempty"`
 }
 
 type uiUsage struct {
@@ -56,6 +58,9 @@ type usageTotals struct {
 	Prompt     int64 `json:"prompt"`
 	Completion int64 `json:"completion"`
 	Total      int64 `json:"total"`
+	// Regenerated, in a session's usage, is the part of it spent on
+	// answers that were dropped and given again (absent when none).
+	Regenerated *usageTotals `json:"regenerated,omitempty"`
 }
 
 type uiWarning struct {
@@ -191,7 +196,7 @@ func (m *uiMapper) mapOther(ev chat.Event) []item {
 		}
 		add(&uiChunk{Type: "data-orchestration", Data: uiOrchestration{
 			ActiveStep: s.ActiveStep, SequenceIndex: s.SequenceIndex, Sequence: nonNil(s.Sequence),
-			OfferedTools: nonNil(s.OfferedTools), PreviousStep: s.PreviousStep, Transition: s.Transition,
+			OfferedTools: nonNil(s.OfferedTools), PreviousStep: s.PreviousStep, Transition: s.Transition, Blocked: s.Blocked,
 		}}, src)
 	case chat.KindUsage:
 		if ev.Usage == nil {
