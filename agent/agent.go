@@ -718,8 +718,9 @@ const MaxApprovalReasonBytes = 2000
 
 // Answer answers the session's calls that wait for approval and runs the
 // turn that carries the answers out: a denied call is recorded with its
-// reason as its result and not run; an approved one runs in the turn, if
-// the orchestration offers it then, and is recorded like any call; then
+// reason as its result and not run; an approved one runs in the turn (its
+// model call was offered it; a tool that cannot run now is refused), and
+// is recorded like any call; then
 // the model goes on. Every pending call of the session must be answered,
 // each once. It is lazy like Run; a turn that cannot start yields one
 // error: those of Run, and ErrUnknownApproval, ErrApprovalAnswered,

@@ -37,16 +37,8 @@ const parityTemplate = `{"agentId": "parity", "name": "Parity", "nodes": ["llm.o
 // "fail" runs and fails, "invalid" is refused before the tool runs (as
 // arguments a schema rejects are), "hold" runs until the turn is stopped.
 type parityTools struct {
-	holding chan struct{}
-}
-
-func (p *parityTools) Names() []string { return []string{"a", "b", "c", "d"} }
-func (p *parityTools) Specs(names []string) []chat.ToolSpec {
-	var out []chat.ToolSpec
-	for _, n := range names {
-		out = append(out, chat.ToolSpec{Name: n, Description: n, Parameters: json.RawMessage(`{"type":"object"}`)})
-	}
-	return out
+	countingTools // its names and specs
+	holding       chan struct{}
 }
 
 func (p *parityTools) Execute(ctx context.Context, call chat.ToolCall) chat.ToolResult {
@@ -117,7 +109,7 @@ func newParityRig(t *testing.T, store session.Store) *parityRig {
 	if a == nil {
 		t.Fatal(ds.Err())
 	}
-	r := &parityRig{t: t, store: store, model: &scriptedModel{}, tools: &parityTools{holding: make(chan struct{}, 1)}, kinds: map[string]int{}}
+	r := &parityRig{t: t, store: store, model: &scriptedModel{}, tools: &parityTools{countingTools: countingTools{names: []string{"a", "b", "c", "d"}}, holding: make(chan struct{}, 1)}, kinds: map[string]int{}}
 	agents, err := agent.NewSet(agent.Config{Store: store, Tools: r.tools, Models: func(*template.Template) (llmorch.Model, error) { return r.model, nil }}, []*template.Agent{a})
 	if err != nil {
 		t.Fatal(err)
@@ -239,21 +231,7 @@ func sameState(replayed, live orchestration.State) string {
 // memory store and on Redis.
 func TestReplayParity(t *testing.T) {
 	const conversations = 1000
-	stores := []struct {
-		name string
-		open func(t *testing.T) session.Store
-	}{
-		{"memory", func(*testing.T) session.Store { return session.NewMemory(session.Config{}) }},
-		{"redis", func(t *testing.T) session.Store {
-			srv := redistest.Start(t)
-			s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}},
-	}
-	for _, st := range stores {
+	for _, st := range memoryAndRedis() {
 		t.Run(st.name, func(t *testing.T) {
 			store := st.open(t)
 			defer store.Close()
@@ -282,5 +260,27 @@ func TestReplayParity(t *testing.T) {
 			}
 			t.Logf("replay parity on %s: %d conversations, calls by kind %v", st.name, conversations, r.kinds)
 		})
+	}
+}
+
+// memoryAndRedis are the stores a test runs on: a memory store and a
+// store on a real redis-server of its own.
+func memoryAndRedis() []struct {
+	name string
+	open func(t *testing.T) session.Store
+} {
+	return []struct {
+		name string
+		open func(t *testing.T) session.Store
+	}{
+		{"memory", func(*testing.T) session.Store { return session.NewMemory(session.Config{}) }},
+		{"redis", func(t *testing.T) session.Store {
+			srv := redistest.Start(t)
+			s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
 	}
 }

@@ -168,10 +168,11 @@ const saveTimeout = 5 * time.Second
 //
 // Each model call is one step. Before it, the orchestration decides the
 // offered tools; after it (onStepFinish), the step's tool calls are executed
-// in order, each one only if it is offered at that moment, each executed tool
-// is recorded (advancing sequences and re-choosing the step, so the next call
-// of the same turn sees the new step's tools), and the step's usage is
-// recorded. The step's messages are appended to the history as they
+// in order, each one only if that model call was offered it (the calls of
+// one answer are all checked against the same offer, however the earlier
+// ones moved the state), each executed tool is recorded (advancing
+// sequences and re-choosing the step, so the next model call of the same
+// turn sees the new step's tools), and the step's usage is recorded. The step's messages are appended to the history as they
 // complete. All writes are atomic store updates fenced by the turn's lease.
 //
 // The turn runs under its Budget. Reaching a budget yields a chat.KindLimit
@@ -611,8 +612,9 @@ func KeepAnswered(list []session.Approval) []session.Approval {
 
 // answer carries out a person's decisions before the turn's first model
 // call: a denied call is reported (the session holds its result already),
-// an approved one runs now, if the orchestration offers it now, and is
-// recorded like any call, counting as a call of the answer that made it.
+// an approved one runs now (it was offered to the model call that made it)
+// unless it cannot run now, and is recorded like any call, counting as a
+// call of the answer that made it.
 func (r *run) answer(ctx context.Context) error {
 	for _, a := range r.turn.Answers {
 		call := a.Call
@@ -631,6 +633,7 @@ func (r *run) answer(ctx context.Context) error {
 		// that is the offer it is checked against, whatever the state
 		// did since.
 		r.offer = orchestration.Offer{Tools: []string{call.Name}, Step: r.state.ActiveStep, SequenceIndex: r.state.SequenceIndex}
+		r.callState = r.state
 		r.answering, r.recordWithStep = true, true
 		res := r.tool(ctx, call, nil)
 		r.answering, r.recordWithStep = false, false
@@ -783,8 +786,8 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 	return out
 }
 
-// runTool executes one call if the orchestration offers it now, and records
-// it when the tool ran, whether it succeeded or failed: the contract appends
+// runTool executes one call if its model call was offered it (run.offer),
+// and records it when the tool ran, whether it succeeded or failed: the contract appends
 // every executed tool, and a tool that ran and failed was executed (a web
 // search without a backend still completes its place in a sequence; the
 // model reads the error). A refused call, or one that never reached the tool
