@@ -13,9 +13,11 @@ import (
 type Available func(tool string) bool
 
 // OfferNow is Offer when some of the agent's tools cannot run now: those
-// are left out, and a sequence position none of whose tools can run falls
-// back to the step's tools that can, with a warning, the same rule as for a
-// tool missing at load time. With available nil it is Offer.
+// are left out, and a sequence position none of whose tools can run now
+// falls back to the step's tools that can, with a warning; the position
+// still waits for its tools, which may come back (unlike a position no
+// provided tool can fill, which Offer reports as Blocked). With available
+// nil it is Offer.
 func (e *Engine) OfferNow(s State, available Available) Offer {
 	offer := e.Offer(s)
 	if available == nil || !slices.ContainsFunc(offer.Tools, func(t string) bool { return !available(t) }) {
