@@ -251,10 +251,12 @@ func Stateless() Option { return func(o *options) { o.stateless = true } }
 // adding the message: its previous answer (every message after it in the
 // history) is dropped in the write that starts the turn, and the message
 // must equal that last user message (ErrNotLastMessage otherwise). The
-// orchestration is not wound back: the tools the dropped answer ran stay
-// recorded, and the message is applied again as a new user message (its
-// conditions are tested again, the turn's tool count starts at 0). On a
-// session with no user message yet it is an ordinary turn.
+// orchestration goes back to the state the dropped answer started from
+// (orchestration.Regenerate): its active step, sequence position, tool
+// history and message counters are those before the message, which is
+// then applied again. Token usage keeps what the dropped answer spent, and
+// the session's RegeneratedUsage says how much that was. On a session with
+// no user message yet it is an ordinary turn.
 func Regenerate() Option { return func(o *options) { o.regenerate = true } }
 
 // Run runs one turn of the agent on the session (created when new, in the
@@ -594,6 +596,12 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 	}
 	var dec orchestration.Decision
 	update := func(s *orchestration.State) error {
+		if regenerate {
+			// The answer is dropped: the state goes back to where it
+			// was before the message, which is applied again.
+			*s, dec = engine.Apply(*s, orchestration.Regenerate(message))
+			return nil
+		}
 		*s = n.Replay(*s, o.history)
 		*s, dec = engine.Apply(*s, orchestration.UserMessage(message))
 		return nil
@@ -693,8 +701,9 @@ const MaxApprovalReasonBytes = 2000
 
 // Answer answers the session's calls that wait for approval and runs the
 // turn that carries the answers out: a denied call is recorded with its
-// reason as its result and not run; an approved one runs in the turn, if
-// the orchestration offers it then, and is recorded like any call; then
+// reason as its result and not run; an approved one runs in the turn (its
+// model call was offered it; a tool that cannot run now is refused), and
+// is recorded like any call; then
 // the model goes on. Every pending call of the session must be answered,
 // each once. It is lazy like Run; a turn that cannot start yields one
 // error: those of Run, and ErrUnknownApproval, ErrApprovalAnswered,
@@ -793,7 +802,12 @@ func (n *Agent) answerTurn(key string, plan []llmorch.Answer, o options) turnSta
 	// The whole history is read: the model must see at least this turn's
 	// user message and the calls being answered, whatever the policy's
 	// window (continuationWindow).
-	write := session.Write{Update: func(*orchestration.State) error { return nil }, Messages: denials, Window: -1, Options: []session.UpdateOption{
+	engine := n.Engine()
+	// A session saved under an earlier version of the template may name a
+	// step the template no longer has: the turn goes on from the step the
+	// rules choose now, as a user message would.
+	update := func(s *orchestration.State) error { *s = engine.Current(*s); return nil }
+	write := session.Write{Update: update, Messages: denials, Window: -1, Options: []session.UpdateOption{
 		session.WithTurn(o.turnID),
 		session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
 			for i := range cur {

@@ -14,6 +14,7 @@ import (
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
 )
@@ -75,8 +76,10 @@ type countingTools struct {
 	names []string
 	mu    sync.Mutex
 	ran   []string
-	// hold, when set, blocks a run until the context ends.
-	hold chan struct{}
+	// hold, when set, blocks a run (of holdName only, when that is set)
+	// until the context ends.
+	hold     chan struct{}
+	holdName string
 }
 
 func (c *countingTools) Names() []string { return c.names }
@@ -91,6 +94,9 @@ func (c *countingTools) Execute(ctx context.Context, call chat.ToolCall) chat.To
 	c.mu.Lock()
 	c.ran = append(c.ran, call.Name)
 	hold := c.hold
+	if c.holdName != "" && call.Name != c.holdName {
+		hold = nil
+	}
 	c.mu.Unlock()
 	if hold != nil {
 		close(hold)
@@ -374,6 +380,55 @@ func TestStopDuringTool(t *testing.T) {
 	}
 	if got := r.tools.runs(); !slices.Equal(got, []string{"think"}) {
 		t.Fatalf("ran %v, want only the first call", got)
+	}
+	// The call the client was shown stays in the history, its result
+	// saying it did not run; the one it never saw is not there.
+	msgs, _ := r.store.Messages(context.Background(), r.id, 0)
+	if len(msgs) != 3 || len(msgs[1].ToolCalls) != 1 || msgs[1].ToolCalls[0].ID != "c1" || msgs[2].ToolCallID != "c1" || !msgs[2].NotRun {
+		t.Fatalf("history %+v: want the message, the shown call and its not-run result", msgs)
+	}
+	var stopped *chat.ToolResult
+	for _, ev := range evs {
+		if ev.Kind == chat.KindToolResult && ev.ToolResult.CallID == "c1" {
+			stopped = ev.ToolResult
+		}
+	}
+	if stopped == nil || !stopped.NotRun {
+		t.Fatalf("the client was not told the shown call did not run: %+v", stopped)
+	}
+	if got := r.recorded(); len(got) != 0 {
+		t.Fatalf("recorded %v, want nothing", got)
+	}
+}
+
+// TestStopAfterARunningCall: a stop during the second call of an answer
+// keeps both calls the client saw: the first ran and is recorded, the
+// second did not; replaying the history gives the session's state.
+func TestStopAfterARunningCall(t *testing.T) {
+	r := newApprovalRig(t, `{"agentId": "ap", "name": "Ap", "nodes": ["llm.openai", "think", "brainstorm", "critique"]}`)
+	r.tools.hold, r.tools.holdName = make(chan struct{}), "brainstorm"
+	r.model.script = [][]chat.Event{{call("c1", "think"), call("c2", "brainstorm"), call("c3", "critique")}}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		<-r.tools.hold
+		time.Sleep(10 * time.Millisecond)
+		cancel(chat.StoppedByUser)
+	}()
+	drain(t)(agent.Started(r.node.Run(ctx, r.id, "go")))
+	msgs, _ := r.store.Messages(context.Background(), r.id, 0)
+	if len(msgs) != 4 || len(msgs[1].ToolCalls) != 2 || msgs[2].ToolCallID != "c1" || msgs[2].NotRun || msgs[3].ToolCallID != "c2" || !msgs[3].NotRun {
+		t.Fatalf("history %+v: want the message, both shown calls, think's result and brainstorm's not-run one", msgs)
+	}
+	sess, err := r.store.Get(context.Background(), r.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sess.State.RecentlyUsedTools.Equal("think") {
+		t.Fatalf("recorded %v, want [think]", sess.State.RecentlyUsedTools)
+	}
+	if replayed := r.node.Replay(orchestration.State{}, msgs); !replayed.RecentlyUsedTools.Equal("think") || replayed.UserMessages != sess.State.UserMessages {
+		t.Fatalf("replayed %+v, session %+v", replayed, sess.State)
 	}
 }
 

@@ -115,35 +115,15 @@ func clipID(s string) string {
 	return s
 }
 
-// Replay returns st after the orchestration saw msgs, a conversation that
-// passed CheckHistory: each user message is a user-message event, and each
-// tool call with a result a tool-used event, in order. The engine decides
-// as it did live: a call it would not have offered at that point is
-// refused and leaves the state as it was. A call whose result is an error
-// counts as used, as a tool that ran and failed does (a history does not
-// say whether the call reached the tool). Token usage is not in a
-// conversation and stays as it was.
+// Replay returns st after the orchestration followed msgs, a conversation
+// that passed CheckHistory: the state a session that had that conversation
+// holds, by the rules of orchestration.Engine.Replay (each call checked
+// against the offer of the model call that made it; a tool message marked
+// NotRun, a call that never ran, records nothing; a call that ran and
+// failed is recorded). Token usage is not in a conversation and stays as
+// it was.
 func (n *Agent) Replay(st orchestration.State, msgs []chat.Message) orchestration.State {
-	engine := n.Engine()
-	answered := map[string]bool{}
-	for _, m := range msgs {
-		if m.Role == chat.RoleTool {
-			answered[m.ToolCallID] = true
-		}
-	}
-	for _, m := range msgs {
-		switch m.Role {
-		case chat.RoleUser:
-			st, _ = engine.Apply(st, orchestration.UserMessage(m.Content))
-		case chat.RoleAssistant:
-			for _, c := range m.ToolCalls {
-				if answered[c.ID] {
-					st, _ = engine.Apply(st, orchestration.ToolUsed(c.Name))
-				}
-			}
-		}
-	}
-	return st
+	return n.Engine().Replay(st, msgs)
 }
 
 var errOptions = errors.New("agent: Regenerate cannot be combined with WithHistory or Stateless")

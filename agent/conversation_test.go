@@ -175,6 +175,7 @@ func TestRegenerate(t *testing.T) {
 	turn(t, n, id, "Hello there")
 	turn(t, n, id, "Critique the argument that remote work improves productivity")
 	before, _ := store.Messages(ctx, id, 0)
+	answered, _ := store.Get(ctx, id)
 
 	if _, err := agent.Started(n.Run(ctx, id, "Hello there", agent.Regenerate())); !errors.Is(err, agent.ErrNotLastMessage) {
 		t.Fatalf("regenerating an earlier message: %v, want ErrNotLastMessage", err)
@@ -204,6 +205,20 @@ func TestRegenerate(t *testing.T) {
 	}
 	if len(after) != len(before) {
 		t.Fatalf("the regenerated turn has %d messages, the old one %d", len(after), len(before))
+	}
+	// The orchestration went back to where the dropped answer started:
+	// the same answer again leaves the same state, its message counted
+	// once, and the dropped answer's spend stays counted as regenerated.
+	regenerated, _ := store.Get(ctx, id)
+	st, was := regenerated.State, answered.State
+	if st.ActiveStep != was.ActiveStep || st.SequenceIndex != was.SequenceIndex || !st.RecentlyUsedTools.Equal(was.RecentlyUsedTools.Slice()...) || st.UserMessages != 2 {
+		t.Fatalf("after regenerate %+v, after the first answer %+v", st, was)
+	}
+	if st.RegeneratedUsage.IsZero() || st.TokenUsage.Total <= was.TokenUsage.Total {
+		t.Fatalf("usage %+v, regenerated %+v: both answers' spend must be kept, the dropped one's reported", st.TokenUsage, st.RegeneratedUsage)
+	}
+	if replayed := n.Replay(orchestration.State{}, after); !replayed.RecentlyUsedTools.Equal(st.RecentlyUsedTools.Slice()...) || replayed.ActiveStep != st.ActiveStep || replayed.SequenceIndex != st.SequenceIndex {
+		t.Fatalf("replaying the history gives %+v, the session has %+v", replayed, st)
 	}
 
 	// On a session with no message yet, Regenerate is an ordinary turn.

@@ -212,21 +212,7 @@ func TestLeaseReleaseGivesUpAtExpiry(t *testing.T) {
 // it sees Done is not refused as busy (the stores' LockWait is 0: Lock
 // refuses a held session at once).
 func TestLeaseFreeWhenDoneArrives(t *testing.T) {
-	stores := []struct {
-		name string
-		open func(t *testing.T) session.Store
-	}{
-		{"memory", func(t *testing.T) session.Store { return session.NewMemory(session.Config{}) }},
-		{"redis", func(t *testing.T) session.Store {
-			srv := redistest.Start(t)
-			s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}},
-	}
-	for _, st := range stores {
+	for _, st := range memoryAndRedis() {
 		t.Run(st.name, func(t *testing.T) {
 			store := st.open(t)
 			defer store.Close()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 )
@@ -105,7 +106,7 @@ func stepMessages(st StreamedStep) []chat.Message {
 			continue
 		}
 		m.ToolCalls = append(m.ToolCalls, c)
-		tools = append(tools, chat.Message{Role: chat.RoleTool, Content: r.Content, ToolCallID: c.ID, ToolName: c.Name, IsError: r.IsError})
+		tools = append(tools, llmorch.ToolMessage(r))
 	}
 	if m.Content == "" && len(m.ToolCalls) == 0 {
 		return nil

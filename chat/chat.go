@@ -7,7 +7,10 @@
 // package can depend on it without pulling in providers, storage or HTTP.
 package chat
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Role says who wrote a Message.
 type Role string
@@ -35,8 +38,15 @@ type Message struct {
 	// IsError marks a tool message whose call failed or was refused.
 	IsError bool `json:"isError,omitempty"`
 	// Denied marks a tool message whose call a person declined to approve
-	// (IsError is set too).
+	// (IsError and NotRun are set too).
 	Denied bool `json:"denied,omitempty"`
+	// NotRun marks a tool message whose call the orchestration did not
+	// record: it never reached its tool (refused, declined, invalid
+	// arguments, over the answer's budget) or the turn was stopped before
+	// it completed. A result without it records its call when the
+	// conversation is replayed (orchestration.Engine.Replay), as the turn
+	// did; a tool that ran and failed is such a result.
+	NotRun bool `json:"notRun,omitempty"`
 }
 
 // ToolCall is one call of a tool by a model, complete and validated: the name
@@ -57,14 +67,31 @@ type ToolResult struct {
 	Type    string `json:"type,omitempty"`
 	IsError bool   `json:"isError,omitempty"`
 	// NotRun marks an error result for a call that never reached the tool
-	// (unknown tool, arguments that fail the schema, a refused call). Such a
-	// call is not recorded by the orchestration; a tool that ran and failed
-	// is.
+	// (unknown tool, arguments that fail the schema, a refused call) or
+	// that the turn stopped before it completed. Such a call is not
+	// recorded by the orchestration; a tool that ran and failed is.
 	NotRun bool `json:"notRun,omitempty"`
 	// Denied marks the result of a call a person declined to approve
 	// (NotRun and IsError are set too): Content tells the model so, with
 	// the person's reason.
 	Denied bool `json:"denied,omitempty"`
+}
+
+// The runtime begins the result of every call that did not run with one
+// of these (see ToolResult.NotRun): refusals with RefusedPrefix, the others
+// (declined, invalid arguments, stopped) with NotRunPrefix. A client that
+// holds the conversation as text, as OpenAI's formats do, keeps them, so
+// that a replay of the conversation can tell such a result from that of a
+// tool that ran (NotRunContent).
+const (
+	RefusedPrefix = "Refused: "
+	NotRunPrefix  = "Not run: "
+)
+
+// NotRunContent reports whether a tool result's content begins the way the
+// runtime begins the result of a call that did not run.
+func NotRunContent(content string) bool {
+	return strings.HasPrefix(content, RefusedPrefix) || strings.HasPrefix(content, NotRunPrefix)
 }
 
 // Usage counts tokens, normalised across providers (OpenAI's prompt and

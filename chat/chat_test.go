@@ -44,3 +44,18 @@ func TestUsageStoredBefore(t *testing.T) {
 		t.Fatalf("usage with cache counts marshals as %s", b)
 	}
 }
+
+func TestNotRunContent(t *testing.T) {
+	for content, want := range map[string]bool{
+		"Refused: tool \"x\" is not available":       true,
+		"Not run: the user declined this call of x.": true,
+		"refused: lower case is a tool's own text":   false,
+		"## Brainstorm: ideas":                       false,
+		"":                                           false,
+		" Not run: not at the start":                 false,
+	} {
+		if got := NotRunContent(content); got != want {
+			t.Errorf("NotRunContent(%q) = %v, want %v", content, got, want)
+		}
+	}
+}

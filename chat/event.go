@@ -80,6 +80,10 @@ type Snapshot struct {
 	SequenceIndex int      `json:"sequenceIndex"`
 	Sequence      []string `json:"sequence,omitempty"`
 	OfferedTools  []string `json:"offeredTools"`
+	// Blocked is set when the step's sequence is at a position that no
+	// tool the runtime provides can fill: it says which, and that the
+	// sequence stops there (the step's tools are offered instead).
+	Blocked string `json:"blocked,omitempty"`
 	// Transition is set when this snapshot follows a step change.
 	PreviousStep string `json:"previousStep,omitempty"`
 	Transition   bool   `json:"transition,omitempty"`

@@ -79,9 +79,14 @@ func Note(in PromptInput) string {
 	if snap.ActiveStep != "" {
 		fmt.Fprintf(&b, "Active step: %s", snap.ActiveStep)
 		if n := len(snap.Sequence); n > 0 {
-			if snap.SequenceIndex < n {
+			switch {
+			case snap.SequenceIndex < n && snap.Blocked != "":
+				// Said plainly, so that the model does not keep calling
+				// tools to pass a position nothing can pass.
+				fmt.Fprintf(&b, " (%s; do not try to follow the rest of the sequence)", snap.Blocked)
+			case snap.SequenceIndex < n:
 				fmt.Fprintf(&b, " (sequence position %d of %d: next %s)", snap.SequenceIndex+1, n, strings.ReplaceAll(snap.Sequence[snap.SequenceIndex], "|", " or "))
-			} else {
+			default:
 				b.WriteString(" (sequence complete)")
 			}
 		}

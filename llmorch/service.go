@@ -145,16 +145,26 @@ type Answer struct {
 // DeniedResult is what the model reads for a call a person declined: it
 // was not run, and why.
 func DeniedResult(call chat.ToolCall, reason string) chat.ToolResult {
-	content := "The user declined this call of " + call.Name + "; it was not run."
+	content := chat.NotRunPrefix + "the user declined this call of " + call.Name + "."
 	if reason != "" {
-		content = "The user declined this call of " + call.Name + "; it was not run. The user's reason: " + reason
+		content += " The user's reason: " + reason
 	}
 	return chat.ToolResult{CallID: call.ID, Name: call.Name, Content: content, Type: "denied", IsError: true, NotRun: true, Denied: true}
 }
 
+// markNotRun begins the content of a result of a call that did not run
+// the way the runtime begins all of them (chat.NotRunContent), so that a
+// conversation kept as text still says the call did not run.
+func markNotRun(res chat.ToolResult) chat.ToolResult {
+	if res.NotRun && !chat.NotRunContent(res.Content) {
+		res.Content = chat.NotRunPrefix + res.Content
+	}
+	return res
+}
+
 // ToolMessage is the history entry of a tool result.
 func ToolMessage(res chat.ToolResult) chat.Message {
-	return chat.Message{Role: chat.RoleTool, Content: res.Content, ToolCallID: res.CallID, ToolName: res.Name, IsError: res.IsError, Denied: res.Denied}
+	return chat.Message{Role: chat.RoleTool, Content: res.Content, ToolCallID: res.CallID, ToolName: res.Name, IsError: res.IsError, Denied: res.Denied, NotRun: res.NotRun}
 }
 
 // NewApprovalID returns the ID of a new approval request.
@@ -173,10 +183,11 @@ const saveTimeout = 5 * time.Second
 //
 // Each model call is one step. Before it, the orchestration decides the
 // offered tools; after it (onStepFinish), the step's tool calls are executed
-// in order, each one only if it is offered at that moment, each executed tool
-// is recorded (advancing sequences and re-choosing the step, so the next call
-// of the same turn sees the new step's tools), and the step's usage is
-// recorded. The step's messages are appended to the history as they
+// in order, each one only if that model call was offered it (the calls of
+// one answer are all checked against the same offer, however the earlier
+// ones moved the state), each executed tool is recorded (advancing
+// sequences and re-choosing the step, so the next model call of the same
+// turn sees the new step's tools), and the step's usage is recorded. The step's messages are appended to the history as they
 // complete. All writes are atomic store updates fenced by the turn's lease.
 //
 // The turn runs under its Budget. Reaching a budget yields a chat.KindLimit
@@ -275,6 +286,12 @@ type run struct {
 	// goes in the step's write (toolOutcome.record) instead of a write of
 	// its own.
 	recordWithStep bool
+	// offer is what the latest model call was offered (nothing for the
+	// final answer), and callState the state it was made in: every call
+	// of its answer is checked against that offer, not against the state
+	// its earlier calls moved.
+	offer     orchestration.Offer
+	callState orchestration.State
 }
 
 // errAwaitApproval ends a turn whose step holds calls for approval.
@@ -336,6 +353,7 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		snap.OfferedTools = nil
 		offer.Tools = nil
 	}
+	r.offer, r.callState = offer, r.state
 	if !r.announce(snap) {
 		return nil, errStopped
 	}
@@ -452,16 +470,27 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		// any announcement wait for the step's write, which records it
 		// with the step's messages (one write instead of two).
 		rec *toolOutcome
+		// reached counts the calls the client was shown; unreported is
+		// the result of the latest one when the client was not told it.
+		reached    int
+		unreported *chat.ToolResult
 	)
+	// stop ends a step that was stopped or whose consumer left: the calls
+	// the client was shown are saved with their results (see saveStopped),
+	// the others are dropped, and err ends the turn.
+	stop := func(err error) error {
+		r.saveStopped(ctx, text, calls[:reached], msgs[1:], unreported, usage, rec)
+		return err
+	}
 	for i, call := range calls {
 		if err := ctx.Err(); err != nil {
 			// Stopped between two calls: no new tool starts.
-			r.saveEnd(ctx, text, usage)
-			return err
+			return stop(err)
 		}
 		if !r.emit(chat.Event{Kind: chat.KindToolCall, ToolCall: &call}) {
-			return errStopped
+			return stop(errStopped)
 		}
+		reached++
 		var res toolOutcome
 		if i == limit {
 			res.result = refusedOverLimit(call, limit, made)
@@ -474,15 +503,9 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC()}
 			held = append(held, a)
 			if !r.emit(chat.Event{Kind: chat.KindApproval, ToolCall: &call, Approval: &chat.Approval{ID: a.ID, ToolCallID: call.ID}}) {
-				return errStopped
+				return stop(errStopped)
 			}
 			continue
-		}
-		if err := ctx.Err(); err != nil {
-			// Cancelled mid-step: keep the text, drop the calls whose
-			// results are not all there, so the history stays valid.
-			r.saveEnd(ctx, text, usage)
-			return err
 		}
 		if res.err != nil {
 			return res.err
@@ -490,10 +513,18 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		msgs = append(msgs, ToolMessage(res.result))
 		if res.record != nil {
 			rec = &res
+		}
+		if err := ctx.Err(); err != nil {
+			// Stopped mid-step: the call has its result; the ones after
+			// it never start.
+			unreported = &res.result
+			return stop(err)
+		}
+		if res.record != nil {
 			continue
 		}
 		if !r.reportTool(res) {
-			return errStopped
+			return stop(errStopped)
 		}
 	}
 	// The turn's last step (an answer without tool calls, the final call,
@@ -592,8 +623,9 @@ func KeepAnswered(list []session.Approval) []session.Approval {
 
 // answer carries out a person's decisions before the turn's first model
 // call: a denied call is reported (the session holds its result already),
-// an approved one runs now, if the orchestration offers it now, and is
-// recorded like any call, counting as a call of the answer that made it.
+// an approved one runs now (it was offered to the model call that made it)
+// unless it cannot run now, and is recorded like any call, counting as a
+// call of the answer that made it.
 func (r *run) answer(ctx context.Context) error {
 	for _, a := range r.turn.Answers {
 		call := a.Call
@@ -607,6 +639,12 @@ func (r *run) answer(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// A call waits for approval only when the model call that made it
+		// was offered its tool (one that was not is refused, never held):
+		// that is the offer it is checked against, whatever the state
+		// did since.
+		r.offer = orchestration.Offer{Tools: []string{call.Name}, Step: r.state.ActiveStep, SequenceIndex: r.state.SequenceIndex}
+		r.callState = r.state
 		r.answering, r.recordWithStep = true, true
 		res := r.tool(ctx, call, nil)
 		r.answering, r.recordWithStep = false, false
@@ -753,12 +791,15 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 	} else {
 		out = r.runTool(ctx, call)
 	}
+	if !out.held {
+		out.result = markNotRun(out.result)
+	}
 	span.End(telemetry.ToolEnd{Result: out.result, Refused: out.refused, Transition: out.transition, NextStep: r.state.ActiveStep, Err: out.err})
 	return out
 }
 
-// runTool executes one call if the orchestration offers it now, and records
-// it when the tool ran, whether it succeeded or failed: the contract appends
+// runTool executes one call if its model call was offered it (run.offer),
+// and records it when the tool ran, whether it succeeded or failed: the contract appends
 // every executed tool, and a tool that ran and failed was executed (a web
 // search without a backend still completes its place in a sequence; the
 // model reads the error). A refused call, or one that never reached the tool
@@ -768,27 +809,24 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 // tools the model may use.
 func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	cfg := r.s.cfg
-	if r.noTools {
-		// The final answer's call offered nothing; the state may offer more.
-		reason := cfg.Engine.Refusal(r.state, call.Name, nil) + " (this turn has used its model calls: answer with what you have)"
-		return toolOutcome{result: refused(call, reason), refused: true}
-	}
-	avail := r.available()
-	if !slices.Contains(cfg.Engine.OfferNow(r.state, avail).Tools, call.Name) {
-		_, d := cfg.Engine.Apply(r.state, orchestration.ToolUsedNow(call.Name, avail))
-		if a, ok := cfg.Tools.(Availability); ok && slices.Contains(cfg.Engine.Offer(r.state).Tools, call.Name) {
+	if !slices.Contains(r.offer.Tools, call.Name) {
+		reason := cfg.Engine.RefusalIn(r.offer, call.Name)
+		if r.noTools {
+			// The final answer's call offered nothing; the state may offer more.
+			reason += " (this turn has used its model calls: answer with what you have)"
+		} else if a, ok := cfg.Tools.(Availability); ok && slices.Contains(cfg.Engine.Offer(r.callState).Tools, call.Name) {
 			if why, no := a.Unavailable(call.Name); no {
-				d.Reason = why // the orchestration would offer it: say why it cannot run
+				reason = why // the orchestration would offer it: say why it cannot run
 			}
 		}
-		return toolOutcome{result: refused(call, d.Reason), refused: true}
+		return toolOutcome{result: refused(call, reason), refused: true}
 	}
 	if !r.answering && cfg.Engine.NeedsApproval(r.state, call.Name) {
 		return toolOutcome{held: true, result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "approval_requested", Content: "waiting for the user's approval", NotRun: true}}
 	}
 	if err := ctx.Err(); err != nil {
 		// Stopped: a tool does not start.
-		return toolOutcome{result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "cancelled", Content: "the turn was stopped before this call ran", IsError: true, NotRun: true}}
+		return toolOutcome{result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "cancelled", Content: chat.NotRunPrefix + "the turn was stopped before this call ran.", IsError: true, NotRun: true}}
 	}
 	// The tool learns what it runs for (tools.CallFrom): the turn's part
 	// comes from the agent, the call's from here.
@@ -797,9 +835,12 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	res := cfg.Tools.Execute(tools.WithCall(ctx, c), call)
 	res.CallID, res.Name = call.ID, call.Name
 	if res.NotRun || ctx.Err() != nil {
+		// Stopped while the tool ran: the call is not recorded, and its
+		// result says so (a replay of the history must not record it).
+		res.NotRun = true
 		return toolOutcome{result: res}
 	}
-	used := orchestration.ToolUsedNow(call.Name, avail)
+	used := orchestration.ToolUsedIn(call.Name, r.offer)
 	if r.recordWithStep {
 		// The step's write records the call right after (onStepFinish);
 		// until then the state is the one the stored state becomes, as the
@@ -888,14 +929,60 @@ func (r *run) changed(snap chat.Snapshot) bool {
 // not reported because the turn is already ending (the marker then stays,
 // and the next turn recovers what it can).
 func (r *run) saveEnd(ctx context.Context, text []byte, usage chat.Usage) {
-	cfg := r.s.cfg
 	var msgs []chat.Message
 	if len(text) > 0 {
 		msgs = append(msgs, assistantMessage(text, nil))
 	}
+	r.saveEndWith(ctx, msgs, usage, nil)
+}
+
+// saveStopped is saveEnd for a step stopped among its tool calls: the
+// calls the client was shown (shown) stay in the history, each with its
+// result (from results, the step's tool messages so far), so that what
+// the client saw is kept and the history stays one a provider accepts. A
+// shown call without a result (held for approval, or stopped before its
+// result came) gets one saying it did not run. rec, the step's last call
+// when it ran, is recorded in the same write; every other call that ran
+// was recorded already. Once the write is made, the client is told the
+// results it has not heard: unreported and those made here.
+func (r *run) saveStopped(ctx context.Context, text []byte, shown []chat.ToolCall, results []chat.Message, unreported *chat.ToolResult, usage chat.Usage, rec *toolOutcome) {
+	if len(text) == 0 && len(shown) == 0 {
+		r.saveEndWith(ctx, nil, usage, nil)
+		return
+	}
+	msgs := []chat.Message{assistantMessage(text, shown)}
+	var tell []chat.ToolResult
+	if unreported != nil {
+		tell = append(tell, *unreported)
+	}
+	for _, call := range shown {
+		k := slices.IndexFunc(results, func(m chat.Message) bool { return m.ToolCallID == call.ID })
+		if k >= 0 {
+			msgs = append(msgs, results[k])
+			continue
+		}
+		res := chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "cancelled", Content: chat.NotRunPrefix + "the turn was stopped before this call ran.", IsError: true, NotRun: true}
+		tell = append(tell, res)
+		msgs = append(msgs, ToolMessage(res))
+	}
+	r.saveEndWith(ctx, msgs, usage, rec)
+	for i := range tell {
+		r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &tell[i]})
+	}
+}
+
+func (r *run) saveEndWith(ctx context.Context, msgs []chat.Message, usage chat.Usage, rec *toolOutcome) {
+	cfg := r.s.cfg
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
+	// The in-memory state already holds rec's record: the write applies
+	// it to the stored state, which is the state before it.
 	st, _, err := cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(s *orchestration.State) error {
+		if rec != nil {
+			if err := applyRecord(cfg.Engine, s, *rec); err != nil {
+				return err
+			}
+		}
 		if !usage.IsZero() {
 			*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(usage))
 		}
@@ -924,7 +1011,7 @@ func (r *run) writeOpts(last bool) []session.UpdateOption {
 }
 
 func refused(call chat.ToolCall, reason string) chat.ToolResult {
-	return chat.ToolResult{CallID: call.ID, Name: call.Name, Content: "Refused: " + reason + ".", Type: "refused", IsError: true, NotRun: true}
+	return chat.ToolResult{CallID: call.ID, Name: call.Name, Content: chat.RefusedPrefix + reason + ".", Type: "refused", IsError: true, NotRun: true}
 }
 
 func assistantMessage(text []byte, calls []chat.ToolCall) chat.Message {

@@ -13,24 +13,25 @@ import (
 type Available func(tool string) bool
 
 // OfferNow is Offer when some of the agent's tools cannot run now: those
-// are left out, and a sequence position none of whose tools can run falls
-// back to the step's tools that can, with a warning, the same rule as for a
-// tool missing at load time. With available nil it is Offer.
+// are left out, and a sequence position none of whose tools can run now
+// falls back to the step's tools that can, with a warning; the position
+// still waits for its tools, which may come back (unlike a position no
+// provided tool can fill, which Offer reports as Blocked). With available
+// nil it is Offer.
 func (e *Engine) OfferNow(s State, available Available) Offer {
 	offer := e.Offer(s)
 	if available == nil || !slices.ContainsFunc(offer.Tools, func(t string) bool { return !available(t) }) {
 		return offer
 	}
-	tools := filterAvailable(offer.Tools, available)
+	out := offer
+	out.Tools = filterAvailable(offer.Tools, available)
 	st := e.step(s.ActiveStep)
-	if len(tools) == 0 && st != nil && s.SequenceIndex >= 0 && s.SequenceIndex < len(st.sequence) {
+	if len(out.Tools) == 0 && st != nil && s.SequenceIndex >= 0 && s.SequenceIndex < len(st.sequence) {
 		group := Group(st.sequence[s.SequenceIndex])
-		return Offer{
-			Tools:   filterAvailable(st.tools, available),
-			Warning: fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) can run now; offering the step's tools instead", s.ActiveStep, s.SequenceIndex, group),
-		}
+		out.Tools = filterAvailable(st.tools, available)
+		out.Warning = fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) can run now; offering the step's tools instead", s.ActiveStep, s.SequenceIndex, group)
 	}
-	return Offer{Tools: tools, Warning: offer.Warning}
+	return out
 }
 
 // ToolUsedNow is ToolUsed for a runtime that passed available to OfferNow

@@ -1,6 +1,7 @@
 package orchestration
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"regexp/syntax"
@@ -93,6 +94,8 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 		d.errorf("orchestration.stepScope", "unknown step scope %q (known: %s, %s)", spec.StepScope, ScopeSession, ScopeTurn)
 	}
 
+	unknownKeys(d, "orchestration", "", spec.Extra, Keys(Spec{}))
+
 	agentTools := make(map[string]bool, len(cfg.Tools))
 	for _, t := range cfg.Tools {
 		agentTools[t] = true
@@ -112,6 +115,14 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 		s := &spec.Steps[i]
 		path := fmt.Sprintf("orchestration.steps[%d] %q", i, s.Name)
 		st := step{name: s.Name, description: s.Description, isDefault: s.IsDefault}
+		keyPath, inStep := fmt.Sprintf("orchestration.steps[%d]", i), fmt.Sprintf("step %q", s.Name)
+		unknownKeys(d, keyPath, inStep, s.Extra, Keys(Step{}))
+		if s.AvailableTools != nil {
+			unknownKeys(d, keyPath+".availableTools", inStep, s.AvailableTools.Extra, Keys(ToolFilter{}))
+		}
+		for k, c := range s.Conditions {
+			unknownKeys(d, fmt.Sprintf("%s.conditions[%d]", keyPath, k), inStep, c.Extra, Keys(Condition{}))
+		}
 
 		if strings.TrimSpace(s.Name) == "" {
 			d.errorf(fmt.Sprintf("orchestration.steps[%d]", i), "name: a step needs a name")
@@ -152,26 +163,37 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 				continue
 			}
 			var offer []string
+			bad := false
 			for _, t := range g {
 				switch {
 				case !agentTools[t]:
 					d.errorf(gpath, "tool %q is not one of the agent's tools (%s)", t, listOrNone(cfg.Tools))
+					bad = true
 				case len(allowed) > 0 && !matchAny(allowed, t):
 					d.errorf(gpath, "tool %q is not in this step's availableTools.allowed", t)
+					bad = true
 				case matchAny(denied, t):
 					d.errorf(gpath, "tool %q is excluded by this step's availableTools.denied", t)
+					bad = true
 				case slices.Contains(st.tools, t):
 					offer = append(offer, t)
 				}
 			}
 			st.sequence = append(st.sequence, slices.Clone(g))
-			warn := ""
+			blocked := ""
+			if len(offer) == 0 && !bad {
+				// Every tool of the group is the agent's and allowed here,
+				// but the runtime provides none: no call can pass this
+				// position. Rather than offer tools that never advance the
+				// sequence as if it went on, the step says it stops here.
+				blocked = fmt.Sprintf("the sequence cannot pass position %d (%s): no tool of it is provided by this runtime, so the step offers its tools instead", k+1, g)
+				d.warnf(gpath, "no tool of position %d (%s) is provided by this runtime, so the sequence cannot pass it: once there, the step offers its tools (%s) and says the sequence stops", k+1, g, listOrNone(st.tools))
+			}
 			if len(offer) == 0 {
-				warn = fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) is available here; offering the step's tools instead", s.Name, k, g)
 				offer = st.tools
 			}
 			st.offers = append(st.offers, offer)
-			st.warnings = append(st.warnings, warn)
+			st.blocked = append(st.blocked, blocked)
 		}
 
 		st.approval = approvalPatterns(s.RequireApproval, cfg.Tools, path+":", d)
@@ -202,6 +224,26 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 	}
 	e.warnShadowed(spec, d)
 	return e
+}
+
+// unknownKeys reports every key of extra, the fields of an object of the
+// orchestration at path that this runtime does not read, as an error,
+// with the nearest known key: inside the orchestration a key read as
+// nothing changes what the model may do unnoticed (a step whose
+// "availableTool" is ignored offers every tool). where names the step.
+func unknownKeys(d *diagnoser, path, where string, extra map[string]json.RawMessage, known []string) {
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		msg := UnknownKey(k, known)
+		if where != "" {
+			msg += " (" + where + ")"
+		}
+		d.errorf(path+"."+k, "%s", msg)
+	}
 }
 
 // approvalPatterns checks requireApproval patterns: an empty one is an

@@ -8,14 +8,19 @@
 // never changes. It keeps no session data: a session's State is plain data
 // that any store can keep, and the Engine is a function of it,
 //
-//	(engine, state, input) -> (state, decision)   Engine.Apply
-//	(engine, state)        -> the tools to offer  Engine.Offer
+//	(engine, state, input)        -> (state, decision)   Engine.Apply
+//	(engine, state)               -> the tools to offer  Engine.Offer
+//	(engine, state, conversation) -> state               Engine.Replay
 //
-// An Input is a user message, a tool the model used or the token usage of a
-// model call; the Decision says whether a tool call is refused (with the
-// text the model receives, naming the step, its sequence position and the
-// tools it may use), whether the active step changed, and whether a
-// sequence advanced. Apply never performs I/O and never fails at run time:
+// An Input is a user message, a tool the model used (checked against what
+// the model call that made it was offered: ToolUsedIn), the token usage of
+// a model call, or the answer to the latest message dropped and given again
+// (Regenerate, which restores the state's TurnStart); the Decision says
+// whether a tool call is refused (with the text the model receives, naming
+// the step, its sequence position and the tools it may use), whether the
+// active step changed, and whether a sequence advanced. Replay derives a
+// state from a conversation by the same rules, so that a session's history
+// replays to the session's state. Apply never performs I/O and never fails at run time:
 // a bad regular expression or a missing condition value is a compile-time
 // error, not a silent false.
 //

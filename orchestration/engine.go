@@ -28,14 +28,44 @@ type State struct {
 	UserMessages int `json:"userMessages"`
 	// TurnToolUses counts the tools executed since the latest user message.
 	TurnToolUses int `json:"turnToolUses"`
-	// TokenUsage is the session's cumulative token usage.
+	// TokenUsage is the session's cumulative token usage, the spend of
+	// answers that were dropped and given again included (see
+	// RegeneratedUsage).
 	TokenUsage chat.Usage `json:"cumulativeTokenUsage"`
+	// RegeneratedUsage is the part of TokenUsage spent on answers that a
+	// Regenerate input dropped: it was spent, so TokenUsage keeps it, but
+	// no answer in the history accounts for it.
+	RegeneratedUsage chat.Usage `json:"regeneratedTokenUsage,omitzero"`
+	// TurnStart is the state as it was before the latest user message was
+	// applied, so that the answer to that message can be dropped and given
+	// again from where it started (Regenerate). Nil before the first user
+	// message (and in states saved before it was kept). A state never
+	// changes the TurnStart it holds: Apply makes a new one.
+	TurnStart *TurnStart `json:"turnStart,omitempty"`
 
 	// memo caches the message conditions' results for LastUserMessage, so
 	// that the re-evaluation after every tool use does not run every regex
 	// again. It is derived data: absent (after a store round trip) or made
 	// by another engine, it is recomputed.
 	memo *messageMemo
+}
+
+// TurnStart is what a Regenerate input restores: the fields of State that
+// the answer to the latest user message may have changed, as they were
+// before that message. The tool history is kept as its length then and the
+// entries the answer's tools pushed out of the bounded history since, so
+// that the snapshot costs little more than the tools it must bring back.
+type TurnStart struct {
+	ActiveStep      string     `json:"activeStep"`
+	SequenceIndex   int        `json:"sequenceIndex"`
+	LastUserMessage string     `json:"lastUserMessage,omitempty"`
+	UserMessages    int        `json:"userMessages"`
+	TurnToolUses    int        `json:"turnToolUses"`
+	TokenUsage      chat.Usage `json:"tokenUsage"`
+	// Tools is how many entries RecentlyUsedTools had; Dropped lists those
+	// of them that later tool uses pushed out of the history, oldest first.
+	Tools   int      `json:"tools"`
+	Dropped []string `json:"dropped,omitempty"`
 }
 
 // messageMemo holds one engine's message-condition results for one message:
@@ -58,6 +88,9 @@ const (
 	InputToolUsed
 	// InputUsage: a model call consumed Usage.
 	InputUsage
+	// InputRegenerate: the answer to the latest user message was dropped
+	// and that message, Text, is answered again.
+	InputRegenerate
 )
 
 // Input is one input to the orchestration.
@@ -69,6 +102,10 @@ type Input struct {
 	// Available, on a tool event, is what the runtime passed to OfferNow
 	// (see ToolUsedNow); nil: every tool can run.
 	Available Available
+	// Offered, on a tool event, is what the model call that made the call
+	// was offered (see ToolUsedIn); nil: the offer of the state the event
+	// is applied to.
+	Offered *Offer
 }
 
 // UserMessage is the event of a user message.
@@ -77,8 +114,28 @@ func UserMessage(text string) Input { return Input{Kind: InputUserMessage, Text:
 // ToolUsed is the event of the model calling a tool.
 func ToolUsed(name string) Input { return Input{Kind: InputToolUsed, Tool: name} }
 
+// ToolUsedIn is the event of the model calling a tool in an answer to a
+// model call that was offered offered: the call is checked against that
+// offer, not against the state's, which earlier calls of the same answer
+// may have moved (a sequence exists so that the model sees one tool's
+// result before it calls the next; running the calls of one answer side by
+// side must not pass it). The calls of one answer are applied in the
+// answer's order, each against the same offer.
+func ToolUsedIn(name string, offered Offer) Input {
+	return Input{Kind: InputToolUsed, Tool: name, Offered: &offered}
+}
+
 // UsageReported is the event of a model call's token usage.
 func UsageReported(u chat.Usage) Input { return Input{Kind: InputUsage, Usage: u} }
+
+// Regenerate is the event of the answer to the latest user message being
+// dropped and text, that message, answered again: the state goes back to
+// its TurnStart (active step, sequence position, tool history, message
+// counters) and the message is applied again. Token usage is not wound
+// back, since it was spent; what the dropped answer spent is added to
+// RegeneratedUsage. A state without a TurnStart applies text as a new user
+// message.
+func Regenerate(text string) Input { return Input{Kind: InputRegenerate, Text: text} }
 
 // Decision is what the engine decided about one event.
 type Decision struct {
@@ -99,9 +156,18 @@ type Decision struct {
 type Offer struct {
 	// Tools is shared with the engine: do not modify it.
 	Tools []string
-	// Warning is set when the active step's sequence asks for tools that are
-	// not available and the step's tools are offered instead.
+	// Warning is set when the tools at the active step's sequence position
+	// cannot run now and the step's tools are offered instead.
 	Warning string
+	// Step and SequenceIndex are the state's active step (empty when there
+	// is none, or the template no longer has it) and sequence position:
+	// the refusal of a call made under this offer names them.
+	Step          string
+	SequenceIndex int
+	// Blocked is set when the step's sequence is at a position none of
+	// whose tools the runtime provides: the sequence cannot pass it, so
+	// the step offers its tools, and Blocked says why.
+	Blocked string
 }
 
 // Engine applies the orchestration rules of one template. It is immutable and
@@ -125,7 +191,7 @@ type step struct {
 	tools             []string
 	sequence          [][]string
 	offers            [][]string // per sequence position
-	warnings          []string   // per sequence position
+	blocked           []string   // per sequence position: why it cannot be passed, or ""
 	approval          []string   // requireApproval patterns
 }
 
@@ -163,24 +229,27 @@ func (e *Engine) TurnScoped() bool { return e.turnScope }
 func (e *Engine) Apply(s State, ev Input) (State, Decision) {
 	d := Decision{PreviousStep: s.ActiveStep}
 	switch ev.Kind {
-	case InputUserMessage:
-		s.LastUserMessage = ev.Text
-		s.UserMessages++
-		s.TurnToolUses = 0
-		if e.turnScope {
-			// The opt-in: every turn starts from no step, so that the step
-			// is chosen by this message and this turn's tools alone.
-			s.ActiveStep, s.SequenceIndex = "", 0
+	case InputRegenerate:
+		if s.TurnStart != nil {
+			s = e.restore(s)
+			d.PreviousStep = s.ActiveStep
 		}
-		s.memo = nil // the results belonged to the previous message
-		e.choose(&s)
+		e.userMessage(&s, ev.Text)
+	case InputUserMessage:
+		e.userMessage(&s, ev.Text)
 	case InputToolUsed:
-		offer := e.OfferNow(s, ev.Available)
+		var offer Offer
+		if ev.Offered != nil {
+			offer = *ev.Offered
+		} else {
+			offer = e.OfferNow(s, ev.Available)
+		}
 		if !slices.Contains(offer.Tools, ev.Tool) {
 			d.Refused = true
-			d.Reason = e.refusal(s, ev.Tool, offer.Tools)
+			d.Reason = e.refusal(offer, ev.Tool)
 			return s, d
 		}
+		s.TurnStart = s.TurnStart.keepDropped(s.RecentlyUsedTools, e.historyLimit)
 		s.RecentlyUsedTools = s.RecentlyUsedTools.Append(ev.Tool, e.historyLimit)
 		s.TurnToolUses++
 		if st := e.step(s.ActiveStep); st != nil && s.SequenceIndex < len(st.sequence) &&
@@ -194,6 +263,72 @@ func (e *Engine) Apply(s State, ev Input) (State, Decision) {
 	}
 	d.Transition = s.ActiveStep != d.PreviousStep
 	return s, d
+}
+
+// userMessage applies a user message to s, first keeping what a
+// Regenerate of its answer restores.
+func (e *Engine) userMessage(s *State, text string) {
+	s.TurnStart = &TurnStart{
+		ActiveStep: s.ActiveStep, SequenceIndex: s.SequenceIndex,
+		LastUserMessage: s.LastUserMessage, UserMessages: s.UserMessages, TurnToolUses: s.TurnToolUses,
+		TokenUsage: s.TokenUsage, Tools: s.RecentlyUsedTools.Len(),
+	}
+	s.LastUserMessage = text
+	s.UserMessages++
+	s.TurnToolUses = 0
+	if e.turnScope {
+		// The opt-in: every turn starts from no step, so that the step
+		// is chosen by this message and this turn's tools alone.
+		s.ActiveStep, s.SequenceIndex = "", 0
+	}
+	s.memo = nil // the results belonged to the previous message
+	e.choose(s)
+}
+
+// restore returns s as it was before its latest user message: s's
+// TurnStart, with the tool history rebuilt from the entries still in it and
+// those the answer pushed out, and the answer's token usage counted as
+// regenerated. The TurnStart itself goes: the message is applied again.
+func (e *Engine) restore(s State) State {
+	ts := s.TurnStart
+	h := s.RecentlyUsedTools.view()
+	kept := min(max(ts.Tools-len(ts.Dropped), 0), len(h))
+	names := make([]string, 0, len(ts.Dropped)+kept)
+	names = append(append(names, ts.Dropped...), h[:kept]...)
+	spent := chat.Usage{
+		Prompt:     s.TokenUsage.Prompt - ts.TokenUsage.Prompt,
+		Completion: s.TokenUsage.Completion - ts.TokenUsage.Completion,
+		Total:      s.TokenUsage.Total - ts.TokenUsage.Total,
+	}
+	out := State{
+		ActiveStep: ts.ActiveStep, SequenceIndex: ts.SequenceIndex,
+		RecentlyUsedTools: NewHistory(names...),
+		LastUserMessage:   ts.LastUserMessage, UserMessages: ts.UserMessages, TurnToolUses: ts.TurnToolUses,
+		TokenUsage:       s.TokenUsage,
+		RegeneratedUsage: s.RegeneratedUsage,
+	}
+	if !spent.IsZero() {
+		out.RegeneratedUsage = out.RegeneratedUsage.Add(spent)
+	}
+	return out
+}
+
+// keepDropped returns ts with the entry that appending one tool to h
+// (bounded to limit) pushes out, when that entry was in the history at the
+// turn's start: a Regenerate must bring it back. ts is not modified.
+func (ts *TurnStart) keepDropped(h History, limit int) *TurnStart {
+	if ts == nil {
+		return nil
+	}
+	drop := h.Len() + 1 - max(limit, 1) // entries Append pushes out, from the front
+	kept := ts.Tools - len(ts.Dropped)  // entries of the turn's start still in h, at its front
+	n := min(drop, kept)
+	if n <= 0 {
+		return ts
+	}
+	next := *ts
+	next.Dropped = append(slices.Clip(ts.Dropped), h.view()[:n]...)
+	return &next
 }
 
 // NeedsApproval reports whether a call of tool in state s must wait for a
@@ -215,15 +350,30 @@ func (e *Engine) Offer(s State) Offer {
 	if st == nil {
 		return Offer{Tools: e.tools}
 	}
+	o := Offer{Tools: st.tools, Step: st.name, SequenceIndex: s.SequenceIndex}
 	if s.SequenceIndex >= 0 && s.SequenceIndex < len(st.offers) {
-		return Offer{Tools: st.offers[s.SequenceIndex], Warning: st.warnings[s.SequenceIndex]}
+		o.Tools, o.Blocked = st.offers[s.SequenceIndex], st.blocked[s.SequenceIndex]
 	}
-	return Offer{Tools: st.tools}
+	return o
+}
+
+// Current returns s as the engine sees it now: a state saved under an
+// earlier version of the template whose active step the template no
+// longer has takes the step the rules choose now (the default step, or
+// none), as the next input would; any other state is returned as it is.
+// What a session shows and the turn that resumes it start from Current.
+func (e *Engine) Current(s State) State {
+	if s.ActiveStep == "" || e.step(s.ActiveStep) != nil {
+		return s
+	}
+	e.choose(&s)
+	return s
 }
 
 // Snapshot describes state s for clients and tracing.
 func (e *Engine) Snapshot(s State) chat.Snapshot {
-	snap := chat.Snapshot{ActiveStep: s.ActiveStep, SequenceIndex: s.SequenceIndex, OfferedTools: e.Offer(s).Tools}
+	o := e.Offer(s)
+	snap := chat.Snapshot{ActiveStep: s.ActiveStep, SequenceIndex: s.SequenceIndex, OfferedTools: o.Tools, Blocked: o.Blocked}
 	if st := e.step(s.ActiveStep); st != nil {
 		for _, g := range st.sequence {
 			snap.Sequence = append(snap.Sequence, strings.Join(g, "|"))
@@ -399,18 +549,29 @@ func (c *condition) isMessage() bool {
 // Refusal is the message the model receives when it called tool in state s
 // while offered were the tools it might use (nil: none, as in a turn's last
 // model call): it names the step, its sequence and the position reached, and
-// the tools that may be used. Apply uses it for the tools of Offer(s);
-// callers that offered fewer tools for a model call use it directly, so
-// that every refusal the model reads says the same things.
+// the tools that may be used. It is RefusalIn for an offer made in s.
 func (e *Engine) Refusal(s State, tool string, offered []string) string {
-	return e.refusal(s, tool, offered)
+	o := e.Offer(s)
+	o.Tools = offered
+	return e.refusal(o, tool)
+}
+
+// RefusalIn is the message the model receives when it called tool in an
+// answer to a model call made under offer (offer.Tools nil: none, as in a
+// turn's last model call): it names the step, its sequence and the
+// position the model call was made at, and the tools it was offered,
+// whatever earlier calls of the same answer did since. Apply uses it for
+// the calls it refuses; callers that refuse a call themselves use it too,
+// so that every refusal the model reads says the same things.
+func (e *Engine) RefusalIn(offer Offer, tool string) string {
+	return e.refusal(offer, tool)
 }
 
 // maxNameInRefusal bounds the echo of a model-chosen tool name: a model can
 // invent names of any length, and the refusal goes back into the history.
 const maxNameInRefusal = 64
 
-func (e *Engine) refusal(s State, tool string, offered []string) string {
+func (e *Engine) refusal(o Offer, tool string) string {
 	if len(tool) > maxNameInRefusal {
 		cut := maxNameInRefusal
 		for cut > 0 && !utf8.RuneStart(tool[cut]) {
@@ -419,18 +580,22 @@ func (e *Engine) refusal(s State, tool string, offered []string) string {
 		tool = tool[:cut] + "…"
 	}
 	var b strings.Builder
-	if s.ActiveStep == "" {
+	st := e.step(o.Step)
+	if st == nil {
 		fmt.Fprintf(&b, "tool %q is not available to this agent", tool)
 	} else {
-		fmt.Fprintf(&b, "tool %q is not available in step %q", tool, s.ActiveStep)
-		if st := e.step(s.ActiveStep); st != nil && s.SequenceIndex < len(st.sequence) {
-			fmt.Fprintf(&b, ", which requires the sequence %s and is at position %d", seqString(st.sequence), s.SequenceIndex+1)
+		fmt.Fprintf(&b, "tool %q is not available in step %q", tool, st.name)
+		if o.SequenceIndex >= 0 && o.SequenceIndex < len(st.sequence) {
+			fmt.Fprintf(&b, ", which requires the sequence %s and is at position %d", seqString(st.sequence), o.SequenceIndex+1)
+			if o.Blocked != "" {
+				b.WriteString(", which no tool this runtime provides can fill, so the sequence stops there")
+			}
 		}
 	}
-	if len(offered) == 0 {
+	if len(o.Tools) == 0 {
 		b.WriteString("; no tools may be used now")
 	} else {
-		fmt.Fprintf(&b, "; tools you may use now: %s", strings.Join(offered, ", "))
+		fmt.Fprintf(&b, "; tools you may use now: %s", strings.Join(o.Tools, ", "))
 	}
 	return b.String()
 }

@@ -138,22 +138,37 @@ func TestRefusalForFewerTools(t *testing.T) {
 	}
 }
 
+// TestUnavailableTools: a sequence position none of whose tools the
+// runtime provides cannot be passed. Load warns, naming the step and the
+// position; at run time the offer (and so the snapshot) says the sequence
+// stops there and offers the step's tools, with no warning repeated at
+// every model call, and a refusal says it too.
 func TestUnavailableTools(t *testing.T) {
 	spec := &Spec{Steps: []Step{{
 		Name: "Med", Conditions: []Condition{{Type: CondMessageContains, Value: "x"}},
 		Sequence: []Group{{"search"}, {"pubmed"}, {"fetch"}},
 	}}}
-	e := MustNew(spec, Config{Tools: []string{"search", "pubmed", "fetch"}, Unavailable: []string{"pubmed"}})
+	e, ds := New(spec, Config{Tools: []string{"search", "pubmed", "fetch"}, Unavailable: []string{"pubmed"}})
+	if e == nil {
+		t.Fatal(ds.Err())
+	}
+	if w := ds.Warnings(); len(w) != 1 || !strings.Contains(w[0].Path, `steps[0] "Med": sequence[1]`) || !strings.Contains(w[0].Message, "position 2 (pubmed)") {
+		t.Fatalf("warnings %v: want one naming the step and position 2", w)
+	}
 	if got := e.Tools(); !slices.Equal(got, []string{"search", "fetch"}) {
 		t.Fatalf("Tools() = %v; an unavailable tool must never be offered", got)
 	}
 	s, _ := play(e, "u:x", "t:search")
 	o := e.Offer(s)
-	if !slices.Equal(o.Tools, []string{"search", "fetch"}) || !strings.Contains(o.Warning, "pubmed") {
-		t.Fatalf("offer at the unavailable position = %v, warning %q; want the step's tools and a warning naming pubmed", o.Tools, o.Warning)
+	if !slices.Equal(o.Tools, []string{"search", "fetch"}) || o.Warning != "" || !strings.Contains(o.Blocked, "position 2 (pubmed)") {
+		t.Fatalf("offer at the unavailable position = %+v; want the step's tools, blocked naming position 2 (pubmed), no warning", o)
 	}
-	if _, d := e.Apply(s, ToolUsed("pubmed")); !d.Refused {
-		t.Fatal("an unavailable tool was accepted")
+	if snap := e.Snapshot(s); snap.Blocked != o.Blocked {
+		t.Fatalf("snapshot blocked %q, want %q", snap.Blocked, o.Blocked)
+	}
+	_, d := e.Apply(s, ToolUsed("pubmed"))
+	if !d.Refused || !strings.Contains(d.Reason, "at position 2, which no tool this runtime provides can fill, so the sequence stops there") {
+		t.Fatalf("refusal of pubmed: %+v", d)
 	}
 }
 

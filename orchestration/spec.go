@@ -236,3 +236,75 @@ func knownFields(t reflect.Type) map[string]bool {
 	knownSets.Store(t, known)
 	return known
 }
+
+// Keys returns the JSON keys of v's type (a struct or a pointer to one), in
+// declaration order: what UnmarshalKeep reads into fields.
+func Keys(v any) []string {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "-" || !t.Field(i).IsExported() {
+			continue
+		}
+		if name == "" {
+			name = t.Field(i).Name
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// UnknownKey is the message for key, a key of a JSON object that names
+// none of known: the nearest known key when one is close enough to be a
+// slip (an edit distance of at most a third of the key, case ignored),
+// else the list of known keys.
+func UnknownKey(key string, known []string) string {
+	if near := Nearest(key, known); near != "" {
+		return fmt.Sprintf("unknown key; did you mean %q?", near)
+	}
+	return fmt.Sprintf("unknown key (known: %s)", strings.Join(known, ", "))
+}
+
+// Nearest returns the entry of known nearest to key by edit distance
+// (insertions, deletions, substitutions and swaps of neighbours, case
+// ignored), or "" when even the nearest is more than a third of key's
+// length (at least 1) away. Ties go to the earlier entry.
+func Nearest(key string, known []string) string {
+	best, bestD := "", max(1, len([]rune(key))/3)+1
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(key), strings.ToLower(k)); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b,
+// counted in runes.
+func editDistance(a, b string) int {
+	x, y := []rune(a), []rune(b)
+	// rows i-2, i-1 and i of the table.
+	prev2, prev, cur := make([]int, len(y)+1), make([]int, len(y)+1), make([]int, len(y)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		cur[0] = i
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(y)]
+}

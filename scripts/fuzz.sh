@@ -26,6 +26,7 @@ GO=${GO:-go}
 # package, target, inputs for the smoke run.
 targets=(
 	"./orchestration FuzzConditions 30000"
+	"./orchestration FuzzNearest 20000"
 	"./template FuzzLoad 40000"
 	"./scenario FuzzParse 30000"
 	"./server/internal/wire FuzzChatBody 40000"

@@ -41,6 +41,9 @@ type envOptions struct {
 	store session.Store
 	// model answers every agent (default: the offline model).
 	model llmorch.Model
+	// templates is the directory of the agents' templates (default
+	// testdata/templates).
+	templates string
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -53,7 +56,11 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results, err := template.LoadPath("testdata/templates", template.Config{Provided: reg.Names()})
+	dir := "testdata/templates"
+	if o.templates != "" {
+		dir = o.templates
+	}
+	results, err := template.LoadPath(dir, template.Config{Provided: reg.Names()})
 	if err != nil {
 		t.Fatal(err)
 	}

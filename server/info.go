@@ -255,11 +255,24 @@ func (s *Server) getSession(c *gin.Context) {
 		abortWith(c, e)
 		return
 	}
-	u := sess.State.TokenUsage
+	st := sess.State
+	n, served := s.cfg.Agents.Get(sess.Agent)
+	if served {
+		// As the agent's template is now: a step it no longer has is not
+		// shown as active until the next message moves the session.
+		st = n.Engine().Current(st)
+	}
+	// What a regenerated answer restores is bookkeeping, not state to show.
+	st.TurnStart = nil
+	u := st.TokenUsage
 	v := sessionView{
 		ID: c.Param("id"), Agent: sess.Agent, CreatedAt: sess.CreatedAt, LastAccessed: sess.LastAccessed,
-		State: sess.State, Usage: totalsOf(u),
+		State: st, Usage: totalsOf(u),
 		Messages: msgs,
+	}
+	if r := st.RegeneratedUsage; !r.IsZero() {
+		rt := totalsOf(r)
+		v.Usage.Regenerated = &rt
 	}
 	if v.Messages == nil {
 		v.Messages = []chat.Message{}
@@ -272,8 +285,8 @@ func (s *Server) getSession(c *gin.Context) {
 		}
 		v.PendingApprovals = append(v.PendingApprovals, approvalView{ApprovalID: a.ID, ToolCallID: a.Call.ID, ToolName: a.Call.Name, Input: in, RequestedAt: a.RequestedAt})
 	}
-	if n, ok := s.cfg.Agents.Get(sess.Agent); ok {
-		snap := n.Engine().Snapshot(sess.State)
+	if served {
+		snap := n.Engine().Snapshot(st)
 		v.Orchestration = &snap
 	}
 	if v.Turn, err = s.latestTurn(ctx, sess); err != nil {

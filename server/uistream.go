@@ -41,6 +41,8 @@ type uiOrchestration struct {
 	OfferedTools  []string `json:"offeredTools"`
 	PreviousStep  string   `json:"previousStep"`
 	Transition    bool     `json:"transition"`
+	// Blocked: the sequence stops at a position no provided tool can fill.
+	Blocked string `json:"blocked,omitempty"`
 }
 
 type uiUsage struct {
@@ -58,6 +60,9 @@ type usageTotals struct {
 	Total      int64 `json:"total"`
 	CacheRead  int64 `json:"cacheRead,omitempty"`
 	CacheWrite int64 `json:"cacheWrite,omitempty"`
+	// Regenerated, in a session's usage, is the part of it spent on
+	// answers that were dropped and given again (absent when none).
+	Regenerated *usageTotals `json:"regenerated,omitempty"`
 }
 
 func totalsOf(u chat.Usage) usageTotals {
@@ -184,7 +189,7 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 		}
 		add(&uiChunk{Type: "data-orchestration", Data: uiOrchestration{
 			ActiveStep: s.ActiveStep, SequenceIndex: s.SequenceIndex, Sequence: nonNil(s.Sequence),
-			OfferedTools: nonNil(s.OfferedTools), PreviousStep: s.PreviousStep, Transition: s.Transition,
+			OfferedTools: nonNil(s.OfferedTools), PreviousStep: s.PreviousStep, Transition: s.Transition, Blocked: s.Blocked,
 		}}, src)
 	case chat.KindUsage:
 		if ev.Usage == nil {

@@ -196,6 +196,10 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 		}
 	}
 
+	for _, u := range unknownKeys(t) {
+		add(orchestration.SeverityWarning, u.path, "%s", orchestration.UnknownKey(u.key, u.known))
+	}
+
 	engine, ods := orchestration.New(t.Orchestration, orchestration.Config{
 		Tools:           t.Tools(),
 		Unavailable:     unavailable,
@@ -210,6 +214,56 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 		return nil, ds
 	}
 	return engine, ds
+}
+
+// AgentDock's own keys that this runtime reads nothing from: a template
+// that carries them is as AgentDock writes it, so they are known, not
+// reported. Found in AgentDock's templates and its AgentConfig type.
+var (
+	agentDockKeys        = []string{"maxConcurrency", "isEnabled", "notes"}
+	agentDockChatKeys    = []string{"placeholderText"}
+	agentDockOptionKeys  = []string{"tokenOptimization"}
+	agentDockLLMNodeKeys = []string{"apiKey", "provider", "safetySettings", "useSearchGrounding"}
+)
+
+type unknownKey struct {
+	path, key string
+	known     []string
+}
+
+// unknownKeys lists the keys of t, outside its orchestration (which
+// orchestration.New checks, as errors), that neither this runtime nor
+// AgentDock knows, in a stable order: a misspelt key is read as nothing,
+// so it must not pass unnoticed. A non-llm node's configuration belongs to
+// its tool and is not checked.
+func unknownKeys(t *Template) []unknownKey {
+	var out []unknownKey
+	check := func(prefix string, extra map[string]json.RawMessage, known []string) {
+		keys := make([]string, 0, len(extra))
+		for k := range extra {
+			if !slices.Contains(known, k) {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = append(out, unknownKey{path: prefix + k, key: k, known: known})
+		}
+	}
+	check("", t.Extra, append(orchestration.Keys(Template{}), agentDockKeys...))
+	check("chatSettings.", t.ChatSettings.Extra, append(orchestration.Keys(ChatSettings{}), agentDockChatKeys...))
+	check("options.", t.Options.Extra, append(orchestration.Keys(Options{}), agentDockOptionKeys...))
+	nodes := make([]string, 0, len(t.NodeConfigurations))
+	for name := range t.NodeConfigurations {
+		if strings.HasPrefix(name, "llm.") {
+			nodes = append(nodes, name)
+		}
+	}
+	sort.Strings(nodes)
+	for _, name := range nodes {
+		check("nodeConfigurations."+name+".", t.NodeConfigurations[name].Extra, append(orchestration.Keys(NodeConfig{}), agentDockLLMNodeKeys...))
+	}
+	return out
 }
 
 // mcpNode reports whether node names a tool of an MCP server the template

@@ -1,9 +1,11 @@
 package template
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentdock-go/agentdock/internal/testenv"
 	"github.com/agentdock-go/agentdock/orchestration"
 )
 
@@ -83,6 +85,20 @@ func TestValidationErrors(t *testing.T) {
 		{"historyLimit too large", `{"agentId":"t","name":"T","options":{"historyLimit":10001}}`, `options.historyLimit: must be a whole number from 1 to 10000`},
 		{"historyLimit not whole", `{"agentId":"t","name":"T","options":{"historyLimit":2.5}}`, `options.historyLimit: expected int, found a JSON number 2.5`},
 		{"bad sequence entry", tmpl(stdNodes, `{"name":"A","isDefault":true,"sequence":[42]}`), `a sequence entry must be a tool name or a list of tool names`},
+		// A misspelt key inside the orchestration would change what the
+		// model may do unnoticed: an error at every level.
+		{"misspelt orchestration key", `{"agentId":"t","name":"T","nodes":["think"],"orchestration":{"step":[]}}`,
+			`cognitive.json: orchestration.step: unknown key; did you mean "steps"?`},
+		{"misspelt availableTools", tmpl(stdNodes, `{"name":"A","isDefault":true},{"name":"Research","conditions":[{"type":"tool_used","value":"think"}],"availableTool":{"allowed":["search"]}}`),
+			`cognitive.json: orchestration.steps[1].availableTool: unknown key; did you mean "availableTools"? (step "Research")`},
+		{"misspelt conditions", tmpl(stdNodes, `{"name":"A","isDefault":true},{"name":"B","conditons":[{"type":"tool_used","value":"think"}]}`),
+			`cognitive.json: orchestration.steps[1].conditons: unknown key; did you mean "conditions"? (step "B")`},
+		{"misspelt sequence", tmpl(stdNodes, `{"name":"A","isDefault":true,"sequense":["think"]}`),
+			`orchestration.steps[0].sequense: unknown key; did you mean "sequence"?`},
+		{"misspelt allowed", tmpl(stdNodes, `{"name":"A","isDefault":true,"availableTools":{"alowed":["think"]}}`),
+			`orchestration.steps[0].availableTools.alowed: unknown key; did you mean "allowed"?`},
+		{"misspelt condition value", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"tool_used","value":"think","vaule":"search"}]}`),
+			`orchestration.steps[0].conditions[0].vaule: unknown key; did you mean "value"?`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,6 +157,16 @@ func TestValidationWarnings(t *testing.T) {
 			`w.json: options.requireApproval[0]: "serch" matches none of the agent's tools (think), so it asks approval for nothing`},
 		{"step requireApproval matching nothing", tmpl(stdNodes, `{"name":"A","isDefault":true,"requireApproval":["save_*"]}`),
 			`w.json: orchestration.steps[0] "A": requireApproval[0]: "save_*" matches none of the agent's tools`},
+		{"unpassable sequence position", tmpl(stdNodes+`, "pubmed_search"`, `{"name":"Med","isDefault":true,"sequence":["search","pubmed_search"]}`),
+			`w.json: orchestration.steps[0] "Med": sequence[1]: no tool of position 2 (pubmed_search) is provided by this runtime, so the sequence cannot pass it`},
+		// Outside the orchestration a misspelt key is a warning with the
+		// nearest known key, at every level.
+		{"misspelt top-level key", `{"agentId":"t","name":"T","personalty":"You are terse."}`, `w.json: personalty: unknown key; did you mean "personality"?`},
+		{"misspelt chatSettings key", `{"agentId":"t","name":"T","chatSettings":{"historyLenght":5}}`, `w.json: chatSettings.historyLenght: unknown key; did you mean "historyLength"?`},
+		{"misspelt options key", `{"agentId":"t","name":"T","options":{"maxStep":5}}`, `w.json: options.maxStep: unknown key; did you mean "maxSteps"?`},
+		{"misspelt model setting", `{"agentId":"t","name":"T","nodes":["llm.openai"],"nodeConfigurations":{"llm.openai":{"temprature":0.2}}}`,
+			`w.json: nodeConfigurations.llm.openai.temprature: unknown key; did you mean "temperature"?`},
+		{"unknown key far from any", `{"agentId":"t","name":"T","zzzzzzzz":1}`, `w.json: zzzzzzzz: unknown key (known: version, agentId, name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,5 +255,48 @@ func TestHistoryLimit(t *testing.T) {
 	out, err := agent.Template.MarshalJSON()
 	if err != nil || !strings.Contains(string(out), `"historyLimit":3`) || !strings.Contains(string(out), `"other":true`) {
 		t.Fatalf("round trip: %s, %v", out, err)
+	}
+}
+
+// TestKnownKeysPassQuietly: the keys AgentDock's own templates carry,
+// used here or not, and a tool node's own configuration are not reported.
+func TestKnownKeysPassQuietly(t *testing.T) {
+	src := `{"version": "1.0", "agentId": "t", "name": "T", "isEnabled": true, "notes": "n", "maxConcurrency": 2,
+  "nodes": ["llm.gemini", "search"],
+  "nodeConfigurations": {"llm.gemini": {"model": "m", "useSearchGrounding": true, "safetySettings": [], "apiKey": {}},
+    "search": {"anything": 1}},
+  "chatSettings": {"placeholderText": "Ask"},
+  "options": {"maxSteps": 3, "tokenOptimization": {"includeDetailedOrchestration": true}},
+  "orchestration": {"description": "d", "steps": [{"name": "A", "description": "a", "isDefault": true,
+    "availableTools": {"allowed": ["search"], "denied": []},
+    "conditions": [{"type": "tool_used", "value": "search", "description": "c"}]}]}}`
+	_, ds := Load("k.json", []byte(src), Config{})
+	for _, d := range ds {
+		if strings.Contains(d.Message, "unknown key") {
+			t.Errorf("reported: %s", d)
+		}
+	}
+}
+
+// TestAgentDockTemplatesHaveNoUnknownKeys: AgentDock's own templates load
+// without errors and without any key reported as unknown.
+func TestAgentDockTemplatesHaveNoUnknownKeys(t *testing.T) {
+	dir := filepath.Join(testenv.SharedDir(t), "fixtures", "agentdock-templates")
+	results, err := LoadPath(dir, Config{Provided: []string{"search", "think", "reflect", "critique", "debate", "brainstorm", "compare"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 3 {
+		t.Fatalf("%d templates, want AgentDock's 3", len(results))
+	}
+	for _, r := range results {
+		if r.Agent == nil {
+			t.Errorf("%s did not load: %s", r.File, lines(r.Diagnostics))
+		}
+		for _, d := range r.Diagnostics {
+			if strings.Contains(d.Message, "unknown key") {
+				t.Errorf("%s", d)
+			}
+		}
 	}
 }

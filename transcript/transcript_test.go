@@ -279,8 +279,10 @@ func TestFiles(t *testing.T) {
 	}
 	want := []string{
 		"../templates/cognitive-reasoner/tests/modes.json",
+		"../templates/cognitive-reasoner/tests/parallel.json",
 		"../templates/planner/tests/approvals.json",
 		"../templates/planner/tests/explore-challenge-decide.json",
+		"../templates/research-assistant/tests/parallel.json",
 		"../templates/research-assistant/tests/workflow.json",
 		"testdata/inline-example.json",
 	}

@@ -37,10 +37,31 @@ func TestValidateFixtures(t *testing.T) {
 		// Identically conditioned steps.
 		`dr-house/template.json: orchestration.steps[3] "Web Search Mode": conditions: this step can never win: the earlier step orchestration.steps[1] "Basic Medical Research" has identical conditions`,
 		`dr-house/template.json: orchestration.steps[4] "Deep Research Mode": conditions: this step can never win: the earlier step orchestration.steps[2] "Complex Medical Investigation" has identical conditions`,
-		// Tools the runtime does not provide.
+		// Tools the runtime does not provide, and the sequence positions
+		// that need them, which no call can pass.
 		`dr-house/template.json: nodes[3]: tool "pubmed_search" is not provided by this runtime`,
+		`dr-house/template.json: orchestration.steps[1] "Basic Medical Research": sequence[1]: no tool of position 2 (pubmed_search) is provided by this runtime, so the sequence cannot pass it`,
 		"cognitive-reasoner/template.json: ok (0 errors, 0 warnings)",
-		"3 templates: 0 errors, 11 warnings",
+		"3 templates: 0 errors, 16 warnings",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q\n%s", want, out)
+		}
+	}
+}
+
+// TestValidateMisspeltKeys: a misspelt key inside a step is an error
+// (exit 1) naming its path and the key meant; one at the top level is a
+// warning with the key meant.
+func TestValidateMisspeltKeys(t *testing.T) {
+	code, out := run("validate", "testdata/misspelt.json")
+	if code != 1 {
+		t.Fatalf("validate exited %d, want 1:\n%s", code, out)
+	}
+	for _, want := range []string{
+		`error: testdata/misspelt.json: orchestration.steps[1].availableTool: unknown key; did you mean "availableTools"? (step "Research")`,
+		`warning: testdata/misspelt.json: personalty: unknown key; did you mean "personality"?`,
+		"testdata/misspelt.json: INVALID (1 errors, 1 warnings)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("validate output lacks %q\n%s", want, out)

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"WriteReleasesLease", h.writeReleases},
 		{"UpdateAppendFencedOrFailed", h.updateAppendRefused},
 		{"UpdateAppendDropLastAnswer", h.dropLastAnswer},
+		{"RegenerateRestoresTheState", h.regenerate},
 		{"Approvals", h.approvals},
 		{"ApprovalsExpireWithTheSession", h.approvalsExpire},
 	} {
@@ -503,7 +504,7 @@ func keepTurns(msgs []chat.Message, max int) []chat.Message {
 
 func msgEqual(a, b chat.Message) bool {
 	return a.Role == b.Role && a.Content == b.Content && a.ToolCallID == b.ToolCallID &&
-		a.ToolName == b.ToolName && a.IsError == b.IsError &&
+		a.ToolName == b.ToolName && a.IsError == b.IsError && a.NotRun == b.NotRun && a.Denied == b.Denied &&
 		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y chat.ToolCall) bool {
 			return x.ID == y.ID && x.Name == y.Name && string(x.Arguments) == string(y.Arguments)
 		})
@@ -1184,6 +1185,84 @@ func (h *harness) dropLastAnswer(t *testing.T) {
 	}
 	if got := must(s.Messages(ctx, other, 0))(t); len(got) != 2 {
 		t.Fatalf("a history without a user message lost messages: %+v", got)
+	}
+}
+
+// regenerate: what a regenerated answer starts from survives the store.
+// The write that drops an answer and applies orchestration.Regenerate
+// gives the state that applying the message gave before the answer ran,
+// also when the answer's tools pushed the turn's earlier tools out of a
+// short tool history, and keeps what the answer spent; the marks of tool
+// messages whose calls did not run come back as they were written.
+func (h *harness) regenerate(t *testing.T) {
+	engine := orchestration.MustNew(&orchestration.Spec{Steps: []orchestration.Step{
+		{Name: "Eval", Conditions: []orchestration.Condition{{Type: orchestration.CondMessageContains, Value: "eval"}},
+			Sequence: []orchestration.Group{{"search"}, {"fetch"}}},
+	}}, orchestration.Config{Tools: []string{"search", "fetch", "think"}, HistoryLimit: 2})
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	_, l, err := s.Claim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	step := func(ev orchestration.Input) func(*orchestration.State) error {
+		return func(st *orchestration.State) error { *st, _ = engine.Apply(*st, ev); return nil }
+	}
+	write := func(ev orchestration.Input, msgs ...chat.Message) session.Session {
+		t.Helper()
+		sess, _, err := s.UpdateAppend(ctx, id, step(ev), msgs, 0, session.WithLease(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+	user := func(c string) chat.Message { return chat.Message{Role: chat.RoleUser, Content: c} }
+	calls := func(names ...string) chat.Message {
+		m := chat.Message{Role: chat.RoleAssistant}
+		for _, n := range names {
+			m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: "id-" + n, Name: n, Arguments: json.RawMessage(`{}`)})
+		}
+		return m
+	}
+	result := func(n string) chat.Message {
+		return chat.Message{Role: chat.RoleTool, ToolCallID: "id-" + n, ToolName: n, Content: "r"}
+	}
+	write(orchestration.UserMessage("hello"), user("hello"))
+	write(orchestration.ToolUsed("think"), calls("think"), result("think"))
+	write(orchestration.ToolUsed("think"), calls("think"), result("think"))
+	started := write(orchestration.UserMessage("eval this"), user("eval this"))
+	refused := chat.Message{Role: chat.RoleTool, ToolCallID: "id-fetch", ToolName: "fetch", Content: "Refused: …", IsError: true, NotRun: true}
+	declined := chat.Message{Role: chat.RoleTool, ToolCallID: "id-think", ToolName: "think", Content: "Not run: …", IsError: true, NotRun: true, Denied: true}
+	write(orchestration.ToolUsed("search"), calls("search", "fetch", "think"), result("search"), refused, declined)
+	write(orchestration.ToolUsed("fetch"), calls("fetch"), result("fetch"))
+	answered := write(orchestration.UsageReported(chat.Usage{Prompt: 40, Completion: 2}))
+	if !answered.State.RecentlyUsedTools.Equal("search", "fetch") || answered.State.SequenceIndex != 2 {
+		t.Fatalf("after the answer: %+v", answered.State)
+	}
+	if got := must(s.Messages(ctx, id, 0))(t); len(got) < 10 || !msgEqual(got[8], refused) || !msgEqual(got[9], declined) {
+		t.Fatalf("the results of calls that did not run came back as %+v", got)
+	}
+
+	got, hist, err := s.UpdateAppend(ctx, id, step(orchestration.Regenerate("eval this")), nil, -1, session.WithLease(l), session.DropLastAnswer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, want := got.State, started.State
+	if st.ActiveStep != want.ActiveStep || st.SequenceIndex != want.SequenceIndex || !st.RecentlyUsedTools.Equal(want.RecentlyUsedTools.Slice()...) ||
+		st.UserMessages != want.UserMessages || st.TurnToolUses != want.TurnToolUses || st.LastUserMessage != want.LastUserMessage {
+		t.Fatalf("after regenerate %+v, when the answer started %+v", st, want)
+	}
+	if st.RegeneratedUsage != (chat.Usage{Prompt: 40, Completion: 2, Total: 42}) || st.TokenUsage != answered.State.TokenUsage {
+		t.Fatalf("usage %+v, regenerated %+v: want the answer's spend kept and reported", st.TokenUsage, st.RegeneratedUsage)
+	}
+	if n := len(hist); n == 0 || !msgEqual(hist[n-1], user("eval this")) {
+		t.Fatalf("the history after dropping the answer: %+v", hist)
+	}
+	// The restored state is what a later read gets.
+	if again := must(s.Get(ctx, id))(t).State; !again.RecentlyUsedTools.Equal("think", "think") || again.TurnStart == nil || again.TurnStart.Tools != 2 {
+		t.Fatalf("stored state %+v", again)
 	}
 }
 

@@ -271,7 +271,9 @@ func (r *ChatCompletionRequest) Conversation() (msgs []chat.Message, index []int
 			if pe != nil {
 				return nil, nil, pe
 			}
-			cm = chat.Message{Role: chat.RoleTool, ToolCallID: m.ToolCallID, Content: text}
+			// The result of a call that did not run says so in its first
+			// words, which is all a conversation in OpenAI's format keeps.
+			cm = chat.Message{Role: chat.RoleTool, ToolCallID: m.ToolCallID, Content: text, NotRun: chat.NotRunContent(text)}
 		case "function":
 			return nil, nil, paramErrorf(at+".role", "unsupported_parameter", `the "function" role is not supported (client functions are not)`)
 		default:

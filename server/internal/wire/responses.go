@@ -225,7 +225,7 @@ func (r *ResponsesRequest) Conversation() (msgs []chat.Message, index []int, err
 					}
 				}
 			}
-			msgs = append(msgs, chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID, ToolName: name, Content: text})
+			msgs = append(msgs, chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID, ToolName: name, Content: text, NotRun: chat.NotRunContent(text)})
 			index = append(index, i)
 		default:
 			return nil, nil, paramErrorf(at+".type", "unsupported_parameter", "input items of type %q are not supported (message, function_call and function_call_output are)", clipParam(it.Type))

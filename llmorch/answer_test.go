@@ -1,0 +1,131 @@
+package llmorch_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/orchestration"
+)
+
+// evaluating has AgentDock's Cognitive Reasoner's evaluation sequence.
+const evaluating = `{
+  "agentId": "t", "name": "T", "nodes": ["llm.openai", "think", "reflect", "critique", "debate"],
+  "orchestration": {"steps": [
+    {"name": "EvaluationMode", "conditions": [{"type": "message_contains", "value": "critique"}],
+     "sequence": ["critique", "debate", "reflect"], "availableTools": {"allowed": ["critique", "debate", "reflect"]}},
+    {"name": "Chat", "isDefault": true}
+  ]}
+}`
+
+// TestParallelCallsAgainstASequence: one answer calling critique, debate
+// and reflect while [critique] is offered runs critique only; debate and
+// reflect are refused, not run and not recorded, each refusal naming the
+// step, the position and the tools that model call was offered. The
+// history keeps the three calls, the refused ones marked as not run, so
+// that replaying it gives the session's state.
+func TestParallelCallsAgainstASequence(t *testing.T) {
+	model := &scripted{replies: [][]string{{"critique", "debate", "reflect"}, {"debate"}, nil}}
+	f, _ := newService(t, evaluating, llmorch.ServiceConfig{Model: model})
+	f.model = model
+	evs := collect(f.svc.StreamWithOrchestration(context.Background(), f.start(t, "critique this plan")))
+	results := map[string]chat.ToolResult{}
+	for _, ev := range evs {
+		if ev.Kind == chat.KindToolResult {
+			results[ev.ToolResult.CallID] = *ev.ToolResult
+		}
+	}
+	if r := results["c00"]; r.IsError || r.NotRun {
+		t.Fatalf("critique: %+v", r)
+	}
+	for _, id := range []string{"c01", "c02"} {
+		r := results[id]
+		want := "Refused: tool \"" + r.Name + "\" is not available in step \"EvaluationMode\", which requires the sequence critique -> debate -> reflect and is at position 1; tools you may use now: critique."
+		if !r.NotRun || r.Content != want {
+			t.Errorf("%s: %+v\nwant content %q", r.Name, r, want)
+		}
+	}
+	if got := offeredNames(model.reqs[1]); !slices.Equal(got, []string{"debate"}) {
+		t.Fatalf("the next model call was offered %v, want [debate]", got)
+	}
+	sess, err := f.store.Get(context.Background(), f.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := sess.State; st.SequenceIndex != 2 || !st.RecentlyUsedTools.Equal("critique", "debate") {
+		t.Fatalf("state %+v: want critique then debate recorded, position 3", st)
+	}
+	history, _ := f.store.Messages(context.Background(), f.id, 0)
+	var notRun []string
+	for _, m := range history {
+		if m.Role == chat.RoleTool && m.NotRun {
+			notRun = append(notRun, m.ToolName)
+		}
+	}
+	if !slices.Equal(notRun, []string{"debate", "reflect"}) {
+		t.Fatalf("tool messages marked not run: %v, want [debate reflect]", notRun)
+	}
+	// The fixture's turn start stores the message in the state only.
+	conversation := append([]chat.Message{{Role: chat.RoleUser, Content: "critique this plan"}}, history...)
+	replayed := f.eng.Replay(orchestration.State{}, conversation)
+	if replayed.SequenceIndex != sess.State.SequenceIndex || !replayed.RecentlyUsedTools.Equal(sess.State.RecentlyUsedTools.Slice()...) {
+		t.Fatalf("replaying the history gives %+v, the session has %+v", replayed, sess.State)
+	}
+}
+
+// TestParallelCallsAllOffered: calls of one answer that were all offered
+// run, and a sequence advances once per matching call in the answer's
+// order: critique twice in one answer passes position 1 once.
+func TestParallelCallsAllOffered(t *testing.T) {
+	model := &scripted{replies: [][]string{{"critique", "critique"}, nil}}
+	f, _ := newService(t, evaluating, llmorch.ServiceConfig{Model: model})
+	collect(f.svc.StreamWithOrchestration(context.Background(), f.start(t, "critique this plan")))
+	sess, _ := f.store.Get(context.Background(), f.id)
+	if st := sess.State; st.SequenceIndex != 1 || !st.RecentlyUsedTools.Equal("critique", "critique") {
+		t.Fatalf("state %+v: want both critiques recorded, position 2", st)
+	}
+}
+
+// TestUnpassableSequencePosition: at a sequence position no provided tool
+// can fill, the turn's orchestration event and the model's prompt say the
+// sequence stops there, no warning is repeated at every model call, and a
+// call of the missing tool is refused saying so.
+func TestUnpassableSequencePosition(t *testing.T) {
+	const tmpl = `{"agentId": "t", "name": "T", "nodes": ["llm.openai", "think", "reflect", "pubmed_search"],
+  "orchestration": {"steps": [
+    {"name": "Research", "conditions": [{"type": "message_contains", "value": "research"}],
+     "sequence": ["think", "pubmed_search"], "availableTools": {"allowed": ["think", "reflect", "pubmed_search"]}}
+  ]}}`
+	model := &scripted{replies: [][]string{{"think"}, {"pubmed_search"}, {"reflect"}, nil}}
+	f, a := newService(t, tmpl, llmorch.ServiceConfig{Model: model})
+	if len(a.Warnings) == 0 {
+		t.Fatal("no load warning for the unpassable position")
+	}
+	evs := collect(f.svc.StreamWithOrchestration(context.Background(), f.start(t, "research this")))
+	var blocked []string
+	var refusal string
+	for _, ev := range evs {
+		switch ev.Kind {
+		case chat.KindOrchestration:
+			blocked = append(blocked, ev.Orchestration.Blocked)
+		case chat.KindWarning:
+			t.Errorf("warning event %q", ev.Text)
+		case chat.KindToolResult:
+			if ev.ToolResult.Name == "pubmed_search" {
+				refusal = ev.ToolResult.Content
+			}
+		}
+	}
+	if len(blocked) != 2 || blocked[0] != "" || blocked[1] != "the sequence cannot pass position 2 (pubmed_search): no tool of it is provided by this runtime, so the step offers its tools instead" {
+		t.Fatalf("orchestration events' blocked: %q", blocked)
+	}
+	if want := `Refused: tool "pubmed_search" is not available in step "Research", which requires the sequence think -> pubmed_search and is at position 2, which no tool this runtime provides can fill, so the sequence stops there; tools you may use now: think, reflect.`; refusal != want {
+		t.Fatalf("refusal\n  %s\nwant\n  %s", refusal, want)
+	}
+	if sys := model.reqs[1].System; !strings.Contains(sys, "cannot pass position 2 (pubmed_search)") || !strings.Contains(sys, "do not try to follow the rest of the sequence") {
+		t.Fatalf("the prompt does not say the sequence stops:\n%s", sys)
+	}
+}

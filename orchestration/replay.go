@@ -1,0 +1,62 @@
+package orchestration
+
+import "github.com/agentdock-go/agentdock/chat"
+
+// Replay returns s after the orchestration followed msgs, a conversation or
+// the rest of one: the state a session that had the conversation holds
+// (token usage aside, which a conversation does not carry). It is the one
+// derivation of a state from messages; a turn records what it stores by the
+// same rules, so that replaying a session's history gives the session's
+// state:
+//
+//   - a user message is a UserMessage input;
+//   - the tool calls of an assistant message were made by a model call
+//     offered Offer of the state at that message, and are checked against
+//     that offer, however earlier calls of the same answer moved the state
+//     (ToolUsedIn);
+//   - a tool message records its call when the call ran: a message marked
+//     NotRun (refused, denied, held and then declined, invalid arguments,
+//     stopped before it ran, over the answer's budget) records nothing,
+//     while a call that ran and failed is recorded like one that succeeded.
+//
+// Calls are recorded in the order of their tool messages, which is the
+// order a turn records them in: a call held for approval is recorded when
+// it is approved, after the other calls of its answer. A call refused here
+// (one the conversation claims ran although its model call was not offered
+// it) leaves the state as it was. A tool message whose call is not in msgs
+// is checked against the offer of the state at the tool message.
+func (e *Engine) Replay(s State, msgs []chat.Message) State {
+	type call struct {
+		name  string
+		offer Offer
+	}
+	var calls map[string]call
+	for _, m := range msgs {
+		switch m.Role {
+		case chat.RoleUser:
+			s, _ = e.Apply(s, UserMessage(m.Content))
+		case chat.RoleAssistant:
+			if len(m.ToolCalls) == 0 {
+				continue
+			}
+			if calls == nil {
+				calls = make(map[string]call)
+			}
+			offer := e.Offer(s)
+			for _, c := range m.ToolCalls {
+				calls[c.ID] = call{name: c.Name, offer: offer}
+			}
+		case chat.RoleTool:
+			if m.NotRun || m.Denied {
+				// Denied: a declined call, stored before NotRun was.
+				continue
+			}
+			c, ok := calls[m.ToolCallID]
+			if !ok {
+				c = call{name: m.ToolName, offer: e.Offer(s)}
+			}
+			s, _ = e.Apply(s, ToolUsedIn(c.name, c.offer))
+		}
+	}
+	return s
+}
