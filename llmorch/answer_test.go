@@ -125,7 +125,7 @@ func TestUnpassableSequencePosition(t *testing.T) {
 	if want := `Refused: tool "pubmed_search" is not available in step "Research", which requires the sequence think -> pubmed_search and is at position 2, which no tool this runtime provides can fill, so the sequence stops there; tools you may use now: think, reflect.`; refusal != want {
 		t.Fatalf("refusal\n  %s\nwant\n  %s", refusal, want)
 	}
-	if sys := model.reqs[1].System; !strings.Contains(sys, "cannot pass position 2 (pubmed_search)") || !strings.Contains(sys, "do not try to follow the rest of the sequence") {
-		t.Fatalf("the prompt does not say the sequence stops:\n%s", sys)
+	if note := model.reqs[1].Note; !strings.Contains(note, "cannot pass position 2 (pubmed_search)") || !strings.Contains(note, "do not try to follow the rest of the sequence") {
+		t.Fatalf("the call's note does not say the sequence stops:\n%s", note)
 	}
 }
