@@ -86,6 +86,8 @@ type uiMapper struct {
 	keepEvents bool
 	// out is the items of the latest mapEvent, reused by the next.
 	out []item
+	// raw: the frames are the events' JSON (an edge's turn, edge.go).
+	raw bool
 }
 
 // item is one frame's payload with the event it came from (nil for frames
@@ -96,6 +98,9 @@ type item struct {
 }
 
 func (m *uiMapper) start() item {
+	if m.raw {
+		return item{data: edgeStart}
+	}
 	id := m.messageID
 	if id == "" {
 		id = m.turnID
@@ -112,6 +117,9 @@ func (m *uiMapper) start() item {
 // first token: a copy of every frame on the stack, on the first token's
 // way (BENCHMARKS.md, fourteenth round).
 func (m *uiMapper) mapEvent(ev chat.Event) []item {
+	if m.raw {
+		return m.rawEvent(ev)
+	}
 	if ev.Kind == chat.KindTextDelta && !m.keepEvents {
 		out := m.appendText(m.out[:0], ev.Text, nil)
 		m.out = out[:0]
