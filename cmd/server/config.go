@@ -48,6 +48,8 @@ type serveConfig struct {
 	RateLimitRPS      float64
 	RateLimitBurst    int
 	CORSOrigins       []string
+	// A2APushHosts are the hosts A2A push notifications may be posted to.
+	A2APushHosts []string
 
 	MaxBodyBytes    int64
 	MaxMessageBytes int
@@ -216,6 +218,10 @@ func settings() []setting {
 			if len(probs) > 0 {
 				return errors.New(strings.Join(probs, "; "))
 			}
+			return nil
+		}},
+		{"A2A_PUSH_HOSTS", "a2a-push-hosts", "", "comma-separated hosts (host or host:port) that A2A push notification webhooks may be on; none (no push notifications) by default", func(c *serveConfig, v string) error {
+			c.A2APushHosts = splitList(v)
 			return nil
 		}},
 		{"MAX_BODY_BYTES", "max-body-bytes", strconv.Itoa(server.DefaultMaxBodyBytes), "largest request body; larger ones get 413", func(c *serveConfig, v string) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/agentdock-go/agentdock/responses"
 	respredis "github.com/agentdock-go/agentdock/responses/redisstore"
 	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/a2a"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/telemetry"
@@ -171,6 +172,11 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	scfg.Agents, scfg.Store, scfg.Logger, scfg.WebFS, scfg.Telemetry, scfg.Turns = agents, store, log, web.FS(), tel, turns
 	scfg.MCPServers, scfg.Responses = mcpRT.status, stored
 	mcpRT.reportStart(ctx, log)
+	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, PushHosts: cfg.A2APushHosts, Logger: log})
+	if err != nil {
+		return err
+	}
+	scfg.Edges = []server.Edge{a2aEdge}
 	srv, err := server.New(scfg)
 	if err != nil {
 		return err
