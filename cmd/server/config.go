@@ -50,6 +50,8 @@ type serveConfig struct {
 	CORSOrigins       []string
 	// A2APushHosts are the hosts A2A push notifications may be posted to.
 	A2APushHosts []string
+	// mcpStdio serves MCP over stdio instead of HTTP (agentdock mcp serve).
+	mcpStdio bool
 
 	MaxBodyBytes    int64
 	MaxMessageBytes int

@@ -21,6 +21,7 @@ import (
 	respredis "github.com/agentdock-go/agentdock/responses/redisstore"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/a2a"
+	"github.com/agentdock-go/agentdock/server/mcpserver"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/telemetry"
@@ -41,14 +42,22 @@ func envOr(name, def string) string {
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return serveCommand(ctx, "serve", args, stderr)
+}
+
+// serveCommand is serve, or `mcp serve` (cmd "mcp serve"): the same
+// agents, store and settings, served over stdio as MCP tools instead of
+// HTTP.
+func serveCommand(ctx context.Context, cmd string, args []string, stderr io.Writer) int {
 	cfg, err := loadServeConfig(args, osConfigEnv(), stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintln(stderr, "agentdock serve:", err)
+		fmt.Fprintln(stderr, "agentdock "+cmd+":", err)
 		return 2
 	}
+	cfg.mcpStdio = cmd == "mcp serve"
 	tel, err := otelsetup.Setup(ctx, otelsetup.Config{ServiceName: "agentdock"})
 	if err != nil {
 		fmt.Fprintln(stderr, "agentdock serve:", err)
@@ -176,9 +185,18 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return err
 	}
-	scfg.Edges = []server.Edge{a2aEdge}
+	scfg.Edges = []server.Edge{a2aEdge, mcpserver.New(mcpserver.Config{Logger: log})}
 	srv, err := server.New(scfg)
 	if err != nil {
+		return err
+	}
+	if cfg.mcpStdio {
+		// agentdock mcp serve: the agents as tools over stdin and stdout.
+		log.Info("serving MCP over stdio", "agents", len(agents.List()), "store", kind)
+		err := mcpserver.Stdio(ctx, srv, mcpserver.Config{Logger: log})
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		srv.Shutdown(sctx)
 		return err
 	}
 	context.AfterFunc(ctx, func() {
