@@ -21,6 +21,7 @@ import (
 	respredis "github.com/agentdock-go/agentdock/responses/redisstore"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/a2a"
+	"github.com/agentdock-go/agentdock/server/agui"
 	"github.com/agentdock-go/agentdock/server/mcpserver"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
@@ -185,7 +186,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return err
 	}
-	scfg.Edges = []server.Edge{a2aEdge, mcpserver.New(mcpserver.Config{Logger: log})}
+	scfg.Edges = []server.Edge{a2aEdge, agui.New(), mcpserver.New(mcpserver.Config{Logger: log})}
 	srv, err := server.New(scfg)
 	if err != nil {
 		return err
