@@ -180,7 +180,9 @@ func TestApprovalIsInputRequired(t *testing.T) {
 	}
 	var ids []string
 	for _, p := range tk.Status.Message.Parts {
-		var d struct{ Approvals []struct{ ID, ToolName string } }
+		var d struct {
+			Approvals []struct{ ID, ToolName string }
+		}
 		if json.Unmarshal(p.Data, &d) == nil {
 			for _, a := range d.Approvals {
 				if a.ToolName != "think" {

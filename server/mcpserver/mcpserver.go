@@ -71,9 +71,19 @@ func New(cfg Config) *Edge {
 // Routes implements server.Edge: streamable HTTP at /mcp.
 func (e *Edge) Routes(s *server.Server) []server.Route {
 	e.s = s
-	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		return e.newServer(server.OwnerOf(r))
-	}, &mcp.StreamableHTTPOptions{Stateless: e.cfg.Stateless, Logger: e.cfg.Logger})
+	newServer := func(r *http.Request) *mcp.Server { return e.newServer(server.OwnerOf(r)) }
+	stateful := mcp.NewStreamableHTTPHandler(newServer, &mcp.StreamableHTTPOptions{Stateless: e.cfg.Stateless, Logger: e.cfg.Logger})
+	// The SDK serves the sessionless revisions (2026-07-28 on) only
+	// stateless, and the earlier ones with sessions: a request goes to the
+	// handler of the revision its Mcp-Protocol-Version header names.
+	stateless := mcp.NewStreamableHTTPHandler(newServer, &mcp.StreamableHTTPOptions{Stateless: true, Logger: e.cfg.Logger})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= sessionless {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
 	guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// An MCP session belongs to the owner that opened it: its ID ends
 		// with the owner's tag, so another key's request for it is not
@@ -88,6 +98,9 @@ func (e *Edge) Routes(s *server.Server) []server.Route {
 	})
 	return []server.Route{{Method: "*", Path: "/mcp", Handler: guarded}}
 }
+
+// sessionless is the first protocol revision without sessions over HTTP.
+const sessionless = "2026-07-28"
 
 // Stdio serves the agents of s over stdin and stdout until ctx ends or the
 // client closes its end, as the anonymous owner "" (the process's user).
@@ -150,9 +163,10 @@ type Output struct {
 
 // Pending is a call held for approval.
 type Pending struct {
-	ID        string          `json:"id"`
-	ToolName  string          `json:"toolName"`
-	Arguments json.RawMessage `json:"arguments"`
+	ID       string `json:"id"`
+	ToolName string `json:"toolName"`
+	// Arguments are the call's arguments, a JSON object.
+	Arguments any `json:"arguments"`
 }
 
 // sessionFor is the agent session of a call.
