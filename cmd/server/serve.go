@@ -21,6 +21,7 @@ import (
 	respredis "github.com/agentdock-go/agentdock/responses/redisstore"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/a2a"
+	"github.com/agentdock-go/agentdock/server/a2a/redistasks"
 	"github.com/agentdock-go/agentdock/server/agui"
 	"github.com/agentdock-go/agentdock/server/mcpserver"
 	"github.com/agentdock-go/agentdock/session"
@@ -182,7 +183,14 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	scfg.Agents, scfg.Store, scfg.Logger, scfg.WebFS, scfg.Telemetry, scfg.Turns = agents, store, log, web.FS(), tel, turns
 	scfg.MCPServers, scfg.Responses = mcpRT.status, stored
 	mcpRT.reportStart(ctx, log)
-	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, PushHosts: cfg.A2APushHosts, Logger: log})
+	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
+		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
+	}
+	var index a2a.Index
+	if r, ok := store.(*redisstore.Store); ok {
+		index = redistasks.New(r.Client(), prefix+":a2a", cfg.SessionTTL)
+	}
+	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: index, PushHosts: cfg.A2APushHosts, DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,9 @@ type Config struct {
 	// Config.Responses (on Redis with replicas). Nil: a store of this
 	// process.
 	Tasks responses.Store
+	// Index lists each owner's tasks for ListTasks; with replicas, share
+	// one (package a2a/redistasks). Nil: an index of this process.
+	Index Index
 	// PushHosts are the hosts ("host" or "host:port") that push
 	// notification webhooks may be on. Empty: push notifications are not
 	// offered (the card says so, and configs are refused).
@@ -57,6 +60,10 @@ type Config struct {
 	// Client posts the push notifications (default: a 10 s timeout, no
 	// redirects).
 	Client *http.Client
+	// DefaultAgent answers the messages sent to /a2a that name no agent
+	// (message.metadata.agent); empty: such a message is refused. A
+	// client that knows only the server's card (the A2A TCK) needs it.
+	DefaultAgent string
 	// Name, Description and Version describe the server on its card
 	// (defaults: "agentdock", a sentence, "1").
 	Name, Description, Version string
@@ -101,7 +108,10 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Edge{cfg: cfg, tasks: taskStore{cfg.Tasks}}, nil
+	if cfg.Index == nil {
+		cfg.Index = NewMemoryIndex(0)
+	}
+	return &Edge{cfg: cfg, tasks: taskStore{s: cfg.Tasks, index: cfg.Index}}, nil
 }
 
 // Routes implements server.Edge.
@@ -118,6 +128,12 @@ func (e *Edge) Routes(s *server.Server) []server.Route {
 // and the HTTP+JSON binding.
 func (e *Edge) route(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.PathValue("rest"), "/")
+	if rest == ".well-known/agent-card.json" && r.Method == http.MethodGet {
+		// The card beside the JSON-RPC endpoint too: clients that were
+		// given /a2a as the agent's URL look for it there.
+		e.serverCard(w, r)
+		return
+	}
 	agentID, sub, _ := strings.Cut(rest, "/")
 	if _, ok := e.s.Agents().Get(agentID); !ok {
 		restError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no agent %q; /.well-known/agent-card.json lists them", agentID))
@@ -181,6 +197,10 @@ func (e *Edge) serverCard(w http.ResponseWriter, r *http.Request) {
 			Tags: append([]string{"agent"}, t.Tags...), Examples: t.ChatSettings.ChatPrompts})
 	}
 	c := e.card(r, e.cfg.Name, e.cfg.Description, b+"/a2a", skills)
+	if _, ok := e.s.Agents().Get(e.cfg.DefaultAgent); ok {
+		// The HTTP+JSON binding is per agent: the default agent's.
+		c.SupportedInterfaces = append(c.SupportedInterfaces, AgentInterface{URL: b + "/a2a/" + url.PathEscape(e.cfg.DefaultAgent), ProtocolBinding: "HTTP+JSON", ProtocolVersion: ProtocolVersion})
+	}
 	writeJSON(w, http.StatusOK, c)
 }
 
@@ -320,7 +340,13 @@ func (e *Edge) invoke(ctx context.Context, c call, emit func(StreamResponse) boo
 		}
 		return e.pushConfig(ctx, c.owner, c.method, p)
 	case "ListTasks":
-		return nil, errf(codeUnsupported, "ListTasks is not served: a task is found by its ID, and a conversation's history by GET /api/sessions/{contextId}")
+		var p listRequest
+		if len(c.params) > 0 && string(c.params) != "null" {
+			if err := decodeParams(c.params, &p); err != nil {
+				return nil, err
+			}
+		}
+		return e.listTasks(ctx, c.owner, p)
 	case "GetExtendedAgentCard":
 		return nil, errf(codeNoExtendedCard, "this server has no extended agent card")
 	}
@@ -348,6 +374,9 @@ func (e *Edge) agentFor(c call, p *SendMessageRequest) (*agent.Agent, *rpcError)
 				break
 			}
 		}
+	}
+	if id == "" {
+		id = e.cfg.DefaultAgent
 	}
 	if id == "" {
 		var ids []string

@@ -316,3 +316,49 @@ func TestCards(t *testing.T) {
 		t.Fatalf("agent card: %+v", card)
 	}
 }
+
+func TestListTasks(t *testing.T) {
+	s := start(t, "key-one", "key-two")
+	var ids []string
+	ctxID := "list-context-1"
+	for _, text := range []string{"[offline:echo] one", "[offline:echo] two", "[offline:echo] three"} {
+		tk := task(t, rpc(t, s.URL+"/a2a/plain", "key-one", "SendMessage", map[string]any{"message": message(text, map[string]any{"contextId": ctxID})}))
+		ids = append(ids, tk.ID)
+	}
+	task(t, rpc(t, s.URL+"/a2a/plain", "key-one", "SendMessage", map[string]any{"message": message("[offline:echo] elsewhere", nil)}))
+
+	type page struct {
+		Tasks         []a2a.Task `json:"tasks"`
+		NextPageToken string     `json:"nextPageToken"`
+		PageSize      int        `json:"pageSize"`
+		TotalSize     int        `json:"totalSize"`
+	}
+	list := func(key string, params map[string]any) page {
+		r := rpc(t, s.URL+"/a2a", key, "ListTasks", params)
+		if r.Error != nil {
+			t.Fatalf("ListTasks %v: %s", params, r.Error.Message)
+		}
+		var p page
+		json.Unmarshal(r.Result, &p)
+		return p
+	}
+	first := list("key-one", map[string]any{"contextId": ctxID, "pageSize": 2})
+	if first.TotalSize != 3 || len(first.Tasks) != 2 || first.NextPageToken == "" || first.Tasks[0].ID != ids[2] || first.Tasks[0].Artifacts != nil || len(first.Tasks[0].History) != 0 {
+		t.Fatalf("first page: %+v", first)
+	}
+	second := list("key-one", map[string]any{"contextId": ctxID, "pageSize": 2, "pageToken": first.NextPageToken, "includeArtifacts": true, "historyLength": 1})
+	if len(second.Tasks) != 1 || second.NextPageToken != "" || second.Tasks[0].ID != ids[0] || answerText(second.Tasks[0]) != "one" || len(second.Tasks[0].History) != 1 {
+		t.Fatalf("second page: %+v", second)
+	}
+	if all := list("key-one", map[string]any{"status": a2a.StateCompleted}); all.TotalSize != 4 {
+		t.Fatalf("completed: %d", all.TotalSize)
+	}
+	if theirs := list("key-two", map[string]any{}); theirs.TotalSize != 0 {
+		t.Fatalf("another key lists %d tasks", theirs.TotalSize)
+	}
+	for _, bad := range []map[string]any{{"pageSize": 0}, {"pageSize": 101}, {"historyLength": -1}, {"status": "DONE"}, {"pageToken": "xyz"}, {"statusTimestampAfter": "-1"}} {
+		if r := rpc(t, s.URL+"/a2a", "key-one", "ListTasks", bad); r.Error == nil || r.Error.Code != -32602 {
+			t.Errorf("ListTasks %v: %+v", bad, r.Error)
+		}
+	}
+}

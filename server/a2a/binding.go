@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -192,6 +193,27 @@ func (e *Edge) rest(w http.ResponseWriter, r *http.Request, agentID, sub string)
 		c.method = "SendMessage"
 	case sub == "message:stream" && r.Method == http.MethodPost:
 		c.method = "SendStreamingMessage"
+	case sub == "tasks" && r.Method == http.MethodGet:
+		c.method = "ListTasks"
+		q := r.URL.Query()
+		p := map[string]any{}
+		for _, k := range []string{"contextId", "status", "pageToken", "statusTimestampAfter"} {
+			if v := q.Get(k); v != "" {
+				p[k] = v
+			}
+		}
+		for _, k := range []string{"pageSize", "historyLength"} {
+			if v := q.Get(k); v != "" {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					restRPCError(w, errf(codeInvalidParams, "%s must be an integer, not %q", k, clip(v)))
+					return
+				}
+				p[k] = n
+			}
+		}
+		p["includeArtifacts"] = q.Get("includeArtifacts") == "true"
+		params = p
 	case strings.HasPrefix(sub, "tasks/"):
 		id, rest, _ := strings.Cut(strings.TrimPrefix(sub, "tasks/"), "/")
 		id, verb, _ := strings.Cut(id, ":")

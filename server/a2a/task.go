@@ -148,7 +148,10 @@ type record struct {
 // taskStore keeps records in a responses.Store (the Responses API's store,
 // on the session store's Redis with replicas), under the owner's keyspace
 // (session.Key): another owner's task is absent.
-type taskStore struct{ s responses.Store }
+type taskStore struct {
+	s     responses.Store
+	index Index
+}
 
 // errTaskNotFound: no such task of the caller.
 var errTaskNotFound = errors.New("task not found")
@@ -189,7 +192,10 @@ func (t taskStore) put(ctx context.Context, owner string, rec record) error {
 	if err != nil {
 		return err
 	}
-	return t.s.Put(ctx, key, responses.Record{SessionID: rec.Task.ContextID, Response: data})
+	if err := t.s.Put(ctx, key, responses.Record{SessionID: rec.Task.ContextID, Response: data}); err != nil {
+		return err
+	}
+	return t.index.Touch(ctx, owner, rec.Task.ID, time.Now())
 }
 
 // pushRecord is the webhooks of a task, kept apart from the task so that a
