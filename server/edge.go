@@ -34,6 +34,13 @@ type Edge interface {
 	Routes(s *Server) []Route
 }
 
+// EdgeShutdown is an Edge with work of its own that outlives a turn (the
+// A2A edge records a task's end): Server.Shutdown calls it once the turns
+// have ended, before it returns.
+type EdgeShutdown interface {
+	Shutdown(ctx context.Context) error
+}
+
 // Route is one route of an edge: a method (or "*" for every method) and a
 // path in gin's syntax ("/a2a/*rest"; the parameters reach the handler as
 // the request's PathValue). It is served behind the API's own checks: the

@@ -190,6 +190,13 @@ func (s *Server) Shutdown(ctx context.Context) {
 	if err := waitGroup(ctx, &s.recorders); err != nil {
 		s.log.Warn("shutdown: responses still being stored", "err", err)
 	}
+	for _, e := range s.cfg.Edges {
+		if es, ok := e.(EdgeShutdown); ok {
+			if err := es.Shutdown(ctx); err != nil {
+				s.log.Warn("shutdown: an edge did not finish", "err", err)
+			}
+		}
+	}
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.stopBase()

@@ -2,7 +2,7 @@
 // a redis-server of their own for the tests with two replicas, and the rule
 // for a missing component: skip with a reason here, fail in CI.
 import { spawn, spawnSync } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from '../../e2e/lib/server.js';
 
 export { startServer } from '../../e2e/lib/server.js';
 
@@ -12,16 +12,6 @@ export function missing(t, what) {
   t.skip(`${what} not found`);
 }
 
-function freePort() {
-  return new Promise((ok, fail) => {
-    const srv = createServer();
-    srv.on('error', fail);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => ok(port));
-    });
-  });
-}
 
 /** hasRedis reports whether redis-server can be run. */
 export function hasRedis() {

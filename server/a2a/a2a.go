@@ -27,11 +27,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
@@ -77,6 +79,24 @@ type Edge struct {
 	cfg   Config
 	tasks taskStore
 	s     *server.Server
+	// watching counts the watchers still recording a task's end.
+	watching sync.WaitGroup
+}
+
+// Shutdown waits for the watchers of the tasks whose turns ended to record
+// them (server.EdgeShutdown), or for ctx.
+func (e *Edge) Shutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		e.watching.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("a2a: tasks still being recorded: %w", ctx.Err())
+	}
 }
 
 // New validates cfg and returns the edge, for server.Config.Edges.
@@ -517,6 +537,7 @@ func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*start
 			e.cfg.Logger.Warn("a2a: the message's push notification config was refused", "task", rec.Task.ID, "err", perr.Message)
 		}
 	}
+	e.watching.Add(1)
 	go e.watch(c.owner, st)
 	return st, nil
 }
@@ -551,6 +572,7 @@ func clip(s string) string {
 // watch follows the task's turn on the replica that runs it, records the
 // task the turn left, and posts it to the task's webhooks.
 func (e *Edge) watch(owner string, st *started) {
+	defer e.watching.Done()
 	defer close(st.done)
 	k := newTracker(st.rec.Task)
 	for ev, err := range st.turn.Events(context.Background()) {
@@ -608,8 +630,13 @@ func (e *Edge) sendStream(ctx context.Context, c call, p *SendMessageRequest, em
 	if !emit(StreamResponse{Task: &task}) {
 		return nil
 	}
-	k := newTracker(st.rec.Task)
-	for ev, err := range st.turn.Events(ctx) {
+	return relay(newTracker(st.rec.Task), st.turn.Events(ctx), emit)
+}
+
+// relay streams the updates a turn's events make of a task, until the
+// turn ends or the client goes away.
+func relay(k *tracker, events iter.Seq2[chat.Event, error], emit func(StreamResponse) bool) *rpcError {
+	for ev, err := range events {
 		if err != nil {
 			return errf(codeInternal, "the task's events could not be read: %s", err.Error())
 		}
@@ -699,7 +726,7 @@ func (e *Edge) subscribe(ctx context.Context, owner, id string, emit func(Stream
 	// The record is the task as its turn began; the turn's events from
 	// its first bring the subscriber to the end. A turn on another
 	// replica reaches the shared log within its first batch.
-	var events func(func(chat.Event, error) bool)
+	var events iter.Seq2[chat.Event, error]
 	for wait := time.Now().Add(time.Second); ; {
 		ev, ferr := e.s.Follow(ctx, owner, rec.Task.ContextID, rec.Turn)
 		if ferr == nil {
@@ -715,18 +742,7 @@ func (e *Edge) subscribe(ctx context.Context, owner, id string, emit func(Stream
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	k := newTracker(rec.Task)
-	for ev, err := range events {
-		if err != nil {
-			return errf(codeInternal, "the task's events could not be read: %s", err.Error())
-		}
-		for _, out := range k.add(ev) {
-			if !emit(out) {
-				return nil
-			}
-		}
-	}
-	return nil
+	return relay(newTracker(rec.Task), events, emit)
 }
 
 // createPush serves CreateTaskPushNotificationConfig.

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
@@ -72,7 +73,7 @@ func New(cfg Config) *Edge {
 func (e *Edge) Routes(s *server.Server) []server.Route {
 	e.s = s
 	newServer := func(r *http.Request) *mcp.Server { return e.newServer(server.OwnerOf(r)) }
-	stateful := mcp.NewStreamableHTTPHandler(newServer, &mcp.StreamableHTTPOptions{Stateless: e.cfg.Stateless, Logger: e.cfg.Logger})
+	stateful := mcp.NewStreamableHTTPHandler(newServer, &mcp.StreamableHTTPOptions{Stateless: e.cfg.Stateless, Logger: e.cfg.Logger, SessionTimeout: sessionIdle})
 	// The SDK serves the sessionless revisions (2026-07-28 on) only
 	// stateless, and the earlier ones with sessions: a request goes to the
 	// handler of the revision its Mcp-Protocol-Version header names.
@@ -101,6 +102,12 @@ func (e *Edge) Routes(s *server.Server) []server.Route {
 
 // sessionless is the first protocol revision without sessions over HTTP.
 const sessionless = "2026-07-28"
+
+// sessionIdle is how long an MCP session without a request is kept: a
+// client that never ends its session does not hold it for ever. Its agent
+// session stays (for its own TTL), and a new MCP session can continue it
+// by sessionId.
+const sessionIdle = time.Hour
 
 // Stdio serves the agents of s over stdin and stdout until ctx ends or the
 // client closes its end, as the anonymous owner "" (the process's user).
