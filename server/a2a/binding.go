@@ -34,6 +34,27 @@ type rpcResponse struct {
 
 var nullID = json.RawMessage("null")
 
+// parseRPC reads a JSON-RPC request; on an error, the request's ID is the
+// one to answer with (null when it has none).
+func parseRPC(data []byte) (rpcRequest, *rpcError) {
+	var req rpcRequest
+	data = bytes.TrimSpace(data)
+	switch {
+	case len(data) > 0 && data[0] == '[':
+		return rpcRequest{ID: nullID}, errf(codeInvalidRequest, "batches are not served: send one request per POST")
+	case json.Unmarshal(data, &req) != nil:
+		return rpcRequest{ID: nullID}, errf(codeParse, "the body is not a JSON-RPC request object")
+	}
+	id := req.ID
+	if len(id) == 0 || (id[0] != '"' && (id[0] < '0' || id[0] > '9') && id[0] != '-') {
+		return rpcRequest{ID: nullID}, errf(codeInvalidRequest, "id must be a string or a number (A2A has no notifications)")
+	}
+	if req.JSONRPC != "2.0" || req.Method == "" {
+		return req, errf(codeInvalidRequest, `a request needs "jsonrpc": "2.0" and a method`)
+	}
+	return req, nil
+}
+
 // versionOK checks the A2A-Version header: absent, or a 1.x version.
 func versionOK(r *http.Request) *rpcError {
 	v := r.Header.Get("A2A-Version")
@@ -54,25 +75,12 @@ func (e *Edge) jsonRPC(w http.ResponseWriter, r *http.Request, agentID string) {
 		}
 		return
 	}
-	var req rpcRequest
-	data = bytes.TrimSpace(data)
-	switch {
-	case len(data) > 0 && data[0] == '[':
-		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: nullID, Error: errf(codeInvalidRequest, "batches are not served: send one request per POST")})
-		return
-	case json.Unmarshal(data, &req) != nil:
-		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: nullID, Error: errf(codeParse, "the body is not a JSON-RPC request object")})
+	req, perr := parseRPC(data)
+	if perr != nil {
+		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: req.ID, Error: perr})
 		return
 	}
 	id := req.ID
-	if len(id) == 0 || (id[0] != '"' && (id[0] < '0' || id[0] > '9') && id[0] != '-') {
-		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: nullID, Error: errf(codeInvalidRequest, "id must be a string or a number (A2A has no notifications)")})
-		return
-	}
-	if req.JSONRPC != "2.0" || req.Method == "" {
-		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: id, Error: errf(codeInvalidRequest, `a request needs "jsonrpc": "2.0" and a method`)})
-		return
-	}
 	if verr := versionOK(r); verr != nil {
 		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: id, Error: verr})
 		return

@@ -56,6 +56,20 @@ func after(raw json.RawMessage) (time.Time, *rpcError) {
 	return time.Time{}, errf(codeInvalidParams, "statusTimestampAfter %q is neither an RFC 3339 time nor non-negative milliseconds since the epoch", clip(s))
 }
 
+// pageOffset reads a page token: the offset of the page in the list.
+func pageOffset(token string) (int, *rpcError) {
+	if token == "" {
+		return 0, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	rest, ok := strings.CutPrefix(string(b), "offset:")
+	n, cerr := strconv.Atoi(rest)
+	if err != nil || cerr != nil || !ok || n < 0 {
+		return 0, errf(codeInvalidParams, "pageToken %q is not a token this server gave", clip(token))
+	}
+	return n, nil
+}
+
 // listTasks serves ListTasks: the caller's tasks, newest status first,
 // filtered and in pages (an opaque token for the next).
 func (e *Edge) listTasks(ctx context.Context, owner string, p listRequest) (any, *rpcError) {
@@ -76,14 +90,9 @@ func (e *Edge) listTasks(ctx context.Context, owner string, p listRequest) (any,
 	if rerr != nil {
 		return nil, rerr
 	}
-	offset := 0
-	if p.PageToken != "" {
-		b, err := base64.RawURLEncoding.DecodeString(p.PageToken)
-		n, cerr := strconv.Atoi(strings.TrimPrefix(string(b), "offset:"))
-		if err != nil || cerr != nil || !strings.HasPrefix(string(b), "offset:") || n < 0 {
-			return nil, errf(codeInvalidParams, "pageToken %q is not a token this server gave", clip(p.PageToken))
-		}
-		offset = n
+	offset, rerr := pageOffset(p.PageToken)
+	if rerr != nil {
+		return nil, rerr
 	}
 	ids, err := e.cfg.Index.Recent(ctx, owner, MaxListed)
 	if err != nil {

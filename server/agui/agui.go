@@ -130,6 +130,41 @@ func answers(resume []ResumeEntry) ([]agent.ApprovalAnswer, error) {
 	return out, nil
 }
 
+// inputError is an input that cannot start a run: a code and a message.
+type inputError struct{ code, msg string }
+
+// parseInput reads a run's body: the input, and either the user's text or
+// the answers its resume entries carry.
+func parseInput(data []byte) (in *RunAgentInput, text string, list []agent.ApprovalAnswer, e *inputError) {
+	in = new(RunAgentInput)
+	if err := json.Unmarshal(data, in); err != nil {
+		return nil, "", nil, &inputError{"invalid_json", "the body is not a RunAgentInput: " + err.Error()}
+	}
+	switch {
+	case !session.ValidID(in.ThreadID):
+		return nil, "", nil, &inputError{"invalid_thread_id", "threadId is the session: want 8 to 128 letters, digits, '-' or '_'"}
+	case in.RunID == "" || len(in.RunID) > 256:
+		return nil, "", nil, &inputError{"invalid_request", "runId is required (at most 256 bytes)"}
+	}
+	if len(in.Resume) > 0 {
+		list, err := answers(in.Resume)
+		if err != nil {
+			return nil, "", nil, &inputError{"invalid_resume", err.Error()}
+		}
+		return in, "", list, nil
+	}
+	for i := len(in.Messages) - 1; i >= 0; i-- {
+		if in.Messages[i].Role == "user" {
+			text = in.Messages[i].text()
+			break
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		return nil, "", nil, &inputError{"invalid_message", "messages must end with a user message that has text (or resume answers the previous run's interrupts)"}
+	}
+	return in, text, nil, nil
+}
+
 func (e *Edge) run(w http.ResponseWriter, r *http.Request) {
 	agentID := r.PathValue("agent")
 	if _, ok := e.s.Agents().Get(agentID); !ok {
@@ -144,40 +179,16 @@ func (e *Edge) run(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	var in RunAgentInput
-	if err := json.Unmarshal(data, &in); err != nil {
-		badRequest(w, http.StatusBadRequest, "invalid_json", "the body is not a RunAgentInput: %s", err.Error())
-		return
-	}
-	switch {
-	case !session.ValidID(in.ThreadID):
-		badRequest(w, http.StatusBadRequest, "invalid_thread_id", "threadId is the session: want 8 to 128 letters, digits, '-' or '_'")
-		return
-	case in.RunID == "" || len(in.RunID) > 256:
-		badRequest(w, http.StatusBadRequest, "invalid_request", "runId is required (at most 256 bytes)")
+	in, text, list, perr := parseInput(data)
+	if perr != nil {
+		badRequest(w, http.StatusBadRequest, perr.code, "%s", perr.msg)
 		return
 	}
 	owner := server.OwnerOf(r)
 	var turn *server.Turn
-	if len(in.Resume) > 0 {
-		list, aerr := answers(in.Resume)
-		if aerr != nil {
-			badRequest(w, http.StatusBadRequest, "invalid_resume", "%s", aerr.Error())
-			return
-		}
+	if list != nil {
 		turn, err = e.s.Answer(r.Context(), owner, agentID, in.ThreadID, list)
 	} else {
-		text := ""
-		for i := len(in.Messages) - 1; i >= 0; i-- {
-			if in.Messages[i].Role == "user" {
-				text = in.Messages[i].text()
-				break
-			}
-		}
-		if strings.TrimSpace(text) == "" {
-			badRequest(w, http.StatusBadRequest, "invalid_message", "messages must end with a user message that has text (or resume answers the previous run's interrupts)")
-			return
-		}
 		turn, err = e.s.Start(r.Context(), owner, agentID, in.ThreadID, text)
 	}
 	if err != nil {
@@ -185,7 +196,7 @@ func (e *Edge) run(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, status, code, "%s", msg)
 		return
 	}
-	e.stream(w, r, turn, &in)
+	e.stream(w, r, turn, in)
 }
 
 // event is one AG-UI event; the fields of its type are set.
