@@ -60,6 +60,10 @@ test('the TypeScript SDK client calls an agent over agentdock mcp serve (stdio)'
       assert.ok(notes.includes(want), `progress ${JSON.stringify(notes)} lacks ${want}`);
     }
     assert.ok(notes.indexOf('calling search') < notes.indexOf('calling compare'));
+    // The process is one MCP session: its calls share one conversation.
+    const again = await client.callTool({ name: 'cognitive-reasoner', arguments: { message: '[offline:echo] and again' } });
+    assert.equal(again.structuredContent.sessionId, res.structuredContent.sessionId);
+    assert.equal(again.content[0].text, 'and again');
   } finally {
     await client.close();
   }

@@ -21,6 +21,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -56,6 +57,9 @@ type Config struct {
 type Edge struct {
 	cfg Config
 	s   *server.Server
+	// process names the agent sessions of a stdio server, whose one MCP
+	// session has no ID: "" over HTTP.
+	process string
 }
 
 // New returns the edge, for server.Config.Edges.
@@ -114,6 +118,7 @@ const sessionIdle = time.Hour
 func Stdio(ctx context.Context, s *server.Server, cfg Config) error {
 	e := New(cfg)
 	e.s = s
+	e.process = rand.Text()
 	return e.newServer("").Run(ctx, &mcp.StdioTransport{})
 }
 
@@ -176,15 +181,16 @@ type Pending struct {
 	Arguments any `json:"arguments"`
 }
 
-// sessionFor is the agent session of a call.
-func sessionFor(req *mcp.CallToolRequest, in Input) (string, error) {
+// sessionFor is the agent session of a call: its sessionId, else the MCP
+// session's (or the stdio process's), else a new one.
+func (e *Edge) sessionFor(req *mcp.CallToolRequest, in Input) (string, error) {
 	if in.SessionID != "" {
 		if !session.ValidID(in.SessionID) {
 			return "", fmt.Errorf("sessionId %q is not a valid session ID: want 8 to 128 letters, digits, '-' or '_'", in.SessionID)
 		}
 		return in.SessionID, nil
 	}
-	if id := req.Session.ID(); id != "" {
+	if id := cmp.Or(req.Session.ID(), e.process); id != "" {
 		d := sha256.Sum256([]byte(id))
 		return "mcp-" + hex.EncodeToString(d[:16]), nil
 	}
@@ -193,7 +199,7 @@ func sessionFor(req *mcp.CallToolRequest, in Input) (string, error) {
 
 // call runs one tool call: the turn, and the turns its approvals lead to.
 func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentID string, in Input) (*mcp.CallToolResult, Output, error) {
-	sid, err := sessionFor(req, in)
+	sid, err := e.sessionFor(req, in)
 	if err != nil {
 		return nil, Output{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
