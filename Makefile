@@ -12,7 +12,7 @@ PKGS    := ./...
 RACE    := ./internal/... ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./responses/... ./telemetry/... ./transcript/...
 FUZZTIME ?= 60s
 
-.PHONY: all build run test test-go test-race test-loadtest test-sim test-e2e mcp-servers bench bench-go bench-load bench-soak bench-quick bench-median bench-bins bench-cache lint fuzz fuzz-short docker-check faults clean
+.PHONY: all build run test test-go test-race test-loadtest test-sim test-e2e test-protocols mcp-servers bench bench-go bench-load bench-soak bench-quick bench-median bench-bins bench-cache lint fuzz fuzz-short docker-check faults clean
 
 all: build
 
@@ -25,7 +25,7 @@ build:
 run: build
 	./$(BIN) serve
 
-test: lint test-go test-race test-loadtest test-sim fuzz-short docker-check test-e2e
+test: lint test-go test-race test-loadtest test-sim fuzz-short docker-check test-e2e test-protocols
 
 test-go: mcp-servers
 	$(GO) test -count=1 $(PKGS)
@@ -64,6 +64,13 @@ test-sim: build
 test-e2e: build
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags="-s -w" -o bin/example-mount ./examples/mount
 	@if [ -f e2e/package.json ]; then cd e2e && npm ci --no-audit --no-fund --loglevel=error && AGENTDOCK_BIN=../$(BIN) EXAMPLE_MOUNT_BIN=../bin/example-mount node --test; fi
+
+# The protocols' own tools against the binary (protocols/README.md): the
+# official A2A JS client (two replicas on a redis-server of its own), AG-UI's
+# HttpAgent, MCP's conformance suite (run with bun from npm) and the MCP
+# TypeScript SDK over stdio, and the docs' client examples.
+test-protocols: build
+	@if [ -f protocols/package.json ]; then cd protocols && npm ci --no-audit --no-fund --loglevel=error && AGENTDOCK_BIN=../bin/agentdock node --test; fi
 
 # Everything BENCHMARKS.md reports, about 30 minutes on 2 cores with nothing
 # else running: the Go benchmarks, the load harness against the goals

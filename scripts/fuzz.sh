@@ -43,6 +43,8 @@ targets=(
 	"./transcript/internal/format FuzzParse 30000"
 	"./cmd/server FuzzParseConfigFile 3000"
 	"./tools/mcp/mcpconfig FuzzParse 30000"
+	"./server/a2a FuzzRequest 5000"
+	"./server/agui FuzzInput 5000"
 )
 
 log=$(mktemp)

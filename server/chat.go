@@ -135,6 +135,18 @@ func errShuttingDown() *apiError {
 // request that started the turn may go away; the server's shutdown still
 // ends it.
 func (s *Server) launch(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, begin func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error]) (*turn, error) {
+	return s.run(reqCtx, node, sessionID, owner, turnMode{keepEvents: keepEvents, messageID: messageID}, begin)
+}
+
+// turnMode is how a turn logs its frames: see turn's fields of the same
+// names.
+type turnMode struct {
+	keepEvents, raw bool
+	messageID       string
+}
+
+// run is launch for a turn of any mode.
+func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner string, mode turnMode, begin func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error]) (*turn, error) {
 	if s.turns.isClosing() {
 		return nil, errShuttingDown()
 	}
@@ -143,8 +155,7 @@ func (s *Server) launch(reqCtx context.Context, node *agent.Agent, sessionID, ow
 	cancel := func(cause error) { stopWithServer(); cancelCtx(cause) }
 	turnID := session.NewID()
 	t := newTurn(turnID, sessionID, node.ID(), owner, cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
-	t.keepEvents = keepEvents
-	t.messageID = messageID
+	t.keepEvents, t.raw, t.messageID = mode.keepEvents, mode.raw, mode.messageID
 	started := make(chan error, 1)
 	go s.runTurn(t, begin(ctx, turnID), started)
 	if err := <-started; err != nil {
@@ -170,7 +181,7 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 		}
 	}
 	var (
-		m          = &uiMapper{turnID: t.id, messageID: t.messageID, keepEvents: t.keepEvents}
+		m          = &uiMapper{turnID: t.id, messageID: t.messageID, keepEvents: t.keepEvents, raw: t.raw}
 		registered bool
 		draining   bool // the server began shutting down as the turn started
 		finished   bool

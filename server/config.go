@@ -57,6 +57,9 @@ type Config struct {
 	// Logger gets one record per request (method, route, status, duration;
 	// never bodies or chat content). Nil means slog.Default().
 	Logger *slog.Logger
+	// Edges are the other protocols served beside the API over the same
+	// turns (server/a2a, server/agui, server/mcpserver).
+	Edges []Edge
 	// MCPServers, when set, describes the MCP servers an agent's tools come
 	// from, for /api/agents (see MCPServer).
 	MCPServers func(agentID string) []MCPServer

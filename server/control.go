@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"net/http"
 	"strconv"
@@ -29,51 +30,59 @@ func (s *Server) stopTurn(c *gin.Context) {
 	if !ok {
 		return
 	}
+	turnID, err := s.stopSession(c.Request.Context(), sess)
+	switch {
+	case err != nil:
+		s.log.Error("stopping a turn", "session", c.Param("id"), "err", err)
+		abortWith(c, storeError(err))
+	case turnID != "":
+		c.JSON(http.StatusAccepted, gin.H{"turnId": turnID, "status": "stopping"})
+	default:
+		c.Header("X-Session-Id", c.Param("id"))
+		c.Status(http.StatusNoContent)
+	}
+}
+
+// stopSession stops the running turn of sess, here or on another replica:
+// the ID of the turn being stopped, "" when none was running.
+func (s *Server) stopSession(ctx context.Context, sess session.Session) (string, error) {
 	key := sess.ID // the store key
 	if t := s.turns.latest(key); t != nil {
 		if _, done := t.state(); !done {
 			t.cancel(chat.StoppedByUser)
-			c.JSON(http.StatusAccepted, gin.H{"turnId": t.id, "status": "stopping"})
-			return
+			return t.id, nil
 		}
 	}
-	if s.cfg.Turns != nil {
-		ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
-		defer cancel()
-		st, found, err := s.sharedLookup(ctx, key, "", sess.Owner)
-		if err != nil {
-			s.log.Error("stopping a turn", "session", c.Param("id"), "err", err)
-			abortWith(c, storeError(err))
-			return
-		}
-		u, unlisted := s.unlistedHeld(ctx, sess, st, found)
-		if unlisted {
-			st, found = u, true
-		}
-		if found && s.runsElsewhere(sess, st) {
-			err := s.cfg.Turns.Stop(ctx, st.Ref)
-			// A turn not listed yet will be with its first batch (within
-			// mirrorBatch): wait for that rather than find nothing to
-			// stop.
-			for wait := time.Now().Add(time.Second); unlisted && errors.Is(err, turnlog.ErrNotFound) && time.Now().Before(wait); {
-				time.Sleep(mirrorGrid / 5)
-				err = s.cfg.Turns.Stop(ctx, st.Ref)
-			}
-			switch {
-			case err == nil:
-				c.JSON(http.StatusAccepted, gin.H{"turnId": st.Turn, "status": "stopping"})
-				return
-			case errors.Is(err, turnlog.ErrFinished), errors.Is(err, turnlog.ErrNotFound):
-				// It ended meanwhile.
-			default:
-				s.log.Error("stopping a turn on another replica", "session", c.Param("id"), "err", err)
-				abortWith(c, storeError(err))
-				return
-			}
-		}
+	if s.cfg.Turns == nil {
+		return "", nil
 	}
-	c.Header("X-Session-Id", c.Param("id"))
-	c.Status(http.StatusNoContent)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, found, err := s.sharedLookup(ctx, key, "", sess.Owner)
+	if err != nil {
+		return "", err
+	}
+	u, unlisted := s.unlistedHeld(ctx, sess, st, found)
+	if unlisted {
+		st, found = u, true
+	}
+	if !found || !s.runsElsewhere(sess, st) {
+		return "", nil
+	}
+	err = s.cfg.Turns.Stop(ctx, st.Ref)
+	// A turn not listed yet will be with its first batch (within
+	// mirrorBatch): wait for that rather than find nothing to stop.
+	for wait := time.Now().Add(time.Second); unlisted && errors.Is(err, turnlog.ErrNotFound) && time.Now().Before(wait); {
+		time.Sleep(mirrorGrid / 5)
+		err = s.cfg.Turns.Stop(ctx, st.Ref)
+	}
+	switch {
+	case err == nil:
+		return st.Turn, nil
+	case errors.Is(err, turnlog.ErrFinished), errors.Is(err, turnlog.ErrNotFound):
+		return "", nil // it ended meanwhile
+	}
+	return "", fmt.Errorf("stopping the turn on another replica: %w", err)
 }
 
 // watchStops cancels the turns this replica runs when a stop request for

@@ -411,7 +411,7 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 			found, done bool
 			first, last int64
 		)
-		if kept != nil && (kept.key != key || otherAgent(kept.agentID)) {
+		if kept != nil && (kept.key != key || otherAgent(kept.agentID) || kept.raw) {
 			kept = nil
 		}
 		switch {
@@ -456,7 +456,7 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 		}
 	}
 	if src == nil {
-		if latest := s.turns.latest(key); latest != nil && !otherAgent(latest.agentID) {
+		if latest := s.turns.latest(key); latest != nil && !otherAgent(latest.agentID) && !latest.raw {
 			if _, done := latest.state(); !done {
 				src, after = latest, 0
 			}

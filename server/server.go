@@ -60,6 +60,8 @@ type Server struct {
 	crossOrigin *http.CrossOriginProtection
 	// unwatch ends the watch for stop requests from other replicas.
 	unwatch func()
+	// edgeRoutes are the routes of Config.Edges (edge.go).
+	edgeRoutes []Route
 	// started is when the server was made: the agents' "created" time on
 	// /v1/models (they were loaded then).
 	started time.Time
@@ -97,6 +99,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	s.sse = newSSE(s)
+	for _, e := range cfg.Edges {
+		s.edgeRoutes = append(s.edgeRoutes, e.Routes(s)...)
+	}
 	s.engine = s.routes(true)
 	s.api = s.routes(false)
 	s.unwatch = s.watchStops()
@@ -185,6 +190,13 @@ func (s *Server) Shutdown(ctx context.Context) {
 	if err := waitGroup(ctx, &s.recorders); err != nil {
 		s.log.Warn("shutdown: responses still being stored", "err", err)
 	}
+	for _, e := range s.cfg.Edges {
+		if es, ok := e.(EdgeShutdown); ok {
+			if err := es.Shutdown(ctx); err != nil {
+				s.log.Warn("shutdown: an edge did not finish", "err", err)
+			}
+		}
+	}
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.stopBase()
@@ -202,7 +214,7 @@ func (s *Server) routes(full bool) *gin.Engine {
 	e.RedirectTrailingSlash = false
 	e.ContextWithFallback = true
 	e.Use(s.recovery,
-		traceRequests(s.cfg.Telemetry, "/api/chat/:agentId", "/api/sessions/:id/stream", "/api/chat/:agentId/:id/stream", "/v1/chat/completions", "/v1/responses"),
+		traceRequests(s.cfg.Telemetry, append([]string{"/api/chat/:agentId", "/api/sessions/:id/stream", "/api/chat/:agentId/:id/stream", "/v1/chat/completions", "/v1/responses"}, s.edgePaths()...)...),
 		s.logRequests, before(s.secureHeaders, s.cors, s.readDeadline))
 
 	if full {
@@ -237,6 +249,7 @@ func (s *Server) routes(full bool) *gin.Engine {
 	v1.POST("/chat/completions", s.chatCompletions)
 	v1.POST("/responses", s.createResponse)
 	v1.GET("/responses/:id", s.getResponse)
+	s.mountEdges(e, guard)
 
 	if full {
 		e.NoRoute(s.noRoute)

@@ -44,6 +44,9 @@ type turn struct {
 	grace     time.Duration
 	// keepEvents: frames keep their event (see startTurn).
 	keepEvents bool
+	// raw: the frames are the events' JSON, not AI SDK chunks (an edge's
+	// turn, edge.go).
+	raw bool
 	// ended is closed by finish.
 	ended chan struct{}
 

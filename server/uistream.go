@@ -97,6 +97,8 @@ type uiMapper struct {
 	keepEvents bool
 	// out is the items of the latest mapEvent, reused by the next.
 	out []item
+	// raw: the frames are the events' JSON (an edge's turn, edge.go).
+	raw bool
 }
 
 // item is one frame's payload with the event it came from (nil for frames
@@ -107,6 +109,9 @@ type item struct {
 }
 
 func (m *uiMapper) start() item {
+	if m.raw {
+		return item{data: edgeStart}
+	}
 	id := m.messageID
 	if id == "" {
 		id = m.turnID
@@ -116,6 +121,9 @@ func (m *uiMapper) start() item {
 
 // mapEvent returns the frames of ev, valid until the next call.
 func (m *uiMapper) mapEvent(ev chat.Event) []item {
+	if m.raw {
+		return m.rawEvent(ev)
+	}
 	out := m.out[:0]
 	defer func() { m.out = out[:0] }()
 	add := func(c *uiChunk, src *chat.Event) { out = append(out, item{data: mustJSON(c), ev: src}) }

@@ -48,6 +48,12 @@ type serveConfig struct {
 	RateLimitRPS      float64
 	RateLimitBurst    int
 	CORSOrigins       []string
+	// A2APushHosts are the hosts A2A push notifications may be posted to.
+	A2APushHosts []string
+	// A2ADefaultAgent answers A2A messages to /a2a that name no agent.
+	A2ADefaultAgent string
+	// mcpStdio serves MCP over stdio instead of HTTP (agentdock mcp serve).
+	mcpStdio bool
 
 	MaxBodyBytes    int64
 	MaxMessageBytes int
@@ -216,6 +222,14 @@ func settings() []setting {
 			if len(probs) > 0 {
 				return errors.New(strings.Join(probs, "; "))
 			}
+			return nil
+		}},
+		{"A2A_PUSH_HOSTS", "a2a-push-hosts", "", "comma-separated hosts (host or host:port) that A2A push notification webhooks may be on; none (no push notifications) by default", func(c *serveConfig, v string) error {
+			c.A2APushHosts = splitList(v)
+			return nil
+		}},
+		{"A2A_DEFAULT_AGENT", "a2a-default-agent", "", "the agent that answers A2A messages to /a2a naming none (message.metadata.agent); none by default", func(c *serveConfig, v string) error {
+			c.A2ADefaultAgent = v
 			return nil
 		}},
 		{"MAX_BODY_BYTES", "max-body-bytes", strconv.Itoa(server.DefaultMaxBodyBytes), "largest request body; larger ones get 413", func(c *serveConfig, v string) error {

@@ -27,7 +27,7 @@ func commands() []command {
 		{"simulate", "play orchestration scenarios: simulate [--store URL] SCENARIO...", runSimulate},
 		{"test", "play template transcripts through the turn loop with scripted model answers: test PATH...", runTest},
 		{"mockllm", "serve a mock OpenAI/Anthropic-compatible model for load tests, or scripted answers: mockllm [--addr ADDR] [--ttft D] [--inter-token D] [--chunks N | --script FILE]", mockllmCommand},
-		{"mcp", "list the MCP servers and their tools: mcp list [--config FILE] [--templates DIR]", runMCP},
+		{"mcp", "list the MCP servers and their tools (mcp list [--config FILE] [--templates DIR]), or serve the agents as MCP tools over stdio (mcp serve)", runMCP},
 		{"healthcheck", "ask a running server's /healthz (for container health checks)", runHealthcheck},
 	}
 }

@@ -139,10 +139,13 @@ func (r *mcpRuntime) close(timeout time.Duration, log *slog.Logger) {
 	}
 }
 
-// runMCP is `agentdock mcp list`.
+// runMCP is `agentdock mcp list` and `agentdock mcp serve`.
 func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "serve" {
+		return serveCommand(ctx, "mcp serve", args[1:], stderr)
+	}
 	if len(args) == 0 || args[0] != "list" {
-		fmt.Fprintln(stderr, "usage: agentdock mcp list [--config FILE] [--templates DIR]")
+		fmt.Fprintln(stderr, "usage: agentdock mcp list [--config FILE] [--templates DIR]\n       agentdock mcp serve [serve's flags]   # the agents as MCP tools over stdio")
 		return 2
 	}
 	fs := flag.NewFlagSet("mcp list", flag.ContinueOnError)

@@ -20,6 +20,10 @@ import (
 	"github.com/agentdock-go/agentdock/responses"
 	respredis "github.com/agentdock-go/agentdock/responses/redisstore"
 	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/a2a"
+	"github.com/agentdock-go/agentdock/server/a2a/redistasks"
+	"github.com/agentdock-go/agentdock/server/agui"
+	"github.com/agentdock-go/agentdock/server/mcpserver"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/telemetry"
@@ -40,14 +44,22 @@ func envOr(name, def string) string {
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return serveCommand(ctx, "serve", args, stderr)
+}
+
+// serveCommand is serve, or `mcp serve` (cmd "mcp serve"): the same
+// agents, store and settings, served over stdio as MCP tools instead of
+// HTTP.
+func serveCommand(ctx context.Context, cmd string, args []string, stderr io.Writer) int {
 	cfg, err := loadServeConfig(args, osConfigEnv(), stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintln(stderr, "agentdock serve:", err)
+		fmt.Fprintln(stderr, "agentdock "+cmd+":", err)
 		return 2
 	}
+	cfg.mcpStdio = cmd == "mcp serve"
 	tel, err := otelsetup.Setup(ctx, otelsetup.Config{ServiceName: "agentdock"})
 	if err != nil {
 		fmt.Fprintln(stderr, "agentdock serve:", err)
@@ -171,8 +183,29 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	scfg.Agents, scfg.Store, scfg.Logger, scfg.WebFS, scfg.Telemetry, scfg.Turns = agents, store, log, web.FS(), tel, turns
 	scfg.MCPServers, scfg.Responses = mcpRT.status, stored
 	mcpRT.reportStart(ctx, log)
+	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
+		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
+	}
+	var index a2a.Index
+	if r, ok := store.(*redisstore.Store); ok {
+		index = redistasks.New(r.Client(), prefix+":a2a", cfg.SessionTTL)
+	}
+	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: index, PushHosts: cfg.A2APushHosts, DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
+	if err != nil {
+		return err
+	}
+	scfg.Edges = []server.Edge{a2aEdge, agui.New(), mcpserver.New(mcpserver.Config{Logger: log})}
 	srv, err := server.New(scfg)
 	if err != nil {
+		return err
+	}
+	if cfg.mcpStdio {
+		// agentdock mcp serve: the agents as tools over stdin and stdout.
+		log.Info("serving MCP over stdio", "agents", len(agents.List()), "store", kind)
+		err := mcpserver.Stdio(ctx, srv, mcpserver.Config{Logger: log})
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		srv.Shutdown(sctx)
 		return err
 	}
 	context.AfterFunc(ctx, func() {

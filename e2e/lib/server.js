@@ -14,7 +14,7 @@ export function binaryPath() {
   return resolve(e2eDir, process.env.AGENTDOCK_BIN || '../bin/agentdock');
 }
 
-function freePort() {
+export function freePort() {
   return new Promise((ok, fail) => {
     const srv = createServer();
     srv.on('error', fail);

@@ -1,0 +1,103 @@
+// Package edgetest starts a server.Server with edges on a real loopback
+// listener, for the tests of the protocol edges (a2a, agui, mcpserver):
+// the test templates of package server (explorer: a step that enforces
+// brainstorm then compare; plain) and gatekeeper (every think call waits
+// for approval), the cognitive tools, and the offline model or the
+// model a test gives.
+package edgetest
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/llmorch/offline"
+	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
+)
+
+// Options configure Start.
+type Options struct {
+	// Edges are served (server.Config.Edges).
+	Edges []server.Edge
+	// Model answers every agent (default: the offline model, Delay between
+	// its words).
+	Model llmorch.Model
+	Delay time.Duration
+	// Keys, when set, are the API keys (server.KeyAuth).
+	Keys []string
+}
+
+// Server is a started server.
+type Server struct {
+	*server.Server
+	// URL is its base URL, http://127.0.0.1:port.
+	URL string
+}
+
+// Start starts a server; it stops with the test.
+func Start(t testing.TB, o Options) *Server {
+	t.Helper()
+	store := session.NewMemory(session.Config{})
+	reg, err := tools.NewRegistry(tools.CognitiveTools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Dir(file)
+	var loaded []*template.Agent
+	for _, d := range []string{filepath.Join(dir, "..", "..", "testdata", "templates"), filepath.Join(dir, "testdata", "templates")} {
+		results, err := template.LoadPath(d, template.Config{Provided: reg.Names()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range results {
+			if r.Agent == nil {
+				t.Fatalf("template %s did not load: %v", r.File, r.Diagnostics)
+			}
+			loaded = append(loaded, r.Agent)
+		}
+	}
+	model := o.Model
+	if model == nil {
+		model = offline.New(offline.Config{Delay: o.Delay})
+	}
+	agents, err := agent.NewSet(agent.Config{
+		Store:  store,
+		Tools:  reg,
+		Models: func(*template.Template) (llmorch.Model, error) { return model, nil },
+		Logger: slog.New(slog.DiscardHandler),
+	}, loaded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{Agents: agents, Logger: slog.New(slog.DiscardHandler), Edges: o.Edges}
+	if len(o.Keys) > 0 {
+		auth, err := server.NewKeyAuth(o.Keys, []byte("edgetest"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Owner = auth.Owner
+	}
+	s, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		hs.Close()
+		store.Close()
+	})
+	return &Server{Server: s, URL: hs.URL}
+}

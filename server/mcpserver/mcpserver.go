@@ -1,0 +1,380 @@
+// Package mcpserver serves the server's agents as MCP tools, so that an MCP
+// client (Claude Desktop, Cursor, VS Code, another agent) can call them:
+// over streamable HTTP at /mcp as a server.Edge, and over stdio (Stdio, the
+// `agentdock mcp serve` command). It is built on the official Go SDK
+// (github.com/modelcontextprotocol/go-sdk), which negotiates the protocol
+// revisions it speaks (2025-11-25 and 2026-07-28 among them) and protects a
+// server on a loopback address from DNS rebinding.
+//
+// Each agent is a tool named by its ID: a message in, the answer out. The
+// turn runs in the agent session the sessionId argument names, else one
+// kept per MCP session (a new one per call when the client has no MCP
+// session). While the turn runs, a client that sent a progress token gets
+// progress notifications: each model call, tool call and result, and the
+// answer's growth. A tool call held for approval is asked of the person
+// through elicitation when the client supports it; otherwise the result
+// says what waits, and a call with the approvals argument answers it.
+// API keys and owners apply: an MCP session belongs to the key that opened
+// it, and sessions are in that key's keyspace.
+//
+// docs/mcp-server.md is the reference.
+package mcpserver
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Config configures the MCP edge.
+type Config struct {
+	// Name and Version are the server's implementation info (defaults
+	// "agentdock", "1").
+	Name, Version string
+	// Stateless serves every HTTP request on its own, without MCP
+	// sessions: no elicitation then (approvals come back in the result).
+	Stateless bool
+	// Logger is the SDK's logger (default: none).
+	Logger *slog.Logger
+}
+
+// Edge serves the agents over MCP.
+type Edge struct {
+	cfg Config
+	s   *server.Server
+	// process names the agent sessions of a stdio server, whose one MCP
+	// session has no ID: "" over HTTP.
+	process string
+}
+
+// New returns the edge, for server.Config.Edges.
+func New(cfg Config) *Edge {
+	if cfg.Name == "" {
+		cfg.Name = "agentdock"
+	}
+	if cfg.Version == "" {
+		cfg.Version = "1"
+	}
+	return &Edge{cfg: cfg}
+}
+
+// Routes implements server.Edge: streamable HTTP at /mcp.
+func (e *Edge) Routes(s *server.Server) []server.Route {
+	e.s = s
+	newServer := func(r *http.Request) *mcp.Server { return e.newServer(server.OwnerOf(r)) }
+	stateful := mcp.NewStreamableHTTPHandler(newServer, &mcp.StreamableHTTPOptions{Stateless: e.cfg.Stateless, Logger: e.cfg.Logger, SessionTimeout: sessionIdle})
+	// The SDK serves the sessionless revisions (2026-07-28 on) only
+	// stateless, and the earlier ones with sessions: a request goes to the
+	// handler of the revision its Mcp-Protocol-Version header names.
+	stateless := mcp.NewStreamableHTTPHandler(newServer, &mcp.StreamableHTTPOptions{Stateless: true, Logger: e.cfg.Logger})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= sessionless {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
+	guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// An MCP session belongs to the owner that opened it: its ID ends
+		// with the owner's tag, so another key's request for it is not
+		// found, without a table of sessions.
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" && !strings.HasSuffix(id, "_"+ownerTag(server.OwnerOf(r))) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32001, "message": "session not found"}})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	return []server.Route{{Method: "*", Path: "/mcp", Handler: guarded}}
+}
+
+// sessionless is the first protocol revision without sessions over HTTP.
+const sessionless = "2026-07-28"
+
+// sessionIdle is how long an MCP session without a request is kept: a
+// client that never ends its session does not hold it for ever. Its agent
+// session stays (for its own TTL), and a new MCP session can continue it
+// by sessionId.
+const sessionIdle = time.Hour
+
+// Stdio serves the agents of s over stdin and stdout until ctx ends or the
+// client closes its end, as the anonymous owner "" (the process's user).
+func Stdio(ctx context.Context, s *server.Server, cfg Config) error {
+	e := New(cfg)
+	e.s = s
+	e.process = rand.Text()
+	return e.newServer("").Run(ctx, &mcp.StdioTransport{})
+}
+
+func ownerTag(owner string) string {
+	d := sha256.Sum256([]byte("agentdock mcp session\x00" + owner))
+	return hex.EncodeToString(d[:8])
+}
+
+// newServer is the MCP server of one session (or, stateless, of one
+// request) of owner.
+func (e *Edge) newServer(owner string) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: e.cfg.Name, Version: e.cfg.Version}, &mcp.ServerOptions{
+		Instructions: "Each tool is an agent with its own orchestration: send it a message, get its answer. Pass sessionId to continue a conversation.",
+		GetSessionID: func() string { return rand.Text() + "_" + ownerTag(owner) },
+		Logger:       e.cfg.Logger,
+	})
+	for _, n := range e.s.Agents().List() {
+		t := n.Template()
+		desc := strings.TrimSpace(t.Description)
+		if desc == "" {
+			desc = t.Name
+		}
+		mcp.AddTool(srv, &mcp.Tool{Name: n.ID(), Title: t.Name, Description: desc + " (an agent: send it a message, get its answer)"},
+			func(ctx context.Context, req *mcp.CallToolRequest, in Input) (*mcp.CallToolResult, Output, error) {
+				return e.call(ctx, req, owner, n.ID(), in)
+			})
+	}
+	return srv
+}
+
+// Input is a tool's arguments.
+type Input struct {
+	Message   string   `json:"message,omitempty" jsonschema:"the message to the agent (required unless approvals answers held calls)"`
+	SessionID string   `json:"sessionId,omitempty" jsonschema:"the conversation to continue (8 to 128 letters, digits, '-' or '_'); default: one per MCP session"`
+	Approvals []Answer `json:"approvals,omitempty" jsonschema:"answers to the tool calls the agent holds for approval (the pendingApprovals of the last result)"`
+}
+
+// Answer answers one held call.
+type Answer struct {
+	ID       string `json:"id" jsonschema:"the approval's id"`
+	Approved bool   `json:"approved" jsonschema:"whether the call may run"`
+	Reason   string `json:"reason,omitempty" jsonschema:"told to the model with a denial"`
+}
+
+// Output is a tool's structured result.
+type Output struct {
+	Answer       string `json:"answer"`
+	SessionID    string `json:"sessionId"`
+	FinishReason string `json:"finishReason"`
+	// PendingApprovals are the calls that wait for approval when the turn
+	// ended for them.
+	PendingApprovals []Pending `json:"pendingApprovals,omitempty"`
+}
+
+// Pending is a call held for approval.
+type Pending struct {
+	ID       string `json:"id"`
+	ToolName string `json:"toolName"`
+	// Arguments are the call's arguments, a JSON object.
+	Arguments any `json:"arguments"`
+}
+
+// sessionFor is the agent session of a call: its sessionId, else the MCP
+// session's (or the stdio process's), else a new one.
+func (e *Edge) sessionFor(req *mcp.CallToolRequest, in Input) (string, error) {
+	if in.SessionID != "" {
+		if !session.ValidID(in.SessionID) {
+			return "", fmt.Errorf("sessionId %q is not a valid session ID: want 8 to 128 letters, digits, '-' or '_'", in.SessionID)
+		}
+		return in.SessionID, nil
+	}
+	if id := cmp.Or(req.Session.ID(), e.process); id != "" {
+		d := sha256.Sum256([]byte(id))
+		return "mcp-" + hex.EncodeToString(d[:16]), nil
+	}
+	return session.NewID(), nil
+}
+
+// call runs one tool call: the turn, and the turns its approvals lead to.
+func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentID string, in Input) (*mcp.CallToolResult, Output, error) {
+	sid, err := e.sessionFor(req, in)
+	if err != nil {
+		return nil, Output{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	var turn *server.Turn
+	switch {
+	case len(in.Approvals) > 0:
+		list := make([]agent.ApprovalAnswer, len(in.Approvals))
+		for i, a := range in.Approvals {
+			list[i] = agent.ApprovalAnswer{ID: a.ID, Approved: a.Approved, Reason: a.Reason}
+		}
+		turn, err = e.s.Answer(ctx, owner, agentID, sid, list)
+	case strings.TrimSpace(in.Message) == "":
+		return nil, Output{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "message is required (or approvals, to answer held calls)"}
+	default:
+		turn, err = e.s.Start(ctx, owner, agentID, sid, in.Message)
+	}
+	if err != nil {
+		return errorResult(err), Output{SessionID: sid}, nil
+	}
+	p := &progress{ctx: ctx, req: req}
+	out := Output{SessionID: sid}
+	var text strings.Builder
+	for {
+		r := e.follow(ctx, turn, p, &text)
+		out.FinishReason = r.finish
+		if r.err != nil {
+			res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: r.err.Error()}}}
+			out.Answer = text.String()
+			return res, out, nil
+		}
+		if r.finish != chat.FinishApproval || len(r.pending) == 0 {
+			break
+		}
+		answers, asked := e.ask(ctx, req, r.pending)
+		if !asked {
+			out.PendingApprovals = r.pending
+			break
+		}
+		if turn, err = e.s.Answer(ctx, owner, agentID, sid, answers); err != nil {
+			return errorResult(err), out, nil
+		}
+	}
+	out.Answer = text.String()
+	msg := out.Answer
+	if len(out.PendingApprovals) > 0 {
+		var names []string
+		for _, a := range out.PendingApprovals {
+			names = append(names, fmt.Sprintf("%s %s (approval id %s)", a.ToolName, a.Arguments, a.ID))
+		}
+		msg = strings.TrimSpace(msg + "\n\nWaiting for approval: " + strings.Join(names, "; ") +
+			". Call this tool again with sessionId " + sid + " and approvals [{\"id\": ..., \"approved\": true|false}] to go on.")
+	}
+	if msg == "" {
+		msg = "(the agent gave no text; finish reason " + out.FinishReason + ")"
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, out, nil
+}
+
+func errorResult(err error) *mcp.CallToolResult {
+	_, code, msg := server.ErrorStatus(err)
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}}}
+}
+
+// followed is how a turn ended.
+type followed struct {
+	finish  string
+	pending []Pending
+	err     error
+}
+
+// follow reads a turn to its end, writing its answer to text and its
+// progress to the client. A client that cancels the call stops the turn.
+func (e *Edge) follow(ctx context.Context, turn *server.Turn, p *progress, text *strings.Builder) followed {
+	var r followed
+	var failure *chat.Error
+	for ev, err := range turn.Events(ctx) {
+		if err != nil {
+			if ctx.Err() != nil {
+				turn.Stop()
+			}
+			r.err = err
+			return r
+		}
+		switch ev.Kind {
+		case chat.KindTextDelta:
+			text.WriteString(ev.Text)
+			p.text(len(ev.Text))
+		case chat.KindStepStart:
+			p.note("the model is answering")
+		case chat.KindToolCall:
+			p.note("calling " + ev.ToolCall.Name)
+		case chat.KindToolResult:
+			p.note(ev.ToolResult.Name + " answered")
+		case chat.KindOrchestration:
+			if ev.Orchestration.Transition {
+				p.note("step " + ev.Orchestration.ActiveStep)
+			}
+		case chat.KindApproval:
+			args := ev.ToolCall.Arguments
+			if len(args) == 0 {
+				args = json.RawMessage("{}")
+			}
+			r.pending = append(r.pending, Pending{ID: ev.Approval.ID, ToolName: ev.ToolCall.Name, Arguments: args})
+			p.note(ev.ToolCall.Name + " waits for approval")
+		case chat.KindError:
+			failure = ev.Error
+		case chat.KindDone:
+			r.finish = ev.FinishReason
+		}
+	}
+	if failure != nil {
+		r.err = failure
+	}
+	return r
+}
+
+// ask asks the person to approve each held call through elicitation:
+// false when the client cannot be asked.
+func (e *Edge) ask(ctx context.Context, req *mcp.CallToolRequest, pending []Pending) ([]agent.ApprovalAnswer, bool) {
+	ip := req.Session.InitializeParams()
+	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+		return nil, false
+	}
+	schema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"approved": map[string]any{"type": "boolean", "title": "Approve", "description": "let the call run"},
+			"reason":   map[string]any{"type": "string", "title": "Reason", "description": "told to the model if you deny"},
+		},
+		"required": []string{"approved"},
+	}
+	var out []agent.ApprovalAnswer
+	for _, a := range pending {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: fmt.Sprintf("The agent wants to call %s with %s. Approve it?", a.ToolName, a.Arguments), RequestedSchema: schema})
+		if err != nil {
+			// Refused, or not possible here (a stateless request): the
+			// result says what waits instead.
+			return nil, false
+		}
+		ans := agent.ApprovalAnswer{ID: a.ID}
+		if res.Action == "accept" {
+			ans.Approved, _ = res.Content["approved"].(bool)
+			ans.Reason, _ = res.Content["reason"].(string)
+		} else {
+			ans.Reason = "the user " + res.Action + "d the request"
+		}
+		out = append(out, ans)
+	}
+	return out, true
+}
+
+// progress sends the progress notifications of a call whose client asked
+// for them (a progress token).
+type progress struct {
+	ctx   context.Context
+	req   *mcp.CallToolRequest
+	n     float64
+	chars int
+	sent  int
+}
+
+func (p *progress) note(msg string) {
+	tok := p.req.Params.GetProgressToken()
+	if tok == nil {
+		return
+	}
+	p.n++
+	_ = p.req.Session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p.n, Message: msg})
+}
+
+// text notes the answer's growth, once per 200 bytes.
+func (p *progress) text(n int) {
+	p.chars += n
+	if p.chars-p.sent >= 200 || p.sent == 0 {
+		p.sent = p.chars
+		p.note(fmt.Sprintf("answering (%d bytes)", p.chars))
+	}
+}
