@@ -753,7 +753,7 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 		if err != nil {
 			return turnStart{}, err
 		}
-		return n.answerTurn(key, plan, o), nil
+		return n.answerTurn(key, plan, messageOf(sess.Approvals, answers[0].ID), o), nil
 	})
 }
 
@@ -795,7 +795,7 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 
 // answerTurn plans the write that records the answers, the results of the
 // denied calls with them, and the turn that carries them out.
-func (n *Agent) answerTurn(key string, plan []llmorch.Answer, o options) turnStart {
+func (n *Agent) answerTurn(key string, plan []llmorch.Answer, messageID string, o options) turnStart {
 	decided := map[string]llmorch.Answer{}
 	var denials []chat.Message
 	approved := map[string]bool{}
@@ -834,8 +834,17 @@ func (n *Agent) answerTurn(key string, plan []llmorch.Answer, o options) turnSta
 		// The approved calls get their results in the turn, before the
 		// model is called: keep them in the history the model will see.
 		history = wellFormed(trimToUserStart(history), approved)
-		return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan}
+		return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan, MessageID: messageID}
 	}}
+}
+
+// messageOf is the answer that asked for the approval with this ID ("" when
+// it is unknown or recorded none).
+func messageOf(stored []session.Approval, approvalID string) string {
+	if k := slices.IndexFunc(stored, func(a session.Approval) bool { return a.ID == approvalID }); k >= 0 {
+		return stored[k].MessageID
+	}
+	return ""
 }
 
 // continuationWindow cuts the history of a turn that answers approvals to

@@ -97,6 +97,10 @@ type Approval struct {
 	// Reason is the person's reason, for an answered call.
 	Reason      string    `json:"reason,omitempty"`
 	RequestedAt time.Time `json:"requestedAt"`
+	// MessageID names the answer that asked for the call (the ID its
+	// stream started under): the turn that carries the decision out goes on
+	// under it, whichever replica or request shape answers.
+	MessageID string `json:"messageId,omitempty"`
 }
 
 // Approval statuses.
