@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -71,6 +72,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) error {
+	// The address is taken first: a busy port is the first thing said,
+	// before the store, the MCP servers or a "serving" line.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (set ADDR or --addr to another address)", cfg.Addr, err)
+	}
+	defer ln.Close()
 	if cfg.PprofAddr != "" {
 		if _, err := servePprof(ctx, cfg.PprofAddr, log); err != nil {
 			return err
@@ -179,7 +187,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		log.Info("shutting down: new turns are refused, running turns end with a final event", "timeout", cfg.ShutdownTimeout)
 	})
 	log.Info("serving", "addr", cfg.Addr, "agents", len(agents.List()), "store", kind, "api_keys", len(cfg.APIKeys) > 0)
-	return srv.ListenAndServe(ctx, cfg.Addr)
+	return srv.Serve(ctx, ln)
 }
 
 // serverConfig turns the security and limit settings into server.Config
