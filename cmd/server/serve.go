@@ -276,39 +276,47 @@ func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]
 }
 
 // modelFactory picks each template's model: its provider when a key (or a
-// local base URL) is configured, otherwise the offline scripted model, which
-// is announced once in the log.
+// local base URL) is configured, the one configured provider when the
+// template's has no key, otherwise the offline scripted model. It logs one
+// line per agent: the provider and model, and why when they are not the
+// template's own (or the offline model's reason).
 func modelFactory(cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) agent.ModelFactory {
 	warned := false
 	return func(t *template.Template) (llmorch.Model, error) {
 		name, node := t.Provider()
-		pcfg, ok, err := provider.ConfigFromEnv(name, node.Model, node.Temperature, node.MaxTokens)
+		setup, err := provider.ConfigFromEnv(name, node.Model, node.Temperature, node.MaxTokens)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("agent %s: %w", t.AgentID, err)
 		}
-		if !ok {
+		if !setup.Usable {
 			if !warned {
 				warned = true
-				log.Warn("no model provider is configured: agents use the OFFLINE SCRIPTED MODEL (set OPENAI_API_KEY, ANTHROPIC_API_KEY or LLM_BASE_URL to use a real model)")
+				log.Warn("agents without a model provider use the OFFLINE SCRIPTED MODEL: its answers are scripted, not written by a language model (set OPENAI_API_KEY, ANTHROPIC_API_KEY or LLM_BASE_URL to use a real model)")
 			}
-			return offline.New(offline.Config{Delay: cfg.OfflineDelay}), nil
+			m := offline.New(offline.Config{Delay: cfg.OfflineDelay})
+			log.Warn("model", "agent", t.AgentID, "provider", m.Info().Provider, "model", m.Info().Model, "why", setup.Note)
+			return m, nil
 		}
+		pcfg := setup.Config
 		pcfg.HTTPClient = providerClient(tel)
 		pcfg.IdleTimeout = cfg.ModelIdle
 		m, err := provider.New(pcfg)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("agent %s: %w", t.AgentID, err)
+		}
+		attrs := []any{"agent", t.AgentID, "provider", setup.Vendor, "model", m.Info().Model}
+		if setup.Note != "" {
+			attrs = append(attrs, "why", setup.Note)
 		}
 		fb, err := fallbackModel(cfg, tel)
 		if err != nil {
 			return nil, err
 		}
 		if fb != nil {
-			log.Info("model", "agent", t.AgentID, "provider", m.Info().Provider, "model", m.Info().Model,
-				"fallback_provider", fb.Info().Provider, "fallback_model", fb.Info().Model)
+			log.Info("model", append(attrs, "fallback_provider", fb.Info().Provider, "fallback_model", fb.Info().Model)...)
 			return provider.WithFallback(m, fb), nil
 		}
-		log.Info("model", "agent", t.AgentID, "provider", m.Info().Provider, "model", m.Info().Model)
+		log.Info("model", attrs...)
 		return m, nil
 	}
 }
