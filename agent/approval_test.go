@@ -195,6 +195,10 @@ func TestApprovalHeldThenApproved(t *testing.T) {
 	if got := r.recorded(); !slices.Equal(got, []string{"think", "brainstorm"}) {
 		t.Fatalf("recorded %v", got)
 	}
+	// The model was told which offered tool waits for approval.
+	if got := r.model.requests[0].ApprovalTools; !slices.Equal(got, []string{"critique"}) {
+		t.Fatalf("the request's approval tools %v, want critique", got)
+	}
 	ap := r.approvals()
 	if len(ap) != 1 || ap[0].ID != req.Approval.ID || ap[0].Status != session.ApprovalPending || ap[0].Call.ID != "c2" {
 		t.Fatalf("stored approvals %+v", ap)

@@ -362,6 +362,11 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		Orchestration:  &snap,
 		Modes:          r.s.modes,
 	}
+	for _, name := range offer.Tools {
+		if cfg.Engine.NeedsApproval(r.state, name) {
+			req.ApprovalTools = append(req.ApprovalTools, name)
+		}
+	}
 	if !r.emit(chat.Event{Kind: chat.KindStepStart}) {
 		return nil, errStopped
 	}
