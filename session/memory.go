@@ -502,3 +502,30 @@ func newToken() string {
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// List implements Lister. It walks the store's sessions, most recently used
+// first, so a list costs a pass over up to Config.MaxSessions entries.
+func (m *Memory) List(ctx context.Context, owner, cursor string, limit int) (Page, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return Page{}, err
+	}
+	now := m.cfg.Now()
+	var all []Summary
+	for el := m.lru.Front(); el != nil && len(all) < MaxListed; el = el.Next() {
+		e := el.Value.(*memEntry)
+		if e.sess.Owner == owner && OwnsKey(owner, e.sess.ID) && now.Before(e.expires) {
+			all = append(all, SummaryOf(e.sess))
+		}
+	}
+	p, err := ListPage(all, cursor, limit)
+	if err != nil {
+		return Page{}, err
+	}
+	for i, s := range p.Sessions {
+		e := m.items[s.Key].Value.(*memEntry)
+		p.Sessions[i].Title = TitleOf(e.sess.Title, e.msgs)
+	}
+	return p, nil
+}

@@ -79,6 +79,9 @@ type Session struct {
 	// Version increases with every write; stores use it for optimistic
 	// concurrency.
 	Version int64 `json:"version"`
+	// Title is the name a person gave the session (WithTitle); empty until
+	// then, when lists show its first user message (see Lister).
+	Title string `json:"title,omitempty"`
 	// Approvals are the tool calls of the session that wait (or waited)
 	// for a person's approval, oldest first. They live and expire with the
 	// session, so any replica can answer them; writes change them with
@@ -254,6 +257,8 @@ type WriteOptions struct {
 	// Release: an Update or UpdateAppend fenced by Lease also releases it
 	// (WithRelease).
 	Release bool
+	// Title, when set, is the new Session.Title (WithTitle).
+	Title *string
 }
 
 // WithApprovals makes an Update or UpdateAppend replace the session's
@@ -292,12 +297,20 @@ func Options(opts ...UpdateOption) WriteOptions {
 // turn's ID on its first write, "" on its last.
 func WithTurn(id string) UpdateOption { return func(o *WriteOptions) { o.Turn = &id } }
 
-// ApplyTurn applies WithTurn to s.
+// ApplyTurn applies WithTurn and WithTitle to s: the fields of the
+// Session itself that a write sets beside the state.
 func (o WriteOptions) ApplyTurn(s *Session) {
 	if o.Turn != nil {
 		s.Turn = *o.Turn
 	}
+	if o.Title != nil {
+		s.Title = *o.Title
+	}
 }
+
+// WithTitle sets Session.Title with an Update or UpdateAppend: a person
+// renamed the conversation ("" gives it back its first message).
+func WithTitle(title string) UpdateOption { return func(o *WriteOptions) { o.Title = &title } }
 
 // WithLease makes the write conditional on the lease still holding the
 // session; otherwise the write is not applied and ErrFenced is returned.

@@ -547,6 +547,7 @@ func (r *Store) Delete(ctx context.Context, id string) error {
 	if n == 0 {
 		return session.ErrNotFound
 	}
+	r.unindex(ctx, id)
 	return nil
 }
 
@@ -709,6 +710,9 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 				return session.Session{}, nil, nil, err
 			}
 			s := sw.guess
+			if s.CreatedAt.Equal(now) {
+				r.index(ctx, id, now)
+			}
 			s.LastAccessed = now
 			return s, l, &session.Started{Session: next, History: hist}, nil
 		}
@@ -727,6 +731,9 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 		case "ok":
 			// Claimed; the session was not the one expected, if any:
 			// the caller writes.
+			if s.CreatedAt.Equal(now) {
+				r.index(ctx, id, now)
+			}
 			l := lease()
 			seen := s
 			l.seen = &seen
