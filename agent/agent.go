@@ -222,6 +222,8 @@ type options struct {
 	history    []chat.Message
 	stateless  bool
 	regenerate bool
+	// edit: the regenerated answer is to a new text (Edit).
+	edit bool
 }
 
 // WithTurnID names the turn (its stream's ID, for example), so that a
@@ -257,6 +259,13 @@ func Stateless() Option { return func(o *options) { o.stateless = true } }
 // conditions are tested again, the turn's tool count starts at 0). On a
 // session with no user message yet it is an ordinary turn.
 func Regenerate() Option { return func(o *options) { o.regenerate = true } }
+
+// Edit is Regenerate with a new text: the turn's message replaces the
+// session's last user message, which is dropped with its answer in the
+// write that starts the turn, and is answered in its place. The
+// orchestration is wound back as Regenerate winds it back. On a session
+// with no user message yet it is an ordinary turn.
+func Edit() Option { return func(o *options) { o.regenerate, o.edit = true, true } }
 
 // Run runs one turn of the agent on the session (created when new, in the
 // owner's keyspace: WithOwner) and yields its events, numbered from 1 and
@@ -598,7 +607,14 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 	}
 	msgs := append(append(slices.Clone(denials), o.history...), user)
 	regenerate := o.regenerate && st.UserMessages > 0
-	if regenerate {
+	switch {
+	case regenerate && o.edit:
+		// The new message takes the old one's place: the window read
+		// after the turn is dropped ends before it (and any call that
+		// waited goes with it, whose denial has nothing left to answer).
+		msgs, denials = []chat.Message{user}, nil
+		opts = append(opts, session.DropLastTurn())
+	case regenerate:
 		if st.LastUserMessage != message {
 			return turnStart{}, ErrNotLastMessage
 		}
@@ -624,7 +640,7 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 			if dec.Transition {
 				n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, stored.State.ActiveStep, telemetry.CauseUserMessage)
 			}
-			if regenerate {
+			if regenerate && !o.edit {
 				if k := len(history); k > 0 && history[k-1].Role == chat.RoleUser {
 					history = history[:k-1]
 				}

@@ -416,10 +416,10 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	e.sess.Approvals = next.Approvals
 	e.sess.Version++
 	o.ApplyTurn(&e.sess)
-	if o.DropAnswer {
+	if o.DropAnswer || o.DropTurn {
 		// A new array: the dropped messages must not stay reachable, and
 		// a slice handed out before must not see the append.
-		e.msgs = append([]chat.Message(nil), DropAnswer(e.msgs)...)
+		e.msgs = append([]chat.Message(nil), o.Drop(e.msgs)...)
 	}
 	var hist []chat.Message
 	if window != 0 {

@@ -251,6 +251,9 @@ type WriteOptions struct {
 	// DropAnswer: UpdateAppend drops the answer to the history's last user
 	// message before it appends (DropLastAnswer).
 	DropAnswer bool
+	// DropTurn: UpdateAppend drops the history's last user message and its
+	// answer before it appends (DropLastTurn).
+	DropTurn bool
 	// Approvals, when set, replaces the session's approvals with what it
 	// returns (WithApprovals); see ApplyApprovals.
 	Approvals func([]Approval) ([]Approval, error)
@@ -336,6 +339,29 @@ func WithAgent(id string) UpdateOption { return func(o *WriteOptions) { o.Agent 
 // instead of following it. A history without a user message loses
 // nothing. Other writes ignore it.
 func DropLastAnswer() UpdateOption { return func(o *WriteOptions) { o.DropAnswer = true } }
+
+// DropLastTurn makes UpdateAppend drop the history's last user message
+// and its answer before it appends, in the same atomic write; the history
+// it returns is what is left. An edited message replaces the one it edits
+// this way. A history without a user message loses nothing. Other writes
+// ignore it; with DropLastAnswer too, the turn is dropped.
+func DropLastTurn() UpdateOption { return func(o *WriteOptions) { o.DropTurn = true } }
+
+// Drop applies DropLastAnswer and DropLastTurn to msgs; the result shares
+// msgs' array.
+func (o WriteOptions) Drop(msgs []chat.Message) []chat.Message {
+	switch {
+	case o.DropTurn:
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Role == chat.RoleUser {
+				return msgs[:i]
+			}
+		}
+	case o.DropAnswer:
+		return DropAnswer(msgs)
+	}
+	return msgs
+}
 
 // Foreign reports whether s may not be used by a caller with these
 // options: another owner, or bound to another agent (an unbound session is

@@ -530,9 +530,7 @@ func (s *Store) UpdateAppend(ctx context.Context, key string, fn func(*orchestra
 		if err := update(r, fn, o); err != nil {
 			return err
 		}
-		if o.DropAnswer {
-			r.Messages = session.DropAnswer(r.Messages)
-		}
+		r.Messages = o.Drop(r.Messages)
 		if window != 0 {
 			// A copy: the append below may write into r.Messages' array.
 			hist = append([]chat.Message(nil), tail(r.Messages, window)...)

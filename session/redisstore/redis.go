@@ -307,7 +307,7 @@ func (r *Store) Update(ctx context.Context, id string, fn func(*orchestration.St
 // in one script. fn may run more than once, as with Update.
 func (r *Store) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...session.UpdateOption) (session.Session, []chat.Message, error) {
 	o := session.Options(opts...)
-	ap, err := newAppend(id, msgs, window, o.DropAnswer)
+	ap, err := newAppend(id, msgs, window, o)
 	if err != nil {
 		return session.Session{}, nil, err
 	}
@@ -324,13 +324,22 @@ func (r *Store) UpdateAppend(ctx context.Context, id string, fn func(*orchestrat
 
 // appendArgs is the append half of UpdateAppend.
 type appendArgs struct {
-	window     int
-	dropAnswer bool
-	msgs       []any // chat.Message JSON ([]byte)
+	window int
+	// drop is the drop-answer argument of luaUpdateAppend: "0" nothing,
+	// "1" the last answer (DropLastAnswer), "2" the last turn (DropLastTurn).
+	drop string
+	msgs []any // chat.Message JSON ([]byte)
 }
 
-func newAppend(id string, msgs []chat.Message, window int, drop bool) (*appendArgs, error) {
-	ap := &appendArgs{window: window, dropAnswer: drop, msgs: make([]any, len(msgs))}
+func newAppend(id string, msgs []chat.Message, window int, o session.WriteOptions) (*appendArgs, error) {
+	drop := "0"
+	switch {
+	case o.DropTurn:
+		drop = "2"
+	case o.DropAnswer:
+		drop = "1"
+	}
+	ap := &appendArgs{window: window, drop: drop, msgs: make([]any, len(msgs))}
 	for i, m := range msgs {
 		b, err := json.Marshal(m)
 		if err != nil {
@@ -514,7 +523,7 @@ func (r *Store) apply(cur session.Session, fn func(*orchestration.State) error, 
 func (r *Store) updateAppendArgs(args []any, expected string, version int64, data []byte, nonce, lease string, ap *appendArgs, release bool) []any {
 	args = slices.Grow(args, 10+len(ap.msgs))
 	args = append(args, expected, strconv.FormatInt(version, 10), data, nonce, r.ttlMillis(), lease,
-		ap.window, r.cfg.MaxMessages, flag(ap.dropAnswer), flag(release))
+		ap.window, r.cfg.MaxMessages, ap.drop, flag(release))
 	return append(args, ap.msgs...)
 }
 
@@ -645,7 +654,7 @@ func (r *Store) prepare(id string, fresh session.Session, o session.WriteOptions
 		// The same error comes from the caller's own write.
 		return nil
 	}
-	ap, err := newAppend(id, w.Messages, w.Window, wo.DropAnswer)
+	ap, err := newAppend(id, w.Messages, w.Window, wo)
 	if err != nil {
 		return nil
 	}

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"WriteReleasesLease", h.writeReleases},
 		{"UpdateAppendFencedOrFailed", h.updateAppendRefused},
 		{"UpdateAppendDropLastAnswer", h.dropLastAnswer},
+		{"UpdateAppendDropLastTurn", h.dropLastTurn},
 		{"Approvals", h.approvals},
 		{"ApprovalsExpireWithTheSession", h.approvalsExpire},
 		{"Title", h.title},
@@ -1182,6 +1183,55 @@ func (h *harness) dropLastAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, _, err := s.UpdateAppend(ctx, other, apply(orchestration.UserMessage("x")), nil, 0, session.DropLastAnswer()); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.Messages(ctx, other, 0))(t); len(got) != 2 {
+		t.Fatalf("a history without a user message lost messages: %+v", got)
+	}
+}
+
+// dropLastTurn: DropLastTurn removes the last user message and what
+// follows it, in the same write as the append, and the window is read
+// after it; a history of one turn is left empty, and one without a user
+// message loses nothing.
+func (h *harness) dropLastTurn(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	_, l, err := s.Claim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	user := func(c string) chat.Message { return chat.Message{Role: chat.RoleUser, Content: c} }
+	answer := func(c string) chat.Message { return chat.Message{Role: chat.RoleAssistant, Content: c} }
+	first := []chat.Message{user("one"), answer("first answer"), user("two"), answer("second answer")}
+	must(0, s.AppendMessages(ctx, id, first, session.WithLease(l)))(t)
+	edited := []chat.Message{user("two, edited")}
+	_, hist, err := s.UpdateAppend(ctx, id, apply(orchestration.UserMessage("two, edited")), edited, -1, session.WithLease(l), session.DropLastTurn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := first[:2]; !slices.EqualFunc(hist, want, msgEqual) {
+		t.Fatalf("the window after dropping the turn is %+v, want %+v", hist, want)
+	}
+	want := append(slices.Clone(first[:2]), edited...)
+	if got := must(s.Messages(ctx, id, 0))(t); !slices.EqualFunc(got, want, msgEqual) {
+		t.Fatalf("history %+v, want %+v", got, want)
+	}
+	// The only turn: the history is what the write appends.
+	one := session.NewID()
+	must(0, s.AppendMessages(ctx, one, []chat.Message{user("only"), answer("a")}))(t)
+	if _, hist, err := s.UpdateAppend(ctx, one, apply(orchestration.UserMessage("only, edited")), []chat.Message{user("only, edited")}, -1, session.DropLastTurn()); err != nil || len(hist) != 0 {
+		t.Fatalf("window %+v, %v", hist, err)
+	}
+	if got := must(s.Messages(ctx, one, 0))(t); !slices.EqualFunc(got, []chat.Message{user("only, edited")}, msgEqual) {
+		t.Fatalf("history of an edited only turn: %+v", got)
+	}
+	// No user message at all: nothing is dropped.
+	other := session.NewID()
+	must(0, s.AppendMessages(ctx, other, []chat.Message{answer("a"), answer("b")}))(t)
+	if _, _, err := s.UpdateAppend(ctx, other, apply(orchestration.UserMessage("x")), nil, 0, session.DropLastTurn()); err != nil {
 		t.Fatal(err)
 	}
 	if got := must(s.Messages(ctx, other, 0))(t); len(got) != 2 {
