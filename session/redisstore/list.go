@@ -18,9 +18,12 @@ import (
 // (DIGEST is the owner part of the sessions' keys, "-" for the owner ""),
 // of the keys of the sessions a Claim created, scored by creation time and
 // cut to session.MaxListed. It is a key of its own, in its own Cluster slot,
-// so it is written beside the claim that creates a session, not in its
-// script; it lives session.Config.TTL past its last write or list, and a
-// listed session found gone is removed from it then.
+// so it cannot be written in the claim's script; and a turn sends one
+// command before its model call (the claim), so a session is listed by the
+// first write or release under the lease of the claim that created it,
+// which comes after the model call. The set lives session.Config.TTL past
+// its last write or list, and a listed session found gone is removed from
+// it then.
 
 var _ session.Lister = (*Store)(nil)
 
@@ -34,20 +37,27 @@ func (r *Store) ownerIndex(key string) string {
 	return r.prefix + ":owner:{" + owner + "}"
 }
 
+// listCreated lists the session that the claim of lease created, once
+// (see above); other leases, and leases of sessions that existed, do
+// nothing.
+func listCreated(ctx context.Context, lease session.Lease) {
+	l, ok := lease.(*redisLease)
+	if !ok || l == nil {
+		return
+	}
+	if ms := l.created.Swap(0); ms != 0 {
+		l.r.index(ctx, l.id, time.UnixMilli(ms))
+	}
+}
+
 // index adds a session that a claim created to its owner's list. A failure
 // leaves the session out of the list, not out of the store: it is logged,
 // and the claim stands.
 func (r *Store) index(ctx context.Context, key string, created time.Time) {
 	rctx, cancel := r.roundTrip(context.WithoutCancel(ctx))
 	defer cancel()
-	idx := r.ownerIndex(key)
-	_, err := r.client.TxPipelined(rctx, func(p redis.Pipeliner) error {
-		p.ZAdd(rctx, idx, redis.Z{Score: float64(created.UnixMilli()), Member: key})
-		p.ZRemRangeByRank(rctx, idx, 0, -session.MaxListed-1)
-		p.PExpire(rctx, idx, r.cfg.TTL)
-		return nil
-	})
-	if err != nil {
+	err := scriptIndex.Run(rctx, r.client, []string{r.ownerIndex(key)}, created.UnixMilli(), key, session.MaxListed, r.ttlMillis()).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
 		slog.Default().Warn("redis session store: the new session is missing from its owner's list", "err", err)
 	}
 }

@@ -474,6 +474,7 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			if ap != nil && len(reply) > 1 {
 				hist = stringList(reply[1])
 			}
+			listCreated(ctx, o.Lease)
 			return next, hist, nil
 		case "fenced":
 			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrFenced)
@@ -584,6 +585,7 @@ func (r *Store) AppendMessages(ctx context.Context, id string, msgs []chat.Messa
 	if status == "fenced" {
 		return fmt.Errorf("redis session store: session %s: %w", id, session.ErrFenced)
 	}
+	listCreated(ctx, o.Lease)
 	return nil
 }
 
@@ -720,7 +722,7 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 			}
 			s := sw.guess
 			if s.CreatedAt.Equal(now) {
-				r.index(ctx, id, now)
+				l.created.Store(now.UnixMilli())
 			}
 			s.LastAccessed = now
 			return s, l, &session.Started{Session: next, History: hist}, nil
@@ -740,10 +742,10 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 		case "ok":
 			// Claimed; the session was not the one expected, if any:
 			// the caller writes.
-			if s.CreatedAt.Equal(now) {
-				r.index(ctx, id, now)
-			}
 			l := lease()
+			if s.CreatedAt.Equal(now) {
+				l.created.Store(now.UnixMilli())
+			}
 			seen := s
 			l.seen = &seen
 			return s, l, nil, nil
@@ -828,6 +830,9 @@ type redisLease struct {
 	seen *session.Session
 	// released: a write released the lease (session.WithRelease).
 	released atomic.Bool
+	// created is when the claim created the session (Unix ms), until the
+	// session is added to its owner's list (listCreated); 0 otherwise.
+	created atomic.Int64
 }
 
 func (l *redisLease) SessionID() string { return l.id }
@@ -856,6 +861,7 @@ func (l *redisLease) Extend(ctx context.Context) error {
 }
 
 func (l *redisLease) Release(ctx context.Context) error {
+	listCreated(ctx, l)
 	if l.released.Load() {
 		return nil
 	}

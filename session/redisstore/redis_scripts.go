@@ -388,5 +388,15 @@ func newScript(src string) *redis.Script {
 var allScripts = []*redis.Script{
 	scriptUpdate, scriptGet, scriptGetOrCreate, scriptAppend,
 	scriptMessages, scriptDelete, scriptExtend, scriptRelease,
-	scriptClaim, scriptUpdateAppend, scriptClaimStart,
+	scriptClaim, scriptUpdateAppend, scriptClaimStart, scriptIndex,
 }
+
+// scriptIndex adds a session to its owner's list (list.go), KEYS[1], in one
+// command: ARGV score (creation, Unix ms), session key, the most sessions
+// kept (the oldest go), TTL ms.
+var scriptIndex = newScript(`
+redis.call('ZADD', KEYS[1], 'NX', ARGV[1], ARGV[2])
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -tonumber(ARGV[3]) - 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+`)
