@@ -27,11 +27,15 @@ run: build
 
 test: lint test-go test-race test-loadtest test-sim fuzz-short docker-check test-e2e test-protocols
 
+# scripts/testsummary runs go test -json and prints each package's line,
+# the output of failed tests, one line per skipped test with its reason,
+# and a count: a test that skips for lack of redis-server or Chromium is
+# seen, without -v's flood of passes.
 test-go: mcp-servers
-	$(GO) test -count=1 $(PKGS)
+	GO=$(GO) $(GO) run ./scripts/testsummary -count=1 $(PKGS)
 
 test-race: mcp-servers
-	$(GO) test -count=1 -race $(RACE)
+	GO=$(GO) $(GO) run ./scripts/testsummary -count=1 -race $(RACE)
 
 # The load harness's own tests (its module is not under the product's
 # ./...): short runs of the harness, the relay and tracewait against the

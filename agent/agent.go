@@ -221,6 +221,8 @@ type options struct {
 	history    []chat.Message
 	stateless  bool
 	regenerate bool
+	// edit: the regenerated answer is to a new text (Edit).
+	edit bool
 }
 
 // WithTurnID names the turn (its stream's ID, for example), so that a
@@ -258,6 +260,13 @@ func Stateless() Option { return func(o *options) { o.stateless = true } }
 // the session's RegeneratedUsage says how much that was. On a session with
 // no user message yet it is an ordinary turn.
 func Regenerate() Option { return func(o *options) { o.regenerate = true } }
+
+// Edit is Regenerate with a new text: the turn's message replaces the
+// session's last user message, which is dropped with its answer in the
+// write that starts the turn, and is answered in its place. The
+// orchestration is wound back as Regenerate winds it back. On a session
+// with no user message yet it is an ordinary turn.
+func Edit() Option { return func(o *options) { o.regenerate, o.edit = true, true } }
 
 // Run runs one turn of the agent on the session (created when new, in the
 // owner's keyspace: WithOwner) and yields its events, numbered from 1 and
@@ -581,7 +590,14 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 	}
 	msgs := append(append(slices.Clone(denials), o.history...), user)
 	regenerate := o.regenerate && st.UserMessages > 0
-	if regenerate {
+	switch {
+	case regenerate && o.edit:
+		// The new message takes the old one's place: the window read
+		// after the turn is dropped ends before it (and any call that
+		// waited goes with it, whose denial has nothing left to answer).
+		msgs, denials = []chat.Message{user}, nil
+		opts = append(opts, session.DropLastTurn())
+	case regenerate:
 		if st.LastUserMessage != message {
 			return turnStart{}, ErrNotLastMessage
 		}
@@ -613,7 +629,7 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 			if dec.Transition {
 				n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, stored.State.ActiveStep, telemetry.CauseUserMessage)
 			}
-			if regenerate {
+			if regenerate && !o.edit {
 				if k := len(history); k > 0 && history[k-1].Role == chat.RoleUser {
 					history = history[:k-1]
 				}
@@ -745,7 +761,7 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 		if err != nil {
 			return turnStart{}, err
 		}
-		return n.answerTurn(key, plan, o), nil
+		return n.answerTurn(key, plan, messageOf(sess.Approvals, answers[0].ID), o), nil
 	})
 }
 
@@ -787,7 +803,7 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 
 // answerTurn plans the write that records the answers, the results of the
 // denied calls with them, and the turn that carries them out.
-func (n *Agent) answerTurn(key string, plan []llmorch.Answer, o options) turnStart {
+func (n *Agent) answerTurn(key string, plan []llmorch.Answer, messageID string, o options) turnStart {
 	decided := map[string]llmorch.Answer{}
 	var denials []chat.Message
 	approved := map[string]bool{}
@@ -831,8 +847,17 @@ func (n *Agent) answerTurn(key string, plan []llmorch.Answer, o options) turnSta
 		// The approved calls get their results in the turn, before the
 		// model is called: keep them in the history the model will see.
 		history = wellFormed(trimToUserStart(history), approved)
-		return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan}
+		return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan, MessageID: messageID}
 	}}
+}
+
+// messageOf is the answer that asked for the approval with this ID ("" when
+// it is unknown or recorded none).
+func messageOf(stored []session.Approval, approvalID string) string {
+	if k := slices.IndexFunc(stored, func(a session.Approval) bool { return a.ID == approvalID }); k >= 0 {
+		return stored[k].MessageID
+	}
+	return ""
 }
 
 // continuationWindow cuts the history of a turn that answers approvals to

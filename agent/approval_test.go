@@ -201,6 +201,10 @@ func TestApprovalHeldThenApproved(t *testing.T) {
 	if got := r.recorded(); !slices.Equal(got, []string{"think", "brainstorm"}) {
 		t.Fatalf("recorded %v", got)
 	}
+	// The model was told which offered tool waits for approval.
+	if got := r.model.requests[0].ApprovalTools; !slices.Equal(got, []string{"critique"}) {
+		t.Fatalf("the request's approval tools %v, want critique", got)
+	}
 	ap := r.approvals()
 	if len(ap) != 1 || ap[0].ID != req.Approval.ID || ap[0].Status != session.ApprovalPending || ap[0].Call.ID != "c2" {
 		t.Fatalf("stored approvals %+v", ap)
@@ -448,5 +452,28 @@ func TestApprovalWithoutHistory(t *testing.T) {
 	msgs := r.model.last().Messages
 	if len(msgs) != 3 || msgs[0].Content != "now" || len(msgs[1].ToolCalls) != 1 || msgs[2].ToolCallID != "c2" {
 		t.Fatalf("the model got %+v, want the user message, the call and its result", msgs)
+	}
+}
+
+// TestApprovalMessageChain: approvals record the answer that asked for
+// them, and a turn that answers them and asks again keeps it, so that
+// every continuation streams under the first answer's message.
+func TestApprovalMessageChain(t *testing.T) {
+	r := newApprovalRig(t, approvalTemplate)
+	r.model.script = [][]chat.Event{{call("c1", "critique")}, {call("c2", "critique")}}
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go", agent.WithTurnID("turn-1"))))
+	first := r.approvals()
+	if len(first) != 1 || first[0].MessageID != "turn-1" {
+		t.Fatalf("approvals of the first turn %+v, want message turn-1", first)
+	}
+	drain(t)(agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: first[0].ID, Approved: true}}, agent.WithTurnID("turn-2"))))
+	var pending []session.Approval
+	for _, a := range r.approvals() {
+		if a.Status == session.ApprovalPending {
+			pending = append(pending, a)
+		}
+	}
+	if len(pending) != 1 || pending[0].Call.ID != "c2" || pending[0].MessageID != "turn-1" {
+		t.Fatalf("approvals asked by the continuation %+v, want message turn-1", pending)
 	}
 }

@@ -236,6 +236,56 @@ func TestRegenerate(t *testing.T) {
 	}
 }
 
+// TestEdit: an edited last message replaces the old one and its answer;
+// the earlier turn is untouched, the message is answered in its place and
+// the orchestration reads the new text.
+func TestEdit(t *testing.T) {
+	store := session.NewMemory(session.Config{})
+	defer store.Close()
+	agents := newAgents(t, store, offlineModels, shipped(t))
+	n, _ := agents.Get("cognitive-reasoner")
+	ctx := context.Background()
+	id := session.NewID()
+	turn(t, n, id, "Hello there")
+	turn(t, n, id, "Critique the argument that remote work improves productivity")
+	before, _ := store.Messages(ctx, id, 0)
+	firstTurn := slices.IndexFunc(before[1:], func(m chat.Message) bool { return m.Role == chat.RoleUser }) + 1
+
+	const edited = "[offline:echo] the edited question's answer"
+	events, err := agent.Started(n.Run(ctx, id, edited, agent.Edit()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drainTurn(t, events)
+	after, _ := store.Messages(ctx, id, 0)
+	var users []string
+	for _, m := range after {
+		if m.Role == chat.RoleUser {
+			users = append(users, m.Content)
+		}
+	}
+	if !slices.Equal(users, []string{"Hello there", edited}) || len(after) != firstTurn+2 || after[len(after)-1].Content != "the edited question's answer" {
+		t.Fatalf("after the edit: %+v", after)
+	}
+	if !slices.EqualFunc(after[:firstTurn], before[:firstTurn], func(a, b chat.Message) bool { return a.Content == b.Content && a.Role == b.Role }) {
+		t.Fatalf("the edit changed the earlier turn:\n%+v\n%+v", before, after)
+	}
+	if sess, _ := store.Get(ctx, id); sess.State.LastUserMessage != edited {
+		t.Fatalf("the orchestration read %q", sess.State.LastUserMessage)
+	}
+
+	// On a session with no message yet, Edit is an ordinary turn.
+	fresh := session.NewID()
+	events, err = agent.Started(n.Run(ctx, fresh, "[offline:echo] hi", agent.Edit()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drainTurn(t, events)
+	if msgs, _ := store.Messages(ctx, fresh, 0); len(msgs) != 2 || msgs[0].Content != "[offline:echo] hi" {
+		t.Fatalf("an edit on a new session stored %+v", msgs)
+	}
+}
+
 func TestCheckHistory(t *testing.T) {
 	store := session.NewMemory(session.Config{})
 	defer store.Close()

@@ -80,6 +80,10 @@ type Request struct {
 	// reads it to follow sequences and pick modes.
 	Orchestration *chat.Snapshot
 	Modes         []Mode
+	// ApprovalTools are the offered tools whose calls wait for a person's
+	// approval before they run. Real providers are not told; the offline
+	// model calls them to show the approval.
+	ApprovalTools []string
 }
 
 // Callable returns the tools of r the model may call now: Tools, less

@@ -133,6 +133,18 @@ type Turn struct {
 	// DeniedResult): the service runs the approved calls and reports
 	// every answer.
 	Answers []Answer
+	// MessageID names the answer the turn's output belongs to: "" for the
+	// turn's own (ID), or the answer a turn that carries out approvals goes
+	// on. The approvals the turn asks for record it (session.Approval).
+	MessageID string
+}
+
+// message is the ID of the answer the turn's output belongs to.
+func (t Turn) message() string {
+	if t.MessageID != "" {
+		return t.MessageID
+	}
+	return t.ID
 }
 
 // Answer is a person's decision on one call that waited for approval.
@@ -379,6 +391,11 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	} else {
 		req.Tools = cfg.Tools.Specs(offer.Tools)
 	}
+	for _, name := range offer.Tools {
+		if cfg.Engine.NeedsApproval(r.state, name) {
+			req.ApprovalTools = append(req.ApprovalTools, name)
+		}
+	}
 	if !r.emit(chat.Event{Kind: chat.KindStepStart}) {
 		return nil, errStopped
 	}
@@ -500,7 +517,7 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			r.recordWithStep = false
 		}
 		if res.held {
-			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC()}
+			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), MessageID: r.turn.message()}
 			held = append(held, a)
 			if !r.emit(chat.Event{Kind: chat.KindApproval, ToolCall: &call, Approval: &chat.Approval{ID: a.ID, ToolCallID: call.ID}}) {
 				return stop(errStopped)

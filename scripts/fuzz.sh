@@ -33,6 +33,7 @@ targets=(
 	"./server/internal/wire FuzzParseEventID 40000"
 	"./server/internal/wire FuzzOpenAIBodies 30000"
 	"./session/redisstore FuzzParseRedisURL 20000"
+	"./session FuzzCursor 20000"
 	"./server/internal/wire FuzzApprovalAnswers 30000"
 	"./llmorch/provider FuzzOpenAIStream 6000"
 	"./llmorch/provider FuzzAnthropicStream 6000"

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,6 +57,27 @@ func TestChatRegenerate(t *testing.T) {
 	getJSON(t, e.do(http.MethodPost, "/api/chat/explorer", uiBody(chatID, "regenerate-message", "", first)), http.StatusConflict, &eb)
 	if eb.Error.Code != "regenerate_conflict" {
 		t.Fatalf("regenerating an earlier answer: %+v", eb.Error)
+	}
+}
+
+// TestChatEdit: an edit of the last user message, in the AI SDK's shape
+// (submit-message whose messageId is the edited message) or the plain one
+// ("edit": true), replaces that message and its answer.
+func TestChatEdit(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	chatID := "edit-" + session.NewID()
+	e.streamChat("plain", uiBody(chatID, "submit-message", "", "[offline:echo] one"))
+	e.streamChat("plain", uiBody(chatID, "submit-message", "", "[offline:echo] one", "one", "[offline:echo] two"))
+	// The AI SDK's edit names the last message (mc, the third) as the one replaced.
+	e.streamChat("plain", uiBody(chatID, "submit-message", "mc", "[offline:echo] one", "one", "[offline:echo] two, edited"))
+	e.streamChat("plain", `{"sessionId":"`+chatID+`","message":"[offline:echo] two, edited again","edit":true}`)
+	msgs, _ := e.store.Messages(t.Context(), chatID, 0)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.Content)
+	}
+	if want := []string{"[offline:echo] one", "one", "[offline:echo] two, edited again", "two, edited again"}; !slices.Equal(got, want) {
+		t.Fatalf("history after two edits %q, want %q", got, want)
 	}
 }
 

@@ -82,10 +82,13 @@ func (s *Server) startChat(c *gin.Context) *turn {
 		return nil
 	}
 	var opts []agent.Option
-	if body.Trigger == "regenerate-message" {
+	switch {
+	case body.Trigger == "regenerate-message":
 		// The AI SDK's regenerate() resends the conversation up to the
 		// user message whose answer it replaces.
 		opts = append(opts, agent.Regenerate())
+	case body.Edits():
+		opts = append(opts, agent.Edit())
 	}
 	t, err := s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), false, opts...)
 	if err != nil {

@@ -119,6 +119,12 @@ func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.C
 		messageID = ""
 	}
 	owner := ownerOf(c)
+	if messageID == "" {
+		// The plain shape names no message: the turn goes on under the
+		// answer that asked for the calls, as a client that shows that
+		// answer expects (the AI SDK's readUIMessageStream, for one).
+		messageID = s.approvalMessage(c.Request.Context(), session.Key(owner, sid), owner, answers[0].ID)
+	}
 	t, err := s.launch(c.Request.Context(), node, sid, owner, false, messageID, func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error] {
 		return node.Answer(ctx, sid, list, agent.WithOwner(owner), agent.WithTurnID(turnID))
 	})
@@ -127,6 +133,24 @@ func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.C
 		return nil
 	}
 	return t
+}
+
+// approvalMessage is the answer that asked for the approval with this ID,
+// "" when the session does not say (the agent then refuses the answers with
+// the reason, or the turn streams under its own ID).
+func (s *Server) approvalMessage(ctx context.Context, key, owner, approvalID string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	sess, err := s.cfg.Store.Get(ctx, key)
+	if err != nil || sess.Owner != owner {
+		return ""
+	}
+	for _, a := range sess.Approvals {
+		if a.ID == approvalID {
+			return a.MessageID
+		}
+	}
+	return ""
 }
 
 // approvalError maps an answer that does not fit the session's waiting

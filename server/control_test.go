@@ -1,11 +1,17 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/session"
 )
 
@@ -74,4 +80,72 @@ func mustKeyRequest(t *testing.T, key string) *http.Request {
 	req, _ := http.NewRequest(http.MethodGet, "/", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
 	return req
+}
+
+// TestApprovalsContinueTheMessage: a turn that carries out approvals
+// streams under the message that asked for them, in both body shapes and
+// through a chain of approvals, so that a client appends to the answer it
+// shows instead of opening another.
+func TestApprovalsContinueTheMessage(t *testing.T) {
+	for _, shape := range []string{"plain", "ai-sdk"} {
+		t.Run(shape, func(t *testing.T) {
+			e := newEnv(t, envOptions{model: critiquesTwice{}})
+			sid := "approve-" + session.NewID()
+			res, evs := e.streamChat("approver", `{"message":"critique: remote work","sessionId":"`+sid+`"}`)
+			first := res.Header.Get("X-Turn-Id")
+			for range 2 {
+				_, chunks, _ := checkTurnStream(t, res.Header.Get("X-Turn-Id"), evs, 1)
+				if chunks[0]["messageId"] != first {
+					t.Fatalf("start chunk %v, want messageId %s", chunks[0], first)
+				}
+				var approvalID string
+				for _, c := range chunks {
+					if c["type"] == "tool-approval-request" {
+						approvalID, _ = c["approvalId"].(string)
+					}
+				}
+				if approvalID == "" {
+					t.Fatalf("no approval request in %v", chunks)
+				}
+				body := `{"sessionId":"` + sid + `","approvals":[{"id":"` + approvalID + `","approved":true}]}`
+				if shape == "ai-sdk" {
+					body = jsonBody(map[string]any{"id": sid, "messages": []any{
+						map[string]any{"id": "u1", "role": "user", "parts": []any{map[string]any{"type": "text", "text": "critique: remote work"}}},
+						map[string]any{"id": first, "role": "assistant", "parts": []any{map[string]any{"type": "tool-critique", "toolCallId": "x", "state": "approval-responded",
+							"approval": map[string]any{"id": approvalID, "approved": true}}}},
+					}})
+				}
+				res, evs = e.streamChat("approver", body)
+			}
+			_, chunks, _ := checkTurnStream(t, res.Header.Get("X-Turn-Id"), evs, 1)
+			if chunks[0]["messageId"] != first {
+				t.Fatalf("the last continuation's start chunk %v, want messageId %s", chunks[0], first)
+			}
+		})
+	}
+}
+
+// critiquesTwice is a model that calls critique until the conversation has
+// two of its results, then answers.
+type critiquesTwice struct{}
+
+func (critiquesTwice) Info() llmorch.Info {
+	return llmorch.Info{Provider: "test", Model: "critiques-twice"}
+}
+
+func (critiquesTwice) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.Event, error] {
+	return func(yield func(chat.Event, error) bool) {
+		n := 0
+		for _, m := range req.Messages {
+			if m.Role == chat.RoleTool && m.ToolName == "critique" {
+				n++
+			}
+		}
+		if n >= 2 {
+			yield(chat.Event{Kind: chat.KindTextDelta, Text: "Both critiques are in."}, nil)
+			return
+		}
+		args := json.RawMessage(`{"subject": "remote work", "analysis": "It depends on the team."}`)
+		yield(chat.Event{Kind: chat.KindToolCall, ToolCall: &chat.ToolCall{ID: fmt.Sprintf("call-%d", n+1), Name: "critique", Arguments: args}}, nil)
+	}
 }

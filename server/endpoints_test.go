@@ -24,7 +24,7 @@ func TestInfoEndpoints(t *testing.T) {
 
 	var list struct{ Agents []agentSummary }
 	getJSON(t, e.do(http.MethodGet, "/api/agents", ""), http.StatusOK, &list)
-	if len(list.Agents) != 2 || list.Agents[0].ID != "explorer" || list.Agents[1].ID != "plain" {
+	if len(list.Agents) != 3 || list.Agents[0].ID != "explorer" || list.Agents[1].ID != "plain" || list.Agents[2].ID != "approver" {
 		t.Fatalf("agents %+v", list.Agents)
 	}
 	ex := list.Agents[0]

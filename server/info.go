@@ -157,8 +157,10 @@ func (s *Server) getAgent(c *gin.Context) {
 }
 
 type sessionView struct {
-	ID           string              `json:"id"`
-	Agent        string              `json:"agent"`
+	ID    string `json:"id"`
+	Agent string `json:"agent"`
+	// Title is the name a person gave the session ("" until then).
+	Title        string              `json:"title"`
 	CreatedAt    time.Time           `json:"createdAt"`
 	LastAccessed time.Time           `json:"lastAccessed"`
 	State        orchestration.State `json:"state"`
@@ -266,7 +268,7 @@ func (s *Server) getSession(c *gin.Context) {
 	st.TurnStart = nil
 	u := st.TokenUsage
 	v := sessionView{
-		ID: c.Param("id"), Agent: sess.Agent, CreatedAt: sess.CreatedAt, LastAccessed: sess.LastAccessed,
+		ID: c.Param("id"), Agent: sess.Agent, Title: sess.Title, CreatedAt: sess.CreatedAt, LastAccessed: sess.LastAccessed,
 		State: st, Usage: totalsOf(u),
 		Messages: msgs,
 	}

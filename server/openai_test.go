@@ -174,7 +174,7 @@ func TestOpenAIErrors(t *testing.T) {
 			t.Errorf("model %s: created %d, owned by %q; want the server's start and agentdock", m.ID, m.Created, m.OwnedBy)
 		}
 	}
-	if strings.Join(ids, ",") != "explorer,plain" {
+	if strings.Join(ids, ",") != "explorer,plain,approver" {
 		t.Fatalf("models %v", ids)
 	}
 }

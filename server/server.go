@@ -239,7 +239,9 @@ func (s *Server) routes(full bool) *gin.Engine {
 	api.GET("/agents/:id", s.getAgent)
 	api.POST("/chat/:agentId", s.postChat)
 	api.GET("/chat/:agentId/:id/stream", s.resumeChat)
+	api.GET("/sessions", s.listSessions)
 	api.GET("/sessions/:id", s.getSession)
+	api.PATCH("/sessions/:id", s.renameSession)
 	api.DELETE("/sessions/:id", s.deleteSession)
 	api.GET("/sessions/:id/stream", s.resumeStream)
 	api.POST("/sessions/:id/stop", s.stopTurn)
@@ -395,11 +397,11 @@ func (s *Server) sameOrigin(c *gin.Context) bool {
 	return true
 }
 
-// requireJSON refuses POST bodies that are not declared JSON (415): the
+// requireJSON refuses POST and PATCH bodies that are not declared JSON (415): the
 // API reads JSON only, and a text/plain body is what a cross-site form or
 // fetch can send without a preflight.
 func (s *Server) requireJSON(c *gin.Context) bool {
-	if c.Request.Method != http.MethodPost || c.Request.ContentLength == 0 {
+	if c.Request.Method != http.MethodPost && c.Request.Method != http.MethodPatch || c.Request.ContentLength == 0 {
 		return true
 	}
 	ct := c.GetHeader("Content-Type")

@@ -416,10 +416,10 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	e.sess.Approvals = next.Approvals
 	e.sess.Version++
 	o.ApplyTurn(&e.sess)
-	if o.DropAnswer {
+	if o.DropAnswer || o.DropTurn {
 		// A new array: the dropped messages must not stay reachable, and
 		// a slice handed out before must not see the append.
-		e.msgs = append([]chat.Message(nil), DropAnswer(e.msgs)...)
+		e.msgs = append([]chat.Message(nil), o.Drop(e.msgs)...)
 	}
 	var hist []chat.Message
 	if window != 0 {
@@ -501,4 +501,31 @@ func newToken() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// List implements Lister. It walks the store's sessions, most recently used
+// first, so a list costs a pass over up to Config.MaxSessions entries.
+func (m *Memory) List(ctx context.Context, owner, cursor string, limit int) (Page, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkOpen(ctx); err != nil {
+		return Page{}, err
+	}
+	now := m.cfg.Now()
+	var all []Summary
+	for el := m.lru.Front(); el != nil && len(all) < MaxListed; el = el.Next() {
+		e := el.Value.(*memEntry)
+		if e.sess.Owner == owner && OwnsKey(owner, e.sess.ID) && now.Before(e.expires) {
+			all = append(all, SummaryOf(e.sess))
+		}
+	}
+	p, err := ListPage(all, cursor, limit)
+	if err != nil {
+		return Page{}, err
+	}
+	for i, s := range p.Sessions {
+		e := m.items[s.Key].Value.(*memEntry)
+		p.Sessions[i].Title = TitleOf(e.sess.Title, e.msgs)
+	}
+	return p, nil
 }

@@ -79,6 +79,9 @@ type Session struct {
 	// Version increases with every write; stores use it for optimistic
 	// concurrency.
 	Version int64 `json:"version"`
+	// Title is the name a person gave the session (WithTitle); empty until
+	// then, when lists show its first user message (see Lister).
+	Title string `json:"title,omitempty"`
 	// Approvals are the tool calls of the session that wait (or waited)
 	// for a person's approval, oldest first. They live and expire with the
 	// session, so any replica can answer them; writes change them with
@@ -97,6 +100,10 @@ type Approval struct {
 	// Reason is the person's reason, for an answered call.
 	Reason      string    `json:"reason,omitempty"`
 	RequestedAt time.Time `json:"requestedAt"`
+	// MessageID names the answer that asked for the call (the ID its
+	// stream started under): the turn that carries the decision out goes on
+	// under it, whichever replica or request shape answers.
+	MessageID string `json:"messageId,omitempty"`
 }
 
 // Approval statuses.
@@ -244,12 +251,17 @@ type WriteOptions struct {
 	// DropAnswer: UpdateAppend drops the answer to the history's last user
 	// message before it appends (DropLastAnswer).
 	DropAnswer bool
+	// DropTurn: UpdateAppend drops the history's last user message and its
+	// answer before it appends (DropLastTurn).
+	DropTurn bool
 	// Approvals, when set, replaces the session's approvals with what it
 	// returns (WithApprovals); see ApplyApprovals.
 	Approvals func([]Approval) ([]Approval, error)
 	// Release: an Update or UpdateAppend fenced by Lease also releases it
 	// (WithRelease).
 	Release bool
+	// Title, when set, is the new Session.Title (WithTitle).
+	Title *string
 }
 
 // WithApprovals makes an Update or UpdateAppend replace the session's
@@ -288,12 +300,20 @@ func Options(opts ...UpdateOption) WriteOptions {
 // turn's ID on its first write, "" on its last.
 func WithTurn(id string) UpdateOption { return func(o *WriteOptions) { o.Turn = &id } }
 
-// ApplyTurn applies WithTurn to s.
+// ApplyTurn applies WithTurn and WithTitle to s: the fields of the
+// Session itself that a write sets beside the state.
 func (o WriteOptions) ApplyTurn(s *Session) {
 	if o.Turn != nil {
 		s.Turn = *o.Turn
 	}
+	if o.Title != nil {
+		s.Title = *o.Title
+	}
 }
+
+// WithTitle sets Session.Title with an Update or UpdateAppend: a person
+// renamed the conversation ("" gives it back its first message).
+func WithTitle(title string) UpdateOption { return func(o *WriteOptions) { o.Title = &title } }
 
 // WithLease makes the write conditional on the lease still holding the
 // session; otherwise the write is not applied and ErrFenced is returned.
@@ -319,6 +339,29 @@ func WithAgent(id string) UpdateOption { return func(o *WriteOptions) { o.Agent 
 // instead of following it. A history without a user message loses
 // nothing. Other writes ignore it.
 func DropLastAnswer() UpdateOption { return func(o *WriteOptions) { o.DropAnswer = true } }
+
+// DropLastTurn makes UpdateAppend drop the history's last user message
+// and its answer before it appends, in the same atomic write; the history
+// it returns is what is left. An edited message replaces the one it edits
+// this way. A history without a user message loses nothing. Other writes
+// ignore it; with DropLastAnswer too, the turn is dropped.
+func DropLastTurn() UpdateOption { return func(o *WriteOptions) { o.DropTurn = true } }
+
+// Drop applies DropLastAnswer and DropLastTurn to msgs; the result shares
+// msgs' array.
+func (o WriteOptions) Drop(msgs []chat.Message) []chat.Message {
+	switch {
+	case o.DropTurn:
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Role == chat.RoleUser {
+				return msgs[:i]
+			}
+		}
+	case o.DropAnswer:
+		return DropAnswer(msgs)
+	}
+	return msgs
+}
 
 // Foreign reports whether s may not be used by a caller with these
 // options: another owner, or bound to another agent (an unbound session is

@@ -39,6 +39,15 @@ func main() {
 	os.Exit(code)
 }
 
+// isHelp reports whether arg asks for the list of commands.
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
 // servesByDefault reports whether args name no command (none, or flags
 // first): serve runs with all of them.
 func servesByDefault(args []string) bool {
@@ -46,13 +55,12 @@ func servesByDefault(args []string) bool {
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if servesByDefault(args) {
-		return runServe(ctx, args, stdout, stderr)
-	}
-	switch args[0] {
-	case "help", "-h", "--help":
+	if len(args) > 0 && isHelp(args[0]) {
 		usage(stdout)
 		return 0
+	}
+	if servesByDefault(args) {
+		return runServe(ctx, args, stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -68,7 +76,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agentdock [command] [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'agentdock COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "\nWithout a command, or with flags first, agentdock serves (serve's flags apply).")
+	fmt.Fprintln(w, "Run 'agentdock COMMAND -h' for a command's flags.")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -164,5 +165,41 @@ func TestHealthcheck(t *testing.T) {
 	srv.Close()
 	if code, _ := run("healthcheck", "--addr", addr); code != 1 {
 		t.Fatalf("no server: exit %d, want 1", code)
+	}
+}
+
+// TestHelpListsCommands: every way of asking for help lists every command
+// and exits 0; a command's own -h gives its flags.
+func TestHelpListsCommands(t *testing.T) {
+	for _, arg := range []string{"help", "-h", "-help", "--help"} {
+		code, out := run(arg)
+		if code != 0 {
+			t.Errorf("agentdock %s exited %d", arg, code)
+		}
+		for _, c := range commands() {
+			if !strings.Contains(out, "\n  "+c.name+" ") {
+				t.Errorf("agentdock %s does not list %s:\n%s", arg, c.name, out)
+			}
+		}
+		if strings.Contains(out, "Usage of serve") {
+			t.Errorf("agentdock %s printed serve's flags:\n%s", arg, out)
+		}
+	}
+	if code, out := run("serve", "--help"); code != 0 || !strings.Contains(out, "-addr") {
+		t.Errorf("serve --help exited %d:\n%s", code, out)
+	}
+}
+
+// TestServeBusyAddress: a taken address is reported, with what to do,
+// before anything says it serves.
+func TestServeBusyAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	code, out := run("serve", "--addr", ln.Addr().String())
+	if code != 1 || !strings.Contains(out, "address already in use") || !strings.Contains(out, "--addr") || strings.Contains(out, "msg=serving") {
+		t.Fatalf("serve on a busy address exited %d:\n%s", code, out)
 	}
 }

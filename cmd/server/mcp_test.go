@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,5 +92,38 @@ func TestValidateMCP(t *testing.T) {
 	code, out = run("validate", "--mcp-config", bad, "--no-mcp", templates)
 	if code != 1 || !strings.Contains(out, "mcpServers.x.comand: unknown field") || !strings.Contains(out, `mcpServers.y.url: "ftp://h": want an http:// or https:// URL`) {
 		t.Errorf("bad file: exit %d:\n%s", code, out)
+	}
+}
+
+// TestMCPDocsExample: the filesystem example of docs/mcp.md, as written
+// (npx, and a relative "./workspace" beside the template), serves the
+// template's directory, whatever the runtime's working directory. npx runs
+// from the test servers' directory, which has the package installed, so
+// that it needs no network.
+func TestMCPDocsExample(t *testing.T) {
+	_, modules := testenv.MCPServers(t)
+	if _, err := exec.LookPath("npx"); err != nil {
+		testenv.Missing(t, "npx is not installed (docs/mcp.md's example runs the filesystem server with it)")
+	}
+	doc, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(), "docs", "mcp.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## A template with MCP tools\n\n```json\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !strings.Contains(example, `"./workspace"`) {
+		t.Fatalf("docs/mcp.md has no filesystem example with ./workspace:\n%s", example)
+	}
+	dir := filepath.Join(t.TempDir(), "repo-helper")
+	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "template.json"), []byte(example), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Dir(modules))
+	code, out := run("mcp", "list", "--templates", dir, "--timeout", "20s")
+	if code != 0 || !strings.Contains(out, "files (stdio, template repo-helper): ready") || !strings.Contains(out, "\n  files__read_text_file\n") {
+		t.Fatalf("mcp list of the docs' example exited %d:\n%s", code, out)
 	}
 }

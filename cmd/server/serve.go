@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -83,6 +84,13 @@ func serveCommand(ctx context.Context, cmd string, args []string, stderr io.Writ
 }
 
 func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) error {
+	// The address is taken first: a busy port is the first thing said,
+	// before the store, the MCP servers or a "serving" line.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (set ADDR or --addr to another address)", cfg.Addr, err)
+	}
+	defer ln.Close()
 	if cfg.PprofAddr != "" {
 		if _, err := servePprof(ctx, cfg.PprofAddr, log); err != nil {
 			return err
@@ -212,7 +220,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		log.Info("shutting down: new turns are refused, running turns end with a final event", "timeout", cfg.ShutdownTimeout)
 	})
 	log.Info("serving", "addr", cfg.Addr, "agents", len(agents.List()), "store", kind, "api_keys", len(cfg.APIKeys) > 0)
-	return srv.ListenAndServe(ctx, cfg.Addr)
+	return srv.Serve(ctx, ln)
 }
 
 // serverConfig turns the security and limit settings into server.Config
@@ -301,39 +309,47 @@ func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]
 }
 
 // modelFactory picks each template's model: its provider when a key (or a
-// local base URL) is configured, otherwise the offline scripted model, which
-// is announced once in the log.
+// local base URL) is configured, the one configured provider when the
+// template's has no key, otherwise the offline scripted model. It logs one
+// line per agent: the provider and model, and why when they are not the
+// template's own (or the offline model's reason).
 func modelFactory(cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) agent.ModelFactory {
 	warned := false
 	return func(t *template.Template) (llmorch.Model, error) {
 		name, node := t.Provider()
-		pcfg, ok, err := provider.ConfigFromEnv(name, node.Model, node.Temperature, node.MaxTokens)
+		setup, err := provider.ConfigFromEnv(name, node.Model, node.Temperature, node.MaxTokens)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("agent %s: %w", t.AgentID, err)
 		}
-		if !ok {
+		if !setup.Usable {
 			if !warned {
 				warned = true
-				log.Warn("no model provider is configured: agents use the OFFLINE SCRIPTED MODEL (set OPENAI_API_KEY, ANTHROPIC_API_KEY or LLM_BASE_URL to use a real model)")
+				log.Warn("agents without a model provider use the OFFLINE SCRIPTED MODEL: its answers are scripted, not written by a language model (set OPENAI_API_KEY, ANTHROPIC_API_KEY or LLM_BASE_URL to use a real model)")
 			}
-			return offline.New(offline.Config{Delay: cfg.OfflineDelay}), nil
+			m := offline.New(offline.Config{Delay: cfg.OfflineDelay})
+			log.Warn("model", "agent", t.AgentID, "provider", m.Info().Provider, "model", m.Info().Model, "why", setup.Note)
+			return m, nil
 		}
+		pcfg := setup.Config
 		pcfg.HTTPClient = providerClient(tel)
 		pcfg.IdleTimeout = cfg.ModelIdle
 		m, err := provider.New(pcfg)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("agent %s: %w", t.AgentID, err)
+		}
+		attrs := []any{"agent", t.AgentID, "provider", setup.Vendor, "model", m.Info().Model}
+		if setup.Note != "" {
+			attrs = append(attrs, "why", setup.Note)
 		}
 		fb, err := fallbackModel(cfg, tel)
 		if err != nil {
 			return nil, err
 		}
 		if fb != nil {
-			log.Info("model", "agent", t.AgentID, "provider", m.Info().Provider, "model", m.Info().Model,
-				"fallback_provider", fb.Info().Provider, "fallback_model", fb.Info().Model)
+			log.Info("model", append(attrs, "fallback_provider", fb.Info().Provider, "fallback_model", fb.Info().Model)...)
 			return provider.WithFallback(m, fb), nil
 		}
-		log.Info("model", "agent", t.AgentID, "provider", m.Info().Provider, "model", m.Info().Model)
+		log.Info("model", attrs...)
 		return m, nil
 	}
 }

@@ -125,3 +125,34 @@ test('AI SDK continues a session through x-session-id and sees its usage grow', 
   const sessionTotal = (m) => m.parts.filter((p) => p.type === 'data-usage' && p.data.final).at(-1).data.session.total;
   assert.ok(sessionTotal(m2) > sessionTotal(m1), 'the session usage did not grow across turns');
 });
+
+// Both majors of the AI SDK replay a turn continued by the plain approvals
+// body ({sessionId, approvals}) onto the message that asked: the
+// continuation's start chunk names that message, so the SDK appends the
+// tool's output to the part that waits for it instead of failing with "No
+// tool invocation found".
+for (const [major, sdk] of [['6', () => import('ai')], ['7', () => import('ai7')]]) {
+  test(`AI SDK ${major}: a turn continued by a plain approvals body replays onto the message it continues`, async () => {
+    const { DefaultChatTransport: Transport, readUIMessageStream: read } = await sdk();
+    const chatId = `e2e-${randomUUID()}`;
+    const api = `${server.base}/api/chat/planner`;
+    const messages = [userMessage('search the web for offsite venue prices')];
+    const replay = async (stream, message) => {
+      let last;
+      for await (const m of read({ stream, message, terminateOnError: true })) last = m;
+      assert.ok(last, 'the stream produced no message');
+      return last;
+    };
+    const first = await replay(await new Transport({ api }).sendMessages({ chatId, messages, trigger: 'submit-message', messageId: undefined }));
+    const asked = first.parts.find((p) => p.type === 'tool-search');
+    assert.equal(asked?.state, 'approval-requested', `no search waits: ${JSON.stringify(first.parts.map((p) => p.type))}`);
+
+    const plain = new Transport({ api, prepareSendMessagesRequest: () => ({ body: { sessionId: chatId, approvals: [{ id: asked.approval.id, approved: false, reason: 'not now' }] } }) });
+    const continued = await replay(await plain.sendMessages({ chatId, messages: [...messages, first], trigger: 'submit-message', messageId: undefined }), first);
+    assert.equal(continued.id, first.id, 'the continuation streamed under another message');
+    const answered = continued.parts.filter((p) => p.type === 'tool-search');
+    assert.equal(answered.length, 1, 'the search part was duplicated');
+    assert.equal(answered[0].state, 'output-denied');
+    assert.ok(continued.parts.slice(continued.parts.indexOf(answered[0]) + 1).some((p) => p.type === 'text' && p.text.trim()), 'no answer after the denial');
+  });
+}

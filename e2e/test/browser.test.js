@@ -271,7 +271,7 @@ test('keyboard: skip link, visible focus, Enter on an agent and on a suggestion'
   const prompt = await page.evaluate(() => document.activeElement.dataset.prompt);
   await page.keyboard.press('Enter');
   await page.waitForFunction(() => document.querySelectorAll('#log article.msg.assistant[aria-busy="false"]').length > 0 && !document.getElementById('send').disabled, null, { timeout: 30000 });
-  assert.equal(await page.locator('#log article.msg.user').last().textContent(), prompt);
+  assert.equal(await page.locator('#log article.msg.user .msg-text').last().textContent(), prompt);
   assert.equal(await page.getAttribute('#log', 'aria-live'), 'polite');
   await page.close();
 });

@@ -223,7 +223,7 @@ test('the conversation list: after a reload and in a new tab, a conversation reo
   await tab.click(`#conversation-list button[data-conversation="${reasonerSid}"]`);
   await tab.waitForSelector('button[data-agent="cognitive-reasoner"][aria-pressed="true"]', { state: 'attached' });
   await idle(tab);
-  assert.equal(await tab.locator('#log article.msg.user').last().innerText(), '[offline:echo] the reasoner conversation');
+  assert.equal(await tab.locator('#log article.msg.user .msg-text').last().innerText(), '[offline:echo] the reasoner conversation');
   assert.equal((await tab.locator('#log article.msg.assistant .answer').last().innerText()).trim(), 'the reasoner conversation');
   assert.equal(await tab.getAttribute(`#conversation-list button[data-conversation="${reasonerSid}"]`, 'aria-current'), 'true');
   await tab.screenshot({ path: join(artifacts, 'conversations-new-tab.png') });

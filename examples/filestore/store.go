@@ -530,9 +530,7 @@ func (s *Store) UpdateAppend(ctx context.Context, key string, fn func(*orchestra
 		if err := update(r, fn, o); err != nil {
 			return err
 		}
-		if o.DropAnswer {
-			r.Messages = session.DropAnswer(r.Messages)
-		}
+		r.Messages = o.Drop(r.Messages)
 		if window != 0 {
 			// A copy: the append below may write into r.Messages' array.
 			hist = append([]chat.Message(nil), tail(r.Messages, window)...)
@@ -679,4 +677,55 @@ func (l *lease) Release(ctx context.Context) error {
 		delete(l.s.leases, l.key)
 	}
 	return nil
+}
+
+var _ session.Lister = (*Store)(nil)
+
+// List implements session.Lister from the directory listing: the owner's
+// live files by modification time, then the page's files read (without
+// counting as a use).
+func (s *Store) List(ctx context.Context, owner, cursor string, limit int) (session.Page, error) {
+	if err := s.checkOpen(ctx); err != nil {
+		return session.Page{}, err
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return session.Page{}, s.unavailable(err)
+	}
+	now := s.cfg.Now()
+	var all []session.Summary
+	for _, e := range entries {
+		key, ok := strings.CutSuffix(e.Name(), suffix)
+		if !ok || !session.ValidKey(key) || !session.OwnsKey(owner, key) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || !now.Before(info.ModTime().Add(s.cfg.TTL)) {
+			continue // removed since the listing, or expired
+		}
+		all = append(all, session.Summary{Key: key, ID: session.IDOfKey(key), UpdatedAt: info.ModTime()})
+	}
+	p, err := session.ListPage(all, cursor, limit)
+	if err != nil {
+		return session.Page{}, err
+	}
+	listed := p.Sessions[:0]
+	for _, sum := range p.Sessions {
+		var r record
+		err := s.do(ctx, sum.Key, func(time.Time) error {
+			b, err := os.ReadFile(s.path(sum.Key))
+			if err != nil {
+				return err
+			}
+			return json.Unmarshal(b, &r)
+		})
+		if err != nil || r.Session.Owner != owner || r.Session.ID != sum.Key {
+			continue // gone since the listing, or corrupt: opening it says so
+		}
+		sum.Agent, sum.CreatedAt = r.Session.Agent, r.Session.CreatedAt
+		sum.Title = session.TitleOf(r.Session.Title, r.Messages)
+		listed = append(listed, sum)
+	}
+	p.Sessions = listed
+	return p, nil
 }

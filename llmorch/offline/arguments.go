@@ -10,8 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
@@ -122,7 +125,7 @@ var errSkip = errors.New("no value")
 
 // arguments generates the arguments of a call of spec: a JSON object that
 // satisfies its parameters schema, with content built from the topic.
-func arguments(spec chat.ToolSpec, tp *topic) (json.RawMessage, error) {
+func arguments(spec chat.ToolSpec, tp *topic, requiredOnly bool) (json.RawMessage, error) {
 	raw := bytes.TrimSpace(spec.Parameters)
 	if len(raw) == 0 || string(raw) == "null" {
 		return json.RawMessage(`{}`), nil
@@ -131,7 +134,7 @@ func arguments(spec chat.ToolSpec, tp *topic) (json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("parameters schema: %w", err)
 	}
-	g := &generator{tool: spec, topic: tp}
+	g := &generator{tool: spec, topic: tp, requiredOnly: requiredOnly}
 	v, err := g.object(&s, "")
 	if err != nil {
 		return nil, fmt.Errorf("parameters schema: %w", err)
@@ -147,6 +150,75 @@ type generator struct {
 	tool  chat.ToolSpec
 	topic *topic
 	depth int
+	// requiredOnly leaves out every optional property.
+	requiredOnly bool
+}
+
+// validArguments generates the arguments of a call of spec and checks them
+// against its schema with a JSON Schema validator: the tools' own schemas
+// (built-in, MCP, an embedder's) use keywords the generator does not read.
+// When the full arguments fail, the required properties alone are tried.
+func validArguments(spec chat.ToolSpec, tp *topic) (json.RawMessage, error) {
+	args, err := arguments(spec, tp, false)
+	if err != nil {
+		return nil, err
+	}
+	verr := checkArguments(spec.Parameters, args)
+	if verr == nil {
+		return args, nil
+	}
+	if fewer, err := arguments(spec, tp, true); err == nil && checkArguments(spec.Parameters, fewer) == nil {
+		return fewer, nil
+	}
+	return nil, fmt.Errorf("no generated arguments satisfy the parameters schema: %w", verr)
+}
+
+// compiled caches the compiled parameter schemas by their text; a tool's
+// schema is the same on every call.
+var compiled sync.Map // string -> *jsonschema.Schema or error
+
+// checkArguments validates args against the parameters schema. A schema
+// that does not compile is not this model's to judge (the registry
+// reports it): the arguments pass.
+func checkArguments(params, args json.RawMessage) error {
+	raw := bytes.TrimSpace(params)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	v, ok := compiled.Load(string(raw))
+	if !ok {
+		v = compileSchema(raw)
+		compiled.Store(string(raw), v)
+	}
+	sch, ok := v.(*jsonschema.Schema)
+	if !ok {
+		return nil
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return err
+	}
+	return sch.Validate(inst)
+}
+
+func compileSchema(raw []byte) any {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	// Only the document itself: a $ref to anywhere else is not fetched.
+	c.UseLoader(jsonschema.SchemeURLLoader{})
+	const loc = "mem://offline/parameters.json"
+	if err := c.AddResource(loc, doc); err != nil {
+		return err
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		return err
+	}
+	return s
 }
 
 // maxDepth bounds recursion into nested schemas (a self-similar schema
@@ -321,7 +393,7 @@ func (g *generator) object(s *schema, name string) (any, error) {
 	out := make(map[string]any, len(keys))
 	for _, k := range keys {
 		required := slices.Contains(s.Required, k)
-		if !required && isAlias(k, s.Properties) {
+		if !required && (g.requiredOnly || isAlias(k, s.Properties)) {
 			continue
 		}
 		v, err := g.value(s.Properties[k], joinPath(name, k), -1)
@@ -450,6 +522,16 @@ var (
 	ratioNames       = []string{"confidence", "probability", "certainty", "score", "weight", "ratio", "temperature"}
 )
 
+// isPathName reports whether a field wants a file system path ("path",
+// "filePath", "source", "dir"): a path, not prose.
+func isPathName(name string) bool {
+	switch name {
+	case "file", "filename", "dir", "directory", "folder", "root", "source", "target":
+		return true
+	}
+	return strings.HasSuffix(name, "path") || strings.HasSuffix(name, "paths") || strings.HasSuffix(name, "dir")
+}
+
 func nameHas(name string, patterns []string) bool {
 	for _, p := range patterns {
 		if strings.Contains(name, p) {
@@ -472,6 +554,8 @@ func (g *generator) text(s *schema, path string, index int) (any, error) {
 		v = "en"
 	case nameHas(name, []string{"url", "link", "uri"}):
 		v = "https://example.org/search?q=" + slug(tp.phrase)
+	case isPathName(name):
+		v = tp.path()
 	case name == "id" || name == "slug":
 		v = slug(tp.phrase)
 	case nameHas(name, placeNames):

@@ -104,6 +104,47 @@ var argumentSchemas = []struct {
 	{"untyped properties", `{"properties":{"subject":{},"count":{"minimum":2}},"required":["subject","count","extra"]}`, nil},
 	{"boolean schemas", `{"type":"object","properties":{"any":true,"never":false},"required":["any"]}`, nil},
 	{"empty", `{}`, nil},
+	{"file system paths are paths, not prose", `{"type":"object","properties":{"path":{"type":"string"},"paths":{"type":"array","items":{"type":"string"}},"sourceDir":{"type":"string"}},"required":["path","paths","sourceDir"]}`,
+		func(t *testing.T, a map[string]any) {
+			if a["path"] != "." || a["sourceDir"] != "." || !slices.Equal(a["paths"].([]any), []any{".", ".", "."}) {
+				t.Errorf("paths = %v, want . for a message that names none", a)
+			}
+		}},
+}
+
+// TestValidArguments: the arguments a call gets satisfy the tool's schema
+// as a validator reads it: a path the message names goes to a path field
+// (an MCP file system tool's schema, as the server lists it), and when the
+// full arguments fail a keyword the generator does not read, the required
+// ones alone are sent.
+func TestValidArguments(t *testing.T) {
+	readFile := `{"type":"object","properties":{"path":{"type":"string"},"tail":{"type":"number","description":"If provided, returns only the last N lines of the file"},"head":{"type":"number"}},"required":["path"],"additionalProperties":false,"$schema":"http://json-schema.org/draft-07/schema#"}`
+	tests := []struct {
+		name, schema, message, want string
+	}{
+		{"MCP read_text_file, a path named", readFile, "Summarise notes/todo.md for me", `"path":"notes/todo.md"`},
+		{"MCP read_text_file, a file name", readFile, "What is in README.md?", `"path":"README.md"`},
+		{"MCP read_text_file, no path", readFile, "What is in my files?", `"path":"."`},
+		{"an optional field no value satisfies", `{"type":"object","properties":{"topic":{"type":"string"},"extra":{"type":"string","not":{"type":"string"}}},"required":["topic"]}`,
+			"remote work", `{"topic":"remote work"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := chat.ToolSpec{Name: "tool", Parameters: json.RawMessage(tt.schema)}
+			args, err := validArguments(spec, newTopic(tt.message))
+			if err != nil {
+				t.Fatal(err)
+			}
+			validate(t, spec, args)
+			if !strings.Contains(string(args), tt.want) {
+				t.Errorf("arguments %s lack %s", args, tt.want)
+			}
+		})
+	}
+	_, err := validArguments(chat.ToolSpec{Name: "tool", Parameters: json.RawMessage(`{"type":"object","properties":{"x":{"type":"string","not":{"type":"string"}}},"required":["x"]}`)}, newTopic("x"))
+	if err == nil || !strings.Contains(err.Error(), "no generated arguments satisfy") {
+		t.Errorf("a schema no generated value satisfies: %v", err)
+	}
 }
 
 func TestArgumentsValidate(t *testing.T) {
@@ -111,7 +152,7 @@ func TestArgumentsValidate(t *testing.T) {
 	for _, tt := range argumentSchemas {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := chat.ToolSpec{Name: "tool", Parameters: json.RawMessage(tt.schema)}
-			args, err := arguments(spec, tp)
+			args, err := arguments(spec, tp, false)
 			if err != nil {
 				t.Fatalf("arguments: %v", err)
 			}
@@ -148,7 +189,7 @@ func TestCognitiveToolArguments(t *testing.T) {
 	for _, prompt := range prompts {
 		tp := newTopic(prompt)
 		for _, spec := range cognitiveReasonerTools() {
-			args, err := arguments(spec, tp)
+			args, err := arguments(spec, tp, false)
 			if err != nil {
 				t.Fatalf("%s / %q: %v", spec.Name, prompt, err)
 			}
@@ -211,7 +252,7 @@ func FuzzArguments(f *testing.F) {
 	f.Add(`{"type":["object"],"required":["K"]}`, "\u212a x")
 	f.Fuzz(func(t *testing.T, schema, message string) {
 		spec := chat.ToolSpec{Name: "t", Parameters: json.RawMessage(schema)}
-		args, err := arguments(spec, newTopic(message))
+		args, err := arguments(spec, newTopic(message), false)
 		if err != nil {
 			return
 		}
@@ -230,7 +271,7 @@ func BenchmarkFinalAnswer(b *testing.B) {
 	req := defaultStepRequest(user("Critique the argument that remote work improves productivity"))
 	for i, name := range []string{"critique", "debate", "reflect"} {
 		spec := findTool(req.Tools, name)
-		args, err := arguments(spec, newTopic(req.Messages[0].Content))
+		args, err := arguments(spec, newTopic(req.Messages[0].Content), false)
 		if err != nil {
 			b.Fatal(err)
 		}

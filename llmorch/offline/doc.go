@@ -24,8 +24,13 @@
 //     is described at modeScore and bestMode; ties go to the mode listed
 //     first. A failed tool call still counts, because retrying the same
 //     deterministic arguments would fail the same way.
-//   - Single tool. When no mode fits, or the fitting mode's first tool is not
-//     offered, and no tool was called yet in this turn, the model calls the
+//   - Approval. When no mode fits, or the fitting mode's first tool is not
+//     offered, and no tool was called yet in this turn, an offered tool
+//     whose calls wait for a person's approval (Request.ApprovalTools) is
+//     called first: the best-matching one, else the first listed. A real
+//     model calls such a tool when it needs it; the demo calls it so that
+//     the approval shows.
+//   - Single tool. Otherwise, in the same case, the model calls the
 //     offered tool whose name and description best match the message, if
 //     one matches well enough (see bestTool); otherwise it calls nothing.
 //   - Final answer. Otherwise it streams a markdown answer: a heading, a
@@ -37,10 +42,15 @@
 // It never calls a tool that is not in Request.Tools, makes at most one tool
 // call per model call and at most maxTurnCalls per turn, and numbers calls
 // "call_<n>" so that IDs are unique within the conversation it is given.
-// Arguments are generated from each tool's JSON Schema (see arguments.go):
-// topic-like string fields get a topic phrase taken from the message, other
-// string fields get sectioned text about that topic, whose section headings
-// are the bold headings the tool's description asks for when it names them.
+// Arguments are generated from each tool's JSON Schema (see arguments.go),
+// whoever provides the tool (built in, an MCP server, an embedder):
+// topic-like string fields get a topic phrase taken from the message,
+// path-like fields ("path", "file", "dir") the path the message names or
+// ".", other string fields get sectioned text about that topic, whose
+// section headings are the bold headings the tool's description asks for
+// when it names them. The arguments are checked against the schema with a
+// JSON Schema validator before the call; when they fail, the required
+// fields alone are sent, and when those fail too the call is an error.
 //
 // Text is streamed one word per event (a word with the white space that
 // follows it), with Config.Delay between words; Temperature and MaxTokens are

@@ -210,6 +210,44 @@ func TestNoModeFits(t *testing.T) {
 	}
 }
 
+// TestApprovalToolsFirst: with no sequence to follow, a turn's first call
+// goes to an offered tool that waits for approval (the best-matching one
+// when several do), so that the offline demo shows the approval; once it is
+// answered, the model writes its answer. A tool that needs no approval and
+// matches the message better waits.
+func TestApprovalToolsFirst(t *testing.T) {
+	tools := cognitiveReasonerTools()
+	m := New(Config{})
+	for _, tt := range []struct {
+		name, message string
+		approval      []string
+		want          string
+	}{
+		{"the only gated tool", "Plan a two-day offsite for twelve people", []string{"search"}, "search"},
+		{"the best matching gated tool", "Critique the argument that remote work improves productivity", []string{"search", "critique"}, "critique"},
+		{"none gated", "Critique the argument that remote work improves productivity", nil, "critique"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := llmorch.Request{Messages: []chat.Message{user(tt.message)}, Tools: tools, ApprovalTools: tt.approval}
+			o := call(t, m, req)
+			if len(o.calls) != 1 || o.calls[0].Name != tt.want {
+				t.Fatalf("calls %v, want %s", callNames(o.calls), tt.want)
+			}
+			validate(t, findTool(tools, tt.want), o.calls[0].Arguments)
+		})
+	}
+	// The call was denied: the model answers.
+	first := call(t, m, llmorch.Request{Messages: []chat.Message{user("Plan a two-day offsite")}, Tools: tools, ApprovalTools: []string{"search"}})
+	req := llmorch.Request{Tools: tools, ApprovalTools: []string{"search"}, Messages: []chat.Message{
+		user("Plan a two-day offsite"),
+		{Role: chat.RoleAssistant, ToolCalls: first.calls},
+		{Role: chat.RoleTool, ToolCallID: first.calls[0].ID, ToolName: "search", Content: "The user declined this call of search; it was not run.", IsError: true},
+	}}
+	if o := call(t, m, req); len(o.calls) != 0 || o.text == "" {
+		t.Fatalf("after the answer: calls %v, text %q", callNames(o.calls), o.text)
+	}
+}
+
 // When the engine moves the turn into the chosen mode (turn-scoped templates
 // enter it with the sequence done), the model answers instead of starting
 // again; under the documented rules it re-enters at position 0 and the model

@@ -80,7 +80,7 @@ func respond(req llmorch.Request) (response, error) {
 		return response{text: finalAnswer(req, t, tp, mode)}, nil
 	}
 	spec := findTool(req.Tools, name)
-	args, err := arguments(spec, tp)
+	args, err := validArguments(spec, tp)
 	if err != nil {
 		return response{}, fmt.Errorf("tool %q: %w", name, err)
 	}
@@ -116,9 +116,26 @@ func choose(req llmorch.Request, t turn, tp *topic) (string, *llmorch.Mode) {
 		}
 	}
 	if len(t.calls) == 0 {
+		if name := bestTool(approvalSpecs(req), tp); name != "" {
+			return name, nonDefault(active)
+		}
+		if len(req.ApprovalTools) > 0 {
+			return firstOffered(req.ApprovalTools, req.Tools), nonDefault(active)
+		}
 		return bestTool(req.Tools, tp), nonDefault(active)
 	}
 	return "", nonDefault(active)
+}
+
+// approvalSpecs are the offered tools that wait for a person's approval.
+func approvalSpecs(req llmorch.Request) []chat.ToolSpec {
+	var out []chat.ToolSpec
+	for _, t := range req.Tools {
+		if slices.Contains(req.ApprovalTools, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // followed names the mode a final answer reports when no tool may be called.

@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -40,6 +41,27 @@ func newTopic(message string) *topic {
 	tp.concepts = concepts(message)
 	return tp
 }
+
+// path is the first path the message names ("notes/todo.md", "./src",
+// "/srv/data/report.txt": a word with a slash, or a file name with an
+// extension), or "." when it names none: the directory a file system tool
+// works in.
+func (tp *topic) path() string {
+	for _, w := range strings.Fields(tp.message) {
+		w = strings.Trim(w, "\"'`()[]{}<>,;:!?")
+		w = strings.TrimRight(w, ".")
+		if w == "" || strings.Contains(w, "://") {
+			continue
+		}
+		if strings.Contains(w, "/") || pathExt.MatchString(w) {
+			return w
+		}
+	}
+	return "."
+}
+
+// pathExt matches a file name with a short extension ("notes.md").
+var pathExt = regexp.MustCompile(`^[\w.-]+\.[A-Za-z][A-Za-z0-9]{0,4}$`)
 
 // termRuns splits a phrase into its noun-like runs: runs of content words
 // between stop words, relation verbs ("improves", "replace") and adverbs,

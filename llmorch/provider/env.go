@@ -2,8 +2,10 @@ package provider
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -41,11 +43,24 @@ var vendors = map[string]vendor{
 	"lmstudio":   {wire: OpenAI, keyless: true},
 }
 
-// ConfigFromEnv builds a Config for a template's provider and model, with
-// the environment's keys and overrides, and reports whether it is usable (a
-// key is present, or a base URL is set for a keyless server); when it is
-// not, the caller should fall back to an offline model. Temperature and
-// maxTokens pass through from the template.
+// Setup is the model the environment gives a template: its Config, and
+// what the start-up log says about it.
+type Setup struct {
+	Config Config
+	// Usable reports whether Config can be called (a key is present, or a
+	// base URL names a keyless server); when it is not, the caller falls
+	// back to an offline model.
+	Usable bool
+	// Vendor is the provider's name ("openai", "groq", "ollama", ...).
+	Vendor string
+	// Note says why Vendor is not the template's own provider, or why no
+	// provider is usable; "" when the template's provider is used as named.
+	Note string
+}
+
+// ConfigFromEnv builds the Setup of a template's provider and model, with
+// the environment's keys and overrides. Temperature and maxTokens pass
+// through from the template.
 //
 // templateProvider is the template's provider name ("anthropic", "openai",
 // "gemini", "groq", "deepseek", "cerebras", "openrouter", or the keyless
@@ -65,29 +80,77 @@ var vendors = map[string]vendor{
 //     tool_choice allowed_tools (Config.RestrictsTools); by default only
 //     openai at its own endpoint does.
 //
+// A template whose provider has no key, without LLM_PROVIDER, is answered
+// by the one provider that is configured (its key, or its base URL for
+// openai and anthropic), with that provider's model (LLM_MODEL, its
+// *_MODEL, or its default: the template's model names another vendor's);
+// with several configured, LLM_PROVIDER must choose. A key is only ever
+// sent to its own vendor.
+//
 // Model precedence: LLM_MODEL, then OPENAI_MODEL/ANTHROPIC_MODEL for those
 // two providers, then the template's model, then the vendor's default. The
 // error reports an unknown provider or a malformed base URL.
-func ConfigFromEnv(templateProvider string, model string, temperature *float64, maxTokens int) (Config, bool, error) {
+func ConfigFromEnv(templateProvider string, model string, temperature *float64, maxTokens int) (Setup, error) {
 	return configFrom(os.Getenv, templateProvider, model, temperature, maxTokens)
 }
 
-func configFrom(getenv func(string) string, templateProvider, model string, temperature *float64, maxTokens int) (Config, bool, error) {
+func configFrom(getenv func(string) string, templateProvider, model string, temperature *float64, maxTokens int) (Setup, error) {
 	env := func(k string) string { return strings.TrimSpace(getenv(k)) }
-	name := strings.ToLower(strings.TrimSpace(templateProvider))
-	if p := env("LLM_PROVIDER"); p != "" {
-		name = strings.ToLower(p)
+	name := strings.TrimPrefix(strings.ToLower(strings.TrimSpace(templateProvider)), "llm.")
+	chosen := env("LLM_PROVIDER") != ""
+	if chosen {
+		name = strings.TrimPrefix(strings.ToLower(env("LLM_PROVIDER")), "llm.")
 	}
-	name = strings.TrimPrefix(name, "llm.")
 	if name == "" {
 		name = "openai"
 		if env("ANTHROPIC_API_KEY") != "" {
 			name = "anthropic"
 		}
 	}
+	s, err := vendorSetup(env, name, model, temperature, maxTokens)
+	if err != nil || s.Usable {
+		return s, err
+	}
+	if chosen {
+		s.Note = "LLM_PROVIDER=" + name + " has no " + needs(name)
+		return s, nil
+	}
+	var configured []string
+	for _, n := range slices.Sorted(maps.Keys(vendors)) {
+		if vendors[n].keyless || n == name {
+			continue
+		}
+		if alt, err := vendorSetup(env, n, "", temperature, maxTokens); err == nil && alt.Usable {
+			configured = append(configured, n)
+		}
+	}
+	switch len(configured) {
+	case 0:
+		s.Note = "no model provider is configured: " + name + " needs " + needs(name) + " (or set another provider's key, or LLM_PROVIDER with LLM_BASE_URL)"
+	case 1:
+		alt, err := vendorSetup(env, configured[0], "", temperature, maxTokens)
+		alt.Note = "the template names " + name + ", which has no " + needs(name) + "; " + configured[0] + " is the only provider configured"
+		return alt, err
+	default:
+		s.Note = name + " has no " + needs(name) + ", and several providers are configured (" + strings.Join(configured, ", ") + "): set LLM_PROVIDER to choose one"
+	}
+	return s, nil
+}
+
+// needs names what makes a vendor usable.
+func needs(name string) string {
+	v := vendors[name]
+	if v.keyless {
+		return "LLM_BASE_URL or OPENAI_BASE_URL"
+	}
+	return strings.Join(v.keyEnv, " or ")
+}
+
+// vendorSetup is the Setup of one vendor as the environment configures it.
+func vendorSetup(env func(string) string, name, model string, temperature *float64, maxTokens int) (Setup, error) {
 	v, ok := vendors[name]
 	if !ok {
-		return Config{}, false, fmt.Errorf("provider: unknown provider %q (known: anthropic, openai, gemini, groq, deepseek, cerebras, openrouter, ollama, vllm, lmstudio)", name)
+		return Setup{}, fmt.Errorf("provider: unknown provider %q (known: anthropic, openai, gemini, groq, deepseek, cerebras, openrouter, ollama, vllm, lmstudio)", name)
 	}
 	cfg := Config{Provider: v.wire, BaseURL: v.baseURL, Temperature: temperature, MaxTokens: maxTokens}
 
@@ -129,24 +192,22 @@ func configFrom(getenv func(string) string, templateProvider, model string, temp
 	case "false", "0":
 		cfg.RestrictsTools = false
 	default:
-		return cfg, false, fmt.Errorf("provider: LLM_ALLOWED_TOOLS=%q: want true or false (whether the server takes tool_choice allowed_tools)", a)
+		return Setup{}, fmt.Errorf("provider: LLM_ALLOWED_TOOLS=%q: want true or false (whether the server takes tool_choice allowed_tools)", a)
 	}
 	if cfg.RestrictsTools && v.wire == Anthropic {
-		return cfg, false, fmt.Errorf("provider: LLM_ALLOWED_TOOLS=true: %s has no allowed_tools; choose options.toolFiltering in the template instead", name)
+		return Setup{}, fmt.Errorf("provider: LLM_ALLOWED_TOOLS=true: %s has no allowed_tools; choose options.toolFiltering in the template instead", name)
 	}
 
+	s := Setup{Config: cfg, Vendor: name}
 	if cfg.BaseURL != "" {
 		u, err := url.Parse(cfg.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return cfg, false, fmt.Errorf("provider: the base URL for %s is not an http(s) URL", name)
+			return s, fmt.Errorf("provider: the base URL for %s is not an http(s) URL", name)
 		}
 	}
-	usable := cfg.APIKey != "" || (v.keyless && cfg.BaseURL != "") || (cfg.BaseURL != "" && cfg.BaseURL != v.baseURL)
-	if cfg.Model == "" {
-		// A keyless server with no model named cannot be called.
-		usable = false
-	}
-	return cfg, usable, nil
+	// A keyless server with no model named cannot be called.
+	s.Usable = cfg.Model != "" && (cfg.APIKey != "" || (v.keyless && cfg.BaseURL != "") || (cfg.BaseURL != "" && cfg.BaseURL != v.baseURL))
+	return s, nil
 }
 
 func firstNonEmpty(s ...string) string {

@@ -772,14 +772,22 @@ func TestConfigFromEnv(t *testing.T) {
 	}{
 		{"anthropic with key", map[string]string{"ANTHROPIC_API_KEY": "ak"}, "anthropic", "claude-x",
 			Config{Provider: Anthropic, Model: "claude-x", APIKey: "ak"}, true, ""},
-		{"anthropic without key", nil, "llm.anthropic", "claude-x",
+		{"anthropic without any key", nil, "llm.anthropic", "claude-x",
 			Config{Provider: Anthropic, Model: "claude-x"}, false, ""},
 		{"openai overrides", map[string]string{"OPENAI_API_KEY": "ok", "OPENAI_BASE_URL": "http://h/v1", "OPENAI_MODEL": "gpt-y"}, "openai", "gpt-x",
 			Config{Provider: OpenAI, Model: "gpt-y", APIKey: "ok", BaseURL: "http://h/v1"}, true, ""},
 		{"groq maps to openai wire, own key only", map[string]string{"OPENAI_API_KEY": "ok", "GROQ_API_KEY": "gk"}, "groq", "",
 			Config{Provider: OpenAI, Model: "llama-3.3-70b-versatile", APIKey: "gk", BaseURL: "https://api.groq.com/openai/v1"}, true, ""},
-		{"openai key is not sent to gemini", map[string]string{"OPENAI_API_KEY": "ok"}, "gemini", "gemini-x",
-			Config{Provider: OpenAI, Model: "gemini-x", BaseURL: "https://generativelanguage.googleapis.com/v1beta/openai"}, false, ""},
+		{"openai key is not sent to gemini: openai answers with its own model", map[string]string{"OPENAI_API_KEY": "ok"}, "gemini", "gemini-x",
+			Config{Provider: OpenAI, Model: "gpt-4o-mini", APIKey: "ok", RestrictsTools: true}, true, ""},
+		{"the only configured provider answers for another's template", map[string]string{"OPENAI_API_KEY": "ok", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "llm.anthropic", "claude-x",
+			Config{Provider: OpenAI, Model: "gpt-4o-mini", APIKey: "ok", BaseURL: "http://127.0.0.1:9/v1"}, true, ""},
+		{"with LLM_MODEL", map[string]string{"ANTHROPIC_API_KEY": "ak", "LLM_MODEL": "m"}, "openai", "gpt-x",
+			Config{Provider: Anthropic, Model: "m", APIKey: "ak"}, true, ""},
+		{"several configured: none chosen", map[string]string{"ANTHROPIC_API_KEY": "ak", "GROQ_API_KEY": "gk"}, "openai", "gpt-x",
+			Config{Provider: OpenAI, Model: "gpt-x", RestrictsTools: true}, false, ""},
+		{"LLM_PROVIDER without a key stays unusable", map[string]string{"LLM_PROVIDER": "groq", "OPENAI_API_KEY": "ok"}, "openai", "",
+			Config{Provider: OpenAI, Model: "llama-3.3-70b-versatile", BaseURL: "https://api.groq.com/openai/v1"}, false, ""},
 		{"gemini via GOOGLE_API_KEY", map[string]string{"GOOGLE_API_KEY": "g"}, "gemini", "",
 			Config{Provider: OpenAI, Model: "gemini-2.0-flash", APIKey: "g", BaseURL: "https://generativelanguage.googleapis.com/v1beta/openai"}, true, ""},
 		{"LLM_ overrides everything", map[string]string{"LLM_PROVIDER": "openai", "LLM_MODEL": "qwen", "LLM_BASE_URL": "http://127.0.0.1:8000/v1"}, "anthropic", "claude-x",
@@ -805,7 +813,8 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, usable, err := configFrom(func(k string) string { return tc.env[k] }, tc.provider, tc.model, nil, 0)
+			s, err := configFrom(func(k string) string { return tc.env[k] }, tc.provider, tc.model, nil, 0)
+			got, usable := s.Config, s.Usable
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
@@ -828,9 +837,39 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	temp := 0.5
 	t.Setenv("OPENAI_API_KEY", "from-env")
-	cfg, ok, err := ConfigFromEnv("openai", "gpt-x", &temp, 99)
+	s, err := ConfigFromEnv("openai", "gpt-x", &temp, 99)
+	cfg, ok := s.Config, s.Usable
 	if err != nil || !ok || cfg.APIKey != "from-env" || cfg.Temperature != &temp || cfg.MaxTokens != 99 {
 		t.Errorf("ConfigFromEnv = %+v %v %v", cfg, ok, err)
+	}
+}
+
+// TestConfigFromEnvNote: the Setup says which provider answers a template
+// and why, when it is not the template's own, or why none can.
+func TestConfigFromEnvNote(t *testing.T) {
+	cases := []struct {
+		name, provider string
+		env            map[string]string
+		vendor, note   string
+	}{
+		{"own provider", "openai", map[string]string{"OPENAI_API_KEY": "ok"}, "openai", ""},
+		{"the only configured one", "llm.anthropic", map[string]string{"OPENAI_API_KEY": "ok"}, "openai",
+			"the template names anthropic, which has no ANTHROPIC_API_KEY; openai is the only provider configured"},
+		{"none", "anthropic", nil, "anthropic", "no model provider is configured: anthropic needs ANTHROPIC_API_KEY"},
+		{"several", "openai", map[string]string{"ANTHROPIC_API_KEY": "ak", "GEMINI_API_KEY": "g"}, "openai",
+			"several providers are configured (anthropic, gemini): set LLM_PROVIDER to choose one"},
+		{"chosen without a key", "openai", map[string]string{"LLM_PROVIDER": "groq"}, "groq", "LLM_PROVIDER=groq has no GROQ_API_KEY"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := configFrom(func(k string) string { return tc.env[k] }, tc.provider, "", nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Vendor != tc.vendor || (tc.note == "") != (s.Note == "") || !strings.Contains(s.Note, tc.note) {
+				t.Errorf("vendor %s, note %q; want %s, %q", s.Vendor, s.Note, tc.vendor, tc.note)
+			}
+		})
 	}
 }
 

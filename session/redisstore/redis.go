@@ -307,7 +307,7 @@ func (r *Store) Update(ctx context.Context, id string, fn func(*orchestration.St
 // in one script. fn may run more than once, as with Update.
 func (r *Store) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...session.UpdateOption) (session.Session, []chat.Message, error) {
 	o := session.Options(opts...)
-	ap, err := newAppend(id, msgs, window, o.DropAnswer)
+	ap, err := newAppend(id, msgs, window, o)
 	if err != nil {
 		return session.Session{}, nil, err
 	}
@@ -324,13 +324,22 @@ func (r *Store) UpdateAppend(ctx context.Context, id string, fn func(*orchestrat
 
 // appendArgs is the append half of UpdateAppend.
 type appendArgs struct {
-	window     int
-	dropAnswer bool
-	msgs       []any // chat.Message JSON ([]byte)
+	window int
+	// drop is the drop-answer argument of luaUpdateAppend: "0" nothing,
+	// "1" the last answer (DropLastAnswer), "2" the last turn (DropLastTurn).
+	drop string
+	msgs []any // chat.Message JSON ([]byte)
 }
 
-func newAppend(id string, msgs []chat.Message, window int, drop bool) (*appendArgs, error) {
-	ap := &appendArgs{window: window, dropAnswer: drop, msgs: make([]any, len(msgs))}
+func newAppend(id string, msgs []chat.Message, window int, o session.WriteOptions) (*appendArgs, error) {
+	drop := "0"
+	switch {
+	case o.DropTurn:
+		drop = "2"
+	case o.DropAnswer:
+		drop = "1"
+	}
+	ap := &appendArgs{window: window, drop: drop, msgs: make([]any, len(msgs))}
 	for i, m := range msgs {
 		b, err := json.Marshal(m)
 		if err != nil {
@@ -465,6 +474,7 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			if ap != nil && len(reply) > 1 {
 				hist = stringList(reply[1])
 			}
+			listCreated(ctx, o.Lease)
 			return next, hist, nil
 		case "fenced":
 			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrFenced)
@@ -514,7 +524,7 @@ func (r *Store) apply(cur session.Session, fn func(*orchestration.State) error, 
 func (r *Store) updateAppendArgs(args []any, expected string, version int64, data []byte, nonce, lease string, ap *appendArgs, release bool) []any {
 	args = slices.Grow(args, 10+len(ap.msgs))
 	args = append(args, expected, strconv.FormatInt(version, 10), data, nonce, r.ttlMillis(), lease,
-		ap.window, r.cfg.MaxMessages, flag(ap.dropAnswer), flag(release))
+		ap.window, r.cfg.MaxMessages, ap.drop, flag(release))
 	return append(args, ap.msgs...)
 }
 
@@ -547,6 +557,7 @@ func (r *Store) Delete(ctx context.Context, id string) error {
 	if n == 0 {
 		return session.ErrNotFound
 	}
+	r.unindex(ctx, id)
 	return nil
 }
 
@@ -574,6 +585,7 @@ func (r *Store) AppendMessages(ctx context.Context, id string, msgs []chat.Messa
 	if status == "fenced" {
 		return fmt.Errorf("redis session store: session %s: %w", id, session.ErrFenced)
 	}
+	listCreated(ctx, o.Lease)
 	return nil
 }
 
@@ -644,7 +656,7 @@ func (r *Store) prepare(id string, fresh session.Session, o session.WriteOptions
 		// The same error comes from the caller's own write.
 		return nil
 	}
-	ap, err := newAppend(id, w.Messages, w.Window, wo.DropAnswer)
+	ap, err := newAppend(id, w.Messages, w.Window, wo)
 	if err != nil {
 		return nil
 	}
@@ -709,6 +721,9 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 				return session.Session{}, nil, nil, err
 			}
 			s := sw.guess
+			if s.CreatedAt.Equal(now) {
+				l.created.Store(now.UnixMilli())
+			}
 			s.LastAccessed = now
 			return s, l, &session.Started{Session: next, History: hist}, nil
 		}
@@ -728,6 +743,9 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 			// Claimed; the session was not the one expected, if any:
 			// the caller writes.
 			l := lease()
+			if s.CreatedAt.Equal(now) {
+				l.created.Store(now.UnixMilli())
+			}
 			seen := s
 			l.seen = &seen
 			return s, l, nil, nil
@@ -812,6 +830,9 @@ type redisLease struct {
 	seen *session.Session
 	// released: a write released the lease (session.WithRelease).
 	released atomic.Bool
+	// created is when the claim created the session (Unix ms), until the
+	// session is added to its owner's list (listCreated); 0 otherwise.
+	created atomic.Int64
 }
 
 func (l *redisLease) SessionID() string { return l.id }
@@ -840,6 +861,7 @@ func (l *redisLease) Extend(ctx context.Context) error {
 }
 
 func (l *redisLease) Release(ctx context.Context) error {
+	listCreated(ctx, l)
 	if l.released.Load() {
 		return nil
 	}

@@ -69,9 +69,10 @@ end
 `
 
 // luaDropAnswer is dropAnswer in Lua: it drops the messages after the last
-// user message of the list KEYS[2] (isUser comes from luaTrimTurns).
+// user message of the list KEYS[2], and that message too when turn is set
+// (isUser comes from luaTrimTurns).
 const luaDropAnswer = `
-local function dropAnswer(key)
+local function dropAnswer(key, turn)
   local len = redis.call('LLEN', key)
   local i = len - 1
   while i >= 0 do
@@ -80,7 +81,12 @@ local function dropAnswer(key)
     for j = #batch, 1, -1 do
       if isUser(batch[j]) then
         local last = lo + j - 1
-        if last < len - 1 then
+        if turn then
+          last = last - 1
+        end
+        if last < 0 then
+          redis.call('DEL', key)
+        elseif last < len - 1 then
           redis.call('LTRIM', key, 0, last)
         end
         return
@@ -279,11 +285,12 @@ return claim()
 // without the messages it appended.
 //
 // With drop-answer "1" it first drops the messages after the last user
-// message (DropLastAnswer); the window is read after that.
+// message (DropLastAnswer), with "2" that message too (DropLastTurn); the
+// window is read after that.
 //
 // Its arguments start after ARGV[o]: expected version ("" = absent), new
 // version, data, nonce, ttl ms, lease token ("" = none), window (0 none,
-// < 0 all), max messages, drop-answer ("1" or "0"), release ("1": delete
+// < 0 all), max messages, drop-answer ("0", "1" or "2"), release ("1": delete
 // the lease with the write), messages... It returns {"ok", window list} |
 // {"fenced"} | {"conflict", data or nil}.
 const luaUpdateAppend = luaTrimTurns + luaDropAnswer + `
@@ -319,8 +326,8 @@ local function updateAppend(o)
     end
     return {'conflict', redis.call('HGET', KEYS[1], 'data')}
   end
-  if ARGV[o+9] == '1' then
-    dropAnswer(KEYS[2])
+  if ARGV[o+9] ~= '0' then
+    dropAnswer(KEYS[2], ARGV[o+9] == '2')
   end
   local h = hist(0)
   redis.call('HSET', KEYS[1], 'version', ARGV[o+2], 'data', ARGV[o+3], 'write', ARGV[o+4])
@@ -381,5 +388,15 @@ func newScript(src string) *redis.Script {
 var allScripts = []*redis.Script{
 	scriptUpdate, scriptGet, scriptGetOrCreate, scriptAppend,
 	scriptMessages, scriptDelete, scriptExtend, scriptRelease,
-	scriptClaim, scriptUpdateAppend, scriptClaimStart,
+	scriptClaim, scriptUpdateAppend, scriptClaimStart, scriptIndex,
 }
+
+// scriptIndex adds a session to its owner's list (list.go), KEYS[1], in one
+// command: ARGV score (creation, Unix ms), session key, the most sessions
+// kept (the oldest go), TTL ms.
+var scriptIndex = newScript(`
+redis.call('ZADD', KEYS[1], 'NX', ARGV[1], ARGV[2])
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -tonumber(ARGV[3]) - 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+`)

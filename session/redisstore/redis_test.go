@@ -490,10 +490,13 @@ func TestRedisRoundTrips(t *testing.T) {
 			_, claimed, err = s.Claim(ctx, id2, session.WithOwner("o"))
 			return err
 		}, []string{"evalsha"}},
+		// The first write under the lease of the claim that created the
+		// session also lists it for its owner (after the model call, in a
+		// turn): once per session.
 		{"UpdateAppend", func() error {
 			_, _, err := s.UpdateAppend(ctx, id2, applyEvent(orchestration.UserMessage("hi")), []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, 4, session.WithLease(claimed))
 			return err
-		}, []string{"evalsha"}},
+		}, []string{"evalsha", "evalsha"}},
 		{"Update usage with the lease", func() error {
 			_, err := s.Update(ctx, id2, applyEvent(orchestration.UsageReported(chat.Usage{Prompt: 3})), session.WithLease(claimed))
 			return err
@@ -559,7 +562,7 @@ func TestRedisRoundTrips(t *testing.T) {
 		want []string
 	}{
 		{"ClaimStart creating", start("one", true, 0), []string{"evalsha"}},
-		{"the turn's last write", end, []string{"evalsha"}},
+		{"the turn's last write (listing the new session)", end, []string{"evalsha", "evalsha"}},
 		{"ClaimStart of the session it wrote", start("two", true, 1), []string{"evalsha"}},
 		{"the second turn's last write", end, []string{"evalsha"}},
 		{"ClaimStart after a write by another replica", func() error {

@@ -70,8 +70,11 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"UpdateAppendFencedOrFailed", h.updateAppendRefused},
 		{"UpdateAppendDropLastAnswer", h.dropLastAnswer},
 		{"RegenerateRestoresTheState", h.regenerate},
+		{"UpdateAppendDropLastTurn", h.dropLastTurn},
 		{"Approvals", h.approvals},
 		{"ApprovalsExpireWithTheSession", h.approvalsExpire},
+		{"Title", h.title},
+		{"List", h.list},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1188,6 +1191,55 @@ func (h *harness) dropLastAnswer(t *testing.T) {
 	}
 }
 
+// dropLastTurn: DropLastTurn removes the last user message and what
+// follows it, in the same write as the append, and the window is read
+// after it; a history of one turn is left empty, and one without a user
+// message loses nothing.
+func (h *harness) dropLastTurn(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	_, l, err := s.Claim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	user := func(c string) chat.Message { return chat.Message{Role: chat.RoleUser, Content: c} }
+	answer := func(c string) chat.Message { return chat.Message{Role: chat.RoleAssistant, Content: c} }
+	first := []chat.Message{user("one"), answer("first answer"), user("two"), answer("second answer")}
+	must(0, s.AppendMessages(ctx, id, first, session.WithLease(l)))(t)
+	edited := []chat.Message{user("two, edited")}
+	_, hist, err := s.UpdateAppend(ctx, id, apply(orchestration.UserMessage("two, edited")), edited, -1, session.WithLease(l), session.DropLastTurn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := first[:2]; !slices.EqualFunc(hist, want, msgEqual) {
+		t.Fatalf("the window after dropping the turn is %+v, want %+v", hist, want)
+	}
+	want := append(slices.Clone(first[:2]), edited...)
+	if got := must(s.Messages(ctx, id, 0))(t); !slices.EqualFunc(got, want, msgEqual) {
+		t.Fatalf("history %+v, want %+v", got, want)
+	}
+	// The only turn: the history is what the write appends.
+	one := session.NewID()
+	must(0, s.AppendMessages(ctx, one, []chat.Message{user("only"), answer("a")}))(t)
+	if _, hist, err := s.UpdateAppend(ctx, one, apply(orchestration.UserMessage("only, edited")), []chat.Message{user("only, edited")}, -1, session.DropLastTurn()); err != nil || len(hist) != 0 {
+		t.Fatalf("window %+v, %v", hist, err)
+	}
+	if got := must(s.Messages(ctx, one, 0))(t); !slices.EqualFunc(got, []chat.Message{user("only, edited")}, msgEqual) {
+		t.Fatalf("history of an edited only turn: %+v", got)
+	}
+	// No user message at all: nothing is dropped.
+	other := session.NewID()
+	must(0, s.AppendMessages(ctx, other, []chat.Message{answer("a"), answer("b")}))(t)
+	if _, _, err := s.UpdateAppend(ctx, other, apply(orchestration.UserMessage("x")), nil, 0, session.DropLastTurn()); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.Messages(ctx, other, 0))(t); len(got) != 2 {
+		t.Fatalf("a history without a user message lost messages: %+v", got)
+	}
+}
+
 // regenerate: what a regenerated answer starts from survives the store.
 // The write that drops an answer and applies orchestration.Regenerate
 // gives the state that applying the message gave before the answer ran,
@@ -1402,4 +1454,99 @@ func (h *harness) approvalsExpire(t *testing.T) {
 	if !created || len(fresh.Approvals) != 0 {
 		t.Fatalf("the session after expiry: created %v, approvals %+v", created, fresh.Approvals)
 	}
+}
+
+// title: WithTitle names a session in the write that carries it, and ""
+// takes the name back; other writes keep it.
+func (h *harness) title(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	noop := func(*orchestration.State) error { return nil }
+	if got := must(s.Update(ctx, id, noop, session.WithTitle("Offsite plan")))(t); got.Title != "Offsite plan" {
+		t.Fatalf("Update WithTitle stored %q", got.Title)
+	}
+	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search"))))(t)
+	if got := must(s.Get(ctx, id))(t); got.Title != "Offsite plan" {
+		t.Fatalf("a later write changed the title to %q", got.Title)
+	}
+	must(s.Update(ctx, id, noop, session.WithTitle("")))(t)
+	if got := must(s.Get(ctx, id))(t); got.Title != "" {
+		t.Fatalf("the title was not taken back: %q", got.Title)
+	}
+}
+
+// list: a Lister lists each owner's sessions and no one else's, the most
+// recently written first, page by page, titled by their first user message
+// or the title a person gave them; a deleted session leaves the list. A
+// store without Lister skips it.
+func (h *harness) list(t *testing.T) {
+	st, clk := h.store(t, session.Config{})
+	s, ok := st.(session.Lister)
+	if !ok {
+		t.Skip("the store does not list sessions (it does not implement session.Lister)")
+	}
+	ctx := t.Context()
+	create := func(owner, text string) string {
+		id := session.NewID()
+		key := session.Key(owner, id)
+		_, l, err := s.Claim(ctx, key, session.WithOwner(owner), session.WithAgent("planner"))
+		if err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+		must(0, s.AppendMessages(ctx, key, []chat.Message{{Role: chat.RoleUser, Content: text}, {Role: chat.RoleAssistant, Content: "ok"}}, session.WithLease(l)))(t)
+		must(0, l.Release(ctx))(t)
+		clk.advance(20 * time.Millisecond)
+		return id
+	}
+	var alice []string
+	for i := range 5 {
+		alice = append(alice, create("alice", fmt.Sprintf("alice's question %d\nwith a second line", i)))
+	}
+	bob := create("bob", "bob's question")
+	keyless := create("", "a keyless question")
+
+	var got []session.Summary
+	cursor := ""
+	for pages := 0; ; pages++ {
+		p := must(s.List(ctx, "alice", cursor, 2))(t)
+		if len(p.Sessions) > 2 || pages > 3 {
+			t.Fatalf("page %d has %d sessions", pages, len(p.Sessions))
+		}
+		got = append(got, p.Sessions...)
+		if p.Next == "" {
+			break
+		}
+		cursor = p.Next
+	}
+	if len(got) != 5 {
+		t.Fatalf("alice's list has %d sessions: %+v", len(got), got)
+	}
+	for i, sum := range got {
+		n := 4 - i // newest first
+		if sum.ID != alice[n] || sum.Key != session.Key("alice", alice[n]) || sum.Agent != "planner" ||
+			sum.Title != fmt.Sprintf("alice's question %d with a second line", n) || sum.CreatedAt.IsZero() || sum.UpdatedAt.Before(sum.CreatedAt) {
+			t.Fatalf("alice's session %d: %+v", i, sum)
+		}
+	}
+	for owner, want := range map[string]string{"bob": bob, "": keyless} {
+		p := must(s.List(ctx, owner, "", 10))(t)
+		if len(p.Sessions) != 1 || p.Sessions[0].ID != want || p.Next != "" {
+			t.Fatalf("%q's list: %+v", owner, p)
+		}
+	}
+	if p := must(s.List(ctx, "mallory", "", 10))(t); len(p.Sessions) != 0 {
+		t.Fatalf("an owner without sessions lists %+v", p)
+	}
+
+	// A renamed session is written last: it comes first, under its name.
+	clk.advance(20 * time.Millisecond)
+	must(s.Update(ctx, session.Key("alice", alice[1]), func(*orchestration.State) error { return nil }, session.WithTitle("Offsite plan")))(t)
+	must(0, s.Delete(ctx, session.Key("alice", alice[4])))(t)
+	p := must(s.List(ctx, "alice", "", 10))(t)
+	if len(p.Sessions) != 4 || p.Sessions[0].ID != alice[1] || p.Sessions[0].Title != "Offsite plan" || slices.ContainsFunc(p.Sessions, func(x session.Summary) bool { return x.ID == alice[4] }) {
+		t.Fatalf("after a rename and a delete: %+v", p.Sessions)
+	}
+	_, err := s.List(ctx, "alice", "not-a-cursor!", 10)
+	wantErr(t, "List with a bad cursor", err, session.ErrBadCursor)
 }

@@ -166,13 +166,15 @@ const permanent = (status) => status >= 400 && status < 500 && status !== 408 &&
  * UIMessage (what useChat sends), with the plain text beside it for servers
  * that read only that.
  */
-export function chatBody(message, sessionId, { trigger } = {}) {
+export function chatBody(message, sessionId, { trigger, edit } = {}) {
   const id = globalThis.crypto?.randomUUID?.() ?? `m${Date.now()}`;
   return {
     ...(sessionId ? { sessionId } : {}),
     message,
     messages: [{ id, role: 'user', parts: [{ type: 'text', text: message }] }],
     ...(trigger ? { trigger } : {}),
+    // The message replaces the session's last user message and its answer.
+    ...(edit ? { edit: true } : {}),
   };
 }
 
@@ -198,7 +200,7 @@ export function approvalsBody(sessionId, approvals) {
  * Resolves to {sessionId, turnId, lastEventId, ended}; ended is "done" when
  * [DONE] arrived and "gone" on a 204.
  */
-export async function streamTurn({ agentId, sessionId, message, trigger, body, onSession = () => {}, fetchImpl = fetch, base = pageBase, signal, ...rest }) {
+export async function streamTurn({ agentId, sessionId, message, trigger, edit, body, onSession = () => {}, fetchImpl = fetch, base = pageBase, signal, ...rest }) {
   const headers = { 'content-type': 'application/json', accept: 'text/event-stream' };
   if (sessionId) headers['x-session-id'] = sessionId;
   let res;
@@ -206,7 +208,7 @@ export async function streamTurn({ agentId, sessionId, message, trigger, body, o
     res = await fetchImpl(`${base}/api/chat/${encodeURIComponent(agentId)}`, {
       method: 'POST',
       headers: withKey(headers),
-      body: JSON.stringify(body ?? chatBody(message, sessionId, { trigger })),
+      body: JSON.stringify(body ?? chatBody(message, sessionId, { trigger, edit })),
       signal,
     });
   } catch (err) {
@@ -342,5 +344,41 @@ export async function stopTurn(sessionId, { fetchImpl = fetch, base = pageBase }
     return true;
   }
   if (res.status === 204) return false;
+  throw await errorFrom(res);
+}
+
+/**
+ * listSessions reads GET /api/sessions: the caller's conversations, newest
+ * first, as [{id, agent, title, createdAt, updatedAt}]; null when the
+ * server's store does not list them (501).
+ */
+export async function listSessions({ limit = 50, fetchImpl = fetch, base = pageBase } = {}) {
+  const res = await fetchImpl(`${base}/api/sessions?limit=${limit}`, { headers: withKey({ accept: 'application/json' }) });
+  if (res.status === 501) return null;
+  if (!res.ok) throw await errorFrom(res);
+  const body = await res.json();
+  return (Array.isArray(body.sessions) ? body.sessions : []).map((c) => ({
+    id: String(c.id ?? ''),
+    agentId: String(c.agent ?? ''),
+    title: String(c.title ?? ''),
+    updatedAt: Date.parse(c.updatedAt) || 0,
+  })).filter((c) => c.id !== '');
+}
+
+/** renameSession sets a session's title with PATCH /api/sessions/:id; '' gives back its first message. */
+export async function renameSession(id, title, { fetchImpl = fetch, base = pageBase } = {}) {
+  const res = await fetchImpl(`${base}/api/sessions/${encodeURIComponent(id)}`, {
+    method: 'PATCH',
+    headers: withKey({ 'content-type': 'application/json', accept: 'application/json' }),
+    body: JSON.stringify({ title }),
+  });
+  if (!res.ok) throw await errorFrom(res);
+  return res.json();
+}
+
+/** deleteSession deletes a session (DELETE /api/sessions/:id); a session already gone is not an error. */
+export async function deleteSession(id, { fetchImpl = fetch, base = pageBase } = {}) {
+  const res = await fetchImpl(`${base}/api/sessions/${encodeURIComponent(id)}`, { method: 'DELETE', headers: withKey({ accept: 'application/json' }) });
+  if (res.status === 204 || res.status === 404) return;
   throw await errorFrom(res);
 }

@@ -4,13 +4,15 @@
 // agents and back loses nothing, and a turn still streaming keeps updating
 // its agent's (possibly hidden) transcript.
 
-import { ApiError, getSession, listAgents, resumeTurn, sendApprovals, setApiKey, stopTurn, streamTurn } from './api.js';
+import {
+  ApiError, deleteSession, getSession, listAgents, listSessions, renameSession, resumeTurn, sendApprovals, setApiKey, stopTurn, streamTurn,
+} from './api.js';
 import {
   Conversations, Sessions, answerApproval, applyChunk, historyEntries, newTurn, pendingApprovals, snapshotOf, textOf, usageOf,
 } from './state.js';
 import {
   TurnView, errorMessage, h, noteMessage, renderAgents, renderOrchestration,
-  renderSuggestions, renderUsage, userMessage,
+  renderSuggestions, renderUsage, setEditable, userMessage,
 } from './render.js';
 
 const $ = (id) => document.getElementById(id);
@@ -28,6 +30,8 @@ const ui = {
   input: $('composer-input'),
   send: $('send'),
   stop: $('stop'),
+  editing: $('editing'),
+  cancelEdit: $('cancel-edit'),
   conversationList: $('conversation-list'),
   orchestration: $('orchestration'),
   usage: $('usage'),
@@ -53,8 +57,13 @@ function storedKey() {
 setApiKey(storedKey());
 
 const sessions = new Sessions(globalThis.sessionStorage);
-// This browser's conversations, for every tab: reopened from the server.
+// This browser's conversations, for every tab: the list when the server
+// cannot list its sessions (serverList null); reopened from the server.
 const conversations = new Conversations(globalThis.localStorage);
+// The caller's conversations as the server lists them (GET /api/sessions),
+// the same in every browser with the same key; null until read, or when the
+// server does not list sessions.
+let serverList = null;
 // The turn model behind each assistant article, for Copy.
 const turnOf = new WeakMap();
 const agentKey = 'agentdock.agent';
@@ -66,7 +75,7 @@ const states = new Map();
 function stateOf(agent) {
   let s = states.get(agent.id);
   if (!s) {
-    s = { agent, transcript: document.createDocumentFragment(), orchestration: null, turnUsage: null, sessionUsage: null, busy: false, greeted: false, lastTurn: null, lastUser: '' };
+    s = { agent, transcript: document.createDocumentFragment(), orchestration: null, turnUsage: null, sessionUsage: null, busy: false, greeted: false, lastTurn: null, lastUser: '', lastUserEl: null, editing: false };
     states.set(agent.id, s);
   }
   return s;
@@ -123,23 +132,72 @@ function renderPanels() {
 function updateComposer() {
   const busy = Boolean(current?.busy);
   ui.send.disabled = busy || !current;
-  ui.send.textContent = busy ? 'Answering…' : 'Send';
+  ui.send.textContent = current?.editing ? 'Resend' : 'Send';
   // While an answer streams, Stop takes Send's place; it needs the
   // session, which the server names as the answer starts.
   ui.stop.hidden = !busy;
   ui.send.hidden = busy;
   ui.stop.disabled = !busy || !sessions.get(current.agent.id);
+  ui.editing.hidden = !current?.editing;
+  // Only the last message can be edited, and not while it is answered.
+  if (current) setEditable(current.lastUserEl, !busy && !current.editing && Boolean(current.lastUser));
+  updateSuggestions();
 }
 
-// renderConversations lists this browser's conversations, the open one marked.
+// The agent's suggested prompts start a conversation: they show until its
+// first message.
+function updateSuggestions() {
+  const prompts = current?.agent.chatPrompts ?? [];
+  ui.suggestions.hidden = prompts.length === 0 || Boolean(current?.lastUser) || Boolean(current?.busy);
+}
+
+// conversationList is what the list shows: the server's list of the
+// caller's conversations, or this browser's when the server keeps none.
+function conversationList() {
+  return serverList ?? conversations.list();
+}
+
+// renderConversations lists the conversations, the open one marked, each
+// with Rename and Delete; one being renamed shows its title in a field.
 function renderConversations() {
   const open = current ? sessions.get(current.agent.id) : '';
   const names = new Map(agents.map((a) => [a.id, a.name]));
-  const list = conversations.list().filter((c) => names.has(c.agentId));
-  ui.conversationList.replaceChildren(...(list.length ? list.map((c) => h('li', {},
-    h('button', { type: 'button', class: 'conversation', 'data-conversation': c.id, 'aria-current': c.id === open ? 'true' : undefined },
-      h('span', { class: 'conversation-title', text: c.title || 'Untitled conversation' }),
-      h('span', { class: 'conversation-agent', text: names.get(c.agentId) })))) : [h('li', { class: 'muted small', text: 'Your conversations will be listed here.' })]));
+  const list = conversationList().filter((c) => names.has(c.agentId));
+  ui.conversationList.replaceChildren(...(list.length ? list.map((c) => {
+    const title = c.title || 'Untitled conversation';
+    if (renaming === c.id) {
+      return h('li', { class: 'conversation-item' },
+        h('form', { class: 'rename-form', 'data-rename': c.id },
+          h('label', { class: 'sr-only', for: `rename-${c.id}`, text: 'New name' }),
+          h('input', { id: `rename-${c.id}`, class: 'rename-input', type: 'text', value: c.title, maxlength: '200', autocomplete: 'off' }),
+          h('button', { type: 'submit', class: 'small', text: 'Save' }),
+          h('button', { type: 'button', class: 'secondary small', 'data-conversation-action': 'cancel-rename', text: 'Cancel' })));
+    }
+    return h('li', { class: 'conversation-item' },
+      h('button', { type: 'button', class: 'conversation', 'data-conversation': c.id, 'aria-current': c.id === open ? 'true' : undefined },
+        h('span', { class: 'conversation-title', text: title }),
+        h('span', { class: 'conversation-agent', text: names.get(c.agentId) })),
+      serverList ? h('div', { class: 'conversation-actions' },
+        h('button', { type: 'button', class: 'secondary small', 'data-conversation-action': 'rename', 'data-id': c.id, 'aria-label': `Rename ${title}`, text: 'Rename' }),
+        h('button', { type: 'button', class: 'secondary small danger', 'data-conversation-action': 'delete', 'data-id': c.id, 'aria-label': `Delete ${title}`, text: confirming === c.id ? 'Really delete?' : 'Delete' })) : null);
+  }) : [h('li', { class: 'muted small', text: 'Your conversations will be listed here.' })]));
+}
+
+// renaming and confirming name the conversation whose rename field, or
+// whose delete confirmation, shows.
+let renaming = '';
+let confirming = '';
+
+// refreshConversations reads the server's list again (another browser
+// may have added to it); a server that keeps no list leaves this
+// browser's.
+async function refreshConversations() {
+  try {
+    serverList = await listSessions();
+  } catch {
+    // Keep what is shown; the next refresh tries again.
+  }
+  renderConversations();
 }
 
 // remember records activity on the agent's open conversation.
@@ -147,15 +205,21 @@ function remember(s, title = '') {
   const id = sessions.get(s.agent.id);
   if (!id) return;
   conversations.touch({ id, agentId: s.agent.id, title });
+  if (serverList && !serverList.some((c) => c.id === id)) {
+    serverList = [{ id, agentId: s.agent.id, title: title || s.lastUser, updatedAt: Date.now() }, ...serverList];
+  }
   renderConversations();
 }
 
 // showActions puts Copy on every finished answer and Regenerate on the last one.
+// A reader who follows the conversation keeps the new row in view.
 function showActions(s) {
   const last = s.lastTurn;
   if (!last) return;
+  const stick = s === current && nearBottom();
   const waiting = pendingApprovals(last.turn).length > 0 || last.turn.parts.some((p) => p.state === 'approval-responded');
   last.view.setActions({ visible: last.turn.parts.length > 0, regenerate: !waiting && Boolean(s.lastUser) });
+  if (stick) scrollToEnd();
 }
 
 function selectAgent(id, { focus = true } = {}) {
@@ -181,6 +245,7 @@ function selectAgent(id, { focus = true } = {}) {
   ui.desc.textContent = agent.description;
   ui.banner.hidden = !agent.offline;
   renderSuggestions(ui.suggestions, agent.chatPrompts);
+  ui.input.value = current.editing ? current.lastUser : ui.input.value;
   renderPanels();
   updateComposer();
   renderConversations();
@@ -205,23 +270,78 @@ function explain(err) {
   }
 }
 
+// send sends a message (or, with trigger regenerate-message, asks for the
+// last one's answer again). A message the server refuses before any answer
+// (too long, say) goes back to the composer, beside the error, and leaves
+// the conversation as it was.
 async function send(text, { trigger } = {}) {
   const s = current;
   text = text.trim();
   if (!s || s.busy || text === '') return;
   const agentId = s.agent.id;
+  const edit = s.editing && Boolean(s.lastUser);
+  const was = { lastUser: s.lastUser, lastUserEl: s.lastUserEl };
   s.busy = true;
+  s.editing = false;
   updateComposer();
   // A new message denies the calls that wait for approval (the server says
   // so to the model); the page shows them answered.
-  for (const p of s.lastTurn ? pendingApprovals(s.lastTurn.turn) : []) {
+  for (const p of s.lastTurn && !edit ? pendingApprovals(s.lastTurn.turn) : []) {
     answerApproval(s.lastTurn.turn, p.approvalId, false, 'you sent a new message');
     s.lastTurn.view.sync(s.lastTurn.turn);
   }
-  if (s.lastTurn) s.lastTurn.view.setActions({ visible: true, regenerate: false });
-  if (trigger !== 'regenerate-message') appendTo(s, userMessage(text));
+  let replaced = [];
+  if (edit) {
+    // The edited message and its answer are replaced: they go once the
+    // server took the new text, and come back if it refuses it.
+    replaced = [was.lastUserEl, s.lastTurn?.view.el].filter(Boolean);
+    for (const el of replaced) el.hidden = true;
+  } else if (s.lastTurn) {
+    s.lastTurn.view.setActions({ visible: true, regenerate: false });
+  }
+  let bubble = null;
+  if (trigger !== 'regenerate-message') {
+    bubble = userMessage(text);
+    appendTo(s, bubble);
+    setEditable(s.lastUserEl, false);
+    s.lastUserEl = bubble;
+  }
   s.lastUser = text;
-  await play(s, (callbacks) => streamTurn({ agentId, sessionId: sessions.get(agentId), message: text, trigger, ...callbacks }));
+  const lastTurn = s.lastTurn;
+  const refused = await play(s, (callbacks) => streamTurn({ agentId, sessionId: sessions.get(agentId), message: text, trigger, edit, ...callbacks }));
+  if (refused && bubble) {
+    bubble.remove();
+    for (const el of replaced) el.hidden = false;
+    Object.assign(s, was, { lastTurn });
+    if (lastTurn && !edit) showActions(s);
+    if (s === current && ui.input.value.trim() === '') {
+      ui.input.value = text;
+      s.editing = edit;
+    }
+    if (s === current) updateComposer();
+    return;
+  }
+  for (const el of replaced) el.remove();
+}
+
+// startEdit puts the last user message in the composer: sending it replaces
+// that message and its answer (the server rolls the orchestration back as
+// for a regenerate).
+function startEdit(s) {
+  if (!s || s.busy || !s.lastUser) return;
+  s.editing = true;
+  ui.input.value = s.lastUser;
+  updateComposer();
+  ui.input.focus();
+  ui.input.setSelectionRange(ui.input.value.length, ui.input.value.length);
+}
+
+function cancelEdit(s) {
+  if (!s?.editing) return;
+  s.editing = false;
+  ui.input.value = '';
+  updateComposer();
+  ui.input.focus();
 }
 
 // stop asks the server to stop the selected agent's running turn; its
@@ -275,7 +395,10 @@ async function answer(s, approvalId, approved, reason) {
 // play shows one assistant turn as start(callbacks) streams it, and keeps the
 // side panel in step. s.busy must be set by the caller and is cleared here.
 // A turn that answers approvals goes on in the answer it continues (into).
+// It resolves to the error that kept the turn from starting, if the server
+// refused it before any answer (null otherwise).
 async function play(s, start, into) {
+  let refused = null;
   const agentId = s.agent.id;
   const turn = into?.turn ?? newTurn();
   const view = into?.view ?? new TurnView();
@@ -353,10 +476,14 @@ async function play(s, start, into) {
     } else {
       appendTo(s, errorMessage(explain(err)));
     }
+    if (turn.parts.length === 0 && !into) refused = err;
   } finally {
     if (frame) cancelAnimationFrame(frame);
     turn.finished = true;
     draw();
+    // Whoever followed the answer sees its end, the rows that appear with
+    // it (its actions, the Edit of the message) included.
+    const stick = s === current && nearBottom();
     view.done();
     if (turn.parts.length === 0) view.el.remove();
     else s.lastTurn = { turn, view };
@@ -368,9 +495,12 @@ async function play(s, start, into) {
     if (s === current) {
       updateComposer();
       renderPanels();
+      if (stick) scrollToEnd();
       announce(waiting ? 'The agent asks for your approval' : 'Answer complete');
     }
   }
+  refreshConversations();
+  return refused;
 }
 
 // restore shows the history of the session this tab already has with the
@@ -394,9 +524,11 @@ async function restore(s, sid) {
     let title = '';
     for (const e of historyEntries(view.messages, { dropAfterLastUser: running, pendingApprovals: view.pendingApprovals })) {
       if ('user' in e) {
-        appendTo(s, userMessage(e.user));
+        const bubble = userMessage(e.user);
+        appendTo(s, bubble);
         title ||= e.user;
         s.lastUser = e.user;
+        s.lastUserEl = bubble;
         s.lastTurn = null;
       } else {
         const tv = new TurnView();
@@ -428,11 +560,12 @@ async function restore(s, sid) {
 function reset(s) {
   if (s === current) ui.log.replaceChildren();
   else s.transcript = document.createDocumentFragment();
-  Object.assign(s, { greeted: false, orchestration: null, turnUsage: null, sessionUsage: null, lastTurn: null, lastUser: '' });
+  Object.assign(s, { greeted: false, orchestration: null, turnUsage: null, sessionUsage: null, lastTurn: null, lastUser: '', lastUserEl: null, editing: false });
 }
 
 function newConversation() {
   if (!current || current.busy) return;
+  if (current.editing) ui.input.value = '';
   sessions.set(current.agent.id, '');
   reset(current);
   selectAgent(current.agent.id);
@@ -441,7 +574,7 @@ function newConversation() {
 // openConversation reopens one of this browser's conversations: its agent
 // is selected and its history read from the server.
 function openConversation(id) {
-  const c = conversations.get(id);
+  const c = conversationList().find((x) => x.id === id);
   const agent = agents.find((a) => a.id === c?.agentId);
   if (!agent) return;
   const s = stateOf(agent);
@@ -492,11 +625,90 @@ ui.input.addEventListener('keydown', (e) => {
   }
 });
 ui.newChat.addEventListener('click', newConversation);
+ui.cancelEdit.addEventListener('click', () => cancelEdit(current));
 ui.stop.addEventListener('click', stop);
 ui.conversationList.addEventListener('click', (e) => {
-  const btn = e.target.closest('button[data-conversation]');
-  if (btn) openConversation(btn.dataset.conversation);
+  const open = e.target.closest('button[data-conversation]');
+  if (open) {
+    openConversation(open.dataset.conversation);
+    return;
+  }
+  const btn = e.target.closest('button[data-conversation-action]');
+  if (!btn) return;
+  const id = btn.dataset.id;
+  switch (btn.dataset.conversationAction) {
+    case 'rename':
+      renaming = id;
+      confirming = '';
+      renderConversations();
+      ui.conversationList.querySelector('.rename-input')?.select();
+      break;
+    case 'cancel-rename':
+      renaming = '';
+      renderConversations();
+      break;
+    case 'delete':
+      if (confirming !== id) {
+        confirming = id;
+        renderConversations();
+        ui.conversationList.querySelector(`button[data-conversation-action="delete"][data-id="${CSS.escape(id)}"]`)?.focus();
+        return;
+      }
+      confirming = '';
+      removeConversation(id);
+      break;
+    default:
+  }
 });
+ui.conversationList.addEventListener('submit', async (e) => {
+  const form = e.target.closest('form[data-rename]');
+  if (!form) return;
+  e.preventDefault();
+  const id = form.dataset.rename;
+  const title = form.querySelector('.rename-input').value;
+  try {
+    const renamed = await renameSession(id, title);
+    serverList = (serverList ?? []).map((c) => (c.id === id ? { ...c, title: renamed.title } : c));
+    renaming = '';
+    announce('Conversation renamed');
+  } catch (err) {
+    announce(`Could not rename the conversation: ${explain(err)}`);
+  }
+  renderConversations();
+});
+ui.conversationList.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape' && e.target.classList?.contains('rename-input')) {
+    e.stopPropagation();
+    renaming = '';
+    renderConversations();
+  }
+});
+
+// removeConversation deletes a conversation on the server; one that is
+// open is left for a new one.
+async function removeConversation(id) {
+  const c = conversationList().find((x) => x.id === id);
+  const s = c ? states.get(c.agentId) : null;
+  if (s?.busy && sessions.get(c.agentId) === id) {
+    announce('The conversation is being answered; stop it before deleting it');
+    return;
+  }
+  try {
+    await deleteSession(id);
+  } catch (err) {
+    announce(`Could not delete the conversation: ${explain(err)}`);
+    return;
+  }
+  conversations.remove(id);
+  serverList = serverList?.filter((x) => x.id !== id) ?? null;
+  if (c && sessions.get(c.agentId) === id) {
+    sessions.set(c.agentId, '');
+    if (s) reset(s);
+    if (s === current) selectAgent(c.agentId, { focus: false });
+  }
+  renderConversations();
+  announce('Conversation deleted');
+}
 ui.log.addEventListener('click', (e) => {
   const btn = e.target.closest('button[data-action]');
   if (!btn || !current) return;
@@ -517,6 +729,9 @@ ui.log.addEventListener('click', (e) => {
       break;
     case 'regenerate':
       regenerate(current);
+      break;
+    case 'edit':
+      startEdit(current);
       break;
     default:
   }
@@ -547,13 +762,17 @@ document.addEventListener('keydown', (e) => {
   if (ui.agentsPanel.classList.contains('open')) {
     setAgentsOpen(false);
     ui.agentsToggle.focus();
+  } else if (current?.editing && e.target === ui.input) {
+    cancelEdit(current);
   } else if (current?.busy) {
     e.preventDefault();
     stop();
   }
 });
-// Another tab may add conversations.
+// Another tab may add conversations; another browser, to the server's list.
 addEventListener('storage', (e) => { if (e.key === null || e.key === 'agentdock.conversations') renderConversations(); });
+addEventListener('focus', refreshConversations);
+document.addEventListener('visibilitychange', () => { if (!document.hidden) refreshConversations(); });
 
 async function start() {
   // Phones start with the status panel folded to its summary line; wider
@@ -589,6 +808,7 @@ async function start() {
     // Storage disabled: start with the first agent.
   }
   selectAgent(saved, { focus: false });
+  await refreshConversations();
   document.body.dataset.ready = 'true';
 }
 

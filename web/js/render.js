@@ -82,9 +82,52 @@ export function usageText(u) {
   return `${fmt(u.total)} tokens (${fmt(u.prompt)} in${cached}, ${fmt(u.completion)} out)`;
 }
 
-/** userMessage renders what the user sent, as plain text. */
+/**
+ * userMessage renders what the user sent, as plain text, with an Edit
+ * button that the page shows on the last one only (setEditable).
+ */
 export function userMessage(text) {
-  return h('article', { class: 'msg user', 'aria-label': 'You said' }, h('p', { class: 'msg-text', text }));
+  return h('article', { class: 'msg user', 'aria-label': 'You said' }, h('p', { class: 'msg-text', text }),
+    h('div', { class: 'msg-actions', hidden: true },
+      h('button', { type: 'button', class: 'secondary small', 'data-action': 'edit', 'aria-label': 'Edit and resend this message', text: 'Edit' })));
+}
+
+/** setEditable shows or hides a user message's Edit button. */
+export function setEditable(el, editable) {
+  const actions = el?.querySelector('.msg-actions');
+  if (actions) actions.hidden = !editable;
+}
+
+// A value longer than this, or on several lines, is folded in the
+// approval card: its first line shows, the rest opens on demand.
+const foldAfter = 120;
+
+/**
+ * argumentList shows a call's arguments as the person approving it reads
+ * them: one row per argument, strings as written, other values as JSON,
+ * long values folded.
+ */
+export function argumentList(input, inputText) {
+  let args = input;
+  if (args === undefined && inputText) {
+    try {
+      args = JSON.parse(inputText);
+    } catch {
+      args = inputText;
+    }
+  }
+  const rows = args && typeof args === 'object' && !Array.isArray(args) ? Object.entries(args) : [['input', args]];
+  if (rows.length === 0) return h('p', { class: 'approval-args muted small', text: 'No arguments.' });
+  return h('dl', { class: 'approval-args' }, ...rows.flatMap(([k, v]) => {
+    const text = typeof v === 'string' ? v : JSON.stringify(v, null, 2) ?? String(v);
+    const long = text.length > foldAfter || text.includes('\n');
+    const value = long
+      ? h('details', { class: 'approval-arg-fold' },
+        h('summary', { text: `${text.split('\n')[0].slice(0, foldAfter)}… (${text.length.toLocaleString('en-US')} characters)` }),
+        h('pre', { class: 'approval-arg-full', text }))
+      : h('span', { class: 'approval-arg-value', text });
+    return [h('dt', { text: k }), h('dd', {}, value)];
+  }));
 }
 
 /** noteMessage renders a line from the page itself (an agent's greeting, a notice). */
@@ -185,7 +228,9 @@ function toolCard(part) {
         asked = p.approvalId;
         const reasonId = `reason-${p.approvalId}`;
         approval.replaceChildren(
-          h('p', { class: 'approval-question' }, 'The agent wants to run ', h('strong', { text: p.toolName }), '. Allow it?'),
+          h('p', { class: 'approval-question' }, 'The agent wants to run ', h('strong', { text: p.toolName }), ' with:'),
+          argumentList(p.input, p.inputText),
+          h('p', { class: 'approval-allow', text: 'Allow it?' }),
           h('label', { class: 'sr-only', for: reasonId, text: 'Reason (optional)' }),
           h('input', { id: reasonId, class: 'approval-reason', type: 'text', placeholder: 'Reason (optional)', maxlength: '500', autocomplete: 'off' }),
           h('div', { class: 'approval-buttons' },

@@ -33,10 +33,32 @@ type ChatRequest struct {
 	// Trigger is the AI SDK's: "submit-message", or "regenerate-message"
 	// to replace the answer to the last user message.
 	Trigger string `json:"trigger"`
+	// MessageID is the AI SDK's: with submit-message, the message the
+	// request's last message replaces (sendMessage({text, messageId}));
+	// with regenerate-message, the answer replaced.
+	MessageID string `json:"messageId"`
+	// Edit, in the plain shape, makes message replace the session's last
+	// user message (edit and resend).
+	Edit bool `json:"edit"`
+}
+
+// Edits reports whether the request replaces the session's last user
+// message with its text: the plain shape's "edit", or the AI SDK's
+// submit-message whose messageId is its last message, a user message.
+func (r *ChatRequest) Edits() bool {
+	if r.Edit {
+		return true
+	}
+	if r.Trigger != "submit-message" || r.MessageID == "" || len(r.Messages) == 0 {
+		return false
+	}
+	last := r.Messages[len(r.Messages)-1]
+	return last.ID == r.MessageID && last.Role == "user"
 }
 
 // Message is an AI SDK UI message (parts) or a classic one (content).
 type Message struct {
+	ID      string          `json:"id"`
 	Role    string          `json:"role"`
 	Parts   []Part          `json:"parts"`
 	Content json.RawMessage `json:"content"`

@@ -175,3 +175,24 @@ func TestCheckUTF8(t *testing.T) {
 		}
 	}
 }
+
+func TestEdits(t *testing.T) {
+	user := func(id string) Message { return Message{ID: id, Role: "user"} }
+	tests := []struct {
+		name string
+		r    ChatRequest
+		want bool
+	}{
+		{"plain edit", ChatRequest{Edit: true}, true},
+		{"a new message", ChatRequest{Trigger: "submit-message", Messages: []Message{user("u1")}}, false},
+		{"the AI SDK's edit", ChatRequest{Trigger: "submit-message", MessageID: "u2", Messages: []Message{user("u1"), {ID: "a1", Role: "assistant"}, user("u2")}}, true},
+		{"a resend after an answer names the answer", ChatRequest{Trigger: "submit-message", MessageID: "a1", Messages: []Message{user("u1"), {ID: "a1", Role: "assistant"}}}, false},
+		{"messageId of another message", ChatRequest{Trigger: "submit-message", MessageID: "u1", Messages: []Message{user("u1"), user("u2")}}, false},
+		{"regenerate", ChatRequest{Trigger: "regenerate-message", MessageID: "u1", Messages: []Message{user("u1")}}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.r.Edits(); got != tt.want {
+			t.Errorf("%s: Edits() = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

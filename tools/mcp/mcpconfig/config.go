@@ -349,20 +349,41 @@ func ReadFile(path string) (Servers, error) {
 	return Parse(path, data)
 }
 
-// Resolve returns servers with relative cwd values made absolute against
-// dir (nothing changes when dir is "").
+// Resolve returns servers with relative paths made absolute against dir,
+// the directory of the file that declares them (nothing changes when dir
+// is ""): a relative cwd always; and, for a command without a cwd, each
+// argument that is a relative path naming a file or directory that exists
+// under dir ("./workspace", "server/index.js"). Other arguments ("-y", a
+// package name, a path that exists nowhere under dir) pass unchanged, and
+// so resolve against the runtime's working directory as before.
 func (ss Servers) Resolve(dir string) Servers {
 	if dir == "" {
 		return ss
 	}
 	out := make(Servers, len(ss))
 	for n, s := range ss {
+		if s.Cwd == "" && len(s.Args) > 0 {
+			s.Args = slices.Clone(s.Args)
+			for i, a := range s.Args {
+				if a == "" || strings.HasPrefix(a, "-") || filepath.IsAbs(a) {
+					continue
+				}
+				if p := filepath.Join(dir, a); exists(p) {
+					s.Args[i] = p
+				}
+			}
+		}
 		if s.Cwd != "" && !filepath.IsAbs(s.Cwd) {
 			s.Cwd = filepath.Join(dir, s.Cwd)
 		}
 		out[n] = s
 	}
 	return out
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // Expand returns s with ${VAR} and ${VAR:-default} in env values, header

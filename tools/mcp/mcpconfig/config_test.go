@@ -2,7 +2,9 @@ package mcpconfig
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,6 +82,49 @@ func TestResolveCwd(t *testing.T) {
 	}
 	if got := servers["b"].Cwd; got != "/abs" {
 		t.Errorf("absolute cwd = %q", got)
+	}
+}
+
+// TestResolveArgs: a command's relative arguments that name a path under
+// the declaring file's directory become absolute; flags, package names,
+// paths that exist nowhere there, and the arguments of a server with a cwd
+// (relative to that cwd) pass unchanged.
+func TestResolveArgs(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "server"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "server", "index.js"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		in   Server
+		want []string
+	}{
+		{"npx with a directory", Server{Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "./workspace"}},
+			[]string{"-y", "@modelcontextprotocol/server-filesystem", filepath.Join(dir, "workspace")}},
+		{"a script without ./", Server{Command: "node", Args: []string{"server/index.js", "stdio"}},
+			[]string{filepath.Join(dir, "server/index.js"), "stdio"}},
+		{"absent and absolute paths", Server{Command: "node", Args: []string{"./missing", "/abs/path", "--root=./workspace", ""}},
+			[]string{"./missing", "/abs/path", "--root=./workspace", ""}},
+		{"with a cwd the arguments are the cwd's", Server{Command: "node", Args: []string{"./workspace"}, Cwd: "server"},
+			[]string{"./workspace"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := slices.Clone(tt.in.Args)
+			got := Servers{"s": tt.in}.Resolve(dir)["s"]
+			if !slices.Equal(got.Args, tt.want) {
+				t.Errorf("args = %q, want %q", got.Args, tt.want)
+			}
+			if !slices.Equal(tt.in.Args, in) {
+				t.Errorf("Resolve changed its input: %q", tt.in.Args)
+			}
+		})
 	}
 }
 
