@@ -303,7 +303,7 @@ func TestCards(t *testing.T) {
 	}
 	json.NewDecoder(res.Body).Decode(&card)
 	res.Body.Close()
-	if card.SupportedInterfaces[0].URL != s.URL+"/a2a" || len(card.Skills) != 3 || !card.Capabilities.Streaming || !card.Capabilities.PushNotifications {
+	if card.SupportedInterfaces[0].URL != s.URL+"/a2a" || len(card.Skills) != s.Agents || !card.Capabilities.Streaming || !card.Capabilities.PushNotifications {
 		t.Fatalf("server card: %+v", card)
 	}
 	res, err = http.Get(s.URL + "/a2a/explorer/.well-known/agent-card.json")

@@ -83,7 +83,7 @@ func TestCallAnAgentWithASequence(t *testing.T) {
 				t.Fatalf("negotiated %s", got.ProtocolVersion)
 			}
 			tools, err := cs.ListTools(t.Context(), nil)
-			if err != nil || len(tools.Tools) != 3 {
+			if err != nil || len(tools.Tools) != s.Agents {
 				t.Fatalf("tools: %v %+v", err, tools)
 			}
 			params := &mcp.CallToolParams{Name: "explorer", Arguments: map[string]any{"message": "explore offsite options"}}

@@ -41,6 +41,9 @@ type Server struct {
 	*server.Server
 	// URL is its base URL, http://127.0.0.1:port.
 	URL string
+	// Agents counts the agents it serves (every template of both test
+	// template directories), which each edge lists.
+	Agents int
 }
 
 // Start starts a server; it stops with the test.
@@ -99,5 +102,5 @@ func Start(t testing.TB, o Options) *Server {
 		hs.Close()
 		store.Close()
 	})
-	return &Server{Server: s, URL: hs.URL}
+	return &Server{Server: s, URL: hs.URL, Agents: len(loaded)}
 }
