@@ -46,12 +46,18 @@ func TestParseStatCPU(t *testing.T) {
 }
 
 func TestCPUAndRSSOfThisProcess(t *testing.T) {
-	// Burn a little CPU so that the reading is not zero ticks.
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for x := 0; time.Now().Before(deadline); x++ {
-		_ = x * x
+	// Burn CPU until the reading leaves zero ticks: on a loaded machine
+	// a fixed stretch of wall time may get no tick of CPU.
+	var (
+		cpu time.Duration
+		err error
+	)
+	for deadline := time.Now().Add(10 * time.Second); cpu == 0 && err == nil && time.Now().Before(deadline); {
+		for x := range 1 << 20 {
+			_ = x * x
+		}
+		cpu, err = cpuTime(os.Getpid())
 	}
-	cpu, err := cpuTime(os.Getpid())
 	if err != nil || cpu <= 0 {
 		t.Fatalf("cpuTime = %v, %v; want > 0", cpu, err)
 	}
