@@ -90,27 +90,30 @@ func TestSummarizeRefuses(t *testing.T) {
 	}
 }
 
-// TestReconcile: the provider's counts move the ratio within bounds; a
-// report far off (a provider that does not count, a mock) is ignored.
+// TestReconcile: a count is scaled by the largest of the latest ratios of
+// the provider's reports to the counts; a report far off (a provider that
+// does not count, a mock) is ignored, and old reports age out.
 func TestReconcile(t *testing.T) {
 	c := newTokenCount(answer{})
 	if got := c.provider(1000); got != 1000 {
 		t.Fatalf("before any report: %d", got)
 	}
 	c.reconcile(1000, 1100)
-	if got := c.provider(1000); got != 1100 {
-		t.Fatalf("after one report of 1.1: %d", got)
+	c.reconcile(1000, 1300)
+	c.reconcile(1000, 1200)
+	if got := c.provider(1000); got != 1300 {
+		t.Fatalf("after reports of 1.1, 1.3 and 1.2: %d, want the largest", got)
 	}
 	c.reconcile(1000, 12) // not a count of this request
 	c.reconcile(1000, 0)
-	if got := c.provider(1000); got != 1100 {
+	if got := c.provider(1000); got != 1300 {
 		t.Fatalf("an absurd report moved the ratio: %d", got)
 	}
-	for range 50 {
-		c.reconcile(1000, 1300)
+	for range reconciled {
+		c.reconcile(1000, 1050)
 	}
-	if got := c.provider(1000); got < 1290 || got > 1300 {
-		t.Fatalf("after steady reports of 1.3: %d", got)
+	if got := c.provider(1000); got != 1050 {
+		t.Fatalf("after %d reports of 1.05: %d", reconciled, got)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"math"
 	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -54,11 +53,18 @@ const (
 type tokenCount struct {
 	counter TokenCounter // nil: EstimateTokens
 	cache   tokenCache
-	// ratio is the provider's input tokens over the count of the same
-	// requests (a float64's bits): tokenizers differ by provider and
-	// requests carry framing the count does not see.
-	ratio atomic.Uint64
+	// ratios are the latest reports' input tokens over the count of the
+	// same request: tokenizers differ by provider, requests carry framing
+	// the count does not see, and the share of each varies with what a
+	// request holds. The largest of them scales a count, so that a
+	// request is not taken for smaller than the provider will count it.
+	mu     sync.Mutex
+	ratios [reconciled]float64
+	next   int
 }
+
+// reconciled is how many of the latest reports the ratio is taken from.
+const reconciled = 16
 
 func newTokenCount(m Model) *tokenCount {
 	c := &tokenCount{}
@@ -136,26 +142,25 @@ func (c *tokenCount) reconcile(counted int, reported int64) {
 	if r < minRatio || r > maxRatio {
 		return
 	}
-	for {
-		old := c.ratio.Load()
-		next := r
-		if old != 0 {
-			// A moving average: one odd report moves it a little.
-			next = 0.8*math.Float64frombits(old) + 0.2*r
-		}
-		if c.ratio.CompareAndSwap(old, math.Float64bits(next)) {
-			return
-		}
-	}
+	c.mu.Lock()
+	c.ratios[c.next%reconciled] = r
+	c.next++
+	c.mu.Unlock()
 }
 
-// provider is what the provider would count for a request counted as n.
+// provider is what the provider would count for a request counted as n:
+// n scaled by the largest recent ratio (n itself before any report).
 func (c *tokenCount) provider(n int) int {
-	r := c.ratio.Load()
+	c.mu.Lock()
+	r := 0.0
+	for _, x := range c.ratios {
+		r = max(r, x)
+	}
+	c.mu.Unlock()
 	if r == 0 {
 		return n
 	}
-	return int(math.Ceil(float64(n) * math.Float64frombits(r)))
+	return int(math.Ceil(float64(n) * r))
 }
 
 // tokenCache keeps counts of texts by their hash, in two generations: a
