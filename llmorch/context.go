@@ -72,9 +72,10 @@ func (p *ContextPolicy) summaryBudget() int {
 	return min(p.MaxInputTokens/4, 4096)
 }
 
-// ErrTooLong is why Compact could not fit a conversation: its newest turn
-// alone passes the budget.
-var ErrTooLong = errors.New("the conversation's newest turn alone passes the context budget")
+// ErrTooLong is why Compact could not fit a conversation: its newest turns
+// alone pass the budget, and what is before them is too little to be worth
+// a summary.
+var ErrTooLong = errors.New("the conversation's newest turns alone pass the context budget")
 
 // turnSpans splits msgs into turns: each starts at a user message (a
 // prefix before the first one belongs to the first turn). The last turn
@@ -139,7 +140,13 @@ func (s *Service) compact(ctx context.Context, prev *chat.Message, msgs []chat.M
 		keep--
 	}
 	cut := len(starts) - keep
-	if cut <= 0 {
+	replaced := total[0] - total[cut]
+	if prev != nil {
+		replaced += s.tokens.message(summaryMessage(prev))
+	}
+	// A summary costs a model call and takes room of its own: turns that
+	// weigh less than a sixteenth of the budget are not worth one.
+	if cut <= 0 || replaced < p.MaxInputTokens/16 {
 		return nil, ErrTooLong
 	}
 	in := SummaryInput{Previous: prev, MaxTokens: budget}
@@ -235,7 +242,7 @@ func (r *run) fit(ctx context.Context, req *Request) error {
 	c, err := r.s.compact(ctx, r.summary, r.messages, r.state.UserMessages, fixed)
 	switch {
 	case errors.Is(err, ErrTooLong):
-		log.InfoContext(ctx, "context compaction: nothing to summarize, the newest turn alone passes the budget",
+		log.DebugContext(ctx, "context compaction: nothing worth summarizing, the newest turns alone pass the budget",
 			"input_tokens", r.s.tokens.provider(n), "max_input_tokens", p.MaxInputTokens)
 		return nil
 	case err != nil && ctx.Err() != nil:
