@@ -7,6 +7,7 @@ import (
 	"iter"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -380,5 +381,54 @@ func TestSummarizerFailure(t *testing.T) {
 	req := main.Requests()[n2]
 	if !strings.Contains(req.Messages[0].Text, "The user asked about ships") || !strings.HasPrefix(req.Messages[len(req.Messages)-1].Text, "And the last question?") {
 		t.Fatalf("the turn after the summary sent %q ... %q", req.Messages[0].Text, req.Messages[len(req.Messages)-1].Text)
+	}
+}
+
+// TestCompactConversation: Agent.Compact fits a conversation a client
+// holds to the budget, as a turn would, and leaves one that fits as it is;
+// the summary it returns starts the next Compact.
+func TestCompactConversation(t *testing.T) {
+	a, ds := template.Load("c.json", []byte(`{"agentId": "c", "name": "C", "nodes": ["llm.openai", "think"],
+	  "options": {"context": {"maxInputTokens": 1000, "keepTurns": 2, "summarizer": {"model": "offline"}}}}`), template.Config{})
+	if a == nil {
+		t.Fatal(ds.Err())
+	}
+	store := session.NewMemory(session.Config{})
+	defer store.Close()
+	n, _ := newAgents(t, store, offlineModels, []*template.Agent{a}).Get("c")
+	var msgs []chat.Message
+	for i := 1; i <= 12; i++ {
+		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("Point %d: %s", i, strings.Repeat("the tide turns at dusk, ", 8))},
+			chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: fmt.Sprintf("c%d", i), Name: "think", Arguments: json.RawMessage(`{}`)}}},
+			chat.Message{Role: chat.RoleTool, ToolCallID: fmt.Sprintf("c%d", i), ToolName: "think", Content: "noted"},
+			chat.Message{Role: chat.RoleAssistant, Content: "Noted."})
+	}
+	short, err := n.Compact(t.Context(), nil, msgs[:4])
+	if err != nil || short.Summary != nil || len(short.Messages) != 4 {
+		t.Fatalf("a conversation that fits: %+v, %v", short, err)
+	}
+	c, err := n.Compact(t.Context(), nil, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Summary
+	if s == nil || s.Summary.From != 1 || s.Summary.Through != 10 || s.Summary.Kept != 2 || len(c.Messages) != 8 || c.Tokens > 1000 ||
+		!strings.Contains(s.Content, "Point 1: the tide") || c.Messages[0].Content != msgs[40].Content {
+		t.Fatalf("compacted: summary %+v, %d messages kept from %q, %d tokens", s, len(c.Messages), c.Messages[0].Content, c.Tokens)
+	}
+	if _, err := n.Compact(t.Context(), &msgs[0], msgs); err == nil {
+		t.Fatal("a summary to start from that is no summary entry was taken")
+	}
+	// The next compaction folds the summary in.
+	more := append(slices.Clone(c.Messages), msgs[:40]...)
+	for i := range more[8:] {
+		more[8+i].ToolCallID = strings.Replace(more[8+i].ToolCallID, "c", "d", 1)
+		for j := range more[8+i].ToolCalls {
+			more[8+i].ToolCalls = []chat.ToolCall{{ID: strings.Replace(more[8+i].ToolCalls[j].ID, "c", "d", 1), Name: "think", Arguments: json.RawMessage(`{}`)}}
+		}
+	}
+	c2, err := n.Compact(t.Context(), c.Summary, more)
+	if err != nil || c2.Summary == nil || c2.Summary.Summary.From != 1 || c2.Summary.Summary.Through != 20 || !strings.Contains(c2.Summary.Content, "Point 1: the tide") {
+		t.Fatalf("the second compaction: %+v, %v", c2.Summary, err)
 	}
 }
