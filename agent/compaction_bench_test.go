@@ -15,8 +15,6 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/tokencount"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/session/redisstore"
-	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/template"
 )
 
@@ -70,21 +68,7 @@ func cpuTime() time.Duration {
 // time over those turns, redis-server's own CPU aside.
 func BenchmarkCompactionTurn(b *testing.B) {
 	const window = 12
-	stores := []struct {
-		name string
-		open func(b *testing.B) session.Store
-	}{
-		{"memory", func(*testing.B) session.Store { return session.NewMemory(session.Config{}) }},
-		{"redis", func(b *testing.B) session.Store {
-			srv := redistest.Start(b)
-			s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-	}
-	for _, st := range stores {
+	for _, st := range memoryAndRedis() {
 		b.Run(st.name, func(b *testing.B) {
 			store := st.open(b)
 			defer store.Close()

@@ -21,8 +21,6 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/session/redisstore"
-	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/template"
 )
 
@@ -154,20 +152,7 @@ var summaryHead = regexp.MustCompile(`^## Summary of the conversation so far \(t
 // state after turn 300 equals that of the same conversation without a
 // budget.
 func TestLongConversation(t *testing.T) {
-	for _, st := range []struct {
-		name string
-		open func(t *testing.T) session.Store
-	}{
-		{"memory", func(*testing.T) session.Store { return session.NewMemory(session.Config{}) }},
-		{"redis", func(t *testing.T) session.Store {
-			srv := redistest.Start(t)
-			s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}},
-	} {
+	for _, st := range memoryAndRedis() {
 		t.Run(st.name, func(t *testing.T) {
 			store := st.open(t)
 			defer store.Close()

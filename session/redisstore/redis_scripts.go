@@ -288,44 +288,42 @@ const luaSinceSummary = `
 local function isSummary(v)
   return string.sub(v, 1, 17) == '{"role":"summary"'
 end
-local function userBefore(at, kept)
+-- scanBack calls f on the messages before index at, newest first, in
+-- batches, and returns the index of the first for which it is true, or -1.
+local function scanBack(at, f)
   local i = at - 1
   while i >= 0 do
     local lo = math.max(i - 63, 0)
     local batch = redis.call('LRANGE', KEYS[2], lo, i)
     for j = #batch, 1, -1 do
-      if isUser(batch[j]) then
-        kept = kept - 1
-        if kept == 0 then
-          return lo + j - 1
-        end
+      if f(batch[j]) then
+        return lo + j - 1
       end
     end
     i = lo - 1
   end
-  return 0
+  return -1
 end
 local function sinceSummary(len)
-  local i = len - 1
-  while i >= 0 do
-    local lo = math.max(i - 63, 0)
-    local batch = redis.call('LRANGE', KEYS[2], lo, i)
-    for j = #batch, 1, -1 do
-      if isSummary(batch[j]) then
-        local kept = 0
-        local ok, m = pcall(cjson.decode, batch[j])
-        if ok and type(m) == 'table' and type(m.summary) == 'table' and type(m.summary.kept) == 'number' then
-          kept = m.summary.kept
-        end
-        if kept <= 0 then
-          return lo + j - 1
-        end
-        return userBefore(lo + j - 1, kept)
-      end
-    end
-    i = lo - 1
+  local at = scanBack(len, isSummary)
+  if at < 0 then
+    return 0
   end
-  return 0
+  local kept = 0
+  local ok, m = pcall(cjson.decode, redis.call('LINDEX', KEYS[2], at))
+  if ok and type(m) == 'table' and type(m.summary) == 'table' and type(m.summary.kept) == 'number' then
+    kept = m.summary.kept
+  end
+  if kept <= 0 then
+    return at
+  end
+  local start = scanBack(at, function(v)
+    if isUser(v) then
+      kept = kept - 1
+    end
+    return kept == 0
+  end)
+  return math.max(start, 0)
 end
 `
 
