@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
@@ -71,6 +73,25 @@ type Config struct {
 	// ToolsFor, when set, gives each agent tools of its own instead of
 	// Tools: a template's own MCP servers serve that agent only.
 	ToolsFor func(*template.Agent) tools.Toolbox
+	// Context is the context budget of the agents whose template does not
+	// set options.context, and the defaults of those that set part of it.
+	Context ContextConfig
+}
+
+// ContextConfig is the server's context budget (llmorch.ContextPolicy);
+// a template's options.context overrides it field by field.
+type ContextConfig struct {
+	// Off keeps the history's message cap alone for templates that do not
+	// set options.context (chatSettings.historyPolicy).
+	Off bool
+	// MaxInputTokens and KeepTurns default to llmorch.DefaultMaxInputTokens
+	// and llmorch.DefaultKeepTurns.
+	MaxInputTokens int
+	KeepTurns      int
+	// Summarizer is the summarizer of templates that name none: "" for the
+	// agent's own model, template.SummarizerOffline for the offline
+	// model's extractive summary.
+	Summarizer string
 }
 
 // DefaultMaxMessageBytes bounds a user message unless configured.
@@ -101,6 +122,14 @@ func (c *Config) check() error {
 	}
 	if err := c.Budget.Validate(); err != nil {
 		return fmt.Errorf("agent: Config.Budget: %w", err)
+	}
+	switch cc := c.Context; {
+	case cc.MaxInputTokens < 0, cc.MaxInputTokens > 0 && cc.MaxInputTokens < template.MinContextTokens:
+		return fmt.Errorf("agent: Config.Context.MaxInputTokens: want at least %d, got %d", template.MinContextTokens, cc.MaxInputTokens)
+	case cc.KeepTurns < 0:
+		return fmt.Errorf("agent: Config.Context.KeepTurns: want a positive number of turns, got %d", cc.KeepTurns)
+	case cc.Summarizer != "" && cc.Summarizer != template.SummarizerOffline:
+		return fmt.Errorf("agent: Config.Context.Summarizer: want \"\" (the agent's model) or %q, got %q", template.SummarizerOffline, cc.Summarizer)
 	}
 	return nil
 }
@@ -171,6 +200,10 @@ func newAgent(cfg Config, l *template.Agent) (*Agent, error) {
 	if cfg.ToolsFor != nil {
 		tools = cfg.ToolsFor(l)
 	}
+	policy, err := contextPolicy(cfg, l.Template, model)
+	if err != nil {
+		return nil, fmt.Errorf("agent %q: options.context: %w", l.ID(), err)
+	}
 	svcCfg := llmorch.ServiceConfig{
 		Template:  l.Template,
 		Engine:    l.Engine,
@@ -179,12 +212,54 @@ func newAgent(cfg Config, l *template.Agent) (*Agent, error) {
 		Tools:     tools,
 		Telemetry: cfg.Telemetry,
 		Budget:    cfg.Budget,
+		Context:   policy,
 	}
 	svc, err := llmorch.NewService(svcCfg)
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: %w", l.ID(), err)
 	}
 	return &Agent{cfg: cfg, agent: l, model: model, service: svc, svcCfg: svcCfg}, nil
+}
+
+// contextPolicy is the agent's context budget: the template's
+// options.context, then cfg's, then the defaults; nil when it is off, or
+// when the model sees no history to compact.
+func contextPolicy(cfg Config, t *template.Template, model llmorch.Model) (*llmorch.ContextPolicy, error) {
+	tc := t.Options.Context
+	if tc == nil {
+		if cfg.Context.Off {
+			return nil, nil
+		}
+		tc = &template.Context{}
+	}
+	if tc.Off || t.ChatSettings.HistoryPolicy == template.HistoryNone {
+		return nil, nil
+	}
+	p := &llmorch.ContextPolicy{MaxInputTokens: tc.MaxInputTokens, KeepTurns: tc.KeepTurns, Logger: cfg.Logger}
+	p.MaxInputTokens = cmp.Or(p.MaxInputTokens, cfg.Context.MaxInputTokens, llmorch.DefaultMaxInputTokens)
+	p.KeepTurns = cmp.Or(p.KeepTurns, cfg.Context.KeepTurns, llmorch.DefaultKeepTurns)
+	summarizer := cfg.Context.Summarizer
+	if s := tc.Summarizer; s != nil {
+		summarizer = cmp.Or(s.Model, summarizer)
+		p.Prompt = s.Prompt
+	}
+	switch summarizer {
+	case "":
+		p.Summarizer = model
+	case template.SummarizerOffline:
+		p.Summarizer = offline.New(offline.Config{Name: "offline-summary"})
+	default:
+		// A model node of the template: the factory makes it as it makes
+		// the agent's model, from a template that names that node alone.
+		node := *t
+		node.Nodes = []string{summarizer}
+		m, err := cfg.Models(&node)
+		if err != nil {
+			return nil, fmt.Errorf("summarizer %q: %w", summarizer, err)
+		}
+		p.Summarizer = m
+	}
+	return p, nil
 }
 
 // ID returns the agent's ID.
@@ -567,6 +642,7 @@ func (n *Agent) checkMessage(message string) error {
 func (n *Agent) startTurn(ctx context.Context, key, message string, sess session.Session, o options) (turnStart, error) {
 	engine := n.Engine()
 	window := n.historyWindow()
+	compacts := n.compacts()
 	user := chat.Message{Role: chat.RoleUser, Content: message}
 	st := sess.State
 	pending := sess.PendingApprovals()
@@ -575,6 +651,12 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 		denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, DeniedByNewMessage)))
 	}
 	opts := []session.UpdateOption{session.WithTurn(o.turnID)}
+	if compacts {
+		// The summary and the turns after it: the model's view, whatever
+		// the session's length.
+		window = -1
+		opts = append(opts, session.SinceSummary())
+	}
 	if len(pending) > 0 {
 		opts = append(opts, session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
 			if !samePending(cur, pending) {
@@ -629,6 +711,10 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 			if dec.Transition {
 				n.cfg.Telemetry.RecordTransition(ctx, n.ID(), dec.PreviousStep, stored.State.ActiveStep, telemetry.CauseUserMessage)
 			}
+			var summary *chat.Message
+			if compacts {
+				summary, history = splitSummary(history)
+			}
 			if regenerate && !o.edit {
 				if k := len(history); k > 0 && history[k-1].Role == chat.RoleUser {
 					history = history[:k-1]
@@ -642,9 +728,41 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 				history = steadyStart(trimToUserStart(history), stored.State.UserMessages)
 			}
 			history = wellFormed(trimToUserStart(history), nil)
-			return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: stored.State, PreviousStep: dec.PreviousStep, History: append(history, user)}
+			t := llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: stored.State, PreviousStep: dec.PreviousStep, History: append(history, user)}
+			if compacts {
+				t.Summary, t.Fallback = summary, n.fallback
+			}
+			return t
 		},
 	}, nil
+}
+
+// compacts reports whether the agent's turns keep to a context budget
+// (llmorch.ContextPolicy): they read the latest summary and the turns
+// after it, instead of the history window.
+func (n *Agent) compacts() bool { return n.svcCfg.Context != nil }
+
+// splitSummary takes the summary entries out of a history read since the
+// latest one (session.SinceSummary): that one is what the model reads
+// before the turns.
+func splitSummary(h []chat.Message) (*chat.Message, []chat.Message) {
+	var summary *chat.Message
+	out := h[:0:0]
+	for i := range h {
+		if h[i].Role == chat.RoleSummary {
+			summary = &h[i]
+			continue
+		}
+		out = append(out, h[i])
+	}
+	return summary, out
+}
+
+// fallback is the history window of a turn whose context budget could not
+// be kept (its summary failed): today's message cap, the running turn
+// whole.
+func (n *Agent) fallback(h []chat.Message) []chat.Message {
+	return wellFormed(trimToUserStart(continuationWindow(h, n.historyWindow())), nil)
 }
 
 // historyWindow is how much history the model sees (0 none, -1 all).
@@ -823,6 +941,7 @@ func (n *Agent) answerTurn(key string, plan []llmorch.Answer, messageID string, 
 	// step the template no longer has: the turn goes on from the step the
 	// rules choose now, as a user message would.
 	update := func(s *orchestration.State) error { *s = engine.Current(*s); return nil }
+	compacts := n.compacts()
 	write := session.Write{Update: update, Messages: denials, Window: -1, Options: []session.UpdateOption{
 		session.WithTurn(o.turnID),
 		session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
@@ -842,12 +961,25 @@ func (n *Agent) answerTurn(key string, plan []llmorch.Answer, messageID string, 
 			return llmorch.KeepAnswered(cur), nil
 		}),
 	}}
+	window := n.historyWindow()
+	if compacts {
+		window = -1
+		write.Options = append(write.Options, session.SinceSummary())
+	}
 	return turnStart{write: write, what: "recording the answers", turn: func(st session.Session, history []chat.Message, lease session.Lease) llmorch.Turn {
-		history = continuationWindow(append(history, denials...), n.historyWindow())
+		var summary *chat.Message
+		if compacts {
+			summary, history = splitSummary(history)
+		}
+		history = continuationWindow(append(history, denials...), window)
 		// The approved calls get their results in the turn, before the
 		// model is called: keep them in the history the model will see.
 		history = wellFormed(trimToUserStart(history), approved)
-		return llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan, MessageID: messageID}
+		t := llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan, MessageID: messageID}
+		if compacts {
+			t.Summary, t.Fallback = summary, n.fallback
+		}
+		return t
 	}}
 }
 

@@ -242,7 +242,8 @@ func TestRunErrors(t *testing.T) {
 
 // TestHistoryPolicy: the model sees the history the template's chatSettings
 // allow, cut so that it starts with a user message, tool calls and results
-// included from earlier turns.
+// included from earlier turns. With a context budget (the default) lastN
+// does not cut: older turns are summarized instead, past the budget.
 func TestHistoryPolicy(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -253,9 +254,10 @@ func TestHistoryPolicy(t *testing.T) {
 		wantLen int
 	}{
 		{"all", `"historyPolicy": "all"`, 5},
-		{"lastN cut to a user message", `"historyPolicy": "lastN", "historyLength": 3`, 3},
-		{"lastN keeps a whole last turn", `"historyPolicy": "lastN", "historyLength": 2`, 3},
-		{"lastN drops a lone assistant message", `"historyPolicy": "lastN", "historyLength": 1`, 1},
+		{"lastN cut to a user message", `"historyPolicy": "lastN", "historyLength": 3}, "options": {"context": "off"`, 3},
+		{"lastN keeps a whole last turn", `"historyPolicy": "lastN", "historyLength": 2}, "options": {"context": "off"`, 3},
+		{"lastN drops a lone assistant message", `"historyPolicy": "lastN", "historyLength": 1}, "options": {"context": "off"`, 1},
+		{"lastN under a context budget", `"historyPolicy": "lastN", "historyLength": 1`, 5},
 		{"none", `"historyPolicy": "none"`, 1},
 	}
 	for _, tt := range tests {

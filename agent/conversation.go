@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -148,4 +149,33 @@ func (n *Agent) turnStore() (session.Store, *llmorch.Service, error) {
 		return nil, nil, fmt.Errorf("agent %q: %w", n.ID(), err)
 	}
 	return store, svc, nil
+}
+
+// Compact fits a conversation a client holds (msgs, which must pass
+// CheckHistory) to the agent's context budget, as a turn does before a
+// model call: when the request it would make passes the budget, its oldest
+// whole turns beyond the kept ones are summarized (llmorch.ContextPolicy).
+// prev is the summary entry the conversation starts with, one an earlier
+// Compact returned, or nil. Nothing is stored and the orchestration is not
+// involved: it is the machinery for a client that keeps its conversation
+// itself (the Responses API's compact). It fails when the agent's budget
+// is off, and returns the conversation as it was, with the error, when
+// no summary can be made.
+func (n *Agent) Compact(ctx context.Context, prev *chat.Message, msgs []chat.Message) (llmorch.Compacted, error) {
+	if err := n.CheckHistory(msgs); err != nil {
+		return llmorch.Compacted{}, err
+	}
+	last := 0
+	if prev != nil {
+		if prev.Role != chat.RoleSummary || prev.Summary == nil {
+			return llmorch.Compacted{}, fmt.Errorf("%w: the summary to start from is not a summary entry", ErrInvalidMessage)
+		}
+		last = prev.Summary.Through
+	}
+	for _, m := range msgs {
+		if m.Role == chat.RoleUser {
+			last++
+		}
+	}
+	return n.service.Compact(ctx, prev, msgs, last)
 }

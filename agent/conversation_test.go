@@ -90,7 +90,8 @@ func TestStatelessHistoryReachesModel(t *testing.T) {
 		want     []string
 	}{
 		{`"historyPolicy": "all"`, []string{"one", "answer one", "two", "answer two", "three"}},
-		{`"historyPolicy": "lastN", "historyLength": 2`, []string{"two", "answer two", "three"}},
+		{`"historyPolicy": "lastN", "historyLength": 2}, "options": {"context": "off"`, []string{"two", "answer two", "three"}},
+		{`"historyPolicy": "lastN", "historyLength": 2`, []string{"one", "answer one", "two", "answer two", "three"}},
 		{`"historyPolicy": "none"`, []string{"three"}},
 	} {
 		src := `{"agentId": "h", "name": "H", "nodes": ["llm.openai"], "chatSettings": {` + tt.settings + `}}`

@@ -267,14 +267,14 @@ func TestReplayParity(t *testing.T) {
 // store on a real redis-server of its own.
 func memoryAndRedis() []struct {
 	name string
-	open func(t *testing.T) session.Store
+	open func(t testing.TB) session.Store
 } {
 	return []struct {
 		name string
-		open func(t *testing.T) session.Store
+		open func(t testing.TB) session.Store
 	}{
-		{"memory", func(*testing.T) session.Store { return session.NewMemory(session.Config{}) }},
-		{"redis", func(t *testing.T) session.Store {
+		{"memory", func(testing.TB) session.Store { return session.NewMemory(session.Config{}) }},
+		{"redis", func(t testing.TB) session.Store {
 			srv := redistest.Start(t)
 			s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
 			if err != nil {

@@ -22,6 +22,12 @@ const (
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
 	RoleTool      Role = "tool"
+	// RoleSummary marks a history entry that is not a message of the
+	// conversation: the summary of earlier turns that the model reads in
+	// their place (context compaction). Summary says which turns; the
+	// entries it replaces stay in the history. Providers never see the
+	// role: the turn gives the model the summary's text in a user message.
+	RoleSummary Role = "summary"
 )
 
 // Message is one entry of a conversation, as sent to a model and as kept in a
@@ -47,6 +53,30 @@ type Message struct {
 	// conversation is replayed (orchestration.Engine.Replay), as the turn
 	// did; a tool that ran and failed is such a result.
 	NotRun bool `json:"notRun,omitempty"`
+	// Summary describes a RoleSummary entry: the turns it replaces.
+	Summary *Summary `json:"summary,omitempty"`
+}
+
+// Summary is what a summary entry (RoleSummary) replaces for the model.
+// Turns are numbered from 1 by their user messages, as the session counts
+// them (orchestration.State.UserMessages).
+type Summary struct {
+	// From and Through are the first and the last turn the summary
+	// replaces (a summary that folds in an earlier one starts where that
+	// one started).
+	From    int `json:"from"`
+	Through int `json:"through"`
+	// Kept is how many turns before the entry the model reads verbatim
+	// after the summary: they start at the Kept-th user message before
+	// the entry (the stores read a history from there: see
+	// session.SinceSummary).
+	Kept int `json:"kept"`
+	// Tokens is the summary's size, as the turn counted it.
+	Tokens int `json:"tokens,omitempty"`
+	// By names the summarizer: "offline", or the provider's model.
+	By string `json:"by,omitempty"`
+	// Usage is what the summarizer's model call cost.
+	Usage Usage `json:"usage,omitzero"`
 }
 
 // ToolCall is one call of a tool by a model, complete and validated: the name

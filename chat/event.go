@@ -24,6 +24,11 @@ const (
 	KindUsage Kind = "usage"
 	// KindWarning carries a warning the user should see in Text.
 	KindWarning Kind = "warning"
+	// KindCompaction reports that the turn summarized earlier turns of the
+	// conversation for the model, in Compaction, before its next model
+	// call. (A compaction that failed is a KindWarning: the turn goes on
+	// with the history's message cap.)
+	KindCompaction Kind = "compaction"
 	// KindLimit reports that the turn reached one of its budgets, in Limit.
 	// A limit on tool calls per answer refuses the excess calls and the turn
 	// goes on; every other limit ends the turn cleanly: the partial answer
@@ -64,6 +69,7 @@ type Event struct {
 	Error         *Error      `json:"error,omitempty"`
 	Limit         *Limit      `json:"limit,omitempty"`
 	Approval      *Approval   `json:"approval,omitempty"`
+	Compaction    *Compaction `json:"compaction,omitempty"`
 	FinishReason  string      `json:"finishReason,omitempty"`
 	// Final marks the turn-total usage event.
 	Final bool `json:"final,omitempty"`
@@ -87,6 +93,17 @@ type Snapshot struct {
 	// Transition is set when this snapshot follows a step change.
 	PreviousStep string `json:"previousStep,omitempty"`
 	Transition   bool   `json:"transition,omitempty"`
+}
+
+// Compaction is a summary the turn made of earlier turns (KindCompaction):
+// the model reads it in their place from the next model call on.
+type Compaction struct {
+	// Summary is the summary entry, as the history stores it.
+	Summary Message `json:"summary"`
+	// InputBefore and InputAfter are the next model call's input tokens
+	// without and with the summary, as the turn counted them.
+	InputBefore int `json:"inputBefore"`
+	InputAfter  int `json:"inputAfter"`
 }
 
 // Error is an error as shown to a client: a stable code and a message that is

@@ -84,6 +84,11 @@ type Request struct {
 	// approval before they run. Real providers are not told; the offline
 	// model calls them to show the approval.
 	ApprovalTools []string
+
+	// Summarize, when set, makes the call a summarizer's (context
+	// compaction): Messages render it as text and no tools are offered; a
+	// model that works on its structure (the offline model) reads it.
+	Summarize *SummaryInput
 }
 
 // Callable returns the tools of r the model may call now: Tools, less

@@ -43,6 +43,9 @@ type ServiceConfig struct {
 	// Telemetry records a chat span per model call and an execute_tool
 	// span per tool call, with their metrics; nil records nothing.
 	Telemetry *telemetry.Telemetry
+	// Context is the agent's context budget; nil: none (the history the
+	// turn is given is sent as it is).
+	Context *ContextPolicy
 }
 
 // Service is the LLM orchestration service of one agent: it runs a turn as a
@@ -56,6 +59,8 @@ type Service struct {
 	// prompt, the same on every call.
 	stable bool
 	system string
+	// tokens counts requests for the context budget.
+	tokens *tokenCount
 }
 
 // NewService checks cfg and returns a Service.
@@ -82,6 +87,11 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if err := cfg.Budget.Validate(); err != nil {
 		return nil, fmt.Errorf("llmorch: ServiceConfig.Budget: %w", err)
 	}
+	if cfg.Context != nil {
+		if err := cfg.Context.Validate(); err != nil {
+			return nil, fmt.Errorf("llmorch: ServiceConfig.Context: %w", err)
+		}
+	}
 	cfg.Budget = templateBudget(cfg.Template).Or(cfg.Budget).Or(DefaultBudget)
 	_, node := cfg.Template.Provider()
 	if cfg.Temperature == nil {
@@ -90,7 +100,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.MaxTokens == 0 {
 		cfg.MaxTokens = node.MaxTokens
 	}
-	s := &Service{cfg: cfg, system: SystemPrompt(PromptInput{
+	s := &Service{cfg: cfg, tokens: newTokenCount(cfg.Model), system: SystemPrompt(PromptInput{
 		Personality: cfg.Template.Personality,
 		Guide:       guide(cfg.Template),
 		Steps:       cfg.Template.Steps(),
@@ -124,8 +134,15 @@ type Turn struct {
 	PreviousStep string
 	// History is the conversation sent to the model, ending with the user
 	// message of this turn (or, for a turn that answers approvals, with the
-	// results the session has of the calls waiting for them).
+	// results the session has of the calls waiting for them). With a
+	// context budget it starts at a user message.
 	History []chat.Message
+	// Summary is the summary entry (chat.RoleSummary) of the turns before
+	// History, which the model reads first; nil when there is none.
+	Summary *chat.Message
+	// Fallback cuts the history to the agent's message cap when the
+	// context budget is passed and no summary can be made; nil leaves it.
+	Fallback func([]chat.Message) []chat.Message
 	// Answers are a person's decisions on the calls that waited for
 	// approval, in the order the model made them; the turn carries them
 	// out before its first model call. The session already records the
@@ -221,7 +238,7 @@ func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.S
 	return func(yield func(chat.Event) bool) {
 		ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Budget.TurnTimeout, LimitTime(s.cfg.Budget.TurnTimeout))
 		defer cancel()
-		r := &run{s: s, turn: turn, state: turn.State, yield: yield, messages: slices.Clone(turn.History)}
+		r := &run{s: s, turn: turn, state: turn.State, yield: yield, messages: slices.Clone(turn.History), summary: turn.Summary}
 		reason, err := r.loop(ctx)
 		r.end(ctx, reason, err)
 	}
@@ -304,6 +321,12 @@ type run struct {
 	// its earlier calls moved.
 	offer     orchestration.Offer
 	callState orchestration.State
+	// summary is the summary entry the model reads before messages (see
+	// ContextPolicy); compactTried: the turn tried to compact once already;
+	// counted: the latest request's token count.
+	summary      *chat.Message
+	compactTried bool
+	counted      int
 }
 
 // errAwaitApproval ends a turn whose step holds calls for approval.
@@ -375,7 +398,7 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	remaining := cfg.Budget.MaxOutputBytes - r.output
 	req := Request{
 		System:         r.s.system,
-		Messages:       r.messages,
+		Messages:       r.requestMessages(),
 		Note:           Note(PromptInput{Snapshot: snap, FinalAnswer: final}),
 		Temperature:    cfg.Temperature,
 		MaxTokens:      maxTokens(cfg.MaxTokens, remaining),
@@ -395,6 +418,9 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		if cfg.Engine.NeedsApproval(r.state, name) {
 			req.ApprovalTools = append(req.ApprovalTools, name)
 		}
+	}
+	if err := r.fit(ctx, &req); err != nil {
+		return nil, err
 	}
 	if !r.emit(chat.Event{Kind: chat.KindStepStart}) {
 		return nil, errStopped
@@ -462,6 +488,9 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	if err := ctx.Err(); err != nil {
 		r.saveEnd(ctx, text, usage)
 		return nil, err
+	}
+	if cfg.Context != nil {
+		r.s.tokens.reconcile(r.counted, usage.Prompt)
 	}
 	return calls, r.onStepFinish(ctx, text, calls, invalid, usage)
 }

@@ -272,6 +272,10 @@ func (s *Server) getSession(c *gin.Context) {
 		State: st, Usage: totalsOf(u),
 		Messages: msgs,
 	}
+	if u := sess.SummarizerUsage; !u.IsZero() {
+		su := totalsOf(u)
+		v.Usage.Summarizer = &su
+	}
 	if r := st.RegeneratedUsage; !r.IsZero() {
 		rt := totalsOf(r)
 		v.Usage.Regenerated = &rt

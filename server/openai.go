@@ -97,6 +97,7 @@ type oaExtended struct {
 	Orchestration *chat.Snapshot   `json:"orchestration,omitempty"`
 	Usage         *uiUsage         `json:"usage,omitempty"`
 	Warning       string           `json:"warning,omitempty"`
+	Compaction    *uiCompaction    `json:"compaction,omitempty"`
 	Limit         *chat.Limit      `json:"limit,omitempty"`
 	Error         *chat.Error      `json:"error,omitempty"`
 	// Approval: the call of toolCall waits for a person's approval
@@ -445,6 +446,8 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 			send(chunk(oaDelta{}, nil, &oaExtended{Orchestration: ev.Orchestration}))
 		case chat.KindWarning:
 			send(chunk(oaDelta{}, nil, &oaExtended{Warning: ev.Text}))
+		case chat.KindCompaction:
+			send(chunk(oaDelta{}, nil, &oaExtended{Compaction: compactionOf(ev.Compaction)}))
 		case chat.KindLimit:
 			send(chunk(oaDelta{}, nil, &oaExtended{Limit: ev.Limit}))
 		case chat.KindUsage:

@@ -99,7 +99,9 @@ type oaRespExtension struct {
 	Orchestration *chat.Snapshot `json:"orchestration,omitempty"`
 	Limit         *chat.Limit    `json:"limit,omitempty"`
 	Warnings      []string       `json:"warnings,omitempty"`
-	FinishReason  string         `json:"finishReason,omitempty"`
+	// Compaction: the turn summarized earlier turns for the model.
+	Compaction   *uiCompaction `json:"compaction,omitempty"`
+	FinishReason string        `json:"finishReason,omitempty"`
 }
 
 type oaMessageItem struct {
@@ -238,6 +240,8 @@ func (b *respBuilder) add(ev chat.Event) []oaRespEvent {
 		b.resp.AgentDock.Orchestration = ev.Orchestration
 	case chat.KindWarning:
 		b.resp.AgentDock.Warnings = append(b.resp.AgentDock.Warnings, ev.Text)
+	case chat.KindCompaction:
+		b.resp.AgentDock.Compaction = compactionOf(ev.Compaction)
 	case chat.KindLimit:
 		if ev.Limit != nil && ev.Limit.Name != chat.LimitToolCalls {
 			// The turn ends here; a tool-call limit only refuses calls.

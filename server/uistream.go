@@ -63,10 +63,36 @@ type usageTotals struct {
 	// Regenerated, in a session's usage, is the part of it spent on
 	// answers that were dropped and given again (absent when none).
 	Regenerated *usageTotals `json:"regenerated,omitempty"`
+	// Summarizer, in a session's usage, is what the summaries of its
+	// history cost, apart from the agent's model calls above (absent when
+	// none).
+	Summarizer *usageTotals `json:"summarizer,omitempty"`
 }
 
 func totalsOf(u chat.Usage) usageTotals {
 	return usageTotals{Prompt: u.Prompt, Completion: u.Completion, Total: totalOf(u), CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}
+}
+
+// uiCompaction is a chat.Compaction on the wire: the turns a summary
+// replaces for the model from now on, the summary and what it saved.
+type uiCompaction struct {
+	From        int         `json:"from"`
+	Through     int         `json:"through"`
+	Kept        int         `json:"kept"`
+	Tokens      int         `json:"tokens"`
+	By          string      `json:"by,omitempty"`
+	InputBefore int         `json:"inputBefore"`
+	InputAfter  int         `json:"inputAfter"`
+	Usage       usageTotals `json:"usage"`
+	Summary     string      `json:"summary"`
+}
+
+func compactionOf(c *chat.Compaction) *uiCompaction {
+	out := &uiCompaction{Summary: c.Summary.Content, InputBefore: c.InputBefore, InputAfter: c.InputAfter}
+	if s := c.Summary.Summary; s != nil {
+		out.From, out.Through, out.Kept, out.Tokens, out.By, out.Usage = s.From, s.Through, s.Kept, s.Tokens, s.By, totalsOf(s.Usage)
+	}
+	return out
 }
 
 type uiWarning struct {
@@ -211,6 +237,10 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 		add(&uiChunk{Type: "data-usage", Data: u}, src)
 	case chat.KindWarning:
 		add(&uiChunk{Type: "data-warning", Data: uiWarning{Message: ev.Text}}, src)
+	case chat.KindCompaction:
+		if ev.Compaction != nil {
+			add(&uiChunk{Type: "data-compaction", Data: compactionOf(ev.Compaction)}, src)
+		}
 	case chat.KindLimit:
 		if l := ev.Limit; l != nil {
 			closeText()

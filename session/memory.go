@@ -423,11 +423,7 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	}
 	var hist []chat.Message
 	if window != 0 {
-		hist = e.msgs
-		if window > 0 && len(hist) > window {
-			hist = hist[len(hist)-window:]
-		}
-		hist = append([]chat.Message(nil), hist...)
+		hist = append([]chat.Message(nil), Window(e.msgs, window, o)...)
 	}
 	e.msgs = TrimTurns(append(e.msgs, msgs...), m.cfg.MaxMessages)
 	m.releaseWith(id, o)

@@ -87,6 +87,10 @@ type Session struct {
 	// session, so any replica can answer them; writes change them with
 	// WithApprovals.
 	Approvals []Approval `json:"approvals,omitempty"`
+	// SummarizerUsage is what the summaries of the session's history cost
+	// (context compaction, AddSummarizerUsage): it is spent apart from the
+	// agent's model calls, whose usage the state counts.
+	SummarizerUsage chat.Usage `json:"summarizerUsage,omitzero"`
 }
 
 // Approval is one tool call held for a person's decision.
@@ -262,6 +266,12 @@ type WriteOptions struct {
 	Release bool
 	// Title, when set, is the new Session.Title (WithTitle).
 	Title *string
+	// SinceSummary: UpdateAppend's window starts at the verbatim turns of
+	// the latest summary entry (SinceSummary).
+	SinceSummary bool
+	// SummarizerUsage is added to Session.SummarizerUsage
+	// (AddSummarizerUsage).
+	SummarizerUsage chat.Usage
 }
 
 // WithApprovals makes an Update or UpdateAppend replace the session's
@@ -300,8 +310,8 @@ func Options(opts ...UpdateOption) WriteOptions {
 // turn's ID on its first write, "" on its last.
 func WithTurn(id string) UpdateOption { return func(o *WriteOptions) { o.Turn = &id } }
 
-// ApplyTurn applies WithTurn and WithTitle to s: the fields of the
-// Session itself that a write sets beside the state.
+// ApplyTurn applies WithTurn, WithTitle and AddSummarizerUsage to s: the
+// fields of the Session itself that a write sets beside the state.
 func (o WriteOptions) ApplyTurn(s *Session) {
 	if o.Turn != nil {
 		s.Turn = *o.Turn
@@ -309,6 +319,69 @@ func (o WriteOptions) ApplyTurn(s *Session) {
 	if o.Title != nil {
 		s.Title = *o.Title
 	}
+	if !o.SummarizerUsage.IsZero() {
+		s.SummarizerUsage = s.SummarizerUsage.Add(o.SummarizerUsage)
+	}
+}
+
+// AddSummarizerUsage adds u to Session.SummarizerUsage with an Update or
+// UpdateAppend: the write that stores a summary entry counts what the
+// summary cost.
+func AddSummarizerUsage(u chat.Usage) UpdateOption {
+	return func(o *WriteOptions) { o.SummarizerUsage = u }
+}
+
+// SinceSummary makes UpdateAppend's window, when it is negative (the whole
+// history), start where the model's view of the history starts: at the
+// turns that the history's latest summary entry (chat.RoleSummary) keeps
+// verbatim, its Summary.Kept user messages before it, or at the start of
+// the history when it has no summary. A turn with context compaction reads
+// that instead of the whole history, so that its cost does not grow with
+// the session. A store that ignores the option returns the whole history,
+// which the turn reads the same way. Other writes ignore it.
+func SinceSummary() UpdateOption { return func(o *WriteOptions) { o.SinceSummary = true } }
+
+// Window returns the part of msgs that UpdateAppend returns for window (0
+// none, < 0 all) under o (SinceSummary); it shares msgs' array. The Redis
+// store does the same in Lua.
+func Window(msgs []chat.Message, window int, o WriteOptions) []chat.Message {
+	switch {
+	case window == 0:
+		return nil
+	case window > 0 && len(msgs) > window:
+		return msgs[len(msgs)-window:]
+	case window < 0 && o.SinceSummary:
+		return msgs[VerbatimStart(msgs):]
+	}
+	return msgs
+}
+
+// VerbatimStart is where the model's view of msgs starts (SinceSummary):
+// the Kept-th user message before the latest summary entry, or the entry
+// itself when it keeps none, or 0 when msgs has no summary entry or fewer
+// user messages before it than it keeps.
+func VerbatimStart(msgs []chat.Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != chat.RoleSummary {
+			continue
+		}
+		kept := 0
+		if msgs[i].Summary != nil {
+			kept = msgs[i].Summary.Kept
+		}
+		if kept <= 0 {
+			return i
+		}
+		for j := i - 1; j >= 0; j-- {
+			if msgs[j].Role == chat.RoleUser {
+				if kept--; kept == 0 {
+					return j
+				}
+			}
+		}
+		return 0
+	}
+	return 0
 }
 
 // WithTitle sets Session.Title with an Update or UpdateAppend: a person

@@ -187,6 +187,7 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 			historyLimit = *n
 		}
 	}
+	checkContext(t, add)
 	for name, nc := range t.NodeConfigurations {
 		if nc.MaxTokens < 0 {
 			add(orchestration.SeverityError, "nodeConfigurations."+name+".maxTokens", "must not be negative, got %d", nc.MaxTokens)
@@ -214,6 +215,36 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 		return nil, ds
 	}
 	return engine, ds
+}
+
+// checkContext checks options.context: its bounds, and that its
+// summarizer names a model the template configures.
+func checkContext(t *Template, add func(orchestration.Severity, string, string, ...any)) {
+	c := t.Options.Context
+	if c == nil || c.Off {
+		return
+	}
+	if n := c.MaxInputTokens; n != 0 && (n < MinContextTokens || n > MaxContextTokens) {
+		add(orchestration.SeverityError, "options.context.maxInputTokens", "must be from %d to %d input tokens, got %d", MinContextTokens, MaxContextTokens, n)
+	}
+	if n := c.KeepTurns; n < 0 || n > MaxKeepTurns {
+		add(orchestration.SeverityError, "options.context.keepTurns", "must be from 1 to %d turns, got %d", MaxKeepTurns, n)
+	}
+	if t.ChatSettings.HistoryPolicy == HistoryNone {
+		add(orchestration.SeverityWarning, "options.context", "chatSettings.historyPolicy is none: the model sees no history, so there is nothing to summarize")
+	}
+	s := c.Summarizer
+	if s == nil {
+		return
+	}
+	if len(s.Prompt) > MaxSummarizerPrompt {
+		add(orchestration.SeverityError, "options.context.summarizer.prompt", "is %d bytes; the limit is %d", len(s.Prompt), MaxSummarizerPrompt)
+	}
+	if m := s.Model; m != "" && m != SummarizerOffline {
+		if _, ok := t.NodeConfigurations[m]; !ok || !strings.HasPrefix(m, "llm.") {
+			add(orchestration.SeverityError, "options.context.summarizer.model", "%q names no model: want %q or an llm.* key of nodeConfigurations, such as \"llm.openai\" with its own \"model\"", m, SummarizerOffline)
+		}
+	}
 }
 
 // AgentDock's own keys that this runtime reads nothing from: a template
@@ -253,6 +284,12 @@ func unknownKeys(t *Template) []unknownKey {
 	check("", t.Extra, append(orchestration.Keys(Template{}), agentDockKeys...))
 	check("chatSettings.", t.ChatSettings.Extra, append(orchestration.Keys(ChatSettings{}), agentDockChatKeys...))
 	check("options.", t.Options.Extra, append(orchestration.Keys(Options{}), agentDockOptionKeys...))
+	if c := t.Options.Context; c != nil {
+		check("options.context.", c.Extra, orchestration.Keys(Context{}))
+		if c.Summarizer != nil {
+			check("options.context.summarizer.", c.Summarizer.Extra, orchestration.Keys(Summarizer{}))
+		}
+	}
 	nodes := make([]string, 0, len(t.NodeConfigurations))
 	for name := range t.NodeConfigurations {
 		if strings.HasPrefix(name, "llm.") {

@@ -16,6 +16,7 @@ package template
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -111,9 +112,87 @@ type Options struct {
 	// elsewhere (docs/orchestration.md, "Tool filtering and the prompt
 	// cache").
 	ToolFiltering string `json:"toolFiltering,omitempty"`
+	// Context is the agent's context budget: when the model's next request
+	// would pass its input tokens, the oldest turns are summarized for the
+	// model (docs/orchestration.md, "Long conversations"). Nil: the
+	// server's defaults.
+	Context *Context `json:"context,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }
+
+// Context is options.context: "off", or an object whose unset fields take
+// the server's defaults.
+type Context struct {
+	// Off ("context": "off") keeps the history's message cap alone
+	// (chatSettings.historyPolicy): nothing is summarized.
+	Off bool `json:"-"`
+	// MaxInputTokens is the input tokens a model request may reach (the
+	// tools, the system prompt and the messages) before older turns are
+	// summarized.
+	MaxInputTokens int `json:"maxInputTokens,omitempty"`
+	// KeepTurns is how many of the newest turns, the running one included,
+	// the model reads verbatim after a summary.
+	KeepTurns int `json:"keepTurns,omitempty"`
+	// Summarizer writes the summaries.
+	Summarizer *Summarizer `json:"summarizer,omitempty"`
+
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// Summarizer is options.context.summarizer.
+type Summarizer struct {
+	// Model is SummarizerOffline, or an llm.* key of nodeConfigurations
+	// naming the model that summarizes (another model of the agent's
+	// provider, a cheaper one say); empty, the server's default.
+	Model string `json:"model,omitempty"`
+	// Prompt replaces the instructions the summarizer is given.
+	Prompt string `json:"prompt,omitempty"`
+
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// SummarizerOffline names the deterministic summarizer, which keeps the
+// user's statements and the first lines of tool results.
+const SummarizerOffline = "offline"
+
+// ContextOff is options.context's value that turns compaction off.
+const ContextOff = "off"
+
+// Bounds of options.context.
+const (
+	MinContextTokens    = 1000
+	MaxContextTokens    = 10_000_000
+	MaxKeepTurns        = 100
+	MaxSummarizerPrompt = 8 << 10
+)
+
+func (c *Context) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		if s != ContextOff {
+			return fmt.Errorf("options.context: want %q or an object such as {\"maxInputTokens\": 32000}, got %q", ContextOff, s)
+		}
+		*c = Context{Off: true}
+		return nil
+	}
+	return orchestration.UnmarshalKeep(b, c, &c.Extra)
+}
+
+func (c Context) MarshalJSON() ([]byte, error) {
+	if c.Off {
+		return json.Marshal(ContextOff)
+	}
+	return orchestration.MarshalKeep(c, c.Extra)
+}
+
+func (s *Summarizer) UnmarshalJSON(b []byte) error {
+	return orchestration.UnmarshalKeep(b, s, &s.Extra)
+}
+func (s Summarizer) MarshalJSON() ([]byte, error) { return orchestration.MarshalKeep(s, s.Extra) }
 
 // The values of options.toolFiltering. Either way the runtime refuses a
 // call of a tool that is not offered.

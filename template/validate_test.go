@@ -1,6 +1,8 @@
 package template
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,6 +85,14 @@ func TestValidationErrors(t *testing.T) {
 			`cognitive.json: options.historyLimit: must be a whole number from 1 to 10000 (how many tool uses a session remembers; default 100), got 0`},
 		{"historyLimit negative", `{"agentId":"t","name":"T","options":{"historyLimit":-5}}`, `options.historyLimit: must be a whole number from 1 to 10000`},
 		{"historyLimit too large", `{"agentId":"t","name":"T","options":{"historyLimit":10001}}`, `options.historyLimit: must be a whole number from 1 to 10000`},
+		{"context too small", `{"agentId":"t","name":"T","options":{"context":{"maxInputTokens":10}}}`,
+			`cognitive.json: options.context.maxInputTokens: must be from 1000 to 10000000 input tokens, got 10`},
+		{"context keepTurns negative", `{"agentId":"t","name":"T","options":{"context":{"keepTurns":-1}}}`,
+			`cognitive.json: options.context.keepTurns: must be from 1 to 100 turns, got -1`},
+		{"context summarizer names no node", `{"agentId":"t","name":"T","nodes":["llm.openai"],"options":{"context":{"summarizer":{"model":"gpt-4o-mini"}}}}`,
+			`cognitive.json: options.context.summarizer.model: "gpt-4o-mini" names no model: want "offline" or an llm.* key of nodeConfigurations, such as "llm.openai" with its own "model"`},
+		{"context neither off nor an object", `{"agentId":"t","name":"T","options":{"context":"on"}}`,
+			`options.context: want "off" or an object such as {"maxInputTokens": 32000}, got "on"`},
 		{"historyLimit not whole", `{"agentId":"t","name":"T","options":{"historyLimit":2.5}}`, `options.historyLimit: expected int, found a JSON number 2.5`},
 		{"bad sequence entry", tmpl(stdNodes, `{"name":"A","isDefault":true,"sequence":[42]}`), `a sequence entry must be a tool name or a list of tool names`},
 		// A misspelt key inside the orchestration would change what the
@@ -297,6 +307,43 @@ func TestAgentDockTemplatesHaveNoUnknownKeys(t *testing.T) {
 			if strings.Contains(d.Message, "unknown key") {
 				t.Errorf("%s", d)
 			}
+		}
+	}
+}
+
+// TestContextOption: options.context reads "off" or an object, keeps
+// unknown keys (reported as warnings) and writes back what it read.
+func TestContextOption(t *testing.T) {
+	for _, tc := range []struct {
+		json, warning string
+		off           bool
+		tokens, keep  int
+		model         string
+	}{
+		{json: `"off"`, off: true},
+		{json: `{"maxInputTokens": 32000, "keepTurns": 3, "summarizer": {"model": "offline", "prompt": "Be brief."}}`, tokens: 32000, keep: 3, model: "offline"},
+		{json: `{"maxInputTokens": 8000, "summarizer": {"model": "llm.small"}}`, tokens: 8000, model: "llm.small"},
+		{json: `{"keepTurn": 2}`, warning: `options.context.keepTurn: unknown key; did you mean "keepTurns"?`},
+	} {
+		src := `{"agentId": "t", "name": "T", "nodes": ["llm.openai"], "nodeConfigurations": {"llm.small": {"model": "gpt-4o-mini"}}, "options": {"context": ` + tc.json + `}}`
+		a, ds := Load("t.json", []byte(src), Config{})
+		if a == nil {
+			t.Fatalf("%s: %v", tc.json, ds)
+		}
+		c := a.Template.Options.Context
+		if c.Off != tc.off || c.MaxInputTokens != tc.tokens || c.KeepTurns != tc.keep || (tc.model != "") != (c.Summarizer != nil) || c.Summarizer != nil && c.Summarizer.Model != tc.model {
+			t.Errorf("%s: read %+v", tc.json, c)
+		}
+		if tc.warning != "" && !strings.Contains(fmt.Sprint(ds), tc.warning) {
+			t.Errorf("%s: warnings %v, want %q", tc.json, ds, tc.warning)
+		}
+		out, err := json.Marshal(a.Template.Options)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Options
+		if err := json.Unmarshal(out, &back); err != nil || back.Context == nil || back.Context.Off != c.Off || back.Context.MaxInputTokens != c.MaxInputTokens || len(back.Context.Extra) != len(c.Extra) {
+			t.Errorf("%s: round trip %s gave %+v, %v", tc.json, out, back.Context, err)
 		}
 	}
 }

@@ -15,12 +15,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
+	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
 )
 
@@ -61,7 +63,10 @@ type serveConfig struct {
 	StreamRetention time.Duration
 	Heartbeat       time.Duration
 	// Budget bounds every turn (templates override it field by field).
-	Budget          llmorch.Budget
+	Budget llmorch.Budget
+	// Context is the context budget (templates override it field by
+	// field with options.context).
+	Context         agent.ContextConfig
 	DisconnectGrace time.Duration
 	ReadTimeout     time.Duration
 	WriteTimeout    time.Duration
@@ -284,6 +289,46 @@ func settings() []setting {
 		{"MAX_STEPS", "max-steps", strconv.Itoa(llmorch.DefaultMaxSteps), "model calls per turn before the final answer (a template's options.maxSteps overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxSteps })},
 		{"MAX_TOOL_CALLS", "max-tool-calls", strconv.Itoa(llmorch.DefaultMaxToolCalls), "tool calls that run per model answer; the excess are refused (a template's options.maxToolCalls overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxToolCalls })},
 		{"MAX_OUTPUT_BYTES", "max-output-bytes", strconv.Itoa(llmorch.DefaultMaxOutputBytes), "bytes of text and tool arguments a model may stream in one turn; the turn then ends with finishReason length (a template's options.maxOutputBytes overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxOutputBytes })},
+		{"CONTEXT", "context", "on", "on: past the context budget, the oldest turns are summarized for the model; off: only chatSettings.historyPolicy cuts the history (a template's options.context overrides it)", func(c *serveConfig, v string) error {
+			switch v {
+			case "on":
+				c.Context.Off = false
+			case "off":
+				c.Context.Off = true
+			default:
+				return fmt.Errorf("want on or off, got %q", v)
+			}
+			return nil
+		}},
+		{"CONTEXT_MAX_INPUT_TOKENS", "context-max-input-tokens", strconv.Itoa(llmorch.DefaultMaxInputTokens), "input tokens a model request may reach (tools, system prompt and messages) before the oldest turns are summarized (options.context.maxInputTokens overrides it)", func(c *serveConfig, v string) error {
+			if err := positive(func(c *serveConfig) *int { return &c.Context.MaxInputTokens })(c, v); err != nil {
+				return err
+			}
+			if c.Context.MaxInputTokens < template.MinContextTokens || c.Context.MaxInputTokens > template.MaxContextTokens {
+				return fmt.Errorf("want %d to %d tokens, got %q", template.MinContextTokens, template.MaxContextTokens, v)
+			}
+			return nil
+		}},
+		{"CONTEXT_KEEP_TURNS", "context-keep-turns", strconv.Itoa(llmorch.DefaultKeepTurns), "newest turns the model reads verbatim after a summary (options.context.keepTurns overrides it)", func(c *serveConfig, v string) error {
+			if err := positive(func(c *serveConfig) *int { return &c.Context.KeepTurns })(c, v); err != nil {
+				return err
+			}
+			if c.Context.KeepTurns > template.MaxKeepTurns {
+				return fmt.Errorf("want 1 to %d turns, got %q", template.MaxKeepTurns, v)
+			}
+			return nil
+		}},
+		{"CONTEXT_SUMMARIZER", "context-summarizer", "model", "who writes the summaries: model (the agent's own model) or offline (the extractive summary of the offline model: the user's words and the first line of each tool result); options.context.summarizer.model overrides it", func(c *serveConfig, v string) error {
+			switch v {
+			case "model":
+				c.Context.Summarizer = ""
+			case template.SummarizerOffline:
+				c.Context.Summarizer = template.SummarizerOffline
+			default:
+				return fmt.Errorf("want model or offline, got %q", v)
+			}
+			return nil
+		}},
 		{"DISCONNECT_GRACE", "disconnect-grace", "0s", "cancel a turn no client has followed for this long; 0 never cancels", dur(func(c *serveConfig) *time.Duration { return &c.DisconnectGrace })},
 		{"READ_TIMEOUT", "read-timeout", server.DefaultReadTimeout.String(), "longest time to receive a request's head and body (a slower body gets 408); streams are not cut by it", func(c *serveConfig, v string) error {
 			if err := dur(func(c *serveConfig) *time.Duration { return &c.ReadTimeout })(c, v); err != nil {

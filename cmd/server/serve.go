@@ -177,6 +177,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		Budget:          cfg.Budget,
+		Context:         cfg.Context,
 		// Three renewals per lease: a slow round trip or two does not lose
 		// it.
 		LeaseRenewal: cfg.LockTTL / 3,

@@ -217,6 +217,20 @@ test('historyEntries rebuilds turns from a stored history', () => {
   assert.deepEqual(historyEntries(undefined), []);
 });
 
+test('a compaction shows where it happened, live and from the history', () => {
+  const live = newTurn();
+  applyChunk(live, { type: 'data-compaction', data: { from: 1, through: 4, kept: 2, inputBefore: 3100, inputAfter: 900, summary: 'The user is Ada.', by: 'offline' } });
+  assert.deepEqual(live.parts.map((p) => [p.kind, p.from, p.through, p.summary]), [['compaction', 1, 4, 'The user is Ada.']]);
+  const entries = historyEntries([
+    { role: 'user', content: 'turn five' },
+    { role: 'summary', content: 'The user is Ada.', summary: { from: 1, through: 4, kept: 2, tokens: 6, by: 'offline' } },
+    { role: 'assistant', content: 'Five.' },
+  ]);
+  const t = entries[1].turn;
+  assert.deepEqual(t.parts.map((p) => p.kind), ['compaction', 'text']);
+  assert.deepEqual([t.parts[0].from, t.parts[0].through, t.parts[0].summary], [1, 4, 'The user is Ada.']);
+});
+
 test('snapshotOf fills what a snapshot leaves out', () => {
   assert.deepEqual(snapshotOf({ activeStep: 'A', sequenceIndex: 1, offeredTools: ['t'] }),
     { activeStep: 'A', sequenceIndex: 1, sequence: [], offeredTools: ['t'], previousStep: '', transition: false });

@@ -533,7 +533,7 @@ func (s *Store) UpdateAppend(ctx context.Context, key string, fn func(*orchestra
 		r.Messages = o.Drop(r.Messages)
 		if window != 0 {
 			// A copy: the append below may write into r.Messages' array.
-			hist = append([]chat.Message(nil), tail(r.Messages, window)...)
+			hist = append([]chat.Message(nil), session.Window(r.Messages, window, o)...)
 		}
 		r.Messages = session.TrimTurns(append(r.Messages, msgs...), s.cfg.MaxMessages)
 		out = r.Session

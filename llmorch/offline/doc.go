@@ -39,6 +39,14 @@
 //     conclusion. Without tool results it answers plainly and says that no
 //     model provider is configured.
 //
+// A summarizer's call (Request.Summarize, context compaction) is answered
+// with an extractive summary, all at once: one line per user message in
+// its own words and one per tool result, its first line, marked when the
+// call did not run or failed, after the lines of the summary it folds in.
+// When they pass the summary's budget, tool lines go first, oldest first,
+// then user lines from the middle of the conversation, so that its opening
+// and its latest turns stay (see summary.go).
+//
 // It never calls a tool that is not in Request.Tools, makes at most one tool
 // call per model call and at most maxTurnCalls per turn, and numbers calls
 // "call_<n>" so that IDs are unique within the conversation it is given.

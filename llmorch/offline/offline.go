@@ -98,6 +98,16 @@ func (m *Model) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.
 			yield(chat.Event{}, err)
 			return
 		}
+		if req.Summarize != nil {
+			// A summarizer's call: the whole summary at once, no pause.
+			text := summarize(req.Summarize)
+			if !yield(chat.Event{Kind: chat.KindTextDelta, Text: text}, nil) {
+				return
+			}
+			u := estimateUsage(req, response{text: text})
+			yield(chat.Event{Kind: chat.KindUsage, Usage: &u}, nil)
+			return
+		}
 		r, err := respond(req)
 		if err != nil {
 			yield(chat.Event{}, fmt.Errorf("offline model: %w", err))

@@ -23,6 +23,15 @@ type fallbackModel struct {
 
 func (f *fallbackModel) Info() llmorch.Info { return f.primary.Info() }
 
+// CountTokens counts as the primary model does (llmorch.TokenCounter), or
+// estimates.
+func (f *fallbackModel) CountTokens(text string) int {
+	if c, ok := f.primary.(llmorch.TokenCounter); ok {
+		return c.CountTokens(text)
+	}
+	return llmorch.EstimateTokens(text)
+}
+
 func (f *fallbackModel) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.Event, error] {
 	return func(yield func(chat.Event, error) bool) {
 		var primaryErr error

@@ -75,6 +75,7 @@ import (
 	"github.com/tmc/langchaingo/llms/openai"
 
 	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/llmorch/tokencount"
 )
 
 // The providers (wire formats) New accepts.
@@ -164,9 +165,26 @@ type Config struct {
 	IdleTimeout time.Duration
 }
 
-// New validates cfg and returns the model.
+// New validates cfg and returns the model. An OpenAI model whose family
+// has a published tokenizer is an llmorch.TokenCounter
+// (package tokencount), so that its requests are counted as it counts them.
 func New(cfg Config) (llmorch.Model, error) {
-	return newModel(cfg)
+	m, err := newModel(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Provider == OpenAI {
+		if c, ok := tokencount.ForModel(cfg.Model); ok {
+			return countingModel{m, c}, nil
+		}
+	}
+	return m, nil
+}
+
+// countingModel is a model with its tokenizer.
+type countingModel struct {
+	*model
+	*tokencount.Counter
 }
 
 func (c *Config) validate() error {

@@ -283,6 +283,11 @@ func (m *mapper) add(ev chat.Event) []event {
 		})
 	case chat.KindWarning:
 		out = append(out, event{"type": "CUSTOM", "name": "agentdock.warning", "value": ev.Text})
+	case chat.KindCompaction:
+		if s := ev.Compaction.Summary.Summary; s != nil {
+			out = append(out, event{"type": "CUSTOM", "name": "agentdock.compaction", "value": map[string]int{
+				"from": s.From, "through": s.Through, "kept": s.Kept, "inputBefore": ev.Compaction.InputBefore, "inputAfter": ev.Compaction.InputAfter}})
+		}
 	case chat.KindLimit:
 		out = append(out, event{"type": "CUSTOM", "name": "agentdock.limit", "value": ev.Limit})
 	case chat.KindError:

@@ -339,6 +339,9 @@ func newAppend(id string, msgs []chat.Message, window int, o session.WriteOption
 	case o.DropAnswer:
 		drop = "1"
 	}
+	if window < 0 && o.SinceSummary {
+		window = -2 // luaSinceSummary
+	}
 	ap := &appendArgs{window: window, drop: drop, msgs: make([]any, len(msgs))}
 	for i, m := range msgs {
 		b, err := json.Marshal(m)

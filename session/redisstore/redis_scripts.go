@@ -278,6 +278,55 @@ var scriptClaim = newScript(luaClaim + `
 return claim()
 `)
 
+// luaSinceSummary is session.VerbatimStart in Lua: where the model's view
+// of the list KEYS[2] of len messages starts, for a window of -2 (a
+// negative window with session.SinceSummary): the Kept-th user message
+// before the latest summary entry (its JSON starts with
+// {"role":"summary"), or 0. It reads back from the end to that entry and
+// its kept turns, never the history before them.
+const luaSinceSummary = `
+local function isSummary(v)
+  return string.sub(v, 1, 17) == '{"role":"summary"'
+end
+-- scanBack calls f on the messages before index at, newest first, in
+-- batches, and returns the index of the first for which it is true, or -1.
+local function scanBack(at, f)
+  local i = at - 1
+  while i >= 0 do
+    local lo = math.max(i - 63, 0)
+    local batch = redis.call('LRANGE', KEYS[2], lo, i)
+    for j = #batch, 1, -1 do
+      if f(batch[j]) then
+        return lo + j - 1
+      end
+    end
+    i = lo - 1
+  end
+  return -1
+end
+local function sinceSummary(len)
+  local at = scanBack(len, isSummary)
+  if at < 0 then
+    return 0
+  end
+  local kept = 0
+  local ok, m = pcall(cjson.decode, redis.call('LINDEX', KEYS[2], at))
+  if ok and type(m) == 'table' and type(m.summary) == 'table' and type(m.summary.kept) == 'number' then
+    kept = m.summary.kept
+  end
+  if kept <= 0 then
+    return at
+  end
+  local start = scanBack(at, function(v)
+    if isUser(v) then
+      kept = kept - 1
+    end
+    return kept == 0
+  end)
+  return math.max(start, 0)
+end
+`
+
 // luaUpdateAppend is updateAppend in Lua, for scriptUpdateAppend and
 // scriptClaimStart: scriptUpdate and scriptAppend in one step, which
 // returns the history window as it was before the append. A retry of a
@@ -290,10 +339,11 @@ return claim()
 //
 // Its arguments start after ARGV[o]: expected version ("" = absent), new
 // version, data, nonce, ttl ms, lease token ("" = none), window (0 none,
-// < 0 all), max messages, drop-answer ("0", "1" or "2"), release ("1": delete
+// -2 since the latest summary (luaSinceSummary), < 0 all), max messages,
+// drop-answer ("0", "1" or "2"), release ("1": delete
 // the lease with the write), messages... It returns {"ok", window list} |
 // {"fenced"} | {"conflict", data or nil}.
-const luaUpdateAppend = luaTrimTurns + luaDropAnswer + `
+const luaUpdateAppend = luaTrimTurns + luaDropAnswer + luaSinceSummary + `
 local function updateAppend(o)
   local lease = ARGV[o+6]
   local fenced = lease ~= '' and redis.call('GET', KEYS[3]) ~= lease
@@ -310,6 +360,8 @@ local function updateAppend(o)
     local start = 0
     if window > 0 and len > window then
       start = len - window
+    elseif window == -2 then
+      start = sinceSummary(len)
     end
     return redis.call('LRANGE', KEYS[2], start, len - 1)
   end

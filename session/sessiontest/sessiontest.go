@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"WriteReleasesLease", h.writeReleases},
 		{"UpdateAppendFencedOrFailed", h.updateAppendRefused},
 		{"UpdateAppendDropLastAnswer", h.dropLastAnswer},
+		{"UpdateAppendSinceSummary", h.sinceSummary},
 		{"RegenerateRestoresTheState", h.regenerate},
 		{"UpdateAppendDropLastTurn", h.dropLastTurn},
 		{"Approvals", h.approvals},
@@ -508,6 +509,7 @@ func keepTurns(msgs []chat.Message, max int) []chat.Message {
 func msgEqual(a, b chat.Message) bool {
 	return a.Role == b.Role && a.Content == b.Content && a.ToolCallID == b.ToolCallID &&
 		a.ToolName == b.ToolName && a.IsError == b.IsError && a.NotRun == b.NotRun && a.Denied == b.Denied &&
+		(a.Summary == nil) == (b.Summary == nil) && (a.Summary == nil || *a.Summary == *b.Summary) &&
 		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y chat.ToolCall) bool {
 			return x.ID == y.ID && x.Name == y.Name && string(x.Arguments) == string(y.Arguments)
 		})
@@ -1083,6 +1085,86 @@ func (h *harness) updateAppend(t *testing.T) {
 	if got := must(s.Messages(ctx, fresh, 0))(t); len(got) != 1 {
 		t.Fatalf("history of the created session: %+v", got)
 	}
+}
+
+// sinceSummary: with session.SinceSummary, a whole-history window starts
+// at the turns the latest summary entry keeps verbatim, and the write that stores a summary adds its
+// cost to the session's SummarizerUsage.
+func (h *harness) sinceSummary(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.NewID()
+	_, l, err := s.Claim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	turn := func(n int) []chat.Message {
+		return []chat.Message{{Role: chat.RoleUser, Content: fmt.Sprintf("question %d", n)},
+			{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: fmt.Sprintf("c%d", n), Name: "think", Arguments: json.RawMessage(`{}`)}}},
+			{Role: chat.RoleTool, ToolCallID: fmt.Sprintf("c%d", n), ToolName: "think", Content: "ok"},
+			{Role: chat.RoleAssistant, Content: fmt.Sprintf("answer %d", n)}}
+	}
+	summary := func(through, kept int) chat.Message {
+		return chat.Message{Role: chat.RoleSummary, Content: fmt.Sprintf("turns 1-%d", through), Summary: &chat.Summary{From: 1, Through: through, Kept: kept}}
+	}
+	read := func(what string, want []chat.Message) {
+		t.Helper()
+		_, hist, err := s.UpdateAppend(ctx, id, apply(orchestration.UsageReported(chat.Usage{})), nil, -1, session.WithLease(l), session.SinceSummary())
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !slices.EqualFunc(hist, want, msgEqual) {
+			t.Fatalf("%s: the window since the summary is %d messages %+v, want %d %+v", what, len(hist), hist, len(want), want)
+		}
+	}
+	var all []chat.Message
+	for n := 1; n <= 5; n++ {
+		all = append(all, turn(n)...)
+	}
+	if err := s.AppendMessages(ctx, id, all, session.WithLease(l)); err != nil {
+		t.Fatal(err)
+	}
+	read("without a summary", all)
+	// A summary of turns 1-3 made during turn 5 keeps turns 4 and 5.
+	sum := summary(3, 2)
+	u := chat.Usage{Prompt: 40, Completion: 10, Total: 50}
+	sess, _, err := s.UpdateAppend(ctx, id, apply(orchestration.UsageReported(chat.Usage{})), []chat.Message{sum}, 0,
+		session.WithLease(l), session.AddSummarizerUsage(u))
+	if err != nil || sess.SummarizerUsage != u || !sess.State.TokenUsage.IsZero() {
+		t.Fatalf("storing a summary: %+v, %v; want the summarizer's usage %+v apart from the state's", sess.SummarizerUsage, err, u)
+	}
+	all = append(all, sum)
+	read("after a summary that keeps two turns", all[12:])
+	if err := s.AppendMessages(ctx, id, turn(6), session.WithLease(l)); err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, turn(6)...)
+	read("a turn later", all[12:])
+	// A later summary keeping one turn wins.
+	later := summary(5, 1)
+	if err := s.AppendMessages(ctx, id, []chat.Message{later}, session.WithLease(l)); err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, later)
+	read("after a second summary", all[len(all)-5:])
+	if got := must(s.Get(ctx, id))(t); got.SummarizerUsage != u {
+		t.Fatalf("the session's summarizer usage is %+v, want %+v", got.SummarizerUsage, u)
+	}
+	if hist := must(s.Messages(ctx, id, 0))(t); !slices.EqualFunc(hist, all, msgEqual) {
+		t.Fatalf("Messages returns %d messages, want the whole history of %d: a summary never hides what it replaces", len(hist), len(all))
+	}
+	// A summary keeping no turn starts the window at itself; one keeping
+	// more turns than the history holds starts it at the beginning.
+	if err := s.AppendMessages(ctx, id, []chat.Message{summary(6, 0)}, session.WithLease(l)); err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, summary(6, 0))
+	read("a summary keeping nothing", all[len(all)-1:])
+	if err := s.AppendMessages(ctx, id, []chat.Message{summary(6, 99)}, session.WithLease(l)); err != nil {
+		t.Fatal(err)
+	}
+	read("a summary keeping more turns than there are", append(all, summary(6, 99)))
 }
 
 func (h *harness) updateAppendRefused(t *testing.T) {

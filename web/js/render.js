@@ -275,6 +275,20 @@ function partView(part) {
         ),
       };
     }
+    case 'compaction': {
+      const line = h('summary');
+      const text = h('p', { class: 'compaction-summary' });
+      const el = h('details', { class: 'compaction' }, line, text);
+      return {
+        el,
+        update: (p) => {
+          const turns = p.from === p.through ? `Turn ${p.from}` : `Turns ${p.from} to ${p.through}`;
+          const saved = p.inputBefore > 0 ? ` (${p.inputBefore.toLocaleString()} → ${p.inputAfter.toLocaleString()} input tokens)` : '';
+          line.textContent = `Conversation compacted: ${turns} summarized for the model${saved}. They stay here in full.`;
+          text.textContent = p.summary;
+        },
+      };
+    }
     case 'warning': {
       const el = h('p', { class: 'warning', role: 'status' });
       return { el, update: (p) => { el.textContent = `Warning: ${p.message}`; } };

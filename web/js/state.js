@@ -191,6 +191,17 @@ export function applyChunk(turn, chunk) {
       touch(turn, part);
       break;
     }
+    case 'data-compaction': {
+      // Earlier turns were summarized for the model from here on.
+      const d = chunk.data ?? {};
+      const part = {
+        kind: 'compaction', from: num(d.from), through: num(d.through), kept: num(d.kept),
+        inputBefore: num(d.inputBefore), inputAfter: num(d.inputAfter), summary: String(d.summary ?? ''), by: String(d.by ?? ''),
+      };
+      turn.parts.push(part);
+      touch(turn, part);
+      break;
+    }
     case 'error': {
       const part = { kind: 'error', message: String(chunk.errorText ?? 'The turn failed.') };
       turn.parts.push(part);
@@ -283,6 +294,15 @@ export function historyEntries(messages, { dropAfterLastUser = false, pendingApp
     if (m.role === 'user') {
       close();
       out.push({ user: String(m.content ?? '') });
+      continue;
+    }
+    if (m.role === 'summary') {
+      // A compaction: shown where it happened, as the live stream shows it.
+      if (!turn) {
+        turn = newTurn();
+        out.push({ turn });
+      }
+      applyChunk(turn, { type: 'data-compaction', data: { ...(m.summary ?? {}), summary: m.content } });
       continue;
     }
     if (m.role !== 'assistant' && m.role !== 'tool') continue; // system prompts are not shown

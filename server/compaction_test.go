@@ -1,0 +1,74 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentdock-go/agentdock/session"
+)
+
+// TestCompactionOverHTTP: a conversation past its agent's context budget
+// is compacted by the offline summarizer: the stream says so in a
+// data-compaction frame (the turns replaced, the summary, what it saved),
+// and the session shows the summary entry among its messages, every
+// message it replaces still there, and what the summaries cost apart from
+// the agent's usage.
+func TestCompactionOverHTTP(t *testing.T) {
+	e := newEnv(t, envOptions{templates: "testdata/compact"})
+	id := "compact-" + session.NewID()
+	var frame map[string]any
+	turns := 0
+	for turns < 20 && frame == nil {
+		turns++
+		msg := fmt.Sprintf("[offline:echo] Turn %d: %s", turns, strings.Repeat("the harbour was busy today, ", 12))
+		_, evs := e.streamChat("long", jsonBody(map[string]string{"message": msg, "sessionId": id}))
+		for _, ev := range evs {
+			var c struct {
+				Type string         `json:"type"`
+				Data map[string]any `json:"data"`
+			}
+			if json.Unmarshal([]byte(ev.Data), &c) == nil && c.Type == "data-compaction" {
+				frame = c.Data
+			}
+		}
+	}
+	if frame == nil {
+		t.Fatalf("no data-compaction frame in %d turns", turns)
+	}
+	if frame["from"] != 1.0 || frame["kept"] != 1.0 || frame["through"] != float64(turns-1) ||
+		!strings.Contains(frame["summary"].(string), "Turn 1: the harbour") || frame["inputAfter"].(float64) >= frame["inputBefore"].(float64) {
+		t.Fatalf("data-compaction %v after %d turns", frame, turns)
+	}
+	var v struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+			Summary *struct {
+				From, Through, Kept int
+			} `json:"summary"`
+		} `json:"messages"`
+		Usage struct {
+			Prompt     int64           `json:"prompt"`
+			Summarizer *map[string]any `json:"summarizer"`
+		} `json:"usage"`
+	}
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/"+id, ""), http.StatusOK, &v)
+	users, summaries := 0, 0
+	for _, m := range v.Messages {
+		switch m.Role {
+		case "user":
+			users++
+		case "summary":
+			summaries++
+			if m.Summary == nil || m.Summary.Through != turns-1 || m.Content != frame["summary"] {
+				t.Errorf("summary entry %+v", m)
+			}
+		}
+	}
+	if users != turns || summaries != 1 || v.Usage.Summarizer == nil {
+		t.Fatalf("the session shows %d user messages of %d, %d summaries, summarizer usage %v", users, turns, summaries, v.Usage.Summarizer)
+	}
+}
