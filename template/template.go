@@ -111,9 +111,29 @@ type Options struct {
 	// elsewhere (docs/orchestration.md, "Tool filtering and the prompt
 	// cache").
 	ToolFiltering string `json:"toolFiltering,omitempty"`
+	// ClientTools lists the names or patterns ("shell", "client_*") of
+	// the client tools the template orchestrates: tools a request's
+	// client brings (OpenAI's tools, the AI SDK's client-side tools) and
+	// runs itself. A step's sequence may name them like the agent's own
+	// tools. Client tools the template does not declare are offered too,
+	// wherever a step's availableTools admits them (docs/orchestration.md,
+	// "Client tools").
+	ClientTools []string `json:"clientTools,omitempty"`
+	// ClientInstructions says what becomes of a client's own instructions
+	// (system and developer messages, the Responses API's instructions):
+	// ClientInstructionsAllow (the default) gives them to the model after
+	// the template's, marked as the client's; ClientInstructionsRefuse
+	// answers a request that carries them with a 400.
+	ClientInstructions string `json:"clientInstructions,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }
+
+// The values of options.clientInstructions.
+const (
+	ClientInstructionsAllow  = "allow"
+	ClientInstructionsRefuse = "refuse"
+)
 
 // The values of options.toolFiltering. Either way the runtime refuses a
 // call of a tool that is not offered.
