@@ -68,8 +68,30 @@ func (s *Server) startChat(c *gin.Context) *turn {
 		abortWith(c, newParamError(http.StatusBadRequest, "invalid_approval", aerr.(*wire.AnswerError).Param, "%s", aerr.Error()))
 		return nil
 	}
-	if answers != nil {
-		return s.answerApprovals(c, node, &body, answers, messageID)
+	// The client's own tools (the AI SDK's client-side tools), and the
+	// results its Chat sends of their calls (addToolOutput).
+	tools, pe := approvals.Tools()
+	if pe != nil {
+		abortWith(c, bodyError(pe))
+		return nil
+	}
+	var extra []agent.Option
+	if len(tools) > 0 {
+		extra = append(extra, agent.WithClientTools(tools))
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	results, resultsMessage := approvals.Results(names)
+	if results != nil {
+		extra = append(extra, agent.WithResults(results))
+		if messageID == "" {
+			messageID = resultsMessage
+		}
+	}
+	if answers != nil || results != nil {
+		return s.answerApprovals(c, node, &body, answers, messageID, extra...)
 	}
 	text, err := body.Text()
 	if err != nil {
@@ -81,7 +103,7 @@ func (s *Server) startChat(c *gin.Context) *turn {
 		abortWith(c, e)
 		return nil
 	}
-	var opts []agent.Option
+	opts := extra
 	switch {
 	case body.Trigger == "regenerate-message":
 		// The AI SDK's regenerate() resends the conversation up to the
