@@ -1,0 +1,193 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/llmorch/mockllm"
+	"github.com/agentdock-go/agentdock/llmorch/provider"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
+	oar "github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// clientEnv is a server whose agents (testdata/clienttools) run on a
+// scripted model over real HTTP, which keeps the requests it received.
+func clientEnv(t *testing.T) (*env, *mockllm.Server) {
+	t.Helper()
+	mock := mockllm.New()
+	t.Cleanup(mock.Close)
+	model, err := provider.New(provider.Config{Provider: provider.OpenAI, Model: "scripted", BaseURL: mock.URL() + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newEnv(t, envOptions{model: model, templates: "testdata/clienttools"}), mock
+}
+
+func clientTool(name string) openai.ChatCompletionToolUnionParam {
+	return openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: name, Description: param.NewOpt("the client's " + name),
+		Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"part": map[string]any{"type": "string"}}}})
+}
+
+func toolScript(name, args string) mockllm.Script {
+	return mockllm.ToolScript(mockllm.ToolCall{ID: "call_" + name, Name: name, Arguments: args})
+}
+
+// TestClientToolsOpenAIGo: the official openai-go client runs a tool loop
+// of its own with two client tools through a step whose sequence is
+// [client_a, client_b], without a session: each request replays the
+// conversation with the client's results. The model is offered client_a,
+// then client_b; its call out of order is refused and never reaches the
+// client.
+func TestClientToolsOpenAIGo(t *testing.T) {
+	e, mock := clientEnv(t)
+	mock.Enqueue(toolScript("client_b", `{"part":"roof"}`), toolScript("client_a", `{"part":"base"}`),
+		toolScript("client_b", `{"part":"roof"}`), mockllm.TextScript("Built."))
+	client := e.openai()
+	params := openai.ChatCompletionNewParams{Model: "builder", Tools: []openai.ChatCompletionToolUnionParam{clientTool("client_a"), clientTool("client_b")},
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Please build a shed")}}
+	var ran []string
+	for range 5 {
+		cc, err := client.Chat.Completions.New(t.Context(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := cc.Choices[0].Message
+		if cc.Choices[0].FinishReason != "tool_calls" {
+			if msg.Content != "Built." || cc.Choices[0].FinishReason != "stop" {
+				t.Fatalf("final answer %q (%s)", msg.Content, cc.Choices[0].FinishReason)
+			}
+			break
+		}
+		params.Messages = append(params.Messages, msg.ToParam())
+		for _, call := range msg.ToolCalls {
+			ran = append(ran, call.Function.Name)
+			params.Messages = append(params.Messages, openai.ToolMessage(call.Function.Name+" done", call.ID))
+		}
+	}
+	if !slices.Equal(ran, []string{"client_a", "client_b"}) {
+		t.Fatalf("the client ran %v, want client_a then client_b", ran)
+	}
+	reqs := mock.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d model calls, want 4", len(reqs))
+	}
+	for i, want := range [][]string{{"client_a"}, {"client_a"}, {"client_b"}} {
+		if got := reqs[i].ToolNames(); !slices.Equal(got, want) {
+			t.Errorf("model call %d was offered %v, want %v", i+1, got, want)
+		}
+	}
+	var refusal string
+	for _, m := range reqs[1].Messages {
+		for _, r := range m.ToolResults {
+			refusal = r.Content
+		}
+	}
+	if !strings.HasPrefix(refusal, `Refused: tool "client_b" is not available in step "Build", which requires the sequence client_a -> client_b and is at position 1`) {
+		t.Fatalf("the call out of order got %q", refusal)
+	}
+}
+
+// TestClientToolsStatelessReplay: a conversation without a session whose
+// client tool calls have their results replays through the orchestration:
+// the turn starts at the sequence position a session holding it is at.
+func TestClientToolsStatelessReplay(t *testing.T) {
+	e, mock := clientEnv(t)
+	mock.Enqueue(mockllm.TextScript("Ready for the roof."))
+	call := openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: "call_1",
+		Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "client_a", Arguments: `{"part":"base"}`}}}
+	client := e.openai()
+	cc, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "builder",
+		Tools: []openai.ChatCompletionToolUnionParam{clientTool("client_a"), clientTool("client_b")},
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.UserMessage("Please build a shed"),
+			{OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{call}}},
+			openai.ToolMessage("the base is built", "call_1"),
+			openai.UserMessage("Go on building"),
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mock.Requests()[0].ToolNames(); !slices.Equal(got, []string{"client_b"}) {
+		t.Fatalf("the turn's model call was offered %v, want client_b: the replay recorded client_a", got)
+	}
+	var ext struct {
+		AgentDock oaExtended `json:"agentdock"`
+	}
+	if err := json.Unmarshal([]byte(cc.RawJSON()), &ext); err != nil || ext.AgentDock.Orchestration.SequenceIndex != 1 || ext.AgentDock.SessionID != "" {
+		t.Fatalf("extension %+v %v", ext.AgentDock, err)
+	}
+}
+
+// TestClientInstructions: a system message reaches the model's request
+// after the template's instructions, marked as the client's, and the
+// orchestration's guidance stays after them; the Responses API's
+// instructions too. A template that refuses them answers 400.
+func TestClientInstructions(t *testing.T) {
+	e, mock := clientEnv(t)
+	client := e.openai()
+	if _, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "builder", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.SystemMessage("Answer in French."), openai.UserMessage("hello")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Responses.New(t.Context(), oar.ResponseNewParams{Model: "builder", Instructions: openai.String("Answer in Italian."), Input: input("hello")}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"Answer in French.", "Answer in Italian."} {
+		sys := mock.Requests()[i].System
+		tmpl, client, guide := strings.Index(sys, "You are the builder agent of the template."), strings.Index(sys, llmorch.ClientHeading), strings.Index(sys, "## Orchestration")
+		if tmpl < 0 || client < tmpl || !strings.Contains(sys[client:], want) || guide < client {
+			t.Fatalf("request %d's system prompt does not give the client's instructions after the template's, before the orchestration:\n%s", i, sys)
+		}
+	}
+	_, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "strict", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.SystemMessage("Answer in French."), openai.UserMessage("hello")}})
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != http.StatusBadRequest || oe.Code != "instructions_refused" || !strings.Contains(oe.Message, `options.clientInstructions is "refuse"`) {
+		t.Fatalf("a template that refuses them: %v", err)
+	}
+}
+
+// TestImageReachesModel: an image part of a user message reaches an
+// OpenAI-compatible model's request as an image part.
+func TestImageReachesModel(t *testing.T) {
+	e, mock := clientEnv(t)
+	const url = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+	client := e.openai()
+	_, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "builder", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{openai.TextContentPart("what is this?"),
+			openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: url, Detail: "low"})})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(mock.Requests()[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	var parts []map[string]any
+	for _, m := range body.Messages {
+		if m.Role == "user" {
+			_ = json.Unmarshal(m.Content, &parts)
+		}
+	}
+	var image map[string]any
+	for _, p := range parts {
+		if p["type"] == "image_url" {
+			image, _ = p["image_url"].(map[string]any)
+		}
+	}
+	if image == nil || image["url"] != url || image["detail"] != "low" {
+		t.Fatalf("the user message's parts on the wire: %v", parts)
+	}
+}
