@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
@@ -189,5 +190,90 @@ func TestImageReachesModel(t *testing.T) {
 	}
 	if image == nil || image["url"] != url || image["detail"] != "low" {
 		t.Fatalf("the user message's parts on the wire: %v", parts)
+	}
+}
+
+// TestResponsesClientTools: a stored response ends with a function_call
+// item of a client tool and status completed; the next response,
+// continuing it by previous_response_id with the call's
+// function_call_output alone, records it and goes on through the
+// sequence.
+func TestResponsesClientTools(t *testing.T) {
+	e, mock := clientEnv(t)
+	mock.Enqueue(toolScript("client_a", `{"part":"base"}`), toolScript("client_b", `{"part":"roof"}`), mockllm.TextScript("Built."))
+	client := e.openai()
+	tools := []oar.ToolUnionParam{
+		{OfFunction: &oar.FunctionToolParam{Name: "client_a", Parameters: map[string]any{"type": "object", "properties": map[string]any{}}}},
+		{OfFunction: &oar.FunctionToolParam{Name: "client_b", Parameters: map[string]any{"type": "object", "properties": map[string]any{}}}},
+	}
+	r, err := client.Responses.New(t.Context(), oar.ResponseNewParams{Model: "builder", Tools: tools, Input: input("Please build a shed")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for range 3 {
+		if r.Status != "completed" {
+			t.Fatalf("status %s", r.Status)
+		}
+		last := r.Output[len(r.Output)-1]
+		if last.Type != "function_call" {
+			break
+		}
+		names = append(names, last.Name)
+		out := oar.ResponseInputItemParamOfFunctionCallOutput(last.Name + " done")
+		out.OfFunctionCallOutput.CallID = openai.String(last.CallID)
+		r, err = client.Responses.New(t.Context(), oar.ResponseNewParams{Model: "builder", Tools: tools, PreviousResponseID: openai.String(r.ID),
+			Input: oar.ResponseNewParamsInputUnion{OfInputItemList: oar.ResponseInputParam{out}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(names, []string{"client_a", "client_b"}) || r.OutputText() != "Built." {
+		t.Fatalf("calls %v, final %q", names, r.OutputText())
+	}
+	sess, err := e.store.Get(t.Context(), r.Conversation.ID)
+	if err != nil || sess.State.SequenceIndex != 2 || !sess.State.RecentlyUsedTools.Equal("client_a", "client_b") {
+		t.Fatalf("session %+v %v", sess.State, err)
+	}
+}
+
+// TestResponsesBackgroundCancel: a background response answers at once,
+// in progress; cancelling it stops its turn and answers it cancelled, as
+// GET then reads it.
+func TestResponsesBackgroundCancel(t *testing.T) {
+	e, mock := clientEnv(t)
+	slow := mockllm.TextScript("never", "finished")
+	slow.TimeToFirstToken = 30 * time.Second
+	mock.Enqueue(slow)
+	client := e.openai()
+	r, err := client.Responses.New(t.Context(), oar.ResponseNewParams{Model: "builder", Input: input("hello"), Background: openai.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "in_progress" || !r.Background {
+		t.Fatalf("background response %s background=%v", r.Status, r.Background)
+	}
+	for mock.Pending() > 0 {
+		time.Sleep(5 * time.Millisecond) // until the model call started
+	}
+	c, err := client.Responses.Cancel(t.Context(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status != "cancelled" {
+		t.Fatalf("cancelled response: %s", c.RawJSON())
+	}
+	got, err := client.Responses.Get(t.Context(), r.ID, oar.ResponseGetParams{})
+	if err != nil || got.Status != "cancelled" {
+		t.Fatalf("GET after cancel: %v %v", got.Status, err)
+	}
+	// Not a background response: 400.
+	fg, err := client.Responses.New(t.Context(), oar.ResponseNewParams{Model: "builder", Input: input("hello")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oe *openai.Error
+	if _, err := client.Responses.Cancel(t.Context(), fg.ID); !errors.As(err, &oe) || oe.StatusCode != http.StatusBadRequest {
+		t.Fatalf("cancelling a foreground response: %v", err)
 	}
 }

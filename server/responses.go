@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -579,20 +580,25 @@ func (s *Server) startResponse(ctx context.Context, owner string, body *wire.Res
 		return nil, e
 	}
 	continues := body.PreviousResponseID != "" && prior == nil || conv != ""
-	if continues && goOn {
-		// The session holds the calls; the input's trailing
-		// function_call_output items are their results.
-		var results []chat.ToolResult
-		k := len(msgs)
-		for k > 0 && msgs[k-1].Role == chat.RoleTool {
+	if end := len(history); continues && end > 0 && history[end-1].Role == chat.RoleTool {
+		// The session holds the calls; the function_call_output items
+		// that end the input (or come before its user message) are their
+		// results.
+		k := end
+		for k > 0 && history[k-1].Role == chat.RoleTool {
 			k--
 		}
-		for _, m := range msgs[k:] {
+		var results []chat.ToolResult
+		for _, m := range history[k:] {
 			results = append(results, chat.ToolResult{CallID: m.ToolCallID, Content: m.Content, NotRun: m.NotRun})
 		}
 		opts = append(opts, agent.WithResults(results))
-		history = nil
-	} else if e := checkHistory(node, append(slices.Clone(in.Compacted), history...), append(make([]int, len(in.Compacted)), index...), "input", cr.names()); e != nil {
+		history, index = history[:k], index[:k]
+		if goOn && k > 0 {
+			return nil, newParamError(http.StatusBadRequest, "invalid_message", fmt.Sprintf("input[%d]", index[k-1]), "continuing a conversation, an input that ends with function_call_output items holds only them: the conversation has the rest")
+		}
+	}
+	if e := checkHistory(node, append(slices.Clone(in.Compacted), history...), append(make([]int, len(in.Compacted)), index...), "input", cr.names()); e != nil {
 		return nil, e
 	}
 	if len(in.Compacted) > 0 {
