@@ -396,8 +396,11 @@ func (n *Agent) recordStoreError(ctx context.Context, e *chat.Error) {
 
 func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, opts ...Option) (iter.Seq[chat.Event], error) {
 	o := collect(opts)
-	if err := n.checkMessage(message); err != nil {
-		return nil, err
+	// A message may be attachments alone.
+	if message != "" || len(o.attachments) == 0 {
+		if err := n.checkMessage(message); err != nil {
+			return nil, err
+		}
 	}
 	if err := n.checkOptions(o); err != nil {
 		return nil, err

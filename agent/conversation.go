@@ -67,6 +67,9 @@ func (n *Agent) CheckHistory(msgs []chat.Message, client []string) error {
 		}
 		switch m.Role {
 		case chat.RoleUser:
+			if m.Content == "" && len(m.Attachments) > 0 {
+				break // attachments alone
+			}
 			if err := n.checkMessage(m.Content); err != nil {
 				return &HistoryError{Index: i, Reason: reason(err)}
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"slices"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
@@ -104,6 +105,19 @@ func (s *Server) startChat(c *gin.Context) *turn {
 		return nil
 	}
 	opts := extra
+	atts, pe := body.Attachments()
+	if pe != nil {
+		abortWith(c, bodyError(pe))
+		return nil
+	}
+	if len(atts) > 0 {
+		if slices.ContainsFunc(atts, func(a chat.Attachment) bool { return !node.ModelInfo().Takes(a.Kind) }) {
+			info := node.ModelInfo()
+			abortWith(c, newParamError(http.StatusBadRequest, "unsupported_attachment", "messages", "agent %q runs on a model that does not take these attachments (%s %s); send text, or use an agent whose model takes them", node.ID(), info.Provider, info.Model))
+			return nil
+		}
+		opts = append(opts, agent.WithAttachments(atts))
+	}
 	switch {
 	case body.Trigger == "regenerate-message":
 		// The AI SDK's regenerate() resends the conversation up to the

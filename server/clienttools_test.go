@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -275,5 +276,29 @@ func TestResponsesBackgroundCancel(t *testing.T) {
 	var oe *openai.Error
 	if _, err := client.Responses.Cancel(t.Context(), fg.ID); !errors.As(err, &oe) || oe.StatusCode != http.StatusBadRequest {
 		t.Fatalf("cancelling a foreground response: %v", err)
+	}
+}
+
+// TestAISDKFileParts: the AI SDK's file parts of a chat message reach the
+// model as image parts; an agent whose model takes none answers 400.
+func TestAISDKFileParts(t *testing.T) {
+	e, mock := clientEnv(t)
+	const url = "data:image/png;base64,iVBORw0KGgo="
+	body := `{"id":"chat-files-1","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"what is this?"},{"type":"file","mediaType":"image/png","url":"` + url + `"}]}]}`
+	res := e.do(http.MethodPost, "/api/chat/builder", body)
+	data, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(data), `"type":"finish"`) {
+		t.Fatalf("%d %s", res.StatusCode, data)
+	}
+	if b := string(mock.Requests()[0].Body); !strings.Contains(b, `{"type":"image_url","image_url":{"url":"`+url+`"}}`) {
+		t.Fatalf("the model's request: %s", b)
+	}
+	off := newEnv(t, envOptions{})
+	res = off.do(http.MethodPost, "/api/chat/explorer", body)
+	data, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "does not take these attachments") {
+		t.Fatalf("the offline model: %d %s", res.StatusCode, data)
 	}
 }
