@@ -253,6 +253,13 @@ func clientResults(pending []session.Approval, answered []session.Approval, resu
 		}
 		byID[r.CallID] = i
 	}
+	for i, r := range results {
+		waits := slices.ContainsFunc(pending, func(p session.Approval) bool { return p.Client && p.Call.ID == r.CallID })
+		resent := slices.ContainsFunc(answered, func(a session.Approval) bool { return a.Client && a.Call.ID == r.CallID })
+		if !waits && !resent {
+			return nil, nil, nil, &ResultError{Index: i, CallID: r.CallID, Msg: fmt.Sprintf("no call %q of a client tool waits for a result in this session", clipID(r.CallID))}
+		}
+	}
 	decided = map[string]bool{}
 	for _, p := range pending {
 		if !p.Client {
@@ -278,14 +285,8 @@ func clientResults(pending []session.Approval, answered []session.Approval, resu
 			records = append(records, p.Call.Name)
 		}
 		decided[p.Call.ID] = true
-		delete(byID, p.Call.ID)
 	}
-	for id, i := range byID {
-		if slices.ContainsFunc(answered, func(a session.Approval) bool { return a.Client && a.Call.ID == id }) {
-			continue // a copy of a result the session has
-		}
-		return nil, nil, nil, &ResultError{Index: i, CallID: id, Msg: fmt.Sprintf("no call %q of a client tool waits for a result in this session", clipID(id))}
-	}
+	// The others are copies of results the session has.
 	return msgs, records, decided, nil
 }
 

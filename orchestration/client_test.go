@@ -191,3 +191,56 @@ func TestToolChoice(t *testing.T) {
 		t.Error("IsZero")
 	}
 }
+
+// TestOfferWithProperties: over random conversations and random sets of
+// client tools, an offer holds only the agent's tools and the request's;
+// a client tool in it is admitted by the step's patterns; without client
+// tools it is OfferNow's; and Apply refuses exactly the tools it leaves
+// out.
+func TestOfferWithProperties(t *testing.T) {
+	e := clientEngine(t)
+	names := []string{"client_a", "client_b", "shell", "get_weather", "think", "search"}
+	messages := []string{"build it", "be careful", "hello"}
+	rng := uint64(1)
+	next := func(n int) int {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		return int(rng>>33) % n
+	}
+	for i := range 2000 {
+		s, _ := e.Apply(State{}, UserMessage(messages[next(len(messages))]))
+		var client []string
+		for _, n := range names[:4] {
+			if next(2) == 0 {
+				client = append(client, n)
+			}
+		}
+		for range next(4) {
+			o := e.OfferWith(s, nil, client)
+			if len(o.Tools) == 0 {
+				break
+			}
+			s, _ = e.Apply(s, ToolUsedIn(o.Tools[next(len(o.Tools))], o))
+		}
+		o := e.OfferWith(s, nil, client)
+		st := e.step(s.ActiveStep)
+		for _, tool := range o.Tools {
+			agentTool := slices.Contains(e.Tools(), tool)
+			if !agentTool && !slices.Contains(client, tool) {
+				t.Fatalf("case %d: %q offered, neither the agent's nor the request's (%v)", i, tool, client)
+			}
+			if !agentTool && st != nil && !st.admits(tool) {
+				t.Fatalf("case %d: client tool %q offered in step %q, whose patterns exclude it", i, tool, st.name)
+			}
+		}
+		if len(client) == 0 {
+			if now := e.OfferNow(s, nil); !slices.Equal(now.Tools, o.Tools) {
+				t.Fatalf("case %d: OfferWith without client tools %v, OfferNow %v", i, o.Tools, now.Tools)
+			}
+		}
+		for _, tool := range names {
+			if _, d := e.Apply(s, ToolUsedIn(tool, o)); d.Refused == slices.Contains(o.Tools, tool) {
+				t.Fatalf("case %d: %q refused=%v, offered %v", i, tool, d.Refused, o.Tools)
+			}
+		}
+	}
+}
