@@ -9,8 +9,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls } from 'ai';
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls } from 'ai';
 import { startServer } from '../lib/server.js';
+import { Chat } from '../lib/chat.js';
 import { startMockModel } from '../lib/mockmodel.js';
 
 let model;
@@ -28,22 +29,6 @@ after(async () => {
   await server?.stop();
   await model?.close();
 });
-
-class PlainState {
-  constructor() {
-    this.messages = [];
-    this.status = 'ready';
-    this.error = undefined;
-  }
-  pushMessage(m) { this.messages = [...this.messages, m]; }
-  popMessage() { this.messages = this.messages.slice(0, -1); }
-  replaceMessage(i, m) { this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)]; }
-  snapshot(x) { return structuredClone(x); }
-}
-
-class Chat extends AbstractChat {
-  constructor(opts) { super({ ...opts, state: new PlainState() }); }
-}
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
