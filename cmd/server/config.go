@@ -270,6 +270,15 @@ func settings() []setting {
 		{"MAX_STEPS", "max-steps", strconv.Itoa(llmorch.DefaultMaxSteps), "model calls per turn before the final answer (a template's options.maxSteps overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxSteps })},
 		{"MAX_TOOL_CALLS", "max-tool-calls", strconv.Itoa(llmorch.DefaultMaxToolCalls), "tool calls that run per model answer; the excess are refused (a template's options.maxToolCalls overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxToolCalls })},
 		{"MAX_OUTPUT_BYTES", "max-output-bytes", strconv.Itoa(llmorch.DefaultMaxOutputBytes), "bytes of text and tool arguments a model may stream in one turn; the turn then ends with finishReason length (a template's options.maxOutputBytes overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxOutputBytes })},
+		{"MAX_TOOL_RESULT_BYTES", "max-tool-result-bytes", strconv.Itoa(llmorch.DefaultMaxToolResultBytes), "bytes of one tool result the model reads; a longer result is cut with a note before it is streamed or stored (a template's options.maxToolResultBytes overrides it)", func(c *serveConfig, v string) error {
+			if err := positive(func(c *serveConfig) *int { return &c.Budget.MaxToolResultBytes })(c, v); err != nil {
+				return err
+			}
+			if c.Budget.MaxToolResultBytes < tools.MinMaxResultBytes {
+				return fmt.Errorf("must be at least %d, room for the note that says a result was cut", tools.MinMaxResultBytes)
+			}
+			return nil
+		}},
 		{"DISCONNECT_GRACE", "disconnect-grace", "0s", "cancel a turn no client has followed for this long; 0 never cancels", dur(func(c *serveConfig) *time.Duration { return &c.DisconnectGrace })},
 		{"READ_TIMEOUT", "read-timeout", server.DefaultReadTimeout.String(), "longest time to receive a request's head and body (a slower body gets 408); streams are not cut by it", func(c *serveConfig, v string) error {
 			if err := dur(func(c *serveConfig) *time.Duration { return &c.ReadTimeout })(c, v); err != nil {
