@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -79,4 +80,30 @@ func FormatBytes(n int) string {
 		return unit(float64(n)/kib, "KiB")
 	}
 	return unit(float64(n)/mib, "MiB")
+}
+
+// absPath finds absolute paths where a word starts: Unix paths of two or
+// more segments ("/srv/app/config.json") and Windows drive paths
+// ("C:\Users\me\notes.txt"). A URL's path follows "host" or ":", not a
+// word start, so URLs are left alone.
+var absPath = regexp.MustCompile("(^|[\\s\"'(\\[<=,;`])((?:/[^/\\s\"'()\\[\\]<>,;:`]+){2,}/?|[A-Za-z]:\\\\[^\\s\"'()\\[\\]<>,;`]+)")
+
+// HidePaths replaces the absolute paths in an error message by "…/" and
+// their last element, so that an error shown to a client (a tool's, an
+// MCP server's, its stderr) does not tell where the runtime, its servers
+// or their files live on the host. Registry.Execute applies it to every
+// error result.
+func HidePaths(msg string) string {
+	if !strings.ContainsAny(msg, "/\\") {
+		return msg
+	}
+	return absPath.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := absPath.FindStringSubmatch(m)
+		lead, path := sub[1], strings.TrimRight(sub[2], `/\`)
+		sep := "/"
+		if !strings.HasPrefix(path, "/") {
+			sep = `\`
+		}
+		return lead + "…" + sep + path[strings.LastIndexAny(path, `/\`)+1:]
+	})
 }

@@ -135,3 +135,40 @@ func BenchmarkLimitResultWithin(b *testing.B) {
 		_ = LimitResult(s, DefaultMaxResultBytes)
 	}
 }
+
+func TestHidePaths(t *testing.T) {
+	for in, want := range map[string]string{
+		"no path here": "no path here",
+		"open /etc/agentdock/keys: permission denied":                                                "open …/keys: permission denied",
+		"Cannot find module '/tmp/x/no-such-server.js'":                                              "Cannot find module '…/no-such-server.js'",
+		"at Object.<anonymous> (/home/u/app/index.js:3:9)":                                           "at Object.<anonymous> (…/index.js:3:9)",
+		"Access denied - path outside allowed directories: /home/alice/secret.txt not in /srv/data/": "Access denied - path outside allowed directories: …/secret.txt not in …/data",
+		`ENOENT, open "C:\Users\me\notes.txt"`:                                                       `ENOENT, open "…\notes.txt"`,
+		"see https://example.com/docs/errors/e1 for more":                                            "see https://example.com/docs/errors/e1 for more",
+		"a/b/c is relative": "a/b/c is relative",
+		"/":                 "/",
+	} {
+		if got := HidePaths(in); got != want {
+			t.Errorf("HidePaths(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestExecuteHidesPathsInErrors: a tool's error naming host files reaches
+// the model without their paths; a result that is not an error is left as
+// it is (a file listing is the tool's answer).
+func TestExecuteHidesPathsInErrors(t *testing.T) {
+	failing := &fakeTool{name: "failing", params: `{"type":"object"}`, call: func(context.Context, json.RawMessage) (Result, error) {
+		return Result{}, errors.New("open /var/lib/agentdock/data/file.txt: no such file")
+	}}
+	listing := &fakeTool{name: "listing", params: `{"type":"object"}`, call: func(context.Context, json.RawMessage) (Result, error) {
+		return Result{Content: "/srv/data/a.txt"}, nil
+	}}
+	r := mustRegistry(t, Config{}, failing, listing)
+	if res := r.Execute(context.Background(), call("failing", `{}`)); res.Content != `tool "failing" failed: open …/file.txt: no such file` {
+		t.Errorf("error result %q", res.Content)
+	}
+	if res := r.Execute(context.Background(), call("listing", `{}`)); res.Content != "/srv/data/a.txt" {
+		t.Errorf("result %q", res.Content)
+	}
+}

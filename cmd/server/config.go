@@ -22,6 +22,7 @@ import (
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/tools/mcp"
 )
 
 // serveConfig is the configuration of `agentdock serve`. Each value comes
@@ -413,6 +414,9 @@ func loadServeConfig(args []string, env configEnv, stderr io.Writer) (*serveConf
 	if _, err := tools.BuiltinConfigFromEnv(); err != nil {
 		probs = append(probs, err.Error())
 	}
+	if _, err := mcp.LimitsFromEnv(mcp.Config{}); err != nil {
+		probs = append(probs, strings.ReplaceAll(err.Error(), "\n", "\n  "))
+	}
 	if cfg.Store == "" {
 		if _, _, err := redisstore.ConfigFromEnv(); err != nil {
 			probs = append(probs, redactErrorURL(err.Error(), os.Getenv("REDIS_URL")))
@@ -537,6 +541,7 @@ var printedEnv = []string{
 	"GEMINI_API_KEY", "GOOGLE_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "CEREBRAS_API_KEY", "OPENROUTER_API_KEY",
 	"SEARCH_PROVIDER", "SEARXNG_URL", "TAVILY_API_KEY", "TAVILY_BASE_URL", "BRAVE_API_KEY", "BRAVE_BASE_URL",
 	"SERPER_API_KEY", "SERPER_BASE_URL", mcpServersFileEnv,
+	"MCP_MAX_TOOLS", "MCP_MAX_TOOL_PAGES", "MCP_MAX_SCHEMA_BYTES", "MCP_MAX_AGENT_SCHEMA_BYTES",
 }
 
 // redacted replaces a secret value.

@@ -45,6 +45,25 @@ func SharedDir(t testing.TB) string {
 	return dir
 }
 
+// Node returns the path of node, or skips/fails t when it is not
+// installed. The hostile MCP servers of the tests
+// (tools/mcp/testdata/hostile) need nothing else.
+func Node(t testing.TB) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		Missing(t, "node is not installed (the MCP tests run MCP servers written for node)")
+	}
+	return node
+}
+
+// HostileMCPServer returns node and the arguments that run the hostile MCP
+// server of the tests (tools/mcp/testdata/hostile/server.js) with args.
+func HostileMCPServer(t testing.TB, args ...string) (node string, argv []string) {
+	t.Helper()
+	return Node(t), append([]string{filepath.Join(ModuleRoot(), "tools", "mcp", "testdata", "hostile", "server.js")}, args...)
+}
+
 // MCPServers returns node and the node_modules directory of the real MCP
 // servers the MCP tests run (tools/mcp/testdata/servers, installed by
 // `make test` with npm ci), or skips/fails t when either is missing.

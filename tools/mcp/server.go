@@ -70,6 +70,9 @@ type server struct {
 	lists    int // tool lists read, for tests
 	pgid     int // the stdio child's process group, 0 when none
 	stderr   *tail
+
+	// limits are the limits its tool list is over (Status.Limits).
+	limits []string
 }
 
 func newServer(m *Manager, scope, name string, cfg mcpconfig.Server) *server {
@@ -212,22 +215,62 @@ func (s *server) serve(ctx context.Context, sess *sdk.ClientSession) error {
 	}
 }
 
-// refresh reads the tool list and installs it.
+// refresh reads the tool list and installs it. It reads at most
+// MaxToolPages pages and MaxTools tools, and stops at a cursor it was
+// given before: a server that lists more, or pages without end, keeps the
+// tools read so far and is reported (Status.Limits and the log).
 func (s *server) refresh(ctx context.Context, sess *sdk.ClientSession) error {
-	var list []*sdk.Tool
-	for t, err := range sess.Tools(ctx, nil) {
+	cfg := s.m.cfg
+	list := s.newToolList()
+	var (
+		limits  []string
+		listed  int
+		cursors = map[string]bool{}
+		params  = &sdk.ListToolsParams{}
+	)
+	for pages := 1; ; pages++ {
+		res, err := sess.ListTools(ctx, params)
 		if err != nil {
 			return err
 		}
-		list = append(list, t)
+		over := false
+		for _, t := range res.Tools {
+			if listed == cfg.MaxTools {
+				over = true
+				break
+			}
+			listed++
+			list.add(t)
+		}
+		next := res.NextCursor
+		if over || next != "" && listed == cfg.MaxTools {
+			limits = append(limits, fmt.Sprintf("it lists more than %d tools (MCP_MAX_TOOLS): the first %d were read, the rest are skipped", cfg.MaxTools, cfg.MaxTools))
+			break
+		}
+		if next == "" {
+			break
+		}
+		if pages == cfg.MaxToolPages {
+			limits = append(limits, fmt.Sprintf("its tool list goes on past %d pages (MCP_MAX_TOOL_PAGES): the %d tools of those pages were read, the rest are skipped", cfg.MaxToolPages, listed))
+			break
+		}
+		if cursors[next] {
+			limits = append(limits, fmt.Sprintf("its tool list pages in a loop (a cursor came back after %d pages): the %d tools read until then are kept", pages, listed))
+			break
+		}
+		cursors[next] = true
+		params = &sdk.ListToolsParams{Cursor: next}
 	}
-	reg, skipped := s.buildTools(list)
+	reg := list.registry()
 	s.mu.Lock()
 	old := s.reg
-	s.reg, s.skipped = reg, skipped
+	s.reg, s.skipped, s.limits = reg, list.skipped, limits
 	s.lists++
 	s.mu.Unlock()
-	for _, sk := range skipped {
+	for _, l := range limits {
+		s.log.Warn("MCP server over a limit", "limit", l)
+	}
+	for _, sk := range list.skipped {
 		s.log.Warn("MCP tool skipped", "tool", sk.Name, "reason", sk.Reason)
 	}
 	if old != nil {
@@ -288,7 +331,9 @@ func (s *server) setState(state string, err error) {
 	}
 }
 
-// current returns the live session and tools, or why there are none.
+// current returns the live session and tools, or why there are none. The
+// reason reaches the model and the client, so the host's paths in the
+// server's error (its command, its stderr) are hidden.
 func (s *server) current() (*sdk.ClientSession, *tools.Registry, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -297,7 +342,7 @@ func (s *server) current() (*sdk.ClientSession, *tools.Registry, string) {
 	}
 	why := fmt.Sprintf("MCP server %q is not running (%s", s.name, s.state)
 	if s.err != "" {
-		why += ": " + firstLine(s.err)
+		why += ": " + tools.HidePaths(firstLine(s.err))
 	}
 	return nil, nil, why + ")"
 }
