@@ -2,9 +2,13 @@ package mcp
 
 import (
 	"context"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -206,5 +210,79 @@ func TestRender(t *testing.T) {
 				t.Errorf("got %.60q…%q; want it to start %q and note %q", got, got[max(0, len(got)-100):], tc.want, tc.note)
 			}
 		})
+	}
+}
+
+// daemons lists the live daemons of the hostile server started with
+// marker.
+func daemons(t *testing.T, marker string) []testenv.Process {
+	var out []testenv.Process
+	for _, p := range testenv.Processes(t) {
+		if strings.Contains(p.Cmdline, "hostile-daemon") && strings.Contains(p.Cmdline, marker) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestSetsidDescendantsEnd: a server started through a shell (as npx is)
+// that starts a daemon in a session of its own: the daemon goes when the
+// server dies and is restarted, and when the manager closes.
+func TestSetsidDescendantsEnd(t *testing.T) {
+	t.Parallel()
+	marker := "agentdock-test-daemon-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	srv := hostile(t, "setsid", marker)
+	wrapped := mcpconfig.Server{Command: "/bin/sh", Args: append([]string{"-c", `"$0" "$@"; exit $?`, srv.Command}, srv.Args...)}
+	m := NewManager(Config{MinBackoff: 50 * time.Millisecond})
+	if err := m.Add("", mcpconfig.Servers{"daemonizing": wrapped}); err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.WaitStarted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var daemon testenv.Process
+	waitFor(t, "the daemon", func() bool {
+		ps := daemons(t, marker)
+		if len(ps) == 1 {
+			daemon = ps[0]
+		}
+		return len(ps) == 1
+	})
+	if daemon.PGID == m.servers[0].pgid {
+		t.Fatalf("the daemon %+v is in the server's process group: the test proves nothing", daemon)
+	}
+
+	// The server dies: its daemon goes with it, and the restarted server
+	// starts a new one.
+	var server testenv.Process
+	for _, p := range testenv.Processes(t) {
+		if strings.Contains(p.Cmdline, "hostile/server.js setsid "+marker) && !strings.HasPrefix(p.Cmdline, "/bin/sh") && !strings.HasPrefix(p.Cmdline, supervisorName) {
+			server = p
+		}
+	}
+	if server.PID == 0 {
+		t.Fatal("the server's node process is not running")
+	}
+	if err := syscall.Kill(server.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the old daemon to end", func() bool { return !alive(daemon.PID) })
+	waitFor(t, "the restart", func() bool {
+		st := statusOf(m, "daemonizing")
+		return st.State == StateReady && st.Restarts == 1 && len(daemons(t, marker)) == 1
+	})
+
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for left := daemons(t, marker); len(left) > 0; left = daemons(t, marker) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left 2 s after Close: %+v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

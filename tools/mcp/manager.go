@@ -5,6 +5,14 @@
 // (notifications/tools/list_changed), restarts it with backoff when it fails
 // or dies, and ends every child process on Close.
 //
+// On Linux a stdio server runs under a supervisor, the same executable
+// started again (see supervise_linux.go: a program that links this package
+// becomes the supervisor when started with AGENTDOCK_MCP_SUPERVISOR set,
+// before its main runs). It ends every process descended from the server,
+// setsid daemons included, when the server exits, when it is closed or
+// restarted, and when the runtime dies, SIGKILL included. Elsewhere a
+// server runs in a process group of its own, which Close kills.
+//
 // Each MCP tool becomes a tools.Tool named "<server>__<tool>" (a name that
 // breaks the providers' rule ^[a-zA-Z0-9_-]{1,64}$ is reported and skipped),
 // with the server's description and inputSchema unchanged; the tools
@@ -249,9 +257,11 @@ func (m *Manager) WaitStarted(ctx context.Context) error {
 }
 
 // Close stops every server and waits for them: each child process has its
-// stdin closed, then gets SIGTERM after two seconds and SIGKILL (its whole
-// process group) when ctx ends or two more seconds passed, so that no
-// process outlives the runtime.
+// stdin closed, then gets SIGTERM after two seconds; a second later its
+// supervisor kills every process descended from it (without a supervisor,
+// its process group gets SIGKILL two seconds after SIGTERM), and whatever
+// is left when ctx ends is killed, so that no process outlives the
+// runtime.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -40,8 +41,9 @@ const (
 const stableAfter = time.Minute
 
 // terminateAfter is how long a closing child process has, after its stdin
-// was closed, before SIGTERM; SIGKILL of its process group follows as long
-// after that (see Manager.Close).
+// was closed, before SIGTERM; its supervisor kills its tree termGrace after
+// that, and the SDK's SIGKILL follows terminateAfter after SIGTERM (see
+// Manager.Close).
 const terminateAfter = 2 * time.Second
 
 // server is one configured MCP server and its supervisor.
@@ -73,6 +75,12 @@ type server struct {
 
 	// limits are the limits its tool list is over (Status.Limits).
 	limits []string
+	// lifeline is the writer of the stdio child's supervisor's lifeline
+	// (see supervised); closing it ends the child's tree.
+	lifeline *os.File
+	// oversize are the tools of the tool list being read that were over
+	// MaxSchemaBytes, by name, with their weight (see guardConn).
+	oversize map[string]int
 }
 
 func newServer(m *Manager, scope, name string, cfg mcpconfig.Server) *server {
@@ -221,6 +229,9 @@ func (s *server) serve(ctx context.Context, sess *sdk.ClientSession) error {
 // tools read so far and is reported (Status.Limits and the log).
 func (s *server) refresh(ctx context.Context, sess *sdk.ClientSession) error {
 	cfg := s.m.cfg
+	s.mu.Lock()
+	s.oversize = nil
+	s.mu.Unlock()
 	list := s.newToolList()
 	var (
 		limits  []string
@@ -366,15 +377,29 @@ func (s *server) newTransport() (sdk.Transport, error) {
 	switch s.transport {
 	case mcpconfig.TransportStdio:
 		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+		if cmd.Err != nil {
+			return nil, cmd.Err // not found in PATH
+		}
 		cmd.Dir = s.cfg.Cwd
 		cmd.Env = childEnv(s.m.cfg.Environ(), s.cfg.Env)
 		st := newTail(2048)
 		cmd.Stderr = st
-		setProcAttr(cmd)
+		t := &groupTransport{s: s}
+		if sup, lifeline, childEnd, err := supervised(cmd); err == nil {
+			cmd, t.lifeline, t.childEnd = sup, lifeline, childEnd
+		} else {
+			if !errors.Is(err, errNoSupervisor) {
+				s.log.Warn("MCP server started without its supervisor: processes it starts in sessions of their own may outlive it", "err", err)
+			}
+			setProcAttr(cmd)
+		}
 		s.mu.Lock()
 		s.stderr = st
 		s.mu.Unlock()
-		return &groupTransport{s: s, CommandTransport: sdk.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}}, nil
+		t.CommandTransport = sdk.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}
+		// Only over stdio: the streamable HTTP connection learns the
+		// protocol version through a method a wrapper cannot forward.
+		return guardTransport{Transport: t, s: s}, nil
 	case mcpconfig.TransportHTTP:
 		return &sdk.StreamableClientTransport{
 			Endpoint:   s.cfg.URL,
@@ -385,31 +410,54 @@ func (s *server) newTransport() (sdk.Transport, error) {
 	return nil, fmt.Errorf("server %q has no transport", s.name)
 }
 
-// groupTransport records the child's process group once it started, so
-// that Close can end its children too (npx, shells and wrappers start the
-// real server as a grandchild).
+// groupTransport records the child's process group once it started, and
+// its supervisor's lifeline, so that Close can end its children too (npx,
+// shells and wrappers start the real server as a grandchild; a server may
+// start daemons in sessions of their own).
 type groupTransport struct {
 	s *server
 	sdk.CommandTransport
+	// lifeline is the writer of the supervisor's lifeline (supervised);
+	// childEnd, its reader, is the supervisor's to hold. Both nil without
+	// a supervisor.
+	lifeline, childEnd *os.File
 }
+
+// errNoSupervisor: the platform has no supervisor for stdio servers.
+var errNoSupervisor = errors.New("no supervisor on this platform")
 
 func (t *groupTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	conn, err := t.CommandTransport.Connect(ctx)
+	if t.childEnd != nil {
+		t.childEnd.Close()
+	}
 	if err != nil {
+		if t.lifeline != nil {
+			t.lifeline.Close()
+		}
 		return nil, err
 	}
 	t.s.mu.Lock()
-	t.s.pgid = t.Command.Process.Pid
+	t.s.pgid, t.s.lifeline = t.Command.Process.Pid, t.lifeline
 	t.s.mu.Unlock()
 	return conn, nil
 }
 
-// killGroup kills what is left of the stdio child's process group.
+// killGroup ends what is left of the stdio child: its supervisor, told by
+// its lifeline closing, ends every process descended from the server, and
+// whatever is still in the child's process group a moment later is
+// killed.
 func (s *server) killGroup() {
 	s.mu.Lock()
-	pgid := s.pgid
-	s.pgid = 0
+	pgid, lifeline := s.pgid, s.lifeline
+	s.pgid, s.lifeline = 0, nil
 	s.mu.Unlock()
+	if lifeline != nil {
+		lifeline.Close()
+		// Killing the group at once could kill the supervisor before it
+		// ended the processes outside the group.
+		waitGroupGone(pgid, time.Second)
+	}
 	if pgid > 0 {
 		killGroup(pgid)
 	}

@@ -56,14 +56,24 @@ func (l *toolList) add(t *sdk.Tool) {
 		return
 	}
 	l.seen[name] = true
+	tooHeavy := func(n int) {
+		l.skip(t.Name, fmt.Sprintf("its inputSchema and description are %s, over the limit of %s per tool (MCP_MAX_SCHEMA_BYTES): they would be sent with every model request",
+			tools.FormatBytes(n), tools.FormatBytes(s.m.cfg.MaxSchemaBytes)))
+	}
+	s.mu.Lock()
+	n, heavy := s.oversize[t.Name]
+	s.mu.Unlock()
+	if heavy {
+		tooHeavy(n) // its schema never reached the SDK (guardConn)
+		return
+	}
 	schema, err := json.Marshal(t.InputSchema)
 	if err != nil || t.InputSchema == nil {
 		l.skip(t.Name, "no usable inputSchema")
 		return
 	}
 	if n := len(schema) + len(t.Description); n > s.m.cfg.MaxSchemaBytes {
-		l.skip(t.Name, fmt.Sprintf("its inputSchema and description are %s, over the limit of %s per tool (MCP_MAX_SCHEMA_BYTES): they would be sent with every model request",
-			tools.FormatBytes(n), tools.FormatBytes(s.m.cfg.MaxSchemaBytes)))
+		tooHeavy(n)
 		return
 	}
 	desc := t.Description

@@ -80,7 +80,7 @@ function callTool(params) {
 
 if (mode === 'setsid') {
   // detached: the child calls setsid(), leaving this process group.
-  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', arg || 'marker'], { detached: true, stdio: 'ignore' });
+  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000) // hostile-daemon', arg || 'marker'], { detached: true, stdio: 'ignore' });
   child.unref();
 }
 
