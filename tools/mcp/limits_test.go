@@ -259,7 +259,7 @@ func TestSetsidDescendantsEnd(t *testing.T) {
 	// starts a new one.
 	var server testenv.Process
 	for _, p := range testenv.Processes(t) {
-		if strings.Contains(p.Cmdline, "hostile/server.js setsid "+marker) && !strings.HasPrefix(p.Cmdline, "/bin/sh") && !strings.HasPrefix(p.Cmdline, supervisorName) {
+		if strings.Contains(p.Cmdline, "hostile/server.js setsid "+marker) && !strings.HasPrefix(p.Cmdline, "/bin/sh") && !strings.HasPrefix(p.Cmdline, "agentdock-mcp-supervisor") {
 			server = p
 		}
 	}
