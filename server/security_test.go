@@ -371,3 +371,50 @@ func TestMetricsKey(t *testing.T) {
 		t.Fatalf("/metrics with a key: %d", res.StatusCode)
 	}
 }
+
+// TestOwnerQuota: a key at its quota of sessions gets 429 quota_exceeded,
+// naming the quota, for a new session on every endpoint that starts one,
+// while its sessions keep working; another key's session stays readable
+// and another key can still start sessions.
+func TestOwnerQuota(t *testing.T) {
+	store := session.NewMemory(session.Config{SessionsPerOwner: 3})
+	auth, err := NewKeyAuth([]string{"key-alice", "key-bob"}, []byte("test-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{store: store, cfg: func(c *Config) { c.Owner = auth.Owner }})
+	alice := []string{"X-Api-Key", "key-alice"}
+	bob := []string{"X-Api-Key", "key-bob"}
+	if res, _ := e.streamChat("plain", `{"message":"hi","sessionId":"alice-session"}`, alice...); res.StatusCode != http.StatusOK {
+		t.Fatalf("alice's turn: %d", res.StatusCode)
+	}
+	for i := range 3 {
+		if res, _ := e.streamChat("plain", `{"message":"flood","sessionId":"bob-session-`+strconv.Itoa(i)+`"}`, bob...); res.StatusCode != http.StatusOK {
+			t.Fatalf("bob's session %d: %d", i, res.StatusCode)
+		}
+	}
+	for _, req := range []struct {
+		path, body string
+		headers    []string
+	}{
+		{"/api/chat/plain", `{"message":"one more","sessionId":"bob-session-4"}`, bob},
+		{"/v1/chat/completions", `{"model":"plain","messages":[{"role":"user","content":"one more"}]}`, append([]string{"X-Session-Id", "bob-session-5"}, bob...)},
+		{"/v1/responses", `{"model":"plain","input":"one more"}`, bob},
+	} {
+		res := e.do(http.MethodPost, req.path, req.body, req.headers...)
+		var eb errBodyT
+		getJSON(t, res, http.StatusTooManyRequests, &eb)
+		if eb.Error.Code != "quota_exceeded" || !strings.Contains(eb.Error.Message, "3 sessions, its quota (SESSIONS_PER_OWNER)") {
+			t.Errorf("%s: %+v", req.path, eb.Error)
+		}
+	}
+	// Bob's own sessions keep working; alice's session is untouched and
+	// she can start more.
+	if res, _ := e.streamChat("plain", `{"message":"again","sessionId":"bob-session-0"}`, bob...); res.StatusCode != http.StatusOK {
+		t.Fatalf("bob's existing session: %d", res.StatusCode)
+	}
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/alice-session", "", alice...), http.StatusOK, nil)
+	if res, _ := e.streamChat("plain", `{"message":"more","sessionId":"alice-session-2"}`, alice...); res.StatusCode != http.StatusOK {
+		t.Fatalf("alice's new session: %d", res.StatusCode)
+	}
+}

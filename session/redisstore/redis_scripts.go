@@ -161,13 +161,15 @@ return {1, ARGV[2]}
 //
 // ARGV: ttl ms, max messages, lease token ("" = none), nonce, data of a new
 // session, messages...
-// Reply: "ok" | "fenced".
+// Reply: "ok" | "created" (the session was missing) | "fenced".
 var scriptAppend = newScript(luaTrimTurns + `
 if ARGV[3] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[3] then
   return 'fenced'
 end
+local reply = 'ok'
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'version', '0', 'data', ARGV[5])
+  reply = 'created'
 elseif redis.call('HGET', KEYS[1], 'appended') == ARGV[4] then
   return 'ok'
 end
@@ -175,7 +177,7 @@ redis.call('HSET', KEYS[1], 'appended', ARGV[4])
 appendTurns(KEYS[2], 6, tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
-return 'ok'
+return reply
 `)
 
 // scriptMessages returns the newest messages and slides the TTL.
@@ -196,11 +198,12 @@ end
 return redis.call('LRANGE', KEYS[2], start, -1)
 `)
 
-// scriptDelete removes the session's keys. Reply: 1 if the session existed.
+// scriptDelete removes the session's keys. Reply: the session's data if
+// it existed (its owner's index forgets it), else nil.
 var scriptDelete = newScript(`
-local n = redis.call('DEL', KEYS[1])
-redis.call('DEL', KEYS[2], KEYS[3])
-return n
+local d = redis.call('HGET', KEYS[1], 'data')
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return d
 `)
 
 // scriptExtend renews the lease if the token still holds it.
@@ -382,4 +385,5 @@ var allScripts = []*redis.Script{
 	scriptUpdate, scriptGet, scriptGetOrCreate, scriptAppend,
 	scriptMessages, scriptDelete, scriptExtend, scriptRelease,
 	scriptClaim, scriptUpdateAppend, scriptClaimStart,
+	scriptOwnerAdmit, scriptOwnerFlush, scriptOwnerForget,
 }
