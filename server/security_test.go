@@ -418,3 +418,67 @@ func TestOwnerQuota(t *testing.T) {
 		t.Fatalf("alice's new session: %d", res.StatusCode)
 	}
 }
+
+// TestAuthThrottle: wrong keys from one address get 401 until its
+// failures are used up, then 429 with Retry-After, a right key included;
+// successes use nothing, and another address is not affected.
+func TestAuthThrottle(t *testing.T) {
+	throttle, err := NewAuthThrottle(10, 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := keyEnv(t, func(c *Config) { c.AuthThrottle = throttle })
+	for range 20 {
+		getJSON(t, e.do(http.MethodGet, "/api/agents", "", "X-Api-Key", "key-alice"), http.StatusOK, nil)
+	}
+	var codes []int
+	for i := range 200 {
+		res := e.do(http.MethodGet, "/api/agents", "", "X-Api-Key", "wrong-key-"+strconv.Itoa(i))
+		res.Body.Close()
+		codes = append(codes, res.StatusCode)
+		if res.StatusCode == http.StatusTooManyRequests {
+			if ra, err := strconv.Atoi(res.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 6 {
+				t.Fatalf("attempt %d: Retry-After %q, want the 6 s a failure takes to come back", i, res.Header.Get("Retry-After"))
+			}
+		}
+	}
+	for i, c := range codes {
+		if want := map[bool]int{true: http.StatusUnauthorized, false: http.StatusTooManyRequests}[i < 5]; c != want {
+			t.Fatalf("attempt %d: %d, want %d (codes %v)", i, c, want, codes[:10])
+		}
+	}
+	var eb errBodyT
+	getJSON(t, e.do(http.MethodGet, "/api/agents", "", "X-Api-Key", "key-alice"), http.StatusTooManyRequests, &eb)
+	if eb.Error.Code != "auth_rate_limited" {
+		t.Errorf("a right key from the blocked address: %+v", eb.Error)
+	}
+	// Another address still has its failures.
+	req := httptest.NewRequest(http.MethodGet, "/api/agents", nil)
+	req.RemoteAddr = "192.0.2.7:4000"
+	if blocked, _ := throttle.Blocked(req); blocked {
+		t.Error("another address is blocked")
+	}
+}
+
+// TestAuthThrottleRefills: a blocked address gets a failure back as the
+// bucket refills (the limiter's clock is moved, not waited for).
+func TestAuthThrottleRefills(t *testing.T) {
+	throttle, err := NewAuthThrottle(60, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	throttle.l.now = func() time.Time { return now }
+	req := httptest.NewRequest(http.MethodGet, "/api/agents", nil)
+	req.RemoteAddr = "198.51.100.1:1234"
+	throttle.Failed(req)
+	throttle.Failed(req)
+	blocked, retry := throttle.Blocked(req)
+	if !blocked || retry <= 0 || retry > time.Second {
+		t.Fatalf("after its burst: blocked %v, retry %s", blocked, retry)
+	}
+	now = now.Add(retry)
+	if blocked, _ := throttle.Blocked(req); blocked {
+		t.Fatal("still blocked once a failure came back")
+	}
+}
