@@ -317,3 +317,36 @@ func TestConfigPrintoutRedacts(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigurationDocumented: docs/configuration.md lists every setting,
+// and every limit of issue 41 on a line with its default.
+func TestConfigurationDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(doc), "\n")
+	row := func(name string) string {
+		for _, l := range lines {
+			if strings.Contains(l, "`"+name+"`") {
+				return l
+			}
+		}
+		return ""
+	}
+	for _, s := range settings() {
+		if row(s.env) == "" {
+			t.Errorf("docs/configuration.md does not list %s", s.env)
+		}
+	}
+	for name, def := range map[string]string{
+		"SESSIONS_PER_OWNER": "10000", "BYTES_PER_OWNER": "268435456",
+		"MEMORY_STORE_MAX_SESSIONS": "100000", "MEMORY_STORE_MAX_BYTES": "1073741824",
+		"MAX_TOOL_RESULT_BYTES": "65536", "AUTH_FAILURES_PER_MINUTE": "10", "AUTH_FAILURE_BURST": "20",
+		"MCP_MAX_TOOLS": "1000", "MCP_MAX_TOOL_PAGES": "100", "MCP_MAX_SCHEMA_BYTES": "65536", "MCP_MAX_AGENT_SCHEMA_BYTES": "262144",
+	} {
+		if r := row(name); !strings.Contains(r, "`"+def+"`") {
+			t.Errorf("docs/configuration.md: %s is not listed with its default %s: %q", name, def, r)
+		}
+	}
+}
