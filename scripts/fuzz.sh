@@ -43,6 +43,7 @@ targets=(
 	"./transcript/internal/format FuzzParse 30000"
 	"./cmd/server FuzzParseConfigFile 3000"
 	"./tools/mcp/mcpconfig FuzzParse 30000"
+	"./tools/mcp FuzzCutCall 5000"
 )
 
 log=$(mktemp)

@@ -79,8 +79,12 @@ type server struct {
 	// (see supervised); closing it ends the child's tree.
 	lifeline *os.File
 	// oversize are the tools of the tool list being read that were over
-	// MaxSchemaBytes, by name, with their weight (see guardConn).
+	// MaxSchemaBytes, by name, with their weight (see lightReader).
 	oversize map[string]int
+	// calls are the result limits of the stdio child's tools/calls whose
+	// answer is awaited, by JSON-RPC id (see callConn); nil without a
+	// stdio connection.
+	calls map[string]int
 }
 
 func newServer(m *Manager, scope, name string, cfg mcpconfig.Server) *server {
@@ -384,9 +388,9 @@ func (s *server) newTransport() (sdk.Transport, error) {
 		cmd.Env = childEnv(s.m.cfg.Environ(), s.cfg.Env)
 		st := newTail(2048)
 		cmd.Stderr = st
-		t := &groupTransport{s: s}
+		t := &stdioTransport{s: s, cmd: cmd}
 		if sup, lifeline, childEnd, err := supervised(cmd); err == nil {
-			cmd, t.lifeline, t.childEnd = sup, lifeline, childEnd
+			t.cmd, t.lifeline, t.childEnd = sup, lifeline, childEnd
 		} else {
 			if !errors.Is(err, errNoSupervisor) {
 				s.log.Warn("MCP server started without its supervisor: processes it starts in sessions of their own may outlive it", "err", err)
@@ -396,10 +400,7 @@ func (s *server) newTransport() (sdk.Transport, error) {
 		s.mu.Lock()
 		s.stderr = st
 		s.mu.Unlock()
-		t.CommandTransport = sdk.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}
-		// Only over stdio: the streamable HTTP connection learns the
-		// protocol version through a method a wrapper cannot forward.
-		return guardTransport{Transport: t, s: s}, nil
+		return t, nil
 	case mcpconfig.TransportHTTP:
 		return &sdk.StreamableClientTransport{
 			Endpoint:   s.cfg.URL,
@@ -410,38 +411,8 @@ func (s *server) newTransport() (sdk.Transport, error) {
 	return nil, fmt.Errorf("server %q has no transport", s.name)
 }
 
-// groupTransport records the child's process group once it started, and
-// its supervisor's lifeline, so that Close can end its children too (npx,
-// shells and wrappers start the real server as a grandchild; a server may
-// start daemons in sessions of their own).
-type groupTransport struct {
-	s *server
-	sdk.CommandTransport
-	// lifeline is the writer of the supervisor's lifeline (supervised);
-	// childEnd, its reader, is the supervisor's to hold. Both nil without
-	// a supervisor.
-	lifeline, childEnd *os.File
-}
-
 // errNoSupervisor: the platform has no supervisor for stdio servers.
 var errNoSupervisor = errors.New("no supervisor on this platform")
-
-func (t *groupTransport) Connect(ctx context.Context) (sdk.Connection, error) {
-	conn, err := t.CommandTransport.Connect(ctx)
-	if t.childEnd != nil {
-		t.childEnd.Close()
-	}
-	if err != nil {
-		if t.lifeline != nil {
-			t.lifeline.Close()
-		}
-		return nil, err
-	}
-	t.s.mu.Lock()
-	t.s.pgid, t.s.lifeline = t.Command.Process.Pid, t.lifeline
-	t.s.mu.Unlock()
-	return conn, nil
-}
 
 // killGroup ends what is left of the stdio child: its supervisor, told by
 // its lifeline closing, ends every process descended from the server, and

@@ -64,7 +64,7 @@ func (l *toolList) add(t *sdk.Tool) {
 	n, heavy := s.oversize[t.Name]
 	s.mu.Unlock()
 	if heavy {
-		tooHeavy(n) // its schema never reached the SDK (guardConn)
+		tooHeavy(n) // its schema never reached the SDK (lightReader)
 		return
 	}
 	schema, err := json.Marshal(t.InputSchema)
@@ -164,18 +164,21 @@ func (t *mcpTool) Call(ctx context.Context, args json.RawMessage) (tools.Result,
 // although the model reads a line about it: blocks are kept in order while
 // the result's weight stays within limit, a text block that crosses it is
 // cut, and a result over limit ends with the note of tools.LimitResultOf
-// giving its whole weight. Nothing over limit is copied: what the SDK
-// decoded is the only whole copy, and it is dropped with res.
+// giving its whole weight. Nothing over limit is copied. Over stdio a
+// block was cut before the SDK read it (cutCall), and its _meta says what
+// it weighed.
 func render(res *sdk.CallToolResult, limit int) (content, typ string) {
 	r := renderer{limit: limit}
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *sdk.TextContent:
-			r.text(c.Text)
+			r.text(c.Text, weighed(c.Meta, len(c.Text)))
 		case *sdk.ImageContent:
-			r.block(fmt.Sprintf("[image: %s, %d bytes]", orUnknown(c.MIMEType), len(c.Data)), len(c.Data))
+			w := weighed(c.Meta, len(c.Data))
+			r.block(fmt.Sprintf("[image: %s, %d bytes]", orUnknown(c.MIMEType), w), w)
 		case *sdk.AudioContent:
-			r.block(fmt.Sprintf("[audio: %s, %d bytes]", orUnknown(c.MIMEType), len(c.Data)), len(c.Data))
+			w := weighed(c.Meta, len(c.Data))
+			r.block(fmt.Sprintf("[audio: %s, %d bytes]", orUnknown(c.MIMEType), w), w)
 		case *sdk.ResourceLink:
 			d := describeLink(c)
 			r.block(d, len(d))
@@ -184,7 +187,8 @@ func render(res *sdk.CallToolResult, limit int) (content, typ string) {
 			if c.Resource != nil {
 				weight = len(c.Resource.Text) + len(c.Resource.Blob)
 			}
-			r.block(describeEmbedded(c.Resource), weight)
+			weight = weighed(c.Meta, weight)
+			r.block(describeEmbedded(c.Resource, weight), weight)
 		default:
 			d := fmt.Sprintf("[%T content]", c)
 			r.block(d, len(d))
@@ -194,15 +198,15 @@ func render(res *sdk.CallToolResult, limit int) (content, typ string) {
 		if structured, err := json.Marshal(res.StructuredContent); err == nil {
 			switch {
 			case r.size == 0:
-				r.text(string(structured))
+				r.text(string(structured), len(structured))
 				typ = "json"
 			case r.size <= limit && sameJSON(r.b.String(), structured):
 				// The text is that JSON: once, as the JSON.
 				r = renderer{limit: limit}
-				r.text(string(structured))
+				r.text(string(structured), len(structured))
 				typ = "json"
 			case r.size <= limit:
-				r.text("\n" + string(structured))
+				r.text("\n"+string(structured), len(structured)+1)
 			default:
 				// The text alone is over the limit, and servers send
 				// structuredContent as a copy of it: it is not read.
@@ -223,15 +227,16 @@ type renderer struct {
 	size  int
 }
 
-// text adds a text block: what fits of it is kept.
-func (r *renderer) text(s string) {
+// text adds a text block that weighs weight bytes (len(s), or more when
+// the stdio connection cut it already): what fits of it is kept.
+func (r *renderer) text(s string, weight int) {
 	if r.size > 0 {
 		r.size++
 		if r.b.Len() < r.limit {
 			r.b.WriteByte('\n')
 		}
 	}
-	r.size += len(s)
+	r.size += weight
 	if room := r.limit - r.b.Len(); room > 0 {
 		r.b.WriteString(s[:min(len(s), room)])
 	}
@@ -280,15 +285,21 @@ func describeLink(l *sdk.ResourceLink) string {
 	return b.String()
 }
 
-func describeEmbedded(r *sdk.ResourceContents) string {
+func describeEmbedded(r *sdk.ResourceContents, size int) string {
 	if r == nil {
 		return "[resource]"
 	}
-	size := len(r.Blob)
-	if r.Text != "" {
-		size = len(r.Text)
-	}
 	return fmt.Sprintf("[resource: <%s>, %s, %d bytes]", r.URI, orUnknown(r.MIMEType), size)
+}
+
+// weighed is the weight of a content block whose own data weighs own: what
+// its _meta says it weighed (weightKey), when the stdio connection cut its
+// data before the SDK read it, and never less than own.
+func weighed(meta sdk.Meta, own int) int {
+	if w, ok := meta[weightKey].(float64); ok && int(w) > own {
+		return int(w)
+	}
+	return own
 }
 
 func orUnknown(mime string) string {

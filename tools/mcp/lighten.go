@@ -1,66 +1,6 @@
 package mcp
 
-import (
-	"context"
-	"encoding/json"
-	"sync"
-
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-)
-
-// guardTransport connects like its Transport, through a guardConn.
-type guardTransport struct {
-	sdk.Transport
-	s *server
-}
-
-func (t guardTransport) Connect(ctx context.Context) (sdk.Connection, error) {
-	conn, err := t.Transport.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &guardConn{Connection: conn, s: t.s, lists: map[jsonrpc.ID]bool{}}, nil
-}
-
-// guardConn is a server's connection, with its tools/list answers
-// lightened before the SDK reads them: a tool whose inputSchema and
-// description are over MaxSchemaBytes is replaced by its name alone, and
-// its weight recorded for the reason it is skipped (server.oversize). The
-// SDK would otherwise decode such a schema, encode it and decode it again
-// (filterValidTools), hundreds of megabytes for one of 10 MB, for a tool
-// that is skipped anyway.
-type guardConn struct {
-	sdk.Connection
-	s *server
-
-	mu    sync.Mutex
-	lists map[jsonrpc.ID]bool // the tools/list requests waiting for their answer
-}
-
-func (c *guardConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/list" && req.ID.IsValid() {
-		c.mu.Lock()
-		c.lists[req.ID] = true
-		c.mu.Unlock()
-	}
-	return c.Connection.Write(ctx, msg)
-}
-
-func (c *guardConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if res, ok := msg.(*jsonrpc.Response); ok && err == nil {
-		c.mu.Lock()
-		list := c.lists[res.ID]
-		delete(c.lists, res.ID)
-		c.mu.Unlock()
-		// A page within the limit cannot hold a tool over it.
-		if list && len(res.Result) > c.s.m.cfg.MaxSchemaBytes {
-			res.Result = c.s.lighten(res.Result)
-		}
-	}
-	return msg, err
-}
+import "encoding/json"
 
 // lighten returns a tools/list result with every tool over MaxSchemaBytes
 // replaced by its name alone, recording its weight in s.oversize; the
@@ -128,6 +68,9 @@ func (s *server) lighten(result json.RawMessage) json.RawMessage {
 type span []byte
 
 func (s *span) UnmarshalJSON(b []byte) error { *s = b; return nil }
+
+// MarshalJSON writes the value as it is (a span holds JSON).
+func (s span) MarshalJSON() ([]byte, error) { return s, nil }
 
 // weight is the size in bytes of a JSON value, read without keeping it.
 type weight int
