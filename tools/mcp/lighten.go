@@ -2,25 +2,26 @@ package mcp
 
 import "encoding/json"
 
-// lighten returns a tools/list result with every tool over MaxSchemaBytes
-// replaced by its name alone, recording its weight in s.oversize; the
-// result as it is when nothing was replaced or it does not decode (the SDK
-// then reports it). It reads the result in place: only what it keeps is
-// copied.
-func (s *server) lighten(result json.RawMessage) json.RawMessage {
-	var page map[string]span
-	if json.Unmarshal(result, &page) != nil {
-		return result
+// lightenLine returns a JSON-RPC line with every tool of its tools/list
+// result that is over MaxSchemaBytes replaced by its name alone, recording
+// its weight in s.oversize; the line as it is when it is no such answer or
+// nothing was replaced (the SDK then reads it, and reports it if it is
+// bad). It reads the line in place and splices the stubs in: only what it
+// writes is copied.
+func (s *server) lightenLine(line []byte) []byte {
+	var msg struct {
+		ID     span `json:"id"`
+		Result struct {
+			Tools []span `json:"tools"`
+		} `json:"result"`
 	}
-	var list []span
-	if json.Unmarshal(page["tools"], &list) != nil {
-		return result
+	if json.Unmarshal(line, &msg) != nil || msg.ID == nil {
+		return line
 	}
 	limit := s.m.cfg.MaxSchemaBytes
-	tools := make([]json.RawMessage, len(list))
-	changed := false
-	for i, raw := range list {
-		tools[i] = json.RawMessage(raw)
+	var out []byte
+	done := 0 // line[:done] is in out
+	for _, raw := range msg.Result.Tools {
 		if len(raw) <= limit {
 			continue
 		}
@@ -33,33 +34,29 @@ func (s *server) lighten(result json.RawMessage) json.RawMessage {
 			continue
 		}
 		// The description's weight counts its quotes.
-		if n := int(t.InputSchema) + max(int(t.Description)-2, 0); n > limit {
-			tools[i], _ = json.Marshal(map[string]any{"name": t.Name, "inputSchema": map[string]string{"type": "object"}})
-			s.mu.Lock()
-			if s.oversize == nil {
-				s.oversize = map[string]int{}
-			}
-			s.oversize[t.Name] = n
-			s.mu.Unlock()
-			changed = true
+		n := int(t.InputSchema) + max(int(t.Description)-2, 0)
+		if n <= limit {
+			continue
 		}
+		stub, err := json.Marshal(map[string]any{"name": t.Name, "inputSchema": map[string]string{"type": "object"}})
+		if err != nil {
+			continue
+		}
+		s.mu.Lock()
+		if s.oversize == nil {
+			s.oversize = map[string]int{}
+		}
+		s.oversize[t.Name] = n
+		s.mu.Unlock()
+		// raw is line[start:start+len(raw)]: a slice of line shares its end.
+		start := cap(line) - cap(raw)
+		out = append(append(out, line[done:start]...), stub...)
+		done = start + len(raw)
 	}
-	if !changed {
-		return result
+	if out == nil {
+		return line
 	}
-	out := make(map[string]json.RawMessage, len(page))
-	for k, v := range page {
-		out[k] = json.RawMessage(v)
-	}
-	var err error
-	if out["tools"], err = json.Marshal(tools); err != nil {
-		return result
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return result
-	}
-	return b
+	return append(out, line[done:]...)
 }
 
 // span is a JSON value as a slice of the document it was decoded from,

@@ -179,7 +179,7 @@ func (c *childInput) Close() error {
 
 // lightReader passes a stdio server's stdout through line by line, and
 // lightens the lines too long for its buffer before the SDK reads them: a
-// tools/list answer loses its tools over MaxSchemaBytes (server.lighten),
+// tools/list answer loses its tools over MaxSchemaBytes (lightenLine),
 // a tools/call answer is cut to its call's result limit (server.cutCall).
 // The SDK would otherwise buffer such a line twice and copy it twice more
 // before handing it over, then decode it, for a 10 MB schema decode,
@@ -231,33 +231,6 @@ func (l *lightReader) Read(p []byte) (int, error) {
 }
 
 func (l *lightReader) Close() error { return nil } // the child's stdin ends the connection
-
-// lightenLine returns a JSON-RPC line with its tools/list result lightened
-// (lighten), or as it is when it is not one.
-func (s *server) lightenLine(line []byte) []byte {
-	var msg map[string]span
-	if json.Unmarshal(line, &msg) != nil || msg["result"] == nil || msg["id"] == nil {
-		return line
-	}
-	var result map[string]span
-	if json.Unmarshal(msg["result"], &result) != nil || result["tools"] == nil {
-		return line
-	}
-	light := s.lighten(json.RawMessage(msg["result"]))
-	if len(light) == len(msg["result"]) {
-		return line
-	}
-	out := make(map[string]json.RawMessage, len(msg))
-	for k, v := range msg {
-		out[k] = json.RawMessage(v)
-	}
-	out["result"] = light
-	b, err := json.Marshal(out)
-	if err != nil {
-		return line
-	}
-	return append(bytes.TrimSpace(b), '\n')
-}
 
 // weightKey is the _meta key of a content block cut by cutCall: how many
 // bytes the server sent for it (render weighs the block by it).

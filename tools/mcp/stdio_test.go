@@ -104,3 +104,34 @@ func FuzzCutCall(f *testing.F) {
 		}
 	})
 }
+
+func TestLightenLine(t *testing.T) {
+	m := NewManager(Config{MaxSchemaBytes: 1000})
+	s := &server{m: m}
+	huge := `{"name":"huge","description":"d","inputSchema":{"type":"object","properties":{"p":{"description":"` + strings.Repeat("x", 5000) + `"}}}}`
+	small := `{"name":"small","inputSchema":{"type":"object"}}`
+	line := `{"jsonrpc":"2.0","id":4,"result":{"tools":[` + small + `,` + huge + `],"nextCursor":"c2"}}` + "\n"
+	got := s.lightenLine([]byte(line))
+	var msg struct {
+		ID     int `json:"id"`
+		Result struct {
+			Tools      []map[string]any `json:"tools"`
+			NextCursor string           `json:"nextCursor"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(got, &msg); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, got)
+	}
+	if len(got) > 300 || msg.ID != 4 || msg.Result.NextCursor != "c2" || len(msg.Result.Tools) != 2 ||
+		msg.Result.Tools[0]["name"] != "small" || msg.Result.Tools[1]["name"] != "huge" || msg.Result.Tools[1]["description"] != nil {
+		t.Fatalf("lightened into %s", got)
+	}
+	if n := s.oversize["huge"]; n < 5000 {
+		t.Errorf("the weight recorded for huge: %d", n)
+	}
+	for _, same := range []string{`{"jsonrpc":"2.0","id":4,"result":{"tools":[` + small + `]}}`, `{"id":4,"result":{"content":[]}}`, `{"tools": [`} {
+		if got := s.lightenLine([]byte(same)); string(got) != same {
+			t.Errorf("changed %q into %q", same, got)
+		}
+	}
+}
