@@ -6,14 +6,13 @@
 package testenv
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/agentdock-go/agentdock/internal/proc"
 )
 
 // InCI reports whether the tests run in CI.
@@ -83,11 +82,7 @@ func MCPServers(t testing.TB) (node, modules string) {
 }
 
 // Process is a live process as /proc shows it.
-type Process struct {
-	PID, PPID, PGID int
-	// Cmdline is the command line, its arguments joined by spaces.
-	Cmdline string
-}
+type Process = proc.Process
 
 // Processes lists the live processes (zombies left out), for the tests
 // that check a child process was started or ended. It skips t where there
@@ -97,31 +92,9 @@ func Processes(t testing.TB) []Process {
 	if runtime.GOOS != "linux" {
 		t.Skip("processes are read from /proc")
 	}
-	entries, err := os.ReadDir("/proc")
+	ps, err := proc.List(true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []Process
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 3 || fields[0] == "Z" {
-			continue
-		}
-		p := Process{PID: pid}
-		p.PPID, _ = strconv.Atoi(fields[1])
-		p.PGID, _ = strconv.Atoi(fields[2])
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		p.Cmdline = strings.TrimRight(strings.ReplaceAll(string(cmdline), "\x00", " "), " ")
-		out = append(out, p)
-	}
-	return out
+	return ps
 }

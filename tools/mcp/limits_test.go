@@ -233,16 +233,9 @@ func TestSetsidDescendantsEnd(t *testing.T) {
 	marker := "agentdock-test-daemon-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	srv := hostile(t, "setsid", marker)
 	wrapped := mcpconfig.Server{Command: "/bin/sh", Args: append([]string{"-c", `"$0" "$@"; exit $?`, srv.Command}, srv.Args...)}
-	m := NewManager(Config{MinBackoff: 50 * time.Millisecond})
-	if err := m.Add("", mcpconfig.Servers{"daemonizing": wrapped}); err != nil {
-		t.Fatal(err)
-	}
-	m.Start(context.Background())
+	m, _ := newManager(t, mcpconfig.Servers{"daemonizing": wrapped})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := m.WaitStarted(ctx); err != nil {
-		t.Fatal(err)
-	}
 	var daemon testenv.Process
 	waitFor(t, "the daemon", func() bool {
 		ps := daemons(t, marker)

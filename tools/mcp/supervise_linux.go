@@ -1,18 +1,17 @@
 package mcp
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentdock-go/agentdock/internal/proc"
 )
 
 // A stdio server runs under a supervisor on Linux: this same executable,
@@ -216,27 +215,13 @@ func (t *tree) end() {
 // /proc (zombies left out: they are dead, and reaped by their parent or,
 // orphaned, by the supervisor).
 func descendants(pid int) []int {
-	entries, err := os.ReadDir("/proc")
+	ps, err := proc.List(false)
 	if err != nil {
 		return nil
 	}
 	children := map[int][]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 || fields[0] == "Z" {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		children[ppid] = append(children[ppid], p)
+	for _, p := range ps {
+		children[p.PPID] = append(children[p.PPID], p.PID)
 	}
 	var out []int
 	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
