@@ -9,6 +9,9 @@
 // 15 MB results, an endless tool list, a 10 MB schema (memory, session and
 // model request sizes), and a SIGKILL of the runtime while a server it
 // started through sh -c runs with a setsid daemon (no process left).
+// quota_test.go floods the runtime as one API key would: sessions past the
+// key's quota (another key's stay readable), and wrong keys from one
+// address.
 //
 // The package has no code of its own: only tests and their harness
 // (harness_test.go). The fast tests run in `go test ./faults/`; the slow
