@@ -61,9 +61,13 @@ func init() {
 // cmd.Path must be resolved already. The supervisor takes cmd's
 // directory, environment and stderr; it is its process group's leader.
 func supervised(cmd *exec.Cmd) (sup *exec.Cmd, lifeline, childEnd *os.File, err error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("finding this executable to supervise the server: %w", err)
+	// /proc/self/exe is this executable even when its file was replaced
+	// or removed since it started (an upgrade in place).
+	exe := "/proc/self/exe"
+	if _, err := os.Stat(exe); err != nil {
+		if exe, err = os.Executable(); err != nil {
+			return nil, nil, nil, fmt.Errorf("finding this executable to supervise the server: %w", err)
+		}
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
