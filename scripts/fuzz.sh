@@ -40,10 +40,10 @@ targets=(
 	"./llmorch/offline FuzzArguments 3000"
 	"./tools FuzzExecuteArguments 20000"
 	"./tools FuzzLimitResult 20000"
+	"./tools/mcp FuzzCutCall 5000"
 	"./transcript/internal/format FuzzParse 30000"
 	"./cmd/server FuzzParseConfigFile 3000"
 	"./tools/mcp/mcpconfig FuzzParse 30000"
-	"./tools/mcp FuzzCutCall 5000"
 )
 
 log=$(mktemp)
