@@ -576,16 +576,15 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	}
 	e.sess.State = st
 	e.sess.Approvals = next.Approvals
+	had := len(e.msgs) // a drop below makes e.msgs shorter
 	e.sess.Version++
 	o.ApplyTurn(&e.sess)
-	dropped := false
 	if o.DropAnswer {
 		// A new array: the dropped messages must not stay reachable, and
 		// a slice handed out before must not see the append.
-		kept := DropAnswer(e.msgs)
-		dropped = len(kept) != len(e.msgs)
-		e.msgs = append([]chat.Message(nil), kept...)
+		e.msgs = append([]chat.Message(nil), DropAnswer(e.msgs)...)
 	}
+	dropped := len(e.msgs) != had
 	var hist []chat.Message
 	if window != 0 {
 		hist = e.msgs

@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -64,10 +64,17 @@ type written struct {
 // quotas reports whether the store keeps the owners' index.
 func (r *Store) quotas() bool { return r.cfg.SessionsPerOwner > 0 || r.cfg.BytesPerOwner > 0 }
 
-// ownerKeys are the keys of owner's index.
-func (r *Store) ownerKeys(owner string) []string {
+// digestOf is owner's digest, as session.Key puts it before the dot of
+// its sessions' keys.
+func digestOf(owner string) string {
 	d := sha256.Sum256([]byte(owner))
-	tag := r.prefix + ":owner:{" + hex.EncodeToString(d[:12]) + "}:"
+	return hex.EncodeToString(d[:12])
+}
+
+// digestKeys are the keys of the index of the owner whose digest, the
+// part of its sessions' keys before the dot (session.Key), is digest.
+func (r *Store) digestKeys(digest string) []string {
+	tag := r.prefix + ":owner:{" + digest + "}:"
 	return []string{tag + "sessions", tag + "bytes"}
 }
 
@@ -78,15 +85,20 @@ func (r *Store) record(owner, id string, data int, msgs int64) {
 	if owner == "" || !r.quotas() {
 		return
 	}
+	r.recordDigest(digestOf(owner), id, data, msgs)
+}
+
+// recordDigest is record for the owner of digest.
+func (r *Store) recordDigest(digest, id string, data int, msgs int64) {
 	b := &r.books
 	b.mu.Lock()
 	if b.pending == nil {
 		b.pending = map[string]map[string]*written{}
 	}
-	ws := b.pending[owner]
+	ws := b.pending[digest]
 	if ws == nil {
 		ws = map[string]*written{}
-		b.pending[owner] = ws
+		b.pending[digest] = ws
 	}
 	w := ws[id]
 	if w == nil {
@@ -107,21 +119,21 @@ func (r *Store) record(owner, id string, data int, msgs int64) {
 	}
 }
 
-// take removes and returns owner's pending writes.
-func (r *Store) take(owner string) map[string]*written {
+// take removes and returns the pending writes of the owner of digest.
+func (r *Store) take(digest string) map[string]*written {
 	b := &r.books
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ws := b.pending[owner]
-	delete(b.pending, owner)
+	ws := b.pending[digest]
+	delete(b.pending, digest)
 	b.n -= len(ws)
 	return ws
 }
 
 // putBack returns writes that could not be flushed, to the next flush.
-func (r *Store) putBack(owner string, ws map[string]*written) {
+func (r *Store) putBack(digest string, ws map[string]*written) {
 	for id, w := range ws {
-		r.record(owner, id, w.data, w.msgs)
+		r.recordDigest(digest, id, w.data, w.msgs)
 	}
 }
 
@@ -144,17 +156,17 @@ func (r *Store) flush(ctx context.Context) {
 	if len(all) == 0 {
 		return
 	}
-	owners := make([]string, 0, len(all))
+	digests := make([]string, 0, len(all))
 	cmds, _ := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for owner, ws := range all {
-			owners = append(owners, owner)
-			scriptOwnerFlush.Run(ctx, p, r.ownerKeys(owner), bookArgs([]any{r.ttlMillis()}, ws)...)
+		for digest, ws := range all {
+			digests = append(digests, digest)
+			scriptOwnerFlush.Run(ctx, p, r.digestKeys(digest), bookArgs([]any{r.ttlMillis()}, ws)...)
 		}
 		return nil
 	})
 	for i, c := range cmds {
 		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			r.putBack(owners[i], all[owners[i]])
+			r.putBack(digests[i], all[digests[i]])
 		}
 	}
 }
@@ -168,14 +180,14 @@ func (r *Store) admit(ctx context.Context, owner, id string) error {
 	if owner == "" || !r.quotas() {
 		return nil
 	}
-	ws := r.take(owner)
-	delete(ws, id) // counted once admitted, by the next flush
+	digest := digestOf(owner)
+	ws := r.take(digest)
 	args := bookArgs([]any{r.ttlMillis(), id, r.cfg.SessionsPerOwner, r.cfg.BytesPerOwner}, ws)
 	rctx, cancel := r.roundTrip(ctx)
-	reply, err := scriptOwnerAdmit.Run(rctx, r.client, r.ownerKeys(owner), args...).Slice()
+	reply, err := scriptOwnerAdmit.Run(rctx, r.client, r.digestKeys(digest), args...).Slice()
 	cancel()
 	if err != nil || len(reply) != 2 {
-		r.putBack(owner, ws)
+		r.putBack(digest, ws)
 		return nil
 	}
 	used, _ := reply[1].(int64)
@@ -191,7 +203,7 @@ func (r *Store) admit(ctx context.Context, owner, id string) error {
 		return nil
 	}
 	r.recent.forget(id)
-	r.forgetWrites(owner, id)
+	r.forgetWrites(digest, id)
 	rctx, cancel = r.roundTrip(ctx)
 	defer cancel()
 	if err := scriptDelete.Run(rctx, r.client, r.keys(id)).Err(); err != nil && !errors.Is(err, redis.Nil) {
@@ -201,11 +213,11 @@ func (r *Store) admit(ctx context.Context, owner, id string) error {
 }
 
 // forgetWrites drops the pending writes of a session that is gone.
-func (r *Store) forgetWrites(owner, id string) {
+func (r *Store) forgetWrites(digest, id string) {
 	b := &r.books
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ws := b.pending[owner]; ws != nil {
+	if ws := b.pending[digest]; ws != nil {
 		if _, ok := ws[id]; ok {
 			delete(ws, id)
 			b.n--
@@ -213,23 +225,19 @@ func (r *Store) forgetWrites(owner, id string) {
 	}
 }
 
-// forget removes a deleted session, whose stored JSON is data, from its
-// owner's index.
-func (r *Store) forget(ctx context.Context, id, data string) {
-	if !r.quotas() {
+// forget removes the session key, being deleted, from its owner's index.
+// The owner is read from the key (session.Key): a session whose key does
+// not name its owner stays in the index until it would have expired.
+func (r *Store) forget(ctx context.Context, key string) {
+	digest, _, scoped := strings.Cut(key, ".")
+	if !r.quotas() || !scoped {
 		return
 	}
-	var s struct {
-		Owner string `json:"owner"`
-	}
-	if json.Unmarshal([]byte(data), &s) != nil || s.Owner == "" {
-		return
-	}
-	r.forgetWrites(s.Owner, id)
+	r.forgetWrites(digest, key)
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	// A failure leaves the entry until the session would have expired.
-	_ = scriptOwnerForget.Run(rctx, r.client, r.ownerKeys(s.Owner), id).Err()
+	_ = scriptOwnerForget.Run(rctx, r.client, r.digestKeys(digest), key).Err()
 }
 
 // messageBytes is the bytes of an append's messages.
@@ -246,8 +254,11 @@ func messageBytes(msgs []any) int64 {
 	return n
 }
 
+// The index's scripts are loaded with the store's others.
+func init() { allScripts = append(allScripts, scriptOwnerAdmit, scriptOwnerFlush, scriptOwnerForget) }
+
 // luaOwners is what the owner index scripts share. KEYS are the index's
-// (ownerKeys); times are Redis's own (TIME), the clock its keys expire on.
+// (digestKeys); times are Redis's own (TIME), the clock its keys expire on.
 const luaOwners = `
 local function nowMs()
   local t = redis.call('TIME')

@@ -559,14 +559,14 @@ func (r *Store) Delete(ctx context.Context, id string) error {
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	r.recent.forget(id)
-	data, err := scriptDelete.Run(rctx, r.client, r.keys(id)).Text()
-	if errors.Is(err, redis.Nil) {
-		return session.ErrNotFound
-	}
+	r.forget(ctx, id)
+	n, err := scriptDelete.Run(rctx, r.client, r.keys(id)).Int64()
 	if err != nil {
 		return r.fail(id, "delete", err)
 	}
-	r.forget(ctx, id, data)
+	if n == 0 {
+		return session.ErrNotFound
+	}
 	return nil
 }
 

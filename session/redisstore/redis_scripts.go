@@ -198,12 +198,11 @@ end
 return redis.call('LRANGE', KEYS[2], start, -1)
 `)
 
-// scriptDelete removes the session's keys. Reply: the session's data if
-// it existed (its owner's index forgets it), else nil.
+// scriptDelete removes the session's keys. Reply: 1 if the session existed.
 var scriptDelete = newScript(`
-local d = redis.call('HGET', KEYS[1], 'data')
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-return d
+local n = redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[2], KEYS[3])
+return n
 `)
 
 // scriptExtend renews the lease if the token still holds it.
@@ -385,5 +384,4 @@ var allScripts = []*redis.Script{
 	scriptUpdate, scriptGet, scriptGetOrCreate, scriptAppend,
 	scriptMessages, scriptDelete, scriptExtend, scriptRelease,
 	scriptClaim, scriptUpdateAppend, scriptClaimStart,
-	scriptOwnerAdmit, scriptOwnerFlush, scriptOwnerForget,
 }

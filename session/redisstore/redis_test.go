@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -416,7 +415,7 @@ func (c *commandCounter) take() []string {
 
 func TestRedisRoundTrips(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openRedis(t, srv, redisstore.Config{})
+	s := openRedis(t, srv, withoutQuotas) // their cost: TestRedisAdmissionRoundTrip
 	counter := &commandCounter{}
 	s.Client().AddHook(counter)
 	ctx := t.Context()
@@ -477,7 +476,7 @@ func TestRedisRoundTrips(t *testing.T) {
 	// A turn's start: Claim, then the user message and the history window
 	// in one write, each one round trip. A new store loads the scripts the
 	// flush above removed.
-	s = openRedis(t, srv, redisstore.Config{})
+	s = openRedis(t, srv, withoutQuotas)
 	s.Client().AddHook(counter)
 	counter.take()
 	id2 := session.NewID()
@@ -487,12 +486,10 @@ func TestRedisRoundTrips(t *testing.T) {
 		call func() error
 		want []string
 	}{
-		// A session's creation is admitted by its owner's index (the
-		// quotas) in a script of its own: another slot.
 		{"Claim creating", func() (err error) {
 			_, claimed, err = s.Claim(ctx, id2, session.WithOwner("o"))
 			return err
-		}, []string{"evalsha", "evalsha"}},
+		}, []string{"evalsha"}},
 		{"UpdateAppend", func() error {
 			_, _, err := s.UpdateAppend(ctx, id2, applyEvent(orchestration.UserMessage("hi")), []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, 4, session.WithLease(claimed))
 			return err
@@ -561,7 +558,7 @@ func TestRedisRoundTrips(t *testing.T) {
 		call func() error
 		want []string
 	}{
-		{"ClaimStart creating", start("one", true, 0), []string{"evalsha", "evalsha"}},
+		{"ClaimStart creating", start("one", true, 0), []string{"evalsha"}},
 		{"the turn's last write", end, []string{"evalsha"}},
 		{"ClaimStart of the session it wrote", start("two", true, 1), []string{"evalsha"}},
 		{"the second turn's last write", end, []string{"evalsha"}},
@@ -637,53 +634,4 @@ func TestRedisReplicas(t *testing.T) {
 		t.Fatalf("after %d events from %d replicas: version %d, %d tools, usage %+v", total, replicas, got.Version, got.State.RecentlyUsedTools.Len(), got.State.TokenUsage)
 	}
 	t.Logf("%d events, fn ran %d times (the rest were compare-and-set retries)", total, fnRuns.Load())
-}
-
-// TestRedisOwnerIndex: the owners' index lists an owner's sessions in its
-// slot, counts the bytes written (added by the next admission and by
-// Close), and forgets a deleted session.
-func TestRedisOwnerIndex(t *testing.T) {
-	srv := redistest.Start(t)
-	raw := rawClient(t, srv)
-	ctx := t.Context()
-	s := openRedis(t, srv, redisstore.Config{})
-	owner := "index-owner"
-	ids := []string{session.Key(owner, "first-session"), session.Key(owner, "second-session")}
-	for _, id := range ids {
-		_, l, err := s.Claim(ctx, id, session.WithOwner(owner))
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs := []chat.Message{{Role: chat.RoleUser, Content: strings.Repeat("m", 10_000)}}
-		if _, _, err := s.UpdateAppend(ctx, id, applyEvent(orchestration.UserMessage("m")), msgs, 0, session.WithLease(l), session.WithRelease()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	keys, err := raw.Keys(ctx, "orchestration-state:owner:*").Result()
-	if err != nil || len(keys) != 2 {
-		t.Fatalf("owner index keys %q, %v", keys, err)
-	}
-	tag := keys[0][strings.Index(keys[0], "{"):strings.Index(keys[0], "}")]
-	if !strings.Contains(keys[1], tag) {
-		t.Fatalf("the index keys %q are not in one slot", keys)
-	}
-	listed, err := raw.ZRange(ctx, "orchestration-state:owner:"+tag+"}:sessions", 0, -1).Result()
-	if err != nil || !slices.Equal(slices.Sorted(slices.Values(listed)), slices.Sorted(slices.Values(ids))) {
-		t.Fatalf("the index lists %q, %v; want %q", listed, err, ids)
-	}
-	// The second session's bytes wait in the process until Close.
-	s.Close()
-	total, err := raw.HGet(ctx, "orchestration-state:owner:"+tag+"}:bytes", "total").Int64()
-	if err != nil || total < 20_000 {
-		t.Fatalf("the index counts %d bytes (%v), want the 20,000 of the messages and more", total, err)
-	}
-	s = openRedis(t, srv, redisstore.Config{})
-	if err := s.Delete(ctx, ids[0]); err != nil {
-		t.Fatal(err)
-	}
-	listed, _ = raw.ZRange(ctx, "orchestration-state:owner:"+tag+"}:sessions", 0, -1).Result()
-	after, _ := raw.HGet(ctx, "orchestration-state:owner:"+tag+"}:bytes", "total").Int64()
-	if !slices.Equal(listed, ids[1:]) || after >= total || after < 10_000 {
-		t.Fatalf("after the delete the index lists %q and counts %d bytes (before: %d)", listed, after, total)
-	}
 }
