@@ -16,35 +16,43 @@ import (
 var withoutQuotas = redisstore.Config{Config: session.Config{SessionsPerOwner: -1, BytesPerOwner: -1}}
 
 // TestRedisAdmissionRoundTrip: with the quotas, a write that creates a
-// session for an owner sends one more script, its admission by the
-// owner's index (another slot); a session's later writes and the
-// anonymous owner's sessions send none.
+// session for an owner sends one more script than without, its admission
+// by the owner's index (another slot); the session's later writes, and
+// the anonymous owner's sessions, send the same.
 func TestRedisAdmissionRoundTrip(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openRedis(t, srv, redisstore.Config{})
-	counter := &commandCounter{}
-	s.Client().AddHook(counter)
 	ctx := t.Context()
-	key := session.Key("o", session.NewID())
-	var l session.Lease
-	for _, tc := range []struct {
-		name string
-		call func() error
-		want []string
-	}{
-		{"Claim creating", func() (err error) { _, l, err = s.Claim(ctx, key, session.WithOwner("o")); return err }, []string{"evalsha", "evalsha"}},
-		{"UpdateAppend", func() error {
-			_, _, err := s.UpdateAppend(ctx, key, applyEvent(orchestration.UserMessage("hi")), []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, 4, session.WithLease(l), session.WithRelease())
-			return err
-		}, []string{"evalsha"}},
-		{"Claim existing", func() (err error) { _, l, err = s.Claim(ctx, key, session.WithOwner("o")); return err }, []string{"evalsha"}},
-		{"Claim creating, anonymous", func() error { _, _, err := s.Claim(ctx, session.NewID()); return err }, []string{"evalsha"}},
-	} {
-		if err := tc.call(); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
+	sent := func(cfg redisstore.Config) [][]string {
+		s := openRedis(t, srv, cfg)
+		counter := &commandCounter{}
+		s.Client().AddHook(counter)
+		key := session.Key("o", session.NewID())
+		var l session.Lease
+		var out [][]string
+		for _, call := range []func() error{
+			func() (err error) { _, l, err = s.Claim(ctx, key, session.WithOwner("o")); return err },
+			func() error {
+				_, _, err := s.UpdateAppend(ctx, key, applyEvent(orchestration.UserMessage("hi")), []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, 4, session.WithLease(l), session.WithRelease())
+				return err
+			},
+			func() (err error) { _, l, err = s.Claim(ctx, key, session.WithOwner("o")); return err },
+			func() error { _, _, err := s.GetOrCreate(ctx, session.NewID()); return err },
+		} {
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, counter.take())
 		}
-		if got := counter.take(); !slices.Equal(got, tc.want) {
-			t.Errorf("%s sent %q, want %q", tc.name, got, tc.want)
+		return out
+	}
+	with, without := sent(redisstore.Config{}), sent(withoutQuotas)
+	for i, step := range []string{"Claim creating", "UpdateAppend", "Claim existing", "GetOrCreate, anonymous"} {
+		want := slices.Clone(without[i])
+		if i == 0 {
+			want = append(want, "evalsha")
+		}
+		if !slices.Equal(with[i], want) {
+			t.Errorf("%s sent %q with the quotas, %q without", step, with[i], without[i])
 		}
 	}
 }
