@@ -27,7 +27,8 @@ const (
 	// StateReady: connected; its tools can be offered.
 	StateReady = "ready"
 	// StateRestarting: it failed to start or died; it is started again
-	// after a backoff.
+	// after a backoff, and stays restarting, with the reason, while it
+	// starts again.
 	StateRestarting = "restarting"
 	// StateFailed: its configuration cannot be used (a ${VAR} is not set);
 	// it is never started.
@@ -151,7 +152,6 @@ func (s *server) supervise(ctx context.Context) {
 			s.setState(StateStopped, nil)
 			return
 		}
-		s.markFirst()
 		if time.Since(began) >= stableAfter {
 			backoff = cfg.MinBackoff
 		}
@@ -159,6 +159,8 @@ func (s *server) supervise(ctx context.Context) {
 		s.restarts++
 		s.mu.Unlock()
 		s.setState(StateRestarting, err)
+		// After the state: WaitStarted's callers read it.
+		s.markFirst()
 		s.log.Warn("MCP server unavailable; its tools are not offered until it is back", "err", err, "retry_in", backoff)
 		select {
 		case <-time.After(backoff):
@@ -173,7 +175,14 @@ func (s *server) supervise(ctx context.Context) {
 // start connects (starting the process for stdio), negotiates the protocol
 // and reads the tool list, within StartTimeout.
 func (s *server) start(ctx context.Context) (*sdk.ClientSession, error) {
-	s.setState(StateStarting, nil)
+	s.mu.Lock()
+	retry := s.state == StateRestarting
+	s.mu.Unlock()
+	if !retry {
+		// A retry stays restarting, with the reason of its last failure,
+		// until it is ready or fails again.
+		s.setState(StateStarting, nil)
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.m.cfg.StartTimeout)
 	defer cancel()
 	t, err := s.newTransport()
