@@ -121,16 +121,17 @@ func abortWith(c *gin.Context, e *apiError) {
 // their HTTP answer. Anything unknown is a 500 whose message does not leak
 // the cause (the cause is logged by the caller).
 func turnStartError(err error) *apiError {
+	var qe *session.QuotaError
+	if errors.As(err, &qe) {
+		return quotaError(qe)
+	}
 	var (
 		ae    *apiError
 		apErr *agent.ApprovalError
-		qe    *session.QuotaError
 	)
 	switch {
 	case errors.As(err, &ae):
 		return ae
-	case errors.As(err, &qe):
-		return quotaError(qe)
 	case errors.Is(err, agent.ErrInvalidSessionID):
 		return errBadSessionID("the session ID")
 	case errors.Is(err, agent.ErrInvalidMessage):

@@ -272,28 +272,6 @@ func settings() []setting {
 			}
 			return nil
 		}},
-		{"LLM_IDLE_TIMEOUT", "llm-idle-timeout", provider.DefaultIdleTimeout.String(), "longest silence of a model's streamed answer before it is cut (a timeout error; retried when it had sent nothing yet); 0 never cuts", func(c *serveConfig, v string) error {
-			if err := dur(func(c *serveConfig) *time.Duration { return &c.ModelIdle })(c, v); err != nil {
-				return err
-			}
-			if c.ModelIdle == 0 {
-				c.ModelIdle = -1 // provider.Config: negative is no bound
-			}
-			return nil
-		}},
-		{"HEARTBEAT", "heartbeat", server.DefaultHeartbeat.String(), "interval of heartbeat comments on idle streams", dur(func(c *serveConfig) *time.Duration { return &c.Heartbeat })},
-		{"TURN_TIMEOUT", "turn-timeout", llmorch.DefaultTurnTimeout.String(), "longest turn (a template's options.turnTimeout overrides it); the turn then ends with finishReason timeout, its partial answer saved", func(c *serveConfig, v string) error {
-			if err := dur(func(c *serveConfig) *time.Duration { return &c.Budget.TurnTimeout })(c, v); err != nil {
-				return err
-			}
-			if c.Budget.TurnTimeout < time.Second {
-				return errors.New("must be at least 1s: a turn without a time limit could hold its session forever")
-			}
-			return nil
-		}},
-		{"MAX_STEPS", "max-steps", strconv.Itoa(llmorch.DefaultMaxSteps), "model calls per turn before the final answer (a template's options.maxSteps overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxSteps })},
-		{"MAX_TOOL_CALLS", "max-tool-calls", strconv.Itoa(llmorch.DefaultMaxToolCalls), "tool calls that run per model answer; the excess are refused (a template's options.maxToolCalls overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxToolCalls })},
-		{"MAX_OUTPUT_BYTES", "max-output-bytes", strconv.Itoa(llmorch.DefaultMaxOutputBytes), "bytes of text and tool arguments a model may stream in one turn; the turn then ends with finishReason length (a template's options.maxOutputBytes overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxOutputBytes })},
 		{"MAX_TOOL_RESULT_BYTES", "max-tool-result-bytes", strconv.Itoa(llmorch.DefaultMaxToolResultBytes), "bytes of one tool result the model reads; a longer result is cut with a note before it is streamed or stored (a template's options.maxToolResultBytes overrides it)", func(c *serveConfig, v string) error {
 			if err := positive(func(c *serveConfig) *int { return &c.Budget.MaxToolResultBytes })(c, v); err != nil {
 				return err
@@ -333,6 +311,28 @@ func settings() []setting {
 			}
 			return nil
 		}},
+		{"LLM_IDLE_TIMEOUT", "llm-idle-timeout", provider.DefaultIdleTimeout.String(), "longest silence of a model's streamed answer before it is cut (a timeout error; retried when it had sent nothing yet); 0 never cuts", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.ModelIdle })(c, v); err != nil {
+				return err
+			}
+			if c.ModelIdle == 0 {
+				c.ModelIdle = -1 // provider.Config: negative is no bound
+			}
+			return nil
+		}},
+		{"HEARTBEAT", "heartbeat", server.DefaultHeartbeat.String(), "interval of heartbeat comments on idle streams", dur(func(c *serveConfig) *time.Duration { return &c.Heartbeat })},
+		{"TURN_TIMEOUT", "turn-timeout", llmorch.DefaultTurnTimeout.String(), "longest turn (a template's options.turnTimeout overrides it); the turn then ends with finishReason timeout, its partial answer saved", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.Budget.TurnTimeout })(c, v); err != nil {
+				return err
+			}
+			if c.Budget.TurnTimeout < time.Second {
+				return errors.New("must be at least 1s: a turn without a time limit could hold its session forever")
+			}
+			return nil
+		}},
+		{"MAX_STEPS", "max-steps", strconv.Itoa(llmorch.DefaultMaxSteps), "model calls per turn before the final answer (a template's options.maxSteps overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxSteps })},
+		{"MAX_TOOL_CALLS", "max-tool-calls", strconv.Itoa(llmorch.DefaultMaxToolCalls), "tool calls that run per model answer; the excess are refused (a template's options.maxToolCalls overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxToolCalls })},
+		{"MAX_OUTPUT_BYTES", "max-output-bytes", strconv.Itoa(llmorch.DefaultMaxOutputBytes), "bytes of text and tool arguments a model may stream in one turn; the turn then ends with finishReason length (a template's options.maxOutputBytes overrides it)", positive(func(c *serveConfig) *int { return &c.Budget.MaxOutputBytes })},
 		{"DISCONNECT_GRACE", "disconnect-grace", "0s", "cancel a turn no client has followed for this long; 0 never cancels", dur(func(c *serveConfig) *time.Duration { return &c.DisconnectGrace })},
 		{"READ_TIMEOUT", "read-timeout", server.DefaultReadTimeout.String(), "longest time to receive a request's head and body (a slower body gets 408); streams are not cut by it", func(c *serveConfig, v string) error {
 			if err := dur(func(c *serveConfig) *time.Duration { return &c.ReadTimeout })(c, v); err != nil {
