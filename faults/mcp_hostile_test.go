@@ -127,9 +127,11 @@ func TestMCPBigResults(t *testing.T) {
 	if r := chat(t, srv.URL(), "hostile", sid, "and now?").All(30 * time.Second); requireEnd(t, r) != "stop" {
 		t.Fatalf("the next turn: %s", errorTexts(r))
 	}
+	// The calls, the answer, the next turn (and whatever else the runtime
+	// asks a model, a summary of the history, say).
 	reqs := m.Requests()[before:]
-	if len(reqs) != 3 {
-		t.Fatalf("%d model requests, want 3 (the calls, the answer, the next turn)", len(reqs))
+	if len(reqs) < 3 {
+		t.Fatalf("%d model requests, want at least 3 (the calls, the answer, the next turn)", len(reqs))
 	}
 	for i, req := range reqs[1:] {
 		t.Logf("model request %d: %d KiB", i+1, len(req.Body)>>10)
