@@ -136,6 +136,10 @@ type Config struct {
 	// is reported as not found. An error answers 401. Nil means every caller
 	// is the same anonymous owner "".
 	Owner func(r *http.Request) (string, error)
+	// AuthThrottle, when set, limits the Owner hook's failures per client
+	// address: beyond them a request gets 429 with Retry-After. Nil: no
+	// limit.
+	AuthThrottle *AuthThrottle
 }
 
 // validate fills the defaults and reports every problem in one error.

@@ -59,6 +59,10 @@ type MCPServer struct {
 	Skipped []string `json:"skipped,omitempty"`
 	// MissingTools are the agent's nodes naming a tool it does not list.
 	MissingTools []string `json:"missingTools,omitempty"`
+	// Limits are the limits its tool list is over (more tools or pages
+	// than MCP_MAX_TOOLS or MCP_MAX_TOOL_PAGES allow), each saying what was
+	// skipped.
+	Limits []string `json:"limits,omitempty"`
 }
 
 type agentDetail struct {
