@@ -219,8 +219,11 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 			started <- err
 		}
 	}
+	var m frameEncoder = &uiMapper{turnID: t.id, messageID: t.messageID, keepEvents: t.keepEvents}
+	if t.raw {
+		m = &edgeFrames{}
+	}
 	var (
-		m          = &uiMapper{turnID: t.id, messageID: t.messageID, keepEvents: t.keepEvents, raw: t.raw}
 		registered bool
 		draining   bool // the server began shutting down as the turn started
 		finished   bool

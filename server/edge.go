@@ -109,18 +109,6 @@ func (t *Turn) Stop() {
 	}
 }
 
-// edgeStart is the first frame of a turn an edge started: the frames after
-// it are chat.Events in their JSON encoding.
-var edgeStart = []byte(`{"type":"agentdock-events"}`)
-
-// rawEvent is mapEvent for a turn an edge started: the event's own JSON.
-func (m *uiMapper) rawEvent(ev chat.Event) []item {
-	e := ev
-	data, _ := json.Marshal(&e) // chat.Event always encodes
-	m.out = append(m.out[:0], item{data: data, ev: &e})
-	return m.out
-}
-
 // Start starts a turn of agentID on the owner's session sessionID with the
 // user's message; it returns once the turn started (its session claimed),
 // or with the error that kept it from starting (see ErrorStatus).
@@ -267,7 +255,7 @@ func (s *Server) sharedEvents(ctx context.Context, src *sharedTurn) iter.Seq2[ch
 		defer tick.Stop()
 		var after int64
 		for {
-			frames, done, cerr := src.next(ctx, after, true, tick.C, s.closing)
+			frames, done, cerr := src.next(ctx, after, tick.C, s.closing)
 			if cerr != nil {
 				yield(chat.Event{}, cerr)
 				return

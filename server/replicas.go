@@ -326,12 +326,9 @@ func (t *sharedTurn) ids() (string, string) { return t.sessionID, t.ref.Turn }
 // replica that runs the turn only.
 func (t *sharedTurn) attach() func() { return func() {} }
 
-// next reads the shared log; without wait it has nothing at hand (every
-// read is a round trip).
-func (t *sharedTurn) next(ctx context.Context, after int64, wait bool, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
-	if !wait {
-		return nil, false, nil
-	}
+// next waits for the frames after seq `after` in the shared log (see
+// source).
+func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
 	log := t.s.cfg.Turns
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -40,8 +40,7 @@ type Server struct {
 	turns   *turnRegistry
 	mirrors mirrors // copies this replica's turns to Config.Turns
 	sse     *sse.Server
-	subs    sync.Map // sse stream ID -> *sseConn
-	connSeq atomic.Int64
+	connSeq atomic.Int64 // names the connections' r3labs streams
 	// recorders counts the Responses API recorders still storing a
 	// response (responses.go); Shutdown waits for them after the turns.
 	recorders sync.WaitGroup
@@ -98,7 +97,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.base, s.stopBase = context.WithCancel(context.Background())
-	s.sse = newSSE(s)
+	s.sse = newSSE()
 	for _, e := range cfg.Edges {
 		s.edgeRoutes = append(s.edgeRoutes, e.Routes(s)...)
 	}

@@ -69,7 +69,7 @@ func benchStreamTurn(b *testing.B, paced bool) {
 	for b.Loop() {
 		n++
 		tr := newTurn("bench-turn-"+strconv.Itoa(n), "bench-session", "plain", "", func(error) {}, DefaultMaxTurnEvents, 0)
-		tr.add(item{data: []byte(`{"type":"start","messageId":"bench"}`)})
+		tr.add(frame{data: []byte(`{"type":"start","messageId":"bench"}`)})
 		turns <- tr
 		res, err := client.Get(hs.URL)
 		if err != nil {
@@ -89,12 +89,12 @@ func benchStreamTurn(b *testing.B, paced bool) {
 		}
 		next() // start
 		for range benchFrames {
-			tr.add(item{data: delta})
+			tr.add(frame{data: delta})
 			if paced {
 				next()
 			}
 		}
-		tr.addLast(item{data: []byte(`{"type":"finish","finishReason":"stop"}`)}, item{data: doneData})
+		tr.addLast(frame{data: []byte(`{"type":"finish","finishReason":"stop"}`)}, frame{data: doneData})
 		for !bytes.HasPrefix(next(), done) {
 		}
 		_, _ = io.Copy(io.Discard, r)

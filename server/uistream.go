@@ -108,8 +108,9 @@ type uiLimit struct {
 // doneData is the data of the last frame of every turn.
 var doneData = []byte("[DONE]")
 
-// uiMapper turns the chat.Events of one turn into UI stream chunks. It keeps
-// the state the mapping needs: whether a text run is open and its ID.
+// uiMapper turns the chat.Events of one turn into the frames of its UI
+// message stream. It keeps the state the mapping needs: whether a text run
+// is open and its ID.
 type uiMapper struct {
 	turnID string
 	// messageID is the start chunk's messageId: the turn's ID, or the
@@ -118,41 +119,27 @@ type uiMapper struct {
 	textOpen  bool
 	textRuns  int
 	textID    string
-	// keepEvents: items carry a copy of their event (see turn.keepEvents);
+	// keepEvents: frames carry a copy of their event (see turn.keepEvents);
 	// without it the event is not copied to the heap for every frame.
 	keepEvents bool
-	// out is the items of the latest mapEvent, reused by the next.
-	out []item
-	// raw: the frames are the events' JSON (an edge's turn, edge.go).
-	raw bool
+	// out is the frames of the latest mapEvent, reused by the next.
+	out []frame
 }
 
-// item is one frame's payload with the event it came from (nil for frames
-// that only frame others, like start and text-start).
-type item struct {
-	data []byte
-	ev   *chat.Event
-}
-
-func (m *uiMapper) start() item {
-	if m.raw {
-		return item{data: edgeStart}
-	}
+func (m *uiMapper) start() frame {
 	id := m.messageID
 	if id == "" {
 		id = m.turnID
 	}
-	return item{data: mustJSON(uiChunk{Type: "start", MessageID: id})}
+	return frame{data: mustJSON(uiChunk{Type: "start", MessageID: id})}
 }
 
-// mapEvent returns the frames of ev, valid until the next call.
-func (m *uiMapper) mapEvent(ev chat.Event) []item {
-	if m.raw {
-		return m.rawEvent(ev)
-	}
+// mapEvent returns the frames of ev, valid until the next call. A frame
+// that only frames others (text-start, tool-input-start) carries no event.
+func (m *uiMapper) mapEvent(ev chat.Event) []frame {
 	out := m.out[:0]
 	defer func() { m.out = out[:0] }()
-	add := func(c *uiChunk, src *chat.Event) { out = append(out, item{data: mustJSON(c), ev: src}) }
+	add := func(c *uiChunk, src *chat.Event) { out = append(out, frame{data: mustJSON(c), ev: src}) }
 	closeText := func() {
 		if m.textOpen {
 			add(&uiChunk{Type: "text-end", ID: m.textID}, nil)
@@ -259,7 +246,7 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 	case chat.KindDone:
 		closeText()
 		add(&uiChunk{Type: "finish", FinishReason: uiFinishReason(ev.FinishReason)}, src)
-		out = append(out, item{data: doneData})
+		out = append(out, frame{data: doneData})
 	}
 	return out
 }
