@@ -27,31 +27,6 @@ import (
 // AI SDK's chunks: a replica that did not run the turn reads the events
 // back from the shared turn log (Follow) without a second conversion.
 
-// Edge is a protocol served beside the API (Config.Edges).
-type Edge interface {
-	// Routes returns the edge's routes; New calls it once, with the
-	// server the edge runs its turns on.
-	Routes(s *Server) []Route
-}
-
-// EdgeShutdown is an Edge with work of its own that outlives a turn (the
-// A2A edge records a task's end): Server.Shutdown calls it once the turns
-// have ended, before it returns.
-type EdgeShutdown interface {
-	Shutdown(ctx context.Context) error
-}
-
-// Route is one route of an edge: a method (or "*" for every method) and a
-// path in gin's syntax ("/a2a/*rest"; the parameters reach the handler as
-// the request's PathValue). It is served behind the API's own checks: the
-// Owner hook and the Limiter, same-origin POSTs, JSON bodies and the body
-// limit; the handler reads the caller with OwnerOf.
-type Route struct {
-	Method  string
-	Path    string
-	Handler http.Handler
-}
-
 type ownerCtxKey struct{}
 
 // OwnerOf returns the owner (Config.Owner) of a request an edge's route

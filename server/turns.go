@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -19,45 +18,6 @@ var (
 	errShutdown   = &chat.Error{Code: "server_shutdown", Message: "the server is shutting down; the partial answer was saved"}
 	errClientGone = &chat.Error{Code: "client_gone", Message: "no client was attached to the turn's stream; the turn was stopped and the partial answer was saved"}
 )
-
-// frame is one SSE frame of a turn's stream, the one form a turn's event
-// takes between the turn and the socket: its sequence number (the part
-// after the colon of its SSE id), its data line, made once for every
-// reader (an AI SDK chunk, uistream.go, or an edge's event, edgeFrames),
-// and the event it carries when the turn keeps them (keepEvents).
-type frame struct {
-	seq  int64
-	data []byte
-	ev   *chat.Event
-}
-
-// A turn's frames are made from its events by a frameEncoder, once, for
-// every reader: the AI SDK's UI message stream (uiMapper), or an edge's
-// events (edgeFrames).
-type frameEncoder interface {
-	// start is the turn's first frame.
-	start() frame
-	// mapEvent returns the frames of ev, valid until the next call.
-	mapEvent(ev chat.Event) []frame
-}
-
-// edgeFrames are the frames of a turn an edge started (Server.Start): the
-// events in their own JSON encoding after a first frame that says so
-// (edgeStart), which a replica that did not run the turn decodes from the
-// shared turn log (Server.Follow).
-type edgeFrames struct{ out [1]frame }
-
-// edgeStart is the first frame of a turn an edge started.
-var edgeStart = []byte(`{"type":"agentdock-events"}`)
-
-func (*edgeFrames) start() frame { return frame{data: edgeStart} }
-
-func (m *edgeFrames) mapEvent(ev chat.Event) []frame {
-	e := ev
-	data, _ := json.Marshal(&e) // chat.Event always encodes
-	m.out[0] = frame{data: data, ev: &e}
-	return m.out[:]
-}
 
 // A liveReader has every frame of the turn so far and is handed each new
 // one by the turn as it adds it, under the turn's mu: a connection's
@@ -457,3 +417,40 @@ func isClosed(c <-chan struct{}) bool {
 		return false
 	}
 }
+
+// follow calls fn for each event of the turn, in order, until the turn ends
+// or ctx is done; tick, when not nil, is called on idle heartbeats.
+func follow(ctx context.Context, t *turn, heartbeat time.Duration, fn func(chat.Event), tick func()) error {
+	var after int64
+	hb := time.NewTicker(heartbeat)
+	defer hb.Stop()
+	for {
+		frames, done, gap, changed := t.read(after)
+		if gap {
+			return errGap
+		}
+		for _, f := range frames {
+			if f.ev != nil {
+				fn(*f.ev)
+			}
+			after = f.seq
+		}
+		if len(frames) > 0 {
+			continue
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-hb.C:
+			if tick != nil {
+				tick()
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+var errGap = &chat.Error{Code: "stream_gap", Message: "events of this turn were dropped before they could be sent; read the answer from the session history"}
