@@ -34,9 +34,10 @@ var layers = [][]string{
 var hub = []string{"Server", "ownerOf"}
 
 // TestFilesBuildOnEachOther checks the layers by the package-level names a
-// file uses that another file declares (its unresolved identifiers; the
-// methods and fields a selector reaches are not seen, the types they hang
-// on are).
+// file uses that another file declares (its unresolved identifiers) and by
+// the Server's methods it calls (s.name, s being every Server method's
+// receiver; the other types' methods are reached through their types,
+// which are seen).
 func TestFilesBuildOnEachOther(t *testing.T) {
 	fset := token.NewFileSet()
 	entries, err := os.ReadDir(".")
@@ -50,6 +51,7 @@ func TestFilesBuildOnEachOther(t *testing.T) {
 		}
 	}
 	declared := map[string]string{} // name -> file
+	methods := map[string]string{}  // method of Server -> file
 	files := map[string]*ast.File{}
 	for _, e := range entries {
 		name := e.Name()
@@ -70,6 +72,11 @@ func TestFilesBuildOnEachOther(t *testing.T) {
 			case *ast.FuncDecl:
 				if d.Recv == nil {
 					declared[d.Name.Name] = name
+				} else if onServer(d.Recv) {
+					methods[d.Name.Name] = name
+					if n := d.Recv.List[0].Names; len(n) != 1 || n[0].Name != "s" {
+						t.Errorf("%s: the Server's receiver is named s, which the check of its calls relies on", fset.Position(d.Pos()))
+					}
 				}
 			case *ast.GenDecl:
 				for _, s := range d.Specs {
@@ -93,5 +100,32 @@ func TestFilesBuildOnEachOther(t *testing.T) {
 			}
 			t.Errorf("%s: %s refers to %s of %s, a later layer", fset.Position(id.Pos()), name, id.Name, in)
 		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "s" {
+				return true
+			}
+			in, ok := methods[sel.Sel.Name]
+			if ok && layer[in] > layer[name] && in != "server.go" {
+				t.Errorf("%s: %s calls Server.%s of %s, a later layer", fset.Position(sel.Sel.Pos()), name, sel.Sel.Name, in)
+			}
+			return true
+		})
 	}
+}
+
+// onServer reports whether a method's receiver is the Server.
+func onServer(recv *ast.FieldList) bool {
+	if len(recv.List) != 1 {
+		return false
+	}
+	typ := recv.List[0].Type
+	if star, ok := typ.(*ast.StarExpr); ok {
+		typ = star.X
+	}
+	id, ok := typ.(*ast.Ident)
+	return ok && id.Name == "Server"
 }
