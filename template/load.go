@@ -26,6 +26,11 @@ type Config struct {
 	// Provided names the tools the runtime can run. A node naming another
 	// tool is a warning, and that tool is never offered. Nil skips the check.
 	Provided []string
+	// Strict makes a node naming a tool that is not provided an error: a
+	// runtime that lists every tool it has (agent.Load) knows such a node
+	// for a misspelling, which must stop the start rather than leave the
+	// tool silently unoffered.
+	Strict bool
 	// HistoryLimit is how many tool uses a session keeps when the template
 	// does not say (options.historyLimit); default 100.
 	HistoryLimit int
@@ -136,6 +141,14 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 		}
 		if cfg.Provided != nil && !provided[n] && !slices.Contains(unavailable, n) {
 			unavailable = append(unavailable, n)
+			if cfg.Strict {
+				list := strings.Join(cfg.Provided, ", ")
+				if list == "" {
+					list = "none"
+				}
+				add(orchestration.SeverityError, fmt.Sprintf("nodes[%d]", i), "tool %q is not provided (provided: %s); check its spelling", n, list)
+				continue
+			}
 			add(orchestration.SeverityWarning, fmt.Sprintf("nodes[%d]", i), "tool %q is not provided by this runtime; it will not be offered to the model", n)
 		}
 	}
