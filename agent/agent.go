@@ -143,6 +143,8 @@ type Set struct {
 	cfg  Config
 	list []*Agent
 	byID map[string]*Agent
+	// mcp runs the MCP servers of a Set that Load made (nil otherwise).
+	mcp MCP
 }
 
 // NewSet builds an Agent for every loaded template. Agent IDs must be unique.
