@@ -1,6 +1,11 @@
 // Package agent hosts agents: each Agent runs one template, turning a user
 // message into a streamed turn (Agent.Run) with the orchestration, the tools,
 // the model and the session store around it.
+//
+// Load makes the Set of agents of a template directory in one call: the
+// tools given once and every node checked against them, the templates' MCP
+// servers started, the warnings returned for the caller to show. NewSet is
+// the same from templates already loaded, with every setting of Config.
 package agent
 
 import (

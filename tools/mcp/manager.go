@@ -12,6 +12,11 @@
 // call and bounds the call with the tool timeout. A Toolset is one agent's
 // view: the built-in tools plus the MCP servers it may use, and it reports
 // which of them cannot run now, so that the orchestration never offers them.
+//
+// A program that embeds agents gives a Manager to agent.Load
+// (agent.Options.MCP: NewManager(Config{}), with servers for every agent
+// added under scope ""), which adds and starts the templates' own servers
+// and fails when a template names a tool its ready server does not list.
 package mcp
 
 import (
