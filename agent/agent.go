@@ -81,7 +81,7 @@ type Config struct {
 	StreamedSteps StreamReader
 	// ToolsFor, when set, gives each agent tools of its own instead of
 	// Tools: a template's own MCP servers serve that agent only.
-	ToolsFor func(*template.Agent) tools.Toolbox
+	ToolsFor func(*template.Loaded) tools.Toolbox
 	// Context is the context budget of the agents whose template does not
 	// set options.context, and the defaults of those that set part of it.
 	Context ContextConfig
@@ -153,7 +153,7 @@ type Set struct {
 }
 
 // NewSet builds an Agent for every loaded template. Agent IDs must be unique.
-func NewSet(cfg Config, loaded []*template.Agent) (*Set, error) {
+func NewSet(cfg Config, loaded []*template.Loaded) (*Set, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func (a *Set) Store() session.Store { return a.cfg.Store }
 // Agent runs one agent.
 type Agent struct {
 	cfg     Config
-	agent   *template.Agent
+	agent   *template.Loaded
 	model   llmorch.Model
 	service *llmorch.Service
 	// svcCfg is service's configuration, for the services of stateless
@@ -202,7 +202,7 @@ type Agent struct {
 	svcCfg llmorch.ServiceConfig
 }
 
-func newAgent(cfg Config, l *template.Agent) (*Agent, error) {
+func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
 	model, err := cfg.Models(l.Template)
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: model: %w", l.ID(), err)

@@ -110,11 +110,11 @@ func load(ctx context.Context, opts Options, read func(template.Config) ([]templ
 		return nil, nil, fmt.Errorf("agent: %w", err)
 	}
 	var all orchestration.Diagnostics
-	var loaded []*template.Agent
+	var loaded []*template.Loaded
 	for _, r := range results {
 		all = append(all, r.Diagnostics...)
-		if r.Agent != nil {
-			loaded = append(loaded, r.Agent)
+		if r.Loaded != nil {
+			loaded = append(loaded, r.Loaded)
 		}
 	}
 	if err := all.Err(); err != nil {
@@ -135,7 +135,7 @@ func load(ctx context.Context, opts Options, read func(template.Config) ([]templ
 		cfg.Models = Model(offline.New(offline.Config{}))
 	}
 	if toolsets != nil {
-		cfg.ToolsFor = func(a *template.Agent) tools.Toolbox { return toolsets[a.ID()] }
+		cfg.ToolsFor = func(a *template.Loaded) tools.Toolbox { return toolsets[a.ID()] }
 	}
 	set, err := NewSet(cfg, loaded)
 	if err != nil {
@@ -149,7 +149,7 @@ func load(ctx context.Context, opts Options, read func(template.Config) ([]templ
 // waits for their first start: each agent's tools, and the servers not
 // running as warnings. A node naming a tool its ready server does not
 // list is an error.
-func startMCP(ctx context.Context, m MCP, registry *tools.Registry, loaded []*template.Agent, onDisk bool) (map[string]tools.Toolbox, orchestration.Diagnostics, error) {
+func startMCP(ctx context.Context, m MCP, registry *tools.Registry, loaded []*template.Loaded, onDisk bool) (map[string]tools.Toolbox, orchestration.Diagnostics, error) {
 	if m == nil {
 		for _, a := range loaded {
 			if len(a.Template.MCPServers) > 0 {

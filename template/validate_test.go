@@ -300,7 +300,7 @@ func TestAgentDockTemplatesHaveNoUnknownKeys(t *testing.T) {
 		t.Fatalf("%d templates, want AgentDock's 3", len(results))
 	}
 	for _, r := range results {
-		if r.Agent == nil {
+		if r.Loaded == nil {
 			t.Errorf("%s did not load: %s", r.File, lines(r.Diagnostics))
 		}
 		for _, d := range r.Diagnostics {

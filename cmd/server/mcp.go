@@ -59,7 +59,7 @@ func newMCPRuntime(servers mcpconfig.Servers, builtin *tools.Registry, timeout t
 
 // addAgents registers the servers of each loaded template under its agent
 // ID; a relative cwd is taken from the template's directory.
-func (r *mcpRuntime) addAgents(loaded []*template.Agent) error {
+func (r *mcpRuntime) addAgents(loaded []*template.Loaded) error {
 	for _, a := range loaded {
 		if len(a.Template.MCPServers) == 0 {
 			continue
@@ -77,7 +77,7 @@ func (r *mcpRuntime) addAgents(loaded []*template.Agent) error {
 
 // toolsFor is agent.Config.ToolsFor: the built-in tools plus the agent's MCP
 // servers (the server-wide ones and its template's own).
-func (r *mcpRuntime) toolsFor(a *template.Agent) tools.Toolbox {
+func (r *mcpRuntime) toolsFor(a *template.Loaded) tools.Toolbox {
 	ts := r.manager.Toolset(r.builtin, a.ID(), a.Template.Tools())
 	if len(ts.Status()) == 0 {
 		return r.builtin // no MCP server: nothing can be unavailable
@@ -181,11 +181,11 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		for _, res := range results {
-			if res.Agent == nil {
+			if res.Loaded == nil {
 				fmt.Fprintf(stderr, "agentdock mcp list: %s: skipped: %v\n", res.File, res.Diagnostics.Err())
 				continue
 			}
-			if err := m.Add(res.Agent.ID(), res.Agent.Template.MCPServers.Resolve(filepath.Dir(res.File))); err != nil {
+			if err := m.Add(res.Loaded.ID(), res.Loaded.Template.MCPServers.Resolve(filepath.Dir(res.File))); err != nil {
 				fmt.Fprintln(stderr, "agentdock mcp list:", err)
 				return 1
 			}
@@ -237,7 +237,7 @@ func printMCPStatus(w io.Writer, sts []mcp.Status) int {
 // are the machine's), each server that does not start and each node naming
 // a tool its server does not list. It returns the counts of errors and
 // warnings printed.
-func checkMCPServers(ctx context.Context, w io.Writer, servers mcpconfig.Servers, loaded []*template.Agent) (errs, warns int) {
+func checkMCPServers(ctx context.Context, w io.Writer, servers mcpconfig.Servers, loaded []*template.Loaded) (errs, warns int) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := mcp.NewManager(mcp.Config{Logger: log, PingInterval: -1})
 	if err := m.Add("", servers); err != nil {

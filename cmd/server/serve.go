@@ -269,7 +269,7 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 // loadAgents loads the embedded templates, then TEMPLATES_DIR's. A template
 // with errors is reported with every message and skipped; one whose agentId
 // is taken replaces the shipped one.
-func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]*template.Agent, error) {
+func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]*template.Loaded, error) {
 	tcfg := template.Config{Provided: provided, MCPServers: mcpServers}
 	results, err := template.LoadFS(templates.FS(), ".", tcfg)
 	if err != nil {
@@ -283,7 +283,7 @@ func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]
 		results = append(results, extra...)
 	}
 	byID := map[string]int{}
-	var out []*template.Agent
+	var out []*template.Loaded
 	for _, r := range results {
 		for _, d := range r.Diagnostics {
 			if d.Severity == orchestration.SeverityError {
@@ -292,17 +292,17 @@ func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]
 				log.Warn("template warning", "problem", d.String())
 			}
 		}
-		if r.Agent == nil {
+		if r.Loaded == nil {
 			log.Error("template skipped", "file", r.File)
 			continue
 		}
-		if i, dup := byID[r.Agent.ID()]; dup {
-			log.Info("template replaces a shipped one", "agent", r.Agent.ID(), "file", r.File)
-			out[i] = r.Agent
+		if i, dup := byID[r.Loaded.ID()]; dup {
+			log.Info("template replaces a shipped one", "agent", r.Loaded.ID(), "file", r.File)
+			out[i] = r.Loaded
 			continue
 		}
-		byID[r.Agent.ID()] = len(out)
-		out = append(out, r.Agent)
+		byID[r.Loaded.ID()] = len(out)
+		out = append(out, r.Loaded)
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no template loaded")
