@@ -672,7 +672,7 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 	// The client's results of its tools' calls, and a result saying it
 	// sent none for the others, in the calls' order; the calls waiting
 	// for approval are denied by the new message.
-	results, records, decided, err := clientResults(pending, sess.Approvals, o.results, false)
+	results, records, decided, err := clientResults(pending, sess.Approvals, o.results, false, n.Budget().MaxToolResultBytes)
 	if err != nil {
 		return turnStart{}, err
 	}
@@ -983,7 +983,7 @@ func (n *Agent) answerTurn(key string, sess session.Session, plan []llmorch.Answ
 	approved := map[string]bool{}
 	// The client's results of its tools' calls, all of them, recorded in
 	// the first write, before the approved calls run.
-	results, records, clientDecided, err := clientResults(sess.PendingApprovals(), sess.Approvals, o.results, true)
+	results, records, clientDecided, err := clientResults(sess.PendingApprovals(), sess.Approvals, o.results, true, n.Budget().MaxToolResultBytes)
 	if err != nil {
 		return turnStart{}, err
 	}

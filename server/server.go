@@ -475,13 +475,25 @@ func (s *Server) identifyOnly(c *gin.Context) {
 }
 
 // owner runs the Owner hook; a refusal is answered 401 with a Bearer
-// challenge (RFC 6750) and ok is false.
+// challenge (RFC 6750) and ok is false. An address that failed too often
+// (AuthThrottle) is answered 429 before its key is checked.
 func (s *Server) owner(c *gin.Context) (owner string, ok bool) {
 	if s.cfg.Owner == nil {
 		return "", true
 	}
+	if t := s.cfg.AuthThrottle; t != nil {
+		if blocked, retry := t.Blocked(c.Request); blocked {
+			e := newError(http.StatusTooManyRequests, "auth_rate_limited", "too many failed authentications from this address; wait for Retry-After before trying again")
+			e.RetryAfter = retry
+			refuse(c, e)
+			return "", false
+		}
+	}
 	o, err := s.cfg.Owner(c.Request)
 	if err != nil {
+		if t := s.cfg.AuthThrottle; t != nil {
+			t.Failed(c.Request)
+		}
 		c.Header("WWW-Authenticate", `Bearer realm="agentdock"`)
 		refuse(c, newError(http.StatusUnauthorized, "unauthorized", "%s", err.Error()))
 		return "", false

@@ -179,6 +179,9 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 	budget("maxSteps", t.Options.MaxSteps, MaxMaxSteps)
 	budget("maxToolCalls", t.Options.MaxToolCalls, MaxMaxToolCalls)
 	budget("maxOutputBytes", t.Options.MaxOutputBytes, MaxMaxOutputBytes)
+	if n := t.Options.MaxToolResultBytes; n != 0 && (n < MinMaxToolResultBytes || n > MaxMaxToolResultBytes) {
+		add(orchestration.SeverityError, "options.maxToolResultBytes", "must be between %d and %d bytes, got %d", MinMaxToolResultBytes, MaxMaxToolResultBytes, n)
+	}
 	if tt := t.Options.TurnTimeout; tt != "" {
 		d, err := time.ParseDuration(tt)
 		if err != nil || d < MinTurnTimeout || d > MaxTurnTimeout {

@@ -65,6 +65,7 @@ func TestValidationErrors(t *testing.T) {
 		{"negative maxSteps", `{"agentId":"t","name":"T","options":{"maxSteps":-1}}`, `cognitive.json: options.maxSteps: must be between 1 and 100, got -1`},
 		{"maxToolCalls over its bound", `{"agentId":"t","name":"T","options":{"maxToolCalls":100000}}`, `cognitive.json: options.maxToolCalls: must be between 1 and 256, got 100000`},
 		{"negative maxOutputBytes", `{"agentId":"t","name":"T","options":{"maxOutputBytes":-5}}`, `cognitive.json: options.maxOutputBytes: must be between 1 and 16777216, got -5`},
+		{"maxToolResultBytes under its bound", `{"agentId":"t","name":"T","options":{"maxToolResultBytes":100}}`, `cognitive.json: options.maxToolResultBytes: must be between 1024 and 16777216 bytes, got 100`},
 		{"turnTimeout not a duration", `{"agentId":"t","name":"T","options":{"turnTimeout":"soon"}}`, `cognitive.json: options.turnTimeout: want a duration between 1s and 24h0m0s such as "5m" or "90s", got "soon"`},
 		{"toolFiltering unknown", `{"agentId":"t","name":"T","options":{"toolFiltering":"stabel"}}`, `cognitive.json: options.toolFiltering: unknown tool filtering "stabel" (known: stable, which keeps the provider's prompt cache, and filter, which sends only the offered tools)`},
 		{"turnTimeout too short", `{"agentId":"t","name":"T","options":{"turnTimeout":"10ms"}}`, `cognitive.json: options.turnTimeout: want a duration between 1s and 24h0m0s`},

@@ -50,7 +50,11 @@ type mcpRuntime struct {
 // newMCPRuntime registers the server-wide servers; templates' own are added
 // with addAgents once the templates are loaded.
 func newMCPRuntime(servers mcpconfig.Servers, builtin *tools.Registry, timeout time.Duration, log *slog.Logger) (*mcpRuntime, error) {
-	m := mcp.NewManager(mcp.Config{Timeout: timeout, Logger: log})
+	cfg, err := mcp.LimitsFromEnv(mcp.Config{Timeout: timeout, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	m := mcp.NewManager(cfg)
 	if err := m.Add("", servers); err != nil {
 		return nil, err
 	}
@@ -98,10 +102,12 @@ func (r *mcpRuntime) status(agentID string) []server.MCPServer {
 	}
 	out := make([]server.MCPServer, len(sts))
 	for i, st := range sts {
+		// Clients read it: the host's paths (the server's command, its
+		// stderr) stay in the log and `agentdock mcp list`.
 		out[i] = server.MCPServer{
-			Name: st.Name, Scope: st.Scope, Transport: st.Transport, State: st.State, Error: st.Error,
+			Name: st.Name, Scope: st.Scope, Transport: st.Transport, State: st.State, Error: tools.HidePaths(st.Error),
 			Since: st.Since, Restarts: st.Restarts, ProtocolVersion: st.ProtocolVersion, Tools: st.Tools,
-			MissingTools: st.MissingTools,
+			MissingTools: st.MissingTools, Limits: st.Limits,
 		}
 		for _, sk := range st.Skipped {
 			out[i].Skipped = append(out[i].Skipped, sk.Name+": "+sk.Reason)
@@ -169,7 +175,12 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := mcp.NewManager(mcp.Config{Logger: log, StartTimeout: *wait, PingInterval: -1})
+	mcfg, err := mcp.LimitsFromEnv(mcp.Config{Logger: log, StartTimeout: *wait, PingInterval: -1})
+	if err != nil {
+		fmt.Fprintln(stderr, "agentdock mcp list:", err)
+		return 2
+	}
+	m := mcp.NewManager(mcfg)
 	if err := m.Add("", servers); err != nil {
 		fmt.Fprintln(stderr, "agentdock mcp list:", err)
 		return 1
@@ -228,6 +239,9 @@ func printMCPStatus(w io.Writer, sts []mcp.Status) int {
 		for _, sk := range st.Skipped {
 			fmt.Fprintf(w, "  skipped %s: %s\n", sk.Name, strings.TrimSpace(sk.Reason))
 		}
+		for _, l := range st.Limits {
+			fmt.Fprintf(w, "  over a limit: %s\n", l)
+		}
 	}
 	return code
 }
@@ -239,7 +253,12 @@ func printMCPStatus(w io.Writer, sts []mcp.Status) int {
 // warnings printed.
 func checkMCPServers(ctx context.Context, w io.Writer, servers mcpconfig.Servers, loaded []*template.Loaded) (errs, warns int) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := mcp.NewManager(mcp.Config{Logger: log, PingInterval: -1})
+	mcfg, err := mcp.LimitsFromEnv(mcp.Config{Logger: log, PingInterval: -1})
+	if err != nil {
+		fmt.Fprintf(w, "error: %s\n", err)
+		return 1, 0
+	}
+	m := mcp.NewManager(mcfg)
 	if err := m.Add("", servers); err != nil {
 		fmt.Fprintf(w, "error: %s\n", err)
 		return 1, 0

@@ -250,6 +250,11 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 			return sc, err
 		}
 		sc.Owner = auth.Owner
+		if cfg.AuthFailures > 0 {
+			if sc.AuthThrottle, err = server.NewAuthThrottle(cfg.AuthFailures, cfg.AuthFailureBurst, 0); err != nil {
+				return sc, err
+			}
+		}
 		if cfg.APIKeySecret == "" && storeKind != "memory" {
 			log.Warn("API_KEY_SECRET is not set: session owners are fingerprints under a random per-process secret, so sessions in the shared store are lost to their key after a restart and unknown on other replicas")
 		}
@@ -409,8 +414,10 @@ func fallbackModel(cfg *serveConfig, tel *telemetry.Telemetry) (llmorch.Model, e
 // Redis store's key prefix.
 func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, prefix string, err error) {
 	prefix = redisstore.DefaultPrefix
+	scfg := cfg.Quotas
+	scfg.TTL, scfg.LockTTL, scfg.WriteRetry = cfg.SessionTTL, cfg.LockTTL, cfg.WriteRetry
 	if cfg.Store != "" {
-		st, err = redisstore.Open(ctx, cfg.Store, session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL, WriteRetry: cfg.WriteRetry})
+		st, err = redisstore.Open(ctx, cfg.Store, scfg)
 		kind, _, _ = strings.Cut(cfg.Store, "://")
 		if rc, perr := redisstore.ParseURL(cfg.Store); err == nil && perr == nil && rc.Prefix != "" {
 			prefix = rc.Prefix
@@ -422,13 +429,14 @@ func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, p
 		return nil, "", "", err
 	}
 	if !ok {
-		return session.NewMemory(session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL}), "memory", "", nil
+		return session.NewMemory(scfg), "memory", "", nil
 	}
 	if rc.Prefix != "" {
 		prefix = rc.Prefix
 	}
 	rc.LockTTL = cfg.LockTTL
 	rc.WriteRetry = cfg.WriteRetry
+	rc.SessionsPerOwner, rc.BytesPerOwner = scfg.SessionsPerOwner, scfg.BytesPerOwner
 	st, err = redisstore.New(rc)
 	return st, "redis", prefix, err
 }
