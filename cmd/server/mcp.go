@@ -44,7 +44,7 @@ func readMCPServers(path string) (mcpconfig.Servers, error) {
 type mcpRuntime struct {
 	manager  *mcp.Manager
 	builtin  *tools.Registry
-	toolsets map[string]*mcp.Toolset
+	toolsets map[string]*mcp.Toolbox
 }
 
 // newMCPRuntime registers the server-wide servers; templates' own are added
@@ -58,7 +58,7 @@ func newMCPRuntime(servers mcpconfig.Servers, builtin *tools.Registry, timeout t
 	if err := m.Add("", servers); err != nil {
 		return nil, err
 	}
-	return &mcpRuntime{manager: m, builtin: builtin, toolsets: map[string]*mcp.Toolset{}}, nil
+	return &mcpRuntime{manager: m, builtin: builtin, toolsets: map[string]*mcp.Toolbox{}}, nil
 }
 
 // addAgents registers the servers of each loaded template under its agent
@@ -82,7 +82,7 @@ func (r *mcpRuntime) addAgents(loaded []*template.Loaded) error {
 // toolsFor is agent.Config.ToolsFor: the built-in tools plus the agent's MCP
 // servers (the server-wide ones and its template's own).
 func (r *mcpRuntime) toolsFor(a *template.Loaded) tools.Toolbox {
-	ts := r.manager.Toolset(r.builtin, a.ID(), a.Template.Tools())
+	ts := r.manager.Toolbox(r.builtin, a.ID(), a.Template.Tools())
 	if len(ts.Status()) == 0 {
 		return r.builtin // no MCP server: nothing can be unavailable
 	}
@@ -298,7 +298,7 @@ func checkMCPServers(ctx context.Context, w io.Writer, servers mcpconfig.Servers
 	}
 	builtin, _ := tools.NewRegistry()
 	for _, a := range loaded {
-		for _, st := range m.Toolset(builtin, a.File, a.Template.Tools()).Status() {
+		for _, st := range m.Toolbox(builtin, a.File, a.Template.Tools()).Status() {
 			for _, n := range st.MissingTools {
 				fmt.Fprintf(w, "warning: %s: nodes: %q: MCP server %q does not list this tool; it lists %s\n", a.File, n, st.Name, strings.Join(st.Tools, ", "))
 				warns++

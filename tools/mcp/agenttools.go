@@ -8,13 +8,13 @@ import (
 	"github.com/agentdock-go/agentdock/tools/mcp/mcpconfig"
 )
 
-// AgentTools is Toolset for agent.Load (the Manager is its agent.MCP): the
+// AgentTools is Toolbox for agent.Load (the Manager is its agent.MCP): the
 // tools of agentID, with what its servers' first start showed. missing
 // are the nodes naming a tool that a ready server does not list, which
 // would never be offered; down are the servers that are not running, whose
 // tools are offered once they are. Each problem's path names the field.
 func (m *Manager) AgentTools(builtin *tools.Registry, agentID string, nodes []string) (tb tools.Toolbox, missing, down mcpconfig.Problems) {
-	ts := m.Toolset(builtin, agentID, nodes)
+	ts := m.Toolbox(builtin, agentID, nodes)
 	for _, st := range ts.Status() {
 		if st.State != StateReady {
 			down = append(down, mcpconfig.Problem{Path: "mcpServers." + st.Name,

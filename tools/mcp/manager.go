@@ -17,7 +17,7 @@
 // breaks the providers' rule ^[a-zA-Z0-9_-]{1,64}$ is reported and skipped),
 // with the server's description and inputSchema unchanged; the tools
 // registry validates the model's arguments against that schema before the
-// call and bounds the call with the tool timeout. A Toolset is one agent's
+// call and bounds the call with the tool timeout. A Toolbox is one agent's
 // view: the built-in tools plus the MCP servers it may use, and it reports
 // which of them cannot run now, so that the orchestration never offers them.
 //
