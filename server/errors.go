@@ -223,6 +223,23 @@ func bodyError(err error) *apiError {
 	return newError(http.StatusBadRequest, "invalid_json", "%s", err.Error())
 }
 
+// parseBody reads the request's body and parses it with one of the wire
+// parsers; false when it failed, which is answered.
+func parseBody[T any](c *gin.Context, parse func([]byte) (T, error)) (T, bool) {
+	var zero T
+	data, e := readBody(c.Request)
+	if e != nil {
+		abortWith(c, e)
+		return zero, false
+	}
+	body, err := parse(data)
+	if err != nil {
+		abortWith(c, bodyError(err))
+		return zero, false
+	}
+	return body, true
+}
+
 // readBody reads the request body (bounded by the body limit installed by
 // the middleware) and checks that it is UTF-8 text.
 func readBody(r *http.Request) ([]byte, *apiError) {

@@ -173,14 +173,8 @@ func (s *Server) listModels(c *gin.Context) {
 }
 
 func (s *Server) chatCompletions(c *gin.Context) {
-	data, e := readBody(c.Request)
-	if e != nil {
-		abortWith(c, e)
-		return
-	}
-	body, err := wire.ParseChatCompletion(data)
-	if err != nil {
-		abortWith(c, bodyError(err))
+	body, ok := parseBody(c, wire.ParseChatCompletion)
+	if !ok {
 		return
 	}
 	node, e := s.openAIModel(body.Model)
@@ -259,6 +253,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		}
 	}
 	var t *turn
+	var err error
 	if goOn {
 		t, err = s.continueTurn(c.Request.Context(), node, sid, owner, true, "", opts...)
 	} else {

@@ -436,14 +436,8 @@ func templateTemperature(n *agent.Agent) float64 {
 }
 
 func (s *Server) createResponse(c *gin.Context) {
-	data, e := readBody(c.Request)
-	if e != nil {
-		abortWith(c, e)
-		return
-	}
-	body, err := wire.ParseResponses(data)
-	if err != nil {
-		abortWith(c, bodyError(err))
+	body, ok := parseBody(c, wire.ParseResponses)
+	if !ok {
 		return
 	}
 	if body.Background && !body.Stored() {
