@@ -187,4 +187,3 @@ func (t *Telemetry) Propagator() propagation.TextMapPropagator {
 	}
 	return t.prop
 }
-
