@@ -416,10 +416,10 @@ func (s *Server) completion(c *gin.Context, t *turn, model, sessionID string) {
 	})
 }
 
-// streamCompletion streams the turn as chat.completion.chunk objects.
-func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID string, includeUsage bool) {
-	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "openai")()
-	w := c.Writer
+// openEventStream starts an SSE response that the OpenAI-compatible
+// streams write themselves: no deadline (the http.Server's WriteTimeout
+// and ReadTimeout would cut a long stream), the SSE headers, the status.
+func openEventStream(w http.ResponseWriter) *http.ResponseController {
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.SetReadDeadline(time.Time{})
@@ -428,6 +428,14 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	return rc
+}
+
+// streamCompletion streams the turn as chat.completion.chunk objects.
+func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID string, includeUsage bool) {
+	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "openai")()
+	w := c.Writer
+	rc := openEventStream(w)
 
 	id, created := "chatcmpl-"+t.id, time.Now().Unix()
 	var buf bytes.Buffer

@@ -772,14 +772,7 @@ func (s *Server) recordResponse(t *turn, base oaResponse, owner string, stored b
 func (s *Server) streamResponse(c *gin.Context, t *turn, run *responseRun) {
 	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "openai")()
 	w := c.Writer
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
-	_ = rc.SetReadDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	rc := openEventStream(w)
 
 	var buf bytes.Buffer
 	send := func(ev oaRespEvent) error {
