@@ -45,7 +45,7 @@ func builder(t *testing.T, store session.Store) (*agent.Agent, *mockllm.Server) 
 	models := func(*template.Template) (llmorch.Model, error) {
 		return provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: mock.URL() + "/v1"})
 	}
-	n, _ := newAgents(t, store, models, []*template.Agent{a}).Get("builder")
+	n, _ := newAgents(t, store, models, []*template.Loaded{a}).Get("builder")
 	return n, mock
 }
 

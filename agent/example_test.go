@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"testing/fstest"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
-	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
 )
 
@@ -61,19 +60,11 @@ func Example_customModel() {
 	summarize := tools.MustNew("summarize", "Summarizes what was found.", func(ctx context.Context, in Topic) (string, error) {
 		return "Two a day, mostly.", nil
 	})
-	toolbox, err := tools.NewRegistry(lookup, summarize)
-	if err != nil {
-		panic(err)
-	}
-	researcher, diags := template.Load("researcher.json", []byte(`{
+	researcher := fstest.MapFS{"researcher.json": {Data: []byte(`{
 		"agentId": "researcher", "name": "Researcher", "nodes": ["llm.openai", "lookup", "summarize"],
 		"orchestration": {"steps": [{"name": "Research", "isDefault": true,
-			"availableTools": {"allowed": ["lookup", "summarize"]}, "sequence": ["lookup", "summarize"]}]}}`),
-		template.Config{Provided: toolbox.Names()})
-	if researcher == nil {
-		panic(diags.Err())
-	}
-	agents, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: toolbox, Models: agent.Model(diligent{})}, []*template.Agent{researcher})
+			"availableTools": {"allowed": ["lookup", "summarize"]}, "sequence": ["lookup", "summarize"]}]}}`)}}
+	agents, _, err := agent.LoadFS(context.Background(), researcher, "researcher.json", agent.Options{Tools: []tools.Tool{lookup, summarize}, Model: diligent{}})
 	if err != nil {
 		panic(err)
 	}

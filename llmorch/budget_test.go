@@ -72,13 +72,13 @@ func (m *hostile) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[cha
 	}
 }
 
-func newBudgetFixture(t *testing.T, tmpl string, model llmorch.Model, budget llmorch.Budget) (*llmorch.Service, *session.Memory, *template.Agent) {
+func newBudgetFixture(t *testing.T, tmpl string, model llmorch.Model, budget llmorch.Budget) (*llmorch.Service, *session.Memory, *template.Loaded) {
 	t.Helper()
 	f, a := newService(t, tmpl, llmorch.ServiceConfig{Model: model, Budget: budget})
 	return f.svc, f.store, a
 }
 
-func startTurn(t *testing.T, store *session.Memory, a *template.Agent, id, msg string) llmorch.Turn {
+func startTurn(t *testing.T, store *session.Memory, a *template.Loaded, id, msg string) llmorch.Turn {
 	t.Helper()
 	lease, err := store.Lock(context.Background(), id)
 	if err != nil {

@@ -3,6 +3,7 @@ package orchestration
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -76,21 +77,27 @@ type Group []string
 
 // UnmarshalJSON accepts "name" or ["a", "b"].
 func (g *Group) UnmarshalJSON(b []byte) error {
+	list, err := oneOrMany(b, "a sequence entry must be a tool name or a list of tool names")
+	*g = list
+	return err
+}
+
+// oneOrMany decodes a string, as a list of one, or a list of strings; a
+// list that does not decode is the error notList.
+func oneOrMany(b []byte, notList string) ([]string, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
-			return err
+			return nil, err
 		}
-		*g = Group{s}
-		return nil
+		return []string{s}, nil
 	}
 	var list []string
 	if err := json.Unmarshal(b, &list); err != nil {
-		return fmt.Errorf("a sequence entry must be a tool name or a list of tool names")
+		return nil, errors.New(notList)
 	}
-	*g = list
-	return nil
+	return list, nil
 }
 
 // MarshalJSON writes a one-tool group as a plain name, as templates do.
@@ -110,21 +117,9 @@ type Lines []string
 
 // UnmarshalJSON accepts "text" or ["line", "line"].
 func (l *Lines) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*l = Lines{s}
-		return nil
-	}
-	var list []string
-	if err := json.Unmarshal(b, &list); err != nil {
-		return fmt.Errorf("expected a string or a list of strings")
-	}
+	list, err := oneOrMany(b, "expected a string or a list of strings")
 	*l = list
-	return nil
+	return err
 }
 
 // String joins the lines with newlines.

@@ -2,31 +2,25 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"testing/fstest"
 
 	"github.com/agentdock-go/agentdock/agent"
-	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/server"
-	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/template"
-	"github.com/agentdock-go/agentdock/tools"
 )
 
 // The API alone, under /chat/ in a mux of one's own, with one's own
 // authentication as the Owner hook: each team's sessions are its own.
 // Handler mounts the same way and adds the page, health checks and metrics.
 func ExampleServer_APIHandler() {
-	toolbox, _ := tools.NewRegistry()
-	helper, diags := template.Load("helper.json", []byte(`{"agentId": "helper", "name": "Helper", "nodes": ["llm.openai"]}`), template.Config{})
-	if helper == nil {
-		panic(diags.Err())
-	}
-	agents, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: toolbox, Models: agent.Model(offline.New(offline.Config{}))}, []*template.Agent{helper})
+	helper := fstest.MapFS{"helper.json": {Data: []byte(`{"agentId": "helper", "name": "Helper", "nodes": ["llm.openai"]}`)}}
+	agents, _, err := agent.LoadFS(context.Background(), helper, "helper.json", agent.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -60,4 +54,23 @@ func ExampleServer_APIHandler() {
 	// Output:
 	// /chat/api/agents 200 OK {"agents":[{"id":"helper","name":"Helper","description":"","tags":[],"chatPrompts":[],"initialMessages":[],"model":{"provider":"offline","model":"offline-scripted"},"offline":true,"hasOrchestration":false}]}
 	// /chat/healthz 404 Not Found {"error":{"code":"not_found","message":"no endpoint GET /chat/healthz"}}
+}
+
+// The API's OpenAPI document, the one the server serves at /openapi.json,
+// for a gateway or a client generator of one's own.
+func ExampleOpenAPI() {
+	var doc struct {
+		OpenAPI string `json:"openapi"`
+		Info    struct {
+			Title string `json:"title"`
+		} `json:"info"`
+		Paths map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(server.OpenAPI(), &doc); err != nil {
+		panic(err)
+	}
+	_, chat := doc.Paths["/api/chat/{agentId}"]
+	fmt.Println(doc.OpenAPI, doc.Info.Title, chat)
+	// Output:
+	// 3.1.0 agentdock HTTP API true
 }

@@ -214,8 +214,6 @@ type oaRespEvent struct {
 	Error *oaErrorPayload `json:"error,omitempty"`
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // respBuilder turns a turn's events into a response's output items and the
 // stream events that build them. Item IDs derive from the turn ID and the
 // item's position, so two builders fed the same events agree.
@@ -438,14 +436,8 @@ func templateTemperature(n *agent.Agent) float64 {
 }
 
 func (s *Server) createResponse(c *gin.Context) {
-	data, e := readBody(c.Request)
-	if e != nil {
-		abortWith(c, e)
-		return
-	}
-	body, err := wire.ParseResponses(data)
-	if err != nil {
-		abortWith(c, bodyError(err))
+	body, ok := parseBody(c, wire.ParseResponses)
+	if !ok {
 		return
 	}
 	if body.Background && !body.Stored() {
@@ -780,14 +772,7 @@ func (s *Server) recordResponse(t *turn, base oaResponse, owner string, stored b
 func (s *Server) streamResponse(c *gin.Context, t *turn, run *responseRun) {
 	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "openai")()
 	w := c.Writer
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
-	_ = rc.SetReadDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	rc := openEventStream(w)
 
 	var buf bytes.Buffer
 	send := func(ev oaRespEvent) error {

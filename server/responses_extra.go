@@ -69,14 +69,8 @@ type oaInputMessage struct {
 // (its input, after the conversation of previous_response_id) compacted
 // by Config.Compactor, as a compaction item and the items kept.
 func (s *Server) compactResponse(c *gin.Context) {
-	data, e := readBody(c.Request)
-	if e != nil {
-		abortWith(c, e)
-		return
-	}
-	body, err := wire.ParseCompact(data)
-	if err != nil {
-		abortWith(c, bodyError(err))
+	body, ok := parseBody(c, wire.ParseCompact)
+	if !ok {
 		return
 	}
 	node, e := s.openAIModel(body.Model)
@@ -92,6 +86,7 @@ func (s *Server) compactResponse(c *gin.Context) {
 			abortWith(c, e)
 			return
 		}
+		var err error
 		if msgs, err = s.cfg.Store.Messages(c.Request.Context(), session.Key(owner, sid), 0); err != nil {
 			abortWith(c, storeError(err))
 			return

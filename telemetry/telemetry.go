@@ -187,12 +187,3 @@ func (t *Telemetry) Propagator() propagation.TextMapPropagator {
 	}
 	return t.prop
 }
-
-func (t *Telemetry) tr() trace.Tracer {
-	if t == nil {
-		return noopTracer
-	}
-	return t.tracer
-}
-
-var noopTracer = noop.NewTracerProvider().Tracer(ScopeName)

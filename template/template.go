@@ -6,10 +6,10 @@
 // trip. Validation reports every problem in one pass, each located by file,
 // field path and step name, and a template with errors never loads.
 //
-// The functions go from bytes to an agent one stage at a time or all at
-// once: Parse reads a template (a *Template); Compile validates it and
-// builds its orchestration engine; Load does both for one file's bytes (an
-// *Agent: the template and its engine). LoadFS and LoadPath load a
+// The functions go from bytes to a loaded template one stage at a time or
+// all at once: Parse reads a template (a *Template); Compile validates it
+// and builds its orchestration engine; Load does both for one file's bytes
+// (a *Loaded: the template and its engine, which package agent runs). LoadFS and LoadPath load a
 // template file, or a directory of template.json and */template.json
 // files, from a file system or from the disk, one Result per file.
 package template

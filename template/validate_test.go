@@ -301,7 +301,7 @@ func TestAgentDockTemplatesHaveNoUnknownKeys(t *testing.T) {
 		t.Fatalf("%d templates, want AgentDock's 3", len(results))
 	}
 	for _, r := range results {
-		if r.Agent == nil {
+		if r.Loaded == nil {
 			t.Errorf("%s did not load: %s", r.File, lines(r.Diagnostics))
 		}
 		for _, d := range r.Diagnostics {
@@ -346,5 +346,21 @@ func TestContextOption(t *testing.T) {
 		if err := json.Unmarshal(out, &back); err != nil || back.Context == nil || back.Context.Off != c.Off || back.Context.MaxInputTokens != c.MaxInputTokens || len(back.Context.Extra) != len(c.Extra) {
 			t.Errorf("%s: round trip %s gave %+v, %v", tc.json, out, back.Context, err)
 		}
+	}
+}
+
+// TestStrictTools: a runtime that lists every tool it has (Config.Strict)
+// gets a node naming another one as an error, which stops the load; the
+// same template without Strict loads with a warning.
+func TestStrictTools(t *testing.T) {
+	data := []byte(tmpl(stdNodes+`, "pubmed_serch"`, ``))
+	provided := []string{"think", "search", "critique", "debate"}
+	agent, ds := Load("w.json", data, Config{Provided: provided, Strict: true})
+	want := `error: w.json: nodes[5]: tool "pubmed_serch" is not provided (provided: think, search, critique, debate); check its spelling`
+	if agent != nil || !strings.Contains(lines(ds), want) {
+		t.Errorf("strict: agent %v, diagnostics:\n  %s\nwant %s", agent != nil, lines(ds), want)
+	}
+	if agent, ds := Load("w.json", data, Config{Provided: provided}); agent == nil || ds.HasErrors() {
+		t.Errorf("not strict: the template does not load:\n  %s", lines(ds))
 	}
 }

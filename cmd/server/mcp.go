@@ -44,7 +44,7 @@ func readMCPServers(path string) (mcpconfig.Servers, error) {
 type mcpRuntime struct {
 	manager  *mcp.Manager
 	builtin  *tools.Registry
-	toolsets map[string]*mcp.Toolset
+	toolsets map[string]*mcp.Toolbox
 }
 
 // newMCPRuntime registers the server-wide servers; templates' own are added
@@ -58,12 +58,12 @@ func newMCPRuntime(servers mcpconfig.Servers, builtin *tools.Registry, timeout t
 	if err := m.Add("", servers); err != nil {
 		return nil, err
 	}
-	return &mcpRuntime{manager: m, builtin: builtin, toolsets: map[string]*mcp.Toolset{}}, nil
+	return &mcpRuntime{manager: m, builtin: builtin, toolsets: map[string]*mcp.Toolbox{}}, nil
 }
 
 // addAgents registers the servers of each loaded template under its agent
 // ID; a relative cwd is taken from the template's directory.
-func (r *mcpRuntime) addAgents(loaded []*template.Agent) error {
+func (r *mcpRuntime) addAgents(loaded []*template.Loaded) error {
 	for _, a := range loaded {
 		if len(a.Template.MCPServers) == 0 {
 			continue
@@ -81,8 +81,8 @@ func (r *mcpRuntime) addAgents(loaded []*template.Agent) error {
 
 // toolsFor is agent.Config.ToolsFor: the built-in tools plus the agent's MCP
 // servers (the server-wide ones and its template's own).
-func (r *mcpRuntime) toolsFor(a *template.Agent) tools.Toolbox {
-	ts := r.manager.Toolset(r.builtin, a.ID(), a.Template.Tools())
+func (r *mcpRuntime) toolsFor(a *template.Loaded) tools.Toolbox {
+	ts := r.manager.Toolbox(r.builtin, a.ID(), a.Template.Tools())
 	if len(ts.Status()) == 0 {
 		return r.builtin // no MCP server: nothing can be unavailable
 	}
@@ -192,11 +192,11 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		for _, res := range results {
-			if res.Agent == nil {
+			if res.Loaded == nil {
 				fmt.Fprintf(stderr, "agentdock mcp list: %s: skipped: %v\n", res.File, res.Diagnostics.Err())
 				continue
 			}
-			if err := m.Add(res.Agent.ID(), res.Agent.Template.MCPServers.Resolve(filepath.Dir(res.File))); err != nil {
+			if err := m.Add(res.Loaded.ID(), res.Loaded.Template.MCPServers.Resolve(filepath.Dir(res.File))); err != nil {
 				fmt.Fprintln(stderr, "agentdock mcp list:", err)
 				return 1
 			}
@@ -251,7 +251,7 @@ func printMCPStatus(w io.Writer, sts []mcp.Status) int {
 // are the machine's), each server that does not start and each node naming
 // a tool its server does not list. It returns the counts of errors and
 // warnings printed.
-func checkMCPServers(ctx context.Context, w io.Writer, servers mcpconfig.Servers, loaded []*template.Agent) (errs, warns int) {
+func checkMCPServers(ctx context.Context, w io.Writer, servers mcpconfig.Servers, loaded []*template.Loaded) (errs, warns int) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	mcfg, err := mcp.LimitsFromEnv(mcp.Config{Logger: log, PingInterval: -1})
 	if err != nil {
@@ -298,7 +298,7 @@ func checkMCPServers(ctx context.Context, w io.Writer, servers mcpconfig.Servers
 	}
 	builtin, _ := tools.NewRegistry()
 	for _, a := range loaded {
-		for _, st := range m.Toolset(builtin, a.File, a.Template.Tools()).Status() {
+		for _, st := range m.Toolbox(builtin, a.File, a.Template.Tools()).Status() {
 			for _, n := range st.MissingTools {
 				fmt.Fprintf(w, "warning: %s: nodes: %q: MCP server %q does not list this tool; it lists %s\n", a.File, n, st.Name, strings.Join(st.Tools, ", "))
 				warns++

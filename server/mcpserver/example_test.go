@@ -6,14 +6,11 @@ import (
 	"log"
 	"log/slog"
 	"net/http/httptest"
+	"testing/fstest"
 
 	"github.com/agentdock-go/agentdock/agent"
-	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/mcpserver"
-	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/template"
-	"github.com/agentdock-go/agentdock/tools"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,12 +18,7 @@ import (
 // official Go SDK's client.
 func ExampleEdge() {
 	ctx := context.Background()
-	toolbox, _ := tools.NewRegistry()
-	tmpl, diags := template.Load("echo.json", []byte(`{"agentId": "echo", "name": "Echo", "description": "Says it back.", "nodes": ["llm.openai"]}`), template.Config{Provided: toolbox.Names()})
-	if tmpl == nil {
-		log.Fatal(diags.Err())
-	}
-	agents, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: toolbox, Models: agent.Model(offline.New(offline.Config{}))}, []*template.Agent{tmpl})
+	agents, _, err := agent.LoadFS(context.Background(), fstest.MapFS{"echo.json": {Data: []byte(`{"agentId": "echo", "name": "Echo", "description": "Says it back.", "nodes": ["llm.openai"]}`)}}, "echo.json", agent.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

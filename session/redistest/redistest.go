@@ -100,9 +100,6 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // URL returns redis://host:port/0.
 func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
 
-// Dir returns the server's working directory (append-only file, log).
-func (s *Server) Dir() string { return s.dir }
-
 // Stop shuts the server down cleanly (SIGTERM: the append-only file is
 // flushed) and waits for it to exit.
 func (s *Server) Stop() {

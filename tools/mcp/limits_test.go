@@ -94,7 +94,7 @@ func TestSchemaLimits(t *testing.T) {
 		nodes = append(nodes, "h__medium"+string(rune('0'+i)))
 	}
 	nodes = append(nodes, "h__small")
-	ts := m.Toolset(builtin(t), "agent-1", nodes)
+	ts := m.Toolbox(builtin(t), "agent-1", nodes)
 	names := ts.Names()
 	var offered []string
 	size := 0
@@ -135,7 +135,7 @@ func TestSchemaLimits(t *testing.T) {
 		t.Error("the log does not report the tools over the agent's budget")
 	}
 	// Another agent naming fewer tools has room for them all.
-	if got := m.Toolset(builtin(t), "agent-2", []string{"h__medium9", "h__small"}).Names(); !slices.Contains(got, "h__medium9") {
+	if got := m.Toolbox(builtin(t), "agent-2", []string{"h__medium9", "h__small"}).Names(); !slices.Contains(got, "h__medium9") {
 		t.Errorf("agent-2 is not offered h__medium9: %v", got)
 	}
 }
@@ -146,7 +146,7 @@ func TestSchemaLimits(t *testing.T) {
 func TestResultLimits(t *testing.T) {
 	t.Parallel()
 	m, _ := newManager(t, mcpconfig.Servers{"h": hostile(t, "big-result")})
-	ts := m.Toolset(builtin(t), "agent-1", []string{"h__big", "h__image", "h__fail"})
+	ts := m.Toolbox(builtin(t), "agent-1", []string{"h__big", "h__image", "h__fail"})
 	for _, tc := range []struct {
 		tool, note string
 		limit      int

@@ -17,9 +17,14 @@
 // breaks the providers' rule ^[a-zA-Z0-9_-]{1,64}$ is reported and skipped),
 // with the server's description and inputSchema unchanged; the tools
 // registry validates the model's arguments against that schema before the
-// call and bounds the call with the tool timeout. A Toolset is one agent's
+// call and bounds the call with the tool timeout. A Toolbox is one agent's
 // view: the built-in tools plus the MCP servers it may use, and it reports
 // which of them cannot run now, so that the orchestration never offers them.
+//
+// A program that embeds agents gives a Manager to agent.Load
+// (agent.Options.MCP: NewManager(Config{}), with servers for every agent
+// added under scope ""), which adds and starts the templates' own servers
+// and fails when a template names a tool its ready server does not list.
 package mcp
 
 import (
@@ -196,21 +201,28 @@ func (m *Manager) Add(scope string, servers mcpconfig.Servers) error {
 		return ErrClosed
 	}
 	for _, name := range servers.Names() {
-		k := key{scope, name}
-		if _, dup := m.byKey[k]; dup {
-			return fmt.Errorf("mcp: server %q is added twice", name)
+		if err := m.register(newServer(m, scope, name, servers[name])); err != nil {
+			return err
 		}
-		if scope != "" {
-			if _, global := m.byKey[key{"", name}]; global {
-				return fmt.Errorf("mcp: server %q of agent %q has the name of a server-wide MCP server", name, scope)
-			}
+	}
+	return nil
+}
+
+// register adds s, and starts it when the manager runs; m.mu is held.
+func (m *Manager) register(s *server) error {
+	k := key{s.scope, s.name}
+	if _, dup := m.byKey[k]; dup {
+		return fmt.Errorf("mcp: server %q is added twice", s.name)
+	}
+	if s.scope != "" {
+		if _, global := m.byKey[key{"", s.name}]; global {
+			return fmt.Errorf("mcp: server %q of agent %q has the name of a server-wide MCP server", s.name, s.scope)
 		}
-		s := newServer(m, scope, name, servers[name])
-		m.byKey[k] = s
-		m.servers = append(m.servers, s)
-		if m.started {
-			m.launch(s)
-		}
+	}
+	m.byKey[k] = s
+	m.servers = append(m.servers, s)
+	if m.started {
+		m.launch(s)
 	}
 	return nil
 }

@@ -53,6 +53,7 @@ type server struct {
 	scope, name string
 	transport   string
 	cfg         mcpconfig.Server // expanded
+	inProcess   *sdk.Server      // the server of TransportInProcess
 	cfgErr      error
 	log         *slog.Logger
 	client      *sdk.Client
@@ -410,6 +411,13 @@ func (s *server) newTransport() (sdk.Transport, error) {
 		s.stderr = st
 		s.mu.Unlock()
 		return t, nil
+	case TransportInProcess:
+		client, srv := sdk.NewInMemoryTransports()
+		// The server's session ends when the client closes the pipe.
+		if _, err := s.inProcess.Connect(context.Background(), srv, nil); err != nil {
+			return nil, err
+		}
+		return client, nil
 	case mcpconfig.TransportHTTP:
 		return &sdk.StreamableClientTransport{
 			Endpoint:   s.cfg.URL,

@@ -131,15 +131,6 @@ func isEmptyObject(raw json.RawMessage) bool {
 // isEmptyStop accepts a stop parameter that asks for no stop sequence.
 func isEmptyStop(raw json.RawMessage) bool { return isEmptyArray(raw) || isString("")(raw) }
 
-// isTextFormat accepts {"type": "text"} (a response_format or a
-// text.format asking for plain text, the only format the agent gives).
-func isTextFormat(raw json.RawMessage) bool {
-	var f struct {
-		Type string `json:"type"`
-	}
-	return json.Unmarshal(raw, &f) == nil && f.Type == "text"
-}
-
 // isTextOnly accepts modalities that ask for text only.
 func isTextOnly(raw json.RawMessage) bool {
 	var m []string

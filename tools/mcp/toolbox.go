@@ -16,13 +16,13 @@ import (
 	"github.com/agentdock-go/agentdock/tools/mcp/mcpconfig"
 )
 
-// Toolset is one agent's tools: the built-in registry and the tools of the
+// Toolbox is one agent's tools: the built-in registry and the tools of the
 // MCP servers the agent may use (the server-wide ones and its template's
 // own). It satisfies the agent's and llmorch's tool interfaces, routing a
 // name "<server>__<tool>" to the server's current tool list, and reports
 // which tools cannot run now (Unavailable), so that the turn never offers
 // them. It is safe for concurrent use.
-type Toolset struct {
+type Toolbox struct {
 	builtin *tools.Registry
 	servers map[string]*server
 	agentID string
@@ -43,10 +43,10 @@ type schemaBudget struct {
 	over map[string]string          // tool name -> why it is not offered
 }
 
-// Toolset returns the tools of agentID, whose template's tools are nodes:
+// Toolbox returns the tools of agentID, whose template's tools are nodes:
 // its own servers, and the server-wide servers a node names a tool of (nil
 // nodes: every server-wide server).
-func (m *Manager) Toolset(builtin *tools.Registry, agentID string, nodes []string) *Toolset {
+func (m *Manager) Toolbox(builtin *tools.Registry, agentID string, nodes []string) *Toolbox {
 	servers := m.serversFor(agentID)
 	if nodes != nil {
 		for name, s := range servers {
@@ -56,7 +56,7 @@ func (m *Manager) Toolset(builtin *tools.Registry, agentID string, nodes []strin
 			}
 		}
 	}
-	return &Toolset{builtin: builtin, servers: servers, agentID: agentID, nodes: slices.Clone(nodes),
+	return &Toolbox{builtin: builtin, servers: servers, agentID: agentID, nodes: slices.Clone(nodes),
 		maxSchema: m.cfg.MaxAgentSchemaBytes, log: m.cfg.Logger.With(slog.String("agent", agentID))}
 }
 
@@ -66,7 +66,7 @@ func (m *Manager) Toolset(builtin *tools.Registry, agentID string, nodes []strin
 // while their inputSchemas and descriptions fit; a tool that does not is
 // skipped and the next ones still tried. It is computed again only when a
 // server's tool list changed.
-func (ts *Toolset) over() map[string]string {
+func (ts *Toolbox) over() map[string]string {
 	regs := make(map[string]*tools.Registry, len(ts.servers))
 	for name, s := range ts.servers {
 		_, reg, _ := s.current()
@@ -118,7 +118,7 @@ func (ts *Toolset) over() map[string]string {
 }
 
 // route returns the server a tool name belongs to, if any.
-func (ts *Toolset) route(name string) (*server, bool) {
+func (ts *Toolbox) route(name string) (*server, bool) {
 	srv, _, ok := mcpconfig.SplitToolName(name)
 	if !ok {
 		return nil, false
@@ -128,7 +128,7 @@ func (ts *Toolset) route(name string) (*server, bool) {
 }
 
 // Names lists the built-in tools and the MCP tools that can be offered now.
-func (ts *Toolset) Names() []string {
+func (ts *Toolbox) Names() []string {
 	names := ts.builtin.Names()
 	over := ts.over()
 	for _, s := range ts.servers {
@@ -146,7 +146,7 @@ func (ts *Toolset) Names() []string {
 
 // Specs describes the named tools in order, skipping those that do not
 // exist now.
-func (ts *Toolset) Specs(names []string) []chat.ToolSpec {
+func (ts *Toolbox) Specs(names []string) []chat.ToolSpec {
 	out := make([]chat.ToolSpec, 0, len(names))
 	var over map[string]string
 	for i, n := range names {
@@ -173,7 +173,7 @@ func (ts *Toolset) Specs(names []string) []chat.ToolSpec {
 // Execute runs one call. An MCP tool whose server is not running, or that
 // its server no longer lists, is answered with an error result that says
 // so and is not run.
-func (ts *Toolset) Execute(ctx context.Context, call chat.ToolCall) chat.ToolResult {
+func (ts *Toolbox) Execute(ctx context.Context, call chat.ToolCall) chat.ToolResult {
 	s, ok := ts.route(call.Name)
 	if !ok {
 		return ts.builtin.Execute(ctx, call)
@@ -192,7 +192,7 @@ func (ts *Toolset) Execute(ctx context.Context, call chat.ToolCall) chat.ToolRes
 
 // Unavailable reports why the named tool cannot run now: its MCP server is
 // not running, or no longer lists it. Built-in tools are always available.
-func (ts *Toolset) Unavailable(name string) (string, bool) {
+func (ts *Toolbox) Unavailable(name string) (string, bool) {
 	s, ok := ts.route(name)
 	if !ok {
 		if _, known := ts.builtin.Lookup(name); known {
@@ -216,7 +216,7 @@ func (ts *Toolset) Unavailable(name string) (string, bool) {
 
 // Status describes the agent's MCP servers, with MissingTools set to the
 // agent's nodes that name a tool its ready server does not list.
-func (ts *Toolset) Status() []Status {
+func (ts *Toolbox) Status() []Status {
 	names := make([]string, 0, len(ts.servers))
 	for n := range ts.servers {
 		names = append(names, n)
@@ -269,7 +269,7 @@ type Status struct {
 	// tools or pages), each saying what was skipped.
 	Limits []string `json:"limits,omitempty"`
 	// MissingTools are nodes of the agent's template that name a tool of
-	// this server which the server does not list (Toolset.Status only).
+	// this server which the server does not list (Toolbox.Status only).
 	MissingTools []string `json:"missingTools,omitempty"`
 }
 
