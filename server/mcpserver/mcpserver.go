@@ -136,8 +136,10 @@ func (e *Edge) newServer(owner string) *mcp.Server {
 		// resources/templates/list whether or not a server has any, so the
 		// server declares the capabilities it answers for (MCP: a server
 		// that supports prompts MUST declare them), though it has neither
-		// prompts nor resources: its agents are its tools.
-		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
+		// prompts nor resources: its agents are its tools. The agents are
+		// fixed for the server's life, so the tool list never changes and
+		// no list_changed notification is promised.
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 		Logger:       e.cfg.Logger,
 	})
 	for _, n := range e.s.Agents().List() {

@@ -196,7 +196,7 @@ func TestOwners(t *testing.T) {
 // Arguments an agent cannot use come back as a tool execution error that
 // says what is wrong (so the calling model can correct them), not as a
 // protocol error; and the server declares the prompts and resources
-// capabilities whose (empty) lists it answers.
+// capabilities whose (empty) lists it answers, and no tool list changes.
 func TestInvalidArgumentsAndCapabilities(t *testing.T) {
 	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{mcpserver.New(mcpserver.Config{})}})
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
@@ -228,7 +228,7 @@ func TestInvalidArgumentsAndCapabilities(t *testing.T) {
 	}
 	cs := connect(t, s.URL, "", "2025-11-25", nil)
 	caps := cs.InitializeResult().Capabilities
-	if caps.Prompts == nil || caps.Resources == nil || caps.Tools == nil {
+	if caps.Prompts == nil || caps.Resources == nil || caps.Tools == nil || caps.Tools.ListChanged {
 		t.Fatalf("capabilities %+v", caps)
 	}
 }
