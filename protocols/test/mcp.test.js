@@ -1,12 +1,14 @@
 // MCP's own tools against agentdock: the conformance suite's server
 // scenarios that apply to a server of agents (@modelcontextprotocol/
 // conformance, run with bun from npm since it needs a newer Node), for
-// each protocol revision the suite has, against /mcp; and the official
+// each protocol revision (2025-06-18, 2025-11-25, 2026-07-28), against
+// /mcp; and the official
 // TypeScript SDK's client calling an agent over `agentdock mcp serve`
 // (stdio) with progress notifications.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -17,13 +19,47 @@ const dir = fileURLToPath(new URL('..', import.meta.url));
 const bun = `${dir}node_modules/.bin/bun`;
 const suite = `${dir}node_modules/@modelcontextprotocol/conformance/dist/index.js`;
 
-// The scenarios a server of agents can pass. The suite's others call the
-// tools, resources and prompts of its own reference server by name
-// (test_simple_text, ...), which this server does not have.
+// The scenarios a server of agents can pass, for each revision: MCP
+// 2025-11-25 with sessions and 2026-07-28 stateless (the suite runs each at
+// its revision's wire version), and 2025-06-18. Left out, because they need
+// what only the suite's own reference server has:
+// - tools-call-* (also -with-logging, -sampling, -elicitation),
+//   elicitation-sep1034-defaults, elicitation-sep1330-enums,
+//   json-schema-2020-12 and every input-required-result-* scenario call
+//   its tools by name (test_simple_text, test_input_required_result_...);
+//   an agent as a tool is called by `go test ./server/mcpserver` instead.
+// - prompts-get-*, resources-read-*, resources-templates-read,
+//   resources-subscribe/-unsubscribe and completion-complete read its
+//   prompts, resources and completions: this server has none (its lists
+//   are empty, and it offers no subscriptions or completions).
+// - http-custom-header-server-validation needs a tool with x-mcp-header
+//   parameters; tasks-* is the tasks extension, which is not offered;
+//   server-sse-polling (pending in the suite) needs a server that closes a
+//   call's stream for the client to poll.
 const scenarios = {
   '2025-06-18': ['server-initialize', 'ping', 'logging-set-level', 'tools-list', 'resources-list', 'prompts-list'],
-  '2025-11-25': ['server-initialize', 'ping', 'logging-set-level', 'tools-list', 'resources-list', 'prompts-list', 'server-sse-multiple-streams', 'dns-rebinding-protection'],
+  '2025-11-25': ['server-initialize', 'server-session-lifecycle', 'ping', 'logging-set-level', 'tools-list', 'resources-list', 'prompts-list', 'server-sse-multiple-streams', 'dns-rebinding-protection'],
+  '2026-07-28': ['server-stateless', 'tools-list', 'resources-list', 'sep-2164-resource-not-found', 'prompts-list', 'server-sse-multiple-streams', 'dns-rebinding-protection', 'caching', 'http-header-validation'],
 };
+
+// The checks that cannot be exercised here, each named with its reason.
+const untestable = `${dir}test/mcp-untestable.yml`;
+const untestableChecks = (scenario) => readFileSync(untestable, 'utf8').split('\n').filter((l) => l.trim().startsWith(`- ${scenario}:`)).length;
+
+// run runs a command to its end and returns its exit status and output. It
+// is asynchronous so that the event loop goes on reading the server's
+// output meanwhile: a server whose output pipe fills stops answering.
+function run(cmd, args, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d) => { output += d; });
+    child.stderr.on('data', (d) => { output += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (status) => { clearTimeout(timer); resolve({ status, output }); });
+  });
+}
 
 let server;
 before(async () => { server = await startServer(); });
@@ -31,13 +67,18 @@ after(async () => { await server?.stop(); });
 
 for (const [version, names] of Object.entries(scenarios)) {
   for (const name of names) {
-    test(`conformance ${version} ${name}`, () => {
+    test(`conformance ${version} ${name}`, async () => {
       // The suite requires a localhost URL for DNS rebinding.
       const url = `${server.base.replace('127.0.0.1', 'localhost')}/mcp`;
-      const r = spawnSync(bun, [suite, 'server', '--url', url, '--scenario', name, '--spec-version', version], { encoding: 'utf8', timeout: 120000 });
-      const out = (r.stdout + r.stderr).replace(/\x1b\[[0-9;]*m/g, '');
+      const r = await run(bun, [suite, 'server', '--url', url, '--scenario', name, '--spec-version', version, '--expected-failures', untestable], 120000);
+      const out = r.output.replace(/\x1b\[[0-9;]*m/g, '');
       assert.equal(r.status, 0, out);
-      assert.match(out, /Passed: (\d+)\/\1, 0 failed/, out);
+      // Every check passed but the untestable ones, and no check warned.
+      const [, passed, total, failed, warnings] = out.match(/Passed: (\d+)\/(\d+), (\d+) failed, (\d+) warnings/) ?? [];
+      assert.ok(Number(total) > 0, out);
+      assert.equal(Number(failed), untestableChecks(name), out);
+      assert.equal(Number(passed) + Number(failed), Number(total), out);
+      assert.equal(Number(warnings), 0, out);
     });
   }
 }

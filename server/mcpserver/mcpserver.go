@@ -37,7 +37,6 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/session"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -133,6 +132,14 @@ func (e *Edge) newServer(owner string) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: e.cfg.Name, Version: e.cfg.Version}, &mcp.ServerOptions{
 		Instructions: "Each tool is an agent with its own orchestration: send it a message, get its answer. Pass sessionId to continue a conversation.",
 		GetSessionID: func() string { return rand.Text() + "_" + ownerTag(owner) },
+		// The SDK answers prompts/list, resources/list, resources/read and
+		// resources/templates/list whether or not a server has any, so the
+		// server declares the capabilities it answers for (MCP: a server
+		// that supports prompts MUST declare them), though it has neither
+		// prompts nor resources: its agents are its tools. The agents are
+		// fixed for the server's life, so the tool list never changes and
+		// no list_changed notification is promised.
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 		Logger:       e.cfg.Logger,
 	})
 	for _, n := range e.s.Agents().List() {
@@ -199,9 +206,12 @@ func (e *Edge) sessionFor(req *mcp.CallToolRequest, in Input) (string, error) {
 
 // call runs one tool call: the turn, and the turns its approvals lead to.
 func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentID string, in Input) (*mcp.CallToolResult, Output, error) {
+	// Arguments the tool cannot use are a tool execution error, not a
+	// protocol error, so that the model that called it can correct them
+	// (MCP 2025-11-25 on, SEP-1303).
 	sid, err := e.sessionFor(req, in)
 	if err != nil {
-		return nil, Output{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		return invalid(err.Error()), Output{}, nil
 	}
 	var turn *server.Turn
 	switch {
@@ -212,7 +222,7 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 		}
 		turn, err = e.s.Answer(ctx, owner, agentID, sid, list)
 	case strings.TrimSpace(in.Message) == "":
-		return nil, Output{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "message is required (or approvals, to answer held calls)"}
+		return invalid("message is required (or approvals, to answer held calls)"), Output{}, nil
 	default:
 		turn, err = e.s.Start(ctx, owner, agentID, sid, in.Message)
 	}
@@ -256,6 +266,11 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 		msg = "(the agent gave no text; finish reason " + out.FinishReason + ")"
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, out, nil
+}
+
+// invalid is the result of a call whose arguments say what is wrong.
+func invalid(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "invalid arguments: " + msg}}}
 }
 
 func errorResult(err error) *mcp.CallToolResult {

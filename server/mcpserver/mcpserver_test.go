@@ -192,3 +192,43 @@ func TestOwners(t *testing.T) {
 		t.Fatalf("answering in another key's session: %v %q", err, text(r))
 	}
 }
+
+// Arguments an agent cannot use come back as a tool execution error that
+// says what is wrong (so the calling model can correct them), not as a
+// protocol error; and the server declares the prompts and resources
+// capabilities whose (empty) lists it answers, and no tool list changes.
+func TestInvalidArgumentsAndCapabilities(t *testing.T) {
+	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{mcpserver.New(mcpserver.Config{})}})
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			cs := connect(t, s.URL, "", version, nil)
+			for _, tc := range []struct {
+				args map[string]any
+				want string
+			}{
+				{map[string]any{}, "message is required"},
+				{map[string]any{"message": "   "}, "message is required"},
+				{map[string]any{"message": "hi", "sessionId": "bad id!"}, "not a valid session ID"},
+			} {
+				res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "plain", Arguments: tc.args})
+				if err != nil {
+					t.Fatalf("%v: a protocol error: %v", tc.args, err)
+				}
+				if !res.IsError || !strings.Contains(text(res), tc.want) {
+					t.Fatalf("%v: %v %q, want an error result saying %q", tc.args, res.IsError, text(res), tc.want)
+				}
+			}
+			if _, err := cs.ListPrompts(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cs.ListResources(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	cs := connect(t, s.URL, "", "2025-11-25", nil)
+	caps := cs.InitializeResult().Capabilities
+	if caps.Prompts == nil || caps.Resources == nil || caps.Tools == nil || caps.Tools.ListChanged {
+		t.Fatalf("capabilities %+v", caps)
+	}
+}
