@@ -99,3 +99,10 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/cenkalti/backoff.v1 v1.1.0 // indirect
 )
+
+// langchaingo v0.1.14 requires golang.org/x/exp, which no package built here
+// imports; excluding that version keeps it out of this module's graph (since
+// Go 1.16 an excluded version's requirement is ignored). An exclude applies to
+// the main module only: an embedder's build follows its own go.mod. The load
+// tools that use x/exp live in the loadtest module.
+exclude golang.org/x/exp v0.0.0-20240808152545-0cdaa3abc0fa
