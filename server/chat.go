@@ -39,14 +39,15 @@ func chatSession(r *http.Request, body *wire.ChatRequest) (string, *apiError) {
 func (s *Server) postChat(c *gin.Context) {
 	// The stream is served from a frame of its own: startChat's request
 	// body and options are gone from the stack the handler waits on.
-	if t := s.startChat(c); t != nil {
-		s.streamTurn(c, t, 0)
+	if src := s.startChat(c); src != nil {
+		s.streamTurn(c, src, 0)
 	}
 }
 
 // startChat starts the turn a chat request asks for, or answers the
-// request (nil).
-func (s *Server) startChat(c *gin.Context) *turn {
+// request (nil). A request whose idempotency key (idempotencyKey) already
+// started a turn gets that turn (replay) instead of a second one.
+func (s *Server) startChat(c *gin.Context) source {
 	node, ok := s.cfg.Agents.Get(c.Param("agentId"))
 	if !ok {
 		abortWith(c, newError(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", c.Param("agentId")))
@@ -88,7 +89,10 @@ func (s *Server) startChat(c *gin.Context) *turn {
 		}
 	}
 	if answers != nil || results != nil {
-		return s.answerApprovals(c, node, &body, answers, messageID, extra...)
+		if t := s.answerApprovals(c, node, &body, answers, messageID, extra...); t != nil {
+			return t
+		}
+		return nil
 	}
 	text, err := body.Text()
 	if err != nil {
@@ -101,6 +105,14 @@ func (s *Server) startChat(c *gin.Context) *turn {
 		return nil
 	}
 	opts := extra
+	reqKey, e := idempotencyKey(c.Request, &body)
+	if e != nil {
+		abortWith(c, e)
+		return nil
+	}
+	if reqKey != "" {
+		opts = append(opts, agent.WithRequest(reqKey))
+	}
 	atts, pe := body.Attachments()
 	if pe != nil {
 		abortWith(c, bodyError(pe))
@@ -124,6 +136,9 @@ func (s *Server) startChat(c *gin.Context) *turn {
 	}
 	t, err := s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), false, opts...)
 	if err != nil {
+		if req, ok := s.duplicateOf(c.Request.Context(), session.Key(ownerOf(c), sid), reqKey, err); ok {
+			return s.replay(c, node.ID(), sid, req)
+		}
 		s.answerStartError(c, node.ID(), err)
 		return nil
 	}

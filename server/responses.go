@@ -450,7 +450,12 @@ func (s *Server) createResponse(c *gin.Context) {
 		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "background", "background responses must be stored (store: true): GET /v1/responses/{id} reads them"))
 		return
 	}
-	rs, e := s.startResponse(c.Request.Context(), ownerOf(c), body, nil)
+	key, e := idempotencyKey(c.Request, nil)
+	if e != nil {
+		abortWith(c, e)
+		return
+	}
+	rs, e := s.startResponse(c.Request.Context(), ownerOf(c), key, body, nil)
 	if e != nil {
 		abortWith(c, e)
 		return
@@ -499,7 +504,8 @@ type responseStart struct {
 // response.create of the WebSocket mode). prior, when not nil, is the
 // conversation of the store: false response the request continues from
 // (a WebSocket connection keeps it): the input follows it.
-func (s *Server) startResponse(ctx context.Context, owner string, body *wire.ResponsesRequest, prior []chat.Message) (*responseStart, *apiError) {
+// key is the request's idempotency key (idempotencyKey), "" for none.
+func (s *Server) startResponse(ctx context.Context, owner, key string, body *wire.ResponsesRequest, prior []chat.Message) (*responseStart, *apiError) {
 	node, e := s.openAIModel(body.Model)
 	if e != nil {
 		return nil, e
@@ -608,6 +614,9 @@ func (s *Server) startResponse(ctx context.Context, owner string, body *wire.Res
 	}
 	if len(history) > 0 {
 		opts = append(opts, agent.WithHistory(history))
+	}
+	if key != "" && !stateless {
+		opts = append(opts, agent.WithRequest(key))
 	}
 	var (
 		t   *turn

@@ -367,3 +367,15 @@ func hex4(data []byte, at int) (uint16, bool) {
 	}
 	return v, true
 }
+
+// LastUserID is the ID of the request's last message when it is a user
+// message (the AI SDK's UI message ID), "" otherwise.
+func (r *ChatRequest) LastUserID() string {
+	if len(r.Messages) == 0 {
+		return ""
+	}
+	if last := r.Messages[len(r.Messages)-1]; last.Role == "user" {
+		return last.ID
+	}
+	return ""
+}
