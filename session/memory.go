@@ -24,6 +24,9 @@ type Memory struct {
 	lru    *list.List               // front: most recently used
 	leases map[string]*memLease
 	closed bool
+	// queues are the sessions' queues of waiting messages (Queuer), under
+	// a lock of their own.
+	queues memQueues
 
 	stop chan struct{}
 	done chan struct{}
