@@ -11,6 +11,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
 	"github.com/gin-gonic/gin"
 )
 
@@ -134,12 +135,55 @@ func (s *Server) startChat(c *gin.Context) source {
 	case body.Edits():
 		opts = append(opts, agent.Edit())
 	}
-	t, err := s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), false, opts...)
+	webhook := body.Webhook
+	switch {
+	case webhook != "" && !body.Background:
+		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "webhook", "a webhook is called when a background run ends: send background: true with it"))
+		return nil
+	case webhook != "":
+		if err := s.checkWebhook(webhook); err != nil {
+			abortWith(c, newParamError(http.StatusBadRequest, "invalid_webhook", "webhook", "%s", err.Error()))
+			return nil
+		}
+	case body.Background:
+		webhook = s.cfg.WebhookURL
+	}
+	policy, e := busyPolicy(c.Request, body.Busy, node, template.BusyEnqueue)
+	if e != nil {
+		abortWith(c, e)
+		return nil
+	}
+	if policy != template.BusyReject {
+		// A queued message may wait longer than the server's WriteTimeout
+		// before its stream starts.
+		_ = http.NewResponseController(c.Writer).SetWriteDeadline(time.Time{})
+	}
+	key := session.Key(ownerOf(c), sid)
+	t, err := s.startBusy(c.Request.Context(), policy, key, reqKey, func() (*turn, error) {
+		// A background run keeps its events, for the webhook's outcome.
+		return s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), body.Background, opts...)
+	})
 	if err != nil {
-		if req, ok := s.duplicateOf(c.Request.Context(), session.Key(ownerOf(c), sid), reqKey, err); ok {
+		if req, ok := s.duplicateOf(c.Request.Context(), key, reqKey, err); ok {
+			if body.Background {
+				// The run the request started already.
+				c.Header("Idempotent-Replayed", "true")
+				c.JSON(http.StatusAccepted, acceptBackground(sid, req.Turn))
+				return nil
+			}
 			return s.replay(c, node.ID(), sid, req)
 		}
 		s.answerStartError(c, node.ID(), err)
+		return nil
+	}
+	if body.Background {
+		// Nobody reads the stream: the turn runs on to its end (the
+		// disconnect grace counts clients that came and went), and its
+		// webhook is called then.
+		s.runInBackground(t, webhook)
+		c.Header("X-Session-Id", sid)
+		c.Header("X-Turn-Id", t.id)
+		c.JSON(http.StatusAccepted, acceptBackground(sid, t.id))
 		return nil
 	}
 	return t

@@ -15,6 +15,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
 	"github.com/gin-gonic/gin"
 )
 
@@ -270,7 +271,16 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	if goOn {
 		t, err = s.continueTurn(c.Request.Context(), node, sid, owner, true, "", opts...)
 	} else {
-		t, err = s.startTurn(c.Request.Context(), node, sid, text, owner, true, opts...)
+		policy := template.BusyReject
+		if !stateless {
+			if policy, e = busyPolicy(c.Request, "", node, template.BusyReject); e != nil {
+				abortWith(c, e)
+				return
+			}
+		}
+		t, err = s.startBusy(c.Request.Context(), policy, session.Key(owner, sid), reqKey, func() (*turn, error) {
+			return s.startTurn(c.Request.Context(), node, sid, text, owner, true, opts...)
+		})
 	}
 	if err != nil {
 		// A retry gets the turn its request started while this replica

@@ -472,7 +472,11 @@ func (s *Server) createResponse(c *gin.Context) {
 	}
 	if body.Background {
 		// It runs on; GET /v1/responses/{id} reads it, and
-		// POST /v1/responses/{id}/cancel stops it.
+		// POST /v1/responses/{id}/cancel stops it. The server's webhook
+		// hears when it ends.
+		if s.cfg.WebhookURL != "" {
+			s.responseWebhook(rs.run)
+		}
 		c.JSON(http.StatusOK, rs.run.base)
 		return
 	}

@@ -44,6 +44,8 @@ type Server struct {
 	// recorders counts the Responses API recorders still storing a
 	// response (responses.go); Shutdown waits for them after the turns.
 	recorders sync.WaitGroup
+	// webhookKey signs webhook calls (Config.WebhookSecret).
+	webhookKey []byte
 
 	// base is the context of every turn; cancelled only when Serve ends.
 	base     context.Context
@@ -80,6 +82,18 @@ func New(cfg Config) (*Server, error) {
 		turns:   newTurnRegistry(cfg.StreamRetention),
 		closing: make(chan struct{}),
 		started: time.Now(),
+	}
+	if cfg.WebhookSecret != "" {
+		k, err := webhookSecret(cfg.WebhookSecret)
+		if err != nil {
+			return nil, fmt.Errorf("server: WebhookSecret: %w", err)
+		}
+		s.webhookKey = k
+	}
+	if cfg.WebhookURL != "" {
+		if err := s.checkWebhook(cfg.WebhookURL); err != nil {
+			return nil, fmt.Errorf("server: WebhookURL: %w", err)
+		}
 	}
 	s.crossOrigin = http.NewCrossOriginProtection()
 	for _, o := range cfg.CORSOrigins {
@@ -244,6 +258,7 @@ func (s *Server) routes(full bool) *gin.Engine {
 	api.DELETE("/sessions/:id", s.deleteSession)
 	api.GET("/sessions/:id/stream", s.resumeStream)
 	api.POST("/sessions/:id/stop", s.stopTurn)
+	api.GET("/sessions/:id/turns/:turnId", s.getTurn)
 
 	v1 := e.Group("/v1", guard)
 	v1.GET("/models", s.listModels)

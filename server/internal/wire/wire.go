@@ -41,6 +41,13 @@ type ChatRequest struct {
 	// Edit, in the plain shape, makes message replace the session's last
 	// user message (edit and resend).
 	Edit bool `json:"edit"`
+	// Busy is the request's busy policy: reject, enqueue or interrupt
+	// ("": the agent's, else enqueue).
+	Busy string `json:"busy"`
+	// Background starts the turn without streaming it: 202 with its ID.
+	Background bool `json:"background"`
+	// Webhook is the URL a background turn calls when it ends.
+	Webhook string `json:"webhook"`
 }
 
 // Edits reports whether the request replaces the session's last user
