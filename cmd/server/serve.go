@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -200,7 +201,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if r, ok := store.(*redisstore.Store); ok {
 		index = redistasks.New(r.Client(), prefix+":a2a", cfg.SessionTTL)
 	}
-	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: index, PushHosts: cfg.A2APushHosts, DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
+	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: index, PushHosts: webhookHosts(cfg), DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -236,6 +237,12 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 		Heartbeat:       cfg.Heartbeat,
 		DisconnectGrace: cfg.DisconnectGrace,
 		ReadTimeout:     cfg.ReadTimeout,
+		MaxQueue:        cfg.MaxQueue,
+		QueueWait:       cfg.QueueWait,
+		WebhookHosts:    chatWebhookHosts(cfg),
+		WebhookSecret:   cfg.WebhookSecret,
+		WebhookURL:      cfg.WebhookURL,
+		WebhookAttempts: cfg.WebhookAttempts,
 		// A replica that finds a turn abandoned waits for its lease to
 		// expire before saving what it streamed.
 		RecoverWait:         cfg.LockTTL + 5*time.Second,
@@ -431,4 +438,20 @@ func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, p
 	rc.WriteRetry = cfg.WriteRetry
 	st, err = redisstore.New(rc)
 	return st, "redis", prefix, err
+}
+
+// webhookHosts is the one allow-list of the hosts the server posts to:
+// A2A_PUSH_HOSTS and WEBHOOK_HOSTS together.
+func webhookHosts(cfg *serveConfig) []string {
+	return slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(cfg.A2APushHosts), cfg.WebhookHosts...))))
+}
+
+// chatWebhookHosts is webhookHosts for background runs, which sign their
+// calls: none without WEBHOOK_SECRET (a deployment with A2A push alone
+// keeps it).
+func chatWebhookHosts(cfg *serveConfig) []string {
+	if cfg.WebhookSecret == "" {
+		return nil
+	}
+	return webhookHosts(cfg)
 }
