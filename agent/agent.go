@@ -1,6 +1,11 @@
 // Package agent hosts agents: each Agent runs one template, turning a user
 // message into a streamed turn (Agent.Run) with the orchestration, the tools,
 // the model and the session store around it.
+//
+// Load makes the Set of agents of a template directory in one call: the
+// tools given once and every node checked against them, the templates' MCP
+// servers started, the warnings returned for the caller to show. NewSet is
+// the same from templates already loaded, with every setting of Config.
 package agent
 
 import (
@@ -91,7 +96,7 @@ type Config struct {
 	StreamedSteps StreamReader
 	// ToolsFor, when set, gives each agent tools of its own instead of
 	// Tools: a template's own MCP servers serve that agent only.
-	ToolsFor func(*template.Agent) tools.Toolbox
+	ToolsFor func(*template.Loaded) tools.Toolbox
 	// Context is the context budget of the agents whose template does not
 	// set options.context, and the defaults of those that set part of it.
 	Context ContextConfig
@@ -158,10 +163,12 @@ type Set struct {
 	cfg  Config
 	list []*Agent
 	byID map[string]*Agent
+	// mcp runs the MCP servers of a Set that Load made (nil otherwise).
+	mcp MCP
 }
 
 // NewSet builds an Agent for every loaded template. Agent IDs must be unique.
-func NewSet(cfg Config, loaded []*template.Agent) (*Set, error) {
+func NewSet(cfg Config, loaded []*template.Loaded) (*Set, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
@@ -202,7 +209,7 @@ func (a *Set) Store() session.Store { return a.cfg.Store }
 // Agent runs one agent.
 type Agent struct {
 	cfg     Config
-	agent   *template.Agent
+	agent   *template.Loaded
 	model   llmorch.Model
 	service *llmorch.Service
 	// svcCfg is service's configuration, for the services of stateless
@@ -210,7 +217,7 @@ type Agent struct {
 	svcCfg llmorch.ServiceConfig
 }
 
-func newAgent(cfg Config, l *template.Agent) (*Agent, error) {
+func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
 	model, err := cfg.Models(l.Template)
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: model: %w", l.ID(), err)
@@ -698,7 +705,7 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 	// The client's results of its tools' calls, and a result saying it
 	// sent none for the others, in the calls' order; the calls waiting
 	// for approval are denied by the new message.
-	results, records, decided, err := clientResults(pending, sess.Approvals, o.results, false)
+	results, records, decided, err := clientResults(pending, sess.Approvals, o.results, false, n.Budget().MaxToolResultBytes)
 	if err != nil {
 		return turnStart{}, err
 	}
@@ -1012,7 +1019,7 @@ func (n *Agent) answerTurn(key string, sess session.Session, plan []llmorch.Answ
 	approved := map[string]bool{}
 	// The client's results of its tools' calls, all of them, recorded in
 	// the first write, before the approved calls run.
-	results, records, clientDecided, err := clientResults(sess.PendingApprovals(), sess.Approvals, o.results, true)
+	results, records, clientDecided, err := clientResults(sess.PendingApprovals(), sess.Approvals, o.results, true, n.Budget().MaxToolResultBytes)
 	if err != nil {
 		return turnStart{}, err
 	}

@@ -19,23 +19,23 @@ import (
 )
 
 // shipped loads the embedded templates.
-func shipped(t *testing.T) []*template.Agent {
+func shipped(t *testing.T) []*template.Loaded {
 	t.Helper()
 	results, err := template.LoadFS(templates.FS(), ".", template.Config{Provided: tools.BuiltinNames()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*template.Agent
+	var out []*template.Loaded
 	for _, r := range results {
-		if r.Agent == nil {
+		if r.Loaded == nil {
 			t.Fatalf("%s does not load: %v", r.File, r.Diagnostics.Err())
 		}
-		out = append(out, r.Agent)
+		out = append(out, r.Loaded)
 	}
 	return out
 }
 
-func newAgents(t testing.TB, store session.Store, models agent.ModelFactory, loaded []*template.Agent) *agent.Set {
+func newAgents(t testing.TB, store session.Store, models agent.ModelFactory, loaded []*template.Loaded) *agent.Set {
 	t.Helper()
 	reg, err := tools.Builtin(tools.BuiltinConfig{})
 	if err != nil {
@@ -270,7 +270,7 @@ func TestHistoryPolicy(t *testing.T) {
 			rec := &recordingModel{}
 			store := session.NewMemory(session.Config{})
 			defer store.Close()
-			agents := newAgents(t, store, func(*template.Template) (llmorch.Model, error) { return rec, nil }, []*template.Agent{a})
+			agents := newAgents(t, store, func(*template.Template) (llmorch.Model, error) { return rec, nil }, []*template.Loaded{a})
 			n, _ := agents.Get("h")
 			id := session.NewID()
 			for _, m := range []string{"one", "two", "three"} {

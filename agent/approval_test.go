@@ -129,7 +129,7 @@ func newApprovalRig(t *testing.T, src string) *approvalRig {
 	store := session.NewMemory(session.Config{})
 	t.Cleanup(func() { store.Close() })
 	r := &approvalRig{t: t, store: store, model: &scriptedModel{}, tools: &countingTools{names: a.Template.Tools()}, id: session.NewID()}
-	agents, err := agent.NewSet(agent.Config{Store: store, Tools: r.tools, Models: func(*template.Template) (llmorch.Model, error) { return r.model, nil }}, []*template.Agent{a})
+	agents, err := agent.NewSet(agent.Config{Store: store, Tools: r.tools, Models: func(*template.Template) (llmorch.Model, error) { return r.model, nil }}, []*template.Loaded{a})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		}
 		store := session.NewMemory(session.Config{})
 		defer store.Close()
-		agents := newAgents(b, store, func(*template.Template) (llmorch.Model, error) { return newModel() }, []*template.Agent{a})
+		agents := newAgents(b, store, func(*template.Template) (llmorch.Model, error) { return newModel() }, []*template.Loaded{a})
 		n, _ := agents.Get("transit")
 		b.ReportAllocs()
 		for b.Loop() {

@@ -14,6 +14,7 @@ import (
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
 )
 
 // What a request's client brings to a turn besides its message: its own
@@ -244,8 +245,10 @@ const NoResult = chat.NotRunPrefix + "the client sent no result for this call."
 // that wait for them. It returns the tool messages in the calls' order,
 // the records they make, and which calls they answer (the call's ID ->
 // whether the client sent its result). all: every waiting call must be
-// answered; otherwise the ones left out get NoResult.
-func clientResults(pending []session.Approval, answered []session.Approval, results []chat.ToolResult, all bool) (msgs []chat.Message, records []string, decided map[string]bool, err error) {
+// answered; otherwise the ones left out get NoResult. Each result is cut
+// to limit bytes (tools.LimitResult), as a built-in tool's would be: the
+// client's output is stored and sent with every later model request too.
+func clientResults(pending []session.Approval, answered []session.Approval, results []chat.ToolResult, all bool, limit int) (msgs []chat.Message, records []string, decided map[string]bool, err error) {
 	byID := map[string]int{}
 	for i, r := range results {
 		if _, dup := byID[r.CallID]; dup {
@@ -276,6 +279,7 @@ func clientResults(pending []session.Approval, answered []session.Approval, resu
 		}
 		r := results[i]
 		r.Name = p.Call.Name
+		r.Content = tools.LimitResult(r.Content, limit)
 		r.NotRun = r.NotRun || chat.NotRunContent(r.Content)
 		if r.NotRun {
 			r.IsError = true

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
@@ -43,7 +45,7 @@ func builder(t *testing.T, store session.Store) (*agent.Agent, *mockllm.Server) 
 	models := func(*template.Template) (llmorch.Model, error) {
 		return provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: mock.URL() + "/v1"})
 	}
-	n, _ := newAgents(t, store, models, []*template.Agent{a}).Get("builder")
+	n, _ := newAgents(t, store, models, []*template.Loaded{a}).Get("builder")
 	return n, mock
 }
 
@@ -137,5 +139,40 @@ func TestClientOptionsRefused(t *testing.T) {
 		if !errors.Is(err, tt.want) {
 			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
 		}
+	}
+}
+
+// TestClientResultCut: a client's result over the agent's result limit is
+// cut, with the note the model reads, before it is stored or sent: the
+// client's output costs later model requests as a built-in tool's would.
+func TestClientResultCut(t *testing.T) {
+	store := session.NewMemory(session.Config{})
+	defer store.Close()
+	n, mock := builder(t, store)
+	mock.Enqueue(mockllm.ToolScript(mockllm.ToolCall{ID: "call_a", Name: "client_a", Arguments: `{}`}), mockllm.TextScript("done"))
+	id := session.NewID()
+	ctx := context.Background()
+	runAll(t, n.Run(ctx, id, "build it", agent.WithClientTools(clientSpecs)))
+	huge := strings.Repeat("é", 1<<20) // 2 MiB of two-byte characters
+	runAll(t, n.Continue(ctx, id, agent.WithClientTools(clientSpecs), agent.WithResults([]chat.ToolResult{{CallID: "call_a", Content: huge}})))
+	limit := n.Budget().MaxToolResultBytes
+	history, _ := store.Messages(ctx, id, 0)
+	var stored string
+	for _, m := range history {
+		if m.Role == chat.RoleTool {
+			stored = m.Content
+		}
+	}
+	if len(stored) == 0 || len(stored) > limit || !utf8.ValidString(stored) || !strings.Contains(stored, "cut to") {
+		t.Fatalf("stored result: %d bytes (limit %d), valid UTF-8 %v, noted %v", len(stored), limit, utf8.ValidString(stored), strings.Contains(stored, "cut to"))
+	}
+	var sent string
+	for _, m := range mock.Requests()[1].Messages {
+		for _, r := range m.ToolResults {
+			sent = r.Content
+		}
+	}
+	if sent != stored {
+		t.Fatalf("the model read %d bytes of the result, the session holds %d", len(sent), len(stored))
 	}
 }

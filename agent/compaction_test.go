@@ -118,7 +118,7 @@ func runLong(t *testing.T, store session.Store, context string) *longRun {
 		}
 		return provider.New(provider.Config{Provider: provider.OpenAI, Model: "gpt-4o-mini", BaseURL: r.mock.URL() + "/v1", APIKey: "test-key"})
 	}
-	set, err := agent.NewSet(agent.Config{Store: store, Tools: &longTools{countingTools{names: tools}}, Models: models, Logger: quietLogger()}, []*template.Agent{a})
+	set, err := agent.NewSet(agent.Config{Store: store, Tools: &longTools{countingTools{names: tools}}, Models: models, Logger: quietLogger()}, []*template.Loaded{a})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestSummarizerFailure(t *testing.T) {
 	}
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
-	agents := newAgents(t, store, models, []*template.Agent{a})
+	agents := newAgents(t, store, models, []*template.Loaded{a})
 	n, _ := agents.Get("s")
 	id := session.NewID()
 	var warnings, compactions []string
@@ -380,7 +380,7 @@ func TestCompactConversation(t *testing.T) {
 	}
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
-	n, _ := newAgents(t, store, offlineModels, []*template.Agent{a}).Get("c")
+	n, _ := newAgents(t, store, offlineModels, []*template.Loaded{a}).Get("c")
 	var msgs []chat.Message
 	for i := 1; i <= 12; i++ {
 		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("Point %d: %s", i, strings.Repeat("the tide turns at dusk, ", 8))},

@@ -101,7 +101,7 @@ func TestStatelessHistoryReachesModel(t *testing.T) {
 		}
 		rec := &recordingModel{}
 		store := session.NewMemory(session.Config{})
-		agents := newAgents(t, store, func(*template.Template) (llmorch.Model, error) { return rec, nil }, []*template.Agent{a})
+		agents := newAgents(t, store, func(*template.Template) (llmorch.Model, error) { return rec, nil }, []*template.Loaded{a})
 		n, _ := agents.Get("h")
 		history := []chat.Message{
 			{Role: chat.RoleUser, Content: "one"}, {Role: chat.RoleAssistant, Content: "answer one"},
@@ -136,7 +136,7 @@ func TestWithHistoryOnSession(t *testing.T) {
 	}
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
-	agents := newAgents(t, store, func(*template.Template) (llmorch.Model, error) { return rec, nil }, []*template.Agent{a})
+	agents := newAgents(t, store, func(*template.Template) (llmorch.Model, error) { return rec, nil }, []*template.Loaded{a})
 	n, _ := agents.Get("h")
 	ctx := context.Background()
 	id := session.NewID()

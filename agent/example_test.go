@@ -73,7 +73,7 @@ func Example_customModel() {
 	if researcher == nil {
 		panic(diags.Err())
 	}
-	agents, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: toolbox, Models: agent.Model(diligent{})}, []*template.Agent{researcher})
+	agents, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: toolbox, Models: agent.Model(diligent{})}, []*template.Loaded{researcher})
 	if err != nil {
 		panic(err)
 	}

@@ -22,12 +22,12 @@ func TestAgentDockFixturesRunUnchanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var loaded []*template.Agent
+	var loaded []*template.Loaded
 	for _, r := range results {
-		if r.Agent == nil {
+		if r.Loaded == nil {
 			t.Fatalf("%s: %v", r.File, r.Diagnostics.Err())
 		}
-		loaded = append(loaded, r.Agent)
+		loaded = append(loaded, r.Loaded)
 	}
 	if len(loaded) != 3 {
 		t.Fatalf("loaded %d fixtures, want 3", len(loaded))

@@ -93,7 +93,7 @@ func gatedNode(t testing.TB, store session.Store, cfg agent.Config, model llmorc
 	}
 	cfg.Store, cfg.Tools = store, reg
 	cfg.Models = func(*template.Template) (llmorch.Model, error) { return model, nil }
-	agents, err := agent.NewSet(cfg, []*template.Agent{a})
+	agents, err := agent.NewSet(cfg, []*template.Loaded{a})
 	if err != nil {
 		t.Fatal(err)
 	}

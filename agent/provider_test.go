@@ -52,7 +52,7 @@ func TestProviderTurnTransition(t *testing.T) {
 			models := func(*template.Template) (llmorch.Model, error) {
 				return provider.New(provider.Config{Provider: wire, Model: "m", BaseURL: mock.URL() + "/v1", APIKey: "test-key"})
 			}
-			agents := newAgents(t, store, models, []*template.Agent{a})
+			agents := newAgents(t, store, models, []*template.Loaded{a})
 			n, _ := agents.Get("transit")
 			id := session.NewID()
 			evs := turn(t, n, id, "Think about trains")

@@ -4,7 +4,14 @@
 // (llmorch/mockllm) on loopback HTTP, breaks one of them on purpose and
 // checks what a client sees and what the store keeps. mcp_test.go does the
 // same with MCP servers from npm (tools/mcp/testdata/servers): a server
-// killed mid-call, one that cannot start, SIGTERM ending every child.
+// killed mid-call, one that cannot start, SIGTERM ending every child;
+// mcp_hostile_test.go with the hostile server of tools/mcp/testdata/hostile:
+// 15 MB results, an endless tool list, a 10 MB schema (memory, session and
+// model request sizes), and a SIGKILL of the runtime while a server it
+// started through sh -c runs with a setsid daemon (no process left).
+// quota_test.go floods the runtime as one API key would: sessions past the
+// key's quota (another key's stay readable), and wrong keys from one
+// address.
 //
 // The package has no code of its own: only tests and their harness
 // (harness_test.go). The fast tests run in `go test ./faults/`; the slow

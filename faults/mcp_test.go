@@ -56,11 +56,19 @@ type mcpServer struct {
 	Restarts int      `json:"restarts"`
 	Tools    []string `json:"tools"`
 	Protocol string   `json:"protocolVersion"`
+	Skipped  []string `json:"skipped"`
+	Limits   []string `json:"limits"`
 }
 
 func agentServers(t *testing.T, base string) map[string]mcpServer {
 	t.Helper()
-	res, err := http.Get(base + "/api/agents/mcp")
+	return agentServersOf(t, base, "mcp")
+}
+
+// agentServersOf is agentServers of another agent.
+func agentServersOf(t *testing.T, base, agent string) map[string]mcpServer {
+	t.Helper()
+	res, err := http.Get(base + "/api/agents/" + agent)
 	if err != nil {
 		t.Fatal(err)
 	}

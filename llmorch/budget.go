@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
 )
 
 // Budget bounds one turn, so that nothing a model does can hold a session
@@ -36,6 +37,12 @@ type Budget struct {
 	// TurnTimeout bounds a turn's duration (options.turnTimeout,
 	// TURN_TIMEOUT).
 	TurnTimeout time.Duration
+	// MaxToolResultBytes bounds what the model reads of one tool result
+	// (options.maxToolResultBytes, MAX_TOOL_RESULT_BYTES): a longer result
+	// is cut, with a note the model reads, before it is streamed, stored
+	// or sent to a model (tools.LimitResult). At least
+	// tools.MinMaxResultBytes.
+	MaxToolResultBytes int
 }
 
 // The budgets' defaults.
@@ -44,6 +51,8 @@ const (
 	DefaultMaxToolCalls   = 16
 	DefaultMaxOutputBytes = 256 << 10
 	DefaultTurnTimeout    = 10 * time.Minute
+	// DefaultMaxToolResultBytes is tools.DefaultMaxResultBytes.
+	DefaultMaxToolResultBytes = tools.DefaultMaxResultBytes
 )
 
 // Validate reports negative values; zero values are unset.
@@ -60,6 +69,9 @@ func (b Budget) Validate() error {
 	}
 	if b.TurnTimeout < 0 {
 		errs = append(errs, fmt.Errorf("TurnTimeout must not be negative, got %s", b.TurnTimeout))
+	}
+	if b.MaxToolResultBytes != 0 && b.MaxToolResultBytes < tools.MinMaxResultBytes {
+		errs = append(errs, fmt.Errorf("MaxToolResultBytes must be at least %d, got %d", tools.MinMaxResultBytes, b.MaxToolResultBytes))
 	}
 	return errors.Join(errs...)
 }
@@ -78,6 +90,9 @@ func (b Budget) Or(d Budget) Budget {
 	if b.TurnTimeout == 0 {
 		b.TurnTimeout = d.TurnTimeout
 	}
+	if b.MaxToolResultBytes == 0 {
+		b.MaxToolResultBytes = d.MaxToolResultBytes
+	}
 	return b
 }
 
@@ -87,6 +102,8 @@ var DefaultBudget = Budget{
 	MaxToolCalls:   DefaultMaxToolCalls,
 	MaxOutputBytes: DefaultMaxOutputBytes,
 	TurnTimeout:    DefaultTurnTimeout,
+
+	MaxToolResultBytes: DefaultMaxToolResultBytes,
 }
 
 // templateBudget reads a template's budget options (validated when the
@@ -97,6 +114,8 @@ func templateBudget(t *template.Template) Budget {
 		MaxToolCalls:   t.Options.MaxToolCalls,
 		MaxOutputBytes: t.Options.MaxOutputBytes,
 		TurnTimeout:    t.Options.TurnTimeoutDuration(),
+
+		MaxToolResultBytes: t.Options.MaxToolResultBytes,
 	}
 }
 

@@ -72,13 +72,13 @@ func (m *hostile) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[cha
 	}
 }
 
-func newBudgetFixture(t *testing.T, tmpl string, model llmorch.Model, budget llmorch.Budget) (*llmorch.Service, *session.Memory, *template.Agent) {
+func newBudgetFixture(t *testing.T, tmpl string, model llmorch.Model, budget llmorch.Budget) (*llmorch.Service, *session.Memory, *template.Loaded) {
 	t.Helper()
 	f, a := newService(t, tmpl, llmorch.ServiceConfig{Model: model, Budget: budget})
 	return f.svc, f.store, a
 }
 
-func startTurn(t *testing.T, store *session.Memory, a *template.Agent, id, msg string) llmorch.Turn {
+func startTurn(t *testing.T, store *session.Memory, a *template.Loaded, id, msg string) llmorch.Turn {
 	t.Helper()
 	lease, err := store.Lock(context.Background(), id)
 	if err != nil {
@@ -254,10 +254,56 @@ func TestCancelCauseIsReported(t *testing.T) {
 // TestTemplateBudgetOverrides: a template's options win over the service's
 // budget, which wins over the defaults.
 func TestTemplateBudgetOverrides(t *testing.T) {
-	tmpl := `{"agentId": "p", "name": "P", "nodes": ["llm.openai", "think"], "options": {"maxSteps": 2, "maxToolCalls": 3, "turnTimeout": "90s"}}`
-	svc, _, _ := newBudgetFixture(t, tmpl, &hostile{}, llmorch.Budget{MaxToolCalls: 9, MaxOutputBytes: 777})
-	want := llmorch.Budget{MaxSteps: 2, MaxToolCalls: 3, MaxOutputBytes: 777, TurnTimeout: 90 * time.Second}
+	tmpl := `{"agentId": "p", "name": "P", "nodes": ["llm.openai", "think"], "options": {"maxSteps": 2, "maxToolCalls": 3, "turnTimeout": "90s", "maxToolResultBytes": 2048}}`
+	svc, _, _ := newBudgetFixture(t, tmpl, &hostile{}, llmorch.Budget{MaxToolCalls: 9, MaxOutputBytes: 777, MaxToolResultBytes: 4096})
+	want := llmorch.Budget{MaxSteps: 2, MaxToolCalls: 3, MaxOutputBytes: 777, TurnTimeout: 90 * time.Second, MaxToolResultBytes: 2048}
 	if got := svc.Budget(); got != want {
 		t.Fatalf("budget %+v, want %+v", got, want)
+	}
+}
+
+// TestToolResultBudget: a tool result over MaxToolResultBytes is cut, with
+// the note, in what the turn streams, what the session keeps and what the
+// next model request carries: the whole result goes nowhere.
+func TestToolResultBudget(t *testing.T) {
+	reasoning := strings.Repeat("long thought ", 7000) // 91,000 bytes, echoed by think
+	args, _ := json.Marshal(map[string]string{"topic": "t", "reasoning": reasoning})
+	model := &hostile{calls: 1, args: string(args)}
+	svc, store, a := newBudgetFixture(t, plainTemplate, model, llmorch.Budget{MaxOutputBytes: 1 << 20, MaxToolResultBytes: 4096})
+	evs := collect(svc.StreamWithOrchestration(context.Background(), startTurn(t, store, a, "result-session", "go")))
+
+	var streamed []string
+	for _, ev := range evs {
+		if ev.Kind == chat.KindToolResult {
+			streamed = append(streamed, ev.ToolResult.Content)
+		}
+	}
+	msgs, err := store.Messages(context.Background(), "result-session", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []string
+	for _, m := range msgs {
+		if m.Role == chat.RoleTool {
+			stored = append(stored, m.Content)
+		}
+	}
+	if len(model.reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(model.reqs))
+	}
+	var sent []string
+	for _, m := range model.reqs[1].Messages {
+		if m.Role == chat.RoleTool {
+			sent = append(sent, m.Content)
+		}
+	}
+	for where, contents := range map[string][]string{"streamed": streamed, "stored": stored, "sent to the model": sent} {
+		if len(contents) != 1 {
+			t.Errorf("%s: %d tool results, want 1", where, len(contents))
+			continue
+		}
+		if c := contents[0]; len(c) > 4096 || !strings.HasPrefix(c, "## Thinking") && !strings.Contains(c, "long thought") || !strings.Contains(c, "cut to 4 KiB") {
+			t.Errorf("%s: %d bytes ending %q; want at most 4096 with the note", where, len(c), c[max(0, len(c)-150):])
+		}
 	}
 }

@@ -999,6 +999,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	// comes from the agent, the call's from here.
 	c, _ := tools.CallFrom(ctx)
 	c.ToolCallID, c.Step = call.ID, r.state.ActiveStep
+	c.ResultLimit = cfg.Budget.MaxToolResultBytes
 	res := cfg.Tools.Execute(tools.WithCall(ctx, c), call)
 	res.CallID, res.Name = call.ID, call.Name
 	if res.NotRun || ctx.Err() != nil {

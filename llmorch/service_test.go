@@ -117,21 +117,21 @@ func newFixture(t *testing.T, model *scripted) *fixture {
 // newService is a service for the template tmpl over a new memory store,
 // with cfg's model and knobs. Its tools are the built-in ones, which the
 // template is checked against, unless cfg.Tools gives others.
-func newService(t *testing.T, tmpl string, cfg llmorch.ServiceConfig) (*fixture, *template.Agent) {
+func newService(t *testing.T, tmpl string, cfg llmorch.ServiceConfig) (*fixture, *template.Loaded) {
 	t.Helper()
 	return newServiceWith(t, tmpl, cfg, nil)
 }
 
 // newServiceOver is newFixture with the service writing through the store
 // wrap returns.
-func newServiceOver(t *testing.T, model *scripted, wrap func(session.Store) session.Store) (*fixture, *template.Agent) {
+func newServiceOver(t *testing.T, model *scripted, wrap func(session.Store) session.Store) (*fixture, *template.Loaded) {
 	t.Helper()
 	f, a := newServiceWith(t, orchestrated, llmorch.ServiceConfig{Model: model}, wrap)
 	f.model = model
 	return f, a
 }
 
-func newServiceWith(t *testing.T, tmpl string, cfg llmorch.ServiceConfig, wrap func(session.Store) session.Store) (*fixture, *template.Agent) {
+func newServiceWith(t *testing.T, tmpl string, cfg llmorch.ServiceConfig, wrap func(session.Store) session.Store) (*fixture, *template.Loaded) {
 	t.Helper()
 	var tc template.Config
 	if cfg.Tools == nil {

@@ -126,10 +126,10 @@ func (sc *Scenario) Engine() (*orchestration.Engine, error) {
 			return nil, &ReadError{File: sc.File, Err: fmt.Errorf("template: %w", err)}
 		}
 		r := results[0]
-		if r.Agent == nil {
+		if r.Loaded == nil {
 			return nil, &ReadError{File: sc.File, Err: fmt.Errorf("template: %w", r.Diagnostics.Err())}
 		}
-		return r.Agent.Engine, nil
+		return r.Loaded.Engine, nil
 	}
 	engine, ds := orchestration.New(sc.Orchestration, orchestration.Config{Tools: sc.Tools})
 	if engine == nil {

@@ -42,6 +42,8 @@ targets=(
 	"./llmorch/mockllm FuzzDecodeRequest 20000"
 	"./llmorch/offline FuzzArguments 3000"
 	"./tools FuzzExecuteArguments 20000"
+	"./tools FuzzLimitResult 20000"
+	"./tools/mcp FuzzCutCall 5000"
 	"./transcript/internal/format FuzzParse 30000"
 	"./cmd/server FuzzParseConfigFile 3000"
 	"./tools/mcp/mcpconfig FuzzParse 30000"

@@ -190,7 +190,8 @@ func (s *Server) startChat(c *gin.Context) source {
 }
 
 // answerApprovals starts the turn that carries out a request's answers to
-// the calls that wait for approval, to be streamed like a chat turn, or
+// the calls that wait for approval (docs/api.md, "Tool approvals"), to be
+// streamed like a chat turn, or
 // answers the request (nil).
 // The client's results of its tools' calls (extra: agent.WithResults)
 // go with them, or alone.

@@ -164,6 +164,10 @@ type Config struct {
 	// is reported as not found. An error answers 401. Nil means every caller
 	// is the same anonymous owner "".
 	Owner func(r *http.Request) (string, error)
+	// AuthThrottle, when set, limits the Owner hook's failures per client
+	// address: beyond them a request gets 429 with Retry-After. Nil: no
+	// limit.
+	AuthThrottle *AuthThrottle
 }
 
 // validate fills the defaults and reports every problem in one error.
@@ -315,4 +319,8 @@ type MCPServer struct {
 	Skipped []string `json:"skipped,omitempty"`
 	// MissingTools are the agent's nodes naming a tool it does not list.
 	MissingTools []string `json:"missingTools,omitempty"`
+	// Limits are the limits its tool list is over (more tools or pages
+	// than MCP_MAX_TOOLS or MCP_MAX_TOOL_PAGES allow), each saying what was
+	// skipped.
+	Limits []string `json:"limits,omitempty"`
 }

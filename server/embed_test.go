@@ -62,7 +62,7 @@ func TestToolSeesSessionAndMiddlewareValues(t *testing.T) {
 	agents, err := agent.NewSet(agent.Config{
 		Store: store, Tools: reg, Logger: slog.New(slog.DiscardHandler),
 		Models: func(*template.Template) (llmorch.Model, error) { return callsOnce{tool: "whoami"}, nil },
-	}, []*template.Agent{a})
+	}, []*template.Loaded{a})
 	if err != nil {
 		t.Fatal(err)
 	}

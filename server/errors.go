@@ -122,6 +122,10 @@ func abortWith(c *gin.Context, e *apiError) {
 // their HTTP answer. Anything unknown is a 500 whose message does not leak
 // the cause (the cause is logged by the caller).
 func turnStartError(err error) *apiError {
+	var qe *session.QuotaError
+	if errors.As(err, &qe) {
+		return quotaError(qe)
+	}
 	var (
 		ae     *apiError
 		apErr  *agent.ApprovalError
@@ -166,6 +170,16 @@ func turnStartError(err error) *apiError {
 		return errStoreDown()
 	}
 	return newError(http.StatusInternalServerError, "internal_error", "the turn could not be started")
+}
+
+// quotaError answers a session its owner may not create: 429
+// quota_exceeded naming the quota, without Retry-After, since only the
+// owner's deletions or the sessions' expiry free a place.
+func quotaError(qe *session.QuotaError) *apiError {
+	if qe.Limit == session.QuotaBytes {
+		return newError(http.StatusTooManyRequests, "quota_exceeded", "the sessions of this API key hold %d bytes, its quota (BYTES_PER_OWNER) is %d: delete sessions (DELETE /api/sessions/{id}) or wait for them to expire before starting a new one", qe.Used, qe.Max)
+	}
+	return newError(http.StatusTooManyRequests, "quota_exceeded", "this API key holds %d sessions, its quota (SESSIONS_PER_OWNER): delete sessions (DELETE /api/sessions/{id}) or wait for them to expire before starting a new one", qe.Used)
 }
 
 func errStoreDown() *apiError {

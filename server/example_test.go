@@ -26,7 +26,7 @@ func ExampleServer_APIHandler() {
 	if helper == nil {
 		panic(diags.Err())
 	}
-	agents, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: toolbox, Models: agent.Model(offline.New(offline.Config{}))}, []*template.Agent{helper})
+	agents, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: toolbox, Models: agent.Model(offline.New(offline.Config{}))}, []*template.Loaded{helper})
 	if err != nil {
 		panic(err)
 	}

@@ -64,12 +64,12 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var loaded []*template.Agent
+	var loaded []*template.Loaded
 	for _, r := range results {
-		if r.Agent == nil {
+		if r.Loaded == nil {
 			t.Fatalf("template %s did not load: %v", r.File, r.Diagnostics)
 		}
-		loaded = append(loaded, r.Agent)
+		loaded = append(loaded, r.Loaded)
 	}
 	var model llmorch.Model = offline.New(offline.Config{Delay: o.delay})
 	if o.model != nil {

@@ -536,8 +536,11 @@ func (s *Server) forgetShared(ctx context.Context, key string) error {
 	return nil
 }
 
-// stopSession stops the running turn of sess, here or on another replica:
-// the ID of the turn being stopped, "" when none was running.
+// stopSession stops the running turn of sess, here or on another replica
+// (docs/api.md, "Stopping a turn"): the ID of the turn being stopped, ""
+// when none was running. Another replica's turn is stopped through the
+// shared turn log (turnlog.Log.Stop), whose writer cancels it
+// (watchStops).
 func (s *Server) stopSession(ctx context.Context, sess session.Session) (string, error) {
 	key := sess.ID // the store key
 	if t := s.turns.latest(key); t != nil {

@@ -9,6 +9,10 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
+// Resuming a stream: a turn's frames from the client's Last-Event-ID, on
+// the replica that runs the turn or, through the shared turn log, on any
+// other (docs/api.md, "Resuming").
+
 // resumeStream serves GET /api/sessions/:id/stream. The rule (docs/api.md,
 // "Resuming"):
 //   - Last-Event-ID "<turnId>:<n>" naming a kept turn of this session: the

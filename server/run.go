@@ -11,6 +11,11 @@ import (
 	"github.com/agentdock-go/agentdock/session"
 )
 
+// A turn runs in a goroutine of its own (runTurn), which pulls the agent's
+// events and logs each one's frames in the turn's log (frameEncoder); the
+// HTTP routes and the edges start it (startTurn, continueTurn, launch, run)
+// and read the log.
+
 // startTurn starts one turn of node on the session in its own goroutine.
 // The turn's context keeps the request's values (an embedder's middleware
 // may put its user there, for tools to read) but not its cancellation:

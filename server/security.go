@@ -162,7 +162,18 @@ func (l *RateLimiter) Allow(r *http.Request, owner string) (bool, time.Duration)
 		key = "ip:" + clientIP(r)
 	}
 	now := l.now()
+	res := l.bucket(key, now).lim.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// bucket returns key's bucket, made full when there is none.
+func (l *RateLimiter) bucket(key string, now time.Time) *bucket {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	b := l.buckets[key]
 	if b == nil {
 		l.evict(now)
@@ -170,13 +181,7 @@ func (l *RateLimiter) Allow(r *http.Request, owner string) (bool, time.Duration)
 		l.buckets[key] = b
 	}
 	b.used = now
-	l.mu.Unlock()
-	res := b.lim.ReserveN(now, 1)
-	if d := res.DelayFrom(now); d > 0 {
-		res.CancelAt(now)
-		return false, d
-	}
-	return true, 0
+	return b
 }
 
 // evict drops the buckets idle for longer than a full refill and, when the
@@ -208,6 +213,47 @@ func (l *RateLimiter) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.buckets)
+}
+
+// AuthThrottle limits the failed authentications of each client address
+// (a token bucket of failures, as RateLimiter's of requests): once an
+// address used them up, its requests get 429 with Retry-After before
+// their key is even checked, a right key included, so that guessing keys
+// from one address goes no faster than the bucket refills. Successes take
+// nothing. Behind a proxy every client shares the proxy's address.
+type AuthThrottle struct{ l *RateLimiter }
+
+// NewAuthThrottle allows perMinute failed authentications a minute per
+// address on average, burst at once; maxAddrs bounds the addresses
+// tracked (0: DefaultMaxBuckets).
+func NewAuthThrottle(perMinute float64, burst, maxAddrs int) (*AuthThrottle, error) {
+	l, err := NewRateLimiter(perMinute/60, burst, maxAddrs)
+	if err != nil {
+		return nil, fmt.Errorf("server: NewAuthThrottle: %w", err)
+	}
+	return &AuthThrottle{l: l}, nil
+}
+
+// Blocked reports whether r's address has used up its failures, and how
+// long until it has one again.
+func (a *AuthThrottle) Blocked(r *http.Request) (bool, time.Duration) {
+	now := a.l.now()
+	a.l.mu.Lock()
+	b := a.l.buckets["ip:"+clientIP(r)]
+	a.l.mu.Unlock()
+	if b == nil {
+		return false, 0 // no failure yet: a full bucket
+	}
+	if left := b.lim.TokensAt(now); left < 1 {
+		return true, time.Duration((1 - left) / float64(a.l.limit) * float64(time.Second))
+	}
+	return false, 0
+}
+
+// Failed takes one failure from r's address.
+func (a *AuthThrottle) Failed(r *http.Request) {
+	now := a.l.now()
+	a.l.bucket("ip:"+clientIP(r), now).lim.ReserveN(now, 1)
 }
 
 // clientIP is the peer's address. Forwarding headers are not trusted: behind

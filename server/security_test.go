@@ -371,3 +371,114 @@ func TestMetricsKey(t *testing.T) {
 		t.Fatalf("/metrics with a key: %d", res.StatusCode)
 	}
 }
+
+// TestOwnerQuota: a key at its quota of sessions gets 429 quota_exceeded,
+// naming the quota, for a new session on every endpoint that starts one,
+// while its sessions keep working; another key's session stays readable
+// and another key can still start sessions.
+func TestOwnerQuota(t *testing.T) {
+	store := session.NewMemory(session.Config{SessionsPerOwner: 3})
+	auth, err := NewKeyAuth([]string{"key-alice", "key-bob"}, []byte("test-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{store: store, cfg: func(c *Config) { c.Owner = auth.Owner }})
+	alice := []string{"X-Api-Key", "key-alice"}
+	bob := []string{"X-Api-Key", "key-bob"}
+	if res, _ := e.streamChat("plain", `{"message":"hi","sessionId":"alice-session"}`, alice...); res.StatusCode != http.StatusOK {
+		t.Fatalf("alice's turn: %d", res.StatusCode)
+	}
+	for i := range 3 {
+		if res, _ := e.streamChat("plain", `{"message":"flood","sessionId":"bob-session-`+strconv.Itoa(i)+`"}`, bob...); res.StatusCode != http.StatusOK {
+			t.Fatalf("bob's session %d: %d", i, res.StatusCode)
+		}
+	}
+	for _, req := range []struct {
+		path, body string
+		headers    []string
+	}{
+		{"/api/chat/plain", `{"message":"one more","sessionId":"bob-session-4"}`, bob},
+		{"/v1/chat/completions", `{"model":"plain","messages":[{"role":"user","content":"one more"}]}`, append([]string{"X-Session-Id", "bob-session-5"}, bob...)},
+		{"/v1/responses", `{"model":"plain","input":"one more"}`, bob},
+	} {
+		res := e.do(http.MethodPost, req.path, req.body, req.headers...)
+		var eb errBodyT
+		getJSON(t, res, http.StatusTooManyRequests, &eb)
+		if eb.Error.Code != "quota_exceeded" || !strings.Contains(eb.Error.Message, "3 sessions, its quota (SESSIONS_PER_OWNER)") {
+			t.Errorf("%s: %+v", req.path, eb.Error)
+		}
+	}
+	// Bob's own sessions keep working; alice's session is untouched and
+	// she can start more.
+	if res, _ := e.streamChat("plain", `{"message":"again","sessionId":"bob-session-0"}`, bob...); res.StatusCode != http.StatusOK {
+		t.Fatalf("bob's existing session: %d", res.StatusCode)
+	}
+	getJSON(t, e.do(http.MethodGet, "/api/sessions/alice-session", "", alice...), http.StatusOK, nil)
+	if res, _ := e.streamChat("plain", `{"message":"more","sessionId":"alice-session-2"}`, alice...); res.StatusCode != http.StatusOK {
+		t.Fatalf("alice's new session: %d", res.StatusCode)
+	}
+}
+
+// TestAuthThrottle: wrong keys from one address get 401 until its
+// failures are used up, then 429 with Retry-After, a right key included;
+// successes use nothing, and another address is not affected.
+func TestAuthThrottle(t *testing.T) {
+	throttle, err := NewAuthThrottle(10, 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := keyEnv(t, func(c *Config) { c.AuthThrottle = throttle })
+	for range 20 {
+		getJSON(t, e.do(http.MethodGet, "/api/agents", "", "X-Api-Key", "key-alice"), http.StatusOK, nil)
+	}
+	var codes []int
+	for i := range 200 {
+		res := e.do(http.MethodGet, "/api/agents", "", "X-Api-Key", "wrong-key-"+strconv.Itoa(i))
+		res.Body.Close()
+		codes = append(codes, res.StatusCode)
+		if res.StatusCode == http.StatusTooManyRequests {
+			if ra, err := strconv.Atoi(res.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 6 {
+				t.Fatalf("attempt %d: Retry-After %q, want the 6 s a failure takes to come back", i, res.Header.Get("Retry-After"))
+			}
+		}
+	}
+	for i, c := range codes {
+		if want := map[bool]int{true: http.StatusUnauthorized, false: http.StatusTooManyRequests}[i < 5]; c != want {
+			t.Fatalf("attempt %d: %d, want %d (codes %v)", i, c, want, codes[:10])
+		}
+	}
+	var eb errBodyT
+	getJSON(t, e.do(http.MethodGet, "/api/agents", "", "X-Api-Key", "key-alice"), http.StatusTooManyRequests, &eb)
+	if eb.Error.Code != "auth_rate_limited" {
+		t.Errorf("a right key from the blocked address: %+v", eb.Error)
+	}
+	// Another address still has its failures.
+	req := httptest.NewRequest(http.MethodGet, "/api/agents", nil)
+	req.RemoteAddr = "192.0.2.7:4000"
+	if blocked, _ := throttle.Blocked(req); blocked {
+		t.Error("another address is blocked")
+	}
+}
+
+// TestAuthThrottleRefills: a blocked address gets a failure back as the
+// bucket refills (the limiter's clock is moved, not waited for).
+func TestAuthThrottleRefills(t *testing.T) {
+	throttle, err := NewAuthThrottle(60, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	throttle.l.now = func() time.Time { return now }
+	req := httptest.NewRequest(http.MethodGet, "/api/agents", nil)
+	req.RemoteAddr = "198.51.100.1:1234"
+	throttle.Failed(req)
+	throttle.Failed(req)
+	blocked, retry := throttle.Blocked(req)
+	if !blocked || retry <= 0 || retry > time.Second {
+		t.Fatalf("after its burst: blocked %v, retry %s", blocked, retry)
+	}
+	now = now.Add(retry)
+	if blocked, _ := throttle.Blocked(req); blocked {
+		t.Fatal("still blocked once a failure came back")
+	}
+}

@@ -1,14 +1,36 @@
 // Package server is the HTTP API of agentdock: the AI SDK chat stream
 // (POST /api/chat/:agentId) with resumable turns, the agents and sessions
-// endpoints, health checks, an OpenAI-compatible chat completions endpoint
-// and the chat page. docs/api.md is its reference.
+// endpoints, health checks, the OpenAI-compatible endpoints (chat
+// completions and the Responses API) and the chat page; the A2A, AG-UI and
+// MCP edges run their turns through it (Edge). docs/api.md is its
+// reference.
 //
 // A turn runs in its own goroutine under a server-owned context, not the
-// request's: a client that disconnects does not stop it. Every frame of a turn
-// goes to the turn's bounded log, from which each connected client is fed, so
-// that a client that reconnects with Last-Event-ID gets exactly the frames it
-// missed. Streams are served through github.com/r3labs/sse/v2, one sse stream
-// per connection (see stream.go for why and for the library's traps avoided).
+// request's: a client that disconnects does not stop it. Each of its
+// events becomes its frames once, as it is logged in the turn's bounded
+// log, from which every connected client is fed, so that a client that
+// reconnects with Last-Event-ID gets exactly the frames it missed. Streams
+// are written by github.com/r3labs/sse/v2.
+//
+// The files, each one concern, in the order they build on each other (a
+// file refers only to files before it, and to the Server of server.go that
+// every file hangs its methods on):
+//
+//   - errors.go, config.go, security.go, rawerrors.go, otel.go: the API's
+//     errors, the configuration, the request checks, telemetry of requests.
+//   - uistream.go: a turn's frames, made from its events once (the AI SDK's
+//     UI message stream, or an edge's events).
+//   - turns.go: a turn's log of frames, its live readers, the registry.
+//   - recover.go, replicas.go: the shared turn log between replicas (the
+//     mirror, reading another replica's turn, stopping a turn anywhere,
+//     recovering an abandoned one).
+//   - run.go: starting a turn and running it into its log.
+//   - stream.go: a connection's SSE stream from a turn's log, through r3labs.
+//   - the routes: chat.go (POST /api/chat, approvals), sessions.go and
+//     resume.go (/api/sessions), info.go (/api/agents), client.go, openai.go,
+//     responses.go and responses_extra.go (/v1), edge.go (the turns of the
+//     edges), openapi.go.
+//   - server.go: the Server, its routes and middleware, serving and shutdown.
 package server
 
 import (
@@ -468,13 +490,25 @@ func (s *Server) identifyOnly(c *gin.Context) {
 }
 
 // owner runs the Owner hook; a refusal is answered 401 with a Bearer
-// challenge (RFC 6750) and ok is false.
+// challenge (RFC 6750) and ok is false. An address that failed too often
+// (AuthThrottle) is answered 429 before its key is checked.
 func (s *Server) owner(c *gin.Context) (owner string, ok bool) {
 	if s.cfg.Owner == nil {
 		return "", true
 	}
+	if t := s.cfg.AuthThrottle; t != nil {
+		if blocked, retry := t.Blocked(c.Request); blocked {
+			e := newError(http.StatusTooManyRequests, "auth_rate_limited", "too many failed authentications from this address; wait for Retry-After before trying again")
+			e.RetryAfter = retry
+			refuse(c, e)
+			return "", false
+		}
+	}
 	o, err := s.cfg.Owner(c.Request)
 	if err != nil {
+		if t := s.cfg.AuthThrottle; t != nil {
+			t.Failed(c.Request)
+		}
 		c.Header("WWW-Authenticate", `Bearer realm="agentdock"`)
 		refuse(c, newError(http.StatusUnauthorized, "unauthorized", "%s", err.Error()))
 		return "", false

@@ -18,10 +18,12 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// A caller's list of conversations (docs/api.md, "Conversations"): its
-// sessions, newest first, from a store that lists them (session.Lister);
-// a session is renamed with PATCH and deleted with DELETE. Like every
-// session route, another owner's sessions are neither listed nor found.
+// The session routes but the streams (resume.go): a caller's list of
+// conversations (docs/api.md, "Conversations"), its sessions newest first
+// from a store that lists them (session.Lister); a session read, renamed
+// with PATCH, deleted with DELETE; its running turn stopped from any
+// replica ("Stopping a turn"). Like every session route, another owner's
+// sessions are neither listed nor found.
 
 // defaultListPage is the page size of GET /api/sessions without limit.
 const defaultListPage = 50

@@ -49,7 +49,7 @@ type turn struct {
 	// keepEvents: frames keep their event (see startTurn).
 	keepEvents bool
 	// raw: the frames are the events' JSON, not AI SDK chunks (an edge's
-	// turn, edge.go).
+	// turn: edgeFrames).
 	raw bool
 	// ended is closed by finish.
 	ended chan struct{}

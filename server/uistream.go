@@ -7,6 +7,45 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 )
 
+// frame is one SSE frame of a turn's stream, the one form a turn's event
+// takes between the turn and the socket: its sequence number (the part
+// after the colon of its SSE id, given by the turn's log), its data line,
+// made once for every reader, and the event it carries when the turn keeps
+// them (turn.keepEvents).
+type frame struct {
+	seq  int64
+	data []byte
+	ev   *chat.Event
+}
+
+// A turn's frames are made from its events by a frameEncoder, once, for
+// every reader: the AI SDK's UI message stream (uiMapper), or an edge's
+// events (edgeFrames).
+type frameEncoder interface {
+	// start is the turn's first frame.
+	start() frame
+	// mapEvent returns the frames of ev, valid until the next call.
+	mapEvent(ev chat.Event) []frame
+}
+
+// edgeFrames are the frames of a turn an edge started (Server.Start): the
+// events in their own JSON encoding after a first frame that says so
+// (edgeStart), which a replica that did not run the turn decodes from the
+// shared turn log (Server.Follow).
+type edgeFrames struct{ out [1]frame }
+
+// edgeStart is the first frame of a turn an edge started.
+var edgeStart = []byte(`{"type":"agentdock-events"}`)
+
+func (*edgeFrames) start() frame { return frame{data: edgeStart} }
+
+func (m *edgeFrames) mapEvent(ev chat.Event) []frame {
+	e := ev
+	data, _ := json.Marshal(&e) // chat.Event always encodes
+	m.out[0] = frame{data: data, ev: &e}
+	return m.out[:]
+}
+
 // The AI SDK "UI message stream" (v1 protocol of AI SDK 5 and later): one
 // JSON object per SSE frame. These types are its chunks as this server emits
 // them; see docs/api.md for the mapping from chat.Event.
@@ -280,43 +319,4 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// frame is one SSE frame of a turn's stream, the one form a turn's event
-// takes between the turn and the socket: its sequence number (the part
-// after the colon of its SSE id), its data line, made once for every
-// reader (an AI SDK chunk, uistream.go, or an edge's event, edgeFrames),
-// and the event it carries when the turn keeps them (keepEvents).
-type frame struct {
-	seq  int64
-	data []byte
-	ev   *chat.Event
-}
-
-// A turn's frames are made from its events by a frameEncoder, once, for
-// every reader: the AI SDK's UI message stream (uiMapper), or an edge's
-// events (edgeFrames).
-type frameEncoder interface {
-	// start is the turn's first frame.
-	start() frame
-	// mapEvent returns the frames of ev, valid until the next call.
-	mapEvent(ev chat.Event) []frame
-}
-
-// edgeFrames are the frames of a turn an edge started (Server.Start): the
-// events in their own JSON encoding after a first frame that says so
-// (edgeStart), which a replica that did not run the turn decodes from the
-// shared turn log (Server.Follow).
-type edgeFrames struct{ out [1]frame }
-
-// edgeStart is the first frame of a turn an edge started.
-var edgeStart = []byte(`{"type":"agentdock-events"}`)
-
-func (*edgeFrames) start() frame { return frame{data: edgeStart} }
-
-func (m *edgeFrames) mapEvent(ev chat.Event) []frame {
-	e := ev
-	data, _ := json.Marshal(&e) // chat.Event always encodes
-	m.out[0] = frame{data: data, ev: &e}
-	return m.out[:]
 }

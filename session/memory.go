@@ -13,9 +13,17 @@ import (
 )
 
 // Memory is a Store in process memory. Sessions expire after Config.TTL
-// without access and are really evicted: a janitor sweeps them, and the
-// store never holds more than Config.MaxSessions (the least recently used go
-// first).
+// without access and are really evicted: a janitor sweeps them.
+//
+// The store holds at most Config.MaxSessions sessions and Config.MaxBytes
+// bytes (Weight). Beyond either it evicts, least recently used first, a
+// session of the owner that needs room when that owner holds more than
+// its share of the store (the caps divided among the owners that hold
+// sessions), else of the owner that holds the largest share: an owner
+// within its share never loses a session to another's. A session whose
+// lease is held, and the one being written, are not evicted. Each owner's
+// sessions are a list of their own, most recently used first, which the
+// quotas (Config.SessionsPerOwner, Config.BytesPerOwner) count.
 type Memory struct {
 	cfg Config
 
@@ -24,6 +32,10 @@ type Memory struct {
 	lru    *list.List               // front: most recently used
 	leases map[string]*memLease
 	closed bool
+	// owners are the sessions of each owner that holds any, and bytes
+	// the Weight of all sessions.
+	owners map[string]*ownerSessions
+	bytes  int64
 	// queues are the sessions' queues of waiting messages (Queuer), under
 	// a lock of their own.
 	queues memQueues
@@ -32,10 +44,19 @@ type Memory struct {
 	done chan struct{}
 }
 
+// ownerSessions are one owner's sessions.
+type ownerSessions struct {
+	lru   *list.List // of *memEntry; front: most recently used
+	bytes int64      // their Weight
+}
+
 type memEntry struct {
 	sess    Session
 	msgs    []chat.Message
 	expires time.Time
+	// weight is Weight(sess, msgs); msgWeight is its history's part.
+	weight, msgWeight int64
+	own               *list.Element // in its owner's lru
 }
 
 // session returns a copy of the entry's session. It shares the state's tool
@@ -54,6 +75,7 @@ func NewMemory(cfg Config) *Memory {
 		items:  make(map[string]*list.Element),
 		lru:    list.New(),
 		leases: make(map[string]*memLease),
+		owners: make(map[string]*ownerSessions),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -89,8 +111,7 @@ func (m *Memory) Sweep() {
 			break
 		}
 		prev := el.Prev()
-		m.lru.Remove(el)
-		delete(m.items, e.sess.ID)
+		m.remove(el)
 		el = prev
 	}
 	for id, l := range m.leases {
@@ -107,6 +128,16 @@ func (m *Memory) Len() int {
 	return len(m.items)
 }
 
+// OwnerUsage returns how many sessions owner holds and their Weight.
+func (m *Memory) OwnerUsage(owner string) (sessions int, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o := m.owners[owner]; o != nil {
+		return o.lru.Len(), o.bytes
+	}
+	return 0, 0
+}
+
 // lookup returns the live entry for id and refreshes its TTL. m.mu is held.
 func (m *Memory) lookup(id string, now time.Time) *memEntry {
 	el, ok := m.items[id]
@@ -115,29 +146,141 @@ func (m *Memory) lookup(id string, now time.Time) *memEntry {
 	}
 	e := el.Value.(*memEntry)
 	if !now.Before(e.expires) {
-		m.lru.Remove(el)
-		delete(m.items, id)
+		m.remove(el)
 		return nil
 	}
 	e.expires = now.Add(m.cfg.TTL)
 	e.sess.LastAccessed = now
 	m.lru.MoveToFront(el)
+	m.owners[e.sess.Owner].lru.MoveToFront(e.own)
 	return e
 }
 
-// create adds an empty session. m.mu is held.
-func (m *Memory) create(id string, o WriteOptions, now time.Time) *memEntry {
+// create adds an empty session, unless its owner is at a quota; it may
+// evict others to make room. m.mu is held.
+func (m *Memory) create(id string, o WriteOptions, now time.Time) (*memEntry, error) {
+	ow := m.owners[o.Owner]
+	if ow != nil {
+		// Its expired sessions, the last of its list, are not its to count.
+		for el := ow.lru.Back(); el != nil && !now.Before(el.Value.(*memEntry).expires); el = ow.lru.Back() {
+			m.remove(m.items[el.Value.(*memEntry).sess.ID])
+			if ow = m.owners[o.Owner]; ow == nil {
+				break
+			}
+		}
+	}
+	sessions, bytes := 0, int64(0)
+	if ow != nil {
+		sessions, bytes = ow.lru.Len(), ow.bytes
+	}
+	if err := m.cfg.Admit(o.Owner, sessions, bytes); err != nil {
+		return nil, err
+	}
+	if ow == nil {
+		ow = &ownerSessions{lru: list.New()}
+		m.owners[o.Owner] = ow
+	}
 	e := &memEntry{
 		sess:    Session{ID: id, Owner: o.Owner, Agent: o.Agent, CreatedAt: now, LastAccessed: now},
 		expires: now.Add(m.cfg.TTL),
 	}
 	m.items[id] = m.lru.PushFront(e)
-	for len(m.items) > m.cfg.MaxSessions {
-		old := m.lru.Back()
-		m.lru.Remove(old)
-		delete(m.items, old.Value.(*memEntry).sess.ID)
+	e.own = ow.lru.PushFront(e)
+	m.reweigh(e, now)
+	return e, nil
+}
+
+// remove drops a session. m.mu is held.
+func (m *Memory) remove(el *list.Element) {
+	e := el.Value.(*memEntry)
+	m.lru.Remove(el)
+	delete(m.items, e.sess.ID)
+	ow := m.owners[e.sess.Owner]
+	ow.lru.Remove(e.own)
+	ow.bytes -= e.weight
+	m.bytes -= e.weight
+	if ow.lru.Len() == 0 {
+		delete(m.owners, e.sess.Owner)
 	}
-	return e
+}
+
+// setHistory sets e's history to msgs, of which added are the messages
+// just appended, trimmed by whole turns (TrimTurns); dropped says whether
+// messages were dropped from the old history. m.mu is held.
+func (m *Memory) setHistory(e *memEntry, msgs, added []chat.Message, dropped bool) {
+	kept := TrimTurns(msgs, m.cfg.MaxMessages)
+	if dropped || len(kept) != len(msgs) {
+		e.msgWeight = 0
+		for _, msg := range kept {
+			e.msgWeight += MessageWeight(msg)
+		}
+	} else {
+		for _, msg := range added {
+			e.msgWeight += MessageWeight(msg)
+		}
+	}
+	e.msgs = kept
+}
+
+// reweigh updates the store's weights after a write to e, and evicts
+// sessions if it is now over its caps. m.mu is held.
+func (m *Memory) reweigh(e *memEntry, now time.Time) {
+	w := StateWeight(e.sess) + e.msgWeight
+	m.owners[e.sess.Owner].bytes += w - e.weight
+	m.bytes += w - e.weight
+	e.weight = w
+	for len(m.items) > m.cfg.MaxSessions || m.bytes > m.cfg.MaxBytes {
+		v := m.victim(e, now)
+		if v == nil {
+			return // only sessions that may not go: over the caps for now
+		}
+		m.remove(m.items[v.sess.ID])
+	}
+}
+
+// share is the part of the store ow holds, by sessions or by bytes,
+// whichever is larger.
+func (m *Memory) share(ow *ownerSessions) float64 {
+	return max(float64(ow.lru.Len())/float64(m.cfg.MaxSessions), float64(ow.bytes)/float64(m.cfg.MaxBytes))
+}
+
+// victim picks the session to evict to make room for keep: the least
+// recently used of keep's owner when that owner holds more than its share,
+// else of the owner holding the largest share, as long as it holds more
+// than its share; nil when there is none that may go. A fair share is the
+// store divided among the owners that hold sessions. m.mu is held.
+func (m *Memory) victim(keep *memEntry, now time.Time) *memEntry {
+	fair := 1 / float64(len(m.owners))
+	if ow := m.owners[keep.sess.Owner]; m.share(ow) > fair {
+		if v := m.oldest(ow, keep, now); v != nil {
+			return v
+		}
+	}
+	var (
+		best      *memEntry
+		bestShare = fair
+	)
+	for _, ow := range m.owners {
+		if sh := m.share(ow); sh > bestShare {
+			if v := m.oldest(ow, keep, now); v != nil {
+				best, bestShare = v, sh
+			}
+		}
+	}
+	return best
+}
+
+// oldest returns ow's least recently used session that may be evicted:
+// not keep, and not held by a lease. m.mu is held.
+func (m *Memory) oldest(ow *ownerSessions, keep *memEntry, now time.Time) *memEntry {
+	for el := ow.lru.Back(); el != nil; el = el.Prev() {
+		e := el.Value.(*memEntry)
+		if l, held := m.leases[e.sess.ID]; e == keep || held && now.Before(l.expires) {
+			continue
+		}
+		return e
+	}
+	return nil
 }
 
 func (m *Memory) checkOpen(ctx context.Context) error {
@@ -173,7 +316,11 @@ func (m *Memory) GetOrCreate(ctx context.Context, id string, opts ...UpdateOptio
 	if e := m.lookup(id, now); e != nil {
 		return e.session(), false, nil
 	}
-	return m.create(id, o, now).session(), true, nil
+	e, err := m.create(id, o, now)
+	if err != nil {
+		return Session{}, false, err
+	}
+	return e.session(), true, nil
 }
 
 // Update implements Store. fn runs exactly once, under the store's lock.
@@ -206,13 +353,17 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 		return Session{}, err
 	}
 	if e == nil {
-		e = m.create(id, o, now)
+		var err error
+		if e, err = m.create(id, o, now); err != nil {
+			return Session{}, err
+		}
 	}
 	e.sess.State = st
 	e.sess.Approvals = next.Approvals
 	e.sess.Version++
 	o.ApplyTurn(&e.sess)
 	m.releaseWith(id, o)
+	m.reweigh(e, now)
 	return e.session(), nil
 }
 
@@ -247,12 +398,14 @@ func (m *Memory) Reset(ctx context.Context, id string) error {
 	if err := m.checkOpen(ctx); err != nil {
 		return err
 	}
-	e := m.lookup(id, m.cfg.Now())
+	now := m.cfg.Now()
+	e := m.lookup(id, now)
 	if e == nil {
 		return ErrNotFound
 	}
 	e.sess.State = orchestration.State{}
 	e.sess.Version++
+	m.reweigh(e, now)
 	return nil
 }
 
@@ -268,8 +421,7 @@ func (m *Memory) Delete(ctx context.Context, id string) error {
 	if !ok {
 		return ErrNotFound
 	}
-	m.lru.Remove(el)
-	delete(m.items, id)
+	m.remove(el)
 	return nil
 }
 
@@ -287,9 +439,13 @@ func (m *Memory) AppendMessages(ctx context.Context, id string, msgs []chat.Mess
 	}
 	e := m.lookup(id, now)
 	if e == nil {
-		e = m.create(id, o, now)
+		var err error
+		if e, err = m.create(id, o, now); err != nil {
+			return err
+		}
 	}
-	e.msgs = TrimTurns(append(e.msgs, msgs...), m.cfg.MaxMessages)
+	m.setHistory(e, append(e.msgs, msgs...), msgs, false)
+	m.reweigh(e, now)
 	return nil
 }
 
@@ -371,7 +527,10 @@ func (m *Memory) tryClaim(ctx context.Context, id string, o WriteOptions) (Sessi
 	now := m.cfg.Now()
 	e := m.lookup(id, now)
 	if e == nil {
-		e = m.create(id, o, now)
+		var err error
+		if e, err = m.create(id, o, now); err != nil {
+			return Session{}, nil, err
+		}
 	}
 	if o.Foreign(e.sess) {
 		return e.session(), nil, ErrForeign
@@ -413,10 +572,14 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 		return Session{}, nil, err
 	}
 	if e == nil {
-		e = m.create(id, o, now)
+		var err error
+		if e, err = m.create(id, o, now); err != nil {
+			return Session{}, nil, err
+		}
 	}
 	e.sess.State = st
 	e.sess.Approvals = next.Approvals
+	had := len(e.msgs) // a drop below makes e.msgs shorter
 	e.sess.Version++
 	o.ApplyTurn(&e.sess)
 	if o.DropAnswer || o.DropTurn {
@@ -424,12 +587,14 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 		// a slice handed out before must not see the append.
 		e.msgs = append([]chat.Message(nil), o.Drop(e.msgs)...)
 	}
+	dropped := len(e.msgs) != had
 	var hist []chat.Message
 	if window != 0 {
 		hist = append([]chat.Message(nil), Window(e.msgs, window, o)...)
 	}
-	e.msgs = TrimTurns(append(e.msgs, msgs...), m.cfg.MaxMessages)
+	m.setHistory(e, append(e.msgs, msgs...), msgs, dropped)
 	m.releaseWith(id, o)
+	m.reweigh(e, now)
 	return e.session(), hist, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -56,6 +57,10 @@ var (
 	// ErrForeign: Claim found the session owned by another caller or bound
 	// to another agent, and took no lease.
 	ErrForeign = errors.New("the session belongs to another owner or agent")
+	// ErrQuota: the write would have created a session for an owner at one
+	// of its quotas (Config.SessionsPerOwner, Config.BytesPerOwner); it was
+	// not applied. The error is a *QuotaError, which says which.
+	ErrQuota = errors.New("owner quota reached")
 )
 
 // Session is a session's state with its bookkeeping.
@@ -527,9 +532,21 @@ type Config struct {
 	// turns are dropped, oldest first, to stay under it (see
 	// AppendMessages); turn budgets keep one turn well under it.
 	MaxMessages int
-	// MaxSessions bounds the memory store (default 100000); the least
-	// recently used session is evicted beyond it. Ignored by Redis.
+	// MaxSessions and MaxBytes bound the memory store (defaults 100000
+	// sessions and 1 GiB, as Weight counts them); beyond either, sessions
+	// are evicted, least recently used first, from the owner whose use is
+	// the largest share of the store (see Memory). Ignored by Redis.
 	MaxSessions int
+	MaxBytes    int64
+	// SessionsPerOwner and BytesPerOwner are each owner's quotas (defaults
+	// 10000 sessions and 256 MiB, as Weight counts them; negative: none):
+	// a write that would create a session for an owner that holds as many
+	// sessions, or as many bytes, fails with a *QuotaError and creates
+	// nothing. Sessions that exist keep working: a quota is checked when a
+	// session is created, never in the middle of a turn. The anonymous
+	// owner "" (a server without API keys) has no quota.
+	SessionsPerOwner int
+	BytesPerOwner    int64
 	// Now is the clock (default time.Now); tests replace it.
 	Now func() time.Time
 }
@@ -541,6 +558,13 @@ const (
 	DefaultMaxMessages = 1000
 	DefaultMaxSessions = 100000
 	DefaultWriteRetry  = 15 * time.Second
+)
+
+// The defaults of the quotas and of the memory store's bytes.
+const (
+	DefaultMaxBytes         = 1 << 30
+	DefaultSessionsPerOwner = 10000
+	DefaultBytesPerOwner    = 256 << 20
 )
 
 // WithDefaults returns c with its zero fields set to the defaults.
@@ -557,6 +581,15 @@ func (c Config) WithDefaults() Config {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
 	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.SessionsPerOwner == 0 {
+		c.SessionsPerOwner = DefaultSessionsPerOwner
+	}
+	if c.BytesPerOwner == 0 {
+		c.BytesPerOwner = DefaultBytesPerOwner
+	}
 	if c.WriteRetry <= 0 {
 		c.WriteRetry = DefaultWriteRetry
 	}
@@ -564,6 +597,78 @@ func (c Config) WithDefaults() Config {
 		c.Now = time.Now
 	}
 	return c
+}
+
+// QuotaError is the error of a write refused because it would have created
+// a session for an owner at one of its quotas. It wraps ErrQuota.
+type QuotaError struct {
+	// Limit is the quota reached: QuotaSessions or QuotaBytes.
+	Limit string
+	// Max is the quota; Used is what the owner held when refused.
+	Max, Used int64
+}
+
+// The quotas of QuotaError.Limit.
+const (
+	QuotaSessions = "sessions" // Config.SessionsPerOwner
+	QuotaBytes    = "bytes"    // Config.BytesPerOwner
+)
+
+func (e *QuotaError) Error() string {
+	if e.Limit == QuotaBytes {
+		return fmt.Sprintf("owner quota reached: its sessions hold %d bytes, its quota is %d (Config.BytesPerOwner)", e.Used, e.Max)
+	}
+	return fmt.Sprintf("owner quota reached: it holds %d sessions, its quota is %d (Config.SessionsPerOwner)", e.Used, e.Max)
+}
+
+func (e *QuotaError) Unwrap() error { return ErrQuota }
+
+// Admit says whether owner, holding sessions sessions that weigh bytes,
+// may create another one under c's quotas: nil, or the *QuotaError. A
+// store calls it before a write creates a session (c with its defaults).
+func (c Config) Admit(owner string, sessions int, bytes int64) error {
+	switch {
+	case owner == "":
+		return nil
+	case c.SessionsPerOwner > 0 && sessions >= c.SessionsPerOwner:
+		return &QuotaError{Limit: QuotaSessions, Max: int64(c.SessionsPerOwner), Used: int64(sessions)}
+	case c.BytesPerOwner > 0 && bytes >= c.BytesPerOwner:
+		return &QuotaError{Limit: QuotaBytes, Max: c.BytesPerOwner, Used: bytes}
+	}
+	return nil
+}
+
+// Weight is about how many bytes a session's state and history take when
+// stored: close to the length of their JSON, counted without encoding
+// them. The quotas and the memory store's MaxBytes count it.
+func Weight(s Session, msgs []chat.Message) int64 {
+	n := StateWeight(s)
+	for _, m := range msgs {
+		n += MessageWeight(m)
+	}
+	return n
+}
+
+// StateWeight is Weight of the session without its history.
+func StateWeight(s Session) int64 {
+	n := 320 + len(s.ID) + len(s.Owner) + len(s.Agent) + len(s.Turn) +
+		len(s.State.ActiveStep) + len(s.State.LastUserMessage)
+	for name := range s.State.RecentlyUsedTools.All() {
+		n += len(name) + 3
+	}
+	for _, a := range s.Approvals {
+		n += 160 + len(a.ID) + len(a.Reason) + len(a.Call.ID) + len(a.Call.Name) + len(a.Call.Arguments)
+	}
+	return int64(n)
+}
+
+// MessageWeight is Weight of one message.
+func MessageWeight(m chat.Message) int64 {
+	n := 48 + len(m.Role) + len(m.Content) + len(m.ToolCallID) + len(m.ToolName)
+	for _, c := range m.ToolCalls {
+		n += 48 + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	return int64(n)
 }
 
 // TTLFromEnv returns SESSION_TTL_SECONDS as a duration, or DefaultTTL when it

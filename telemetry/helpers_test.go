@@ -66,18 +66,18 @@ func (r recorded) collect(t testing.TB) map[string]metricdata.Metrics {
 	return out
 }
 
-func shipped(t testing.TB) []*template.Agent {
+func shipped(t testing.TB) []*template.Loaded {
 	t.Helper()
 	results, err := template.LoadFS(templates.FS(), ".", template.Config{Provided: tools.BuiltinNames()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*template.Agent
+	var out []*template.Loaded
 	for _, r := range results {
-		if r.Agent == nil {
+		if r.Loaded == nil {
 			t.Fatalf("%s does not load: %v", r.File, r.Diagnostics.Err())
 		}
-		out = append(out, r.Agent)
+		out = append(out, r.Loaded)
 	}
 	return out
 }

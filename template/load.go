@@ -26,6 +26,11 @@ type Config struct {
 	// Provided names the tools the runtime can run. A node naming another
 	// tool is a warning, and that tool is never offered. Nil skips the check.
 	Provided []string
+	// Strict makes a node naming a tool that is not provided an error: a
+	// runtime that lists every tool it has (agent.Load) knows such a node
+	// for a misspelling, which must stop the start rather than leave the
+	// tool silently unoffered.
+	Strict bool
 	// HistoryLimit is how many tool uses a session keeps when the template
 	// does not say (options.historyLimit); default 100.
 	HistoryLimit int
@@ -36,9 +41,9 @@ type Config struct {
 	MCPServers []string
 }
 
-// Agent is a loaded template: the template, its compiled orchestration and
-// the warnings it loaded with.
-type Agent struct {
+// Loaded is a template ready to run: the template, its compiled
+// orchestration and the warnings it loaded with. An agent.Agent runs it.
+type Loaded struct {
 	// File is where the template came from ("" when parsed from memory).
 	File     string
 	Template *Template
@@ -47,7 +52,7 @@ type Agent struct {
 }
 
 // ID returns the agent's ID.
-func (a *Agent) ID() string { return a.Template.AgentID }
+func (a *Loaded) ID() string { return a.Template.AgentID }
 
 // MaxFileSize bounds a template file, so that a stray large file in a
 // templates directory cannot exhaust memory.
@@ -136,6 +141,14 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 		}
 		if cfg.Provided != nil && !provided[n] && !slices.Contains(unavailable, n) {
 			unavailable = append(unavailable, n)
+			if cfg.Strict {
+				list := strings.Join(cfg.Provided, ", ")
+				if list == "" {
+					list = "none"
+				}
+				add(orchestration.SeverityError, fmt.Sprintf("nodes[%d]", i), "tool %q is not provided (provided: %s); check its spelling", n, list)
+				continue
+			}
 			add(orchestration.SeverityWarning, fmt.Sprintf("nodes[%d]", i), "tool %q is not provided by this runtime; it will not be offered to the model", n)
 		}
 	}
@@ -166,6 +179,9 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 	budget("maxSteps", t.Options.MaxSteps, MaxMaxSteps)
 	budget("maxToolCalls", t.Options.MaxToolCalls, MaxMaxToolCalls)
 	budget("maxOutputBytes", t.Options.MaxOutputBytes, MaxMaxOutputBytes)
+	if n := t.Options.MaxToolResultBytes; n != 0 && (n < MinMaxToolResultBytes || n > MaxMaxToolResultBytes) {
+		add(orchestration.SeverityError, "options.maxToolResultBytes", "must be between %d and %d bytes, got %d", MinMaxToolResultBytes, MaxMaxToolResultBytes, n)
+	}
 	if tt := t.Options.TurnTimeout; tt != "" {
 		d, err := time.ParseDuration(tt)
 		if err != nil || d < MinTurnTimeout || d > MaxTurnTimeout {
@@ -326,7 +342,7 @@ func mcpNode(t *Template, cfg Config, node string) bool {
 }
 
 // Load parses and compiles the template in data.
-func Load(file string, data []byte, cfg Config) (*Agent, orchestration.Diagnostics) {
+func Load(file string, data []byte, cfg Config) (*Loaded, orchestration.Diagnostics) {
 	t, ds := Parse(file, data)
 	if t == nil {
 		return nil, ds
@@ -335,14 +351,14 @@ func Load(file string, data []byte, cfg Config) (*Agent, orchestration.Diagnosti
 	if engine == nil {
 		return nil, ds
 	}
-	return &Agent{File: file, Template: t, Engine: engine, Warnings: ds}, ds
+	return &Loaded{File: file, Template: t, Engine: engine, Warnings: ds}, ds
 }
 
-// Result is the outcome of loading one file: an agent, or the diagnostics
-// that stopped it (Agent nil), or both (warnings).
+// Result is the outcome of loading one file: a loaded template, or the
+// diagnostics that stopped it (Loaded nil), or both (warnings).
 type Result struct {
 	File        string
-	Agent       *Agent
+	Loaded      *Loaded
 	Diagnostics orchestration.Diagnostics
 }
 
@@ -416,7 +432,7 @@ func loadFS(fsys fs.FS, root, display string, cfg Config) ([]Result, error) {
 				seen[agent.ID()] = name
 			}
 		}
-		results = append(results, Result{File: name, Agent: agent, Diagnostics: ds})
+		results = append(results, Result{File: name, Loaded: agent, Diagnostics: ds})
 	}
 	return results, nil
 }

@@ -6,10 +6,10 @@
 // trip. Validation reports every problem in one pass, each located by file,
 // field path and step name, and a template with errors never loads.
 //
-// The functions go from bytes to an agent one stage at a time or all at
-// once: Parse reads a template (a *Template); Compile validates it and
-// builds its orchestration engine; Load does both for one file's bytes (an
-// *Agent: the template and its engine). LoadFS and LoadPath load a
+// The functions go from bytes to a loaded template one stage at a time or
+// all at once: Parse reads a template (a *Template); Compile validates it
+// and builds its orchestration engine; Load does both for one file's bytes
+// (a *Loaded: the template and its engine, which package agent runs). LoadFS and LoadPath load a
 // template file, or a directory of template.json and */template.json
 // files, from a file system or from the disk, one Result per file.
 package template
@@ -83,8 +83,9 @@ const (
 )
 
 // Options holds the template's run options. The budgets (maxSteps,
-// maxToolCalls, maxOutputBytes, turnTimeout) override the server's settings
-// for this agent; unset, the server's apply (see llmorch.Budget).
+// maxToolCalls, maxOutputBytes, turnTimeout, maxToolResultBytes) override
+// the server's settings for this agent; unset, the server's apply (see
+// llmorch.Budget).
 type Options struct {
 	// MaxSteps bounds the model calls of one turn (default 10).
 	MaxSteps int `json:"maxSteps,omitempty"`
@@ -97,6 +98,9 @@ type Options struct {
 	// TurnTimeout bounds one turn's duration, as a Go duration such as
 	// "5m" (default 10m).
 	TurnTimeout string `json:"turnTimeout,omitempty"`
+	// MaxToolResultBytes bounds what the model reads of one tool result
+	// (default 64 KiB); a longer result is cut with a note.
+	MaxToolResultBytes int `json:"maxToolResultBytes,omitempty"`
 	// HistoryLimit is how many tool uses a session remembers for the
 	// orchestration's conditions (recentlyUsedTools; default 100, at most
 	// MaxHistoryLimit). Nil when absent, so that an explicit 0 is an error.
@@ -294,6 +298,13 @@ const (
 	MaxMaxOutputBytes = 16 << 20
 	MinTurnTimeout    = time.Second
 	MaxTurnTimeout    = 24 * time.Hour
+)
+
+// MinMaxToolResultBytes and MaxMaxToolResultBytes bound
+// options.maxToolResultBytes (the first is tools.MinMaxResultBytes).
+const (
+	MinMaxToolResultBytes = 1 << 10
+	MaxMaxToolResultBytes = 16 << 20
 )
 
 // TurnTimeoutDuration returns options.turnTimeout, or 0 when it is unset or

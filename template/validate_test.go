@@ -65,6 +65,7 @@ func TestValidationErrors(t *testing.T) {
 		{"negative maxSteps", `{"agentId":"t","name":"T","options":{"maxSteps":-1}}`, `cognitive.json: options.maxSteps: must be between 1 and 100, got -1`},
 		{"maxToolCalls over its bound", `{"agentId":"t","name":"T","options":{"maxToolCalls":100000}}`, `cognitive.json: options.maxToolCalls: must be between 1 and 256, got 100000`},
 		{"negative maxOutputBytes", `{"agentId":"t","name":"T","options":{"maxOutputBytes":-5}}`, `cognitive.json: options.maxOutputBytes: must be between 1 and 16777216, got -5`},
+		{"maxToolResultBytes under its bound", `{"agentId":"t","name":"T","options":{"maxToolResultBytes":100}}`, `cognitive.json: options.maxToolResultBytes: must be between 1024 and 16777216 bytes, got 100`},
 		{"turnTimeout not a duration", `{"agentId":"t","name":"T","options":{"turnTimeout":"soon"}}`, `cognitive.json: options.turnTimeout: want a duration between 1s and 24h0m0s such as "5m" or "90s", got "soon"`},
 		{"toolFiltering unknown", `{"agentId":"t","name":"T","options":{"toolFiltering":"stabel"}}`, `cognitive.json: options.toolFiltering: unknown tool filtering "stabel" (known: stable, which keeps the provider's prompt cache, and filter, which sends only the offered tools)`},
 		{"turnTimeout too short", `{"agentId":"t","name":"T","options":{"turnTimeout":"10ms"}}`, `cognitive.json: options.turnTimeout: want a duration between 1s and 24h0m0s`},
@@ -300,7 +301,7 @@ func TestAgentDockTemplatesHaveNoUnknownKeys(t *testing.T) {
 		t.Fatalf("%d templates, want AgentDock's 3", len(results))
 	}
 	for _, r := range results {
-		if r.Agent == nil {
+		if r.Loaded == nil {
 			t.Errorf("%s did not load: %s", r.File, lines(r.Diagnostics))
 		}
 		for _, d := range r.Diagnostics {
@@ -345,5 +346,21 @@ func TestContextOption(t *testing.T) {
 		if err := json.Unmarshal(out, &back); err != nil || back.Context == nil || back.Context.Off != c.Off || back.Context.MaxInputTokens != c.MaxInputTokens || len(back.Context.Extra) != len(c.Extra) {
 			t.Errorf("%s: round trip %s gave %+v, %v", tc.json, out, back.Context, err)
 		}
+	}
+}
+
+// TestStrictTools: a runtime that lists every tool it has (Config.Strict)
+// gets a node naming another one as an error, which stops the load; the
+// same template without Strict loads with a warning.
+func TestStrictTools(t *testing.T) {
+	data := []byte(tmpl(stdNodes+`, "pubmed_serch"`, ``))
+	provided := []string{"think", "search", "critique", "debate"}
+	agent, ds := Load("w.json", data, Config{Provided: provided, Strict: true})
+	want := `error: w.json: nodes[5]: tool "pubmed_serch" is not provided (provided: think, search, critique, debate); check its spelling`
+	if agent != nil || !strings.Contains(lines(ds), want) {
+		t.Errorf("strict: agent %v, diagnostics:\n  %s\nwant %s", agent != nil, lines(ds), want)
+	}
+	if agent, ds := Load("w.json", data, Config{Provided: provided}); agent == nil || ds.HasErrors() {
+		t.Errorf("not strict: the template does not load:\n  %s", lines(ds))
 	}
 }

@@ -46,7 +46,7 @@ func TestEmbedsTemplatesOnly(t *testing.T) {
 			t.Fatalf("loaded %d templates, want 3", len(results))
 		}
 		for _, r := range results {
-			if r.Agent == nil || len(r.Diagnostics) > 0 {
+			if r.Loaded == nil || len(r.Diagnostics) > 0 {
 				t.Errorf("%s: %v", r.File, r.Diagnostics)
 			}
 		}

@@ -19,6 +19,11 @@ type Call struct {
 	// Step is the active orchestration step when the call was made ("" for
 	// none).
 	Step string
+	// ResultLimit is the most bytes of result the model may read from this
+	// call (llmorch.Budget.MaxToolResultBytes); Registry.Execute cuts a
+	// longer one (LimitResult). Zero means DefaultMaxResultBytes. A tool
+	// that can stop reading early (ResultLimit(ctx)) need not hold more.
+	ResultLimit int
 }
 
 type callKey struct{}

@@ -242,10 +242,20 @@ const (
 // timeouts and panics all become error results (IsError, Type "error") whose
 // content says what went wrong. Alias fields are renamed to their canonical
 // names before validation, and the tool receives the canonical arguments.
+// The content is cut to the call's ResultLimit (LimitResult), so that a
+// large result is never stored, streamed or sent to a model whole, and an
+// error's has the host's paths hidden (HidePaths).
 func (r *Registry) Execute(ctx context.Context, call chat.ToolCall) chat.ToolResult {
 	start := time.Now()
 	res, oc := r.execute(ctx, call)
 	res.CallID, res.Name = call.ID, call.Name
+	limit := ResultLimit(ctx)
+	res.Content = LimitResult(res.Content, limit)
+	if res.IsError {
+		// An error may quote the tool's own, which may name files of the
+		// host (hiding a short path can add a byte: cut again).
+		res.Content = LimitResult(HidePaths(res.Content), limit)
+	}
 	// The orchestration records tools that ran, failed or not; a call that
 	// never reached its tool must not count.
 	res.NotRun = oc == outcomeUnknown || oc == outcomeInvalid

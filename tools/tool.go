@@ -23,7 +23,7 @@ type Tool interface {
 
 // Toolbox is the tools an agent can call: their names, what the model is
 // told about them, and a way to run a call. *Registry is one; so is an MCP
-// Toolset (package tools/mcp), which adds tools from MCP servers to a
+// Toolbox (package tools/mcp), which adds tools from MCP servers to a
 // Registry's. The runtime asks the orchestration which of them to offer
 // before every model call, and runs a call only if it was offered.
 type Toolbox interface {

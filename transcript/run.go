@@ -65,7 +65,7 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 		Tools:  exec,
 		Models: func(*template.Template) (llmorch.Model, error) { return model, nil },
 		Logger: quiet,
-	}, []*template.Agent{loaded})
+	}, []*template.Loaded{loaded})
 	if err != nil {
 		return nil, &Error{File: tr.File, Err: err}
 	}
@@ -149,7 +149,7 @@ func describeApprovals(list []Approval) string {
 }
 
 // load loads the transcript's agent: its template file, or a shipped agent.
-func load(tr *Transcript, provided []string) (*template.Agent, error) {
+func load(tr *Transcript, provided []string) (*template.Loaded, error) {
 	cfg := template.Config{Provided: provided}
 	var results []template.Result
 	var err error
@@ -169,15 +169,15 @@ func load(tr *Transcript, provided []string) (*template.Agent, error) {
 		if err == nil {
 			var ids []string
 			for _, r := range results {
-				if r.Agent != nil && r.Agent.ID() == tr.Agent {
+				if r.Loaded != nil && r.Loaded.ID() == tr.Agent {
 					results = []template.Result{r}
 					break
 				}
-				if r.Agent != nil {
-					ids = append(ids, r.Agent.ID())
+				if r.Loaded != nil {
+					ids = append(ids, r.Loaded.ID())
 				}
 			}
-			if len(results) != 1 || results[0].Agent == nil || results[0].Agent.ID() != tr.Agent {
+			if len(results) != 1 || results[0].Loaded == nil || results[0].Loaded.ID() != tr.Agent {
 				err = fmt.Errorf("no shipped agent %q (shipped: %s)", tr.Agent, strings.Join(ids, ", "))
 			}
 		}
@@ -185,10 +185,10 @@ func load(tr *Transcript, provided []string) (*template.Agent, error) {
 	if err != nil {
 		return nil, &Error{File: tr.File, Err: fmt.Errorf("%s: %w", what, err)}
 	}
-	if r := results[0]; r.Agent == nil {
+	if r := results[0]; r.Loaded == nil {
 		return nil, &Error{File: tr.File, Err: fmt.Errorf("%s: %w", what, r.Diagnostics.Err())}
 	}
-	return results[0].Agent, nil
+	return results[0].Loaded, nil
 }
 
 // switchable is the agent's tool registry, swapped between turns for one

@@ -24,6 +24,7 @@ import (
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/tools/mcp"
 )
 
 // serveConfig is the configuration of `agentdock serve`. Each value comes
@@ -49,6 +50,8 @@ type serveConfig struct {
 	MetricsRequireKey bool
 	RateLimitRPS      float64
 	RateLimitBurst    int
+	AuthFailures      float64 // a minute per address; 0: no limit
+	AuthFailureBurst  int
 	CORSOrigins       []string
 	// A2APushHosts are the hosts A2A push notifications may be posted to.
 	A2APushHosts []string
@@ -82,6 +85,10 @@ type serveConfig struct {
 	ReadTimeout     time.Duration
 	WriteTimeout    time.Duration
 	ShutdownTimeout time.Duration
+
+	// Quotas holds SESSIONS_PER_OWNER, BYTES_PER_OWNER and the memory
+	// store's caps, as session.Config takes them (a quota of -1 is off).
+	Quotas session.Config
 
 	// ConfigFile is the file read, "" for none.
 	ConfigFile string
@@ -227,6 +234,23 @@ func settings() []setting {
 			}
 			return nil
 		}},
+		{"AUTH_FAILURES_PER_MINUTE", "auth-failures-per-minute", "10", "failed authentications allowed a minute per client address, on average; beyond them (and AUTH_FAILURE_BURST) the address gets 429 with Retry-After, even with a right key; 0 turns the limit off", func(c *serveConfig, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || f != f {
+				return fmt.Errorf("want a non-negative number, got %q", v)
+			}
+			c.AuthFailures = f
+			return nil
+		}},
+		{"AUTH_FAILURE_BURST", "auth-failure-burst", "20", "failed authentications an address may make at once above the average", func(c *serveConfig, v string) error {
+			if err := intv(func(c *serveConfig) *int { return &c.AuthFailureBurst })(c, v); err != nil {
+				return err
+			}
+			if c.AuthFailureBurst < 1 {
+				return fmt.Errorf("want at least 1, got %q", v)
+			}
+			return nil
+		}},
 		{"CORS_ORIGINS", "cors-origins", "", "comma-separated origins whose pages may call the API (\"*\" for any); none by default", func(c *serveConfig, v string) error {
 			c.CORSOrigins = splitList(v)
 			var probs []string
@@ -285,6 +309,45 @@ func settings() []setting {
 			}
 			if c.WriteRetry < 100*time.Millisecond {
 				return errors.New("must be at least 100ms")
+			}
+			return nil
+		}},
+		{"MAX_TOOL_RESULT_BYTES", "max-tool-result-bytes", strconv.Itoa(llmorch.DefaultMaxToolResultBytes), "bytes of one tool result the model reads; a longer result is cut with a note before it is streamed or stored (a template's options.maxToolResultBytes overrides it)", func(c *serveConfig, v string) error {
+			if err := positive(func(c *serveConfig) *int { return &c.Budget.MaxToolResultBytes })(c, v); err != nil {
+				return err
+			}
+			if c.Budget.MaxToolResultBytes < tools.MinMaxResultBytes {
+				return fmt.Errorf("must be at least %d, room for the note that says a result was cut", tools.MinMaxResultBytes)
+			}
+			return nil
+		}},
+		{"SESSIONS_PER_OWNER", "sessions-per-owner", strconv.Itoa(session.DefaultSessionsPerOwner), "sessions one API key may hold; a new session beyond it gets 429 quota_exceeded (0: no quota)", func(c *serveConfig, v string) error {
+			var n int64
+			if err := num(func(*serveConfig) *int64 { return &n })(c, v); err != nil {
+				return err
+			}
+			c.Quotas.SessionsPerOwner = int(n)
+			if n == 0 {
+				c.Quotas.SessionsPerOwner = -1
+			}
+			return nil
+		}},
+		{"BYTES_PER_OWNER", "bytes-per-owner", strconv.Itoa(session.DefaultBytesPerOwner), "bytes one API key's sessions may hold; beyond it a new session gets 429 quota_exceeded (0: no quota)", func(c *serveConfig, v string) error {
+			if err := num(func(c *serveConfig) *int64 { return &c.Quotas.BytesPerOwner })(c, v); err != nil {
+				return err
+			}
+			if c.Quotas.BytesPerOwner == 0 {
+				c.Quotas.BytesPerOwner = -1
+			}
+			return nil
+		}},
+		{"MEMORY_STORE_MAX_SESSIONS", "memory-store-max-sessions", strconv.Itoa(session.DefaultMaxSessions), "sessions the memory store holds; beyond it sessions are evicted, least recently used first, from the owner holding the largest share", positive(func(c *serveConfig) *int { return &c.Quotas.MaxSessions })},
+		{"MEMORY_STORE_MAX_BYTES", "memory-store-max-bytes", strconv.Itoa(session.DefaultMaxBytes), "bytes the memory store's sessions hold; beyond it sessions are evicted as beyond MEMORY_STORE_MAX_SESSIONS", func(c *serveConfig, v string) error {
+			if err := num(func(c *serveConfig) *int64 { return &c.Quotas.MaxBytes })(c, v); err != nil {
+				return err
+			}
+			if c.Quotas.MaxBytes == 0 {
+				return errors.New("must be positive")
 			}
 			return nil
 		}},
@@ -484,6 +547,9 @@ func loadServeConfig(args []string, env configEnv, stderr io.Writer) (*serveConf
 	if _, err := tools.BuiltinConfigFromEnv(); err != nil {
 		probs = append(probs, err.Error())
 	}
+	if _, err := mcp.LimitsFromEnv(mcp.Config{}); err != nil {
+		probs = append(probs, strings.ReplaceAll(err.Error(), "\n", "\n  "))
+	}
 	if cfg.Store == "" {
 		if _, _, err := redisstore.ConfigFromEnv(); err != nil {
 			probs = append(probs, redactErrorURL(err.Error(), os.Getenv("REDIS_URL")))
@@ -608,6 +674,7 @@ var printedEnv = []string{
 	"GEMINI_API_KEY", "GOOGLE_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "CEREBRAS_API_KEY", "OPENROUTER_API_KEY",
 	"SEARCH_PROVIDER", "SEARXNG_URL", "TAVILY_API_KEY", "TAVILY_BASE_URL", "BRAVE_API_KEY", "BRAVE_BASE_URL",
 	"SERPER_API_KEY", "SERPER_BASE_URL", mcpServersFileEnv,
+	"MCP_MAX_TOOLS", "MCP_MAX_TOOL_PAGES", "MCP_MAX_SCHEMA_BYTES", "MCP_MAX_AGENT_SCHEMA_BYTES",
 }
 
 // redacted replaces a secret value.

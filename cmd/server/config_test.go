@@ -151,6 +151,48 @@ func TestConfigProblems(t *testing.T) {
 	}
 }
 
+// TestLimitSettings: the limits of issue 41 (quotas, the memory store's
+// caps, tool results, failed authentications, MCP) have their defaults, a
+// quota of 0 turns it off, and a bad value is reported with the others.
+func TestLimitSettings(t *testing.T) {
+	clearConfigEnv(t)
+	cfg, err := loadServeConfig(nil, testConfigEnv(t), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := cfg.Quotas
+	if q.SessionsPerOwner != 10000 || q.BytesPerOwner != 256<<20 || q.MaxSessions != 100000 || q.MaxBytes != 1<<30 ||
+		cfg.Budget.MaxToolResultBytes != 64<<10 || cfg.AuthFailures != 10 || cfg.AuthFailureBurst != 20 {
+		t.Fatalf("defaults: quotas %+v, tool results %d, auth failures %g/%d", q, cfg.Budget.MaxToolResultBytes, cfg.AuthFailures, cfg.AuthFailureBurst)
+	}
+	t.Setenv("SESSIONS_PER_OWNER", "0")
+	t.Setenv("BYTES_PER_OWNER", "0")
+	t.Setenv("AUTH_FAILURES_PER_MINUTE", "0")
+	if cfg, err = loadServeConfig(nil, testConfigEnv(t), &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Quotas.SessionsPerOwner != -1 || cfg.Quotas.BytesPerOwner != -1 || cfg.AuthFailures != 0 {
+		t.Fatalf("0 must turn the quotas and the throttle off: %+v, %g", cfg.Quotas, cfg.AuthFailures)
+	}
+	t.Setenv("MEMORY_STORE_MAX_BYTES", "0")
+	t.Setenv("MEMORY_STORE_MAX_SESSIONS", "-3")
+	t.Setenv("MAX_TOOL_RESULT_BYTES", "100")
+	t.Setenv("AUTH_FAILURE_BURST", "0")
+	t.Setenv("MCP_MAX_TOOLS", "many")
+	_, err = loadServeConfig(nil, testConfigEnv(t), &bytes.Buffer{})
+	for _, want := range []string{
+		"--memory-store-max-bytes / MEMORY_STORE_MAX_BYTES (from env): must be positive",
+		"--memory-store-max-sessions / MEMORY_STORE_MAX_SESSIONS (from env): want a positive whole number",
+		"--max-tool-result-bytes / MAX_TOOL_RESULT_BYTES (from env): must be at least 1024",
+		"--auth-failure-burst / AUTH_FAILURE_BURST (from env): want at least 1",
+		`MCP_MAX_TOOLS: want a positive whole number, got "many"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
 func TestParseConfigFile(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
@@ -272,6 +314,39 @@ func TestConfigPrintoutRedacts(t *testing.T) {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s printout lacks %q:\n%s", format, want, out)
 			}
+		}
+	}
+}
+
+// TestConfigurationDocumented: docs/configuration.md lists every setting,
+// and every limit of issue 41 on a line with its default.
+func TestConfigurationDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(doc), "\n")
+	row := func(name string) string {
+		for _, l := range lines {
+			if strings.Contains(l, "`"+name+"`") {
+				return l
+			}
+		}
+		return ""
+	}
+	for _, s := range settings() {
+		if row(s.env) == "" {
+			t.Errorf("docs/configuration.md does not list %s", s.env)
+		}
+	}
+	for name, def := range map[string]string{
+		"SESSIONS_PER_OWNER": "10000", "BYTES_PER_OWNER": "268435456",
+		"MEMORY_STORE_MAX_SESSIONS": "100000", "MEMORY_STORE_MAX_BYTES": "1073741824",
+		"MAX_TOOL_RESULT_BYTES": "65536", "AUTH_FAILURES_PER_MINUTE": "10", "AUTH_FAILURE_BURST": "20",
+		"MCP_MAX_TOOLS": "1000", "MCP_MAX_TOOL_PAGES": "100", "MCP_MAX_SCHEMA_BYTES": "65536", "MCP_MAX_AGENT_SCHEMA_BYTES": "262144",
+	} {
+		if r := row(name); !strings.Contains(r, "`"+def+"`") {
+			t.Errorf("docs/configuration.md: %s is not listed with its default %s: %q", name, def, r)
 		}
 	}
 }

@@ -44,22 +44,26 @@ func readMCPServers(path string) (mcpconfig.Servers, error) {
 type mcpRuntime struct {
 	manager  *mcp.Manager
 	builtin  *tools.Registry
-	toolsets map[string]*mcp.Toolset
+	toolsets map[string]*mcp.Toolbox
 }
 
 // newMCPRuntime registers the server-wide servers; templates' own are added
 // with addAgents once the templates are loaded.
 func newMCPRuntime(servers mcpconfig.Servers, builtin *tools.Registry, timeout time.Duration, log *slog.Logger) (*mcpRuntime, error) {
-	m := mcp.NewManager(mcp.Config{Timeout: timeout, Logger: log})
+	cfg, err := mcp.LimitsFromEnv(mcp.Config{Timeout: timeout, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	m := mcp.NewManager(cfg)
 	if err := m.Add("", servers); err != nil {
 		return nil, err
 	}
-	return &mcpRuntime{manager: m, builtin: builtin, toolsets: map[string]*mcp.Toolset{}}, nil
+	return &mcpRuntime{manager: m, builtin: builtin, toolsets: map[string]*mcp.Toolbox{}}, nil
 }
 
 // addAgents registers the servers of each loaded template under its agent
 // ID; a relative cwd is taken from the template's directory.
-func (r *mcpRuntime) addAgents(loaded []*template.Agent) error {
+func (r *mcpRuntime) addAgents(loaded []*template.Loaded) error {
 	for _, a := range loaded {
 		if len(a.Template.MCPServers) == 0 {
 			continue
@@ -77,8 +81,8 @@ func (r *mcpRuntime) addAgents(loaded []*template.Agent) error {
 
 // toolsFor is agent.Config.ToolsFor: the built-in tools plus the agent's MCP
 // servers (the server-wide ones and its template's own).
-func (r *mcpRuntime) toolsFor(a *template.Agent) tools.Toolbox {
-	ts := r.manager.Toolset(r.builtin, a.ID(), a.Template.Tools())
+func (r *mcpRuntime) toolsFor(a *template.Loaded) tools.Toolbox {
+	ts := r.manager.Toolbox(r.builtin, a.ID(), a.Template.Tools())
 	if len(ts.Status()) == 0 {
 		return r.builtin // no MCP server: nothing can be unavailable
 	}
@@ -98,10 +102,12 @@ func (r *mcpRuntime) status(agentID string) []server.MCPServer {
 	}
 	out := make([]server.MCPServer, len(sts))
 	for i, st := range sts {
+		// Clients read it: the host's paths (the server's command, its
+		// stderr) stay in the log and `agentdock mcp list`.
 		out[i] = server.MCPServer{
-			Name: st.Name, Scope: st.Scope, Transport: st.Transport, State: st.State, Error: st.Error,
+			Name: st.Name, Scope: st.Scope, Transport: st.Transport, State: st.State, Error: tools.HidePaths(st.Error),
 			Since: st.Since, Restarts: st.Restarts, ProtocolVersion: st.ProtocolVersion, Tools: st.Tools,
-			MissingTools: st.MissingTools,
+			MissingTools: st.MissingTools, Limits: st.Limits,
 		}
 		for _, sk := range st.Skipped {
 			out[i].Skipped = append(out[i].Skipped, sk.Name+": "+sk.Reason)
@@ -169,7 +175,12 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := mcp.NewManager(mcp.Config{Logger: log, StartTimeout: *wait, PingInterval: -1})
+	mcfg, err := mcp.LimitsFromEnv(mcp.Config{Logger: log, StartTimeout: *wait, PingInterval: -1})
+	if err != nil {
+		fmt.Fprintln(stderr, "agentdock mcp list:", err)
+		return 2
+	}
+	m := mcp.NewManager(mcfg)
 	if err := m.Add("", servers); err != nil {
 		fmt.Fprintln(stderr, "agentdock mcp list:", err)
 		return 1
@@ -181,11 +192,11 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		for _, res := range results {
-			if res.Agent == nil {
+			if res.Loaded == nil {
 				fmt.Fprintf(stderr, "agentdock mcp list: %s: skipped: %v\n", res.File, res.Diagnostics.Err())
 				continue
 			}
-			if err := m.Add(res.Agent.ID(), res.Agent.Template.MCPServers.Resolve(filepath.Dir(res.File))); err != nil {
+			if err := m.Add(res.Loaded.ID(), res.Loaded.Template.MCPServers.Resolve(filepath.Dir(res.File))); err != nil {
 				fmt.Fprintln(stderr, "agentdock mcp list:", err)
 				return 1
 			}
@@ -228,6 +239,9 @@ func printMCPStatus(w io.Writer, sts []mcp.Status) int {
 		for _, sk := range st.Skipped {
 			fmt.Fprintf(w, "  skipped %s: %s\n", sk.Name, strings.TrimSpace(sk.Reason))
 		}
+		for _, l := range st.Limits {
+			fmt.Fprintf(w, "  over a limit: %s\n", l)
+		}
 	}
 	return code
 }
@@ -237,9 +251,14 @@ func printMCPStatus(w io.Writer, sts []mcp.Status) int {
 // are the machine's), each server that does not start and each node naming
 // a tool its server does not list. It returns the counts of errors and
 // warnings printed.
-func checkMCPServers(ctx context.Context, w io.Writer, servers mcpconfig.Servers, loaded []*template.Agent) (errs, warns int) {
+func checkMCPServers(ctx context.Context, w io.Writer, servers mcpconfig.Servers, loaded []*template.Loaded) (errs, warns int) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := mcp.NewManager(mcp.Config{Logger: log, PingInterval: -1})
+	mcfg, err := mcp.LimitsFromEnv(mcp.Config{Logger: log, PingInterval: -1})
+	if err != nil {
+		fmt.Fprintf(w, "error: %s\n", err)
+		return 1, 0
+	}
+	m := mcp.NewManager(mcfg)
 	if err := m.Add("", servers); err != nil {
 		fmt.Fprintf(w, "error: %s\n", err)
 		return 1, 0
@@ -279,7 +298,7 @@ func checkMCPServers(ctx context.Context, w io.Writer, servers mcpconfig.Servers
 	}
 	builtin, _ := tools.NewRegistry()
 	for _, a := range loaded {
-		for _, st := range m.Toolset(builtin, a.File, a.Template.Tools()).Status() {
+		for _, st := range m.Toolbox(builtin, a.File, a.Template.Tools()).Status() {
 			for _, n := range st.MissingTools {
 				fmt.Fprintf(w, "warning: %s: nodes: %q: MCP server %q does not list this tool; it lists %s\n", a.File, n, st.Name, strings.Join(st.Tools, ", "))
 				warns++

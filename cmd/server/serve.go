@@ -19,22 +19,16 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/orchestration"
-	"github.com/agentdock-go/agentdock/responses"
-	respredis "github.com/agentdock-go/agentdock/responses/redisstore"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/a2a"
-	"github.com/agentdock-go/agentdock/server/a2a/redistasks"
 	"github.com/agentdock-go/agentdock/server/agui"
 	"github.com/agentdock-go/agentdock/server/mcpserver"
-	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/telemetry/otelsetup"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/templates"
 	"github.com/agentdock-go/agentdock/tools"
-	"github.com/agentdock-go/agentdock/turnlog"
-	"github.com/agentdock-go/agentdock/turnlog/redislog"
 	"github.com/agentdock-go/agentdock/web"
 )
 
@@ -97,44 +91,12 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 			return err
 		}
 	}
-	store, kind, prefix, err := openStore(ctx, cfg)
+	back, err := openBackend(ctx, cfg, tel)
 	if err != nil {
-		return fmt.Errorf("opening the session store: %w", err)
+		return err
 	}
-	defer store.Close()
-	// With Redis the replicas of a deployment share their turns' streams
-	// too, so that a client can resume on any of them.
-	var turns turnlog.Log
-	// Responses API objects live beside the sessions, as long as they do:
-	// on Redis every replica serves them.
-	respCfg := responses.Config{TTL: cfg.SessionTTL}
-	var stored responses.Store
-	if r, ok := store.(*redisstore.Store); ok {
-		rs, err := respredis.New(respredis.Config{Config: respCfg, Client: r.Client(), Prefix: prefix + ":responses"})
-		if err != nil {
-			return fmt.Errorf("opening the responses store: %w", err)
-		}
-		stored = rs
-	} else if stored, err = responses.NewMemory(respCfg); err != nil {
-		return fmt.Errorf("opening the responses store: %w", err)
-	}
-	if r, ok := store.(*redisstore.Store); ok {
-		if tel.Tracing() {
-			if err := redisstore.Instrument(r.Client(), tel.TracerProvider()); err != nil {
-				return fmt.Errorf("tracing redis: %w", err)
-			}
-		}
-		tl, err := redislog.New(ctx, redislog.Config{
-			Config: turnlog.Config{MaxFrames: cfg.MaxTurnEvents + server.FrameSlack, Retention: cfg.StreamRetention},
-			Client: r.Client(),
-			Prefix: prefix + ":turns",
-		})
-		if err != nil {
-			return fmt.Errorf("opening the shared turn log: %w", err)
-		}
-		defer tl.Close()
-		turns = tl
-	}
+	defer back.close()
+	store, kind, turns, stored := back.sessions, back.kind, back.turns, back.responses
 	toolCfg, err := tools.BuiltinConfigFromEnv()
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
@@ -197,11 +159,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
 		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
 	}
-	var index a2a.Index
-	if r, ok := store.(*redisstore.Store); ok {
-		index = redistasks.New(r.Client(), prefix+":a2a", cfg.SessionTTL)
-	}
-	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: index, PushHosts: webhookHosts(cfg), DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
+	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -257,6 +215,11 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 			return sc, err
 		}
 		sc.Owner = auth.Owner
+		if cfg.AuthFailures > 0 {
+			if sc.AuthThrottle, err = server.NewAuthThrottle(cfg.AuthFailures, cfg.AuthFailureBurst, 0); err != nil {
+				return sc, err
+			}
+		}
 		if cfg.APIKeySecret == "" && storeKind != "memory" {
 			log.Warn("API_KEY_SECRET is not set: session owners are fingerprints under a random per-process secret, so sessions in the shared store are lost to their key after a restart and unknown on other replicas")
 		}
@@ -276,7 +239,7 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 // loadAgents loads the embedded templates, then TEMPLATES_DIR's. A template
 // with errors is reported with every message and skipped; one whose agentId
 // is taken replaces the shipped one.
-func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]*template.Agent, error) {
+func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]*template.Loaded, error) {
 	tcfg := template.Config{Provided: provided, MCPServers: mcpServers}
 	results, err := template.LoadFS(templates.FS(), ".", tcfg)
 	if err != nil {
@@ -290,7 +253,7 @@ func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]
 		results = append(results, extra...)
 	}
 	byID := map[string]int{}
-	var out []*template.Agent
+	var out []*template.Loaded
 	for _, r := range results {
 		for _, d := range r.Diagnostics {
 			if d.Severity == orchestration.SeverityError {
@@ -299,17 +262,17 @@ func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]
 				log.Warn("template warning", "problem", d.String())
 			}
 		}
-		if r.Agent == nil {
+		if r.Loaded == nil {
 			log.Error("template skipped", "file", r.File)
 			continue
 		}
-		if i, dup := byID[r.Agent.ID()]; dup {
-			log.Info("template replaces a shipped one", "agent", r.Agent.ID(), "file", r.File)
-			out[i] = r.Agent
+		if i, dup := byID[r.Loaded.ID()]; dup {
+			log.Info("template replaces a shipped one", "agent", r.Loaded.ID(), "file", r.File)
+			out[i] = r.Loaded
 			continue
 		}
-		byID[r.Agent.ID()] = len(out)
-		out = append(out, r.Agent)
+		byID[r.Loaded.ID()] = len(out)
+		out = append(out, r.Loaded)
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no template loaded")
@@ -409,35 +372,6 @@ func fallbackModel(cfg *serveConfig, tel *telemetry.Telemetry) (llmorch.Model, e
 		return nil, fmt.Errorf("fallback model: %w", err)
 	}
 	return m, nil
-}
-
-// openStore opens the store named by --store/SESSION_STORE, else Redis as
-// configured by the REDIS_* variables, else the memory store. prefix is the
-// Redis store's key prefix.
-func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, prefix string, err error) {
-	prefix = redisstore.DefaultPrefix
-	if cfg.Store != "" {
-		st, err = redisstore.Open(ctx, cfg.Store, session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL, WriteRetry: cfg.WriteRetry})
-		kind, _, _ = strings.Cut(cfg.Store, "://")
-		if rc, perr := redisstore.ParseURL(cfg.Store); err == nil && perr == nil && rc.Prefix != "" {
-			prefix = rc.Prefix
-		}
-		return st, kind, prefix, err
-	}
-	rc, ok, err := redisstore.ConfigFromEnv()
-	if err != nil {
-		return nil, "", "", err
-	}
-	if !ok {
-		return session.NewMemory(session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL}), "memory", "", nil
-	}
-	if rc.Prefix != "" {
-		prefix = rc.Prefix
-	}
-	rc.LockTTL = cfg.LockTTL
-	rc.WriteRetry = cfg.WriteRetry
-	st, err = redisstore.New(rc)
-	return st, "redis", prefix, err
 }
 
 // webhookHosts is the one allow-list of the hosts the server posts to:

@@ -38,7 +38,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		errs++
 	}
 	cfg := template.Config{Provided: tools.BuiltinNames(), MCPServers: servers.Names()}
-	var loaded []*template.Agent
+	var loaded []*template.Loaded
 	for _, p := range fs.Args() {
 		results, err := template.LoadPath(p, cfg)
 		if err != nil {
@@ -48,8 +48,8 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		for _, r := range results {
 			files++
-			if r.Agent != nil {
-				loaded = append(loaded, r.Agent)
+			if r.Loaded != nil {
+				loaded = append(loaded, r.Loaded)
 			}
 			for _, d := range r.Diagnostics {
 				fmt.Fprintf(stdout, "%s: %s\n", d.Severity, d)

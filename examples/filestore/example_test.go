@@ -44,7 +44,7 @@ func Example() {
 	if tmpl == nil {
 		log.Fatal(diags.Err())
 	}
-	agents, err := agent.NewSet(agent.Config{Store: store, Tools: toolbox, Models: agent.Model(offline.New(offline.Config{}))}, []*template.Agent{tmpl})
+	agents, err := agent.NewSet(agent.Config{Store: store, Tools: toolbox, Models: agent.Model(offline.New(offline.Config{}))}, []*template.Loaded{tmpl})
 	if err != nil {
 		log.Fatal(err)
 	}

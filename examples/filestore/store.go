@@ -37,8 +37,14 @@
 //   - I/O failures wrap session.ErrUnavailable; a write that failed after
 //     its rename (the directory sync) wraps session.ErrMaybeApplied too.
 //   - The history is capped by whole turns (Config.MaxMessages) with
-//     session.TrimTurns, as in the memory store. Config.MaxSessions is
-//     ignored: the disk holds what it can.
+//     session.TrimTurns, as in the memory store. Config.MaxSessions and
+//     MaxBytes are ignored: the disk holds what it can.
+//   - The owners' quotas (Config.SessionsPerOwner, BytesPerOwner) are not
+//     enforced: counting an owner's sessions would take an index the
+//     directory does not keep. The suite is run with sessiontest.NoQuotas,
+//     which checks that no write is refused for them. A store that needs
+//     them keeps, per owner, its sessions and their session.Weight, and
+//     calls Config.Admit before a write creates a session.
 //
 // Every write rewrites the session's file, history included, which suits
 // histories of hundreds of messages (MaxMessages bounds them).

@@ -22,6 +22,8 @@ import (
 	"github.com/agentdock-go/agentdock/session/sessiontest"
 )
 
+// TestConformance: the suite, with the quotas the store does not enforce
+// (see the package documentation).
 func TestConformance(t *testing.T) {
 	sessiontest.Run(t, func(t *testing.T, cfg session.Config) session.Store {
 		s, err := filestore.Open(t.TempDir(), cfg)
@@ -29,7 +31,7 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return s
-	})
+	}, sessiontest.NoQuotas())
 }
 
 func open(t *testing.T, dir string, cfg session.Config) *filestore.Store {

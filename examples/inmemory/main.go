@@ -5,40 +5,36 @@ package main
 
 import (
 	"context"
+	"embed"
 	"fmt"
 	"log"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
-	"github.com/agentdock-go/agentdock/llmorch/offline"
-	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
 )
+
+//go:embed forecaster.json
+var templates embed.FS
 
 type Weather struct {
 	City string `json:"city" jsonschema:"the city to look up"`
 }
 
 func main() {
+	ctx := context.Background()
 	weather := tools.MustNew("weather", "Reports the weather in a city.", func(ctx context.Context, in Weather) (string, error) {
 		return "sunny in " + in.City, nil
 	})
-	toolbox, err := tools.NewRegistry(weather)
+	agents, warnings, err := agent.LoadFS(ctx, templates, "forecaster.json", agent.Options{Tools: []tools.Tool{weather}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	tmpl, diags := template.Load("forecaster.json", []byte(`{"agentId": "forecaster", "name": "Forecaster",
-		"personality": "You report the weather.", "nodes": ["llm.openai", "weather"]}`), template.Config{Provided: toolbox.Names()})
-	if tmpl == nil {
-		log.Fatal(diags.Err())
-	}
-	agents, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: toolbox, Models: agent.Model(offline.New(offline.Config{}))}, []*template.Agent{tmpl})
-	if err != nil {
-		log.Fatal(err)
+	for _, w := range warnings {
+		log.Print(w)
 	}
 	forecaster, _ := agents.Get("forecaster")
-	for ev, err := range forecaster.Run(context.Background(), "session-1", "What is the weather in Paris?") {
+	for ev, err := range forecaster.Run(ctx, "session-1", "What is the weather in Paris?") {
 		if err != nil {
 			log.Fatal(err)
 		}

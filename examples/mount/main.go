@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"crypto/subtle"
+	"embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,8 +24,6 @@ import (
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/server"
-	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
 	"github.com/agentdock-go/agentdock/web"
 )
@@ -55,6 +54,9 @@ func main() {
 	}
 }
 
+//go:embed concierge.json
+var templates embed.FS
+
 // routes is the program's own mux: a public home page and health check,
 // and the agents under /agents/ for signed-in users.
 func routes(srv *server.Server, passwords map[string]string) http.Handler {
@@ -74,22 +76,15 @@ func newAgentServer() (*server.Server, error) {
 	currentUser := tools.MustNew("current_user", "Names the user who is signed in.", func(ctx context.Context, _ struct{}) (string, error) {
 		return "You are signed in as " + userFrom(ctx) + ".", nil
 	})
-	toolbox, err := tools.NewRegistry(currentUser)
+	agents, warnings, err := agent.LoadFS(context.Background(), templates, "concierge.json", agent.Options{
+		Tools: []tools.Tool{currentUser},
+		Model: offline.New(offline.Config{Delay: offline.DefaultDelay}),
+	})
 	if err != nil {
 		return nil, err
 	}
-	concierge, diags := template.Load("concierge.json", []byte(`{"agentId": "concierge", "name": "Concierge",
-		"description": "Knows who you are.", "nodes": ["llm.openai", "current_user"]}`), template.Config{Provided: toolbox.Names()})
-	if concierge == nil {
-		return nil, diags.Err()
-	}
-	agents, err := agent.NewSet(agent.Config{
-		Store:  session.NewMemory(session.Config{}),
-		Tools:  toolbox,
-		Models: agent.Model(offline.New(offline.Config{Delay: offline.DefaultDelay})),
-	}, []*template.Agent{concierge})
-	if err != nil {
-		return nil, err
+	for _, w := range warnings {
+		log.Print(w)
 	}
 	return server.New(server.Config{
 		Agents: agents,

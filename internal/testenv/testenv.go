@@ -6,14 +6,13 @@
 package testenv
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/agentdock-go/agentdock/internal/proc"
 )
 
 // InCI reports whether the tests run in CI.
@@ -45,6 +44,25 @@ func SharedDir(t testing.TB) string {
 	return dir
 }
 
+// Node returns the path of node, or skips/fails t when it is not
+// installed. The hostile MCP servers of the tests
+// (tools/mcp/testdata/hostile) need nothing else.
+func Node(t testing.TB) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		Missing(t, "node is not installed (the MCP tests run MCP servers written for node)")
+	}
+	return node
+}
+
+// HostileMCPServer returns node and the arguments that run the hostile MCP
+// server of the tests (tools/mcp/testdata/hostile/server.js) with args.
+func HostileMCPServer(t testing.TB, args ...string) (node string, argv []string) {
+	t.Helper()
+	return Node(t), append([]string{filepath.Join(ModuleRoot(), "tools", "mcp", "testdata", "hostile", "server.js")}, args...)
+}
+
 // MCPServers returns node and the node_modules directory of the real MCP
 // servers the MCP tests run (tools/mcp/testdata/servers, installed by
 // `make test` with npm ci), or skips/fails t when either is missing.
@@ -64,11 +82,7 @@ func MCPServers(t testing.TB) (node, modules string) {
 }
 
 // Process is a live process as /proc shows it.
-type Process struct {
-	PID, PPID, PGID int
-	// Cmdline is the command line, its arguments joined by spaces.
-	Cmdline string
-}
+type Process = proc.Process
 
 // Processes lists the live processes (zombies left out), for the tests
 // that check a child process was started or ended. It skips t where there
@@ -78,31 +92,9 @@ func Processes(t testing.TB) []Process {
 	if runtime.GOOS != "linux" {
 		t.Skip("processes are read from /proc")
 	}
-	entries, err := os.ReadDir("/proc")
+	ps, err := proc.List(true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []Process
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 3 || fields[0] == "Z" {
-			continue
-		}
-		p := Process{PID: pid}
-		p.PPID, _ = strconv.Atoi(fields[1])
-		p.PGID, _ = strconv.Atoi(fields[2])
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		p.Cmdline = strings.TrimRight(strings.ReplaceAll(string(cmdline), "\x00", " "), " ")
-		out = append(out, p)
-	}
-	return out
+	return ps
 }

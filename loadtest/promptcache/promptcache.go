@@ -155,7 +155,7 @@ func RunWire(ctx context.Context, wire, filtering string, extra ...Turn) (Result
 	a.Template.Options.ToolFiltering = filtering
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
-	set, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: agent.Model(model), Logger: quiet}, []*template.Agent{a})
+	set, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: agent.Model(model), Logger: quiet}, []*template.Loaded{a})
 	if err != nil {
 		return res, err
 	}

@@ -26,7 +26,7 @@ func ExampleNew() {
 	if tmpl == nil {
 		log.Fatal(diags.Err())
 	}
-	agents, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: toolbox, Models: agent.Model(offline.New(offline.Config{}))}, []*template.Agent{tmpl})
+	agents, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: toolbox, Models: agent.Model(offline.New(offline.Config{}))}, []*template.Loaded{tmpl})
 	if err != nil {
 		log.Fatal(err)
 	}

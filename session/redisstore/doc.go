@@ -27,6 +27,13 @@
 // access slides the TTL of the state and the history together; the lease
 // has its own, Config.LockTTL.
 //
+// The owners' quotas (session.Config.SessionsPerOwner, BytesPerOwner)
+// count an index per owner, PREFIX:owner:{D}:sessions and :bytes: the
+// owner's sessions by expiry and the bytes written to each. A session's
+// first write is followed by its admission to that index (one more round
+// trip; a session over a quota is deleted again); the bytes of later
+// writes are added in batches (see owners.go for what it counts late).
+//
 // # A turn's start
 //
 // Store is a session.Starter: ClaimStart claims the session and records

@@ -42,6 +42,9 @@ type Store struct {
 	// recent is what ClaimStart expects of the sessions this process
 	// wrote last.
 	recent recent
+	// books are the bytes written that the owners' index does not count
+	// yet (owners.go).
+	books ownerBooks
 }
 
 // maxConflicts bounds the compare-and-set retries of one write; reaching it
@@ -292,6 +295,12 @@ func (r *Store) GetOrCreate(ctx context.Context, id string, opts ...session.Upda
 	if err != nil {
 		return session.Session{}, false, err
 	}
+	if created == 1 {
+		if err := r.admit(ctx, s.Owner, id); err != nil {
+			return session.Session{}, false, err
+		}
+		r.record(s.Owner, id, len(data), 0)
+	}
 	s.LastAccessed = now
 	return s, created == 1, nil
 }
@@ -465,6 +474,16 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		status, _ := reply[0].(string)
 		switch status {
 		case "ok":
+			if !exists {
+				if err := r.admit(ctx, next.Owner, id); err != nil {
+					return session.Session{}, nil, err
+				}
+			}
+			var appended int64
+			if ap != nil {
+				appended = messageBytes(ap.msgs)
+			}
+			r.record(next.Owner, id, len(encoded), appended)
 			kl.last = &next
 			r.recent.remember(id, &next, nonce, len(encoded))
 			if rl != nil {
@@ -553,6 +572,7 @@ func (r *Store) Delete(ctx context.Context, id string) error {
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
 	r.recent.forget(id)
+	r.forget(ctx, id)
 	n, err := scriptDelete.Run(rctx, r.client, r.keys(id)).Int64()
 	if err != nil {
 		return r.fail(id, "delete", err)
@@ -572,21 +592,35 @@ func (r *Store) AppendMessages(ctx context.Context, id string, msgs []chat.Messa
 		lease = o.Lease.Token()
 	}
 	args := make([]any, 0, 5+len(msgs))
-	args = append(args, r.ttlMillis(), r.cfg.MaxMessages, lease, session.NewID(), encode(r.newSession(id, o, r.cfg.Now())))
+	fresh := encode(r.newSession(id, o, r.cfg.Now()))
+	args = append(args, r.ttlMillis(), r.cfg.MaxMessages, lease, session.NewID(), fresh)
+	var appended int64
 	for i, m := range msgs {
 		b, err := json.Marshal(m)
 		if err != nil {
 			return fmt.Errorf("redis session store: session %s: message %d: %w", id, i, err)
 		}
 		args = append(args, string(b))
+		appended += int64(len(b))
 	}
 	cmd, maybe := r.runWrite(ctx, scriptAppend, r.keys(id), args...)
 	status, err := cmd.Text()
 	if err != nil {
 		return r.failWrite(id, "append messages", err, maybe)
 	}
-	if status == "fenced" {
+	switch status {
+	case "fenced":
 		return fmt.Errorf("redis session store: session %s: %w", id, session.ErrFenced)
+	case "created":
+		if err := r.admit(ctx, o.Owner, id); err != nil {
+			return err
+		}
+		r.record(o.Owner, id, len(fresh), appended)
+	default:
+		// The session's owner is known to the lease that saw it.
+		if rl, ok := o.Lease.(*redisLease); ok && rl.r == r && rl.id == id && rl.seen != nil {
+			r.record(rl.seen.Owner, id, -1, appended)
+		}
 	}
 	listCreated(ctx, o.Lease)
 	return nil
@@ -713,8 +747,15 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 			l.expiry.Store(sent.Add(r.cfg.LockTTL).UnixNano())
 			return l
 		}
+		created, _ := reply[2].(int64)
+		if status == "ok" && created == 1 {
+			if err := r.admit(ctx, o.Owner, id); err != nil {
+				return session.Session{}, nil, nil, err
+			}
+		}
 		if status == "ok" && len(reply) == 5 && reply[3] == "ok" {
 			// The write went in with the claim.
+			r.record(sw.next.Owner, id, len(sw.data), messageBytes(sw.ap.msgs))
 			l := lease()
 			next := sw.next
 			l.seen = &next
@@ -745,6 +786,9 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 		case "ok":
 			// Claimed; the session was not the one expected, if any:
 			// the caller writes.
+			if created == 1 {
+				r.record(s.Owner, id, len(data), 0)
+			}
 			l := lease()
 			if s.CreatedAt.Equal(now) {
 				l.created.Store(now.UnixMilli())
@@ -814,8 +858,14 @@ func (r *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close implements session.Store.
-func (r *Store) Close() error { return r.client.Close() }
+// Close implements session.Store, after adding the bytes written to the
+// owners' index.
+func (r *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.budget)
+	r.flush(ctx)
+	cancel()
+	return r.client.Close()
+}
 
 type redisLease struct {
 	r  *Store

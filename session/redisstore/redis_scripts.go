@@ -167,13 +167,15 @@ return {1, ARGV[2]}
 //
 // ARGV: ttl ms, max messages, lease token ("" = none), nonce, data of a new
 // session, messages...
-// Reply: "ok" | "fenced".
+// Reply: "ok" | "created" (the session was missing) | "fenced".
 var scriptAppend = newScript(luaTrimTurns + `
 if ARGV[3] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[3] then
   return 'fenced'
 end
+local reply = 'ok'
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'version', '0', 'data', ARGV[5])
+  reply = 'created'
 elseif redis.call('HGET', KEYS[1], 'appended') == ARGV[4] then
   return 'ok'
 end
@@ -181,7 +183,7 @@ redis.call('HSET', KEYS[1], 'appended', ARGV[4])
 appendTurns(KEYS[2], 6, tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
-return 'ok'
+return reply
 `)
 
 // scriptMessages returns the newest messages and slides the TTL.

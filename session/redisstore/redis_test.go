@@ -415,7 +415,7 @@ func (c *commandCounter) take() []string {
 
 func TestRedisRoundTrips(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openRedis(t, srv, redisstore.Config{})
+	s := openRedis(t, srv, withoutQuotas) // their cost: TestRedisAdmissionRoundTrip
 	counter := &commandCounter{}
 	s.Client().AddHook(counter)
 	ctx := t.Context()
@@ -476,7 +476,7 @@ func TestRedisRoundTrips(t *testing.T) {
 	// A turn's start: Claim, then the user message and the history window
 	// in one write, each one round trip. A new store loads the scripts the
 	// flush above removed.
-	s = openRedis(t, srv, redisstore.Config{})
+	s = openRedis(t, srv, withoutQuotas)
 	s.Client().AddHook(counter)
 	counter.take()
 	id2 := session.NewID()

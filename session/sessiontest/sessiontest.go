@@ -22,7 +22,13 @@ import (
 // Option adjusts the suite.
 type Option func(*options)
 
-type options struct{ realClock bool }
+type options struct{ realClock, noQuotas bool }
+
+// NoQuotas tells the suite that the store does not enforce the owners'
+// quotas (Config.SessionsPerOwner, Config.BytesPerOwner): its quota cases
+// then check that the store never refuses a write for them, rather than
+// that it does. A store saying so must say it in its documentation too.
+func NoQuotas() Option { return func(o *options) { o.noQuotas = true } }
 
 // RealClock tells the suite that the store keeps time itself (Redis expires
 // keys on the server) and ignores Config.Now: the suite then waits on the
@@ -66,6 +72,9 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"ExtendKeepsLease", h.extend},
 		{"Fencing", h.fencing},
 		{"Closed", h.closed},
+		{"QuotaSessionsPerOwner", h.quotaSessions},
+		{"QuotaBytesPerOwner", h.quotaBytes},
+		{"QuotaFreedByExpiry", h.quotaExpiry},
 		{"Claim", h.claim},
 		{"ClaimWaits", h.claimWaits},
 		{"ClaimStart", h.claimStart},

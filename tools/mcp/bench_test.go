@@ -18,7 +18,7 @@ import (
 
 // BenchmarkMCPCall measures what the runtime adds to one MCP tool call:
 // each iteration calls the everything server's echo tool directly with the
-// SDK (a ClientSession of its own) and then through a Toolset (argument
+// SDK (a ClientSession of its own) and then through a Toolbox (argument
 // validation against the MCP schema, the registry's timeout goroutine and
 // log record, routing, result rendering), back to back, so that both see
 // the same machine noise. It reports the p50 and p99 of each and the added
@@ -66,7 +66,7 @@ func benchCalls(b *testing.B, direct *sdk.ClientSession, srv mcpconfig.Server) {
 	if err := m.WaitStarted(ctx); err != nil {
 		b.Fatal(err)
 	}
-	ts := m.Toolset(builtin(b), "bench", nil)
+	ts := m.Toolbox(builtin(b), "bench", nil)
 	args := json.RawMessage(`{"message":"benchmark"}`)
 	call := chat.ToolCall{ID: "b", Name: "e__echo", Arguments: args}
 	// Warm both paths (connections, JIT of the server).

@@ -153,7 +153,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func call(ts *Toolset, name, args string) chat.ToolResult {
+func call(ts *Toolbox, name, args string) chat.ToolResult {
 	return ts.Execute(context.Background(), chat.ToolCall{ID: "c1", Name: name, Arguments: json.RawMessage(args)})
 }
 

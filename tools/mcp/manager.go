@@ -5,13 +5,26 @@
 // (notifications/tools/list_changed), restarts it with backoff when it fails
 // or dies, and ends every child process on Close.
 //
+// On Linux a stdio server runs under a supervisor, the same executable
+// started again (see supervise_linux.go: a program that links this package
+// becomes the supervisor when started with AGENTDOCK_MCP_SUPERVISOR set,
+// before its main runs). It ends every process descended from the server,
+// setsid daemons included, when the server exits, when it is closed or
+// restarted, and when the runtime dies, SIGKILL included. Elsewhere a
+// server runs in a process group of its own, which Close kills.
+//
 // Each MCP tool becomes a tools.Tool named "<server>__<tool>" (a name that
 // breaks the providers' rule ^[a-zA-Z0-9_-]{1,64}$ is reported and skipped),
 // with the server's description and inputSchema unchanged; the tools
 // registry validates the model's arguments against that schema before the
-// call and bounds the call with the tool timeout. A Toolset is one agent's
+// call and bounds the call with the tool timeout. A Toolbox is one agent's
 // view: the built-in tools plus the MCP servers it may use, and it reports
 // which of them cannot run now, so that the orchestration never offers them.
+//
+// A program that embeds agents gives a Manager to agent.Load
+// (agent.Options.MCP: NewManager(Config{}), with servers for every agent
+// added under scope ""), which adds and starts the templates' own servers
+// and fails when a template names a tool its ready server does not list.
 package mcp
 
 import (
@@ -22,6 +35,8 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +70,57 @@ type Config struct {
 	// more; see childEnv). Nil means the process environment.
 	LookupEnv func(string) (string, bool)
 	Environ   func() []string
+
+	// MaxTools bounds the tools read from one server's tools/list
+	// (MCP_MAX_TOOLS, default 1,000), and MaxToolPages the pages read to
+	// get them (MCP_MAX_TOOL_PAGES, default 100): a server that lists more,
+	// or pages without end, keeps the tools read so far and is reported
+	// (Status.Limits, the log).
+	MaxTools, MaxToolPages int
+	// MaxSchemaBytes bounds one tool's inputSchema and description
+	// together (MCP_MAX_SCHEMA_BYTES, default 64 KiB); MaxAgentSchemaBytes
+	// bounds those of all the MCP tools one agent may be offered
+	// (MCP_MAX_AGENT_SCHEMA_BYTES, default 256 KiB). Both are sent with
+	// every model request of the agent. A tool over either is skipped
+	// with the reason (Status.Skipped).
+	MaxSchemaBytes, MaxAgentSchemaBytes int
+}
+
+// The defaults of the limits of Config.
+const (
+	DefaultMaxTools            = 1000
+	DefaultMaxToolPages        = 100
+	DefaultMaxSchemaBytes      = 64 << 10
+	DefaultMaxAgentSchemaBytes = 256 << 10
+)
+
+// LimitsFromEnv returns cfg with its limits read from MCP_MAX_TOOLS,
+// MCP_MAX_TOOL_PAGES, MCP_MAX_SCHEMA_BYTES and MCP_MAX_AGENT_SCHEMA_BYTES
+// (positive whole numbers; unset ones keep cfg's). Every bad value is
+// reported.
+func LimitsFromEnv(cfg Config) (Config, error) {
+	var errs []error
+	for _, v := range []struct {
+		name string
+		dst  *int
+	}{
+		{"MCP_MAX_TOOLS", &cfg.MaxTools},
+		{"MCP_MAX_TOOL_PAGES", &cfg.MaxToolPages},
+		{"MCP_MAX_SCHEMA_BYTES", &cfg.MaxSchemaBytes},
+		{"MCP_MAX_AGENT_SCHEMA_BYTES", &cfg.MaxAgentSchemaBytes},
+	} {
+		raw := strings.TrimSpace(os.Getenv(v.name))
+		if raw == "" {
+			continue
+		}
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("%s: want a positive whole number, got %q", v.name, raw))
+			continue
+		}
+		*v.dst = n
+	}
+	return cfg, errors.Join(errs...)
 }
 
 func (c *Config) defaults() {
@@ -81,6 +147,18 @@ func (c *Config) defaults() {
 	}
 	if c.Environ == nil {
 		c.Environ = os.Environ
+	}
+	if c.MaxTools <= 0 {
+		c.MaxTools = DefaultMaxTools
+	}
+	if c.MaxToolPages <= 0 {
+		c.MaxToolPages = DefaultMaxToolPages
+	}
+	if c.MaxSchemaBytes <= 0 {
+		c.MaxSchemaBytes = DefaultMaxSchemaBytes
+	}
+	if c.MaxAgentSchemaBytes <= 0 {
+		c.MaxAgentSchemaBytes = DefaultMaxAgentSchemaBytes
 	}
 }
 
@@ -123,21 +201,28 @@ func (m *Manager) Add(scope string, servers mcpconfig.Servers) error {
 		return ErrClosed
 	}
 	for _, name := range servers.Names() {
-		k := key{scope, name}
-		if _, dup := m.byKey[k]; dup {
-			return fmt.Errorf("mcp: server %q is added twice", name)
+		if err := m.register(newServer(m, scope, name, servers[name])); err != nil {
+			return err
 		}
-		if scope != "" {
-			if _, global := m.byKey[key{"", name}]; global {
-				return fmt.Errorf("mcp: server %q of agent %q has the name of a server-wide MCP server", name, scope)
-			}
+	}
+	return nil
+}
+
+// register adds s, and starts it when the manager runs; m.mu is held.
+func (m *Manager) register(s *server) error {
+	k := key{s.scope, s.name}
+	if _, dup := m.byKey[k]; dup {
+		return fmt.Errorf("mcp: server %q is added twice", s.name)
+	}
+	if s.scope != "" {
+		if _, global := m.byKey[key{"", s.name}]; global {
+			return fmt.Errorf("mcp: server %q of agent %q has the name of a server-wide MCP server", s.name, s.scope)
 		}
-		s := newServer(m, scope, name, servers[name])
-		m.byKey[k] = s
-		m.servers = append(m.servers, s)
-		if m.started {
-			m.launch(s)
-		}
+	}
+	m.byKey[k] = s
+	m.servers = append(m.servers, s)
+	if m.started {
+		m.launch(s)
 	}
 	return nil
 }
@@ -184,9 +269,11 @@ func (m *Manager) WaitStarted(ctx context.Context) error {
 }
 
 // Close stops every server and waits for them: each child process has its
-// stdin closed, then gets SIGTERM after two seconds and SIGKILL (its whole
-// process group) when ctx ends or two more seconds passed, so that no
-// process outlives the runtime.
+// stdin closed, then gets SIGTERM after two seconds; a second later its
+// supervisor kills every process descended from it (without a supervisor,
+// its process group gets SIGKILL two seconds after SIGTERM), and whatever
+// is left when ctx ends is killed, so that no process outlives the
+// runtime.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {

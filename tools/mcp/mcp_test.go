@@ -39,7 +39,7 @@ func TestEverythingStdio(t *testing.T) {
 			t.Errorf("tools %v lack %s", st.Tools, want)
 		}
 	}
-	ts := m.Toolset(builtin(t), "agent", nil)
+	ts := m.Toolbox(builtin(t), "agent", nil)
 
 	specs := ts.Specs([]string{"everything__echo", "think", "everything__nope"})
 	if len(specs) != 2 || specs[0].Name != "everything__echo" || specs[1].Name != "think" {
@@ -118,7 +118,7 @@ func TestEverythingStdio(t *testing.T) {
 // notifications/tools/list_changed; the tool set follows.
 func TestListChangedFromServer(t *testing.T) {
 	m, _ := newManager(t, mcpconfig.Servers{"everything": everythingServer(t)})
-	ts := m.Toolset(builtin(t), "a", nil)
+	ts := m.Toolbox(builtin(t), "a", nil)
 	s := ts.servers["everything"]
 	waitFor(t, "the list_changed refresh", func() bool {
 		s.mu.Lock()
@@ -146,7 +146,7 @@ func TestEverythingStreamableHTTP(t *testing.T) {
 	if st.State != StateReady || st.Transport != mcpconfig.TransportHTTP {
 		t.Fatalf("status %+v", st)
 	}
-	ts := m.Toolset(builtin(t), "a", nil)
+	ts := m.Toolbox(builtin(t), "a", nil)
 	if res := call(ts, "web__echo", `{"message":"over http"}`); res.IsError || res.Content != "Echo: over http" {
 		t.Errorf("echo: %+v", res)
 	}
@@ -159,7 +159,7 @@ func TestFilesystemStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := newManager(t, mcpconfig.Servers{"fs": filesystemServer(t, dir)})
-	ts := m.Toolset(builtin(t), "a", nil)
+	ts := m.Toolbox(builtin(t), "a", nil)
 	if st := statusOf(m, "fs"); st.State != StateReady || !slices.Contains(st.Tools, "fs__read_text_file") {
 		t.Fatalf("status %+v", st)
 	}
@@ -185,7 +185,7 @@ func TestFilesystemStdio(t *testing.T) {
 // result, its tools are unavailable until the restart, and it comes back.
 func TestKilledMidCall(t *testing.T) {
 	m, _ := newManager(t, mcpconfig.Servers{"everything": everythingServer(t)})
-	ts := m.Toolset(builtin(t), "a", nil)
+	ts := m.Toolbox(builtin(t), "a", nil)
 	s := ts.servers["everything"]
 	s.mu.Lock()
 	pgid := s.pgid
@@ -228,7 +228,7 @@ func TestKilledMidCall(t *testing.T) {
 // stays up.
 func TestToolTimeout(t *testing.T) {
 	m, _ := newManager(t, mcpconfig.Servers{"everything": everythingServer(t)}, func(c *Config) { c.Timeout = 300 * time.Millisecond })
-	ts := m.Toolset(builtin(t), "a", nil)
+	ts := m.Toolbox(builtin(t), "a", nil)
 	res := call(ts, "everything__trigger-long-running-operation", `{"duration": 30, "steps": 3}`)
 	if !res.IsError || !strings.Contains(res.Content, "timed out after 300ms") {
 		t.Errorf("result %+v", res)
@@ -245,7 +245,7 @@ func TestToolTimeout(t *testing.T) {
 // ends the call at once.
 func TestTurnCancelled(t *testing.T) {
 	m, _ := newManager(t, mcpconfig.Servers{"everything": everythingServer(t)})
-	ts := m.Toolset(builtin(t), "a", nil)
+	ts := m.Toolbox(builtin(t), "a", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	res := ts.Execute(ctx, chat.ToolCall{ID: "c", Name: "everything__trigger-long-running-operation", Arguments: json.RawMessage(`{"duration": 30}`)})
@@ -309,7 +309,7 @@ func TestFailures(t *testing.T) {
 	if st.State == StateReady || !strings.Contains(st.Error, "/nonexistent/mcp-server") {
 		t.Errorf("missing: %+v", st)
 	}
-	ts := m.Toolset(builtin(t), "a", nil)
+	ts := m.Toolbox(builtin(t), "a", nil)
 	why, no := ts.Unavailable("missing__anything")
 	if !no || !strings.Contains(why, `tool "missing__anything" is not available now: MCP server "missing" is not running (`) {
 		t.Errorf("reason %q", why)
@@ -358,7 +358,7 @@ func TestToolRemoved(t *testing.T) {
 	if len(st.Skipped) != 1 || st.Skipped[0].Name != "bad.name" || !strings.Contains(st.Skipped[0].Reason, `"go__bad.name" breaks the providers' tool name rule`) {
 		t.Errorf("skipped %+v", st.Skipped)
 	}
-	ts := m.Toolset(builtin(t), "a", []string{"go__greet", "go__bye", "go__gone", "think"})
+	ts := m.Toolbox(builtin(t), "a", []string{"go__greet", "go__bye", "go__gone", "think"})
 	if res := call(ts, "go__greet", `{"name":"Ada"}`); res.IsError || res.Content != "hello Ada" {
 		t.Errorf("greet: %+v", res)
 	}
@@ -393,7 +393,7 @@ func TestNewestProtocol(t *testing.T) {
 	if st.State != StateReady || st.ProtocolVersion != "2026-07-28" {
 		t.Fatalf("status %+v", st)
 	}
-	ts := m.Toolset(builtin(t), "a", nil)
+	ts := m.Toolbox(builtin(t), "a", nil)
 	if res := call(ts, "go__greet", `{"name":"Bo"}`); res.IsError || res.Content != "hello Bo" {
 		t.Errorf("greet: %+v", res)
 	}
@@ -410,7 +410,7 @@ func TestScopes(t *testing.T) {
 	if err := m.Add("agent-b", mcpconfig.Servers{"shared": {URL: url}}); err == nil || !strings.Contains(err.Error(), "has the name of a server-wide MCP server") {
 		t.Errorf("err %v", err)
 	}
-	a, b := m.Toolset(builtin(t), "agent-a", nil), m.Toolset(builtin(t), "agent-b", nil)
+	a, b := m.Toolbox(builtin(t), "agent-a", nil), m.Toolbox(builtin(t), "agent-b", nil)
 	if len(a.Status()) != 2 || len(b.Status()) != 1 {
 		t.Errorf("a sees %d servers, b %d", len(a.Status()), len(b.Status()))
 	}
@@ -418,10 +418,10 @@ func TestScopes(t *testing.T) {
 		t.Error("agent-b may use agent-a's server")
 	}
 	// With its nodes, an agent gets the server-wide servers it names only.
-	if sts := m.Toolset(builtin(t), "agent-a", []string{"own__greet", "think"}).Status(); len(sts) != 1 || sts[0].Name != "own" {
+	if sts := m.Toolbox(builtin(t), "agent-a", []string{"own__greet", "think"}).Status(); len(sts) != 1 || sts[0].Name != "own" {
 		t.Errorf("agent-a naming only its own server's tool sees %+v", sts)
 	}
-	if sts := m.Toolset(builtin(t), "agent-c", []string{"think"}).Status(); len(sts) != 0 {
+	if sts := m.Toolbox(builtin(t), "agent-c", []string{"think"}).Status(); len(sts) != 0 {
 		t.Errorf("an agent naming no MCP tool sees %+v", sts)
 	}
 }

@@ -2,8 +2,13 @@
 
 package mcp
 
-import "os/exec"
+import (
+	"os/exec"
+	"time"
+)
 
 func setProcAttr(*exec.Cmd) {}
 
 func killGroup(int) {}
+
+func waitGroupGone(int, time.Duration) {}

@@ -5,6 +5,7 @@ package mcp
 import (
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // setProcAttr puts a stdio server in a process group of its own, so that
@@ -21,3 +22,10 @@ func setProcAttr(cmd *exec.Cmd) {
 
 // killGroup sends SIGKILL to every process left in the group.
 func killGroup(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
+
+// waitGroupGone waits up to d for the group to have no process left.
+func waitGroupGone(pgid int, d time.Duration) {
+	for deadline := time.Now().Add(d); syscall.Kill(-pgid, 0) == nil && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}

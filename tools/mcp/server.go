@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -26,7 +27,8 @@ const (
 	// StateReady: connected; its tools can be offered.
 	StateReady = "ready"
 	// StateRestarting: it failed to start or died; it is started again
-	// after a backoff.
+	// after a backoff, and stays restarting, with the reason, while it
+	// starts again.
 	StateRestarting = "restarting"
 	// StateFailed: its configuration cannot be used (a ${VAR} is not set);
 	// it is never started.
@@ -40,8 +42,9 @@ const (
 const stableAfter = time.Minute
 
 // terminateAfter is how long a closing child process has, after its stdin
-// was closed, before SIGTERM; SIGKILL of its process group follows as long
-// after that (see Manager.Close).
+// was closed, before SIGTERM; its supervisor kills its tree termGrace after
+// that, and the SDK's SIGKILL follows terminateAfter after SIGTERM (see
+// Manager.Close).
 const terminateAfter = 2 * time.Second
 
 // server is one configured MCP server and its supervisor.
@@ -50,6 +53,7 @@ type server struct {
 	scope, name string
 	transport   string
 	cfg         mcpconfig.Server // expanded
+	inProcess   *sdk.Server      // the server of TransportInProcess
 	cfgErr      error
 	log         *slog.Logger
 	client      *sdk.Client
@@ -70,6 +74,19 @@ type server struct {
 	lists    int // tool lists read, for tests
 	pgid     int // the stdio child's process group, 0 when none
 	stderr   *tail
+
+	// limits are the limits its tool list is over (Status.Limits).
+	limits []string
+	// lifeline is the writer of the stdio child's supervisor's lifeline
+	// (see supervised); closing it ends the child's tree.
+	lifeline *os.File
+	// oversize are the tools of the tool list being read that were over
+	// MaxSchemaBytes, by name, with their weight (see lightReader).
+	oversize map[string]int
+	// calls are the result limits of the stdio child's tools/calls whose
+	// answer is awaited, by JSON-RPC id (see callConn); nil without a
+	// stdio connection.
+	calls map[string]int
 }
 
 func newServer(m *Manager, scope, name string, cfg mcpconfig.Server) *server {
@@ -136,7 +153,6 @@ func (s *server) supervise(ctx context.Context) {
 			s.setState(StateStopped, nil)
 			return
 		}
-		s.markFirst()
 		if time.Since(began) >= stableAfter {
 			backoff = cfg.MinBackoff
 		}
@@ -144,6 +160,8 @@ func (s *server) supervise(ctx context.Context) {
 		s.restarts++
 		s.mu.Unlock()
 		s.setState(StateRestarting, err)
+		// After the state: WaitStarted's callers read it.
+		s.markFirst()
 		s.log.Warn("MCP server unavailable; its tools are not offered until it is back", "err", err, "retry_in", backoff)
 		select {
 		case <-time.After(backoff):
@@ -158,7 +176,14 @@ func (s *server) supervise(ctx context.Context) {
 // start connects (starting the process for stdio), negotiates the protocol
 // and reads the tool list, within StartTimeout.
 func (s *server) start(ctx context.Context) (*sdk.ClientSession, error) {
-	s.setState(StateStarting, nil)
+	s.mu.Lock()
+	retry := s.state == StateRestarting
+	s.mu.Unlock()
+	if !retry {
+		// A retry stays restarting, with the reason of its last failure,
+		// until it is ready or fails again.
+		s.setState(StateStarting, nil)
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.m.cfg.StartTimeout)
 	defer cancel()
 	t, err := s.newTransport()
@@ -212,22 +237,65 @@ func (s *server) serve(ctx context.Context, sess *sdk.ClientSession) error {
 	}
 }
 
-// refresh reads the tool list and installs it.
+// refresh reads the tool list and installs it. It reads at most
+// MaxToolPages pages and MaxTools tools, and stops at a cursor it was
+// given before: a server that lists more, or pages without end, keeps the
+// tools read so far and is reported (Status.Limits and the log).
 func (s *server) refresh(ctx context.Context, sess *sdk.ClientSession) error {
-	var list []*sdk.Tool
-	for t, err := range sess.Tools(ctx, nil) {
+	cfg := s.m.cfg
+	s.mu.Lock()
+	s.oversize = nil
+	s.mu.Unlock()
+	list := s.newToolList()
+	var (
+		limits  []string
+		listed  int
+		cursors = map[string]bool{}
+		params  = &sdk.ListToolsParams{}
+	)
+	for pages := 1; ; pages++ {
+		res, err := sess.ListTools(ctx, params)
 		if err != nil {
 			return err
 		}
-		list = append(list, t)
+		over := false
+		for _, t := range res.Tools {
+			if listed == cfg.MaxTools {
+				over = true
+				break
+			}
+			listed++
+			list.add(t)
+		}
+		next := res.NextCursor
+		if over || next != "" && listed == cfg.MaxTools {
+			limits = append(limits, fmt.Sprintf("it lists more than %d tools (MCP_MAX_TOOLS): the first %d were read, the rest are skipped", cfg.MaxTools, cfg.MaxTools))
+			break
+		}
+		if next == "" {
+			break
+		}
+		if pages == cfg.MaxToolPages {
+			limits = append(limits, fmt.Sprintf("its tool list goes on past %d pages (MCP_MAX_TOOL_PAGES): the %d tools of those pages were read, the rest are skipped", cfg.MaxToolPages, listed))
+			break
+		}
+		if cursors[next] {
+			limits = append(limits, fmt.Sprintf("its tool list pages in a loop (a cursor came back after %d pages): the %d tools read until then are kept", pages, listed))
+			break
+		}
+		cursors[next] = true
+		params = &sdk.ListToolsParams{Cursor: next}
 	}
-	reg, skipped := s.buildTools(list)
+	reg := list.registry()
 	s.mu.Lock()
 	old := s.reg
-	s.reg, s.skipped = reg, skipped
+	s.reg, s.skipped, s.limits = reg, list.skipped, limits
 	s.lists++
 	s.mu.Unlock()
-	for _, sk := range skipped {
+	for _, l := range limits {
+		s.log.Warn("MCP server over a limit", "limit", l)
+	}
+	for _, sk := range list.skipped {
 		s.log.Warn("MCP tool skipped", "tool", sk.Name, "reason", sk.Reason)
 	}
 	if old != nil {
@@ -288,7 +356,9 @@ func (s *server) setState(state string, err error) {
 	}
 }
 
-// current returns the live session and tools, or why there are none.
+// current returns the live session and tools, or why there are none. The
+// reason reaches the model and the client, so the host's paths in the
+// server's error (its command, its stderr) are hidden.
 func (s *server) current() (*sdk.ClientSession, *tools.Registry, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -297,7 +367,7 @@ func (s *server) current() (*sdk.ClientSession, *tools.Registry, string) {
 	}
 	why := fmt.Sprintf("MCP server %q is not running (%s", s.name, s.state)
 	if s.err != "" {
-		why += ": " + firstLine(s.err)
+		why += ": " + tools.HidePaths(firstLine(s.err))
 	}
 	return nil, nil, why + ")"
 }
@@ -321,15 +391,33 @@ func (s *server) newTransport() (sdk.Transport, error) {
 	switch s.transport {
 	case mcpconfig.TransportStdio:
 		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+		if cmd.Err != nil {
+			return nil, cmd.Err // not found in PATH
+		}
 		cmd.Dir = s.cfg.Cwd
 		cmd.Env = childEnv(s.m.cfg.Environ(), s.cfg.Env)
 		st := newTail(2048)
 		cmd.Stderr = st
-		setProcAttr(cmd)
+		t := &stdioTransport{s: s, cmd: cmd}
+		if sup, lifeline, childEnd, err := supervised(cmd); err == nil {
+			t.cmd, t.lifeline, t.childEnd = sup, lifeline, childEnd
+		} else {
+			if !errors.Is(err, errNoSupervisor) {
+				s.log.Warn("MCP server started without its supervisor: processes it starts in sessions of their own may outlive it", "err", err)
+			}
+			setProcAttr(cmd)
+		}
 		s.mu.Lock()
 		s.stderr = st
 		s.mu.Unlock()
-		return &groupTransport{s: s, CommandTransport: sdk.CommandTransport{Command: cmd, TerminateDuration: terminateAfter}}, nil
+		return t, nil
+	case TransportInProcess:
+		client, srv := sdk.NewInMemoryTransports()
+		// The server's session ends when the client closes the pipe.
+		if _, err := s.inProcess.Connect(context.Background(), srv, nil); err != nil {
+			return nil, err
+		}
+		return client, nil
 	case mcpconfig.TransportHTTP:
 		return &sdk.StreamableClientTransport{
 			Endpoint:   s.cfg.URL,
@@ -340,31 +428,24 @@ func (s *server) newTransport() (sdk.Transport, error) {
 	return nil, fmt.Errorf("server %q has no transport", s.name)
 }
 
-// groupTransport records the child's process group once it started, so
-// that Close can end its children too (npx, shells and wrappers start the
-// real server as a grandchild).
-type groupTransport struct {
-	s *server
-	sdk.CommandTransport
-}
+// errNoSupervisor: the platform has no supervisor for stdio servers.
+var errNoSupervisor = errors.New("no supervisor on this platform")
 
-func (t *groupTransport) Connect(ctx context.Context) (sdk.Connection, error) {
-	conn, err := t.CommandTransport.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t.s.mu.Lock()
-	t.s.pgid = t.Command.Process.Pid
-	t.s.mu.Unlock()
-	return conn, nil
-}
-
-// killGroup kills what is left of the stdio child's process group.
+// killGroup ends what is left of the stdio child: its supervisor, told by
+// its lifeline closing, ends every process descended from the server, and
+// whatever is still in the child's process group a moment later is
+// killed.
 func (s *server) killGroup() {
 	s.mu.Lock()
-	pgid := s.pgid
-	s.pgid = 0
+	pgid, lifeline := s.pgid, s.lifeline
+	s.pgid, s.lifeline = 0, nil
 	s.mu.Unlock()
+	if lifeline != nil {
+		lifeline.Close()
+		// Killing the group at once could kill the supervisor before it
+		// ended the processes outside the group.
+		waitGroupGone(pgid, time.Second)
+	}
 	if pgid > 0 {
 		killGroup(pgid)
 	}

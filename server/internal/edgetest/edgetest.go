@@ -56,17 +56,17 @@ func Start(t testing.TB, o Options) *Server {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Dir(file)
-	var loaded []*template.Agent
+	var loaded []*template.Loaded
 	for _, d := range []string{filepath.Join(dir, "..", "..", "testdata", "templates"), filepath.Join(dir, "testdata", "templates")} {
 		results, err := template.LoadPath(d, template.Config{Provided: reg.Names()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range results {
-			if r.Agent == nil {
+			if r.Loaded == nil {
 				t.Fatalf("template %s did not load: %v", r.File, r.Diagnostics)
 			}
-			loaded = append(loaded, r.Agent)
+			loaded = append(loaded, r.Loaded)
 		}
 	}
 	model := o.Model
