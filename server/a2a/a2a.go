@@ -325,6 +325,11 @@ func (e *Edge) invoke(ctx context.Context, c call, emit func(StreamResponse) boo
 		if err := decodeParams(c.params, &p); err != nil {
 			return nil, err
 		}
+		if p.Configuration != nil {
+			if err := checkHistoryLength(p.Configuration.HistoryLength, "configuration.historyLength"); err != nil {
+				return nil, err
+			}
+		}
 		if c.method == "SendStreamingMessage" {
 			return nil, e.sendStream(ctx, c, &p, emit)
 		}
@@ -334,7 +339,10 @@ func (e *Edge) invoke(ctx context.Context, c call, emit func(StreamResponse) boo
 		if err := decodeParams(c.params, &p); err != nil {
 			return nil, err
 		}
-		return e.getTask(ctx, c.owner, p.ID)
+		if err := checkHistoryLength(p.HistoryLength, "historyLength"); err != nil {
+			return nil, err
+		}
+		return e.getTask(ctx, c.owner, p.ID, p.HistoryLength)
 	case "CancelTask":
 		var p taskRequest
 		if err := decodeParams(c.params, &p); err != nil {
@@ -594,27 +602,44 @@ func (e *Edge) watch(owner string, st *started) {
 	e.notify(ctx, owner, rec.Task)
 }
 
-// send serves SendMessage: the task once its turn ended (or at once with
-// configuration.returnImmediately).
+// send serves SendMessage: the task once its turn ended or needs input,
+// or, with configuration.returnImmediately, the working task at once while
+// its turn runs on (GetTask, SubscribeToTask and CancelTask then see it).
 func (e *Edge) send(ctx context.Context, c call, p *SendMessageRequest) (any, *rpcError) {
 	st, err := e.begin(ctx, c, p)
 	if err != nil {
 		return nil, err
 	}
-	if p.Configuration != nil && p.Configuration.ReturnImmediately {
-		return map[string]any{"task": st.rec.Task}, nil
+	var limit *int
+	if cfg := p.Configuration; cfg != nil {
+		limit = cfg.HistoryLength
+		if cfg.ReturnImmediately {
+			return map[string]any{"task": trimHistory(st.rec.Task, limit)}, nil
+		}
 	}
 	select {
 	case <-st.done:
-		return map[string]any{"task": trimHistory(st.final, p.Configuration)}, nil
+		return map[string]any{"task": trimHistory(st.final, limit)}, nil
 	case <-ctx.Done():
 		return nil, errf(codeInternal, "the client went away")
 	}
 }
 
-func trimHistory(t Task, cfg *SendMessageConfiguration) Task {
-	if cfg != nil && cfg.HistoryLength != nil && *cfg.HistoryLength >= 0 && len(t.History) > *cfg.HistoryLength {
-		t.History = t.History[len(t.History)-*cfg.HistoryLength:]
+// checkHistoryLength refuses a negative historyLength; field names it in
+// the error.
+func checkHistoryLength(n *int, field string) *rpcError {
+	if n != nil && *n < 0 {
+		return errf(codeInvalidParams, "%s must not be negative, not %d (0 asks for no history, absent for all of it)", field, *n)
+	}
+	return nil
+}
+
+// trimHistory keeps the limit most recent messages of t's history (all of
+// them when limit is nil); the specification's historyLength: the server
+// must not return more than asked, and 0 omits the history.
+func trimHistory(t Task, limit *int) Task {
+	if limit != nil && *limit >= 0 && len(t.History) > *limit {
+		t.History = t.History[len(t.History)-*limit:]
 	}
 	return t
 }
@@ -649,8 +674,9 @@ func relay(k *tracker, events iter.Seq2[chat.Event, error], emit func(StreamResp
 	return nil
 }
 
-// getTask serves GetTask.
-func (e *Edge) getTask(ctx context.Context, owner, id string) (any, *rpcError) {
+// getTask serves GetTask: the task with at most historyLength messages of
+// its history (nil: all).
+func (e *Edge) getTask(ctx context.Context, owner, id string, historyLength *int) (any, *rpcError) {
 	rec, err := e.tasks.get(ctx, owner, id)
 	if err != nil {
 		return nil, e.storeErr(err, id)
@@ -661,7 +687,7 @@ func (e *Edge) getTask(ctx context.Context, owner, id string) (any, *rpcError) {
 			rec = e.settled(ctx, owner, rec, 2*time.Second)
 		}
 	}
-	return rec.Task, nil
+	return trimHistory(rec.Task, historyLength), nil
 }
 
 // settled reads the task again until it is no longer working, for up to

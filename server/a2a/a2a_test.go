@@ -121,27 +121,7 @@ func TestSendGetAndContinueContext(t *testing.T) {
 func TestStreamFollowsTheTurn(t *testing.T) {
 	s := start(t)
 	res := post(t, s.URL+"/a2a/explorer", "", `{"jsonrpc":"2.0","id":"s1","method":"SendStreamingMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"explore options for an offsite"}]}}}`)
-	defer res.Body.Close()
-	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Fatalf("content type %q", ct)
-	}
-	var events []a2a.StreamResponse
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var r struct {
-			ID     string             `json:"id"`
-			Result a2a.StreamResponse `json:"result"`
-		}
-		if err := json.Unmarshal([]byte(line), &r); err != nil || r.ID != "s1" {
-			t.Fatalf("frame %s: %v", line, err)
-		}
-		events = append(events, r.Result)
-	}
+	events := events(t, res, "s1")
 	if len(events) < 3 || events[0].Task == nil || events[0].Task.Status.State != a2a.StateWorking {
 		t.Fatalf("first event is not the working task: %+v", events[:min(len(events), 1)])
 	}
@@ -178,20 +158,7 @@ func TestApprovalIsInputRequired(t *testing.T) {
 	if tk.Status.State != a2a.StateInputRequired || tk.Status.Message == nil {
 		t.Fatalf("state %s", tk.Status.State)
 	}
-	var ids []string
-	for _, p := range tk.Status.Message.Parts {
-		var d struct {
-			Approvals []struct{ ID, ToolName string }
-		}
-		if json.Unmarshal(p.Data, &d) == nil {
-			for _, a := range d.Approvals {
-				if a.ToolName != "think" {
-					t.Fatalf("approval of %q", a.ToolName)
-				}
-				ids = append(ids, a.ID)
-			}
-		}
-	}
+	ids := approvalIDs(t, tk, "think")
 	if len(ids) != 1 {
 		t.Fatalf("approvals %v", ids)
 	}
@@ -213,6 +180,133 @@ func TestApprovalIsInputRequired(t *testing.T) {
 	c := rpc(t, s.URL+"/a2a", "", "CancelTask", map[string]any{"id": tk.ID})
 	if c.Error == nil || c.Error.Code != -32002 {
 		t.Fatalf("cancelling a completed task: %+v", c)
+	}
+}
+
+// approvalIDs reads the ids of the calls an input-required task waits
+// for, each a call of tool.
+func approvalIDs(t *testing.T, tk a2a.Task, tool string) []string {
+	t.Helper()
+	var ids []string
+	for _, p := range tk.Status.Message.Parts {
+		var d struct {
+			Approvals []struct{ ID, ToolName string }
+		}
+		if json.Unmarshal(p.Data, &d) == nil {
+			for _, a := range d.Approvals {
+				if a.ToolName != tool {
+					t.Fatalf("approval of %q", a.ToolName)
+				}
+				ids = append(ids, a.ID)
+			}
+		}
+	}
+	return ids
+}
+
+// events reads the StreamResponses of a JSON-RPC stream whose id is id.
+func events(t *testing.T, res *http.Response, id string) []a2a.StreamResponse {
+	t.Helper()
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	var out []a2a.StreamResponse
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var r struct {
+			ID     string             `json:"id"`
+			Result a2a.StreamResponse `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.ID != id {
+			t.Fatalf("frame %s: %v", line, err)
+		}
+		out = append(out, r.Result)
+	}
+	return out
+}
+
+// A SendMessage with returnImmediately answers the working task at once;
+// its turn runs on, and GetTask and SubscribeToTask follow it to its end.
+func TestReturnImmediatelyRunsOn(t *testing.T) {
+	e, _ := a2a.New(a2a.Config{})
+	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{e}, Delay: 5 * time.Millisecond})
+	tk := task(t, rpc(t, s.URL+"/a2a/explorer", "", "SendMessage", map[string]any{"message": message("explore options for an offsite", nil),
+		"configuration": map[string]any{"returnImmediately": true, "historyLength": 0}}))
+	if tk.Status.State != a2a.StateWorking || len(tk.History) != 0 || len(tk.Artifacts) != 0 {
+		t.Fatalf("answered %s with %d history messages and %d artifacts", tk.Status.State, len(tk.History), len(tk.Artifacts))
+	}
+	if got := task(t, rpc(t, s.URL+"/a2a", "", "GetTask", map[string]any{"id": tk.ID})); got.Status.State != a2a.StateWorking || len(got.History) != 1 {
+		t.Fatalf("GetTask while it runs: %s, %d history messages", got.Status.State, len(got.History))
+	}
+	evs := events(t, post(t, s.URL+"/a2a", "", `{"jsonrpc":"2.0","id":"sub","method":"SubscribeToTask","params":{"id":"`+tk.ID+`"}}`), "sub")
+	if len(evs) < 2 || evs[0].Task == nil || evs[0].Task.ID != tk.ID {
+		t.Fatalf("the subscription does not begin with the task: %d events", len(evs))
+	}
+	if last := evs[len(evs)-1]; last.StatusUpdate == nil || last.StatusUpdate.Status.State != a2a.StateCompleted {
+		t.Fatalf("the subscription's last event: %+v", last)
+	}
+	done := task(t, rpc(t, s.URL+"/a2a", "", "GetTask", map[string]any{"id": tk.ID}))
+	if done.Status.State != a2a.StateCompleted || answerText(done) == "" {
+		t.Fatalf("GetTask after the turn: %s %q", done.Status.State, answerText(done))
+	}
+}
+
+// historyLength bounds the history GetTask and SendMessage answer: the
+// most recent messages, none for 0, all when absent.
+func TestHistoryLength(t *testing.T) {
+	s := start(t)
+	tk := task(t, rpc(t, s.URL+"/a2a/gatekeeper", "", "SendMessage", map[string]any{"message": message("think about tea", nil)}))
+	ans := message("ok", map[string]any{"taskId": tk.ID})
+	ans["parts"] = []any{map[string]any{"data": map[string]any{"approvals": []any{map[string]any{"id": approvalIDs(t, tk, "think")[0], "approved": true}}}}}
+	done := task(t, rpc(t, s.URL+"/a2a/gatekeeper", "", "SendMessage", map[string]any{"message": ans, "configuration": map[string]any{"historyLength": 1}}))
+	if done.Status.State != a2a.StateCompleted || len(done.History) != 1 || done.History[0].MessageID != "m-ok" {
+		t.Fatalf("SendMessage with historyLength 1: %s, history %+v", done.Status.State, done.History)
+	}
+	for _, tc := range []struct {
+		params map[string]any
+		want   []string
+	}{
+		{map[string]any{"id": tk.ID}, []string{"m-think about tea", "m-ok"}},
+		{map[string]any{"id": tk.ID, "historyLength": 5}, []string{"m-think about tea", "m-ok"}},
+		{map[string]any{"id": tk.ID, "historyLength": 1}, []string{"m-ok"}},
+		{map[string]any{"id": tk.ID, "historyLength": 0}, nil},
+	} {
+		got := task(t, rpc(t, s.URL+"/a2a", "", "GetTask", tc.params))
+		var ids []string
+		for _, m := range got.History {
+			ids = append(ids, m.MessageID)
+		}
+		if strings.Join(ids, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("GetTask %v: history %v, want %v", tc.params, ids, tc.want)
+		}
+	}
+	res, err := http.Get(s.URL + "/a2a/gatekeeper/tasks/" + tk.ID + "?historyLength=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got a2a.Task
+	json.NewDecoder(res.Body).Decode(&got)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || len(got.History) != 1 {
+		t.Fatalf("HTTP+JSON GetTask ?historyLength=1: %d, %d messages", res.StatusCode, len(got.History))
+	}
+	if res, err = http.Get(s.URL + "/a2a/gatekeeper/tasks/" + tk.ID + "?historyLength=many"); err != nil || res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("HTTP+JSON GetTask ?historyLength=many: %v %v", res.StatusCode, err)
+	}
+	res.Body.Close()
+	for method, params := range map[string]map[string]any{
+		"GetTask":     {"id": tk.ID, "historyLength": -1},
+		"SendMessage": {"message": message("[offline:echo] hi", map[string]any{"metadata": map[string]any{"agent": "plain"}}), "configuration": map[string]any{"historyLength": -1}},
+	} {
+		if r := rpc(t, s.URL+"/a2a", "", method, params); r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "historyLength") {
+			t.Errorf("%s with historyLength -1: %+v", method, r.Error)
+		}
 	}
 }
 

@@ -227,7 +227,16 @@ func (e *Edge) rest(w http.ResponseWriter, r *http.Request, agentID, sub string)
 		id, verb, _ := strings.Cut(id, ":")
 		switch {
 		case rest == "" && verb == "" && r.Method == http.MethodGet:
-			c.method, params = "GetTask", taskRequest{ID: id}
+			p := taskRequest{ID: id}
+			if v := r.URL.Query().Get("historyLength"); v != "" {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					restRPCError(w, errf(codeInvalidParams, "historyLength must be an integer, not %q", clip(v)))
+					return
+				}
+				p.HistoryLength = &n
+			}
+			c.method, params = "GetTask", p
 		case rest == "" && verb == "cancel" && r.Method == http.MethodPost:
 			c.method, params = "CancelTask", taskRequest{ID: id}
 		case rest == "" && verb == "subscribe" && (r.Method == http.MethodPost || r.Method == http.MethodGet):
