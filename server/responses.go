@@ -884,3 +884,14 @@ func (s *Server) getResponse(c *gin.Context) {
 		c.Data(http.StatusOK, "application/json", rec.Response)
 	}
 }
+
+// responseWebhook calls the server's webhook with a background response's
+// final object once its run ends.
+func (s *Server) responseWebhook(run *responseRun) {
+	s.recorders.Add(1)
+	go func() {
+		defer s.recorders.Done()
+		<-run.done
+		s.callWebhook(s.cfg.WebhookURL, webhookEvent{Type: "response.completed", Timestamp: time.Now().UTC(), Data: json.RawMessage(run.final)})
+	}()
+}

@@ -25,8 +25,11 @@
 //     mirror, reading another replica's turn, stopping a turn anywhere,
 //     recovering an abandoned one).
 //   - run.go: starting a turn and running it into its log.
-//   - stream.go: a connection's SSE stream from a turn's log, through r3labs.
-//   - the routes: chat.go (POST /api/chat, approvals), sessions.go and
+//   - stream.go: a connection's SSE stream from a turn's log, through r3labs;
+//     idempotency.go: a retried request given the turn it started;
+//     busy.go: a message for a busy session queued, or interrupting.
+//   - the routes: chat.go (POST /api/chat, approvals), webhook.go (background
+//     runs, their status and webhooks), sessions.go and
 //     resume.go (/api/sessions), info.go (/api/agents), client.go, openai.go,
 //     responses.go and responses_extra.go (/v1), edge.go (the turns of the
 //     edges), openapi.go.

@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -265,15 +264,4 @@ func turnStatusOf(done bool) string {
 		return "finished"
 	}
 	return "running"
-}
-
-// responseWebhook calls the server's webhook with a background response's
-// final object once its run ends.
-func (s *Server) responseWebhook(run *responseRun) {
-	s.recorders.Add(1)
-	go func() {
-		defer s.recorders.Done()
-		<-run.done
-		s.callWebhook(s.cfg.WebhookURL, webhookEvent{Type: "response.completed", Timestamp: time.Now().UTC(), Data: json.RawMessage(run.final)})
-	}()
 }
