@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"io"
@@ -60,4 +61,20 @@ func ExampleServer_APIHandler() {
 	// Output:
 	// /chat/api/agents 200 OK {"agents":[{"id":"helper","name":"Helper","description":"","tags":[],"chatPrompts":[],"initialMessages":[],"model":{"provider":"offline","model":"offline-scripted"},"offline":true,"hasOrchestration":false}]}
 	// /chat/healthz 404 Not Found {"error":{"code":"not_found","message":"no endpoint GET /chat/healthz"}}
+}
+
+// A webhook receiver checks a background run's call: it signs the call's
+// webhook-id, webhook-timestamp and body with WEBHOOK_SECRET as the server
+// did, and compares the result with the webhook-signature header in
+// constant time (hmac.Equal).
+func ExampleSignWebhook() {
+	key := []byte("the deployment's WEBHOOK_SECRET")
+	id, ts := "msg_2f6c0e1a", int64(1767225600)
+	body := []byte(`{"type":"turn.completed","data":{"status":"completed"}}`)
+	received := "v1,6kP83VdpHdrZEgsblrMS7RHnfkRugMUAsI6xtWJ7/zA=" // the webhook-signature header
+	fmt.Println(server.SignWebhook(key, id, ts, body))
+	fmt.Println(hmac.Equal([]byte(received), []byte(server.SignWebhook(key, id, ts, body))))
+	// Output:
+	// v1,6kP83VdpHdrZEgsblrMS7RHnfkRugMUAsI6xtWJ7/zA=
+	// true
 }
