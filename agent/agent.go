@@ -41,7 +41,22 @@ var (
 	// ErrNotLastMessage: Regenerate named a message that is not the
 	// session's last user message; only the last answer can be replaced.
 	ErrNotLastMessage = errors.New("only the answer to the session's last user message can be regenerated")
+	// ErrDuplicate: the turn's idempotency key (WithRequest) already
+	// started a turn on the session; a *DuplicateError names it.
+	ErrDuplicate = errors.New("this request already started a turn on the session")
 )
+
+// DuplicateError is the ErrDuplicate of a turn whose idempotency key the
+// session already keeps: Request names the turn it started, which a
+// client's retry is to be given (its stream, or its stored answer)
+// instead of a second turn.
+type DuplicateError struct{ Request session.Request }
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("%s: turn %s", ErrDuplicate, e.Request.Turn)
+}
+
+func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
 
 // ModelFactory returns the model for a template.
 type ModelFactory func(t *template.Template) (llmorch.Model, error)
@@ -317,7 +332,20 @@ type options struct {
 	attachments  []chat.Attachment
 	results      []chat.ToolResult
 	compacted    []chat.Message
+	// request is the turn's idempotency key (WithRequest).
+	request string
 }
+
+// WithRequest gives the turn an idempotency key (a client's
+// Idempotency-Key, the AI SDK's user message ID): the turn's first write
+// records it in the session with the message, atomically
+// (session.WithRequest), and a turn with a key the session already keeps
+// does not start: Run yields a *DuplicateError naming the turn the key
+// started. A client retrying a request whose reply it lost (its
+// connection, or the replica serving it, died) thus never runs the turn,
+// nor stores its message, twice. Keys are kept for the session's lifetime,
+// the latest session.MaxRequests of them.
+func WithRequest(key string) Option { return func(o *options) { o.request = key } }
 
 // WithTurnID names the turn (its stream's ID, for example), so that a
 // turn that dies can be recovered from what it streamed under that name
@@ -662,6 +690,11 @@ func (n *Agent) checkMessage(message string) error {
 // results ("the user sent a new message") are recorded before it, in the
 // same write, so the model hears why they did not run.
 func (n *Agent) startTurn(ctx context.Context, key, message string, sess session.Session, o options) (turnStart, error) {
+	if o.request != "" {
+		if r, ok := sess.RequestOf(o.request); ok {
+			return turnStart{}, &DuplicateError{Request: r}
+		}
+	}
 	engine := n.Engine()
 	window := n.historyWindow()
 	compacts := n.compacts()
@@ -684,6 +717,9 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 	}
 	denials = append(results, denials...)
 	opts := []session.UpdateOption{session.WithTurn(o.turnID)}
+	if o.request != "" {
+		opts = append(opts, session.WithRequest(o.request, o.turnID))
+	}
 	if compacts {
 		// The summary and the turns after it: the model's view, whatever
 		// the session's length.

@@ -11,7 +11,10 @@
 // started through sh -c runs with a setsid daemon (no process left).
 // quota_test.go floods the runtime as one API key would: sessions past the
 // key's quota (another key's stay readable), and wrong keys from one
-// address.
+// address. durable_test.go retries: the same AI SDK body on two replicas,
+// and again after its replica was SIGKILLed (one turn, one model call);
+// busy sessions on two replicas (enqueue, interrupt); a background run's
+// signed webhook retried after a 500.
 //
 // The package has no code of its own: only tests and their harness
 // (harness_test.go). The fast tests run in `go test ./faults/`; the slow

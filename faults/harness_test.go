@@ -332,7 +332,13 @@ func chat(t testing.TB, base, agent, sessionID, message string) *stream {
 // and Body set and no frames.
 func tryChat(t testing.TB, base, agent, sessionID, message string) *stream {
 	t.Helper()
-	body, _ := json.Marshal(map[string]string{"message": message, "sessionId": sessionID})
+	return tryChatBusy(t, base, agent, sessionID, message, "")
+}
+
+// tryChatBusy is tryChat with a busy policy ("": the server's default).
+func tryChatBusy(t testing.TB, base, agent, sessionID, message, busy string) *stream {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"message": message, "sessionId": sessionID, "busy": busy})
 	req, err := http.NewRequest(http.MethodPost, base+"/api/chat/"+agent, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

@@ -100,7 +100,7 @@ func TestReplicaResume(t *testing.T) {
 }
 
 // TestReplicaOneTurnAtATime: while a turn runs on A, a message for the same
-// session on B is refused with 409 session_busy (the lease holds across
+// session on B sent with busy reject is refused with 409 session_busy (the lease holds across
 // processes), B reports the turn running, and B takes the next message once
 // the turn ended.
 func TestReplicaOneTurnAtATime(t *testing.T) {
@@ -111,7 +111,7 @@ func TestReplicaOneTurnAtATime(t *testing.T) {
 	s := chat(t, a.URL(), agentID, sid, "a long one")
 	s.Until("text-delta", 10*time.Second)
 
-	busy := tryChat(t, b.URL(), agentID, sid, "meanwhile")
+	busy := tryChatBusy(t, b.URL(), agentID, sid, "meanwhile", "reject")
 	if busy.Status != http.StatusConflict || !strings.Contains(busy.Body, "session_busy") {
 		t.Fatalf("a second turn on B while A runs one: %d %s, want 409 session_busy", busy.Status, busy.Body)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
 	"github.com/gin-gonic/gin"
 )
 
@@ -39,14 +40,15 @@ func chatSession(r *http.Request, body *wire.ChatRequest) (string, *apiError) {
 func (s *Server) postChat(c *gin.Context) {
 	// The stream is served from a frame of its own: startChat's request
 	// body and options are gone from the stack the handler waits on.
-	if t := s.startChat(c); t != nil {
-		s.streamTurn(c, t, 0)
+	if src := s.startChat(c); src != nil {
+		s.streamTurn(c, src, 0)
 	}
 }
 
 // startChat starts the turn a chat request asks for, or answers the
-// request (nil).
-func (s *Server) startChat(c *gin.Context) *turn {
+// request (nil). A request whose idempotency key (idempotencyKey) already
+// started a turn gets that turn (replay) instead of a second one.
+func (s *Server) startChat(c *gin.Context) source {
 	node, ok := s.cfg.Agents.Get(c.Param("agentId"))
 	if !ok {
 		abortWith(c, newError(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", c.Param("agentId")))
@@ -88,7 +90,10 @@ func (s *Server) startChat(c *gin.Context) *turn {
 		}
 	}
 	if answers != nil || results != nil {
-		return s.answerApprovals(c, node, &body, answers, messageID, extra...)
+		if t := s.answerApprovals(c, node, &body, answers, messageID, extra...); t != nil {
+			return t
+		}
+		return nil
 	}
 	text, err := body.Text()
 	if err != nil {
@@ -101,6 +106,14 @@ func (s *Server) startChat(c *gin.Context) *turn {
 		return nil
 	}
 	opts := extra
+	reqKey, e := idempotencyKey(c.Request, &body)
+	if e != nil {
+		abortWith(c, e)
+		return nil
+	}
+	if reqKey != "" {
+		opts = append(opts, agent.WithRequest(reqKey))
+	}
 	atts, pe := body.Attachments()
 	if pe != nil {
 		abortWith(c, bodyError(pe))
@@ -122,9 +135,55 @@ func (s *Server) startChat(c *gin.Context) *turn {
 	case body.Edits():
 		opts = append(opts, agent.Edit())
 	}
-	t, err := s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), false, opts...)
+	webhook := body.Webhook
+	switch {
+	case webhook != "" && !body.Background:
+		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "webhook", "a webhook is called when a background run ends: send background: true with it"))
+		return nil
+	case webhook != "":
+		if err := s.checkWebhook(webhook); err != nil {
+			abortWith(c, newParamError(http.StatusBadRequest, "invalid_webhook", "webhook", "%s", err.Error()))
+			return nil
+		}
+	case body.Background:
+		webhook = s.cfg.WebhookURL
+	}
+	policy, e := busyPolicy(c.Request, body.Busy, node, template.BusyEnqueue)
+	if e != nil {
+		abortWith(c, e)
+		return nil
+	}
+	if policy != template.BusyReject {
+		// A queued message may wait longer than the server's WriteTimeout
+		// before its stream starts.
+		_ = http.NewResponseController(c.Writer).SetWriteDeadline(time.Time{})
+	}
+	key := session.Key(ownerOf(c), sid)
+	t, err := s.startBusy(c.Request.Context(), policy, key, reqKey, func() (*turn, error) {
+		// A background run keeps its events, for the webhook's outcome.
+		return s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), body.Background, opts...)
+	})
 	if err != nil {
+		if req, ok := s.duplicateOf(c.Request.Context(), key, reqKey, err); ok {
+			if body.Background {
+				// The run the request started already.
+				c.Header("Idempotent-Replayed", "true")
+				c.JSON(http.StatusAccepted, acceptBackground(sid, req.Turn))
+				return nil
+			}
+			return s.replay(c, node.ID(), sid, req)
+		}
 		s.answerStartError(c, node.ID(), err)
+		return nil
+	}
+	if body.Background {
+		// Nobody reads the stream: the turn runs on to its end (the
+		// disconnect grace counts clients that came and went), and its
+		// webhook is called then.
+		s.runInBackground(t, webhook)
+		c.Header("X-Session-Id", sid)
+		c.Header("X-Turn-Id", t.id)
+		c.JSON(http.StatusAccepted, acceptBackground(sid, t.id))
 		return nil
 	}
 	return t

@@ -239,12 +239,12 @@ func TestChatConflicts(t *testing.T) {
 		t.Fatalf("error %+v", eb.Error)
 	}
 
-	// A session whose lease is held is busy.
+	// A session whose lease is held is busy (with busy reject).
 	lease, err := e.store.Lock(t.Context(), "owned-by-plain")
 	if err != nil {
 		t.Fatal(err)
 	}
-	getJSON(t, e.do(http.MethodPost, "/api/chat/plain", `{"message":"hi","sessionId":"owned-by-plain"}`), http.StatusConflict, &eb)
+	getJSON(t, e.do(http.MethodPost, "/api/chat/plain", `{"message":"hi","sessionId":"owned-by-plain","busy":"reject"}`), http.StatusConflict, &eb)
 	if eb.Error.Code != "session_busy" {
 		t.Fatalf("error %+v", eb.Error)
 	}

@@ -27,6 +27,10 @@ const (
 	DefaultWriteTimeout    = 60 * time.Second
 	DefaultReadTimeout     = 30 * time.Second
 	DefaultRecoverWait     = 35 * time.Second
+	DefaultMaxQueue        = 8
+	DefaultQueueWait       = 10 * time.Minute
+	DefaultWebhookAttempts = 6
+	DefaultWebhookBackoff  = time.Second
 )
 
 // Limiter decides whether a request may proceed; it is the hook for rate
@@ -104,6 +108,29 @@ type Config struct {
 	// ShutdownTimeout bounds Serve's graceful shutdown (default 25 s, under
 	// the 30 s a container orchestrator usually waits before SIGKILL).
 	ShutdownTimeout time.Duration
+
+	// MaxQueue bounds the messages that wait in a session's queue for its
+	// running turn (busy policy enqueue; default 8): one more is answered
+	// 409 session_queue_full.
+	MaxQueue int
+	// QueueWait bounds how long a message waits for a busy session
+	// (enqueue, interrupt; default 10 min) before it is answered 409
+	// session_busy.
+	QueueWait time.Duration
+
+	// WebhookHosts are the hosts ("host" or "host:port") that background
+	// runs' webhooks may be posted to; none (the default) calls no
+	// webhook. WebhookSecret keys their signatures (required with
+	// WebhookHosts; "whsec_" and base64, or any string). WebhookURL is the
+	// webhook of background runs that name none (default none).
+	WebhookHosts  []string
+	WebhookSecret string
+	WebhookURL    string
+	// WebhookAttempts bounds the calls of one webhook (default 6: the
+	// first and 5 retries); WebhookBackoff is the wait before the first
+	// retry, doubled before each next (default 1 s).
+	WebhookAttempts int
+	WebhookBackoff  time.Duration
 
 	// RecoverWait is how long a replica that finds a turn abandoned (its
 	// writer died) waits for the session's lease before saving what the
@@ -183,6 +210,28 @@ func (c *Config) validate() error {
 	neg("WriteTimeout", int64(c.WriteTimeout))
 	neg("ReadTimeout", int64(c.ReadTimeout))
 	neg("RecoverWait", int64(c.RecoverWait))
+	neg("MaxQueue", int64(c.MaxQueue))
+	neg("QueueWait", int64(c.QueueWait))
+	neg("WebhookAttempts", int64(c.WebhookAttempts))
+	neg("WebhookBackoff", int64(c.WebhookBackoff))
+	if c.WebhookAttempts == 0 {
+		c.WebhookAttempts = DefaultWebhookAttempts
+	}
+	if c.WebhookBackoff == 0 {
+		c.WebhookBackoff = DefaultWebhookBackoff
+	}
+	if len(c.WebhookHosts) > 0 && c.WebhookSecret == "" {
+		probs = append(probs, "WebhookHosts needs WebhookSecret, which signs the calls (WEBHOOK_SECRET)")
+	}
+	if c.WebhookURL != "" && len(c.WebhookHosts) == 0 {
+		probs = append(probs, "WebhookURL needs WebhookHosts, the hosts webhooks may be posted to (WEBHOOK_HOSTS)")
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = DefaultMaxQueue
+	}
+	if c.QueueWait == 0 {
+		c.QueueWait = DefaultQueueWait
+	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}

@@ -97,8 +97,9 @@ func TestDeleteRunningSessionConflicts(t *testing.T) {
 	if eb.Error.Code != "session_busy" {
 		t.Fatalf("%+v", eb.Error)
 	}
-	// A second turn on the running session is refused as well.
-	getJSON(t, e.do(http.MethodPost, "/api/chat/plain", `{"message":"again","sessionId":"busy-delete"}`), http.StatusConflict, &eb)
+	// A second turn on the running session is refused as well, when it
+	// asks for busy reject.
+	getJSON(t, e.do(http.MethodPost, "/api/chat/plain", `{"message":"again","sessionId":"busy-delete"}`, "X-Busy", "reject"), http.StatusConflict, &eb)
 	if eb.Error.Code != "session_busy" {
 		t.Fatalf("%+v", eb.Error)
 	}

@@ -156,6 +156,10 @@ func turnStartError(err error) *apiError {
 		return newError(http.StatusBadRequest, "unsupported_attachment", "%s", atErr.Msg)
 	case errors.Is(err, agent.ErrInstructions):
 		return newError(http.StatusBadRequest, "instructions_refused", "%s", err.Error())
+	case errors.Is(err, agent.ErrDuplicate):
+		var dup *agent.DuplicateError
+		errors.As(err, &dup)
+		return newError(http.StatusConflict, "duplicate_request", "this request's Idempotency-Key already started turn %s on the session; its answer is in the session's history", dup.Request.Turn)
 	case errors.Is(err, agent.ErrWrongAgent):
 		return newError(http.StatusConflict, "session_agent_mismatch", "the session belongs to another agent; start a new session for this one")
 	case errors.Is(err, session.ErrBusy):

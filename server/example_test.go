@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,4 +74,20 @@ func ExampleOpenAPI() {
 	fmt.Println(doc.OpenAPI, doc.Info.Title, chat)
 	// Output:
 	// 3.1.0 agentdock HTTP API true
+}
+
+// A webhook receiver checks a background run's call: it signs the call's
+// webhook-id, webhook-timestamp and body with WEBHOOK_SECRET as the server
+// did, and compares the result with the webhook-signature header in
+// constant time (hmac.Equal).
+func ExampleSignWebhook() {
+	key := []byte("the deployment's WEBHOOK_SECRET")
+	id, ts := "msg_2f6c0e1a", int64(1767225600)
+	body := []byte(`{"type":"turn.completed","data":{"status":"completed"}}`)
+	received := "v1,6kP83VdpHdrZEgsblrMS7RHnfkRugMUAsI6xtWJ7/zA=" // the webhook-signature header
+	fmt.Println(server.SignWebhook(key, id, ts, body))
+	fmt.Println(hmac.Equal([]byte(received), []byte(server.SignWebhook(key, id, ts, body))))
+	// Output:
+	// v1,6kP83VdpHdrZEgsblrMS7RHnfkRugMUAsI6xtWJ7/zA=
+	// true
 }

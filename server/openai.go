@@ -15,6 +15,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
 	"github.com/gin-gonic/gin"
 )
 
@@ -190,6 +191,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	owner := ownerOf(c)
 	var (
 		sid, text string
+		reqKey    string // the Idempotency-Key, with a session
 		opts      = cr.options()
 		stateless bool
 		goOn      bool // no new message: the turn goes on from the results
@@ -213,6 +215,13 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		}
 		if results != nil {
 			opts = append(opts, agent.WithResults(results))
+		}
+		if reqKey, e = idempotencyKey(c.Request, nil); e != nil {
+			abortWith(c, e)
+			return
+		}
+		if reqKey != "" {
+			opts = append(opts, agent.WithRequest(reqKey))
 		}
 		if len(msg.Attachments) > 0 {
 			opts = append(opts, agent.WithAttachments(msg.Attachments))
@@ -257,7 +266,28 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	if goOn {
 		t, err = s.continueTurn(c.Request.Context(), node, sid, owner, true, "", opts...)
 	} else {
-		t, err = s.startTurn(c.Request.Context(), node, sid, text, owner, true, opts...)
+		policy := template.BusyReject
+		if !stateless {
+			if policy, e = busyPolicy(c.Request, "", node, template.BusyReject); e != nil {
+				abortWith(c, e)
+				return
+			}
+		}
+		t, err = s.startBusy(c.Request.Context(), policy, session.Key(owner, sid), reqKey, func() (*turn, error) {
+			return s.startTurn(c.Request.Context(), node, sid, text, owner, true, opts...)
+		})
+	}
+	if err != nil {
+		// A retry gets the turn its request started while this replica
+		// keeps it: the completion is made again from its events.
+		if req, ok := s.duplicateOf(c.Request.Context(), session.Key(owner, sid), reqKey, err); ok {
+			if kept := s.turns.get(req.Turn); kept != nil && kept.key == session.Key(owner, sid) && kept.keepEvents {
+				t, err = kept, nil
+				c.Header("Idempotent-Replayed", "true")
+			} else {
+				err = &agent.DuplicateError{Request: req}
+			}
+		}
 	}
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)

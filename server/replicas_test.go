@@ -125,7 +125,7 @@ func TestReplicasShareTheSession(t *testing.T) {
 	t.Logf("the shared log when A answered: %v", err)
 
 	var eb errBodyT
-	getJSON(t, b.do(http.MethodPost, "/api/chat/explorer", exploreFor(sid)), http.StatusConflict, &eb)
+	getJSON(t, b.do(http.MethodPost, "/api/chat/explorer", exploreFor(sid), "X-Busy", "reject"), http.StatusConflict, &eb)
 	if eb.Error.Code != "session_busy" {
 		t.Fatalf("second turn on B: %+v, want session_busy", eb.Error)
 	}

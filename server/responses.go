@@ -444,7 +444,12 @@ func (s *Server) createResponse(c *gin.Context) {
 		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "background", "background responses must be stored (store: true): GET /v1/responses/{id} reads them"))
 		return
 	}
-	rs, e := s.startResponse(c.Request.Context(), ownerOf(c), body, nil)
+	key, e := idempotencyKey(c.Request, nil)
+	if e != nil {
+		abortWith(c, e)
+		return
+	}
+	rs, e := s.startResponse(c.Request.Context(), ownerOf(c), key, body, nil)
 	if e != nil {
 		abortWith(c, e)
 		return
@@ -461,7 +466,11 @@ func (s *Server) createResponse(c *gin.Context) {
 	}
 	if body.Background {
 		// It runs on; GET /v1/responses/{id} reads it, and
-		// POST /v1/responses/{id}/cancel stops it.
+		// POST /v1/responses/{id}/cancel stops it. The server's webhook
+		// hears when it ends.
+		if s.cfg.WebhookURL != "" {
+			s.responseWebhook(rs.run)
+		}
 		c.JSON(http.StatusOK, rs.run.base)
 		return
 	}
@@ -493,7 +502,8 @@ type responseStart struct {
 // response.create of the WebSocket mode). prior, when not nil, is the
 // conversation of the store: false response the request continues from
 // (a WebSocket connection keeps it): the input follows it.
-func (s *Server) startResponse(ctx context.Context, owner string, body *wire.ResponsesRequest, prior []chat.Message) (*responseStart, *apiError) {
+// key is the request's idempotency key (idempotencyKey), "" for none.
+func (s *Server) startResponse(ctx context.Context, owner, key string, body *wire.ResponsesRequest, prior []chat.Message) (*responseStart, *apiError) {
 	node, e := s.openAIModel(body.Model)
 	if e != nil {
 		return nil, e
@@ -602,6 +612,9 @@ func (s *Server) startResponse(ctx context.Context, owner string, body *wire.Res
 	}
 	if len(history) > 0 {
 		opts = append(opts, agent.WithHistory(history))
+	}
+	if key != "" && !stateless {
+		opts = append(opts, agent.WithRequest(key))
 	}
 	var (
 		t   *turn
@@ -857,4 +870,15 @@ func (s *Server) getResponse(c *gin.Context) {
 	default:
 		c.Data(http.StatusOK, "application/json", rec.Response)
 	}
+}
+
+// responseWebhook calls the server's webhook with a background response's
+// final object once its run ends.
+func (s *Server) responseWebhook(run *responseRun) {
+	s.recorders.Add(1)
+	go func() {
+		defer s.recorders.Done()
+		<-run.done
+		s.callWebhook(s.cfg.WebhookURL, webhookEvent{Type: "response.completed", Timestamp: time.Now().UTC(), Data: json.RawMessage(run.final)})
+	}()
 }

@@ -308,7 +308,7 @@ func (s *Server) responsesSocket(c *gin.Context) {
 		}
 		var rs *responseStart
 		if e == nil {
-			rs, e = s.startResponse(ctx, owner, body, prior)
+			rs, e = s.startResponse(ctx, owner, "", body, prior)
 		}
 		if e != nil {
 			if prior != nil {

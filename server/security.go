@@ -281,10 +281,10 @@ func ValidOrigin(o string) error {
 }
 
 // corsExposed are the answer headers an allowed page may read.
-const corsExposed = "X-Session-Id, X-Turn-Id, X-Request-Id, Retry-After"
+const corsExposed = "X-Session-Id, X-Turn-Id, X-Request-Id, Retry-After, Idempotent-Replayed"
 
 // corsAllowedHeaders are the request headers an allowed page may send.
-const corsAllowedHeaders = "Authorization, Content-Type, X-Api-Key, X-Session-Id, Last-Event-Id, X-Request-Id"
+const corsAllowedHeaders = "Authorization, Content-Type, X-Api-Key, X-Session-Id, Last-Event-Id, X-Request-Id, Idempotency-Key, X-Busy"
 
 // cors answers CORS for the allowed origins: the allow and expose headers on
 // every answer to an allowed Origin, and the preflight itself. Without

@@ -25,8 +25,11 @@
 //     mirror, reading another replica's turn, stopping a turn anywhere,
 //     recovering an abandoned one).
 //   - run.go: starting a turn and running it into its log.
-//   - stream.go: a connection's SSE stream from a turn's log, through r3labs.
-//   - the routes: chat.go (POST /api/chat, approvals), sessions.go and
+//   - stream.go: a connection's SSE stream from a turn's log, through r3labs;
+//     idempotency.go: a retried request given the turn it started;
+//     busy.go: a message for a busy session queued, or interrupting.
+//   - the routes: chat.go (POST /api/chat, approvals), webhook.go (background
+//     runs, their status and webhooks), sessions.go and
 //     resume.go (/api/sessions), info.go (/api/agents), client.go, openai.go,
 //     responses.go and responses_extra.go (/v1), edge.go (the turns of the
 //     edges), openapi.go.
@@ -66,6 +69,8 @@ type Server struct {
 	// recorders counts the Responses API recorders still storing a
 	// response (responses.go); Shutdown waits for them after the turns.
 	recorders sync.WaitGroup
+	// webhookKey signs webhook calls (Config.WebhookSecret).
+	webhookKey []byte
 
 	// base is the context of every turn; cancelled only when Serve ends.
 	base     context.Context
@@ -102,6 +107,18 @@ func New(cfg Config) (*Server, error) {
 		turns:   newTurnRegistry(cfg.StreamRetention),
 		closing: make(chan struct{}),
 		started: time.Now(),
+	}
+	if cfg.WebhookSecret != "" {
+		k, err := webhookSecret(cfg.WebhookSecret)
+		if err != nil {
+			return nil, fmt.Errorf("server: WebhookSecret: %w", err)
+		}
+		s.webhookKey = k
+	}
+	if cfg.WebhookURL != "" {
+		if err := s.checkWebhook(cfg.WebhookURL); err != nil {
+			return nil, fmt.Errorf("server: WebhookURL: %w", err)
+		}
 	}
 	s.crossOrigin = http.NewCrossOriginProtection()
 	for _, o := range cfg.CORSOrigins {
@@ -266,6 +283,7 @@ func (s *Server) routes(full bool) *gin.Engine {
 	api.DELETE("/sessions/:id", s.deleteSession)
 	api.GET("/sessions/:id/stream", s.resumeStream)
 	api.POST("/sessions/:id/stop", s.stopTurn)
+	api.GET("/sessions/:id/turns/:turnId", s.getTurn)
 
 	v1 := e.Group("/v1", guard)
 	v1.GET("/models", s.listModels)

@@ -165,6 +165,9 @@ type sessionView struct {
 	// PendingApprovals are the tool calls that wait for a person's
 	// approval (answer them through POST /api/chat/:agentId).
 	PendingApprovals []approvalView `json:"pendingApprovals"`
+	// Queued is how many messages wait for the running turn (busy policy
+	// enqueue).
+	Queued int `json:"queued"`
 }
 
 type approvalView struct {
@@ -288,6 +291,9 @@ func (s *Server) getSession(c *gin.Context) {
 	}
 	if v.Turn, err = s.latestTurn(ctx, sess); err != nil {
 		s.log.Warn("reading a session's latest turn", "session", sess.ID, "err", err)
+	}
+	if v.Queued, err = s.queued(ctx, sess.ID); err != nil {
+		s.log.Warn("reading a session's queue", "session", sess.ID, "err", err)
 	}
 	c.JSON(http.StatusOK, v)
 }

@@ -36,6 +36,9 @@ type Memory struct {
 	// the Weight of all sessions.
 	owners map[string]*ownerSessions
 	bytes  int64
+	// queues are the sessions' queues of waiting messages (Queuer), under
+	// a lock of their own.
+	queues memQueues
 
 	stop chan struct{}
 	done chan struct{}

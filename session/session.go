@@ -96,6 +96,38 @@ type Session struct {
 	// (context compaction, AddSummarizerUsage): it is spent apart from the
 	// agent's model calls, whose usage the state counts.
 	SummarizerUsage chat.Usage `json:"summarizerUsage,omitzero"`
+	// Requests are the idempotency keys of the session's turns (a client's
+	// Idempotency-Key, the AI SDK's message ID), oldest first, at most
+	// MaxRequests: each names the turn that its first write started
+	// (WithRequest), so that a request sent again finds that turn instead
+	// of starting another.
+	Requests []Request `json:"requests,omitempty"`
+}
+
+// Request is one idempotency key of a session and the turn it started.
+type Request struct {
+	Key  string `json:"key"`
+	Turn string `json:"turn"`
+	// UserMessages is the session's count of user messages once the turn's
+	// message was recorded (orchestration.State.UserMessages): its answer
+	// follows that user message in the history.
+	UserMessages int `json:"userMessages"`
+}
+
+// MaxRequests bounds Session.Requests: the oldest key is forgotten when a
+// turn records one more. A session keeps the keys of its latest 256 turns,
+// which covers any client's retries.
+const MaxRequests = 256
+
+// RequestOf returns the request that started a turn under key, if the
+// session still keeps it.
+func (s Session) RequestOf(key string) (Request, bool) {
+	for i := len(s.Requests) - 1; i >= 0; i-- {
+		if s.Requests[i].Key == key {
+			return s.Requests[i], true
+		}
+	}
+	return Request{}, false
 }
 
 // Approval is one tool call held for an answer: a person's decision on
@@ -285,6 +317,9 @@ type WriteOptions struct {
 	// SummarizerUsage is added to Session.SummarizerUsage
 	// (AddSummarizerUsage).
 	SummarizerUsage chat.Usage
+	// Request, when its Key is set, is added to Session.Requests
+	// (WithRequest).
+	Request Request
 }
 
 // WithApprovals makes an Update or UpdateAppend replace the session's
@@ -323,7 +358,8 @@ func Options(opts ...UpdateOption) WriteOptions {
 // turn's ID on its first write, "" on its last.
 func WithTurn(id string) UpdateOption { return func(o *WriteOptions) { o.Turn = &id } }
 
-// ApplyTurn applies WithTurn, WithTitle and AddSummarizerUsage to s: the
+// ApplyTurn applies WithTurn, WithTitle, AddSummarizerUsage and WithRequest
+// to s (after the state's update): the
 // fields of the Session itself that a write sets beside the state.
 func (o WriteOptions) ApplyTurn(s *Session) {
 	if o.Turn != nil {
@@ -335,6 +371,24 @@ func (o WriteOptions) ApplyTurn(s *Session) {
 	if !o.SummarizerUsage.IsZero() {
 		s.SummarizerUsage = s.SummarizerUsage.Add(o.SummarizerUsage)
 	}
+	if o.Request.Key != "" {
+		r := o.Request
+		r.UserMessages = s.State.UserMessages
+		// A new array: a copy of the session handed out earlier keeps
+		// its own.
+		s.Requests = append(slices.Clip(s.Requests), r)
+		if n := len(s.Requests) - MaxRequests; n > 0 {
+			s.Requests = s.Requests[n:]
+		}
+	}
+}
+
+// WithRequest records an idempotency key with an Update or UpdateAppend:
+// the write that starts turn (a turn's first write, the same atomic write
+// as its user message) adds it to Session.Requests, so that a retry of
+// the request, on any replica, finds the turn it started.
+func WithRequest(key, turn string) UpdateOption {
+	return func(o *WriteOptions) { o.Request = Request{Key: key, Turn: turn} }
 }
 
 // AddSummarizerUsage adds u to Session.SummarizerUsage with an Update or

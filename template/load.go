@@ -200,6 +200,10 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 		add(orchestration.SeverityError, "options.clientInstructions", "unknown value %q (known: %s, which gives a client's system messages to the model after the template's instructions, and %s, which answers them with a 400)",
 			t.Options.ClientInstructions, ClientInstructionsAllow, ClientInstructionsRefuse)
 	}
+	if b := t.Options.Busy; b != "" && !ValidBusy(b) {
+		add(orchestration.SeverityError, "options.busy", "unknown busy policy %q (known: %s, which refuses a message sent while a turn runs, %s, which answers it after, and %s, which stops the running turn and answers it at once)",
+			b, BusyReject, BusyEnqueue, BusyInterrupt)
+	}
 	historyLimit := cfg.HistoryLimit
 	if n := t.Options.HistoryLimit; n != nil {
 		if *n < 1 || *n > MaxHistoryLimit {

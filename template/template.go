@@ -135,6 +135,11 @@ type Options struct {
 	// the template's, marked as the client's; ClientInstructionsRefuse
 	// answers a request that carries them with a 400.
 	ClientInstructions string `json:"clientInstructions,omitempty"`
+	// Busy is what a message sent while a turn runs on its session gets:
+	// BusyReject, BusyEnqueue or BusyInterrupt; empty takes the
+	// endpoint's default (enqueue on the chat API, reject on /v1). A
+	// request may ask for another (docs/api.md, "Busy sessions").
+	Busy string `json:"busy,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }
@@ -319,3 +324,18 @@ func (t *Template) Steps() []orchestration.Step {
 	}
 	return t.Orchestration.Steps
 }
+
+// Busy policies (Options.Busy).
+const (
+	// BusyReject refuses the message (409 session_busy).
+	BusyReject = "reject"
+	// BusyEnqueue queues the message, to be answered once the turns
+	// before it ended, in the order they came.
+	BusyEnqueue = "enqueue"
+	// BusyInterrupt stops the running turn, which keeps its partial
+	// answer, and answers the message at once.
+	BusyInterrupt = "interrupt"
+)
+
+// ValidBusy reports whether p is a busy policy ("" is not).
+func ValidBusy(p string) bool { return p == BusyReject || p == BusyEnqueue || p == BusyInterrupt }

@@ -57,6 +57,15 @@ type serveConfig struct {
 	A2APushHosts []string
 	// A2ADefaultAgent answers A2A messages to /a2a that name no agent.
 	A2ADefaultAgent string
+	// Webhooks of background runs (server.Config's fields of the same
+	// names); WebhookHosts is one allow-list with A2APushHosts.
+	WebhookHosts    []string
+	WebhookSecret   string
+	WebhookURL      string
+	WebhookAttempts int
+	// Busy sessions (server.Config's fields of the same names).
+	MaxQueue  int
+	QueueWait time.Duration
 	// mcpStdio serves MCP over stdio instead of HTTP (agentdock mcp serve).
 	mcpStdio bool
 
@@ -259,6 +268,15 @@ func settings() []setting {
 			c.A2APushHosts = splitList(v)
 			return nil
 		}},
+		{"WEBHOOK_HOSTS", "webhook-hosts", "", "comma-separated hosts (host or host:port) that background runs' webhooks may be posted to; the same list as A2A_PUSH_HOSTS (each adds to the other); none (no webhooks) by default", func(c *serveConfig, v string) error {
+			c.WebhookHosts = splitList(v)
+			return nil
+		}},
+		{"WEBHOOK_SECRET", "", "", "the key of webhook signatures (webhook-signature, HMAC-SHA256): whsec_ and base64 as Standard Webhooks write it, or any string; required with WEBHOOK_HOSTS", str(func(c *serveConfig) *string { return &c.WebhookSecret })},
+		{"WEBHOOK_URL", "webhook-url", "", "the webhook of background runs that name none (chat API and /v1/responses); its host must be in WEBHOOK_HOSTS; none by default", str(func(c *serveConfig) *string { return &c.WebhookURL })},
+		{"WEBHOOK_ATTEMPTS", "webhook-attempts", strconv.Itoa(server.DefaultWebhookAttempts), "calls of one webhook at most: the first, and retries after a failure 1 s, 2 s, 4 s ... later", intv(func(c *serveConfig) *int { return &c.WebhookAttempts })},
+		{"MAX_QUEUE", "max-queue", strconv.Itoa(server.DefaultMaxQueue), "messages that may wait for a session's running turn (busy policy enqueue); one more gets 409 session_queue_full", intv(func(c *serveConfig) *int { return &c.MaxQueue })},
+		{"QUEUE_WAIT", "queue-wait", server.DefaultQueueWait.String(), "longest wait of a message for a busy session (enqueue, interrupt) before 409 session_busy", dur(func(c *serveConfig) *time.Duration { return &c.QueueWait })},
 		{"A2A_DEFAULT_AGENT", "a2a-default-agent", "", "the agent that answers A2A messages to /a2a naming none (message.metadata.agent); none by default", func(c *serveConfig, v string) error {
 			c.A2ADefaultAgent = v
 			return nil

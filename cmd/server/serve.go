@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -158,7 +159,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
 		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
 	}
-	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: cfg.A2APushHosts, DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
+	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -194,6 +195,12 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 		Heartbeat:       cfg.Heartbeat,
 		DisconnectGrace: cfg.DisconnectGrace,
 		ReadTimeout:     cfg.ReadTimeout,
+		MaxQueue:        cfg.MaxQueue,
+		QueueWait:       cfg.QueueWait,
+		WebhookHosts:    chatWebhookHosts(cfg),
+		WebhookSecret:   cfg.WebhookSecret,
+		WebhookURL:      cfg.WebhookURL,
+		WebhookAttempts: cfg.WebhookAttempts,
 		// A replica that finds a turn abandoned waits for its lease to
 		// expire before saving what it streamed.
 		RecoverWait:         cfg.LockTTL + 5*time.Second,
@@ -365,4 +372,20 @@ func fallbackModel(cfg *serveConfig, tel *telemetry.Telemetry) (llmorch.Model, e
 		return nil, fmt.Errorf("fallback model: %w", err)
 	}
 	return m, nil
+}
+
+// webhookHosts is the one allow-list of the hosts the server posts to:
+// A2A_PUSH_HOSTS and WEBHOOK_HOSTS together.
+func webhookHosts(cfg *serveConfig) []string {
+	return slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(cfg.A2APushHosts), cfg.WebhookHosts...))))
+}
+
+// chatWebhookHosts is webhookHosts for background runs, which sign their
+// calls: none without WEBHOOK_SECRET (a deployment with A2A push alone
+// keeps it).
+func chatWebhookHosts(cfg *serveConfig) []string {
+	if cfg.WebhookSecret == "" {
+		return nil
+	}
+	return webhookHosts(cfg)
 }

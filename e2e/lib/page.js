@@ -69,9 +69,9 @@ export async function pickAgent(page, id) {
   await page.waitForSelector(`button[data-agent="${id}"][aria-pressed="true"]`, { state: 'attached' });
 }
 
-/** idle waits until the selected agent's answer is complete (Send is back). */
+/** idle waits until the selected agent's answer is complete (Stop is gone). */
 export async function idle(page, timeout = 30000) {
-  await page.waitForFunction(() => !document.getElementById('send').disabled
+  await page.waitForFunction(() => document.getElementById('stop').hidden
     && document.querySelectorAll('#log article.msg.assistant[aria-busy="true"]').length === 0, null, { timeout });
 }
 
@@ -79,7 +79,7 @@ export async function idle(page, timeout = 30000) {
 export async function send(page, text) {
   await page.fill('#composer-input', text);
   await page.press('#composer-input', 'Enter');
-  await page.waitForFunction(() => document.getElementById('send').disabled, null, { timeout: 5000 }).catch(() => {});
+  await page.waitForFunction(() => !document.getElementById('stop').hidden, null, { timeout: 5000 }).catch(() => {});
   await idle(page);
   return page.locator('#log article.msg.assistant').last();
 }

@@ -99,7 +99,7 @@ async function sendAndWait(page, text) {
   await page.press('#composer-input', 'Enter');
   // The answer is complete when its article stops being busy and Send is back.
   await page.waitForFunction((n) => document.querySelectorAll('#log article.msg.assistant[aria-busy="false"]').length > n
-    && !document.getElementById('send').disabled, before, { timeout: 30000 });
+    && document.getElementById('stop').hidden, before, { timeout: 30000 });
   return page.locator('#log article.msg.assistant').last();
 }
 
@@ -175,7 +175,7 @@ test('Cognitive Reasoner: tool cards in sequence order, step indicator, final an
   await page.reload();
   await page.waitForSelector('body[data-ready="true"]');
   await page.waitForSelector('#log article.msg.assistant section.tool-card');
-  await page.waitForFunction(() => !document.getElementById('send').disabled);
+  await page.waitForFunction(() => document.getElementById('stop').hidden);
   assert.equal(await page.locator('#log article.msg.user').count(), 1);
   const restored = page.locator('#log article.msg.assistant').last();
   assert.deepEqual(await restored.locator('section.tool-card').evaluateAll((els) => els.map((e) => `${e.dataset.tool}:${e.dataset.state}`)),
@@ -270,7 +270,7 @@ test('keyboard: skip link, visible focus, Enter on an agent and on a suggestion'
   await page.focus('#suggestions button.suggestion');
   const prompt = await page.evaluate(() => document.activeElement.dataset.prompt);
   await page.keyboard.press('Enter');
-  await page.waitForFunction(() => document.querySelectorAll('#log article.msg.assistant[aria-busy="false"]').length > 0 && !document.getElementById('send').disabled, null, { timeout: 30000 });
+  await page.waitForFunction(() => document.querySelectorAll('#log article.msg.assistant[aria-busy="false"]').length > 0 && document.getElementById('stop').hidden, null, { timeout: 30000 });
   assert.equal(await page.locator('#log article.msg.user .msg-text').last().textContent(), prompt);
   assert.equal(await page.getAttribute('#log', 'aria-live'), 'polite');
   await page.close();

@@ -189,7 +189,7 @@ test('Regenerate and Copy: the last answer is replaced; answers and code blocks 
   assert.equal(await second.locator('button[data-action="regenerate"]').isVisible(), true, 'no Regenerate on the last answer');
   const before = await page.locator('#log article.msg.assistant:not(.greeting)').count();
   await second.locator('button[data-action="regenerate"]').click();
-  await page.waitForFunction(() => document.getElementById('send').disabled, null, { timeout: 5000 }).catch(() => {});
+  await page.waitForFunction(() => !document.getElementById('stop').hidden, null, { timeout: 5000 }).catch(() => {});
   await idle(page);
   assert.equal(await page.locator('#log article.msg.assistant:not(.greeting)').count(), before, 'Regenerate added an answer instead of replacing it');
   assert.equal(await page.locator('#log article.msg.user').count(), 2, 'Regenerate repeated the user message on the page');
@@ -233,6 +233,35 @@ test('the conversation list: after a reload and in a new tab, a conversation reo
   const view = await (await fetch(`${server.base}/api/sessions/${reasonerSid}`)).json();
   assert.equal(view.messages.filter((m) => m.role === 'user').length, 2);
   await tab.close();
+  await page.close();
+});
+
+test('the composer stays usable while an answer streams: a message sent then waits, and is answered after it', { skip }, async () => {
+  const page = await browser.open(server.base);
+  await pickAgent(page, 'cognitive-reasoner');
+  await page.click('#new-chat');
+  await startLong(page);
+  assert.equal(await page.isEnabled('#send'), true, 'Send is disabled while the answer streams');
+  assert.equal(await page.innerText('#send'), 'Queue');
+  const shownBefore = (await page.locator('#log article.msg.assistant').last().locator('.answer').innerText()).length;
+  await page.fill('#composer-input', '[offline:echo] sent while streaming');
+  await page.press('#composer-input', 'Enter');
+  await page.waitForSelector('#log article.msg.user.queued');
+  assert.equal(await page.inputValue('#composer-input'), '', 'the composer kept the queued message');
+  await page.screenshot({ path: join(artifacts, 'queued-while-streaming.png') });
+  // The first answer streams on, to its end, and the queued message is
+  // answered after it.
+  await page.waitForFunction(() => document.querySelectorAll('#log article.msg.assistant:not(.greeting)').length === 2
+    && document.querySelectorAll('#log article.msg.assistant[aria-busy="true"]').length === 0
+    && document.getElementById('stop').hidden, null, { timeout: 30000 });
+  const answers = page.locator('#log article.msg.assistant:not(.greeting) .answer');
+  const first = (await answers.nth(0).innerText()).trim();
+  assert.ok(first.length > shownBefore && first === words, 'the first answer did not stream to its end');
+  assert.equal((await answers.nth(1).innerText()).trim(), 'sent while streaming');
+  assert.equal(await page.locator('#log article.msg.user.queued').count(), 0, 'a message stays marked as waiting');
+  const view = await session(page, 'cognitive-reasoner');
+  assert.deepEqual(view.messages.map((m) => m.role), ['user', 'assistant', 'user', 'assistant']);
+  assert.equal(view.messages[2].content, '[offline:echo] sent while streaming');
   await page.close();
 });
 

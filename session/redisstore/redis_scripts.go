@@ -443,6 +443,7 @@ var allScripts = []*redis.Script{
 	scriptUpdate, scriptGet, scriptGetOrCreate, scriptAppend,
 	scriptMessages, scriptDelete, scriptExtend, scriptRelease,
 	scriptClaim, scriptUpdateAppend, scriptClaimStart, scriptIndex,
+	scriptQueue,
 }
 
 // scriptIndex adds a session to its owner's list (list.go), KEYS[1], in one

@@ -48,6 +48,11 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 	// Not parallel: it loads the machine, and the tests that follow wait on
 	// clocks.
 	t.Run("Concurrency", h.concurrency)
+	// Not parallel either: the queue's test waits for tickets to expire,
+	// and the parallel tests' timing is List's (which a session of the
+	// keyless owner's, made by another test as it lists, would upset).
+	t.Run("Queue", h.queue)
+	t.Run("Requests", h.requests)
 	for _, tc := range []struct {
 		name string
 		fn   func(*testing.T)
@@ -1620,11 +1625,15 @@ func (h *harness) list(t *testing.T) {
 			t.Fatalf("alice's session %d: %+v", i, sum)
 		}
 	}
-	for owner, want := range map[string]string{"bob": bob, "": keyless} {
-		p := must(s.List(ctx, owner, "", 10))(t)
-		if len(p.Sessions) != 1 || p.Sessions[0].ID != want || p.Next != "" {
-			t.Fatalf("%q's list: %+v", owner, p)
-		}
+	if p := must(s.List(ctx, "bob", "", 10))(t); len(p.Sessions) != 1 || p.Sessions[0].ID != bob || p.Next != "" {
+		t.Fatalf("bob's list: %+v", p)
+	}
+	// The keyless owner's list is shared with the suite's other tests,
+	// which run beside this one: it has keyless, and no one else's.
+	p := must(s.List(ctx, "", "", session.MaxListed))(t)
+	if !slices.ContainsFunc(p.Sessions, func(x session.Summary) bool { return x.ID == keyless }) ||
+		slices.ContainsFunc(p.Sessions, func(x session.Summary) bool { return x.ID == bob || slices.Contains(alice, x.ID) }) {
+		t.Fatalf("the keyless owner's list: %+v", p)
 	}
 	if p := must(s.List(ctx, "mallory", "", 10))(t); len(p.Sessions) != 0 {
 		t.Fatalf("an owner without sessions lists %+v", p)
@@ -1634,10 +1643,89 @@ func (h *harness) list(t *testing.T) {
 	clk.advance(20 * time.Millisecond)
 	must(s.Update(ctx, session.Key("alice", alice[1]), func(*orchestration.State) error { return nil }, session.WithTitle("Offsite plan")))(t)
 	must(0, s.Delete(ctx, session.Key("alice", alice[4])))(t)
-	p := must(s.List(ctx, "alice", "", 10))(t)
+	p = must(s.List(ctx, "alice", "", 10))(t)
 	if len(p.Sessions) != 4 || p.Sessions[0].ID != alice[1] || p.Sessions[0].Title != "Offsite plan" || slices.ContainsFunc(p.Sessions, func(x session.Summary) bool { return x.ID == alice[4] }) {
 		t.Fatalf("after a rename and a delete: %+v", p.Sessions)
 	}
 	_, err := s.List(ctx, "alice", "not-a-cursor!", 10)
 	wantErr(t, "List with a bad cursor", err, session.ErrBadCursor)
+}
+
+// requests: WithRequest records an idempotency key with the turn's first
+// write, and RequestOf finds it with the turn and its user message count.
+func (h *harness) requests(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	id := session.Key("requests", session.NewID())
+	_, lease, err := s.Claim(ctx, id, session.WithOwner("requests"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc := func(st *orchestration.State) error { st.UserMessages++; return nil }
+	stored, _, err := s.UpdateAppend(ctx, id, inc, []chat.Message{{Role: chat.RoleUser, Content: "one"}}, 0,
+		session.WithLease(lease), session.WithOwner("requests"), session.WithTurn("turn-1"), session.WithRequest("msg:1", "turn-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := stored.RequestOf("msg:1"); !ok || r.Turn != "turn-1" || r.UserMessages != 1 {
+		t.Fatalf("the write returned requests %+v", stored.Requests)
+	}
+	got := must(s.Get(ctx, id))(t)
+	if r, ok := got.RequestOf("msg:1"); !ok || r.Turn != "turn-1" || r.UserMessages != 1 {
+		t.Fatalf("Get returned requests %+v", got.Requests)
+	}
+	if _, ok := got.RequestOf("msg:2"); ok {
+		t.Fatal("a key never recorded was found")
+	}
+}
+
+// queue: a Queuer keeps tickets in order, bounded, renewed and dropped
+// when not renewed.
+func (h *harness) queue(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	q, ok := s.(session.Queuer)
+	if !ok {
+		t.Skip("the store keeps no queues (not a session.Queuer)")
+	}
+	ctx := t.Context()
+	id := session.NewID()
+	const long = time.Minute
+	for i, ticket := range []string{"a", "b", "c"} {
+		if pos, err := q.Enqueue(ctx, id, ticket, 3, long); err != nil || pos != i {
+			t.Fatalf("Enqueue %s: %d, %v; want %d", ticket, pos, err, i)
+		}
+	}
+	_, err := q.Enqueue(ctx, id, "d", 3, long)
+	wantErr(t, "Enqueue on a full queue", err, session.ErrQueueFull)
+	if pos, err := q.Enqueue(ctx, id, "b", 3, long); err != nil || pos != 1 {
+		t.Fatalf("Enqueue of a queued ticket: %d, %v", pos, err)
+	}
+	if err := q.Leave(ctx, id, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if pos, err := q.Position(ctx, id, "c", long); err != nil || pos != 1 {
+		t.Fatalf("Position of c after a left: %d, %v", pos, err)
+	}
+	if pos, err := q.Position(ctx, id, "a", long); err != nil || pos != -1 {
+		t.Fatalf("Position of a ticket that left: %d, %v", pos, err)
+	}
+	if n, err := q.Queued(ctx, id); err != nil || n != 2 {
+		t.Fatalf("Queued: %d, %v", n, err)
+	}
+	if n, err := q.Queued(ctx, session.NewID()); err != nil || n != 0 {
+		t.Fatalf("Queued of another session: %d, %v", n, err)
+	}
+	// A ticket not renewed within its ttl is dropped (on the wall clock:
+	// Redis expires with its own).
+	other := session.NewID()
+	if _, err := q.Enqueue(ctx, other, "x", 3, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enqueue(ctx, other, "y", 3, long); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	if pos, err := q.Position(ctx, other, "y", long); err != nil || pos != 0 {
+		t.Fatalf("Position after the ticket before expired: %d, %v", pos, err)
+	}
 }

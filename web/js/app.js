@@ -75,7 +75,7 @@ const states = new Map();
 function stateOf(agent) {
   let s = states.get(agent.id);
   if (!s) {
-    s = { agent, transcript: document.createDocumentFragment(), orchestration: null, turnUsage: null, sessionUsage: null, busy: false, greeted: false, lastTurn: null, lastUser: '', lastUserEl: null, editing: false };
+    s = { agent, transcript: document.createDocumentFragment(), orchestration: null, turnUsage: null, sessionUsage: null, busy: false, greeted: false, lastTurn: null, lastUser: '', lastUserEl: null, editing: false, queue: [] };
     states.set(agent.id, s);
   }
   return s;
@@ -131,12 +131,13 @@ function renderPanels() {
 
 function updateComposer() {
   const busy = Boolean(current?.busy);
-  ui.send.disabled = busy || !current;
-  ui.send.textContent = current?.editing ? 'Resend' : 'Send';
-  // While an answer streams, Stop takes Send's place; it needs the
-  // session, which the server names as the answer starts.
+  // The composer stays usable while an answer streams: a message sent then
+  // waits for it (Queue), and is sent as the answer ends.
+  ui.send.disabled = !current;
+  ui.send.textContent = busy ? 'Queue' : current?.editing ? 'Resend' : 'Send';
+  // While an answer streams, Stop goes beside Send; it needs the session,
+  // which the server names as the answer starts.
   ui.stop.hidden = !busy;
-  ui.send.hidden = busy;
   ui.stop.disabled = !busy || !sessions.get(current.agent.id);
   ui.editing.hidden = !current?.editing;
   // Only the last message can be edited, and not while it is answered.
@@ -248,6 +249,7 @@ function selectAgent(id, { focus = true } = {}) {
   ui.input.value = current.editing ? current.lastUser : ui.input.value;
   renderPanels();
   updateComposer();
+  if (!current.busy) drainQueue(current);
   renderConversations();
   setAgentsOpen(false);
   if (focus) ui.input.focus();
@@ -274,10 +276,23 @@ function explain(err) {
 // last one's answer again). A message the server refuses before any answer
 // (too long, say) goes back to the composer, beside the error, and leaves
 // the conversation as it was.
-async function send(text, { trigger } = {}) {
+async function send(text, { trigger, bubble: queued } = {}) {
   const s = current;
   text = text.trim();
-  if (!s || s.busy || text === '') return;
+  if (!s || text === '') return;
+  if (s.busy) {
+    if (trigger) return;
+    // Sent while an answer streams: shown at once, marked as waiting, and
+    // sent when the answers before it ended (the server would queue it
+    // too; the page keeps one stream at a time).
+    const bubble = userMessage(text);
+    bubble.classList.add('queued');
+    bubble.setAttribute('aria-label', 'Waiting to be sent');
+    appendTo(s, bubble);
+    s.queue.push({ text, bubble });
+    announce('Message queued; it is sent when the answer ends');
+    return;
+  }
   const agentId = s.agent.id;
   const edit = s.editing && Boolean(s.lastUser);
   const was = { lastUser: s.lastUser, lastUserEl: s.lastUserEl };
@@ -300,7 +315,13 @@ async function send(text, { trigger } = {}) {
     s.lastTurn.view.setActions({ visible: true, regenerate: false });
   }
   let bubble = null;
-  if (trigger !== 'regenerate-message') {
+  if (queued) {
+    bubble = queued;
+    bubble.classList.remove('queued');
+    bubble.removeAttribute('aria-label');
+    setEditable(s.lastUserEl, false);
+    s.lastUserEl = bubble;
+  } else if (trigger !== 'regenerate-message') {
     bubble = userMessage(text);
     appendTo(s, bubble);
     setEditable(s.lastUserEl, false);
@@ -319,9 +340,24 @@ async function send(text, { trigger } = {}) {
       s.editing = edit;
     }
     if (s === current) updateComposer();
+    drainQueue(s);
     return;
   }
   for (const el of replaced) el.remove();
+  drainQueue(s);
+}
+
+// drainQueue sends the next message that waited for the answer that just
+// ended.
+function drainQueue(s) {
+  const next = s.queue.shift();
+  if (!next) return;
+  if (s !== current) {
+    // Its conversation is not shown: it waits until it is.
+    s.queue.unshift(next);
+    return;
+  }
+  send(next.text, { bubble: next.bubble });
 }
 
 // startEdit puts the last user message in the composer: sending it replaces
@@ -613,7 +649,7 @@ ui.suggestions.addEventListener('click', (e) => {
 ui.form.addEventListener('submit', (e) => {
   e.preventDefault();
   const text = ui.input.value;
-  if (!current || current.busy || text.trim() === '') return;
+  if (!current || text.trim() === '' || (current.busy && current.editing)) return;
   ui.input.value = '';
   send(text);
 });

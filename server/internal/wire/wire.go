@@ -41,6 +41,13 @@ type ChatRequest struct {
 	// Edit, in the plain shape, makes message replace the session's last
 	// user message (edit and resend).
 	Edit bool `json:"edit"`
+	// Busy is the request's busy policy: reject, enqueue or interrupt
+	// ("": the agent's, else enqueue).
+	Busy string `json:"busy"`
+	// Background starts the turn without streaming it: 202 with its ID.
+	Background bool `json:"background"`
+	// Webhook is the URL a background turn calls when it ends.
+	Webhook string `json:"webhook"`
 }
 
 // Edits reports whether the request replaces the session's last user
@@ -366,4 +373,16 @@ func hex4(data []byte, at int) (uint16, bool) {
 		v = v<<4 | uint16(d)
 	}
 	return v, true
+}
+
+// LastUserID is the ID of the request's last message when it is a user
+// message (the AI SDK's UI message ID), "" otherwise.
+func (r *ChatRequest) LastUserID() string {
+	if len(r.Messages) == 0 {
+		return ""
+	}
+	if last := r.Messages[len(r.Messages)-1]; last.Role == "user" {
+		return last.ID
+	}
+	return ""
 }

@@ -1,0 +1,267 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/gin-gonic/gin"
+)
+
+// A background run (docs/api.md, "Background runs") calls its webhook when
+// it ends: one POST of a JSON event, signed as Standard Webhooks
+// (standardwebhooks.com) sign theirs: the headers webhook-id (the event's
+// ID, the same on every retry), webhook-timestamp (Unix seconds) and
+// webhook-signature ("v1," and the base64 HMAC-SHA256, keyed with
+// WEBHOOK_SECRET, of "<id>.<timestamp>.<body>"). A receiver that fails
+// (a network error, 408, 429 or 5xx) is called again after 1 s, 2 s, 4 s
+// ... up to WebhookAttempts calls in all. Targets are limited to the hosts
+// of Config.WebhookHosts: the server posts nowhere else, and follows no
+// redirect.
+
+// webhookEvent is what a webhook receives.
+type webhookEvent struct {
+	// Type is "turn.completed" for a chat turn, "response.completed" for
+	// a /v1/responses background response.
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      any       `json:"data"`
+}
+
+// turnOutcome is a background chat turn's data in its webhook event.
+type turnOutcome struct {
+	SessionID string `json:"sessionId"`
+	TurnID    string `json:"turnId"`
+	AgentID   string `json:"agentId"`
+	// Status is completed, or failed (an error ended it: Error says
+	// which), or cancelled (stopped), or incomplete (a limit stopped it).
+	Status       string      `json:"status"`
+	FinishReason string      `json:"finishReason"`
+	Text         string      `json:"text"`
+	Error        *chat.Error `json:"error,omitempty"`
+}
+
+// checkWebhook allows http(s) URLs on the allowed hosts only.
+func (s *Server) checkWebhook(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case len(s.cfg.WebhookHosts) == 0:
+		return errors.New("the server calls no webhooks: it needs WEBHOOK_HOSTS and WEBHOOK_SECRET")
+	case err != nil || u.Host == "":
+		return fmt.Errorf("%q is not an absolute URL", clip(raw))
+	case u.Scheme != "https" && u.Scheme != "http":
+		return fmt.Errorf("the scheme must be http or https, not %q", u.Scheme)
+	case u.User != nil:
+		return errors.New("the URL must not carry credentials")
+	case !slices.Contains(s.cfg.WebhookHosts, u.Host) && !slices.Contains(s.cfg.WebhookHosts, u.Hostname()):
+		return fmt.Errorf("the host %q is not one the server posts to (WEBHOOK_HOSTS)", u.Host)
+	}
+	return nil
+}
+
+// webhookSecret is WEBHOOK_SECRET's key: the base64 after "whsec_", as
+// Standard Webhooks write their secrets, or the bytes of any other value.
+func webhookSecret(secret string) ([]byte, error) {
+	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		k, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil {
+			return nil, fmt.Errorf("a secret that starts with whsec_ is base64 after it: %w", err)
+		}
+		return k, nil
+	}
+	return []byte(secret), nil
+}
+
+// SignWebhook returns the webhook-signature header of a webhook call:
+// "v1," and the base64 HMAC-SHA256 of "<id>.<timestamp>.<body>" keyed
+// with key (see docs/api.md, "Webhooks").
+func SignWebhook(key []byte, id string, timestamp int64, body []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id + "." + strconv.FormatInt(timestamp, 10) + "."))
+	m.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// webhookClient posts webhooks: it follows no redirect (a redirect could
+// lead off the allowed hosts).
+var webhookClient = &http.Client{
+	Timeout:       15 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// callWebhook posts ev to target in the background, again after each
+// failure with a doubling wait, up to Config.WebhookAttempts calls; the
+// server's shutdown ends the retries.
+func (s *Server) callWebhook(target string, ev webhookEvent) {
+	body := mustJSON(ev)
+	id := "msg_" + session.NewID()
+	s.recorders.Add(1)
+	go func() {
+		defer s.recorders.Done()
+		wait := s.cfg.WebhookBackoff
+		for attempt := 1; ; attempt++ {
+			status, err := s.postWebhook(target, id, body)
+			if err == nil && status < 300 {
+				return
+			}
+			retry := err != nil || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
+			if !retry || attempt >= s.cfg.WebhookAttempts {
+				s.log.Warn("a webhook call failed; giving up", "host", hostOf(target), "attempts", attempt, "status", status, "err", err)
+				return
+			}
+			select {
+			case <-time.After(wait):
+			case <-s.base.Done():
+				return
+			}
+			wait *= 2
+		}
+	}()
+}
+
+func (s *Server) postWebhook(target, id string, body []byte) (int, error) {
+	ctx, cancel := context.WithTimeout(s.base, webhookClient.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	ts := time.Now().Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "agentdock-webhook")
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+	req.Header.Set("webhook-signature", SignWebhook(s.webhookKey, id, ts, body))
+	res, err := webhookClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	res.Body.Close()
+	return res.StatusCode, nil
+}
+
+func hostOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Host
+	}
+	return ""
+}
+
+// runInBackground follows a background chat turn to its end and calls
+// webhook (when set) with its outcome.
+func (s *Server) runInBackground(t *turn, webhook string) {
+	if webhook == "" {
+		return
+	}
+	s.recorders.Add(1)
+	go func() {
+		defer s.recorders.Done()
+		out := turnOutcome{SessionID: t.sessionID, TurnID: t.id, AgentID: t.agentID, Status: "completed"}
+		var text strings.Builder
+		err := follow(context.WithoutCancel(s.base), t, s.cfg.Heartbeat, func(ev chat.Event) {
+			switch ev.Kind {
+			case chat.KindTextDelta:
+				text.WriteString(ev.Text)
+			case chat.KindError:
+				out.Error = ev.Error
+			case chat.KindDone:
+				out.FinishReason = string(ev.FinishReason)
+			}
+		}, nil)
+		if ce, ok := err.(*chat.Error); ok && out.Error == nil {
+			out.Error = ce
+		}
+		out.Text = text.String()
+		switch {
+		case out.Error != nil:
+			out.Status = "failed"
+		case out.FinishReason == string(chat.FinishStop):
+		case out.FinishReason == string(chat.FinishLength):
+			out.Status = "incomplete"
+		default:
+			out.Status = "cancelled"
+		}
+		s.callWebhook(webhook, webhookEvent{Type: "turn.completed", Timestamp: time.Now().UTC(), Data: out})
+	}()
+}
+
+// backgroundAccepted is the 202 answer to a background chat request.
+type backgroundAccepted struct {
+	SessionID string `json:"sessionId"`
+	TurnID    string `json:"turnId"`
+	Status    string `json:"status"`
+	// StatusURL, StreamURL and CancelURL are where the run's status, its
+	// stream (resumable) and its cancellation are.
+	StatusURL string `json:"statusUrl"`
+	StreamURL string `json:"streamUrl"`
+	CancelURL string `json:"cancelUrl"`
+}
+
+// acceptBackground answers a background chat request once its turn
+// started.
+func acceptBackground(sessionID, turnID string) backgroundAccepted {
+	base := "/api/sessions/" + sessionID
+	return backgroundAccepted{SessionID: sessionID, TurnID: turnID, Status: "running",
+		StatusURL: base + "/turns/" + turnID, StreamURL: base + "/stream", CancelURL: base + "/stop"}
+}
+
+// turnStatus is GET /api/sessions/:id/turns/:turnId.
+type turnStatus struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionId"`
+	// Status is running, or finished (the stream and the session's
+	// history have the answer).
+	Status      string `json:"status"`
+	LastEventID string `json:"lastEventId"`
+}
+
+// getTurn serves GET /api/sessions/:id/turns/:turnId: a turn's status
+// while this replica or the shared turn log keeps it (a background run's
+// status).
+func (s *Server) getTurn(c *gin.Context) {
+	sess, ok := s.loadSession(c)
+	if !ok {
+		return
+	}
+	id, turnID := c.Param("id"), c.Param("turnId")
+	out := turnStatus{ID: turnID, SessionID: id}
+	if t := s.turns.get(turnID); t != nil && t.key == sess.ID && !t.raw {
+		last, done := t.state()
+		out.Status, out.LastEventID = turnStatusOf(done), wire.EventID(turnID, last)
+		c.JSON(http.StatusOK, out)
+		return
+	}
+	if session.ValidID(turnID) && s.cfg.Turns != nil {
+		st, found, err := s.sharedLookup(c.Request.Context(), sess.ID, turnID, sess.Owner)
+		if err != nil {
+			abortWith(c, storeError(err))
+			return
+		}
+		if found {
+			out.Status, out.LastEventID = turnStatusOf(st.Done || !s.runsElsewhere(sess, st)), wire.EventID(turnID, st.Last)
+			c.JSON(http.StatusOK, out)
+			return
+		}
+	}
+	abortWith(c, newParamError(http.StatusNotFound, "turn_not_found", "turnId", "no turn %q of this session is kept (a finished turn's stream is kept for STREAM_RETENTION); its answer is in GET /api/sessions/%s", turnID, id))
+}
+
+func turnStatusOf(done bool) string {
+	if done {
+		return "finished"
+	}
+	return "running"
+}
