@@ -64,15 +64,28 @@ func onGrid(t time.Time) time.Time {
 	return r
 }
 
-// mirrorDrain bounds the mirror's work once the turn is over (the last
-// frames and Finish), so that an unreachable Redis cannot hold up shutdown.
-const mirrorDrain = 10 * time.Second
+// mirrorDrain bounds the wait for the mirror's work once the turn is over
+// (the last frames and Finish), so that an unreachable Redis cannot hold
+// up shutdown. The mirror goes on trying after it, until mirrorGiveUp:
+// a turn whose end never reaches the shared log looks, to the other
+// replicas, like one whose replica died (and another would take it over,
+// although its client was told it ended), so the end is written as soon
+// as Redis answers again.
+const (
+	mirrorDrain  = 10 * time.Second
+	mirrorGiveUp = 15 * time.Minute
+)
 
 var errAbandoned = &chat.Error{Code: "turn_interrupted", Message: "the server running this turn stopped before the turn ended; what it saved is in the session history"}
 
 var errTurnGone = &chat.Error{Code: "stream_gone", Message: "this turn's events are no longer kept; read the answer from the session history"}
 
 var errSharedLog = &chat.Error{Code: "store_unavailable", Message: "the turn's events could not be read from the shared store; reconnect to resume"}
+
+// errTakenOver ends a turn whose stream another replica took over while
+// this one was stalled (its writes are refused): the other replica goes
+// on with it, and a client of this one resumes it there.
+var errTakenOver = &chat.Error{Code: "turn_taken_over", Message: "another server took this turn over while this one was stalled; reconnect to follow it there"}
 
 // writerTimeout is how long a running turn may go without a sign of life
 // from its writer before readers on other replicas give it up. The writer
@@ -111,8 +124,10 @@ type mirrorState struct {
 	// gone from the shared log).
 	done chan struct{}
 
-	sent      int64 // the last seq the shared log has
-	doneAt    time.Time
+	sent   int64 // the last seq the shared log has
+	doneAt time.Time
+	// drained: done was closed after mirrorDrain; the copy goes on.
+	drained   bool
 	lastWrite time.Time
 	// pending is when the loop first saw the frames not written yet
 	// (zero: none).
@@ -196,7 +211,9 @@ func (m *mirrors) remove(st *mirrorState) {
 	m.mu.Lock()
 	delete(m.turns, st)
 	m.mu.Unlock()
-	close(st.done)
+	if !st.drained {
+		close(st.done)
+	}
 }
 
 // mirrorStep decides what is due for st at now: nothing (nil), or a write
@@ -218,10 +235,16 @@ func (s *Server) mirrorStep(st *mirrorState, now time.Time) (write func() (over 
 	if done && st.doneAt.IsZero() {
 		st.doneAt = now.Truncate(mirrorGrid)
 	}
-	if !st.doneAt.IsZero() && now.Sub(st.doneAt) > mirrorDrain {
+	switch over := now.Sub(st.doneAt); {
+	case st.doneAt.IsZero():
+	case over > mirrorGiveUp:
 		s.log.Warn("shared turn log: gave up copying the turn's last frames", "session", t.sessionID, "turn", t.id, "sent", st.sent)
 		s.mirrors.remove(st)
 		return nil
+	case over > mirrorDrain && !st.drained:
+		s.log.Warn("shared turn log: the turn's last frames could not be copied yet; trying on in the background", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		st.drained = true
+		close(st.done)
 	}
 	log := s.cfg.Turns
 	data := func() [][]byte {
@@ -286,24 +309,29 @@ func (s *Server) mirrorContext() context.Context { return context.WithoutCancel(
 // whether the copy is over.
 func (s *Server) mirrorFailed(st *mirrorState, err error) (over bool) {
 	t := st.t
-	if errors.Is(err, turnlog.ErrNotFound) || errors.Is(err, turnlog.ErrFinished) || errors.Is(err, turnlog.ErrClosed) {
-		// The session was deleted, or a reader declared the turn
-		// abandoned: nothing more to copy.
+	switch {
+	case errors.Is(err, turnlog.ErrFenced):
+		// Another replica took the turn over (this one stalled past its
+		// lease): its frames are no longer this replica's to copy.
+		s.log.Warn("shared turn log: another replica took the turn over; stopped copying", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		t.cancel(errTakenOver)
+		return true
+	case errors.Is(err, turnlog.ErrNotFound) || errors.Is(err, turnlog.ErrFinished) || errors.Is(err, turnlog.ErrClosed):
+		// The session was deleted: nothing more to copy.
+		return true
+	case errors.Is(err, session.ErrCorrupt):
+		// The shared log lacks frames it had (Redis lost data): a
+		// reader elsewhere gets what it has, then the writer's end.
+		s.log.Error("shared turn log: the turn's frames there are not the ones copied; stopped copying", "session", t.sessionID, "turn", t.id, "sent", st.sent, "err", err)
 		return true
 	}
 	st.failures++
 	if st.failures == 1 {
 		s.log.Warn("shared turn log: copying the turn's frames failed; retrying", "session", t.sessionID, "turn", t.id, "err", err)
 	}
-	// Whether the write went in is unknown: continue from what the shared
-	// log has.
+	// Whether the write went in is unknown: the next one sends the same
+	// frames again from st.sent on, and the shared log keeps each once.
 	time.Sleep(min(time.Duration(st.failures)*100*time.Millisecond, time.Second))
-	if ls, lerr := s.cfg.Turns.Lookup(context.WithoutCancel(s.base), st.ref); lerr == nil {
-		st.sent = ls.Last
-		if ls.Done {
-			return true
-		}
-	}
 	return false
 }
 
