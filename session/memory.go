@@ -202,13 +202,16 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 	if err := o.ApplyApprovals(&next); err != nil {
 		return Session{}, err
 	}
+	if err := o.ApplyTurn(&next); err != nil {
+		return Session{}, err
+	}
 	if e == nil {
 		e = m.create(id, o, now)
 	}
 	e.sess.State = st
 	e.sess.Approvals = next.Approvals
+	e.sess.Turn, e.sess.Journal, e.sess.Title, e.sess.SummarizerUsage = next.Turn, next.Journal, next.Title, next.SummarizerUsage
 	e.sess.Version++
-	o.ApplyTurn(&e.sess)
 	m.releaseWith(id, o)
 	return e.session(), nil
 }
@@ -409,13 +412,16 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	if err := o.ApplyApprovals(&next); err != nil {
 		return Session{}, nil, err
 	}
+	if err := o.ApplyTurn(&next); err != nil {
+		return Session{}, nil, err
+	}
 	if e == nil {
 		e = m.create(id, o, now)
 	}
 	e.sess.State = st
 	e.sess.Approvals = next.Approvals
+	e.sess.Turn, e.sess.Journal, e.sess.Title, e.sess.SummarizerUsage = next.Turn, next.Journal, next.Title, next.SummarizerUsage
 	e.sess.Version++
-	o.ApplyTurn(&e.sess)
 	if o.DropAnswer || o.DropTurn {
 		// A new array: the dropped messages must not stay reachable, and
 		// a slice handed out before must not see the append.

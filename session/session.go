@@ -91,6 +91,80 @@ type Session struct {
 	// (context compaction, AddSummarizerUsage): it is spent apart from the
 	// agent's model calls, whose usage the state counts.
 	SummarizerUsage chat.Usage `json:"summarizerUsage,omitzero"`
+	// Journal is what the turn writing the session (Turn) has done so
+	// far, when that turn keeps one (WithJournal): another replica takes
+	// the turn over from it when the one running it dies. Nil otherwise.
+	Journal *Journal `json:"journal,omitempty"`
+}
+
+// Journal is a running turn's progress, kept in its session by the turn's
+// writes (WithJournal) so that the turn outlives the process running it:
+// another takes it over from the last completed step, with the results of
+// the tool calls that completed since, instead of running them again. A
+// turn keeps one when its session store is shared by replicas; the turn's
+// last write drops it with the turn marker.
+type Journal struct {
+	// Writes counts the turn's writes. A write that finds fewer than the
+	// turn made was preceded by a store that lost some (a failover to a
+	// replica that had not received them), and is refused: the turn says
+	// what is lost instead of saving a history with a hole.
+	Writes int `json:"writes"`
+	// Frame is the seq of the last frame of the turn's stream whose
+	// content (its text, tool calls and results) the history holds: what
+	// the stream shows after it, the history lacks.
+	Frame int64 `json:"frame,omitempty"`
+	// Steps counts the turn's model calls whose step the history holds;
+	// Output is the bytes of text and tool arguments the model streamed
+	// in them, and Usage their token usage: the turn's budgets and totals
+	// so far.
+	Steps  int        `json:"steps,omitempty"`
+	Output int        `json:"output,omitempty"`
+	Usage  chat.Usage `json:"usage,omitzero"`
+	// Step is the step whose tool calls run, nil while none does.
+	Step *JournalStep `json:"step,omitempty"`
+}
+
+// JournalStep is a step of a running turn whose tool calls run: the
+// model's answer that made them, and the results of those that
+// completed. A call without a result was running when the turn stopped,
+// or had not started.
+type JournalStep struct {
+	// Text and Calls are the model's answer; Invalid maps the ID of a
+	// call that cannot run (an unknown tool, arguments that are not an
+	// object) to why.
+	Text    string            `json:"text,omitempty"`
+	Calls   []chat.ToolCall   `json:"calls,omitempty"`
+	Invalid map[string]string `json:"invalid,omitempty"`
+	// Offer is what the model call was offered, which its calls are
+	// checked against; Final: it was the turn's last model call, offered
+	// nothing.
+	Offer orchestration.Offer `json:"offer"`
+	Final bool                `json:"final,omitempty"`
+	// Usage and Output are the model call's token usage and streamed
+	// bytes, counted in Journal's once the step is saved.
+	Usage  chat.Usage `json:"usage,omitzero"`
+	Output int        `json:"output,omitempty"`
+	// Answers: the calls are those a person approved (the turn carries
+	// out the answers before its first model call); Text is empty.
+	Answers bool `json:"answers,omitempty"`
+	// Results are the results of the calls that ran and completed, in
+	// the order they did. The orchestration has recorded each of them.
+	Results []chat.ToolResult `json:"results,omitempty"`
+}
+
+// clone is a copy of j that a write may change without touching j.
+func (j *Journal) clone() *Journal {
+	if j == nil {
+		return &Journal{}
+	}
+	c := *j
+	if j.Step != nil {
+		st := *j.Step
+		st.Calls = slices.Clone(st.Calls)
+		st.Results = slices.Clone(st.Results)
+		c.Step = &st
+	}
+	return &c
 }
 
 // Approval is one tool call held for a person's decision.
@@ -272,6 +346,8 @@ type WriteOptions struct {
 	// SummarizerUsage is added to Session.SummarizerUsage
 	// (AddSummarizerUsage).
 	SummarizerUsage chat.Usage
+	// Journal, when set, changes Session.Journal (WithJournal).
+	Journal func(*Journal) error
 }
 
 // WithApprovals makes an Update or UpdateAppend replace the session's
@@ -310,10 +386,25 @@ func Options(opts ...UpdateOption) WriteOptions {
 // turn's ID on its first write, "" on its last.
 func WithTurn(id string) UpdateOption { return func(o *WriteOptions) { o.Turn = &id } }
 
-// ApplyTurn applies WithTurn, WithTitle and AddSummarizerUsage to s: the
-// fields of the Session itself that a write sets beside the state.
-func (o WriteOptions) ApplyTurn(s *Session) {
+// ApplyTurn applies WithTurn, WithJournal, WithTitle and
+// AddSummarizerUsage to s: the fields of the Session itself that a write
+// sets beside the state. An error from the WithJournal function is
+// returned as is, with s unchanged: the store must not write.
+func (o WriteOptions) ApplyTurn(s *Session) error {
+	if o.Journal != nil {
+		j := s.Journal.clone()
+		if o.Turn != nil && *o.Turn != "" && *o.Turn != s.Turn {
+			j = &Journal{} // another turn starts
+		}
+		if err := o.Journal(j); err != nil {
+			return err
+		}
+		s.Journal = j
+	}
 	if o.Turn != nil {
+		if *o.Turn == "" || *o.Turn != s.Turn && o.Journal == nil {
+			s.Journal = nil
+		}
 		s.Turn = *o.Turn
 	}
 	if o.Title != nil {
@@ -322,6 +413,19 @@ func (o WriteOptions) ApplyTurn(s *Session) {
 	if !o.SummarizerUsage.IsZero() {
 		s.SummarizerUsage = s.SummarizerUsage.Add(o.SummarizerUsage)
 	}
+	return nil
+}
+
+// WithJournal makes an Update or UpdateAppend change the running turn's
+// journal (Session.Journal) with fn, in the same atomic write: fn gets a
+// copy of the stored journal (a zero one when there is none, or when the
+// write's WithTurn starts another turn) and changes it, or refuses the
+// write with an error, which is returned as is. Like the update's own
+// function it may run more than once and must have no side effects. A
+// write that clears the turn marker (WithTurn("")) drops the journal
+// after fn ran. Other writes ignore it.
+func WithJournal(fn func(*Journal) error) UpdateOption {
+	return func(o *WriteOptions) { o.Journal = fn }
 }
 
 // AddSummarizerUsage adds u to Session.SummarizerUsage with an Update or

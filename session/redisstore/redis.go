@@ -518,7 +518,9 @@ func (r *Store) apply(cur session.Session, fn func(*orchestration.State) error, 
 	}
 	next.State, next.LastAccessed = st, r.cfg.Now()
 	next.Version = cur.Version + 1
-	o.ApplyTurn(&next)
+	if err := o.ApplyTurn(&next); err != nil {
+		return session.Session{}, err
+	}
 	return next, nil
 }
 
