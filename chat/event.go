@@ -49,6 +49,13 @@ const (
 	// Stop, a client that closed its stream), with the reason in Text. The
 	// partial answer is saved and Done follows with FinishStopped.
 	KindAbort Kind = "abort"
+	// KindRestart reports that another server took the turn over, in
+	// Restart: the server running it stopped (a replica that died) and
+	// the turn goes on from its last completed step. What the stream
+	// showed after Restart.Since is void: the step under way is shown
+	// again (its model call is made again, or its tool calls go on with
+	// the results of those that completed), then the rest of the turn.
+	KindRestart Kind = "restart"
 	// KindDone ends a turn; FinishReason says why.
 	KindDone Kind = "done"
 )
@@ -70,6 +77,7 @@ type Event struct {
 	Limit         *Limit      `json:"limit,omitempty"`
 	Approval      *Approval   `json:"approval,omitempty"`
 	Compaction    *Compaction `json:"compaction,omitempty"`
+	Restart       *Restart    `json:"restart,omitempty"`
 	FinishReason  string      `json:"finishReason,omitempty"`
 	// Final marks the turn-total usage event.
 	Final bool `json:"final,omitempty"`
@@ -104,6 +112,19 @@ type Compaction struct {
 	// without and with the summary, as the turn counted them.
 	InputBefore int `json:"inputBefore"`
 	InputAfter  int `json:"inputAfter"`
+}
+
+// Restart is a turn that another server took over (KindRestart).
+type Restart struct {
+	// Step is the turn's model call it goes on from, 1 for its first:
+	// the steps before it are complete and saved.
+	Step int `json:"step"`
+	// Since is the seq of the last frame of the turn's stream whose
+	// content (text, tool calls and results) stands: everything the
+	// stream showed after it and before this event is void.
+	Since int64 `json:"since"`
+	// Message says what happened, safe to show.
+	Message string `json:"message"`
 }
 
 // Error is an error as shown to a client: a stable code and a message that is
