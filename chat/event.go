@@ -204,3 +204,37 @@ const (
 	// calls (KindApproval).
 	FinishApproval = "approval"
 )
+
+// AnswerText is a turn's answer text as its events build it, for an edge
+// that shows or keeps the answer whole: a restart (KindRestart) drops the
+// text of the steps it shows again, so that the text is what the session
+// saves, whichever server ran each part.
+type AnswerText struct {
+	b []byte
+	// starts is the text's length when each step of the turn began.
+	starts []int
+}
+
+// WriteString adds text that comes before the turn's (an answer the turn
+// goes on).
+func (a *AnswerText) WriteString(s string) { a.b = append(a.b, s...) }
+
+// Add folds ev into the text.
+func (a *AnswerText) Add(ev Event) {
+	switch ev.Kind {
+	case KindStepStart:
+		a.starts = append(a.starts, len(a.b))
+	case KindTextDelta:
+		a.b = append(a.b, ev.Text...)
+	case KindRestart:
+		if r := ev.Restart; r != nil && r.Step >= 1 && r.Step <= len(a.starts) {
+			a.b, a.starts = a.b[:a.starts[r.Step-1]], a.starts[:r.Step-1]
+		}
+	}
+}
+
+// String is the text.
+func (a *AnswerText) String() string { return string(a.b) }
+
+// Len is the text's length in bytes.
+func (a *AnswerText) Len() int { return len(a.b) }

@@ -151,6 +151,9 @@ type Status struct {
 	Written time.Time
 	// Stop: a stop of the running turn was requested (Stop).
 	Stop bool
+	// Restarts are the seqs at which writers that took the turn over
+	// (Taker) began, oldest first: each is the first frame one wrote.
+	Restarts []int64
 }
 
 // Log keeps the frames of turns. Implementations are safe for concurrent

@@ -978,7 +978,9 @@ func (h *harness) turnMarker(t *testing.T) {
 func (h *harness) journal(t *testing.T) {
 	s, _ := h.store(t, session.Config{})
 	ctx := t.Context()
-	id := session.NewID()
+	// The session is the owner's (session.Key), so that it is in no
+	// other owner's list.
+	id := session.Key("o", session.NewID())
 	_, l, err := s.Claim(ctx, id, session.WithOwner("o"))
 	if err != nil {
 		t.Fatal(err)

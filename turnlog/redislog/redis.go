@@ -653,6 +653,15 @@ func (r *Log) lookup(ctx context.Context, ref turnlog.Ref) (turnlog.Status, erro
 		}
 		s.Written = time.UnixMilli(written)
 	}
+	if r := fields["r"]; r != "" {
+		for v := range strings.SplitSeq(r, ",") {
+			seq, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return turnlog.Status{}, fmt.Errorf("redis turn log: %s: meta field r %q is not a list of seqs: %w", ref, r, session.ErrCorrupt)
+			}
+			s.Restarts = append(s.Restarts, seq)
+		}
+	}
 	if t := top.Val(); len(t) > 0 {
 		if s.Last, s.Done, err = parseID(t[0].ID); err != nil {
 			return turnlog.Status{}, fmt.Errorf("redis turn log: %s: %w", ref, err)

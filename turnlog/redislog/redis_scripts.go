@@ -171,13 +171,14 @@ var allScripts = []*redis.Script{startScript, appendScript, readScript, stopScri
 
 // takeOverScript: KEYS stream, meta, latest, turns; ARGV writer token,
 // turnID, owner, agent, startedMs, ttlMs, nowMs, pruneBeforeMs. It makes
-// the token the turn's writer (meta field l, which appendScript checks)
-// and records a sign of life; a turn the log does not have is registered
-// as openScript registers one. It refuses a finished turn and returns
+// the token the turn's writer (meta field l, which appendScript checks),
+// records a sign of life and the seq the new writer starts at (field r,
+// a list); a turn the log does not have is registered as openScript
+// registers one. It refuses a finished turn and returns
 // {last, stop requested 0|1}.
 var takeOverScript = redis.NewScript(`
 if not redis.call('HGET', KEYS[2], 't') then
-  redis.call('HSET', KEYS[2], 'o', ARGV[3], 'a', ARGV[4], 't', ARGV[5], 'w', ARGV[7], 'l', ARGV[1])
+  redis.call('HSET', KEYS[2], 'o', ARGV[3], 'a', ARGV[4], 't', ARGV[5], 'w', ARGV[7], 'l', ARGV[1], 'r', '1')
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
   redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[6])
   redis.call('ZADD', KEYS[4], ARGV[5], ARGV[2])
@@ -187,7 +188,9 @@ if not redis.call('HGET', KEYS[2], 't') then
 end
 ` + topScript + `
 if fin then return redis.error_reply('TURNLOG_FINISHED ' .. last) end
-redis.call('HSET', KEYS[2], 'l', ARGV[1], 'w', ARGV[7])
+local r = redis.call('HGET', KEYS[2], 'r')
+if r then r = r .. ',' .. (last + 1) else r = tostring(last + 1) end
+redis.call('HSET', KEYS[2], 'l', ARGV[1], 'w', ARGV[7], 'r', r)
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
 if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[6]) then redis.call('PEXPIRE', KEYS[4], ARGV[6]) end

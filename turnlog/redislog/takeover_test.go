@@ -143,8 +143,8 @@ func TestRedisTakeOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := b.TakeOver(ctx, meta)
-	if err != nil || st.Last != 2 || st.Done || st.Stop || st.Owner != "o" || st.AgentID != "agent" {
-		t.Fatalf("TakeOver = %+v, %v; want last 2, running, the turn's owner and agent", st, err)
+	if err != nil || st.Last != 2 || st.Done || st.Stop || st.Owner != "o" || st.AgentID != "agent" || len(st.Restarts) != 1 || st.Restarts[0] != 3 {
+		t.Fatalf("TakeOver = %+v, %v; want last 2, running, the turn's owner and agent, a restart at 3", st, err)
 	}
 	if _, err := a.Append(ctx, ref, frameData(3)); !errors.Is(err, turnlog.ErrFenced) {
 		t.Fatalf("the previous writer's Append after the takeover: %v; want ErrFenced", err)
@@ -177,7 +177,7 @@ func TestRedisTakeOver(t *testing.T) {
 		t.Fatalf("the previous writer heard the stop of a turn it no longer writes: %v", r)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if st, err := a.Lookup(ctx, ref); err != nil || !st.Stop || st.Last != 4 {
+	if st, err := a.Lookup(ctx, ref); err != nil || !st.Stop || st.Last != 4 || len(st.Restarts) != 1 || st.Restarts[0] != 3 {
 		t.Fatalf("Lookup after the stop: %+v, %v", st, err)
 	}
 	if err := a.Finish(ctx, ref); !errors.Is(err, turnlog.ErrFenced) {
@@ -202,7 +202,7 @@ func TestRedisTakeOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err = b.TakeOver(ctx, unlisted)
-	if err != nil || st.Last != 0 || st.Owner != "o2" {
+	if err != nil || st.Last != 0 || st.Owner != "o2" || len(st.Restarts) != 1 || st.Restarts[0] != 1 {
 		t.Fatalf("TakeOver of a turn the log did not have: %+v, %v", st, err)
 	}
 	if latest, err := a.Latest(ctx, unlisted.Session); err != nil || latest.Turn != unlisted.Turn {
