@@ -119,8 +119,8 @@ func (s *Server) startTurn(reqCtx context.Context, node *agent.Agent, sessionID,
 	if s.cfg.MaxMessageBytes > 0 && len(message) > s.cfg.MaxMessageBytes {
 		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
 	}
-	return s.launch(reqCtx, node, sessionID, owner, keepEvents, "", func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error] {
-		return node.Run(ctx, sessionID, message, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
+	return s.launch(reqCtx, node, sessionID, owner, keepEvents, "", func(ctx context.Context, turnID string, more ...agent.Option) iter.Seq2[chat.Event, error] {
+		return node.Run(ctx, sessionID, message, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...), more...)...)
 	})
 }
 
@@ -137,7 +137,7 @@ func errShuttingDown() *apiError {
 // put its user there, for tools to read) but not its cancellation: the
 // request that started the turn may go away; the server's shutdown still
 // ends it.
-func (s *Server) launch(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, begin func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error]) (*turn, error) {
+func (s *Server) launch(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, begin beginTurn) (*turn, error) {
 	return s.run(reqCtx, node, sessionID, owner, turnMode{keepEvents: keepEvents, messageID: messageID}, begin)
 }
 
@@ -148,8 +148,12 @@ type turnMode struct {
 	messageID       string
 }
 
+// beginTurn returns the turn to run (agent.Agent.Run or Answer), named
+// turnID, with the options the server adds (agent.WithStreamPosition).
+type beginTurn func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error]
+
 // run is launch for a turn of any mode.
-func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner string, mode turnMode, begin func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error]) (*turn, error) {
+func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner string, mode turnMode, begin beginTurn) (*turn, error) {
 	if s.turns.isClosing() {
 		return nil, errShuttingDown()
 	}
@@ -160,7 +164,10 @@ func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner
 	t := newTurn(turnID, sessionID, node.ID(), owner, cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
 	t.keepEvents, t.raw, t.messageID = mode.keepEvents, mode.raw, mode.messageID
 	started := make(chan error, 1)
-	go s.runTurn(t, begin(ctx, turnID), started)
+	// The turn's writes record how far its stream reaches (a frame of
+	// this replica's log, numbered as in the shared one).
+	position := func() int64 { last, _ := t.state(); return last }
+	go s.runTurn(t, begin(ctx, turnID, agent.WithStreamPosition(position)), started)
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -175,6 +182,13 @@ func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner
 // [DONE]; a cancellation the server caused (shutdown, disconnect grace, a
 // full log) is reported by the turn itself, from its context's cause.
 func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started chan<- error) {
+	s.runTurnWith(t, &uiMapper{turnID: t.id, messageID: t.messageID, keepEvents: t.keepEvents, raw: t.raw}, events, started)
+}
+
+// runTurnWith is runTurn with the mapper of the turn's frames. A turn
+// taken over (turn.continued) goes on after the frames it holds: it gets
+// no start frame of its own unless it holds none.
+func (s *Server) runTurnWith(t *turn, m *uiMapper, events iter.Seq2[chat.Event, error], started chan<- error) {
 	defer t.cancel(nil)
 	answered := false
 	answer := func(err error) {
@@ -184,7 +198,6 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 		}
 	}
 	var (
-		m          = &uiMapper{turnID: t.id, messageID: t.messageID, keepEvents: t.keepEvents, raw: t.raw}
 		registered bool
 		draining   bool // the server began shutting down as the turn started
 		finished   bool
@@ -229,7 +242,9 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 			if s.cfg.Turns != nil {
 				mirrored = s.mirror(t)
 			}
-			t.add(m.start())
+			if last, _ := t.state(); !t.continued || last == 0 {
+				t.add(m.start())
+			}
 			answer(nil)
 		}
 		if finished = ev.Kind == chat.KindDone; finished {

@@ -223,10 +223,11 @@ func (s *Server) getSession(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if sess.Turn != "" && !s.runsHere(sess.Turn) {
+	if sess.Turn != "" && !s.runsHere(sess.Turn) && !s.mayGoOn(c.Request.Context(), sess) {
 		// The session's last turn did not clear its marker and does not
 		// run here: if no replica holds the session, the turn is over and
-		// its streamed answer is saved before the history is read.
+		// its streamed answer is saved before the history is read. (A
+		// turn that can be taken over goes on instead: latestTurn.)
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 		rec, err := s.cfg.Agents.RecoverTurn(ctx, sess.ID, 0)
 		cancel()
@@ -301,6 +302,17 @@ func (s *Server) getSession(c *gin.Context) {
 	c.JSON(http.StatusOK, v)
 }
 
+// mayGoOn reports whether sess's turn, which does not run here, may go
+// on: the shared log's turns can be taken over, and the log does not say
+// the turn ended.
+func (s *Server) mayGoOn(ctx context.Context, sess session.Session) bool {
+	if _, ok := s.cfg.Turns.(turnlog.Taker); !ok {
+		return false
+	}
+	st, found, err := s.sharedLookup(ctx, sess.ID, sess.Turn, sess.Owner)
+	return err != nil || !found || !st.Done
+}
+
 // runsHere reports whether the turn runs on this replica.
 func (s *Server) runsHere(turnID string) bool {
 	t := s.turns.get(turnID)
@@ -320,7 +332,7 @@ func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnVie
 	var local *turnView
 	if t := s.turns.latest(sess.ID); t != nil { // sess.ID is the store key
 		last, done := t.state()
-		local = &turnView{ID: t.id, Running: !done, LastEventID: wire.EventID(t.id, last)}
+		local = &turnView{ID: t.id, Running: !done, LastEventID: wire.RestartedEventID(t.id, last, len(t.restarts))}
 		if local.Running {
 			return local, nil
 		}
@@ -329,13 +341,14 @@ func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnVie
 	if err != nil {
 		return local, err
 	}
-	if u, ok := s.unlistedHeld(ctx, sess, st, found); ok {
+	if u, ok := s.unlistedHeld(ctx, sess, st, found, true); ok {
 		st, found = u, true
 	}
 	if !found || s.turns.get(st.Turn) != nil {
 		return local, nil
 	}
-	return &turnView{ID: st.Turn, Running: s.runsElsewhere(sess, st), LastEventID: wire.EventID(st.Turn, st.Last)}, nil
+	running := s.runsElsewhere(sess, st) || sess.Turn == st.Turn && !st.Done && s.goesOn(st)
+	return &turnView{ID: st.Turn, Running: running, LastEventID: wire.RestartedEventID(st.Turn, st.Last, len(st.Restarts))}, nil
 }
 
 func (s *Server) deleteSession(c *gin.Context) {
@@ -405,19 +418,22 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 	var src source
 	var after int64
 	if lei := c.GetHeader("Last-Event-ID"); lei != "" {
-		turnID, seq, err := wire.ParseEventID(lei)
+		turnID, seq, restart, err := wire.ParseEventID(lei)
 		if err != nil {
 			abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q: %s", lei, err.Error()))
 			return
 		}
 		// A turn of another session, or another owner's, is treated as
-		// not kept, so that its existence does not show.
+		// not kept, so that its existence does not show; one this
+		// replica ran that another took over since (the client saw
+		// more takeovers than it knows) is read from the shared log.
 		var (
 			kept        = s.turns.get(turnID)
 			found, done bool
 			first, last int64
+			restarts    []int64
 		)
-		if kept != nil && (kept.key != key || otherAgent(kept.agentID) || kept.raw) {
+		if kept != nil && (kept.key != key || otherAgent(kept.agentID) || kept.raw || restart > len(kept.restarts)) {
 			kept = nil
 		}
 		switch {
@@ -425,6 +441,7 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 			found = true
 			last, done = kept.state()
 			first = kept.firstKept()
+			restarts = kept.restarts
 		case s.cfg.Turns != nil:
 			st, ok, err := s.sharedLookup(c.Request.Context(), key, turnID, owner)
 			if err == nil && !ok {
@@ -436,14 +453,21 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 				abortWith(c, storeError(err))
 				return
 			}
-			found, last, done, first = ok && !otherAgent(st.AgentID), st.Last, st.Done, st.First
+			found, last, done, first, restarts = ok && !otherAgent(st.AgentID), st.Last, st.Done, st.First, st.Restarts
+		}
+		if found && restart > len(restarts) {
+			abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q counts %d takeovers of the turn; it had %d", lei, restart, len(restarts)))
+			return
 		}
 		if found {
+			// A frame of a replica that died and whose frames the turn's
+			// takeover does not have: resume from the takeover.
+			seq = resumeAfter(restarts, seq, restart)
 			// On the turn's own replica the log is complete; in the shared
 			// log a running turn's last frames may still be on their way,
 			// so a client ahead of it waits for them there.
 			if seq > last && (kept != nil || done) {
-				abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q is ahead of the turn's last event %q", lei, wire.EventID(turnID, last)))
+				abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q is ahead of the turn's last event %q", lei, wire.RestartedEventID(turnID, last, len(restarts))))
 				return
 			}
 			if seq+1 < first {
@@ -457,7 +481,7 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 			default:
 				// When the writer died, the stream gives what the shared
 				// log got, then closing frames that say so.
-				src, after = &sharedTurn{s: s, ref: turnlog.Ref{Session: key, Turn: turnID}, sessionID: id}, seq
+				src, after = &sharedTurn{s: s, ref: turnlog.Ref{Session: key, Turn: turnID}, sessionID: id, restarts: restarts}, seq
 			}
 		}
 	}
@@ -478,8 +502,8 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 			abortWith(c, storeError(err))
 			return
 		}
-		if found && !st.Done && s.alive(st) && s.turns.get(st.Turn) == nil && !otherAgent(st.AgentID) {
-			src, after = &sharedTurn{s: s, ref: st.Ref, sessionID: id}, 0
+		if found && !st.Done && s.turns.get(st.Turn) == nil && !otherAgent(st.AgentID) && s.goesOn(st) {
+			src, after = &sharedTurn{s: s, ref: st.Ref, sessionID: id, restarts: st.Restarts}, 0
 		}
 	}
 	if src == nil {

@@ -170,7 +170,7 @@ type frameEvent struct {
 // event is f's event for r3labs; every publish needs an event of its own.
 func (c *sseConn) event(f frame) *sse.Event {
 	e := new(frameEvent)
-	e.ev.ID = wire.AppendEventID(e.id[:0], c.turnID, f.seq)
+	e.ev.ID = wire.AppendEventID(e.id[:0], c.turnID, f.seq, restartsUpTo(c.restarts, f.seq))
 	e.ev.Data = f.data
 	return &e.ev
 }

@@ -142,9 +142,15 @@ type mirrorState struct {
 // log one write). Until then, up to mirrorBatch after the client heard of
 // the turn, other replicas find it by the session's turn marker, which the
 // turn set before its first frame (unlisted).
+//
+// A turn taken over (turn.continued) is already this replica's in the
+// shared log (turnlog.Taker.TakeOver): its copy starts after the frames
+// it holds, which came from there.
 func (s *Server) mirror(t *turn) <-chan struct{} {
 	st := &mirrorState{t: t, ref: turnlog.Ref{Session: t.key, Turn: t.id}, done: make(chan struct{}), lastWrite: time.Now()}
-	if err := s.cfg.Turns.Open(turnlog.Meta{Ref: st.ref, Owner: t.owner, AgentID: t.agentID}); err != nil {
+	if t.continued {
+		st.sent, _ = t.state()
+	} else if err := s.cfg.Turns.Open(turnlog.Meta{Ref: st.ref, Owner: t.owner, AgentID: t.agentID}); err != nil {
 		s.log.Warn("shared turn log: opening the turn failed; its stream can be resumed on this replica only", "session", t.sessionID, "turn", t.id, "err", err)
 		close(st.done)
 		return st.done
@@ -342,6 +348,9 @@ type sharedTurn struct {
 	s         *Server
 	ref       turnlog.Ref
 	sessionID string
+	// restarts are the seqs at which the turn was taken over when the
+	// stream was opened (turnlog.Status.Restarts).
+	restarts []int64
 	// unlisted is when the shared log first did not have the turn while
 	// the session's marker named it, missing when it did not have it and
 	// the marker no longer named it (checkUnlisted).
@@ -422,7 +431,7 @@ func (t *sharedTurn) check(ctx context.Context) *chat.Error {
 		// read tells.
 		return nil
 	case !t.s.alive(st):
-		return t.s.recoverAbandoned(ctx, t.ref.Session)
+		return t.s.abandoned(ctx, t.ref, t.s.cfg.RecoverWait)
 	}
 	return nil
 }
@@ -449,7 +458,11 @@ func (t *sharedTurn) checkUnlisted(ctx context.Context) *chat.Error {
 		if time.Since(t.unlisted) < t.s.writerTimeout() {
 			return nil
 		}
-		return t.s.recoverAbandoned(ctx, t.ref.Session)
+		return t.s.abandoned(ctx, t.ref, t.s.cfg.RecoverWait)
+	}
+	if e := t.s.takenEnd(t.ref.Turn); e != nil {
+		// This replica's takeover ended it (its answer was recovered).
+		return e
 	}
 	if t.missing.IsZero() {
 		t.missing = time.Now()
@@ -486,12 +499,22 @@ func (s *Server) unlisted(sess session.Session, st turnlog.Status, found bool) (
 // that a turn left behind (its replica died before listing it, or its
 // frames expired from the shared log) names no running turn once nothing
 // holds the session; RecoverTurn then saves what the turn left and clears
-// the marker. A running turn holds the lease, so the check costs it one
-// refused lock.
-func (s *Server) unlistedHeld(ctx context.Context, sess session.Session, st turnlog.Status, found bool) (turnlog.Status, bool) {
+// the marker, unless takeOver asks that the turn go on instead (with a log
+// whose turns can be taken over): the turn is then reported running. A
+// running turn holds the lease, so the check costs it one refused lock.
+func (s *Server) unlistedHeld(ctx context.Context, sess session.Session, st turnlog.Status, found, takeOver bool) (turnlog.Status, bool) {
 	u, ok := s.unlisted(sess, st, found)
 	if !ok {
 		return u, false
+	}
+	if _, takes := s.cfg.Turns.(turnlog.Taker); takeOver && takes {
+		a := s.takeOver(sess.ID, sess.Turn, 0)
+		select {
+		case <-a.done:
+			return u, !a.over
+		default:
+			return u, true
+		}
 	}
 	_, err := s.cfg.Agents.RecoverTurn(ctx, sess.ID, 0)
 	switch {
@@ -519,7 +542,7 @@ func (s *Server) unlistedRunning(ctx context.Context, key, owner string, st turn
 	case sess.Owner != owner:
 		return st, found, nil
 	}
-	if u, ok := s.unlistedHeld(ctx, sess, st, found); ok {
+	if u, ok := s.unlistedHeld(ctx, sess, st, found, true); ok {
 		return u, true, nil
 	}
 	return st, found, nil

@@ -45,6 +45,8 @@ type Server struct {
 	// recorders counts the Responses API recorders still storing a
 	// response (responses.go); Shutdown waits for them after the turns.
 	recorders sync.WaitGroup
+	// takeovers are the turns of dead replicas this one is taking over.
+	takeovers takeovers
 
 	// base is the context of every turn; cancelled only when Serve ends.
 	base     context.Context

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,12 @@ type sseConn struct {
 	written      int64
 	unsubscribed chan struct{}
 	unsubOnce    *sync.Once
+
+	// restarts are the seqs at which the turn was taken over by another
+	// replica (restartsOf): a frame's ID counts those up to it. For a
+	// turn this replica runs they are fixed; for one read from the
+	// shared log the handler adds those it finds (queue).
+	restarts []int64
 
 	// Live (goLive): the turn publishes this connection's frames itself.
 	// live, lastPush, lingered and endPushed are guarded by the turn's mu;
@@ -226,7 +233,7 @@ func (s *Server) openStream(c *gin.Context, src source, after int64) *sseConn {
 	streamHeaders(w.Header(), src)
 
 	_, turnID := src.ids()
-	return &sseConn{ResponseWriter: w, s: s, src: src, ctx: c.Request.Context(), turnID: turnID, after: after,
+	return &sseConn{ResponseWriter: w, s: s, src: src, ctx: c.Request.Context(), turnID: turnID, after: after, restarts: restartsOf(src),
 		untrack: s.cfg.Telemetry.TrackStream(c.Request.Context(), "chat"),
 		detach:  src.attach(), heartbeat: time.NewTimer(s.cfg.Heartbeat), linger: time.NewTimer(s.linger())}
 }
@@ -394,7 +401,11 @@ func (c *sseConn) poll(wait bool, tick <-chan time.Time) int {
 // queue queues the events of frames, at most maxBurst.
 func (c *sseConn) queue(frames []frame) {
 	frames = frames[:min(len(frames), maxBurst)]
+	_, shared := c.src.(*sharedTurn)
 	for _, f := range frames {
+		if shared && isRestart(f.data) && !slices.Contains(c.restarts, f.seq) {
+			c.restarts = append(c.restarts, f.seq)
+		}
 		c.out = append(c.out, c.event(f))
 	}
 	c.after = frames[len(frames)-1].seq
