@@ -12,7 +12,7 @@ PKGS    := ./...
 RACE    := ./internal/... ./session/... ./agent/... ./llmorch/... ./tools/... ./server/... ./turnlog/... ./responses/... ./telemetry/... ./transcript/...
 FUZZTIME ?= 60s
 
-.PHONY: all build run test test-go test-race test-loadtest test-sim test-e2e test-protocols mcp-servers bench bench-go bench-load bench-soak bench-quick bench-median bench-bins bench-cache lint fuzz fuzz-short docker-check faults clean
+.PHONY: all build run test test-go test-race test-loadtest test-sim test-e2e test-conformance test-protocols mcp-servers bench bench-go bench-load bench-soak bench-quick bench-median bench-bins bench-cache lint fuzz fuzz-short docker-check faults clean
 
 all: build
 
@@ -25,7 +25,7 @@ build:
 run: build
 	./$(BIN) serve
 
-test: lint test-go test-race test-loadtest test-sim fuzz-short docker-check test-e2e test-protocols
+test: lint test-go test-race test-loadtest test-sim fuzz-short docker-check test-e2e test-conformance test-protocols
 
 # scripts/testsummary runs go test -json and prints each package's line,
 # the output of failed tests, one line per skipped test with its reason,
@@ -75,6 +75,13 @@ test-e2e: build
 # TypeScript SDK over stdio, and the docs' client examples.
 test-protocols: build
 	@if [ -f protocols/package.json ]; then cd protocols && npm ci --no-audit --no-fund --loglevel=error && AGENTDOCK_BIN=../bin/agentdock node --test; fi
+
+# Public test suites of the APIs the server speaks, unchanged, against the
+# binary on a scripted model: the Open Responses compliance suite from
+# ../shared/conformance/openresponses on bun (an npm package, conformance/
+# installs it from its lockfile). It prints the counts.
+test-conformance: build
+	@if [ -f conformance/package.json ]; then cd conformance && npm ci --no-audit --no-fund --loglevel=error && AGENTDOCK_BIN=../$(BIN) node --test; fi
 
 # Everything BENCHMARKS.md reports, about 30 minutes on 2 cores with nothing
 # else running: the Go benchmarks, the load harness against the goals

@@ -55,6 +55,10 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxMessageBytes bounds a user message (default 32 KiB).
 	MaxMessageBytes int
+	// MaxAttachmentBytes bounds one attachment of a message as sent (its
+	// data: URL; 0: no bound but the request's). A session keeps each
+	// attachment once, with its message.
+	MaxAttachmentBytes int
 	// LeaseRenewal is how often a running turn extends its session lease
 	// (default 10 s; keep it well under the store's LockTTL).
 	LeaseRenewal time.Duration
@@ -299,6 +303,14 @@ type options struct {
 	regenerate bool
 	// edit: the regenerated answer is to a new text (Edit).
 	edit bool
+	// What the request's client brought (client.go).
+	clientTools  []chat.ToolSpec
+	choice       orchestration.ToolChoice
+	format       *llmorch.Format
+	instructions string
+	attachments  []chat.Attachment
+	results      []chat.ToolResult
+	compacted    []chat.Message
 }
 
 // WithTurnID names the turn (its stream's ID, for example), so that a
@@ -468,8 +480,11 @@ func (n *Agent) recordStoreError(ctx context.Context, e *chat.Error) {
 
 func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, opts ...Option) (iter.Seq[chat.Event], error) {
 	o := collect(opts)
-	if err := n.checkMessage(message); err != nil {
-		return nil, err
+	// A message may be attachments alone.
+	if message != "" || len(o.attachments) == 0 {
+		if err := n.checkMessage(message); err != nil {
+			return nil, err
+		}
 	}
 	if err := n.checkOptions(o); err != nil {
 		return nil, err
@@ -681,13 +696,24 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 	engine := n.Engine()
 	window := n.historyWindow()
 	compacts := n.compacts()
-	user := chat.Message{Role: chat.RoleUser, Content: message}
+	user := chat.Message{Role: chat.RoleUser, Content: message, Attachments: o.attachments}
 	st := sess.State
 	pending := sess.PendingApprovals()
+	client := o.clientNames()
+	// The client's results of its tools' calls, and a result saying it
+	// sent none for the others, in the calls' order; the calls waiting
+	// for approval are denied by the new message.
+	results, records, decided, err := clientResults(pending, sess.Approvals, o.results, false)
+	if err != nil {
+		return turnStart{}, err
+	}
 	var denials []chat.Message
 	for _, a := range pending {
-		denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, DeniedByNewMessage)))
+		if !a.Client {
+			denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, DeniedByNewMessage)))
+		}
 	}
+	denials = append(results, denials...)
 	opts := []session.UpdateOption{session.WithTurn(o.turnID)}
 	if compacts {
 		// The summary and the turns after it: the model's view, whatever
@@ -700,6 +726,7 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 			if !samePending(cur, pending) {
 				return nil, errApprovalsMoved
 			}
+			cur = markClient(cur, decided)
 			for i := range cur {
 				if cur[i].Status == session.ApprovalPending {
 					cur[i].Status, cur[i].Reason = session.ApprovalDenied, DeniedByNewMessage
@@ -738,9 +765,22 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 			*s, dec = engine.Apply(*s, orchestration.Regenerate(message))
 			return nil
 		}
-		*s = n.Replay(*s, o.history)
+		*s, _ = recordResults(engine, *s, records)
+		*s = n.Replay(*s, o.compacted, client)
+		*s = n.Replay(*s, o.history, client)
 		*s, dec = engine.Apply(*s, orchestration.UserMessage(message))
 		return nil
+	}
+	if o.choice.Required {
+		// The step the turn starts in decides whether the choice can be
+		// honoured: the same update, on the session as claimed.
+		predicted := st
+		if err := update(&predicted); err != nil {
+			return turnStart{}, err
+		}
+		if err := n.checkChoice(predicted, o); err != nil {
+			return turnStart{}, err
+		}
 	}
 	return turnStart{
 		write: session.Write{Update: update, Messages: msgs, Window: window, Options: opts},
@@ -770,7 +810,7 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 			if compacts {
 				t.Summary, t.Fallback = summary, n.fallback
 			}
-			return t
+			return o.extend(t)
 		},
 	}, nil
 }
@@ -888,8 +928,11 @@ func (n *Agent) Answer(ctx context.Context, sessionID string, answers []Approval
 }
 
 func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers []ApprovalAnswer, o options) (iter.Seq[chat.Event], error) {
-	if len(answers) == 0 {
+	if len(answers) == 0 && o.results == nil {
 		return nil, &ApprovalError{Err: ErrInvalidApproval, Index: -1, Msg: "no answers: approvals must list at least one {id, approved}"}
+	}
+	if err := n.checkOptions(o); err != nil {
+		return nil, err
 	}
 	for i, a := range answers {
 		switch {
@@ -917,7 +960,13 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 		if err != nil {
 			return turnStart{}, err
 		}
-		return n.answerTurn(key, plan, messageOf(sess.Approvals, answers[0].ID), o), nil
+		// The turn goes on in the answer that made the calls: the one of
+		// the first call that waits (an approval or a client tool's).
+		messageID := ""
+		if p := sess.PendingApprovals(); len(p) > 0 {
+			messageID = messageOf(sess.Approvals, p[0].ID)
+		}
+		return n.answerTurn(key, sess, plan, messageID, o)
 	})
 }
 
@@ -940,7 +989,7 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 	var plan []llmorch.Answer
 	var missing []string
 	for _, s := range stored {
-		if s.Status != session.ApprovalPending {
+		if s.Status != session.ApprovalPending || s.Client {
 			continue
 		}
 		i, ok := byID[s.ID]
@@ -959,10 +1008,16 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 
 // answerTurn plans the write that records the answers, the results of the
 // denied calls with them, and the turn that carries them out.
-func (n *Agent) answerTurn(key string, plan []llmorch.Answer, messageID string, o options) turnStart {
+func (n *Agent) answerTurn(key string, sess session.Session, plan []llmorch.Answer, messageID string, o options) (turnStart, error) {
 	decided := map[string]llmorch.Answer{}
 	var denials []chat.Message
 	approved := map[string]bool{}
+	// The client's results of its tools' calls, all of them, recorded in
+	// the first write, before the approved calls run.
+	results, records, clientDecided, err := clientResults(sess.PendingApprovals(), sess.Approvals, o.results, true)
+	if err != nil {
+		return turnStart{}, err
+	}
 	for _, a := range plan {
 		decided[a.Call.ID] = a
 		if a.Approved {
@@ -971,6 +1026,7 @@ func (n *Agent) answerTurn(key string, plan []llmorch.Answer, messageID string, 
 			denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, a.Reason)))
 		}
 	}
+	denials = append(results, denials...)
 	// The whole history is read: the model must see at least this turn's
 	// user message and the calls being answered, whatever the policy's
 	// window (continuationWindow).
@@ -978,11 +1034,23 @@ func (n *Agent) answerTurn(key string, plan []llmorch.Answer, messageID string, 
 	// A session saved under an earlier version of the template may name a
 	// step the template no longer has: the turn goes on from the step the
 	// rules choose now, as a user message would.
-	update := func(s *orchestration.State) error { *s = engine.Current(*s); return nil }
+	update := func(s *orchestration.State) error {
+		*s = engine.Current(*s)
+		*s, _ = recordResults(engine, *s, records)
+		return nil
+	}
+	if o.choice.Required {
+		predicted := sess.State
+		_ = update(&predicted)
+		if err := n.checkChoice(predicted, o); err != nil {
+			return turnStart{}, err
+		}
+	}
 	compacts := n.compacts()
 	write := session.Write{Update: update, Messages: denials, Window: -1, Options: []session.UpdateOption{
 		session.WithTurn(o.turnID),
 		session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
+			cur = markClient(cur, clientDecided)
 			for i := range cur {
 				a, ok := decided[cur[i].Call.ID]
 				if !ok || cur[i].Status != session.ApprovalPending {
@@ -1017,8 +1085,8 @@ func (n *Agent) answerTurn(key string, plan []llmorch.Answer, messageID string, 
 		if compacts {
 			t.Summary, t.Fallback = summary, n.fallback
 		}
-		return t
-	}}
+		return o.extend(t)
+	}}, nil
 }
 
 // messageOf is the answer that asked for the approval with this ID ("" when

@@ -431,7 +431,7 @@ func TestStopAfterARunningCall(t *testing.T) {
 	if !sess.State.RecentlyUsedTools.Equal("think") {
 		t.Fatalf("recorded %v, want [think]", sess.State.RecentlyUsedTools)
 	}
-	if replayed := r.node.Replay(orchestration.State{}, msgs); !replayed.RecentlyUsedTools.Equal("think") || replayed.UserMessages != sess.State.UserMessages {
+	if replayed := r.node.Replay(orchestration.State{}, msgs, nil); !replayed.RecentlyUsedTools.Equal("think") || replayed.UserMessages != sess.State.UserMessages {
 		t.Fatalf("replayed %+v, session %+v", replayed, sess.State)
 	}
 }

@@ -40,9 +40,11 @@ func (e *HistoryError) Unwrap() error { return ErrInvalidMessage }
 // the agent's tools (Engine().Tools()), each with an ID used once, and are
 // followed by one tool message per call, answering it by its ID, before the
 // next message of another role. A model provider refuses a conversation that
-// breaks one of these, and the orchestration could not replay it.
-func (n *Agent) CheckHistory(msgs []chat.Message) error {
-	tools := n.Engine().Tools()
+// breaks one of these, and the orchestration could not replay it. client
+// names the client tools of the request the conversation came with: their
+// calls may be in it too.
+func (n *Agent) CheckHistory(msgs []chat.Message, client []string) error {
+	tools := append(slices.Clone(n.Engine().Tools()), client...)
 	pending := map[string]bool{} // calls of the latest assistant message not answered yet
 	seen := map[string]bool{}
 	unanswered := func(at int) error {
@@ -66,6 +68,9 @@ func (n *Agent) CheckHistory(msgs []chat.Message) error {
 		}
 		switch m.Role {
 		case chat.RoleUser:
+			if m.Content == "" && len(m.Attachments) > 0 {
+				break // attachments alone
+			}
 			if err := n.checkMessage(m.Content); err != nil {
 				return &HistoryError{Index: i, Reason: reason(err)}
 			}
@@ -81,7 +86,7 @@ func (n *Agent) CheckHistory(msgs []chat.Message) error {
 				case seen[c.ID]:
 					return &HistoryError{Index: i, Reason: fmt.Sprintf("tool call ID %q is used twice", clipID(c.ID))}
 				case !slices.Contains(tools, c.Name):
-					return &HistoryError{Index: i, Reason: fmt.Sprintf("the agent has no tool %q (only its own tools' calls can be in the conversation)", clipID(c.Name))}
+					return &HistoryError{Index: i, Reason: fmt.Sprintf("the agent has no tool %q, and the request brings none of that name (only calls of the agent's tools and of the request's tools can be in the conversation)", clipID(c.Name))}
 				}
 				seen[c.ID] = true
 				pending[c.ID] = true
@@ -122,9 +127,10 @@ func clipID(s string) string {
 // against the offer of the model call that made it; a tool message marked
 // NotRun, a call that never ran, records nothing; a call that ran and
 // failed is recorded). Token usage is not in a conversation and stays as
-// it was.
-func (n *Agent) Replay(st orchestration.State, msgs []chat.Message) orchestration.State {
-	return n.Engine().Replay(st, msgs)
+// it was. client names the client tools of the request the conversation
+// came with (nil: none).
+func (n *Agent) Replay(st orchestration.State, msgs []chat.Message, client []string) orchestration.State {
+	return n.Engine().Replay(st, msgs, client)
 }
 
 var errOptions = errors.New("agent: Regenerate cannot be combined with WithHistory or Stateless")
@@ -133,7 +139,10 @@ func (n *Agent) checkOptions(o options) error {
 	if o.regenerate && (o.stateless || len(o.history) > 0) {
 		return errOptions
 	}
-	return n.CheckHistory(o.history)
+	if err := n.CheckHistory(append(slices.Clone(o.compacted), o.history...), o.clientNames()); err != nil {
+		return err
+	}
+	return n.checkClient(o)
 }
 
 // turnStore makes the store and service of a stateless turn: an in-memory
@@ -162,7 +171,7 @@ func (n *Agent) turnStore() (session.Store, *llmorch.Service, error) {
 // is off, and returns the conversation as it was, with the error, when
 // no summary can be made.
 func (n *Agent) Compact(ctx context.Context, prev *chat.Message, msgs []chat.Message) (llmorch.Compacted, error) {
-	if err := n.CheckHistory(msgs); err != nil {
+	if err := n.CheckHistory(msgs, nil); err != nil {
 		return llmorch.Compacted{}, err
 	}
 	last := 0

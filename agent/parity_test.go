@@ -249,7 +249,7 @@ func TestReplayParity(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if diff := sameState(r.node.Replay(orchestration.State{}, history), sess.State); diff != "" {
+				if diff := sameState(r.node.Replay(orchestration.State{}, history, nil), sess.State); diff != "" {
 					t.Fatalf("conversation %d: %s\nhistory %+v", i, diff, history)
 				}
 			}

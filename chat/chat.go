@@ -53,6 +53,10 @@ type Message struct {
 	// conversation is replayed (orchestration.Engine.Replay), as the turn
 	// did; a tool that ran and failed is such a result.
 	NotRun bool `json:"notRun,omitempty"`
+	// Attachments are the images and files a user message carries, after
+	// its text (Content). A stored session keeps each with its message,
+	// once; every later model call of the session sees it there.
+	Attachments []Attachment `json:"attachments,omitempty"`
 	// Summary describes a RoleSummary entry: the turns it replaces.
 	Summary *Summary `json:"summary,omitempty"`
 }
@@ -78,6 +82,28 @@ type Summary struct {
 	// Usage is what the summarizer's model call cost.
 	Usage Usage `json:"usage,omitzero"`
 }
+
+// Attachment is an image or a file a user attached to a message.
+type Attachment struct {
+	// Kind is AttachImage or AttachFile.
+	Kind string `json:"kind"`
+	// URL holds the content: a data: URL (base64) or an http(s) URL the
+	// provider fetches itself.
+	URL string `json:"url"`
+	// MediaType is the content's type ("image/png", "application/pdf"),
+	// when known.
+	MediaType string `json:"mediaType,omitempty"`
+	// Filename names a file.
+	Filename string `json:"filename,omitempty"`
+	// Detail is an image's detail for OpenAI ("auto", "low", "high").
+	Detail string `json:"detail,omitempty"`
+}
+
+// The kinds of Attachment.
+const (
+	AttachImage = "image"
+	AttachFile  = "file"
+)
 
 // ToolCall is one call of a tool by a model, complete and validated: the name
 // is known, the ID is present and Arguments is a JSON object.

@@ -45,6 +45,13 @@ const (
 	// not run; the turn ends after the step (FinishApproval) and the
 	// session keeps the call pending until it is answered.
 	KindApproval Kind = "approval"
+	// KindClientCall carries a call of a client tool in ToolCall: a tool
+	// the request's client brought and runs itself. It takes the place of
+	// KindToolCall for such a call. The call is not run here: the turn
+	// ends after the step (FinishToolCalls), and the session keeps the
+	// call until the client's next request carries its result, which
+	// records it in the orchestration like a tool that ran.
+	KindClientCall Kind = "client-call"
 	// KindAbort reports that the turn was stopped on request (a person's
 	// Stop, a client that closed its stream), with the reason in Text. The
 	// partial answer is saved and Done follows with FinishStopped.
@@ -203,6 +210,9 @@ const (
 	// FinishApproval: the turn ended waiting for a person to approve tool
 	// calls (KindApproval).
 	FinishApproval = "approval"
+	// FinishToolCalls: the turn ended with calls of client tools, whose
+	// results the client's next request carries (KindClientCall).
+	FinishToolCalls = "tool-calls"
 )
 
 // AnswerText is a turn's answer text as its events build it, for an edge

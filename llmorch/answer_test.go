@@ -70,7 +70,7 @@ func TestParallelCallsAgainstASequence(t *testing.T) {
 	}
 	// The fixture's turn start stores the message in the state only.
 	conversation := append([]chat.Message{{Role: chat.RoleUser, Content: "critique this plan"}}, history...)
-	replayed := f.eng.Replay(orchestration.State{}, conversation)
+	replayed := f.eng.Replay(orchestration.State{}, conversation, nil)
 	if replayed.SequenceIndex != sess.State.SequenceIndex || !replayed.RecentlyUsedTools.Equal(sess.State.RecentlyUsedTools.Slice()...) {
 		t.Fatalf("replaying the history gives %+v, the session has %+v", replayed, sess.State)
 	}

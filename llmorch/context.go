@@ -120,7 +120,7 @@ type compaction struct {
 // last) beyond the ones kept, folding prev in. fixed is what the request
 // costs besides its messages. It returns ErrTooLong when no turn can be
 // summarized, and a summarizer's failure as is.
-func (s *Service) compact(ctx context.Context, prev *chat.Message, msgs []chat.Message, last, fixed int) (*compaction, error) {
+func (s *Service) compact(ctx context.Context, prev *chat.Message, msgs []chat.Message, last, fixed int, force bool) (*compaction, error) {
 	p := s.cfg.Context
 	starts, numbers := turnSpans(msgs, last)
 	total := make([]int, len(starts)+1) // total[i]: tokens of the turns from i on
@@ -146,7 +146,7 @@ func (s *Service) compact(ctx context.Context, prev *chat.Message, msgs []chat.M
 	}
 	// A summary costs a model call and takes room of its own: turns that
 	// weigh less than a sixteenth of the budget are not worth one.
-	if cut <= 0 || replaced < p.MaxInputTokens/16 {
+	if cut <= 0 || !force && replaced < p.MaxInputTokens/16 {
 		return nil, ErrTooLong
 	}
 	in := SummaryInput{Previous: prev, MaxTokens: budget}
@@ -208,11 +208,31 @@ func (s *Service) Compact(ctx context.Context, prev *chat.Message, msgs []chat.M
 	if n <= s.cfg.Context.MaxInputTokens {
 		return Compacted{Summary: prev, Messages: msgs, Tokens: n}, nil
 	}
-	c, err := s.compact(ctx, prev, msgs, last, fixed)
+	c, err := s.compact(ctx, prev, msgs, last, fixed, false)
 	if err != nil {
 		return Compacted{Summary: prev, Messages: msgs, Tokens: n}, err
 	}
 	return Compacted{Summary: c.summary, Messages: c.messages, Tokens: count(c.summary, c.messages)}, nil
+}
+
+// Summarize is Compact without the budget's threshold: the turns beyond
+// the kept ones are summarized whatever the conversation's size, for a
+// client that asks for a compaction (POST /v1/responses/compact). It
+// returns ErrTooLong when no turn lies beyond the kept ones.
+func (s *Service) Summarize(ctx context.Context, prev *chat.Message, msgs []chat.Message, last int) (Compacted, error) {
+	if s.cfg.Context == nil {
+		return Compacted{Summary: prev, Messages: msgs}, errors.New("llmorch: the agent's context budget is off (options.context)")
+	}
+	fixed := s.tokens.fixed(Request{System: s.system, Tools: s.cfg.Tools.Specs(s.cfg.Engine.Tools())})
+	c, err := s.compact(ctx, prev, msgs, last, fixed, true)
+	if err != nil {
+		return Compacted{Summary: prev, Messages: msgs}, err
+	}
+	n := fixed + s.tokens.message(summaryMessage(c.summary))
+	for _, m := range c.messages {
+		n += s.tokens.message(m)
+	}
+	return Compacted{Summary: c.summary, Messages: c.messages, Tokens: s.tokens.provider(n)}, nil
 }
 
 // fit keeps the model call's request within the context budget: when it
@@ -239,7 +259,7 @@ func (r *run) fit(ctx context.Context, req *Request) error {
 		log = slog.Default()
 	}
 	start := time.Now()
-	c, err := r.s.compact(ctx, r.summary, r.messages, r.state.UserMessages, fixed)
+	c, err := r.s.compact(ctx, r.summary, r.messages, r.state.UserMessages, fixed, false)
 	switch {
 	case errors.Is(err, ErrTooLong):
 		log.DebugContext(ctx, "context compaction: nothing worth summarizing, the newest turns alone pass the budget",

@@ -39,6 +39,19 @@ type Info struct {
 	// does not choose gets stable tool filtering
 	// (template.ToolFilteringStable).
 	RestrictsTools bool
+	// Images and Files say which kinds of chat.Attachment the model
+	// takes; a turn whose messages carry another kind is refused before
+	// it starts.
+	Images, Files bool
+	// Formats: the provider takes an answer's Format in a field of its
+	// own (OpenAI's response_format); any other model reads it in each
+	// call's note. Either way the answer is checked.
+	Formats bool
+}
+
+// Takes reports whether the model takes attachments of kind.
+func (i Info) Takes(kind string) bool {
+	return kind == chat.AttachImage && i.Images || kind == chat.AttachFile && i.Files
 }
 
 // Request is one model call. Tools, System and Messages, in that order,
@@ -64,7 +77,14 @@ type Request struct {
 	// restrict itself (Info.RestrictsTools) sends it to the provider;
 	// either way the runtime refuses a call of any other tool. Nil offers
 	// all of Tools.
-	Offered     []string
+	Offered []string
+	// Require: the model must call one of the tools it may call (a
+	// client's tool_choice "required" or a named function, on a turn's
+	// first call).
+	Require bool
+	// Format, when set, is the format the answer must be in (see
+	// Format); the model may still call tools.
+	Format      *Format
 	Temperature *float64
 	// MaxTokens is the max_tokens to send (0: the provider's default).
 	MaxTokens int

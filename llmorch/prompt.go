@@ -21,7 +21,19 @@ type PromptInput struct {
 	// FinalAnswer asks for an answer without tools (the turn's step budget
 	// is spent; the note's).
 	FinalAnswer bool
+	// Client is the client's own instructions (system and developer
+	// messages, the Responses API's instructions), given after the
+	// template's and marked as the client's (the prompt's).
+	Client string
+	// Require says the model must call one of the offered tools now, and
+	// Format, when the model does not take it natively, is the format of
+	// the answer (the note's).
+	Require bool
+	Format  *Format
 }
+
+// ClientHeading opens the client's instructions in a system prompt.
+const ClientHeading = "## Instructions from the client"
 
 // SystemPrompt renders the system prompt: the personality, then the
 // orchestration guide built from the real template (every step with its
@@ -34,6 +46,14 @@ func SystemPrompt(in PromptInput) string {
 	var b strings.Builder
 	for _, l := range in.Personality {
 		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	if c := strings.TrimSpace(in.Client); c != "" {
+		// After the template's own instructions, and before the
+		// orchestration, which stays last and wins.
+		b.WriteString("\n" + ClientHeading + "\n")
+		b.WriteString("The application that calls this agent adds these instructions. Follow them where they agree with the instructions above and the orchestration below, which take precedence.\n\n")
+		b.WriteString(c)
 		b.WriteByte('\n')
 	}
 	if len(in.Steps) > 0 {
@@ -97,8 +117,13 @@ func Note(in PromptInput) string {
 		b.WriteString("The tool budget of this turn is spent: answer now, without tools, using the results you have.\n")
 	case len(snap.OfferedTools) == 0:
 		b.WriteString("No tools may be used now.\n")
+	case in.Require:
+		fmt.Fprintf(&b, "Call one of these tools now: %s\n", strings.Join(snap.OfferedTools, ", "))
 	default:
 		fmt.Fprintf(&b, "Tools you may use now: %s\n", strings.Join(snap.OfferedTools, ", "))
+	}
+	if in.Format != nil {
+		b.WriteString(in.Format.instruction())
 	}
 	return b.String()
 }

@@ -170,6 +170,24 @@ type Turn struct {
 	// run.restart) and the turn with it. State and History are the
 	// session's, which hold the turn's saved steps.
 	Resume *session.Journal
+	// ClientTools are the tools the request's client brings and runs
+	// itself (OpenAI's tools, the AI SDK's client-side tools). The
+	// orchestration offers them by its rules (orchestration.Engine.
+	// OfferWith); a call of one that is offered is not run but held: the
+	// turn yields it (chat.KindClientCall), keeps it in the session
+	// (session.Approval with Client set) and ends after the step with
+	// chat.FinishToolCalls. The client's next request carries its result.
+	ClientTools []chat.ToolSpec
+	// Choice is the client's tool_choice (zero: auto): it narrows the
+	// offer of every model call of the turn, and Required makes the
+	// first one call a tool.
+	Choice orchestration.ToolChoice
+	// Format, when set, is the format the turn's answer must be in (see
+	// Format).
+	Format *Format
+	// Instructions are the client's own instructions, given to the model
+	// after the template's (PromptInput.Client).
+	Instructions string
 }
 
 // message is the ID of the answer the turn's output belongs to.
@@ -254,7 +272,18 @@ func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.S
 	return func(yield func(chat.Event) bool) {
 		ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Budget.TurnTimeout, LimitTime(s.cfg.Budget.TurnTimeout))
 		defer cancel()
-		r := &run{s: s, turn: turn, state: turn.State, yield: yield, messages: slices.Clone(turn.History), summary: turn.Summary}
+		r := &run{s: s, turn: turn, state: turn.State, yield: yield, messages: slices.Clone(turn.History), summary: turn.Summary, system: s.system}
+		if turn.Instructions != "" {
+			r.system = SystemPrompt(PromptInput{
+				Personality: s.cfg.Template.Personality,
+				Guide:       guide(s.cfg.Template),
+				Steps:       s.cfg.Template.Steps(),
+				Client:      turn.Instructions,
+			})
+		}
+		for _, t := range turn.ClientTools {
+			r.client = append(r.client, t.Name)
+		}
 		if turn.Journal {
 			r.writes = 1 // the agent's first write started the journal
 		}
@@ -360,6 +389,11 @@ type run struct {
 	// tool was under way then.
 	journaled map[string]chat.ToolResult
 	interrupt bool
+	// system is the turn's system prompt; client names its client tools.
+	system string
+	client []string
+	// clientHeld: a call of a client tool was held this turn.
+	clientHeld bool
 }
 
 // errAwaitApproval ends a turn whose step holds calls for approval.
@@ -394,7 +428,7 @@ func (r *run) loop(ctx context.Context) (string, error) {
 			return "", errStopped
 		}
 		calls, err := r.modelStep(ctx, final)
-		if reason, ended, err := stepEnd(calls, final, err); ended || err != nil {
+		if reason, ended, err := stepEnd(calls, final, r.clientHeld, err); ended || err != nil {
 			return reason, err
 		}
 	}
@@ -402,8 +436,10 @@ func (r *run) loop(ctx context.Context) (string, error) {
 
 // stepEnd says whether a step with these calls (and error) ends the turn,
 // and why.
-func stepEnd(calls []chat.ToolCall, final bool, err error) (string, bool, error) {
+func stepEnd(calls []chat.ToolCall, final, clientHeld bool, err error) (string, bool, error) {
 	switch {
+	case errors.Is(err, errAwaitApproval) && clientHeld:
+		return chat.FinishToolCalls, true, nil
 	case errors.Is(err, errAwaitApproval):
 		return chat.FinishApproval, true, nil
 	case err != nil:
@@ -464,7 +500,7 @@ func (r *run) restart(ctx context.Context) (string, bool, error) {
 		return "", true, errStopped
 	}
 	err := r.onStepFinish(ctx, []byte(st.Text), st.Calls, st.Invalid, st.Usage)
-	return stepEnd(st.Calls, final, err)
+	return stepEnd(st.Calls, final, r.clientHeld, err)
 }
 
 // interrupted is the result of a call that was under way when the replica
@@ -480,12 +516,17 @@ func interrupted(call chat.ToolCall) chat.ToolResult {
 func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error) {
 	cfg := r.s.cfg
 	avail := r.available()
-	offer := cfg.Engine.OfferNow(r.state, avail)
+	offer := r.offerNow(avail)
 	snap := r.snapshot(avail)
 	r.noTools = final
 	if final {
 		snap.OfferedTools = nil
 		offer.Tools = nil
+	}
+	require := r.turn.Choice.Required && r.calls == 0 && len(offer.Tools) > 0
+	noteFormat := r.turn.Format
+	if cfg.Model.Info().Formats {
+		noteFormat = nil
 	}
 	r.offer, r.callState = offer, r.state
 	if !r.announce(snap) {
@@ -496,22 +537,30 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	}
 	remaining := cfg.Budget.MaxOutputBytes - r.output
 	req := Request{
-		System:         r.s.system,
+		System:         r.system,
 		Messages:       r.requestMessages(),
-		Note:           Note(PromptInput{Snapshot: snap, FinalAnswer: final}),
+		Note:           Note(PromptInput{Snapshot: snap, FinalAnswer: final, Require: require, Format: noteFormat}),
 		Temperature:    cfg.Temperature,
 		MaxTokens:      maxTokens(cfg.MaxTokens, remaining),
 		MaxOutputBytes: remaining,
 		Orchestration:  &snap,
 		Modes:          r.s.modes,
+		Require:        require,
+		Format:         r.turn.Format,
 	}
 	if r.s.stable {
-		// The whole tool set, in the engine's order, whatever is offered:
-		// the prefix of the request stays the same call after call.
-		req.Tools = cfg.Tools.Specs(cfg.Engine.Tools())
+		// The whole tool set, in the engine's order and then the
+		// client's, whatever is offered: the prefix of the request stays
+		// the same call after call.
+		req.Tools = append(cfg.Tools.Specs(cfg.Engine.Tools()), r.turn.ClientTools...)
 		req.Offered = append(make([]string, 0, len(offer.Tools)), offer.Tools...)
 	} else {
 		req.Tools = cfg.Tools.Specs(offer.Tools)
+		for _, t := range r.turn.ClientTools {
+			if slices.Contains(offer.Tools, t.Name) {
+				req.Tools = append(req.Tools, t)
+			}
+		}
 	}
 	for _, name := range offer.Tools {
 		if cfg.Engine.NeedsApproval(r.state, name) {
@@ -558,7 +607,8 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 			}
 			r.output += len(ev.Text)
 			text = append(text, ev.Text...)
-			if ev.Text != "" && !r.emit(ev) {
+			// An answer in a format is shown once it is checked (below).
+			if ev.Text != "" && r.turn.Format == nil && !r.emit(ev) {
 				r.saveEnd(ctx, text, usage)
 				return nil, errStopped
 			}
@@ -591,7 +641,65 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	if cfg.Context != nil {
 		r.s.tokens.reconcile(r.counted, usage.Prompt)
 	}
+	if r.turn.Format != nil {
+		if len(calls) == 0 {
+			var err error
+			if text, err = r.conform(ctx, req, text, &usage, prevStep); err != nil {
+				r.saveEnd(ctx, nil, usage)
+				return nil, err
+			}
+		}
+		if len(text) > 0 && !r.emit(chat.Event{Kind: chat.KindTextDelta, Text: string(text)}) {
+			r.saveEnd(ctx, text, usage)
+			return nil, errStopped
+		}
+	}
 	return calls, r.onStepFinish(ctx, text, calls, invalid, usage)
+}
+
+// conform checks a final answer against the turn's Format: one that
+// fails gets one repair call, which sees the answer and why it failed
+// and is offered no tools; a repaired answer that fails too ends the turn
+// with CodeInvalidOutput. The repair's exchange is not stored: the
+// history keeps the answer that passed. Its usage is the step's.
+func (r *run) conform(ctx context.Context, req Request, text []byte, usage *chat.Usage, prevStep string) ([]byte, error) {
+	f := r.turn.Format
+	err := f.Check(string(text))
+	if err == nil {
+		return text, nil
+	}
+	repair := req
+	repair.Messages = append(slices.Clone(req.Messages), assistantMessage(text, nil))
+	repair.Note = f.repair(err)
+	repair.Offered = []string{}
+	repair.Require = false
+	if !r.s.stable {
+		repair.Tools = nil
+	}
+	repair.MaxOutputBytes = r.s.cfg.Budget.MaxOutputBytes - r.output
+	var fixed []byte
+	for ev, serr := range r.stream(ctx, repair, prevStep) {
+		if serr != nil {
+			return nil, serr
+		}
+		switch ev.Kind {
+		case chat.KindTextDelta:
+			r.output += len(ev.Text)
+			fixed = append(fixed, ev.Text...)
+		case chat.KindUsage:
+			*usage = usage.Add(*ev.Usage)
+		}
+		if r.output > r.s.cfg.Budget.MaxOutputBytes {
+			return nil, limitOutput(r.s.cfg.Budget.MaxOutputBytes)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := f.Check(string(fixed)); err != nil {
+		return nil, &chat.Error{Code: CodeInvalidOutput, Message: "the model's answer did not match the response format, also after a repair: " + err.Error()}
+	}
+	return fixed, nil
 }
 
 // onStepFinish executes the step's tool calls, records tools and usage and
@@ -636,6 +744,18 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		if err := ctx.Err(); err != nil {
 			// Stopped between two calls: no new tool starts.
 			return stop(err)
+		}
+		if i < limit && !r.noTools && slices.Contains(r.client, call.Name) && slices.Contains(r.offer.Tools, call.Name) {
+			// A call of a client tool the model was offered: the client
+			// runs it; the session keeps it until its result comes.
+			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), Client: true, MessageID: r.turn.message()}
+			held = append(held, a)
+			r.clientHeld = true
+			if !r.emit(chat.Event{Kind: chat.KindClientCall, ToolCall: &call}) {
+				return stop(errStopped)
+			}
+			reached++
+			continue
 		}
 		if !r.emit(chat.Event{Kind: chat.KindToolCall, ToolCall: &call}) {
 			return stop(errStopped)
@@ -1180,10 +1300,17 @@ func (r *run) available() orchestration.Available {
 	return func(t string) bool { return !slices.Contains(down, t) }
 }
 
+// offerNow is what the orchestration offers now: the agent's tools that
+// can run, the request's client tools, as the client's tool_choice
+// narrows them.
+func (r *run) offerNow(avail orchestration.Available) orchestration.Offer {
+	return r.turn.Choice.Narrow(r.s.cfg.Engine.OfferWith(r.state, avail, r.client))
+}
+
 // snapshot is the engine's snapshot with the tools offered now.
 func (r *run) snapshot(avail orchestration.Available) chat.Snapshot {
 	snap := r.s.cfg.Engine.Snapshot(r.state)
-	snap.OfferedTools = r.s.cfg.Engine.OfferNow(r.state, avail).Tools
+	snap.OfferedTools = r.offerNow(avail).Tools
 	return snap
 }
 

@@ -50,6 +50,13 @@ type Config struct {
 	// step's own requireApproval adds to it. Its diagnostics are located at
 	// "options.requireApproval".
 	RequireApproval []string
+	// ClientTools lists the names or patterns of the client tools the
+	// template orchestrates (options.clientTools): tools a request's client
+	// brings and runs itself. A step's sequence may name them like the
+	// agent's own tools; a request that brings them gets them offered by
+	// the step's rules (OfferWith). Its diagnostics are located at
+	// "options.clientTools".
+	ClientTools []string
 }
 
 // New checks spec against cfg and compiles it. It reports every problem in
@@ -110,6 +117,7 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 		}
 	}
 	e.approval = approvalPatterns(cfg.RequireApproval, cfg.Tools, "options", d)
+	e.client = clientPatterns(cfg.ClientTools, cfg.Tools, d)
 
 	for i := range spec.Steps {
 		s := &spec.Steps[i]
@@ -144,13 +152,14 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 		if s.AvailableTools != nil {
 			allowed, denied = s.AvailableTools.Allowed, s.AvailableTools.Denied
 		}
+		st.allowed, st.denied = allowed, denied
 		for _, t := range cfg.Tools {
 			if (len(allowed) == 0 || matchAny(allowed, t)) && !matchAny(denied, t) && !unavailable[t] && !slices.Contains(st.tools, t) {
 				st.tools = append(st.tools, t)
 			}
 		}
 		for k, p := range allowed {
-			if !slices.ContainsFunc(cfg.Tools, func(t string) bool { return matchPattern(p, t) }) {
+			if !slices.ContainsFunc(cfg.Tools, func(t string) bool { return matchPattern(p, t) }) && !e.mayMatchClient(p) {
 				d.warnf(path, "availableTools.allowed[%d]: %q matches none of the agent's tools (%s)", k, p, listOrNone(cfg.Tools))
 			}
 		}
@@ -162,12 +171,12 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 				d.errorf(gpath, "an empty group of tools")
 				continue
 			}
-			var offer []string
+			var offer, client []string
 			bad := false
 			for _, t := range g {
 				switch {
-				case !agentTools[t]:
-					d.errorf(gpath, "tool %q is not one of the agent's tools (%s)", t, listOrNone(cfg.Tools))
+				case !agentTools[t] && !matchAny(e.client, t):
+					d.errorf(gpath, "tool %q is not one of the agent's tools (%s), nor a client tool the template declares (options.clientTools)", t, listOrNone(cfg.Tools))
 					bad = true
 				case len(allowed) > 0 && !matchAny(allowed, t):
 					d.errorf(gpath, "tool %q is not in this step's availableTools.allowed", t)
@@ -175,13 +184,16 @@ func compile(spec *Spec, cfg Config, d *diagnoser) *Engine {
 				case matchAny(denied, t):
 					d.errorf(gpath, "tool %q is excluded by this step's availableTools.denied", t)
 					bad = true
+				case !agentTools[t]:
+					client = append(client, t)
 				case slices.Contains(st.tools, t):
 					offer = append(offer, t)
 				}
 			}
 			st.sequence = append(st.sequence, slices.Clone(g))
+			st.client = append(st.client, client)
 			blocked := ""
-			if len(offer) == 0 && !bad {
+			if len(offer) == 0 && len(client) == 0 && !bad {
 				// Every tool of the group is the agent's and allowed here,
 				// but the runtime provides none: no call can pass this
 				// position. Rather than offer tools that never advance the
@@ -244,6 +256,39 @@ func unknownKeys(d *diagnoser, path, where string, extra map[string]json.RawMess
 		}
 		d.errorf(path+"."+k, "%s", msg)
 	}
+}
+
+// clientPatterns checks options.clientTools: an empty pattern is an error,
+// and so is one that matches one of the agent's own tools (a client tool
+// of that name is refused in every request, so the template would
+// orchestrate a tool no client can bring).
+func clientPatterns(patterns, tools []string, d *diagnoser) []string {
+	var out []string
+	for k, p := range patterns {
+		path := fmt.Sprintf("options.clientTools[%d]", k)
+		if strings.TrimSpace(p) == "" {
+			d.errorf(path, "an empty tool pattern")
+			continue
+		}
+		if i := slices.IndexFunc(tools, func(t string) bool { return matchPattern(p, t) }); i >= 0 {
+			d.errorf(path, "%q matches the agent's own tool %q: a client tool must not have the name of one of the agent's tools", p, tools[i])
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// mayMatchClient reports whether the pattern p may match a client tool
+// the template declares: it names one, matches one of the declared names,
+// or is matched by a declared pattern.
+func (e *Engine) mayMatchClient(p string) bool {
+	for _, c := range e.client {
+		if c == p || matchPattern(p, c) || matchPattern(c, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // approvalPatterns checks requireApproval patterns: an empty one is an

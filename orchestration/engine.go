@@ -102,6 +102,9 @@ type Input struct {
 	// Available, on a tool event, is what the runtime passed to OfferNow
 	// (see ToolUsedNow); nil: every tool can run.
 	Available Available
+	// Client, on a tool event, names the client tools of the request the
+	// call was made in (see OfferWith).
+	Client []string
 	// Offered, on a tool event, is what the model call that made the call
 	// was offered (see ToolUsedIn); nil: the offer of the state the event
 	// is applied to.
@@ -182,6 +185,8 @@ type Engine struct {
 	turnScope    bool
 	// approval holds the patterns of options.requireApproval.
 	approval []string
+	// client holds the patterns of options.clientTools.
+	client []string
 }
 
 type step struct {
@@ -193,6 +198,13 @@ type step struct {
 	offers            [][]string // per sequence position
 	blocked           []string   // per sequence position: why it cannot be passed, or ""
 	approval          []string   // requireApproval patterns
+	// allowed and denied are the step's availableTools patterns, which a
+	// request's client tools are offered by (OfferWith).
+	allowed, denied []string
+	// client lists, per sequence position, the tools of its group that
+	// are client tools the template declares: a request brings them or
+	// not, so the position waits for them like a tool down for a while.
+	client [][]string
 }
 
 type condKind uint8
@@ -242,7 +254,7 @@ func (e *Engine) Apply(s State, ev Input) (State, Decision) {
 		if ev.Offered != nil {
 			offer = *ev.Offered
 		} else {
-			offer = e.OfferNow(s, ev.Available)
+			offer = e.OfferWith(s, ev.Available, ev.Client)
 		}
 		if !slices.Contains(offer.Tools, ev.Tool) {
 			d.Refused = true

@@ -25,7 +25,12 @@ import "github.com/agentdock-go/agentdock/chat"
 // (one the conversation claims ran although its model call was not offered
 // it) leaves the state as it was. A tool message whose call is not in msgs
 // is checked against the offer of the state at the tool message.
-func (e *Engine) Replay(s State, msgs []chat.Message) State {
+//
+// client names the client tools of the request the conversation comes
+// with (nil: none): their calls are checked against offers made by the
+// same rules as a turn's (OfferWith), and the result a client sent for
+// one records it like a tool that ran.
+func (e *Engine) Replay(s State, msgs []chat.Message, client []string) State {
 	type call struct {
 		name  string
 		offer Offer
@@ -42,7 +47,7 @@ func (e *Engine) Replay(s State, msgs []chat.Message) State {
 			if calls == nil {
 				calls = make(map[string]call)
 			}
-			offer := e.Offer(s)
+			offer := e.OfferWith(s, nil, client)
 			for _, c := range m.ToolCalls {
 				calls[c.ID] = call{name: c.Name, offer: offer}
 			}
@@ -53,7 +58,7 @@ func (e *Engine) Replay(s State, msgs []chat.Message) State {
 			}
 			c, ok := calls[m.ToolCallID]
 			if !ok {
-				c = call{name: m.ToolName, offer: e.Offer(s)}
+				c = call{name: m.ToolName, offer: e.OfferWith(s, nil, client)}
 			}
 			s, _ = e.Apply(s, ToolUsedIn(c.name, c.offer))
 		}

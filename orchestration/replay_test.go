@@ -54,7 +54,7 @@ func TestReplay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := e.Replay(State{}, tt.msgs)
+			s := e.Replay(State{}, tt.msgs, nil)
 			if s.ActiveStep != tt.step || s.SequenceIndex != tt.seq || !s.RecentlyUsedTools.Equal(tt.used...) {
 				t.Fatalf("replayed %s seq=%d used=%v, want %s seq=%d used=%v", s.ActiveStep, s.SequenceIndex, s.RecentlyUsedTools, tt.step, tt.seq, tt.used)
 			}
@@ -76,7 +76,7 @@ func TestReplayIsApplyByAnswer(t *testing.T) {
 		calls("debate"), result("debate", "ran"),
 		user("now think"), calls("think", "search"), result("think", "ran"), result("search", "ran"),
 	}
-	if diff := sameTurnState(e.Replay(State{}, msgs), live); diff != "" {
+	if diff := sameTurnState(e.Replay(State{}, msgs, nil), live); diff != "" {
 		t.Fatal(diff)
 	}
 }

@@ -35,6 +35,7 @@ targets=(
 	"./session/redisstore FuzzParseRedisURL 20000"
 	"./session FuzzCursor 20000"
 	"./server/internal/wire FuzzApprovalAnswers 30000"
+	"./server/internal/wire FuzzDecodeCompaction 20000"
 	"./llmorch/provider FuzzOpenAIStream 6000"
 	"./llmorch/provider FuzzAnthropicStream 6000"
 	"./llmorch/provider FuzzTextChunk 40000"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"slices"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
@@ -68,8 +69,30 @@ func (s *Server) startChat(c *gin.Context) *turn {
 		abortWith(c, newParamError(http.StatusBadRequest, "invalid_approval", aerr.(*wire.AnswerError).Param, "%s", aerr.Error()))
 		return nil
 	}
-	if answers != nil {
-		return s.answerApprovals(c, node, &body, answers, messageID)
+	// The client's own tools (the AI SDK's client-side tools), and the
+	// results its Chat sends of their calls (addToolOutput).
+	tools, pe := approvals.Tools()
+	if pe != nil {
+		abortWith(c, bodyError(pe))
+		return nil
+	}
+	var extra []agent.Option
+	if len(tools) > 0 {
+		extra = append(extra, agent.WithClientTools(tools))
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	results, resultsMessage := approvals.Results(names)
+	if results != nil {
+		extra = append(extra, agent.WithResults(results))
+		if messageID == "" {
+			messageID = resultsMessage
+		}
+	}
+	if answers != nil || results != nil {
+		return s.answerApprovals(c, node, &body, answers, messageID, extra...)
 	}
 	text, err := body.Text()
 	if err != nil {
@@ -81,7 +104,20 @@ func (s *Server) startChat(c *gin.Context) *turn {
 		abortWith(c, e)
 		return nil
 	}
-	var opts []agent.Option
+	opts := extra
+	atts, pe := body.Attachments()
+	if pe != nil {
+		abortWith(c, bodyError(pe))
+		return nil
+	}
+	if len(atts) > 0 {
+		if slices.ContainsFunc(atts, func(a chat.Attachment) bool { return !node.ModelInfo().Takes(a.Kind) }) {
+			info := node.ModelInfo()
+			abortWith(c, newParamError(http.StatusBadRequest, "unsupported_attachment", "messages", "agent %q runs on a model that does not take these attachments (%s %s); send text, or use an agent whose model takes them", node.ID(), info.Provider, info.Model))
+			return nil
+		}
+		opts = append(opts, agent.WithAttachments(atts))
+	}
 	switch {
 	case body.Trigger == "regenerate-message":
 		// The AI SDK's regenerate() resends the conversation up to the

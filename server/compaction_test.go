@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 )
 
@@ -70,5 +71,47 @@ func TestCompactionOverHTTP(t *testing.T) {
 	}
 	if users != turns || summaries != 1 || v.Usage.Summarizer == nil {
 		t.Fatalf("the session shows %d user messages of %d, %d summaries, summarizer usage %v", users, turns, summaries, v.Usage.Summarizer)
+	}
+}
+
+// TestResponsesCompactSummarizes: POST /v1/responses/compact compacts with
+// the agent's own context machinery: the turns beyond the kept one become
+// the compaction item, whose summary (the offline summarizer's) keeps what
+// the user said in them, and the kept turn comes back as items; a
+// conversation of one turn has nothing to compact.
+func TestResponsesCompactSummarizes(t *testing.T) {
+	e := newEnv(t, envOptions{templates: "testdata/compact"})
+	var input []map[string]any
+	for i := 1; i <= 3; i++ {
+		input = append(input,
+			map[string]any{"role": "user", "content": fmt.Sprintf("Fact %d: the harbour master is called Ines %d.", i, i)},
+			map[string]any{"role": "assistant", "content": fmt.Sprintf("Noted, fact %d.", i)})
+	}
+	compact := func(in []map[string]any) (items []map[string]any) {
+		t.Helper()
+		var out struct {
+			Object string           `json:"object"`
+			Output []map[string]any `json:"output"`
+		}
+		getJSON(t, e.do(http.MethodPost, "/v1/responses/compact", jsonBody(map[string]any{"model": "long", "input": in})), http.StatusOK, &out)
+		if out.Object != "response.compaction" || len(out.Output) == 0 || out.Output[0]["type"] != "compaction" {
+			t.Fatalf("compaction %+v", out)
+		}
+		return out.Output
+	}
+	items := compact(input)
+	c, err := wire.DecodeCompaction(items[0]["encrypted_content"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Messages) != 4 || !strings.Contains(c.Summary, "Fact 1: the harbour master is called Ines 1.") || !strings.Contains(c.Summary, "Fact 2") {
+		t.Fatalf("the compaction drops %d messages, summary %q; want the first two turns summarized", len(c.Messages), c.Summary)
+	}
+	if kept := items[1:]; len(kept) != 2 || !strings.Contains(fmt.Sprint(kept[0]), "Fact 3") {
+		t.Fatalf("kept items %v; want the last turn", kept)
+	}
+	items = compact(input[:2])
+	if c, err = wire.DecodeCompaction(items[0]["encrypted_content"].(string)); err != nil || len(c.Messages) != 0 || c.Summary != "" || len(items) != 3 {
+		t.Fatalf("one turn compacted: %+v, %v, %d items; want nothing dropped", c, err, len(items))
 	}
 }

@@ -54,6 +54,12 @@ type Config struct {
 	// (responses/redisstore on the session store's Redis). Nil: an in-memory
 	// store of this server (responses.DefaultTTL, bounded).
 	Responses responses.Store
+	// Compactor makes the compactions of POST /v1/responses/compact (nil:
+	// agent.Summarizing, the agent's own context machinery, which
+	// summarizes the turns beyond the kept ones; for an agent whose
+	// context budget is off, agent.KeepTurns(agent.DefaultKeepTurns), which
+	// keeps the newest whole turns and summarizes nothing).
+	Compactor agent.Compactor
 	// Logger gets one record per request (method, route, status, duration;
 	// never bodies or chat content). Nil means slog.Default().
 	Logger *slog.Logger
@@ -146,6 +152,9 @@ func (c *Config) validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Compactor == nil {
+		c.Compactor = agent.Summarizing{Fallback: agent.KeepTurns(agent.DefaultKeepTurns)}
 	}
 	if c.Responses == nil {
 		m, err := responses.NewMemory(responses.Config{})

@@ -101,9 +101,11 @@ func (s *Server) watchStops() (cancel func()) {
 // answerApprovals starts the turn that carries out a request's answers to
 // the calls that wait for approval, to be streamed like a chat turn, or
 // answers the request (nil).
-func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.ChatRequest, answers []wire.Answer, messageID string) *turn {
+// The client's results of its tools' calls (extra: agent.WithResults)
+// go with them, or alone.
+func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.ChatRequest, answers []wire.Answer, messageID string, extra ...agent.Option) *turn {
 	if c.GetHeader("X-Session-Id") == "" && body.SessionID == "" && !session.ValidID(body.ID) {
-		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "sessionId", "answers to approvals need their session: sessionId, the x-session-id header or the AI SDK chat id"))
+		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "sessionId", "answers to approvals and tool results need their session: sessionId, the x-session-id header or the AI SDK chat id"))
 		return nil
 	}
 	sid, e := chatSession(c.Request, body)
@@ -126,7 +128,7 @@ func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.C
 		messageID = s.approvalMessage(c.Request.Context(), session.Key(owner, sid), owner, answers[0].ID)
 	}
 	t, err := s.launch(c.Request.Context(), node, sid, owner, false, messageID, func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error] {
-		return node.Answer(ctx, sid, list, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
+		return node.Answer(ctx, sid, list, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, extra...), opts...)...)
 	})
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)

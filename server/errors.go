@@ -122,8 +122,12 @@ func abortWith(c *gin.Context, e *apiError) {
 // the cause (the cause is logged by the caller).
 func turnStartError(err error) *apiError {
 	var (
-		ae    *apiError
-		apErr *agent.ApprovalError
+		ae     *apiError
+		apErr  *agent.ApprovalError
+		ctErr  *agent.ClientToolError
+		chErr  *agent.ChoiceError
+		resErr *agent.ResultError
+		atErr  *agent.AttachmentError
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -137,6 +141,16 @@ func turnStartError(err error) *apiError {
 		return newError(http.StatusConflict, "regenerate_conflict", "only the answer to the session's last user message can be regenerated, and the request's last user message is not that one")
 	case errors.As(err, &apErr):
 		return approvalError(apErr)
+	case errors.As(err, &ctErr):
+		return newParamError(http.StatusBadRequest, "invalid_request", fmt.Sprintf("tools[%d]", ctErr.Index), "%s", ctErr.Msg)
+	case errors.As(err, &chErr):
+		return newParamError(http.StatusBadRequest, "invalid_request", "tool_choice", "%s", chErr.Msg)
+	case errors.As(err, &resErr):
+		return newError(http.StatusBadRequest, "invalid_tool_results", "%s", resErr.Msg)
+	case errors.As(err, &atErr):
+		return newError(http.StatusBadRequest, "unsupported_attachment", "%s", atErr.Msg)
+	case errors.Is(err, agent.ErrInstructions):
+		return newError(http.StatusBadRequest, "instructions_refused", "%s", err.Error())
 	case errors.Is(err, agent.ErrWrongAgent):
 		return newError(http.StatusConflict, "session_agent_mismatch", "the session belongs to another agent; start a new session for this one")
 	case errors.Is(err, session.ErrBusy):

@@ -61,9 +61,37 @@ type oaChoice struct {
 }
 
 type oaReplyMessage struct {
-	Role    string  `json:"role"`
-	Content string  `json:"content"`
-	Refusal *string `json:"refusal"`
+	Role      string       `json:"role"`
+	Content   *string      `json:"content"`
+	Refusal   *string      `json:"refusal"`
+	ToolCalls []oaToolCall `json:"tool_calls,omitempty"`
+}
+
+// oaToolCall is a call of a client tool, for the client to run.
+type oaToolCall struct {
+	// Index is a streamed call's position among the answer's calls.
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+func oaToolCallOf(call *chat.ToolCall) oaToolCall {
+	tc := oaToolCall{ID: call.ID, Type: "function"}
+	tc.Function.Name, tc.Function.Arguments = call.Name, argumentsText(call.Arguments)
+	return tc
+}
+
+// argumentsText is a call's arguments as OpenAI sends them: a string of
+// JSON, "{}" when there are none.
+func argumentsText(args json.RawMessage) string {
+	if len(args) == 0 {
+		return "{}"
+	}
+	return string(args)
 }
 
 type oaChunk struct {
@@ -84,8 +112,9 @@ type oaChunkChoice struct {
 }
 
 type oaDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string       `json:"role,omitempty"`
+	Content   *string      `json:"content,omitempty"`
+	ToolCalls []oaToolCall `json:"tool_calls,omitempty"`
 }
 
 // oaExtended is the "agentdock" extension field.
@@ -161,16 +190,23 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		abortWith(c, e)
 		return
 	}
+	cr, e := chatClient(body)
+	if e != nil {
+		abortWith(c, e)
+		return
+	}
 	owner := ownerOf(c)
 	var (
 		sid, text string
-		opts      []agent.Option
+		opts      = cr.options()
 		stateless bool
+		goOn      bool // no new message: the turn goes on from the results
 	)
 	if c.GetHeader("X-Session-Id") != "" || body.User != "" {
-		// A session keeps the conversation: the last user message is the
-		// turn's, and the earlier ones are the client's copy.
-		t, pe := body.LastUserText()
+		// A session keeps the conversation: the request adds its last
+		// user message, or the results of the client's tools' calls, and
+		// the earlier messages are the client's copy.
+		msg, ok, results, pe := body.Turn()
 		if pe != nil {
 			abortWith(c, bodyError(pe))
 			return
@@ -179,7 +215,17 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			abortWith(c, e)
 			return
 		}
-		text = t
+		if e := checkAttachments(node, []chat.Message{msg}, []int{len(body.Messages) - 1}, "messages"); e != nil {
+			abortWith(c, e)
+			return
+		}
+		if results != nil {
+			opts = append(opts, agent.WithResults(results))
+		}
+		if len(msg.Attachments) > 0 {
+			opts = append(opts, agent.WithAttachments(msg.Attachments))
+		}
+		text, goOn = msg.Content, !ok
 	} else {
 		// No session: the messages are the conversation.
 		msgs, index, pe := body.Conversation()
@@ -188,19 +234,38 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			return
 		}
 		last := len(msgs) - 1
-		if last < 0 || msgs[last].Role != chat.RoleUser {
-			abortWith(c, newParamError(http.StatusBadRequest, "invalid_message", "messages", `without a session (no user, no x-session-id) the messages are the conversation, and it must end with a message with role "user"`))
+		if last < 0 || msgs[last].Role != chat.RoleUser && msgs[last].Role != chat.RoleTool {
+			abortWith(c, newParamError(http.StatusBadRequest, "invalid_message", "messages", `without a session (no user, no x-session-id) the messages are the conversation, and it must end with a message with role "user", or with the results ("tool" messages) of the calls of the client's tools`))
 			return
 		}
 		history := msgs[:last]
-		if e := checkHistory(node, history, index, "messages"); e != nil {
+		goOn = msgs[last].Role == chat.RoleTool
+		if goOn {
+			history = msgs
+		}
+		if e := checkHistory(node, history, index, "messages", cr.names()); e != nil {
 			abortWith(c, e)
 			return
 		}
-		sid, text, stateless = session.NewID(), msgs[last].Content, true
-		opts = []agent.Option{agent.Stateless(), agent.WithHistory(history)}
+		if e := checkAttachments(node, msgs, index, "messages"); e != nil {
+			abortWith(c, e)
+			return
+		}
+		sid, stateless = session.NewID(), true
+		opts = append(opts, agent.Stateless(), agent.WithHistory(history))
+		if !goOn {
+			text = msgs[last].Content
+			if len(msgs[last].Attachments) > 0 {
+				opts = append(opts, agent.WithAttachments(msgs[last].Attachments))
+			}
+		}
 	}
-	t, err := s.startTurn(c.Request.Context(), node, sid, text, owner, true, opts...)
+	var t *turn
+	if goOn {
+		t, err = s.continueTurn(c.Request.Context(), node, sid, owner, true, "", opts...)
+	} else {
+		t, err = s.startTurn(c.Request.Context(), node, sid, text, owner, true, opts...)
+	}
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)
 		return
@@ -221,6 +286,28 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	s.completion(c, t, body.Model, sid)
 }
 
+// chatClient reads what a chat completion request brings besides its
+// messages.
+func chatClient(body *wire.ChatCompletionRequest) (clientRequest, *apiError) {
+	tools, pe := body.Tools()
+	if pe != nil {
+		return clientRequest{}, bodyError(pe)
+	}
+	choice, pe := body.Choice()
+	if pe != nil {
+		return clientRequest{}, bodyError(pe)
+	}
+	wf, pe := body.Format()
+	if pe != nil {
+		return clientRequest{}, bodyError(pe)
+	}
+	instructions, _, pe := body.Instructions()
+	if pe != nil {
+		return clientRequest{}, bodyError(pe)
+	}
+	return newClientRequest(tools, choice, wf, "response_format", instructions)
+}
+
 // openAIModel finds the agent an OpenAI request names as its model.
 func (s *Server) openAIModel(model string) (*agent.Agent, *apiError) {
 	if model == "" {
@@ -236,8 +323,8 @@ func (s *Server) openAIModel(model string) (*agent.Agent, *apiError) {
 // checkHistory refuses a conversation the agent cannot take, naming the
 // message: index maps the history's messages to their position in the
 // request's list param.
-func checkHistory(node *agent.Agent, history []chat.Message, index []int, param string) *apiError {
-	err := node.CheckHistory(history)
+func checkHistory(node *agent.Agent, history []chat.Message, index []int, param string, client []string) *apiError {
+	err := node.CheckHistory(history, client)
 	var he *agent.HistoryError
 	if !errors.As(err, &he) {
 		return nil
@@ -297,6 +384,8 @@ func oaFinish(reason string) string {
 	switch reason {
 	case chat.FinishLength, chat.FinishMaxSteps, chat.FinishTimeout:
 		return "length"
+	case chat.FinishToolCalls:
+		return "tool_calls"
 	}
 	return "stop"
 }
@@ -313,6 +402,7 @@ func (s *Server) completion(c *gin.Context, t *turn, model, sessionID string) {
 		errEv  *chat.Error
 		reason string
 		newRun bool
+		calls  []oaToolCall
 	)
 	err := follow(c.Request.Context(), t, s.cfg.Heartbeat, func(ev chat.Event) {
 		switch ev.Kind {
@@ -327,6 +417,8 @@ func (s *Server) completion(c *gin.Context, t *turn, model, sessionID string) {
 			if ev.ToolCall != nil {
 				ext.ToolCalls = append(ext.ToolCalls, *ev.ToolCall)
 			}
+		case chat.KindClientCall:
+			calls = append(calls, oaToolCallOf(ev.ToolCall))
 		case chat.KindToolResult:
 			ext.ToolResults = append(ext.ToolResults, *ev.ToolResult)
 		case chat.KindOrchestration:
@@ -355,10 +447,14 @@ func (s *Server) completion(c *gin.Context, t *turn, model, sessionID string) {
 		return
 	}
 	ext.FinishReason = reason
+	reply := oaReplyMessage{Role: "assistant", ToolCalls: calls}
+	if text.Len() > 0 || len(calls) == 0 {
+		reply.Content = ptr(text.String())
+	}
 	c.JSON(http.StatusOK, oaCompletion{
 		ID: "chatcmpl-" + t.id, Object: "chat.completion", Created: time.Now().Unix(), Model: model,
 		SystemFingerprint: "agentdock",
-		Choices:           []oaChoice{{Index: 0, Message: oaReplyMessage{Role: "assistant", Content: text.String()}, FinishReason: oaFinish(reason), Logprobs: json.RawMessage("null")}},
+		Choices:           []oaChoice{{Index: 0, Message: reply, FinishReason: oaFinish(reason), Logprobs: json.RawMessage("null")}},
 		Usage:             oaUsageOf(usage),
 		AgentDock:         ext,
 	})
@@ -431,11 +527,17 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 		send(errorBody{Error: &apiError{Status: http.StatusBadGateway, Code: e.Code, Message: e.Message}, openAI: true})
 	}
 	var failed *chat.Error
+	clientCalls := 0
 	err := follow(c.Request.Context(), t, s.cfg.Heartbeat, func(ev chat.Event) {
 		switch ev.Kind {
 		case chat.KindTextDelta:
 			text := ev.Text
 			send(chunk(oaDelta{Content: &text}, nil, nil))
+		case chat.KindClientCall:
+			tc := oaToolCallOf(ev.ToolCall)
+			tc.Index = ptr(clientCalls)
+			clientCalls++
+			send(chunk(oaDelta{ToolCalls: []oaToolCall{tc}}, nil, nil))
 		case chat.KindToolCall:
 			send(chunk(oaDelta{}, nil, &oaExtended{ToolCall: ev.ToolCall}))
 		case chat.KindToolResult:

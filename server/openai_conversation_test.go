@@ -140,19 +140,20 @@ func TestOpenAIParameters(t *testing.T) {
 		wantParam string
 		wantCode  string
 	}{
-		{"client tools", openai.ChatCompletionNewParams{Messages: user, Tools: []openai.ChatCompletionToolUnionParam{
-			openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather"}),
-		}}, nil, "tools", "unsupported_parameter"},
-		{"tool_choice required", openai.ChatCompletionNewParams{Messages: user, ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}}, nil, "tool_choice", "unsupported_parameter"},
+		{"a client tool named like the agent's", openai.ChatCompletionNewParams{Messages: user, Tools: []openai.ChatCompletionToolUnionParam{
+			openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "brainstorm"}),
+		}}, nil, "tools[0]", "invalid_request"},
+		{"tool_choice naming no tool of the request", openai.ChatCompletionNewParams{Messages: user, ToolChoice: openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"})}, nil, "tool_choice", "invalid_request"},
+		{"an invalid JSON schema", openai.ChatCompletionNewParams{Messages: user, ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "x", Schema: map[string]any{"type": "nonsense"}}}}}, nil, "response_format", "invalid_request"},
 		{"n", openai.ChatCompletionNewParams{Messages: user, N: openai.Int(2)}, nil, "n", "unsupported_parameter"},
 		{"logprobs", openai.ChatCompletionNewParams{Messages: user, Logprobs: openai.Bool(true)}, nil, "logprobs", "unsupported_parameter"},
-		{"json format", openai.ChatCompletionNewParams{Messages: user, ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}}}, nil, "response_format", "unsupported_parameter"},
 		{"stop", openai.ChatCompletionNewParams{Messages: user, Stop: openai.ChatCompletionNewParamsStopUnion{OfString: openai.String("END")}}, nil, "stop", "unsupported_parameter"},
 		{"audio", openai.ChatCompletionNewParams{Messages: user, Modalities: []string{"text", "audio"}}, nil, "modalities", "unsupported_parameter"},
 		{"an unknown parameter", openai.ChatCompletionNewParams{Messages: user}, []option.RequestOption{option.WithJSONSet("top_k", 5)}, "top_k", "unknown_parameter"},
 		{"an image", openai.ChatCompletionNewParams{Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
 			openai.TextContentPart("what is this?"), openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: "https://example.com/x.png"}),
-		})}}, nil, "messages[0].content[1]", "unsupported_parameter"},
+		})}}, nil, "messages[0].content", "unsupported_parameter"},
 		{"a call of a tool the agent lacks", openai.ChatCompletionNewParams{Messages: append(toOpenAI([]chat.Message{
 			{Role: chat.RoleUser, Content: "weather?"},
 			{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{}`)}}},

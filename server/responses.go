@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/responses"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
@@ -31,7 +34,8 @@ import (
 // stream, which sends the recorder's final object as its last event so that
 // the stream and GET /v1/responses/{id} agree to the byte.
 
-// oaResponse is a Responses API response object.
+// oaResponse is a Responses API response object: every field the spec
+// requires, each with the value the turn actually used (docs/api.md).
 type oaResponse struct {
 	ID                 string            `json:"id"`
 	Object             string            `json:"object"`
@@ -43,6 +47,7 @@ type oaResponse struct {
 	IncompleteDetails  *oaIncomplete     `json:"incomplete_details"`
 	Instructions       *string           `json:"instructions"`
 	MaxOutputTokens    *int64            `json:"max_output_tokens"`
+	MaxToolCalls       *int64            `json:"max_tool_calls"`
 	Metadata           map[string]string `json:"metadata"`
 	Model              string            `json:"model"`
 	Output             []any             `json:"output"`
@@ -50,19 +55,50 @@ type oaResponse struct {
 	PreviousResponseID *string           `json:"previous_response_id"`
 	Conversation       *oaConversation   `json:"conversation"`
 	Store              bool              `json:"store"`
-	Temperature        *float64          `json:"temperature"`
+	Temperature        float64           `json:"temperature"`
+	TopP               float64           `json:"top_p"`
+	PresencePenalty    float64           `json:"presence_penalty"`
+	FrequencyPenalty   float64           `json:"frequency_penalty"`
+	TopLogprobs        int               `json:"top_logprobs"`
+	Reasoning          *oaReasoning      `json:"reasoning"`
+	ServiceTier        string            `json:"service_tier"`
+	SafetyIdentifier   *string           `json:"safety_identifier"`
+	PromptCacheKey     *string           `json:"prompt_cache_key"`
 	Text               oaTextConfig      `json:"text"`
-	ToolChoice         string            `json:"tool_choice"`
-	Tools              []any             `json:"tools"`
-	TopP               *float64          `json:"top_p"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	Tools              []oaFunctionTool  `json:"tools"`
 	Truncation         string            `json:"truncation"`
 	Usage              *oaResponseUsage  `json:"usage"`
 	AgentDock          *oaRespExtension  `json:"agentdock,omitempty"`
 }
 
+// oaReasoning is the reasoning configuration used: none is asked of the
+// model (the field is null), as the template chooses the model.
+type oaReasoning struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}
+
+// oaFunctionTool is a client's function tool as the response reports it.
+type oaFunctionTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description *string         `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict"`
+}
+
 type oaResponseError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// oaErrorPayload is the error of an error event: OpenAI's error shape.
+type oaErrorPayload struct {
+	Type    string  `json:"type"`
+	Code    string  `json:"code"`
+	Message string  `json:"message"`
+	Param   *string `json:"param"`
 }
 
 type oaIncomplete struct {
@@ -73,10 +109,34 @@ type oaConversation struct {
 	ID string `json:"id"`
 }
 
+// oaTextConfig is the text configuration used: the format the answer was
+// asked in.
 type oaTextConfig struct {
-	Format struct {
-		Type string `json:"type"`
-	} `json:"format"`
+	Format any `json:"format"`
+}
+
+// oaJSONSchemaFormat is a JSON schema format as the response reports it.
+type oaJSONSchemaFormat struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description *string         `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Strict      bool            `json:"strict"`
+}
+
+// textConfig reports the format f (nil: text).
+func textConfig(f *llmorch.Format) oaTextConfig {
+	switch {
+	case f == nil:
+		return oaTextConfig{Format: map[string]string{"type": "text"}}
+	case f.Type == llmorch.FormatJSONObject:
+		return oaTextConfig{Format: map[string]string{"type": f.Type}}
+	}
+	out := oaJSONSchemaFormat{Type: f.Type, Name: f.Name, Schema: f.Schema, Strict: f.Strict}
+	if f.Description != "" {
+		out.Description = ptr(f.Description)
+	}
+	return oaTextConfig{Format: out}
 }
 
 type oaResponseUsage struct {
@@ -150,9 +210,8 @@ type oaRespEvent struct {
 	Text           *string       `json:"text,omitempty"`
 	Arguments      *string       `json:"arguments,omitempty"`
 	Logprobs       *[]any        `json:"logprobs,omitempty"`
-	// Code and Message are an error event's.
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
+	// Error is an error event's.
+	Error *oaErrorPayload `json:"error,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -205,7 +264,9 @@ func (b *respBuilder) add(ev chat.Event) []oaRespEvent {
 		out = append(out, oaRespEvent{Type: "response.output_text.delta", ItemID: b.msg.ID, OutputIndex: ptr(b.msgAt), ContentIndex: ptr(0), Delta: ptr(ev.Text), Logprobs: &[]any{}})
 	case chat.KindStepFinish:
 		out = b.closeMessage("completed")
-	case chat.KindToolCall:
+	case chat.KindToolCall, chat.KindClientCall:
+		// A client call is the same item without an output after it:
+		// the client runs it and sends its function_call_output.
 		if ev.ToolCall == nil {
 			return nil
 		}
@@ -304,9 +365,11 @@ func (b *respBuilder) finish(now time.Time) oaResponse {
 	case b.failure != nil:
 		r.Status = "failed"
 		r.Error = &oaResponseError{Code: b.failure.Code, Message: b.failure.Message}
-	case b.reason == chat.FinishStop:
+	case b.reason == chat.FinishStop, b.reason == chat.FinishToolCalls:
 		r.Status = "completed"
 		r.CompletedAt = ptr(now.Unix())
+	case b.reason == chat.FinishStopped:
+		r.Status = "cancelled"
 	default:
 		r.Status = "incomplete"
 		r.IncompleteDetails = &oaIncomplete{Reason: incompleteReason(b.reason, b.limit)}
@@ -344,6 +407,10 @@ func terminalEvent(status string) string {
 		return "response.completed"
 	case "failed":
 		return "response.failed"
+	case "cancelled":
+		// The spec's streams have no event of their own for it: the
+		// object says cancelled.
+		return "response.incomplete"
 	}
 	return "response.incomplete"
 }
@@ -360,11 +427,14 @@ type responseRun struct {
 
 func responseID(turnID string) string { return "resp_" + turnID }
 
-// templateTemperature is the temperature the agent's model is called with
-// (nil: the provider's default).
-func templateTemperature(n *agent.Agent) *float64 {
+// templateTemperature is the temperature the agent's model is called
+// with: the template's, else the providers' default, 1.
+func templateTemperature(n *agent.Agent) float64 {
 	_, nc := n.Template().Provider()
-	return nc.Temperature
+	if nc.Temperature != nil {
+		return *nc.Temperature
+	}
+	return 1
 }
 
 func (s *Server) createResponse(c *gin.Context) {
@@ -378,49 +448,127 @@ func (s *Server) createResponse(c *gin.Context) {
 		abortWith(c, bodyError(err))
 		return
 	}
-	node, e := s.openAIModel(body.Model)
+	if body.Background && !body.Stored() {
+		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "background", "background responses must be stored (store: true): GET /v1/responses/{id} reads them"))
+		return
+	}
+	rs, e := s.startResponse(c.Request.Context(), ownerOf(c), body, nil)
 	if e != nil {
 		abortWith(c, e)
 		return
 	}
+	if rs.stateless {
+		defer stopIfRunning(rs.t)
+	} else {
+		c.Header("X-Session-Id", rs.sid)
+	}
+	c.Header("X-Turn-Id", rs.t.id)
+	if body.Stream {
+		s.streamResponse(c, rs.t, rs.run)
+		return
+	}
+	if body.Background {
+		// It runs on; GET /v1/responses/{id} reads it, and
+		// POST /v1/responses/{id}/cancel stops it.
+		c.JSON(http.StatusOK, rs.run.base)
+		return
+	}
+	select {
+	case <-rs.run.done:
+	case <-c.Request.Context().Done():
+		return // the client went away; a stored response runs on
+	}
+	if rs.run.failure != nil {
+		abortWith(c, turnErrorStatus(rs.run.failure))
+		return
+	}
+	c.Data(http.StatusOK, "application/json", rs.run.final)
+}
+
+// responseStart is a response whose turn started.
+type responseStart struct {
+	t   *turn
+	run *responseRun
+	sid string
+	// stateless: nothing is stored; conv, the conversation before the
+	// turn's answer, is what a WebSocket connection keeps to continue it.
+	stateless bool
+	conv      []chat.Message
+	client    clientRequest
+}
+
+// startResponse starts the turn of a response (POST /v1/responses, or a
+// response.create of the WebSocket mode). prior, when not nil, is the
+// conversation of the store: false response the request continues from
+// (a WebSocket connection keeps it): the input follows it.
+func (s *Server) startResponse(ctx context.Context, owner string, body *wire.ResponsesRequest, prior []chat.Message) (*responseStart, *apiError) {
+	node, e := s.openAIModel(body.Model)
+	if e != nil {
+		return nil, e
+	}
 	metadata, pe := body.MetadataMap()
 	if pe != nil {
-		abortWith(c, bodyError(pe))
-		return
+		return nil, bodyError(pe)
 	}
 	conv, pe := body.ConversationID()
 	if pe != nil {
-		abortWith(c, bodyError(pe))
-		return
+		return nil, bodyError(pe)
 	}
-	msgs, index, pe := body.Conversation()
+	in, pe := body.Conversation()
 	if pe != nil {
-		abortWith(c, bodyError(pe))
-		return
+		return nil, bodyError(pe)
+	}
+	tools, pe := body.Tools()
+	if pe != nil {
+		return nil, bodyError(pe)
+	}
+	choice, pe := body.Choice()
+	if pe != nil {
+		return nil, bodyError(pe)
+	}
+	wf, pe := body.Format()
+	if pe != nil {
+		return nil, bodyError(pe)
+	}
+	cr, e := newClientRequest(tools, choice, wf, "text.format", joinText(in.Summary, in.Instructions))
+	if e != nil {
+		return nil, e
+	}
+	msgs, index := in.Messages, in.Index
+	if prior != nil {
+		// The input goes on from the connection's conversation; its
+		// positions still name the input's items.
+		msgs = append(slices.Clone(prior), msgs...)
+		index = append(make([]int, len(prior)), index...)
+	}
+	if e := checkAttachments(node, in.Messages, in.Index, "input"); e != nil {
+		return nil, e
 	}
 	last := len(msgs) - 1
-	if msgs[last].Role != chat.RoleUser {
-		abortWith(c, newParamError(http.StatusBadRequest, "invalid_message", "input", `the input must end with a user message: the agent answers the user (function_call_output items answer the agent's own tool calls, which it runs itself)`))
-		return
+	goOn := msgs[last].Role == chat.RoleTool
+	if msgs[last].Role != chat.RoleUser && !goOn {
+		return nil, newParamError(http.StatusBadRequest, "invalid_message", "input", `the input must end with a user message, or with the function_call_output items of the calls of the client's tools the last response made`)
 	}
 	history := msgs[:last]
-	if e := checkHistory(node, history, index, "input"); e != nil {
-		abortWith(c, e)
-		return
+	if goOn {
+		history = msgs
 	}
-	owner, stored := ownerOf(c), body.Stored()
+	stored := body.Stored()
 	var (
 		sid       string
 		stateless bool
-		opts      []agent.Option
+		opts      = cr.options()
 	)
 	switch {
 	case body.PreviousResponseID != "" && conv != "":
 		e = newParamError(http.StatusBadRequest, "invalid_request", "conversation", "previous_response_id and conversation cannot be used together")
+	case prior != nil:
+		sid, stateless = session.NewID(), true
+		opts = append(opts, agent.Stateless())
 	case !stored && (body.PreviousResponseID != "" || conv != ""):
 		e = newParamError(http.StatusBadRequest, "invalid_request", "store", "store: false cannot continue a conversation: a conversation here is a stored session, and every response in it is stored; send the whole conversation in input instead")
 	case body.PreviousResponseID != "":
-		sid, e = s.continueFrom(c.Request.Context(), owner, body.PreviousResponseID)
+		sid, e = s.continueFrom(ctx, owner, body.PreviousResponseID)
 	case conv != "":
 		if !session.ValidID(conv) {
 			e = newParamError(http.StatusBadRequest, "invalid_request", "conversation", "conversation is not a valid ID: want 8 to 128 letters, digits, '-' or '_'")
@@ -433,53 +581,117 @@ func (s *Server) createResponse(c *gin.Context) {
 		opts = append(opts, agent.Stateless())
 	}
 	if e != nil {
-		abortWith(c, e)
-		return
+		return nil, e
+	}
+	continues := body.PreviousResponseID != "" && prior == nil || conv != ""
+	if end := len(history); continues && end > 0 && history[end-1].Role == chat.RoleTool {
+		// The session holds the calls; the function_call_output items
+		// that end the input (or come before its user message) are their
+		// results.
+		k := end
+		for k > 0 && history[k-1].Role == chat.RoleTool {
+			k--
+		}
+		var results []chat.ToolResult
+		for _, m := range history[k:] {
+			results = append(results, chat.ToolResult{CallID: m.ToolCallID, Content: m.Content, NotRun: m.NotRun})
+		}
+		opts = append(opts, agent.WithResults(results))
+		history, index = history[:k], index[:k]
+		if goOn && k > 0 {
+			return nil, newParamError(http.StatusBadRequest, "invalid_message", fmt.Sprintf("input[%d]", index[k-1]), "continuing a conversation, an input that ends with function_call_output items holds only them: the conversation has the rest")
+		}
+	}
+	if e := checkHistory(node, append(slices.Clone(in.Compacted), history...), append(make([]int, len(in.Compacted)), index...), "input", cr.names()); e != nil {
+		return nil, e
+	}
+	if len(in.Compacted) > 0 {
+		opts = append(opts, agent.WithCompacted(in.Compacted))
 	}
 	if len(history) > 0 {
 		opts = append(opts, agent.WithHistory(history))
 	}
-	t, err := s.startTurn(c.Request.Context(), node, sid, msgs[last].Content, owner, true, opts...)
-	if err != nil {
-		s.answerStartError(c, node.ID(), err)
-		return
+	var (
+		t   *turn
+		err error
+	)
+	if goOn {
+		t, err = s.continueTurn(ctx, node, sid, owner, true, "", opts...)
+	} else {
+		if a := msgs[last].Attachments; len(a) > 0 {
+			opts = append(opts, agent.WithAttachments(a))
+		}
+		t, err = s.startTurn(ctx, node, sid, msgs[last].Content, owner, true, opts...)
 	}
+	if err != nil {
+		e := turnStartError(err)
+		if e.Status >= 500 {
+			s.log.Error("starting a turn", "agent", node.ID(), "err", err)
+		}
+		return nil, e
+	}
+	base := s.responseBase(node, t, body, cr, metadata, stored)
+	if !stateless {
+		base.Conversation = &oaConversation{ID: sid}
+		base.AgentDock.SessionID = sid
+	}
+	rs := &responseStart{t: t, sid: sid, stateless: stateless, client: cr, conv: msgs}
+	rs.run = s.recordResponse(t, base, owner, stored)
+	return rs, nil
+}
+
+// joinText joins the non-empty texts with blank lines.
+func joinText(texts ...string) string {
+	var out []string
+	for _, t := range texts {
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
+// responseBase is the object of a response that starts: every required
+// field with the value its turn uses.
+func (s *Server) responseBase(node *agent.Agent, t *turn, body *wire.ResponsesRequest, cr clientRequest, metadata map[string]string, stored bool) oaResponse {
+	budget := node.Budget()
 	base := oaResponse{
 		ID: responseID(t.id), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
-		Metadata: metadata, Model: node.ID(), Output: []any{}, ParallelToolCalls: true, Store: stored,
-		Temperature: templateTemperature(node), ToolChoice: "auto", Tools: []any{}, Truncation: "disabled",
+		Background: body.Background,
+		Metadata:   metadata, Model: node.ID(), Output: []any{}, ParallelToolCalls: true, Store: stored,
+		Temperature: templateTemperature(node), TopP: 1, ServiceTier: "default",
+		MaxToolCalls: ptr(int64(budget.MaxSteps * budget.MaxToolCalls)),
+		Text:         textConfig(cr.format), ToolChoice: body.ToolChoice, Tools: []oaFunctionTool{}, Truncation: "disabled",
+		SafetyIdentifier: body.SafetyIdentifier, PromptCacheKey: body.PromptCacheKey,
 		AgentDock: &oaRespExtension{TurnID: t.id},
+	}
+	if _, nc := node.Template().Provider(); nc.MaxTokens > 0 {
+		base.MaxOutputTokens = ptr(int64(nc.MaxTokens))
+	}
+	if isAbsentJSON(base.ToolChoice) {
+		base.ToolChoice = json.RawMessage(`"auto"`)
+	}
+	if cr.instructions != "" {
+		base.Instructions = ptr(cr.instructions)
+	}
+	for _, tool := range cr.tools {
+		ft := oaFunctionTool{Type: "function", Name: tool.Name, Parameters: tool.Parameters}
+		if tool.Description != "" {
+			ft.Description = ptr(tool.Description)
+		}
+		base.Tools = append(base.Tools, ft)
 	}
 	if base.Metadata == nil {
 		base.Metadata = map[string]string{}
 	}
-	base.Text.Format.Type = "text"
 	if body.PreviousResponseID != "" {
 		base.PreviousResponseID = ptr(body.PreviousResponseID)
 	}
-	if stateless {
-		defer stopIfRunning(t)
-	} else {
-		base.Conversation = &oaConversation{ID: sid}
-		base.AgentDock.SessionID = sid
-		c.Header("X-Session-Id", sid)
-	}
-	c.Header("X-Turn-Id", t.id)
-	run := s.recordResponse(t, base, owner, stored)
-	if body.Stream {
-		s.streamResponse(c, t, run)
-		return
-	}
-	select {
-	case <-run.done:
-	case <-c.Request.Context().Done():
-		return // the client went away; a stored response runs on
-	}
-	if run.failure != nil {
-		abortWith(c, turnErrorStatus(run.failure))
-		return
-	}
-	c.Data(http.StatusOK, "application/json", run.final)
+	return base
+}
+
+func isAbsentJSON(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(bytes.TrimSpace(raw)) == "null"
 }
 
 // continueFrom finds the session of the response a request continues
@@ -563,8 +775,8 @@ func (s *Server) recordResponse(t *turn, base oaResponse, owner string, stored b
 	return run
 }
 
-// streamResponse streams a response as the Responses API's events. The
-// last one carries the recorder's final object.
+// streamResponse streams a response as the Responses API's events over
+// SSE. The last one carries the recorder's final object.
 func (s *Server) streamResponse(c *gin.Context, t *turn, run *responseRun) {
 	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "openai")()
 	w := c.Writer
@@ -577,13 +789,8 @@ func (s *Server) streamResponse(c *gin.Context, t *turn, run *responseRun) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 
-	var (
-		seq int64
-		buf bytes.Buffer
-	)
-	send := func(ev oaRespEvent) {
-		ev.SequenceNumber = seq
-		seq++
+	var buf bytes.Buffer
+	send := func(ev oaRespEvent) error {
 		buf.Reset()
 		buf.WriteString("event: ")
 		buf.WriteString(ev.Type)
@@ -591,36 +798,55 @@ func (s *Server) streamResponse(c *gin.Context, t *turn, run *responseRun) {
 		buf.Write(mustJSON(ev))
 		buf.WriteString("\n\n")
 		_, _ = w.Write(buf.Bytes())
-		_ = rc.Flush()
+		return rc.Flush()
 	}
-	send(oaRespEvent{Type: "response.created", Response: run.base})
-	send(oaRespEvent{Type: "response.in_progress", Response: run.base})
-	b := newRespBuilder(run.base)
-	ctx := c.Request.Context()
-	err := follow(ctx, t, s.cfg.Heartbeat, func(ev chat.Event) {
-		for _, out := range b.add(ev) {
-			send(out)
-		}
-	}, func() {
+	tick := func() {
 		_, _ = w.Write([]byte(": heartbeat\n\n"))
 		_ = rc.Flush()
-	})
+	}
+	s.sendResponseEvents(c.Request.Context(), t, run, send, tick, nil)
+}
+
+// sendResponseEvents sends a response's events, numbered from 0, through
+// send (SSE, or a WebSocket connection), and its final object last. tick
+// is called on idle heartbeats; observe, when set, sees every event of the
+// turn. It returns the final object's status ("" when the stream ended
+// before it: the client went away, or events were lost).
+func (s *Server) sendResponseEvents(ctx context.Context, t *turn, run *responseRun, send func(oaRespEvent) error, tick func(), observe func(chat.Event)) string {
+	var seq int64
+	emit := func(ev oaRespEvent) {
+		ev.SequenceNumber = seq
+		seq++
+		_ = send(ev)
+	}
+	emit(oaRespEvent{Type: "response.created", Response: run.base})
+	emit(oaRespEvent{Type: "response.in_progress", Response: run.base})
+	b := newRespBuilder(run.base)
+	err := follow(ctx, t, s.cfg.Heartbeat, func(ev chat.Event) {
+		if observe != nil {
+			observe(ev)
+		}
+		for _, out := range b.add(ev) {
+			emit(out)
+		}
+	}, tick)
 	if err != nil {
 		if ce, ok := err.(*chat.Error); ok {
-			send(oaRespEvent{Type: "error", Code: ce.Code, Message: ce.Message})
+			emit(oaRespEvent{Type: "error", Error: &oaErrorPayload{Type: "server_error", Code: ce.Code, Message: ce.Message}})
 		}
-		return
+		return ""
 	}
 	select {
 	case <-run.done:
 	case <-ctx.Done():
-		return
+		return ""
 	}
 	var final struct {
 		Status string `json:"status"`
 	}
 	_ = json.Unmarshal(run.final, &final)
-	send(oaRespEvent{Type: terminalEvent(final.Status), Response: run.final})
+	emit(oaRespEvent{Type: terminalEvent(final.Status), Response: run.final})
+	return final.Status
 }
 
 func (s *Server) getResponse(c *gin.Context) {

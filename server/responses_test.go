@@ -304,12 +304,10 @@ func TestResponsesRefusals(t *testing.T) {
 		wantParam string
 		status    int
 	}{
-		{"client tools", func(p *oar.ResponseNewParams) {
-			p.Tools = []oar.ToolUnionParam{{OfFunction: &oar.FunctionToolParam{Name: "get_weather", Parameters: map[string]any{"type": "object"}}}}
-		}, nil, "tools", 400},
-		{"background", func(p *oar.ResponseNewParams) { p.Background = openai.Bool(true) }, nil, "background", 400},
+		{"a hosted tool", nil, []option.RequestOption{option.WithJSONSet("tools", []any{map[string]any{"type": "web_search"}})}, "tools[0].type", 400},
+		{"background, not stored", func(p *oar.ResponseNewParams) { p.Background, p.Store = openai.Bool(true), openai.Bool(false) }, nil, "background", 400},
 		{"logprobs", func(p *oar.ResponseNewParams) { p.Include = []oar.ResponseIncludable{"message.output_text.logprobs"} }, nil, "include", 400},
-		{"json output", nil, []option.RequestOption{option.WithJSONSet("text", map[string]any{"format": map[string]any{"type": "json_object"}})}, "text", 400},
+		{"a format of no type", nil, []option.RequestOption{option.WithJSONSet("text", map[string]any{"format": map[string]any{"type": "yaml"}})}, "text.format.type", 400},
 		{"unknown", nil, []option.RequestOption{option.WithJSONSet("frobnicate", true)}, "frobnicate", 400},
 		{"both ways to continue", func(p *oar.ResponseNewParams) {
 			p.PreviousResponseID = openai.String("resp_" + session.NewID())
@@ -319,18 +317,22 @@ func TestResponsesRefusals(t *testing.T) {
 			p.Store = openai.Bool(false)
 			p.Conversation = oar.ResponseNewParamsConversationUnion{OfString: openai.String("conv_" + session.NewID())}
 		}, nil, "store", 400},
-		{"an image", func(p *oar.ResponseNewParams) {
+		{"an image the offline model does not take", func(p *oar.ResponseNewParams) {
+			img := oar.ResponseInputContentParamOfInputImage(oar.ResponseInputImageDetailAuto)
+			img.OfInputImage.ImageURL = openai.String("https://example.com/x.png")
+			p.Input = oar.ResponseNewParamsInputUnion{OfInputItemList: oar.ResponseInputParam{oar.ResponseInputItemParamOfMessage(oar.ResponseInputMessageContentListParam{img}, oar.EasyInputMessageRoleUser)}}
+		}, nil, "input[0].content", 400},
+		{"an image without its URL", func(p *oar.ResponseNewParams) {
 			p.Input = oar.ResponseNewParamsInputUnion{OfInputItemList: oar.ResponseInputParam{oar.ResponseInputItemParamOfMessage(oar.ResponseInputMessageContentListParam{
 				oar.ResponseInputContentParamOfInputImage(oar.ResponseInputImageDetailAuto),
 			}, oar.EasyInputMessageRoleUser)}}
-		}, nil, "input[0].content[0]", 400},
-		{"ending with a tool output", func(p *oar.ResponseNewParams) {
+		}, nil, "input[0].content[0].image_url", 400},
+		{"the output of no call", func(p *oar.ResponseNewParams) {
 			out := oar.ResponseInputItemParamOfFunctionCallOutput("42")
 			out.OfFunctionCallOutput.CallID = openai.String("call_1")
 			p.Input = oar.ResponseNewParamsInputUnion{OfInputItemList: oar.ResponseInputParam{
-				oar.ResponseInputItemParamOfMessage("hi", oar.EasyInputMessageRoleUser),
-				oar.ResponseInputItemParamOfFunctionCall("{}", "call_1", "brainstorm"), out}}
-		}, nil, "input", 400},
+				oar.ResponseInputItemParamOfMessage("hi", oar.EasyInputMessageRoleUser), out}}
+		}, nil, "input[1]", 400},
 	}
 	// Accepted and ignored, or honoured: they pass.
 	ok := base()

@@ -252,7 +252,10 @@ func (s *Server) routes(full bool) *gin.Engine {
 	v1.GET("/models", s.listModels)
 	v1.POST("/chat/completions", s.chatCompletions)
 	v1.POST("/responses", s.createResponse)
+	v1.GET("/responses", s.responsesSocket)
+	v1.POST("/responses/compact", s.compactResponse)
 	v1.GET("/responses/:id", s.getResponse)
+	v1.POST("/responses/:id/cancel", s.cancelResponse)
 	s.mountEdges(e, guard)
 
 	if full {

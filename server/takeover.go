@@ -163,7 +163,7 @@ func (s *Server) runTakeover(a *takeover, key, turnID string, wait time.Duration
 		s.endTaken(ctx, taker, ref, st, a.end)
 		return
 	}
-	s.continueTurn(h, key, st, frames)
+	s.goOnTaken(h, key, st, frames)
 }
 
 // recoverTaken saves what a turn that cannot go on streamed, and says so
@@ -237,10 +237,10 @@ func (s *Server) loadFrames(ctx context.Context, ref turnlog.Ref, st turnlog.Sta
 	return out, nil
 }
 
-// continueTurn runs a turn taken over on this replica: a turn of its own,
+// goOnTaken runs a turn taken over on this replica: a turn of its own,
 // holding the frames the shared log had, whose new frames follow them and
 // are copied there by this replica's mirror.
-func (s *Server) continueTurn(h *agent.Takeover, key string, st turnlog.Status, frames []frame) {
+func (s *Server) goOnTaken(h *agent.Takeover, key string, st turnlog.Status, frames []frame) {
 	sessionID := key
 	if _, id, scoped := strings.Cut(key, "."); scoped {
 		sessionID = id // as the client knows it (session.Key)

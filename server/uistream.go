@@ -237,7 +237,10 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 			add(&uiChunk{Type: "text-start", ID: m.textID}, nil)
 		}
 		add(&uiChunk{Type: "text-delta", ID: m.textID, Delta: ev.Text}, src)
-	case chat.KindToolCall:
+	case chat.KindToolCall, chat.KindClientCall:
+		// A client's call is the AI SDK's client-side tool call: its
+		// input without an output, which the client's addToolResult
+		// answers.
 		if ev.ToolCall == nil {
 			return nil
 		}
@@ -346,7 +349,7 @@ func uiFinishReason(r string) string {
 		return "other"
 	case chat.FinishError:
 		return "error"
-	case chat.FinishApproval:
+	case chat.FinishApproval, chat.FinishToolCalls:
 		return "tool-calls"
 	}
 	return "other"

@@ -167,12 +167,20 @@ func (j *Journal) clone() *Journal {
 	return &c
 }
 
-// Approval is one tool call held for a person's decision.
+// Approval is one tool call held for an answer: a person's decision on
+// a call that asks first, or, with Client set, the result of a call of a
+// client tool, which the request's client runs itself and sends with its
+// next request.
 type Approval struct {
 	// ID names the request (the AI SDK's approvalId).
 	ID string `json:"id"`
 	// Call is the call as the model made it.
 	Call chat.ToolCall `json:"call"`
+	// Client marks a call of a client tool: it waits for the client's
+	// result, not for a person. Answered, its Status is ApprovalApproved
+	// when the client sent the result, ApprovalDenied when the client went
+	// on without one.
+	Client bool `json:"client,omitempty"`
 	// Status is ApprovalPending until the call is answered.
 	Status string `json:"status"`
 	// Reason is the person's reason, for an answered call.

@@ -178,6 +178,12 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 		add(orchestration.SeverityError, "options.toolFiltering", "unknown tool filtering %q (known: %s, which keeps the provider's prompt cache, and %s, which sends only the offered tools)",
 			t.Options.ToolFiltering, ToolFilteringStable, ToolFilteringFilter)
 	}
+	switch t.Options.ClientInstructions {
+	case "", ClientInstructionsAllow, ClientInstructionsRefuse:
+	default:
+		add(orchestration.SeverityError, "options.clientInstructions", "unknown value %q (known: %s, which gives a client's system messages to the model after the template's instructions, and %s, which answers them with a 400)",
+			t.Options.ClientInstructions, ClientInstructionsAllow, ClientInstructionsRefuse)
+	}
 	historyLimit := cfg.HistoryLimit
 	if n := t.Options.HistoryLimit; n != nil {
 		if *n < 1 || *n > MaxHistoryLimit {
@@ -206,6 +212,7 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 		Unavailable:     unavailable,
 		HistoryLimit:    historyLimit,
 		RequireApproval: t.Options.RequireApproval,
+		ClientTools:     t.Options.ClientTools,
 	})
 	for _, d := range ods {
 		d.File = file

@@ -117,6 +117,20 @@ type Options struct {
 	// model (docs/orchestration.md, "Long conversations"). Nil: the
 	// server's defaults.
 	Context *Context `json:"context,omitempty"`
+	// ClientTools lists the names or patterns ("shell", "client_*") of
+	// the client tools the template orchestrates: tools a request's
+	// client brings (OpenAI's tools, the AI SDK's client-side tools) and
+	// runs itself. A step's sequence may name them like the agent's own
+	// tools. Client tools the template does not declare are offered too,
+	// wherever a step's availableTools admits them (docs/orchestration.md,
+	// "Client tools").
+	ClientTools []string `json:"clientTools,omitempty"`
+	// ClientInstructions says what becomes of a client's own instructions
+	// (system and developer messages, the Responses API's instructions):
+	// ClientInstructionsAllow (the default) gives them to the model after
+	// the template's, marked as the client's; ClientInstructionsRefuse
+	// answers a request that carries them with a 400.
+	ClientInstructions string `json:"clientInstructions,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }
@@ -193,6 +207,12 @@ func (s *Summarizer) UnmarshalJSON(b []byte) error {
 	return orchestration.UnmarshalKeep(b, s, &s.Extra)
 }
 func (s Summarizer) MarshalJSON() ([]byte, error) { return orchestration.MarshalKeep(s, s.Extra) }
+
+// The values of options.clientInstructions.
+const (
+	ClientInstructionsAllow  = "allow"
+	ClientInstructionsRefuse = "refuse"
+)
 
 // The values of options.toolFiltering. Either way the runtime refuses a
 // call of a tool that is not offered.

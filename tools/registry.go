@@ -158,23 +158,37 @@ func compileSchema(raw json.RawMessage) (*jsonschema.Schema, []string, error) {
 	if err := checkNumbers(obj); err != nil {
 		return nil, nil, fmt.Errorf("parameters schema: %w", err)
 	}
+	s, props, err := compileDoc(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parameters schema%w", err)
+	}
+	return s, props, nil
+}
+
+// compileDoc compiles a decoded schema document with no loader for
+// remote or file references, and returns it with its top-level property
+// names, sorted. Its errors begin with ": " or " does not compile: ", to
+// follow the name of what was compiled.
+func compileDoc(doc any) (*jsonschema.Schema, []string, error) {
 	var props []string
-	if p, ok := obj["properties"].(map[string]any); ok {
-		for name := range p {
-			props = append(props, name)
+	if obj, ok := doc.(map[string]any); ok {
+		if p, ok := obj["properties"].(map[string]any); ok {
+			for name := range p {
+				props = append(props, name)
+			}
+			sort.Strings(props)
 		}
-		sort.Strings(props)
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(jsonschema.SchemeURLLoader{})
-	const loc = "mem://tool/parameters.json"
+	const loc = "mem://schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
-		return nil, nil, fmt.Errorf("parameters schema: %w", err)
+		return nil, nil, fmt.Errorf(": %w", err)
 	}
 	s, err := c.Compile(loc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("parameters schema does not compile: %w", err)
+		return nil, nil, fmt.Errorf(" does not compile: %w", err)
 	}
 	return s, props, nil
 }

@@ -59,9 +59,11 @@ type serveConfig struct {
 
 	MaxBodyBytes    int64
 	MaxMessageBytes int
-	MaxTurnEvents   int
-	StreamRetention time.Duration
-	Heartbeat       time.Duration
+	// MaxAttachmentBytes bounds one image or file of a message as sent.
+	MaxAttachmentBytes int
+	MaxTurnEvents      int
+	StreamRetention    time.Duration
+	Heartbeat          time.Duration
 	// Budget bounds every turn (templates override it field by field).
 	Budget llmorch.Budget
 	// Context is the context budget (templates override it field by
@@ -247,6 +249,7 @@ func settings() []setting {
 			return nil
 		}},
 		{"MAX_MESSAGE_BYTES", "max-message-bytes", "32768", "longest user message; longer ones get 400 invalid_message", intv(func(c *serveConfig) *int { return &c.MaxMessageBytes })},
+		{"MAX_ATTACHMENT_BYTES", "max-attachment-bytes", "5242880", "largest image or file of a message, as sent (its data: URL); a stored session keeps each once, with its message; larger ones get 400", intv(func(c *serveConfig) *int { return &c.MaxAttachmentBytes })},
 		{"MAX_TURN_EVENTS", "max-turn-events", strconv.Itoa(server.DefaultMaxTurnEvents), "frames kept per turn for resuming", intv(func(c *serveConfig) *int { return &c.MaxTurnEvents })},
 		{"STREAM_RETENTION", "stream-retention", server.DefaultStreamRetention.String(), "how long a finished turn's frames are kept for resuming", dur(func(c *serveConfig) *time.Duration { return &c.StreamRetention })},
 		{"SESSION_LOCK_TTL", "session-lock-ttl", session.DefaultLockTTL.String(), "how long a turn's hold on its session outlives a replica that died mid-turn (renewed every third of it)", func(c *serveConfig, v string) error {

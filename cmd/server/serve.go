@@ -175,9 +175,10 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		Logger:        log,
 		Telemetry:     tel,
 
-		MaxMessageBytes: cfg.MaxMessageBytes,
-		Budget:          cfg.Budget,
-		Context:         cfg.Context,
+		MaxMessageBytes:    cfg.MaxMessageBytes,
+		MaxAttachmentBytes: cfg.MaxAttachmentBytes,
+		Budget:             cfg.Budget,
+		Context:            cfg.Context,
 		// Three renewals per lease: a slow round trip or two does not lose
 		// it.
 		LeaseRenewal: cfg.LockTTL / 3,

@@ -11,31 +11,16 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import {
-  AbstractChat, DefaultChatTransport, isToolUIPart, lastAssistantMessageIsCompleteWithApprovalResponses,
+  DefaultChatTransport, isToolUIPart, lastAssistantMessageIsCompleteWithApprovalResponses,
 } from 'ai';
 import { startServer } from '../lib/server.js';
+import { Chat } from '../lib/chat.js';
 
 let server;
 // The offline model writes a word every 40 ms, so that a turn is still
 // running when the test stops it.
 before(async () => { server = await startServer({ env: { OFFLINE_MODEL_DELAY_MS: '40' } }); });
 after(async () => { await server?.stop(); });
-
-class PlainState {
-  constructor() {
-    this.messages = [];
-    this.status = 'ready';
-    this.error = undefined;
-  }
-  pushMessage(m) { this.messages = [...this.messages, m]; }
-  popMessage() { this.messages = this.messages.slice(0, -1); }
-  replaceMessage(i, m) { this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)]; }
-  snapshot(x) { return structuredClone(x); }
-}
-
-class Chat extends AbstractChat {
-  constructor(opts) { super({ ...opts, state: new PlainState() }); }
-}
 
 function newChat(agentId, extra = {}) {
   const finishes = [];

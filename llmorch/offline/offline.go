@@ -85,9 +85,10 @@ func DelayFromEnv() (time.Duration, error) {
 }
 
 // Info reports provider "offline" and the configured name. The model
-// calls only tools the request offers (Request.Callable).
+// calls only tools the request offers (Request.Callable), answers in the
+// request's Format itself, and takes no attachments: it reads text only.
 func (m *Model) Info() llmorch.Info {
-	return llmorch.Info{Provider: "offline", Model: m.name, RestrictsTools: true}
+	return llmorch.Info{Provider: "offline", Model: m.name, RestrictsTools: true, Formats: true}
 }
 
 // Stream runs one scripted model call: text deltas (one per word), at most

@@ -76,8 +76,21 @@ func respond(req llmorch.Request) (response, error) {
 	}
 	tp := newTopic(t.message)
 	name, mode := choose(req, t, tp)
+	if name == "" && req.Require && len(req.Tools) > 0 {
+		// The client requires a call: the tool that fits best.
+		if name = bestTool(req.Tools, tp); name == "" {
+			name = req.Tools[0].Name
+		}
+	}
 	if name == "" {
-		return response{text: finalAnswer(req, t, tp, mode)}, nil
+		text := finalAnswer(req, t, tp, mode)
+		if req.Format != nil {
+			var err error
+			if text, err = answerIn(req.Format, text, tp); err != nil {
+				return response{}, err
+			}
+		}
+		return response{text: text}, nil
 	}
 	spec := findTool(req.Tools, name)
 	args, err := validArguments(spec, tp)

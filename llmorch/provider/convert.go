@@ -53,12 +53,30 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 		switch msg.Role {
 		case chat.RoleSystem:
 		case chat.RoleUser:
+			texts := []string{msg.Content}
 			if fold != "" {
-				msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, fold, msg.Content))
-				fold = ""
+				texts, fold = []string{fold, msg.Content}, ""
+			}
+			if len(msg.Attachments) == 0 {
+				msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, texts...))
 				continue
 			}
-			msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, msg.Content))
+			// The attachments first and the text last, where the call's
+			// note may join it.
+			parts := make([]llms.ContentPart, 0, len(msg.Attachments)+1)
+			for k, a := range msg.Attachments {
+				p, err := m.attachment(a, st)
+				if err != nil {
+					return nil, nil, fmt.Errorf("messages[%d].attachments[%d]: %w", i, k, err)
+				}
+				parts = append(parts, p)
+			}
+			for _, t := range texts {
+				if t != "" {
+					parts = append(parts, llms.TextContent{Text: t})
+				}
+			}
+			msgs = append(msgs, llms.MessageContent{Role: llms.ChatMessageTypeHuman, Parts: parts})
 		case chat.RoleAssistant:
 			var parts []llms.ContentPart
 			if msg.Content != "" {
@@ -150,6 +168,7 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 	if m.cfg.LegacyMaxTokensField {
 		opts = append(opts, openai.WithLegacyMaxTokensField())
 	}
+	st.format = req.Format
 	if len(req.Tools) > 0 {
 		tools := make([]llms.Tool, len(req.Tools))
 		for i, t := range req.Tools {
@@ -164,11 +183,39 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 				Name: t.Name, Description: t.Description, Parameters: params}}
 		}
 		opts = append(opts, llms.WithTools(tools))
-		if !anth && m.cfg.RestrictsTools && req.Offered != nil {
+		switch {
+		case anth:
+			if req.Require {
+				st.anthropicChoice = anthropicRequired(req)
+			}
+		case m.cfg.RestrictsTools && req.Offered != nil:
 			opts = append(opts, llms.WithToolChoice(allowedTools(req)))
+		case req.Require:
+			opts = append(opts, llms.WithToolChoice(requiredTool(req)))
 		}
 	}
 	return msgs, opts, nil
+}
+
+// requiredTool is OpenAI's tool_choice of a call that must call a tool:
+// the one it may call by name, else "required".
+func requiredTool(req llmorch.Request) any {
+	if c := req.Callable(); len(c) == 1 {
+		var at allowedTool
+		at.Type, at.Function.Name = "function", c[0].Name
+		return at
+	}
+	return "required"
+}
+
+// anthropicRequired is Anthropic's tool_choice of a call that must call
+// a tool (langchaingo does not send one; the transport sets it).
+func anthropicRequired(req llmorch.Request) json.RawMessage {
+	if c := req.Callable(); len(c) == 1 {
+		b, _ := json.Marshal(map[string]string{"type": "tool", "name": c[0].Name})
+		return b
+	}
+	return json.RawMessage(`{"type":"any"}`)
 }
 
 // appendNote puts the call's note after the conversation, on the user's
@@ -181,7 +228,7 @@ func appendNote(msgs []llms.MessageContent, note string, anth bool) []llms.Messa
 		last := msgs[n-1]
 		parts := slices.Clone(last.Parts)
 		if k := len(parts) - 1; k >= 0 {
-			if tc, ok := parts[k].(llms.TextContent); ok {
+			if tc, ok := parts[k].(llms.TextContent); ok && !isMarker(tc.Text) {
 				parts[k] = llms.TextContent{Text: tc.Text + "\n\n" + note}
 				msgs[n-1] = llms.MessageContent{Role: last.Role, Parts: parts}
 				return msgs
@@ -216,6 +263,9 @@ type allowedTool struct {
 // sends, or "none" when it offers none.
 func allowedTools(req llmorch.Request) any {
 	set := allowedSet{Mode: "auto", Tools: make([]allowedTool, 0, len(req.Offered))}
+	if req.Require {
+		set.Mode = "required"
+	}
 	for _, t := range req.Tools {
 		if slices.Contains(req.Offered, t.Name) {
 			var at allowedTool

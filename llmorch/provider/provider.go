@@ -305,7 +305,11 @@ func newModel(cfg Config) (*model, error) {
 	if key == "" {
 		key = "keyless"
 	}
-	m := &model{cfg: cfg, info: llmorch.Info{Provider: cfg.Provider, Model: cfg.Model, RestrictsTools: cfg.RestrictsTools}, sleep: sleepCtx,
+	// Both wires take images and files in a user message's content;
+	// OpenAI's takes an answer's format in response_format, Anthropic's
+	// reads it in the call's note.
+	info := llmorch.Info{Provider: cfg.Provider, Model: cfg.Model, RestrictsTools: cfg.RestrictsTools, Images: true, Files: true, Formats: cfg.Provider == OpenAI}
+	m := &model{cfg: cfg, info: info, sleep: sleepCtx,
 		foldSystem: cfg.Provider == OpenAI && !takesSystem(cfg.Model)}
 	var err error
 	switch cfg.Provider {

@@ -755,7 +755,7 @@ func TestConfigValidation(t *testing.T) {
 	}
 	cfg := Config{Provider: OpenAI, Model: "m", APIKey: "k"}
 	m, err := New(cfg)
-	if err != nil || m.Info() != (llmorch.Info{Provider: OpenAI, Model: "m"}) {
+	if err != nil || m.Info() != (llmorch.Info{Provider: OpenAI, Model: "m", Images: true, Files: true, Formats: true}) {
 		t.Errorf("Info = %+v, %v", m.Info(), err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentdock-go/agentdock/llmorch"
 )
 
 // callState is what one attempt, its transport and the stream parser
@@ -25,6 +27,13 @@ type callState struct {
 	// (llmorch.Request.Note). cache: the request's tools are the stable
 	// set, so Anthropic's cache breakpoints are marked (markBreakpoints).
 	note, cache bool
+	// parts are the content parts langchaingo cannot build, by the
+	// marker that stands for each (attach.go); format is the answer's
+	// format, sent as OpenAI's response_format; anthropicChoice is
+	// Anthropic's tool_choice of a call that must call a tool.
+	parts           map[string]json.RawMessage
+	format          *llmorch.Format
+	anthropicChoice json.RawMessage
 
 	// The request langchaingo built, taken by the transport and sent by
 	// send, and the transport that took it.
@@ -131,7 +140,8 @@ func (st *callState) send(ctx context.Context) {
 // patch returns req corrected: no auth header for keyless servers, no
 // temperature when none was asked for, Anthropic messages merged by role.
 func (t *transport) patch(req *http.Request, st *callState) (*http.Request, error) {
-	needBody := st != nil && (st.dropTemperature || ((st.mergeRoles || st.cache) && t.wire == Anthropic))
+	needBody := st != nil && (st.dropTemperature || ((st.mergeRoles || st.cache) && t.wire == Anthropic) ||
+		len(st.parts) > 0 || st.format != nil && t.wire == OpenAI || st.anthropicChoice != nil)
 	if !t.keyless && !needBody {
 		return req, nil
 	}
@@ -167,6 +177,19 @@ func (t *transport) patchBody(data []byte, st *callState) ([]byte, error) {
 	if st.dropTemperature {
 		delete(body, "temperature")
 	}
+	if len(st.parts) > 0 {
+		msgs, err := swapMarkers(body["messages"], st.parts)
+		if err != nil {
+			return nil, fmt.Errorf("putting the attachments in: %w", err)
+		}
+		body["messages"] = msgs
+	}
+	if st.format != nil && t.wire == OpenAI {
+		body["response_format"] = responseFormat(st.format)
+	}
+	if st.anthropicChoice != nil && t.wire == Anthropic {
+		body["tool_choice"] = st.anthropicChoice
+	}
 	if (st.mergeRoles || st.cache) && t.wire == Anthropic {
 		merged, err := mergeAnthropicMessages(body["messages"], st.errorResults, st.cache, st.note)
 		if err != nil {
@@ -180,6 +203,19 @@ func (t *transport) patchBody(data []byte, st *callState) ([]byte, error) {
 		}
 	}
 	return json.Marshal(body)
+}
+
+// responseFormat is OpenAI's response_format for f.
+func responseFormat(f *llmorch.Format) json.RawMessage {
+	if f.Type == llmorch.FormatJSONObject {
+		return json.RawMessage(`{"type":"json_object"}`)
+	}
+	js := map[string]any{"name": f.Name, "schema": f.Schema, "strict": f.Strict}
+	if f.Description != "" {
+		js["description"] = f.Description
+	}
+	b, _ := json.Marshal(map[string]any{"type": "json_schema", "json_schema": js})
+	return b
 }
 
 // ephemeral is Anthropic's cache_control of a breakpoint.

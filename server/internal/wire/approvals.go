@@ -1,6 +1,13 @@
 package wire
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentdock-go/agentdock/chat"
+)
 
 // ApprovalRequest is what a chat request body says about tool calls that
 // wait for a person's approval, in either of its two shapes:
@@ -15,6 +22,59 @@ type ApprovalRequest struct {
 	Approvals []ApprovalAnswer  `json:"approvals"`
 	Messages  []approvalMessage `json:"messages"`
 	Message   *string           `json:"message"`
+	// ToolsParam is the client's own tools (OpenAI function tools, or
+	// {name, description, parameters}), which it runs itself.
+	ToolsParam json.RawMessage `json:"tools"`
+}
+
+// Tools returns the client's tools: OpenAI's function tools, or plain
+// {name, description, parameters} objects.
+func (r *ApprovalRequest) Tools() ([]chat.ToolSpec, *ParamError) {
+	var list []map[string]json.RawMessage
+	if json.Unmarshal(r.ToolsParam, &list) == nil {
+		// A plain tool has no type: give it the function type.
+		for i, t := range list {
+			if _, typed := t["type"]; !typed {
+				list[i]["type"] = json.RawMessage(`"function"`)
+			}
+		}
+		raw, _ := json.Marshal(list)
+		return clientTools(raw, "tools")
+	}
+	return clientTools(r.ToolsParam, "tools")
+}
+
+// Results returns the results of calls of the client's tools (named) in
+// the last message when it is the assistant's (the AI SDK's Chat after
+// addToolOutput): its parts "tool-<name>" in state "output-available"
+// (the output, a string or JSON) or "output-error" (the error text). The
+// message's ID is the one the turn that carries them goes on in.
+func (r *ApprovalRequest) Results(names []string) (results []chat.ToolResult, messageID string) {
+	if len(r.Messages) == 0 || r.Message != nil || len(names) == 0 {
+		return nil, ""
+	}
+	m := r.Messages[len(r.Messages)-1]
+	if m.Role != "assistant" {
+		return nil, ""
+	}
+	for _, p := range m.Parts {
+		name, ok := strings.CutPrefix(p.Type, "tool-")
+		if !ok || !slices.Contains(names, name) || p.ToolCallID == "" {
+			continue
+		}
+		switch p.State {
+		case "output-available":
+			var s string
+			content := string(p.Output)
+			if json.Unmarshal(p.Output, &s) == nil {
+				content = s
+			}
+			results = append(results, chat.ToolResult{CallID: p.ToolCallID, Content: content})
+		case "output-error":
+			results = append(results, chat.ToolResult{CallID: p.ToolCallID, Content: p.ErrorText, IsError: true})
+		}
+	}
+	return results, m.ID
 }
 
 // ApprovalAnswer is one answer of the plain shape.
@@ -35,6 +95,8 @@ type approvalPart struct {
 	ToolCallID string          `json:"toolCallId"`
 	State      string          `json:"state"`
 	Approval   *ApprovalAnswer `json:"approval"`
+	Output     json.RawMessage `json:"output"`
+	ErrorText  string          `json:"errorText"`
 }
 
 // Answer is one decision, whichever shape it came in.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/orchestration"
 )
 
 // The OpenAI-compatible endpoints read OpenAI's request bodies. Every
@@ -107,6 +108,11 @@ func isNumber(want float64) func(json.RawMessage) bool {
 	}
 }
 
+func isTrue(raw json.RawMessage) bool {
+	var b bool
+	return json.Unmarshal(raw, &b) == nil && b
+}
+
 func isFalse(raw json.RawMessage) bool {
 	var b bool
 	return json.Unmarshal(raw, &b) == nil && !b
@@ -150,23 +156,19 @@ func isTextOnly(raw json.RawMessage) bool {
 
 func never(json.RawMessage) bool { return false }
 
-const noClientTools = "client tools are not supported: the agent offers its own tools under its orchestration (GET /api/agents/{model} lists them); send the request without them"
-
 // chatParams are the parameters of POST /v1/chat/completions.
 var chatParams = map[string]paramRule{
 	// Honoured.
 	"model": anyValue, "messages": anyValue, "stream": anyValue, "stream_options": anyValue, "user": anyValue,
+	"tools": anyValue, "tool_choice": anyValue, "response_format": anyValue,
 	// Refused unless they ask for nothing the server cannot do.
-	"tools":              {isEmptyArray, noClientTools},
-	"functions":          {isEmptyArray, noClientTools},
-	"tool_choice":        {isString("auto"), `tool_choice applies to client tools, which are not supported; the agent's orchestration decides which of its own tools the model may call ("auto" is accepted)`},
-	"function_call":      {isString("auto"), `function_call applies to client functions, which are not supported ("auto" is accepted)`},
+	"functions":          {isEmptyArray, "functions (deprecated) are not supported: send them as tools"},
+	"function_call":      {isString("auto"), `function_call (deprecated) is not supported: use tool_choice ("auto" is accepted)`},
 	"n":                  {isNumber(1), "n must be 1: a turn gives one answer"},
 	"stop":               {isEmptyStop, "stop sequences are not supported: the agent's answer spans several model calls and cannot be cut at a stop sequence"},
 	"logit_bias":         {isEmptyObject, "logit_bias is not supported: the agent's model is chosen by its template and may not take it"},
 	"logprobs":           {isFalse, "logprobs are not supported"},
 	"top_logprobs":       {isNumber(0), "top_logprobs is not supported (logprobs are not)"},
-	"response_format":    {isTextFormat, `only {"type": "text"} is supported: the agent's answer is not guaranteed to match a JSON format`},
 	"modalities":         {isTextOnly, `only the "text" modality is supported`},
 	"audio":              {never, "audio output is not supported"},
 	"web_search_options": {never, "web_search_options is not supported: searching is one of the agent's own tools, offered by its orchestration"},
@@ -174,7 +176,8 @@ var chatParams = map[string]paramRule{
 	"temperature": anyValue, "top_p": anyValue, "presence_penalty": anyValue, "frequency_penalty": anyValue,
 	"seed": anyValue, "max_tokens": anyValue, "max_completion_tokens": anyValue, "reasoning_effort": anyValue,
 	"verbosity": anyValue, "service_tier": anyValue, "metadata": anyValue, "store": anyValue, "prediction": anyValue,
-	"parallel_tool_calls": anyValue, "safety_identifier": anyValue, "prompt_cache_key": anyValue,
+	"parallel_tool_calls": {isTrue, "parallel_tool_calls false is not supported: a model answer may call several tools, each checked against the step's offer"},
+	"safety_identifier":   anyValue, "prompt_cache_key": anyValue,
 	"prompt_cache_retention": anyValue,
 }
 
@@ -187,7 +190,47 @@ type ChatCompletionRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	User string `json:"user"`
+	User           string          `json:"user"`
+	ToolsParam     json.RawMessage `json:"tools"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
+	ResponseFormat json.RawMessage `json:"response_format"`
+}
+
+// Tools returns the client's tools.
+func (r *ChatCompletionRequest) Tools() ([]chat.ToolSpec, *ParamError) {
+	return clientTools(r.ToolsParam, "tools")
+}
+
+// Choice returns the client's tool_choice.
+func (r *ChatCompletionRequest) Choice() (orchestration.ToolChoice, *ParamError) {
+	return toolChoice(r.ToolChoice, "tool_choice")
+}
+
+// Format returns the answer's format (nil: text).
+func (r *ChatCompletionRequest) Format() (*Format, *ParamError) {
+	return format(r.ResponseFormat, "response_format")
+}
+
+// Instructions returns the text of the system and developer messages,
+// joined by blank lines, and the position of the first ("" and -1 when
+// there are none).
+func (r *ChatCompletionRequest) Instructions() (string, int, *ParamError) {
+	var texts []string
+	first := -1
+	for i, m := range r.Messages {
+		if m.Role != "system" && m.Role != "developer" {
+			continue
+		}
+		text, _, pe := content(m.Content, fmt.Sprintf("messages[%d].content", i), false, "text")
+		if pe != nil {
+			return "", -1, pe
+		}
+		if first < 0 {
+			first = i
+		}
+		texts = append(texts, text)
+	}
+	return strings.Join(texts, "\n\n"), first, nil
 }
 
 // ChatMessage is one of a chat completion request's messages.
@@ -225,9 +268,10 @@ func ParseChatCompletion(data []byte) (*ChatCompletionRequest, error) {
 }
 
 // Conversation converts the messages into the conversation: system and
-// developer messages are left out (the agent's template gives its system
-// prompt), and the others become chat messages. index[i] is the position in
-// Messages of the i-th message returned, to name it in errors.
+// developer messages are left out (they are the client's instructions,
+// Instructions), and the others become chat messages, a user message with
+// its images and files. index[i] is the position in Messages of the i-th
+// message returned, to name it in errors.
 func (r *ChatCompletionRequest) Conversation() (msgs []chat.Message, index []int, err *ParamError) {
 	for i, m := range r.Messages {
 		at := fmt.Sprintf("messages[%d]", i)
@@ -236,14 +280,14 @@ func (r *ChatCompletionRequest) Conversation() (msgs []chat.Message, index []int
 		case "system", "developer":
 			continue
 		case "user":
-			text, pe := contentText(m.Content, at+".content", "text")
+			text, atts, pe := content(m.Content, at+".content", true, "text")
 			if pe != nil {
 				return nil, nil, pe
 			}
-			cm = chat.Message{Role: chat.RoleUser, Content: text}
+			cm = chat.Message{Role: chat.RoleUser, Content: text, Attachments: atts}
 		case "assistant":
 			if !isAbsent(m.FunctionCall) {
-				return nil, nil, paramErrorf(at+".function_call", "unsupported_parameter", "function_call messages are not supported (client functions are not)")
+				return nil, nil, paramErrorf(at+".function_call", "unsupported_parameter", "function_call (deprecated) is not supported: send the call in tool_calls")
 			}
 			if !isAbsent(m.Audio) {
 				return nil, nil, paramErrorf(at+".audio", "unsupported_parameter", "audio is not supported")
@@ -251,7 +295,7 @@ func (r *ChatCompletionRequest) Conversation() (msgs []chat.Message, index []int
 			text := ""
 			if !isAbsent(m.Content) {
 				var pe *ParamError
-				if text, pe = contentText(m.Content, at+".content", "text", "refusal"); pe != nil {
+				if text, _, pe = content(m.Content, at+".content", false, "text", "refusal"); pe != nil {
 					return nil, nil, pe
 				}
 			}
@@ -267,7 +311,7 @@ func (r *ChatCompletionRequest) Conversation() (msgs []chat.Message, index []int
 			if m.ToolCallID == "" {
 				return nil, nil, paramErrorf(at+".tool_call_id", "invalid_request", "a tool message needs tool_call_id")
 			}
-			text, pe := contentText(m.Content, at+".content", "text")
+			text, _, pe := content(m.Content, at+".content", false, "text")
 			if pe != nil {
 				return nil, nil, pe
 			}
@@ -275,7 +319,7 @@ func (r *ChatCompletionRequest) Conversation() (msgs []chat.Message, index []int
 			// words, which is all a conversation in OpenAI's format keeps.
 			cm = chat.Message{Role: chat.RoleTool, ToolCallID: m.ToolCallID, Content: text, NotRun: chat.NotRunContent(text)}
 		case "function":
-			return nil, nil, paramErrorf(at+".role", "unsupported_parameter", `the "function" role is not supported (client functions are not)`)
+			return nil, nil, paramErrorf(at+".role", "unsupported_parameter", `the "function" role (deprecated) is not supported: send the result as a "tool" message`)
 		default:
 			return nil, nil, paramErrorf(at+".role", "invalid_request", "role %q is not one of system, developer, user, assistant, tool", clipParam(m.Role))
 		}
@@ -285,14 +329,48 @@ func (r *ChatCompletionRequest) Conversation() (msgs []chat.Message, index []int
 	return msgs, index, nil
 }
 
-// LastUserText returns the text of the last user message and its position.
-func (r *ChatCompletionRequest) LastUserText() (string, *ParamError) {
-	for i := len(r.Messages) - 1; i >= 0; i-- {
-		if r.Messages[i].Role == "user" {
-			return contentText(r.Messages[i].Content, fmt.Sprintf("messages[%d].content", i), "text")
-		}
+// Turn returns what a request on a session adds to it: the last message,
+// when it is the user's (its text and attachments; ok false when the
+// request ends with tool results instead), and the results of the tool
+// calls that come after the request's last assistant message with tool
+// calls (before that user message): the results of the client's tools'
+// calls the session waits for. Earlier messages are the client's copy of
+// the history, which the session keeps.
+func (r *ChatCompletionRequest) Turn() (msg chat.Message, ok bool, results []chat.ToolResult, err *ParamError) {
+	n := len(r.Messages)
+	if n == 0 {
+		return msg, false, nil, paramErrorf("messages", "invalid_message", `messages must contain a message with role "user"`)
 	}
-	return "", paramErrorf("messages", "invalid_message", `messages must contain a message with role "user"`)
+	end := n
+	if last := r.Messages[n-1]; last.Role == "user" {
+		text, atts, pe := content(last.Content, fmt.Sprintf("messages[%d].content", n-1), true, "text")
+		if pe != nil {
+			return msg, false, nil, pe
+		}
+		msg, ok, end = chat.Message{Role: chat.RoleUser, Content: text, Attachments: atts}, true, n-1
+	} else if last.Role != "tool" {
+		return msg, false, nil, paramErrorf(fmt.Sprintf("messages[%d]", n-1), "invalid_message", `with a session the last message must be the user's, or the results ("tool" messages) of the calls of the client's tools the last answer made`)
+	}
+	start := end
+	for start > 0 && r.Messages[start-1].Role == "tool" {
+		start--
+	}
+	for i := start; i < end; i++ {
+		m := r.Messages[i]
+		at := fmt.Sprintf("messages[%d]", i)
+		if m.ToolCallID == "" {
+			return msg, false, nil, paramErrorf(at+".tool_call_id", "invalid_request", "a tool message needs tool_call_id")
+		}
+		text, _, pe := content(m.Content, at+".content", false, "text")
+		if pe != nil {
+			return msg, false, nil, pe
+		}
+		results = append(results, chat.ToolResult{CallID: m.ToolCallID, Content: text, NotRun: chat.NotRunContent(text)})
+	}
+	if !ok && len(results) == 0 {
+		return msg, false, nil, paramErrorf("messages", "invalid_message", `messages must contain a message with role "user"`)
+	}
+	return msg, ok, results, nil
 }
 
 // toolCall converts one tool call of the conversation; the tool's name is
@@ -318,43 +396,3 @@ func toolCall(id, typ, name, arguments, at string) (chat.ToolCall, *ParamError) 
 }
 
 func isAbsent(raw json.RawMessage) bool { return len(raw) == 0 || isNull(raw) }
-
-// contentText reads an OpenAI content: a string, or a list of parts whose
-// types are among types (their text joined with newlines). A part of
-// another type (an image, a file, audio) is refused: the text alone would
-// not be what the client sent.
-func contentText(raw json.RawMessage, at string, types ...string) (string, *ParamError) {
-	if isAbsent(raw) {
-		return "", paramErrorf(at, "invalid_message", "content is missing")
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type    string  `json:"type"`
-		Text    *string `json:"text"`
-		Refusal *string `json:"refusal"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return "", paramErrorf(at, "invalid_message", `want a string or a list of {"type":"%s","text":...} parts`, types[0])
-	}
-	var texts []string
-	for j, p := range parts {
-		ok := false
-		for _, t := range types {
-			ok = ok || p.Type == t
-		}
-		switch {
-		case !ok:
-			return "", paramErrorf(fmt.Sprintf("%s[%d]", at, j), "unsupported_parameter", "content parts of type %q are not supported: the agent reads text (parts of type %s)", clipParam(p.Type), strings.Join(types, ", "))
-		case p.Text != nil:
-			texts = append(texts, *p.Text)
-		case p.Refusal != nil:
-			texts = append(texts, *p.Refusal)
-		default:
-			return "", paramErrorf(fmt.Sprintf("%s[%d]", at, j), "invalid_message", "a %s part needs its text", p.Type)
-		}
-	}
-	return strings.Join(texts, "\n"), nil
-}

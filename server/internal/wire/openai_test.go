@@ -16,16 +16,16 @@ func TestChatCompletionParams(t *testing.T) {
 	}{
 		{`{"model":"a","messages":[],"temperature":0.3,"max_tokens":5,"seed":1,"metadata":{"a":"b"},"store":true}`, "", ""},
 		{`{"model":"a","tools":[],"tool_choice":"auto","n":1,"stop":null,"logprobs":false,"top_logprobs":0,"response_format":{"type":"text"},"modalities":["text"],"audio":null}`, "", ""},
-		{`{"model":"a","tools":[{"type":"function","function":{"name":"f"}}]}`, "tools", "unsupported_parameter"},
+		{`{"model":"a","tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none","response_format":{"type":"json_object"}}`, "", ""},
+		{`{"model":"a","tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":true}`, "", ""},
 		{`{"model":"a","functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
-		{`{"model":"a","tool_choice":"none"}`, "tool_choice", "unsupported_parameter"},
-		{`{"model":"a","tool_choice":{"type":"function","function":{"name":"f"}}}`, "tool_choice", "unsupported_parameter"},
+		{`{"model":"a","function_call":"none"}`, "function_call", "unsupported_parameter"},
+		{`{"model":"a","parallel_tool_calls":false}`, "parallel_tool_calls", "unsupported_parameter"},
 		{`{"model":"a","n":3}`, "n", "unsupported_parameter"},
 		{`{"model":"a","stop":["x"]}`, "stop", "unsupported_parameter"},
 		{`{"model":"a","logit_bias":{"50256":-100}}`, "logit_bias", "unsupported_parameter"},
 		{`{"model":"a","logprobs":true}`, "logprobs", "unsupported_parameter"},
 		{`{"model":"a","top_logprobs":2}`, "top_logprobs", "unsupported_parameter"},
-		{`{"model":"a","response_format":{"type":"json_schema","json_schema":{}}}`, "response_format", "unsupported_parameter"},
 		{`{"model":"a","modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
 		{`{"model":"a","audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
 		{`{"model":"a","web_search_options":{}}`, "web_search_options", "unsupported_parameter"},
@@ -86,12 +86,15 @@ func TestChatConversation(t *testing.T) {
 	if got := index; len(got) != 5 || got[0] != 1 || got[4] != 6 {
 		t.Errorf("index %v", got)
 	}
-	if text, pe := r.LastUserText(); pe != nil || text != "second" {
-		t.Errorf("LastUserText %q %v", text, pe)
+	if msg, ok, results, pe := r.Turn(); pe != nil || !ok || msg.Content != "second" || results != nil {
+		t.Errorf("Turn %+v %v %v %v", msg, ok, results, pe)
+	}
+	if text, at, pe := r.Instructions(); pe != nil || text != "be brief\n\nx" || at != 0 {
+		t.Errorf("Instructions %q %d %v", text, at, pe)
 	}
 
 	for _, tt := range []struct{ body, param string }{
-		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0]"},
+		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0].image_url"},
 		{`{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "messages[0].content[0]"},
 		{`{"messages":[{"role":"user"}]}`, "messages[0].content"},
 		{`{"messages":[{"role":"function","name":"f","content":"x"}]}`, "messages[0].role"},
@@ -127,9 +130,13 @@ func TestResponsesInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, index, pe := r.Conversation()
+	in, pe := r.Conversation()
 	if pe != nil {
 		t.Fatal(pe)
+	}
+	msgs, index := in.Messages, in.Index
+	if in.Instructions != "be brief" {
+		t.Fatalf("instructions %q", in.Instructions)
 	}
 	if len(msgs) != 5 || msgs[1].Content != "let me think" || len(msgs[1].ToolCalls) != 2 || msgs[1].ToolCalls[1].Name != "reflect" ||
 		string(msgs[1].ToolCalls[1].Arguments) != "{}" || msgs[3].ToolName != "reflect" || msgs[3].Content != "reflected" || msgs[4].Content != "second" {
@@ -148,14 +155,17 @@ func TestResponsesInput(t *testing.T) {
 		t.Fatalf("metadata %v %v", m, pe)
 	}
 	s, _ := ParseResponses([]byte(`{"model":"a","input":"hi","conversation":"conv_x"}`))
-	if msgs, _, pe := s.Conversation(); pe != nil || len(msgs) != 1 || msgs[0].Role != chat.RoleUser || !s.Stored() {
-		t.Fatalf("string input: %+v %v", msgs, pe)
+	if in, pe := s.Conversation(); pe != nil || len(in.Messages) != 1 || in.Messages[0].Role != chat.RoleUser || !s.Stored() {
+		t.Fatalf("string input: %+v %v", in, pe)
 	}
 	for _, tt := range []struct{ body, param string }{
 		{`{"input":[{"type":"reasoning","summary":[]}]}`, "input[0].type"},
 		{`{"input":[{"type":"item_reference","id":"x"}]}`, "input[0].type"},
-		{`{"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, "input[0].content[0]"},
-		{`{"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`, "input[0].content[0]"},
+		{`{"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, "input[0].content[0].image_url"},
+		{`{"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`, "input[0].content[0].file_id"},
+		{`{"input":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "input[0].content[0]"},
+		{`{"input":[{"role":"user","content":"x"},{"type":"compaction","encrypted_content":"x"}]}`, "input[1]"},
+		{`{"input":[{"type":"compaction","encrypted_content":"not ours"}]}`, "input[0].encrypted_content"},
 		{`{"input":[{"type":"function_call_output","output":"x"}]}`, "input[0].call_id"},
 		{`{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"nope"}]}`, "input[0]"},
 		{`{"input":[{"role":"system","content":"only a system message"}]}`, "input"},
@@ -166,18 +176,15 @@ func TestResponsesInput(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.body, err)
 		}
-		if _, _, pe := r.Conversation(); pe == nil || pe.Param != tt.param {
+		if _, pe := r.Conversation(); pe == nil || pe.Param != tt.param {
 			t.Errorf("%s: %v, want an error naming %s", tt.body, pe, tt.param)
 		}
 	}
 	for _, tt := range []struct{ body, param string }{
-		{`{"background":true}`, "background"},
+		{`{"parallel_tool_calls":false}`, "parallel_tool_calls"},
 		{`{"include":["message.output_text.logprobs"]}`, "include"},
 		{`{"include":["something.new"]}`, "include"},
-		{`{"text":{"format":{"type":"json_schema","name":"x","schema":{}}}}`, "text"},
 		{`{"prompt":{"id":"pmpt_1"}}`, "prompt"},
-		{`{"tools":[{"type":"web_search"}]}`, "tools"},
-		{`{"tool_choice":"required"}`, "tool_choice"},
 		{`{"top_logprobs":3}`, "top_logprobs"},
 		{`{"moderation":{"model":"omni-moderation-latest"}}`, "moderation"},
 		{`{"messages":[]}`, "messages"},
@@ -190,6 +197,7 @@ func TestResponsesInput(t *testing.T) {
 	}
 	for _, ok := range []string{
 		`{"include":["reasoning.encrypted_content"],"text":{"format":{"type":"text"},"verbosity":"low"},"tools":[],"tool_choice":"auto","background":false}`,
+		`{"tools":[{"type":"function","name":"f"}],"tool_choice":"required","background":true,"text":{"format":{"type":"json_schema","name":"x","schema":{}}}}`,
 		`{"instructions":"x","max_output_tokens":9,"temperature":1,"reasoning":{"effort":"low"},"truncation":"auto","user":"u","service_tier":"auto"}`,
 	} {
 		if _, err := ParseResponses([]byte(ok)); err != nil {
@@ -220,6 +228,8 @@ func FuzzOpenAIBodies(f *testing.F) {
 		`{"model":"a","tools":[{}],"n":2}`,
 		`{"model":"a","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"x"},{"role":"user","content":"y"}]}`,
 		`{"input":"hi","conversation":{"id":"x"},"metadata":{"a":"b"}}`, `{`, `[]`, `{"input":[1]}`,
+		`{"model":"a","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required","tools":[{"type":"function","function":{"name":"f"}}]}},"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object"}}},"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}}]}]}`,
+		`{"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/y.png"},{"type":"input_file","file_data":"data:application/pdf;base64,AA==","filename":"a.pdf"}]}],"tools":[{"type":"function","name":"g"}],"tool_choice":{"type":"function","name":"g"},"text":{"format":{"type":"json_object"}}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -247,14 +257,22 @@ func FuzzOpenAIBodies(f *testing.F) {
 		}
 		if r, err := ParseChatCompletion(data); err == nil {
 			check(r.Conversation())
-			_, _ = r.LastUserText()
+			_, _, _, _ = r.Turn()
+			_, _, _ = r.Instructions()
+			_, _ = r.Tools()
+			_, _ = r.Choice()
+			_, _ = r.Format()
 		} else if err.Error() == "" {
 			t.Fatal("empty error")
 		}
 		if r, err := ParseResponses(data); err == nil {
-			check(r.Conversation())
+			in, pe := r.Conversation()
+			check(in.Messages, in.Index, pe)
 			_, _ = r.ConversationID()
 			_, _ = r.MetadataMap()
+			_, _ = r.Tools()
+			_, _ = r.Choice()
+			_, _ = r.Format()
 		} else if err.Error() == "" {
 			t.Fatal("empty error")
 		}

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/internal/jsonpos"
 	"github.com/agentdock-go/agentdock/session"
 )
@@ -68,6 +69,47 @@ type Message struct {
 type Part struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
+	// MediaType, URL and Filename are a file part's (the AI SDK's
+	// attachments: images and files, by a data: or an https URL).
+	MediaType string `json:"mediaType"`
+	URL       string `json:"url"`
+	Filename  string `json:"filename"`
+}
+
+// Attachments returns the file parts of the last user message of
+// messages, as attachments (an image when its media type is one), or the
+// error naming the part that is not a usable attachment.
+func (r *ChatRequest) Attachments() ([]chat.Attachment, *ParamError) {
+	if r.Message != nil {
+		return nil, nil
+	}
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		m := r.Messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		var out []chat.Attachment
+		for j, p := range m.Parts {
+			if p.Type != "file" {
+				continue
+			}
+			at := fmt.Sprintf("messages[%d].parts[%d].url", i, j)
+			mt, pe := checkURL(p.URL, at)
+			if pe != nil {
+				return nil, pe
+			}
+			if mt == "" {
+				mt = p.MediaType
+			}
+			a := chat.Attachment{Kind: chat.AttachFile, URL: p.URL, MediaType: mt, Filename: p.Filename}
+			if strings.HasPrefix(mt, "image/") {
+				a.Kind = chat.AttachImage
+			}
+			out = append(out, a)
+		}
+		return out, nil
+	}
+	return nil, nil
 }
 
 // Text returns what the user said: message when it is set, else the text of

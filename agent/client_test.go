@@ -1,0 +1,141 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"testing"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/llmorch/mockllm"
+	"github.com/agentdock-go/agentdock/llmorch/provider"
+	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
+)
+
+const builderTemplate = `{
+  "agentId": "builder", "name": "Builder", "nodes": ["llm.openai", "think"],
+  "options": {"clientTools": ["client_*"]},
+  "orchestration": {"steps": [
+    {"name": "Build", "conditions": [{"type": "message_contains", "value": "build"}], "sequence": ["client_a", "client_b"]},
+    {"name": "Chat", "isDefault": true}
+  ]}
+}`
+
+var clientSpecs = []chat.ToolSpec{
+	{Name: "client_a", Description: "a", Parameters: json.RawMessage(`{"type":"object"}`)},
+	{Name: "client_b", Description: "b", Parameters: json.RawMessage(`{"type":"object"}`)},
+}
+
+func builder(t *testing.T, store session.Store) (*agent.Agent, *mockllm.Server) {
+	t.Helper()
+	mock := mockllm.New()
+	t.Cleanup(mock.Close)
+	a, ds := template.Load("builder.json", []byte(builderTemplate), template.Config{Provided: tools.BuiltinNames()})
+	if a == nil {
+		t.Fatal(ds.Err())
+	}
+	models := func(*template.Template) (llmorch.Model, error) {
+		return provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: mock.URL() + "/v1"})
+	}
+	n, _ := newAgents(t, store, models, []*template.Agent{a}).Get("builder")
+	return n, mock
+}
+
+func runAll(t *testing.T, seq iter.Seq2[chat.Event, error]) []chat.Event {
+	t.Helper()
+	events, err := agent.Started(seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []chat.Event
+	for ev := range events {
+		out = append(out, ev)
+	}
+	return out
+}
+
+// TestClientCallHeldAndAnswered: a call of an offered client tool ends the
+// turn with the call, held in the session; the client's result, given to
+// Continue, records it (the sequence advances) and the model goes on. The
+// session's history replays to its state with the request's client tools.
+func TestClientCallHeldAndAnswered(t *testing.T) {
+	store := session.NewMemory(session.Config{})
+	defer store.Close()
+	n, mock := builder(t, store)
+	mock.Enqueue(mockllm.ToolScript(mockllm.ToolCall{ID: "call_a", Name: "client_a", Arguments: `{}`}), mockllm.TextScript("done"))
+	id := session.NewID()
+	ctx := context.Background()
+	evs := runAll(t, n.Run(ctx, id, "build it", agent.WithClientTools(clientSpecs)))
+	last := evs[len(evs)-1]
+	var held *chat.ToolCall
+	for _, ev := range evs {
+		if ev.Kind == chat.KindClientCall {
+			held = ev.ToolCall
+		}
+		if ev.Kind == chat.KindToolCall || ev.Kind == chat.KindToolResult {
+			t.Fatalf("a client call ran here: %+v", ev)
+		}
+	}
+	if held == nil || held.Name != "client_a" || last.FinishReason != chat.FinishToolCalls {
+		t.Fatalf("held %+v, finish %q", held, last.FinishReason)
+	}
+	sess, _ := store.Get(ctx, id)
+	if p := sess.PendingApprovals(); len(p) != 1 || !p[0].Client || p[0].Call.ID != "call_a" || sess.State.SequenceIndex != 0 {
+		t.Fatalf("session: pending %+v, state %+v", p, sess.State)
+	}
+
+	// A result for no call the session keeps, then one missing: refused.
+	_, err := agent.Started(n.Continue(ctx, id, agent.WithClientTools(clientSpecs), agent.WithResults([]chat.ToolResult{{CallID: "call_x", Content: "?"}})))
+	var re *agent.ResultError
+	if !errors.As(err, &re) || re.CallID != "call_x" {
+		t.Fatalf("an unknown call's result: %v", err)
+	}
+
+	runAll(t, n.Continue(ctx, id, agent.WithClientTools(clientSpecs), agent.WithResults([]chat.ToolResult{{CallID: "call_a", Content: "built the base"}})))
+	sess, _ = store.Get(ctx, id)
+	if sess.State.SequenceIndex != 1 || !sess.State.RecentlyUsedTools.Equal("client_a") || len(sess.PendingApprovals()) != 0 {
+		t.Fatalf("after the result: %+v", sess.State)
+	}
+	if got := mock.Requests()[1].ToolNames(); len(got) != 1 || got[0] != "client_b" {
+		t.Fatalf("the model call after the result was offered %v", got)
+	}
+	history, _ := store.Messages(ctx, id, 0)
+	replayed := n.Replay(orchestration.State{}, history, []string{"client_a", "client_b"})
+	if replayed.SequenceIndex != sess.State.SequenceIndex || !replayed.RecentlyUsedTools.Equal(sess.State.RecentlyUsedTools.Slice()...) {
+		t.Fatalf("the history replays to %+v, the session holds %+v", replayed, sess.State)
+	}
+}
+
+// TestClientOptionsRefused: what a client brings is checked before a turn
+// starts: a client tool named like an agent tool, a tool_choice the step
+// cannot honour, instructions a template refuses.
+func TestClientOptionsRefused(t *testing.T) {
+	store := session.NewMemory(session.Config{})
+	defer store.Close()
+	n, _ := builder(t, store)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name string
+		opts []agent.Option
+		want error
+	}{
+		{"a client tool named think", []agent.Option{agent.WithClientTools([]chat.ToolSpec{{Name: "think"}})}, agent.ErrClientTools},
+		{"tool_choice naming client_b at client_a's position", []agent.Option{agent.WithClientTools(clientSpecs),
+			agent.WithToolChoice(orchestration.ToolChoice{Only: []string{"client_b"}, Required: true})}, agent.ErrToolChoice},
+		{"an image the model takes", []agent.Option{agent.WithAttachments([]chat.Attachment{{Kind: chat.AttachImage, URL: "https://example.com/x.png"}})}, nil},
+	} {
+		_, err := agent.Started(n.Run(ctx, session.NewID(), "build it", tt.opts...))
+		if tt.want == nil && err == nil {
+			continue
+		}
+		if !errors.Is(err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+		}
+	}
+}

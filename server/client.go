@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"net/http"
+
+	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
+)
+
+// What an OpenAI request brings to a turn besides its conversation: its
+// own tools (run by the client, offered under the agent's orchestration),
+// its tool_choice, the answer's format and its own instructions.
+type clientRequest struct {
+	tools        []chat.ToolSpec
+	choice       orchestration.ToolChoice
+	format       *llmorch.Format
+	instructions string
+}
+
+// newClientRequest compiles the request's format (formatParam names it in
+// errors).
+func newClientRequest(tools []chat.ToolSpec, choice orchestration.ToolChoice, wf *wire.Format, formatParam, instructions string) (clientRequest, *apiError) {
+	c := clientRequest{tools: tools, choice: choice, instructions: instructions}
+	if wf != nil {
+		f, err := llmorch.NewFormat(wf.Type, wf.Name, wf.Description, wf.Schema, wf.Strict)
+		if err != nil {
+			return c, newParamError(http.StatusBadRequest, "invalid_request", formatParam, "%s", err.Error())
+		}
+		c.format = f
+	}
+	return c, nil
+}
+
+// options are the agent's options for what the request brought.
+func (c clientRequest) options() []agent.Option {
+	var opts []agent.Option
+	if len(c.tools) > 0 {
+		opts = append(opts, agent.WithClientTools(c.tools))
+	}
+	if !c.choice.IsZero() {
+		opts = append(opts, agent.WithToolChoice(c.choice))
+	}
+	if c.format != nil {
+		opts = append(opts, agent.WithFormat(c.format))
+	}
+	if c.instructions != "" {
+		opts = append(opts, agent.WithInstructions(c.instructions))
+	}
+	return opts
+}
+
+// names returns the names of the client's tools.
+func (c clientRequest) names() []string {
+	out := make([]string, len(c.tools))
+	for i, t := range c.tools {
+		out[i] = t.Name
+	}
+	return out
+}
+
+// continueTurn starts a turn that goes on from the session's conversation
+// without a new message (agent.Agent.Continue): the results of the
+// client's tools' calls, or a stateless conversation ending with them.
+func (s *Server) continueTurn(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, opts ...agent.Option) (*turn, error) {
+	return s.launch(reqCtx, node, sessionID, owner, keepEvents, messageID, func(ctx context.Context, turnID string, more ...agent.Option) iter.Seq2[chat.Event, error] {
+		return node.Continue(ctx, sessionID, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...), more...)...)
+	})
+}
+
+// checkAttachments refuses, before a turn starts, the attachments the
+// agent's model does not take (index maps msgs to the positions of the
+// request's list param).
+func checkAttachments(node *agent.Agent, msgs []chat.Message, index []int, param string) *apiError {
+	info := node.ModelInfo()
+	for i, m := range msgs {
+		for _, a := range m.Attachments {
+			if !info.Takes(a.Kind) {
+				at := fmt.Sprintf("%s[%d].content", param, index[i])
+				return newParamError(http.StatusBadRequest, "unsupported_parameter", at,
+					"%s: agent %q runs on a model that does not take %s attachments (%s %s); send text, or use an agent whose model takes them", at, node.ID(), a.Kind, info.Provider, info.Model)
+			}
+		}
+	}
+	return nil
+}

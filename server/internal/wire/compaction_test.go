@@ -1,0 +1,49 @@
+package wire
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/agentdock-go/agentdock/chat"
+)
+
+func TestCompactionRoundTrip(t *testing.T) {
+	in := Compaction{Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"},
+		{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "c1", Name: "think", Arguments: json.RawMessage(`{}`)}}},
+		{Role: chat.RoleTool, ToolCallID: "c1", Content: "Refused: no", NotRun: true}}, Summary: "s"}
+	enc, err := EncodeCompaction(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeCompaction(enc)
+	if err != nil || len(out.Messages) != 3 || !out.Messages[2].NotRun || out.Summary != "s" || out.Messages[1].ToolCalls[0].Name != "think" {
+		t.Fatalf("%+v %v", out, err)
+	}
+	for _, bad := range []string{"", "!!!", "AAAA", enc[:len(enc)/2]} {
+		if _, err := DecodeCompaction(bad); err == nil {
+			t.Errorf("%q decoded", bad)
+		}
+	}
+}
+
+// FuzzDecodeCompaction: an item's encrypted_content, whatever a client
+// sends, decodes or is refused, never panics, and a decoded one has
+// messages of the roles a conversation has.
+func FuzzDecodeCompaction(f *testing.F) {
+	enc, _ := EncodeCompaction(Compaction{Messages: []chat.Message{{Role: chat.RoleUser, Content: "x"}}})
+	for _, s := range []string{enc, "", "H4sIAAAAAAAA", "not base64"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := DecodeCompaction(s)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error")
+			}
+			return
+		}
+		if c.V != 1 {
+			t.Fatalf("version %d", c.V)
+		}
+	})
+}
