@@ -2,10 +2,10 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"iter"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
@@ -34,10 +34,6 @@ func chatSession(r *http.Request, body *wire.ChatRequest) (string, *apiError) {
 		return body.ID, nil
 	}
 	return session.NewID(), nil
-}
-
-func errBadSessionID(where string) *apiError {
-	return newError(http.StatusBadRequest, "invalid_session_id", "%s is not a valid session ID: want 8 to 128 letters, digits, '-' or '_'", where)
 }
 
 func (s *Server) postChat(c *gin.Context) {
@@ -134,159 +130,60 @@ func (s *Server) startChat(c *gin.Context) *turn {
 	return t
 }
 
-// answerStartError answers an error that kept a turn from starting.
-func (s *Server) answerStartError(c *gin.Context, agentID string, err error) {
-	e := turnStartError(err)
-	if e.Status >= 500 {
-		s.log.Error("starting a turn", "agent", agentID, "err", err)
+// answerApprovals starts the turn that carries out a request's answers to
+// the calls that wait for approval (docs/api.md, "Tool approvals"), to be
+// streamed like a chat turn, or
+// answers the request (nil).
+// The client's results of its tools' calls (extra: agent.WithResults)
+// go with them, or alone.
+func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.ChatRequest, answers []wire.Answer, messageID string, extra ...agent.Option) *turn {
+	if c.GetHeader("X-Session-Id") == "" && body.SessionID == "" && !session.ValidID(body.ID) {
+		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "sessionId", "answers to approvals and tool results need their session: sessionId, the x-session-id header or the AI SDK chat id"))
+		return nil
 	}
-	abortWith(c, e)
-}
-
-// startTurn starts one turn of node on the session in its own goroutine.
-// The turn's context keeps the request's values (an embedder's middleware
-// may put its user there, for tools to read) but not its cancellation:
-// the request that started the turn may go away; the server's shutdown
-// still ends it.
-// keepEvents keeps each frame's event beside its data, for a reader that
-// maps events again (the OpenAI endpoints); UI streams need the data only.
-// opts are the agent's (agent.WithOwner(owner) comes first).
-func (s *Server) startTurn(reqCtx context.Context, node *agent.Agent, sessionID, message, owner string, keepEvents bool, opts ...agent.Option) (*turn, error) {
-	if s.cfg.MaxMessageBytes > 0 && len(message) > s.cfg.MaxMessageBytes {
-		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
+	sid, e := chatSession(c.Request, body)
+	if e != nil {
+		abortWith(c, e)
+		return nil
 	}
-	return s.launch(reqCtx, node, sessionID, owner, keepEvents, "", func(ctx context.Context, turnID string, more ...agent.Option) iter.Seq2[chat.Event, error] {
-		return node.Run(ctx, sessionID, message, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...), more...)...)
+	list := make([]agent.ApprovalAnswer, len(answers))
+	for i, a := range answers {
+		list[i] = agent.ApprovalAnswer{ID: a.ID, Approved: a.Approved, Reason: a.Reason}
+	}
+	if len(messageID) > 256 {
+		messageID = ""
+	}
+	owner := ownerOf(c)
+	if messageID == "" {
+		// The plain shape names no message: the turn goes on under the
+		// answer that asked for the calls, as a client that shows that
+		// answer expects (the AI SDK's readUIMessageStream, for one).
+		messageID = s.approvalMessage(c.Request.Context(), session.Key(owner, sid), owner, answers[0].ID)
+	}
+	t, err := s.launch(c.Request.Context(), node, sid, owner, false, messageID, func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error] {
+		return node.Answer(ctx, sid, list, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, extra...), opts...)...)
 	})
-}
-
-// errShuttingDown answers a turn that arrives as the server shuts down.
-func errShuttingDown() *apiError {
-	return newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
-}
-
-// launch runs the turn that begin returns (agent.Agent.Run or Answer) in a
-// goroutine of its own, and returns once the turn started (its session
-// claimed, its first event out), or with the error that kept it from
-// starting. messageID, when set, is its start chunk's messageId. The
-// turn's context keeps the request's values (an embedder's middleware may
-// put its user there, for tools to read) but not its cancellation: the
-// request that started the turn may go away; the server's shutdown still
-// ends it.
-func (s *Server) launch(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, begin beginTurn) (*turn, error) {
-	return s.run(reqCtx, node, sessionID, owner, turnMode{keepEvents: keepEvents, messageID: messageID}, begin)
-}
-
-// turnMode is how a turn logs its frames: see turn's fields of the same
-// names.
-type turnMode struct {
-	keepEvents, raw bool
-	messageID       string
-}
-
-// beginTurn returns the turn to run (agent.Agent.Run or Answer), named
-// turnID, with the options the server adds (agent.WithStreamPosition).
-type beginTurn func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error]
-
-// run is launch for a turn of any mode.
-func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner string, mode turnMode, begin beginTurn) (*turn, error) {
-	if s.turns.isClosing() {
-		return nil, errShuttingDown()
+	if err != nil {
+		s.answerStartError(c, node.ID(), err)
+		return nil
 	}
-	ctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(reqCtx))
-	stopWithServer := context.AfterFunc(s.base, func() { cancelCtx(errShutdown) })
-	cancel := func(cause error) { stopWithServer(); cancelCtx(cause) }
-	turnID := session.NewID()
-	t := newTurn(turnID, sessionID, node.ID(), owner, cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
-	t.keepEvents, t.raw, t.messageID = mode.keepEvents, mode.raw, mode.messageID
-	started := make(chan error, 1)
-	// The turn's writes record how far its stream reaches (a frame of
-	// this replica's log, numbered as in the shared one).
-	position := func() int64 { last, _ := t.state(); return last }
-	go s.runTurn(t, begin(ctx, turnID, agent.WithStreamPosition(position)), started)
-	if err := <-started; err != nil {
-		return nil, err
+	return t
+}
+
+// approvalMessage is the answer that asked for the approval with this ID,
+// "" when the session does not say (the agent then refuses the answers with
+// the reason, or the turn streams under its own ID).
+func (s *Server) approvalMessage(ctx context.Context, key, owner, approvalID string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	sess, err := s.cfg.Store.Get(ctx, key)
+	if err != nil || sess.Owner != owner {
+		return ""
 	}
-	return t, nil
-}
-
-// runTurn runs a turn in its goroutine. The turn starts when its sequence
-// is first pulled (the agent claims the session then): started gets the
-// outcome, and only a turn that started is registered, copied to the
-// shared log and drained into its own log, frame by frame. A panic of the
-// agent becomes an error frame, so that clients always get finish and
-// [DONE]; a cancellation the server caused (shutdown, disconnect grace, a
-// full log) is reported by the turn itself, from its context's cause.
-func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started chan<- error) {
-	s.runTurnWith(t, &uiMapper{turnID: t.id, messageID: t.messageID, keepEvents: t.keepEvents, raw: t.raw}, events, started)
-}
-
-// runTurnWith is runTurn with the mapper of the turn's frames. A turn
-// taken over (turn.continued) goes on after the frames it holds: it gets
-// no start frame of its own unless it holds none.
-func (s *Server) runTurnWith(t *turn, m *uiMapper, events iter.Seq2[chat.Event, error], started chan<- error) {
-	defer t.cancel(nil)
-	answered := false
-	answer := func(err error) {
-		if !answered {
-			answered = true
-			started <- err
+	for _, a := range sess.Approvals {
+		if a.ID == approvalID {
+			return a.MessageID
 		}
 	}
-	var (
-		registered bool
-		draining   bool // the server began shutting down as the turn started
-		finished   bool
-		mirrored   <-chan struct{}
-	)
-	defer func() {
-		v := recover()
-		if v != nil {
-			s.log.Error("panic in turn", "agent", t.agentID, "session", t.sessionID, "turn", t.id, "panic", fmt.Sprint(v))
-		}
-		answer(newError(http.StatusInternalServerError, "internal_error", "the turn could not be started"))
-		if !registered {
-			return
-		}
-		if !finished {
-			e := chat.Event{Kind: chat.KindError, Error: &chat.Error{Code: "internal_error", Message: "the turn failed"}}
-			t.add(m.mapEvent(e)...)
-			t.addLast(m.mapEvent(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishError})...)
-		}
-		t.finish()
-		if mirrored != nil {
-			<-mirrored
-		}
-		s.turns.ended(t)
-	}()
-	for ev, err := range events {
-		if draining {
-			continue // cancelled: the turn ends and frees its session
-		}
-		if !registered {
-			if err != nil {
-				answer(err)
-				return
-			}
-			if !s.turns.register(t) {
-				t.cancel(errShutdown)
-				draining = true
-				answer(errShuttingDown())
-				continue
-			}
-			registered = true
-			if s.cfg.Turns != nil {
-				mirrored = s.mirror(t)
-			}
-			if last, _ := t.state(); !t.continued || last == 0 {
-				t.add(m.start())
-			}
-			answer(nil)
-		}
-		if finished = ev.Kind == chat.KindDone; finished {
-			t.addLast(m.mapEvent(ev)...)
-			return
-		}
-		t.add(m.mapEvent(ev)...)
-	}
+	return ""
 }

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"fmt"
-	"iter"
 	"net/http"
 
 	"github.com/agentdock-go/agentdock/agent"
@@ -62,15 +60,6 @@ func (c clientRequest) names() []string {
 		out[i] = t.Name
 	}
 	return out
-}
-
-// continueTurn starts a turn that goes on from the session's conversation
-// without a new message (agent.Agent.Continue): the results of the
-// client's tools' calls, or a stateless conversation ending with them.
-func (s *Server) continueTurn(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, opts ...agent.Option) (*turn, error) {
-	return s.launch(reqCtx, node, sessionID, owner, keepEvents, messageID, func(ctx context.Context, turnID string, more ...agent.Option) iter.Seq2[chat.Event, error] {
-		return node.Continue(ctx, sessionID, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...), more...)...)
-	})
 }
 
 // checkAttachments refuses, before a turn starts, the attachments the

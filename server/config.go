@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -217,4 +218,52 @@ func (c *Config) validate() error {
 		return errors.New("server: invalid Config: " + strings.Join(probs, "; "))
 	}
 	return nil
+}
+
+// Edge is a protocol served beside the API (Config.Edges).
+type Edge interface {
+	// Routes returns the edge's routes; New calls it once, with the
+	// server the edge runs its turns on.
+	Routes(s *Server) []Route
+}
+
+// EdgeShutdown is an Edge with work of its own that outlives a turn (the
+// A2A edge records a task's end): Server.Shutdown calls it once the turns
+// have ended, before it returns.
+type EdgeShutdown interface {
+	Shutdown(ctx context.Context) error
+}
+
+// Route is one route of an edge: a method (or "*" for every method) and a
+// path in gin's syntax ("/a2a/*rest"; the parameters reach the handler as
+// the request's PathValue). It is served behind the API's own checks: the
+// Owner hook and the Limiter, same-origin POSTs, JSON bodies and the body
+// limit; the handler reads the caller with OwnerOf.
+type Route struct {
+	Method  string
+	Path    string
+	Handler http.Handler
+}
+
+// MCPServer describes one MCP server of an agent, as /api/agents reports it.
+type MCPServer struct {
+	Name string `json:"name"`
+	// Scope is "server" (MCP_SERVERS_FILE) or the agent ID of the template
+	// that declares it.
+	Scope     string `json:"scope"`
+	Transport string `json:"transport"`
+	// State is starting, ready, restarting, failed or stopped.
+	State string `json:"state"`
+	// Error says why it is not ready.
+	Error           string    `json:"error,omitempty"`
+	Since           time.Time `json:"since"`
+	Restarts        int       `json:"restarts"`
+	ProtocolVersion string    `json:"protocolVersion,omitempty"`
+	// Tools are its tools that can be offered now, under their final names.
+	Tools []string `json:"tools"`
+	// Skipped are its tools never offered (a name breaking the providers'
+	// rule, an unusable schema), each as "name: reason".
+	Skipped []string `json:"skipped,omitempty"`
+	// MissingTools are the agent's nodes naming a tool it does not list.
+	MissingTools []string `json:"missingTools,omitempty"`
 }

@@ -27,31 +27,6 @@ import (
 // AI SDK's chunks: a replica that did not run the turn reads the events
 // back from the shared turn log (Follow) without a second conversion.
 
-// Edge is a protocol served beside the API (Config.Edges).
-type Edge interface {
-	// Routes returns the edge's routes; New calls it once, with the
-	// server the edge runs its turns on.
-	Routes(s *Server) []Route
-}
-
-// EdgeShutdown is an Edge with work of its own that outlives a turn (the
-// A2A edge records a task's end): Server.Shutdown calls it once the turns
-// have ended, before it returns.
-type EdgeShutdown interface {
-	Shutdown(ctx context.Context) error
-}
-
-// Route is one route of an edge: a method (or "*" for every method) and a
-// path in gin's syntax ("/a2a/*rest"; the parameters reach the handler as
-// the request's PathValue). It is served behind the API's own checks: the
-// Owner hook and the Limiter, same-origin POSTs, JSON bodies and the body
-// limit; the handler reads the caller with OwnerOf.
-type Route struct {
-	Method  string
-	Path    string
-	Handler http.Handler
-}
-
 type ownerCtxKey struct{}
 
 // OwnerOf returns the owner (Config.Owner) of a request an edge's route
@@ -107,18 +82,6 @@ func (t *Turn) Stop() {
 	if _, done := t.t.state(); !done {
 		t.t.cancel(chat.StoppedByUser)
 	}
-}
-
-// edgeStart is the first frame of a turn an edge started: the frames after
-// it are chat.Events in their JSON encoding.
-var edgeStart = []byte(`{"type":"agentdock-events"}`)
-
-// rawEvent is mapEvent for a turn an edge started: the event's own JSON.
-func (m *uiMapper) rawEvent(ev chat.Event) []item {
-	e := ev
-	data, _ := json.Marshal(&e) // chat.Event always encodes
-	m.out = append(m.out[:0], item{data: data, ev: &e})
-	return m.out
 }
 
 // Start starts a turn of agentID on the owner's session sessionID with the
@@ -267,7 +230,7 @@ func (s *Server) sharedEvents(ctx context.Context, src *sharedTurn) iter.Seq2[ch
 		defer tick.Stop()
 		var after int64
 		for {
-			frames, done, cerr := src.next(ctx, after, true, tick.C, s.closing)
+			frames, done, cerr := src.next(ctx, after, tick.C, s.closing)
 			if cerr != nil {
 				yield(chat.Event{}, cerr)
 				return

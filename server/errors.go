@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
@@ -229,4 +230,66 @@ func readBody(r *http.Request) ([]byte, *apiError) {
 		return nil, newError(http.StatusBadRequest, "invalid_message", "%s", err.Error())
 	}
 	return data, nil
+}
+
+func errBadSessionID(where string) *apiError {
+	return newError(http.StatusBadRequest, "invalid_session_id", "%s is not a valid session ID: want 8 to 128 letters, digits, '-' or '_'", where)
+}
+
+// errShuttingDown answers a turn that arrives as the server shuts down.
+func errShuttingDown() *apiError {
+	return newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry on another instance")
+}
+
+// answerStartError answers an error that kept a turn from starting.
+func (s *Server) answerStartError(c *gin.Context, agentID string, err error) {
+	e := turnStartError(err)
+	if e.Status >= 500 {
+		s.log.Error("starting a turn", "agent", agentID, "err", err)
+	}
+	abortWith(c, e)
+}
+
+// approvalError maps an answer that does not fit the session's waiting
+// calls.
+func approvalError(e *agent.ApprovalError) *apiError {
+	param := "approvals"
+	if e.Index >= 0 {
+		param = "approvals[" + strconv.Itoa(e.Index) + "].id"
+	}
+	switch {
+	case errors.Is(e, agent.ErrUnknownApproval):
+		return newParamError(http.StatusBadRequest, "unknown_approval", param, "%s", e.Msg)
+	case errors.Is(e, agent.ErrApprovalAnswered):
+		return newParamError(http.StatusConflict, "approval_answered", param, "%s", e.Msg)
+	case errors.Is(e, agent.ErrApprovalsIncomplete):
+		return newParamError(http.StatusBadRequest, "approvals_incomplete", param, "%s", e.Msg)
+	}
+	return newParamError(http.StatusBadRequest, "invalid_approval", param, "%s", e.Msg)
+}
+
+// turnErrorStatus gives the HTTP status of an error that ended a turn.
+func turnErrorStatus(e *chat.Error) *apiError {
+	status := http.StatusBadGateway
+	switch e.Code {
+	case llmorch.CodeStoreUnavailable, "server_shutdown":
+		status = http.StatusServiceUnavailable
+	case "turn_timeout", "timeout":
+		status = http.StatusGatewayTimeout
+	case "rate_limited":
+		status = http.StatusTooManyRequests
+	case "internal_error", "stream_gap", llmorch.CodeLeaseLost:
+		status = http.StatusInternalServerError
+	}
+	return &apiError{Status: status, Code: e.Code, Message: e.Message}
+}
+
+// mustJSON marshals values whose types cannot fail to marshal (no channels,
+// no funcs; RawMessage inputs are validated before).
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("server: marshalling a stream chunk: " + err.Error())
+	}
+	return b
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/gin-gonic/gin"
+	"go.uber.org/goleak"
 )
 
 // socketBuffer is the size of the test connections' socket buffers, on
@@ -25,6 +26,14 @@ const socketBuffer = 64 << 10
 // they arrive; the client reads no further than the test receives. Both
 // ends' socket buffers are socketBuffer.
 func serveStream(t *testing.T, e *env, tr *turn) <-chan sseEvent {
+	t.Helper()
+	evs, _ := serveStreamCancel(t, e, tr)
+	return evs
+}
+
+// serveStreamCancel is serveStream with a cancel that ends the client's
+// request.
+func serveStreamCancel(t *testing.T, e *env, tr *turn) (<-chan sseEvent, context.CancelFunc) {
 	t.Helper()
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _ := gin.CreateTestContext(w)
@@ -46,7 +55,9 @@ func serveStream(t *testing.T, e *env, tr *turn) <-chan sseEvent {
 		return c, err
 	}}}
 	t.Cleanup(client.CloseIdleConnections)
-	res, err := client.Get(hs.URL)
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+	res, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +74,7 @@ func serveStream(t *testing.T, e *env, tr *turn) <-chan sseEvent {
 			evs <- ev
 		}
 	}()
-	return evs
+	return evs, cancel
 }
 
 func liveCount(tr *turn) int {
@@ -109,12 +120,12 @@ func TestLiveConnection(t *testing.T) {
 	e := newEnv(t, envOptions{cfg: func(c *Config) { c.Heartbeat = time.Second }})
 	tr := newTurn("live-turn-1", "live-session-1", "plain", "", func(error) {}, 1000, 0)
 	data := func(i int) []byte { return []byte(`{"type":"data-n","data":` + strconv.Itoa(i) + `}`) }
-	tr.add(item{data: data(1)})
+	tr.add(frame{data: data(1)})
 	evs := serveStream(t, e, tr)
 	readFrame(t, evs, tr, 1, data(1))
 	waitLive(t, tr, 1)
 	for i := 2; i <= 20; i++ {
-		tr.add(item{data: data(i)}, item{data: data(i + 100)})
+		tr.add(frame{data: data(i)}, frame{data: data(i + 100)})
 		if liveCount(tr) != 1 {
 			t.Fatalf("frame %d was added with no live connection", i)
 		}
@@ -123,7 +134,7 @@ func TestLiveConnection(t *testing.T) {
 	}
 	// The linger ends the live session; the next frame opens another.
 	waitLive(t, tr, 0)
-	tr.add(item{data: data(999)})
+	tr.add(frame{data: data(999)})
 	readFrame(t, evs, tr, 40, data(999))
 	waitLive(t, tr, 1)
 	tr.finish()
@@ -143,7 +154,7 @@ func TestLiveConnectionFallsBehind(t *testing.T) {
 	tr := newTurn("live-turn-2", "live-session-2", "plain", "", func(error) {}, 2000, 0)
 	big := strings.Repeat("x", 8<<10)
 	data := func(i int) []byte { return []byte(`{"type":"data-n","data":"` + strconv.Itoa(i) + big + `"}`) }
-	tr.add(item{data: data(1)})
+	tr.add(frame{data: data(1)})
 	evs := serveStream(t, e, tr)
 	readFrame(t, evs, tr, 1, data(1))
 	waitLive(t, tr, 1)
@@ -154,7 +165,7 @@ func TestLiveConnectionFallsBehind(t *testing.T) {
 	// add returns while the client reads nothing (a turn that waited
 	// would hang here).
 	for i := 2; i <= n; i++ {
-		tr.add(item{data: data(i)})
+		tr.add(frame{data: data(i)})
 	}
 	if c := liveCount(tr); c != 0 {
 		t.Fatalf("%d live connections after the client stopped reading", c)
@@ -177,14 +188,14 @@ func TestLiveBurst(t *testing.T) {
 	for turn := range 20 {
 		tr := newTurn("burst-turn-"+strconv.Itoa(turn), "burst-session-1", "plain", "", func(error) {}, 2000, 0)
 		data := func(i int) []byte { return []byte(`{"type":"data-n","data":` + strconv.Itoa(i) + `}`) }
-		tr.add(item{data: data(1)})
+		tr.add(frame{data: data(1)})
 		evs := serveStream(t, e, tr)
 		readFrame(t, evs, tr, 1, data(1))
 		waitLive(t, tr, 1)
 		const n = 400
 		go func() {
 			for i := 2; i <= n; i++ {
-				tr.add(item{data: data(i)})
+				tr.add(frame{data: data(i)})
 			}
 			tr.finish()
 		}()
@@ -199,5 +210,69 @@ func TestLiveBurst(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("turn %d: the stream did not end", turn)
 		}
+	}
+}
+
+// TestStreamsLeaveNoGoroutines: however a stream ends (its turn's end, a
+// pause past the linger and more frames, the client leaving while live or
+// while it waits without r3labs), r3labs' sessions end with it: every
+// goroutine of theirs is gone, and their streams are removed.
+func TestStreamsLeaveNoGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	data := func(i int) []byte { return []byte(`{"type":"data-n","data":` + strconv.Itoa(i) + `}`) }
+	var streams []string
+	t.Run("streams", func(t *testing.T) {
+		e := newEnv(t, envOptions{cfg: func(c *Config) { c.Heartbeat = 20 * time.Millisecond }})
+		seen := func(tr *turn) {
+			tr.mu.Lock()
+			defer tr.mu.Unlock()
+			for _, r := range tr.live {
+				streams = append(streams, r.(*sseConn).streamID)
+			}
+		}
+		gone := func(id string) {
+			t.Helper()
+			deadline := time.Now().Add(5 * time.Second)
+			for e.srv.sse.StreamExists(id) {
+				if time.Now().After(deadline) {
+					t.Fatalf("r3labs stream %s outlived its session", id)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		for n, leave := range []string{"end", "while live", "while waiting"} {
+			tr := newTurn("leak-turn-"+strconv.Itoa(n), "leak-session", "plain", "", func(error) {}, 100, 0)
+			tr.add(frame{data: data(1)})
+			evs, cancel := serveStreamCancel(t, e, tr)
+			readFrame(t, evs, tr, 1, data(1))
+			waitLive(t, tr, 1)
+			seen(tr)
+			// Past the linger, the session ends (the response does not);
+			// the next frame comes through another.
+			waitLive(t, tr, 0)
+			gone(streams[len(streams)-1])
+			tr.add(frame{data: data(2)})
+			readFrame(t, evs, tr, 2, data(2))
+			waitLive(t, tr, 1)
+			seen(tr)
+			switch leave {
+			case "end":
+				tr.finish()
+			case "while live":
+				cancel()
+			case "while waiting":
+				waitLive(t, tr, 0)
+				cancel()
+			}
+			for range evs {
+			}
+			tr.finish()
+		}
+		for _, id := range streams {
+			gone(id)
+		}
+	})
+	if len(streams) != 6 {
+		t.Fatalf("%d live sessions seen, want 6", len(streams))
 	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
-	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/gin-gonic/gin"
@@ -343,43 +341,6 @@ func stopIfRunning(t *turn) {
 
 var errNoReader = &chat.Error{Code: "client_gone", Message: "the client went away, and a turn without a session has no other reader; it was stopped"}
 
-// follow calls fn for each event of the turn, in order, until the turn ends
-// or ctx is done; tick, when not nil, is called on idle heartbeats.
-func follow(ctx context.Context, t *turn, heartbeat time.Duration, fn func(chat.Event), tick func()) error {
-	var after int64
-	hb := time.NewTicker(heartbeat)
-	defer hb.Stop()
-	for {
-		frames, done, gap, changed := t.read(after)
-		if gap {
-			return errGap
-		}
-		for _, f := range frames {
-			if f.ev != nil {
-				fn(*f.ev)
-			}
-			after = f.seq
-		}
-		if len(frames) > 0 {
-			continue
-		}
-		if done {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-hb.C:
-			if tick != nil {
-				tick()
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-var errGap = &chat.Error{Code: "stream_gap", Message: "events of this turn were dropped before they could be sent; read the answer from the session history"}
-
 func oaFinish(reason string) string {
 	switch reason {
 	case chat.FinishLength, chat.FinishMaxSteps, chat.FinishTimeout:
@@ -458,22 +419,6 @@ func (s *Server) completion(c *gin.Context, t *turn, model, sessionID string) {
 		Usage:             oaUsageOf(usage),
 		AgentDock:         ext,
 	})
-}
-
-// turnErrorStatus gives the HTTP status of an error that ended a turn.
-func turnErrorStatus(e *chat.Error) *apiError {
-	status := http.StatusBadGateway
-	switch e.Code {
-	case llmorch.CodeStoreUnavailable, "server_shutdown":
-		status = http.StatusServiceUnavailable
-	case "turn_timeout", "timeout":
-		status = http.StatusGatewayTimeout
-	case "rate_limited":
-		status = http.StatusTooManyRequests
-	case "internal_error", "stream_gap", llmorch.CodeLeaseLost:
-		status = http.StatusInternalServerError
-	}
-	return &apiError{Status: status, Code: e.Code, Message: e.Message}
 }
 
 // streamCompletion streams the turn as chat.completion.chunk objects.
@@ -584,3 +529,5 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 
 // errStreamClosed stops a /v1 streaming turn whose client went away.
 var errStreamClosed = &chat.Stop{Reason: "the client closed its streaming connection"}
+
+func ptr[T any](v T) *T { return &v }

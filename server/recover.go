@@ -122,3 +122,5 @@ func (s *Server) recoverAbandoned(ctx context.Context, key string) *chat.Error {
 	}
 	return errAbandoned
 }
+
+var errAbandoned = &chat.Error{Code: "turn_interrupted", Message: "the server running this turn stopped before the turn ended; what it saved is in the session history"}

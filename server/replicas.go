@@ -76,8 +76,6 @@ const (
 	mirrorGiveUp = 15 * time.Minute
 )
 
-var errAbandoned = &chat.Error{Code: "turn_interrupted", Message: "the server running this turn stopped before the turn ended; what it saved is in the session history"}
-
 var errTurnGone = &chat.Error{Code: "stream_gone", Message: "this turn's events are no longer kept; read the answer from the session history"}
 
 var errSharedLog = &chat.Error{Code: "store_unavailable", Message: "the turn's events could not be read from the shared store; reconnect to resume"}
@@ -363,12 +361,9 @@ func (t *sharedTurn) ids() (string, string) { return t.sessionID, t.ref.Turn }
 // replica that runs the turn only.
 func (t *sharedTurn) attach() func() { return func() {} }
 
-// next reads the shared log; without wait it has nothing at hand (every
-// read is a round trip).
-func (t *sharedTurn) next(ctx context.Context, after int64, wait bool, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
-	if !wait {
-		return nil, false, nil
-	}
+// next waits for the frames after seq `after` in the shared log (see
+// source).
+func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
 	log := t.s.cfg.Turns
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -590,4 +585,62 @@ func (s *Server) forgetShared(ctx context.Context, key string) error {
 		return err
 	}
 	return nil
+}
+
+// stopSession stops the running turn of sess, here or on another replica
+// (docs/api.md, "Stopping a turn"): the ID of the turn being stopped, ""
+// when none was running. Another replica's turn is stopped through the
+// shared turn log (turnlog.Log.Stop), whose writer cancels it
+// (watchStops).
+func (s *Server) stopSession(ctx context.Context, sess session.Session) (string, error) {
+	key := sess.ID // the store key
+	if t := s.turns.latest(key); t != nil {
+		if _, done := t.state(); !done {
+			t.cancel(chat.StoppedByUser)
+			return t.id, nil
+		}
+	}
+	if s.cfg.Turns == nil {
+		return "", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, found, err := s.sharedLookup(ctx, key, "", sess.Owner)
+	if err != nil {
+		return "", err
+	}
+	u, unlisted := s.unlistedHeld(ctx, sess, st, found, false)
+	if unlisted {
+		st, found = u, true
+	}
+	if !found || !s.runsElsewhere(sess, st) {
+		return "", nil
+	}
+	err = s.cfg.Turns.Stop(ctx, st.Ref)
+	// A turn not listed yet will be with its first batch (within
+	// mirrorBatch): wait for that rather than find nothing to stop.
+	for wait := time.Now().Add(time.Second); unlisted && errors.Is(err, turnlog.ErrNotFound) && time.Now().Before(wait); {
+		time.Sleep(mirrorGrid / 5)
+		err = s.cfg.Turns.Stop(ctx, st.Ref)
+	}
+	switch {
+	case err == nil:
+		return st.Turn, nil
+	case errors.Is(err, turnlog.ErrFinished), errors.Is(err, turnlog.ErrNotFound):
+		return "", nil // it ended meanwhile
+	}
+	return "", fmt.Errorf("stopping the turn on another replica: %w", err)
+}
+
+// watchStops cancels the turns this replica runs when a stop request for
+// one arrives through the shared turn log.
+func (s *Server) watchStops() (cancel func()) {
+	if s.cfg.Turns == nil {
+		return func() {}
+	}
+	return s.cfg.Turns.WatchStops(func(ref turnlog.Ref) {
+		if t := s.turns.get(ref.Turn); t != nil && t.key == ref.Session {
+			t.cancel(chat.StoppedByUser)
+		}
+	})
 }

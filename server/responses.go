@@ -214,8 +214,6 @@ type oaRespEvent struct {
 	Error *oaErrorPayload `json:"error,omitempty"`
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // respBuilder turns a turn's events into a response's output items and the
 // stream events that build them. Item IDs derive from the turn ID and the
 // item's position, so two builders fed the same events agree.

@@ -1,14 +1,36 @@
 // Package server is the HTTP API of agentdock: the AI SDK chat stream
 // (POST /api/chat/:agentId) with resumable turns, the agents and sessions
-// endpoints, health checks, an OpenAI-compatible chat completions endpoint
-// and the chat page. docs/api.md is its reference.
+// endpoints, health checks, the OpenAI-compatible endpoints (chat
+// completions and the Responses API) and the chat page; the A2A, AG-UI and
+// MCP edges run their turns through it (Edge). docs/api.md is its
+// reference.
 //
 // A turn runs in its own goroutine under a server-owned context, not the
-// request's: a client that disconnects does not stop it. Every frame of a turn
-// goes to the turn's bounded log, from which each connected client is fed, so
-// that a client that reconnects with Last-Event-ID gets exactly the frames it
-// missed. Streams are served through github.com/r3labs/sse/v2, one sse stream
-// per connection (see stream.go for why and for the library's traps avoided).
+// request's: a client that disconnects does not stop it. Each of its
+// events becomes its frames once, as it is logged in the turn's bounded
+// log, from which every connected client is fed, so that a client that
+// reconnects with Last-Event-ID gets exactly the frames it missed. Streams
+// are written by github.com/r3labs/sse/v2.
+//
+// The files, each one concern, in the order they build on each other (a
+// file refers only to files before it, and to the Server of server.go that
+// every file hangs its methods on):
+//
+//   - errors.go, config.go, security.go, rawerrors.go, otel.go: the API's
+//     errors, the configuration, the request checks, telemetry of requests.
+//   - uistream.go: a turn's frames, made from its events once (the AI SDK's
+//     UI message stream, or an edge's events).
+//   - turns.go: a turn's log of frames, its live readers, the registry.
+//   - recover.go, replicas.go, takeover.go: the shared turn log between
+//     replicas (the mirror, reading another replica's turn, stopping a turn
+//     anywhere, recovering an abandoned one or taking it over).
+//   - run.go: starting a turn and running it into its log.
+//   - stream.go: a connection's SSE stream from a turn's log, through r3labs.
+//   - the routes: chat.go (POST /api/chat, approvals), sessions.go and
+//     resume.go (/api/sessions), info.go (/api/agents), client.go, openai.go,
+//     responses.go and responses_extra.go (/v1), edge.go (the turns of the
+//     edges), openapi.go.
+//   - server.go: the Server, its routes and middleware, serving and shutdown.
 package server
 
 import (
@@ -40,8 +62,7 @@ type Server struct {
 	turns   *turnRegistry
 	mirrors mirrors // copies this replica's turns to Config.Turns
 	sse     *sse.Server
-	subs    sync.Map // sse stream ID -> *sseConn
-	connSeq atomic.Int64
+	connSeq atomic.Int64 // names the connections' r3labs streams
 	// recorders counts the Responses API recorders still storing a
 	// response (responses.go); Shutdown waits for them after the turns.
 	recorders sync.WaitGroup
@@ -100,7 +121,8 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.base, s.stopBase = context.WithCancel(context.Background())
-	s.sse = newSSE(s)
+	s.takeovers.goOn = s.goOnTaken
+	s.sse = newSSE()
 	for _, e := range cfg.Edges {
 		s.edgeRoutes = append(s.edgeRoutes, e.Routes(s)...)
 	}

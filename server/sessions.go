@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -10,15 +11,20 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turnlog"
 	"github.com/gin-gonic/gin"
 )
 
-// A caller's list of conversations (docs/api.md, "Conversations"): its
-// sessions, newest first, from a store that lists them (session.Lister);
-// a session is renamed with PATCH and deleted with DELETE. Like every
-// session route, another owner's sessions are neither listed nor found.
+// The session routes but the streams (resume.go): a caller's list of
+// conversations (docs/api.md, "Conversations"), its sessions newest first
+// from a store that lists them (session.Lister); a session read, renamed
+// with PATCH, deleted with DELETE; its running turn stopped from any
+// replica ("Stopping a turn"). Like every session route, another owner's
+// sessions are neither listed nor found.
 
 // defaultListPage is the page size of GET /api/sessions without limit.
 const defaultListPage = 50
@@ -140,4 +146,252 @@ func cleanTitle(t string) (string, string) {
 		return "", "the title is " + strconv.Itoa(n) + " characters; the limit is " + strconv.Itoa(session.MaxTitle)
 	}
 	return t, ""
+}
+
+type sessionView struct {
+	ID    string `json:"id"`
+	Agent string `json:"agent"`
+	// Title is the name a person gave the session ("" until then).
+	Title        string              `json:"title"`
+	CreatedAt    time.Time           `json:"createdAt"`
+	LastAccessed time.Time           `json:"lastAccessed"`
+	State        orchestration.State `json:"state"`
+	// Orchestration is the snapshot of the state under the session's agent
+	// (null when that agent is no longer served).
+	Orchestration *chat.Snapshot `json:"orchestration"`
+	Usage         usageTotals    `json:"usage"`
+	Messages      []chat.Message `json:"messages"`
+	// Turn is the session's latest turn while its stream is kept.
+	Turn *turnView `json:"turn"`
+	// PendingApprovals are the tool calls that wait for a person's
+	// approval (answer them through POST /api/chat/:agentId).
+	PendingApprovals []approvalView `json:"pendingApprovals"`
+}
+
+type approvalView struct {
+	ApprovalID  string          `json:"approvalId"`
+	ToolCallID  string          `json:"toolCallId"`
+	ToolName    string          `json:"toolName"`
+	Input       json.RawMessage `json:"input"`
+	RequestedAt time.Time       `json:"requestedAt"`
+}
+
+type turnView struct {
+	ID      string `json:"id"`
+	Running bool   `json:"running"`
+	// LastEventID is the ID of the turn's latest frame.
+	LastEventID string `json:"lastEventId"`
+}
+
+// loadSession reads the session named by the :id parameter in the
+// caller's keyspace (session.Key): another owner's session with the same ID
+// is another session, so "not yours" is "absent", with the same work. The
+// Session's ID is its store key.
+func (s *Server) loadSession(c *gin.Context) (session.Session, bool) {
+	id := c.Param("id")
+	if !session.ValidID(id) {
+		abortWith(c, errBadSessionID("the session ID in the path"))
+		return session.Session{}, false
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+	defer cancel()
+	sess, err := s.cfg.Store.Get(ctx, session.Key(ownerOf(c), id))
+	if err == nil && sess.Owner != ownerOf(c) {
+		err = session.ErrNotFound // a digest collision, or data written by hand
+	}
+	if err != nil {
+		e := storeError(err)
+		if e.Status >= 500 {
+			s.log.Error("reading a session", "session", id, "err", err)
+		}
+		abortWith(c, e)
+		return session.Session{}, false
+	}
+	return sess, true
+}
+
+func (s *Server) getSession(c *gin.Context) {
+	sess, ok := s.loadSession(c)
+	if !ok {
+		return
+	}
+	if sess.Turn != "" && !s.runsHere(sess.Turn) && !s.mayGoOn(c.Request.Context(), sess) {
+		// The session's last turn did not clear its marker and does not
+		// run here: if no replica holds the session, the turn is over and
+		// its streamed answer is saved before the history is read. (A
+		// turn that can be taken over goes on instead: latestTurn.)
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+		rec, err := s.cfg.Agents.RecoverTurn(ctx, sess.ID, 0)
+		cancel()
+		switch {
+		case err == nil && rec.Turn != "":
+			if sess, ok = s.loadSession(c); !ok {
+				return
+			}
+		case err != nil && !errors.Is(err, session.ErrBusy):
+			s.log.Warn("recovering an interrupted turn", "session", sess.ID, "err", err)
+		}
+	}
+	limit := 0
+	if q := c.Query("limit"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 0 {
+			abortWith(c, newError(http.StatusBadRequest, "invalid_limit", "limit must be a non-negative integer, got %q", q))
+			return
+		}
+		limit = n
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+	defer cancel()
+	msgs, err := s.cfg.Store.Messages(ctx, sess.ID, limit)
+	if err != nil {
+		e := storeError(err)
+		s.log.Error("reading a session's history", "session", sess.ID, "err", err)
+		abortWith(c, e)
+		return
+	}
+	st := sess.State
+	n, served := s.cfg.Agents.Get(sess.Agent)
+	if served {
+		// As the agent's template is now: a step it no longer has is not
+		// shown as active until the next message moves the session.
+		st = n.Engine().Current(st)
+	}
+	// What a regenerated answer restores is bookkeeping, not state to show.
+	st.TurnStart = nil
+	u := st.TokenUsage
+	v := sessionView{
+		ID: c.Param("id"), Agent: sess.Agent, Title: sess.Title, CreatedAt: sess.CreatedAt, LastAccessed: sess.LastAccessed,
+		State: st, Usage: totalsOf(u),
+		Messages: msgs,
+	}
+	if u := sess.SummarizerUsage; !u.IsZero() {
+		su := totalsOf(u)
+		v.Usage.Summarizer = &su
+	}
+	if r := st.RegeneratedUsage; !r.IsZero() {
+		rt := totalsOf(r)
+		v.Usage.Regenerated = &rt
+	}
+	if v.Messages == nil {
+		v.Messages = []chat.Message{}
+	}
+	v.PendingApprovals = []approvalView{}
+	for _, a := range sess.PendingApprovals() {
+		in := a.Call.Arguments
+		if len(in) == 0 {
+			in = json.RawMessage("{}")
+		}
+		v.PendingApprovals = append(v.PendingApprovals, approvalView{ApprovalID: a.ID, ToolCallID: a.Call.ID, ToolName: a.Call.Name, Input: in, RequestedAt: a.RequestedAt})
+	}
+	if served {
+		snap := n.Engine().Snapshot(st)
+		v.Orchestration = &snap
+	}
+	if v.Turn, err = s.latestTurn(ctx, sess); err != nil {
+		s.log.Warn("reading a session's latest turn", "session", sess.ID, "err", err)
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+// mayGoOn reports whether sess's turn, which does not run here, may go
+// on: the shared log's turns can be taken over, and the log does not say
+// the turn ended.
+func (s *Server) mayGoOn(ctx context.Context, sess session.Session) bool {
+	if _, ok := s.cfg.Turns.(turnlog.Taker); !ok {
+		return false
+	}
+	st, found, err := s.sharedLookup(ctx, sess.ID, sess.Turn, sess.Owner)
+	return err != nil || !found || !st.Done
+}
+
+// runsHere reports whether the turn runs on this replica.
+func (s *Server) runsHere(turnID string) bool {
+	t := s.turns.get(turnID)
+	if t == nil {
+		return false
+	}
+	_, done := t.state()
+	return !done
+}
+
+// latestTurn describes the session's latest turn, nil when none is kept.
+// A turn this replica runs or ran is described from its own log, which is
+// ahead of the shared one; a newer turn can only be another replica's
+// (turns of a session never overlap), and a running turn whose writer
+// stopped showing signs of life is not running any more.
+func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnView, error) {
+	var local *turnView
+	if t := s.turns.latest(sess.ID); t != nil { // sess.ID is the store key
+		last, done := t.state()
+		local = &turnView{ID: t.id, Running: !done, LastEventID: wire.RestartedEventID(t.id, last, len(t.restarts))}
+		if local.Running {
+			return local, nil
+		}
+	}
+	st, found, err := s.sharedLookup(ctx, sess.ID, "", sess.Owner)
+	if err != nil {
+		return local, err
+	}
+	if u, ok := s.unlistedHeld(ctx, sess, st, found, true); ok {
+		st, found = u, true
+	}
+	if !found || s.turns.get(st.Turn) != nil {
+		return local, nil
+	}
+	running := s.runsElsewhere(sess, st) || sess.Turn == st.Turn && !st.Done && s.goesOn(st)
+	return &turnView{ID: st.Turn, Running: running, LastEventID: wire.RestartedEventID(st.Turn, st.Last, len(st.Restarts))}, nil
+}
+
+func (s *Server) deleteSession(c *gin.Context) {
+	sess, ok := s.loadSession(c)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+	defer cancel()
+	if t, err := s.latestTurn(ctx, sess); err != nil {
+		s.log.Error("deleting a session", "session", sess.ID, "err", err)
+		abortWith(c, storeError(err))
+		return
+	} else if t != nil && t.Running {
+		abortWith(c, newError(http.StatusConflict, "session_busy", "a turn is running on this session; wait for it to finish before deleting the session"))
+		return
+	}
+	if err := s.cfg.Store.Delete(ctx, sess.ID); err != nil {
+		e := storeError(err)
+		if e.Status >= 500 {
+			s.log.Error("deleting a session", "session", sess.ID, "err", err)
+		}
+		abortWith(c, e)
+		return
+	}
+	s.turns.forgetSession(sess.ID)
+	if err := s.forgetShared(ctx, sess.ID); err != nil {
+		// The session is gone; its turns' events expire with the retention.
+		s.log.Warn("deleting a session's turns from the shared log", "session", sess.ID, "err", err)
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// stopTurn serves POST /api/sessions/:id/stop: 202 when a turn of the
+// session was running and is being stopped, 204 when none was. The turn
+// runs here or on another replica: there the request goes through the
+// shared turn log (turnlog.Log.Stop), whose writer cancels the turn.
+func (s *Server) stopTurn(c *gin.Context) {
+	sess, ok := s.loadSession(c)
+	if !ok {
+		return
+	}
+	turnID, err := s.stopSession(c.Request.Context(), sess)
+	switch {
+	case err != nil:
+		s.log.Error("stopping a turn", "session", c.Param("id"), "err", err)
+		abortWith(c, storeError(err))
+	case turnID != "":
+		c.JSON(http.StatusAccepted, gin.H{"turnId": turnID, "status": "stopping"})
+	default:
+		c.Header("X-Session-Id", c.Param("id"))
+		c.Status(http.StatusNoContent)
+	}
 }

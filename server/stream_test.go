@@ -413,7 +413,7 @@ func TestReplayCoalescesWrites(t *testing.T) {
 	}
 }
 
-func newLocalListener(t *testing.T) net.Listener {
+func newLocalListener(t testing.TB) net.Listener {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -434,7 +434,7 @@ func TestStreamFlushesEachFrame(t *testing.T) {
 	tr := newTurn("flush-turn-1", "flush-session-1", "plain", "", func(error) {}, 100, 0)
 	data := func(i int) []byte { return []byte(`{"type":"data-n","data":` + strconv.Itoa(i) + `}`) }
 	for i := 1; i <= 3; i++ {
-		tr.add(item{data: data(i)})
+		tr.add(frame{data: data(i)})
 	}
 	evs := serveStream(t, e, tr)
 	read := func(i int) {
@@ -455,7 +455,7 @@ func TestStreamFlushesEachFrame(t *testing.T) {
 		if i > 7 {
 			time.Sleep(30 * time.Millisecond)
 		}
-		tr.add(item{data: data(i)})
+		tr.add(frame{data: data(i)})
 		read(i)
 	}
 	tr.finish()
@@ -467,7 +467,7 @@ func TestStreamFlushesEachFrame(t *testing.T) {
 // TestStreamEndKeepsConnection: a client that stops reading a stream at
 // its [DONE] finds the response complete and keeps its connection for the
 // next request. [DONE] leaves in the same write as the response's end
-// (sseConn.flushEnd, turn.addLast): had it been flushed alone, the end
+// (sseConn.Flush, turn.addLast): had it been flushed alone, the end
 // would follow after r3labs' session ended, the client would close the
 // connection unfinished and open a new one. Live streams, replays and /v1
 // streams each run three times over one client connection.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +32,8 @@ import (
 type takeovers struct {
 	mu sync.Mutex
 	m  map[string]*takeover
+	// goOn runs a turn taken over here (Server.goOnTaken; New sets it).
+	goOn func(h *agent.Takeover, key string, st turnlog.Status, frames []frame)
 }
 
 // takeover is one attempt to take a turn over; its fields are set before
@@ -163,7 +164,7 @@ func (s *Server) runTakeover(a *takeover, key, turnID string, wait time.Duration
 		s.endTaken(ctx, taker, ref, st, a.end)
 		return
 	}
-	s.goOnTaken(h, key, st, frames)
+	s.takeovers.goOn(h, key, st, frames)
 }
 
 // recoverTaken saves what a turn that cannot go on streamed, and says so
@@ -191,7 +192,10 @@ func (s *Server) endTaken(ctx context.Context, taker turnlog.Taker, ref turnlog.
 			raw = bytes.Equal(b.Frames[0].Data, edgeStart)
 		}
 	}
-	m := &uiMapper{turnID: ref.Turn, raw: raw}
+	var m frameEncoder = &uiMapper{turnID: ref.Turn}
+	if raw {
+		m = &edgeFrames{}
+	}
 	var data [][]byte
 	if st.Last == 0 {
 		data = append(data, m.start().data)
@@ -235,70 +239,6 @@ func (s *Server) loadFrames(ctx context.Context, ref turnlog.Ref, st turnlog.Sta
 		after = b.Frames[len(b.Frames)-1].Seq
 	}
 	return out, nil
-}
-
-// goOnTaken runs a turn taken over on this replica: a turn of its own,
-// holding the frames the shared log had, whose new frames follow them and
-// are copied there by this replica's mirror.
-func (s *Server) goOnTaken(h *agent.Takeover, key string, st turnlog.Status, frames []frame) {
-	sessionID := key
-	if _, id, scoped := strings.Cut(key, "."); scoped {
-		sessionID = id // as the client knows it (session.Key)
-	}
-	ctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(s.base))
-	stopWithServer := context.AfterFunc(s.base, func() { cancelCtx(errShutdown) })
-	cancel := func(cause error) { stopWithServer(); cancelCtx(cause) }
-	t := newTurn(h.Turn(), sessionID, h.Agent(), h.Owner(), cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
-	t.continued, t.restarts = true, st.Restarts
-	t.frames, t.nextSeq = frames, st.Last+1
-	m := &uiMapper{turnID: t.id}
-	if len(frames) > 0 && frames[0].seq == 1 {
-		m.raw = bytes.Equal(frames[0].data, edgeStart)
-	}
-	m.continueAfter(frames, h.Frame())
-	t.raw = m.raw
-	events := h.Run(ctx, func() int64 { last, _ := t.state(); return last })
-	started := make(chan error, 1)
-	s.runTurnWith(t, m, func(yield func(chat.Event, error) bool) {
-		for ev := range events {
-			if !yield(ev, nil) {
-				return
-			}
-		}
-	}, started)
-	if err := <-started; err != nil {
-		s.log.Warn("taking over an interrupted turn", "session", key, "turn", t.id, "err", err)
-	}
-}
-
-// restartsOf are the seqs at which src's turn was taken over, as far as
-// this replica knows them.
-func restartsOf(src source) []int64 {
-	switch t := src.(type) {
-	case *turn:
-		return t.restarts
-	case *sharedTurn:
-		return t.restarts
-	}
-	return nil
-}
-
-// restartsUpTo counts the takeovers whose first frame is at or before
-// seq: the restart count of frame seq's ID (wire.RestartedEventID).
-func restartsUpTo(restarts []int64, seq int64) int {
-	n := 0
-	for _, r := range restarts {
-		if r <= seq {
-			n++
-		}
-	}
-	return n
-}
-
-// isRestart reports whether a frame is a turn's restart (a takeover's
-// first frame): a data-restart chunk, or a restart event for an edge.
-func isRestart(data []byte) bool {
-	return bytes.HasPrefix(data, []byte(`{"type":"data-restart"`)) || bytes.HasPrefix(data, []byte(`{"type":"restart"`))
 }
 
 // resumeAfter is where a client that last saw frame seq of the turn,

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -18,12 +19,15 @@ var (
 	errClientGone = &chat.Error{Code: "client_gone", Message: "no client was attached to the turn's stream; the turn was stopped and the partial answer was saved"}
 )
 
-// frame is one SSE frame of a turn's stream: its sequence number (the part
-// after the colon of its SSE id), its data line and the event it carries.
-type frame struct {
-	seq  int64
-	data []byte
-	ev   *chat.Event
+// A liveReader has every frame of the turn so far and is handed each new
+// one by the turn as it adds it, under the turn's mu: a connection's
+// r3labs stream (sseConn). The turn never waits for one: push reports
+// false when the reader cannot take the frames at once, and the turn drops
+// it from its live readers (it reads the log again); end is the turn's
+// end, after its last frame.
+type liveReader interface {
+	push(frames []frame) bool
+	end()
 }
 
 // turn is one running or recently finished turn: its frames, kept so that a
@@ -45,7 +49,7 @@ type turn struct {
 	// keepEvents: frames keep their event (see startTurn).
 	keepEvents bool
 	// raw: the frames are the events' JSON, not AI SDK chunks (an edge's
-	// turn, edge.go).
+	// turn: edgeFrames).
 	raw bool
 	// continued: a turn taken over from a replica that died
 	// (takeover.go), whose first frames are those the shared log had;
@@ -67,9 +71,9 @@ type turn struct {
 	changed  chan struct{}
 	attached int
 	timer    *time.Timer // the disconnect grace timer
-	// live is the connections that are caught up with the log and in an
-	// r3labs session: add publishes their frames itself (sseConn.goLive).
-	live []*sseConn
+	// live is the readers that have every frame so far: append hands
+	// them the new ones.
+	live []liveReader
 }
 
 func newTurn(id, sessionID, agentID, owner string, cancel context.CancelCauseFunc, maxFrames int, grace time.Duration) *turn {
@@ -85,27 +89,28 @@ func newTurn(id, sessionID, agentID, owner string, cancel context.CancelCauseFun
 // turnlog.Config.MaxFrames).
 const FrameSlack = 256
 
-// add appends frames and wakes the readers. It never blocks on readers: a
-// slow client only falls behind in the log, which keeps every frame of the
-// turn: at MaxTurnEvents frames the turn is stopped (a maxTurnEvents
-// limit), and only a turn that goes on past FrameSlack more (which the
-// agent does not do) loses its oldest frames.
-func (t *turn) add(items ...item) { t.append(items, false) }
+// add appends frames (their seq is the log's to give) and hands them to
+// the readers. It never blocks on readers: a slow client only falls behind
+// in the log, which keeps every frame of the turn: at MaxTurnEvents frames
+// the turn is stopped (a maxTurnEvents limit), and only a turn that goes on
+// past FrameSlack more (which the agent does not do) loses its oldest
+// frames.
+func (t *turn) add(frames ...frame) { t.append(frames, false) }
 
 // addLast appends the turn's last frames and finishes it, in one hold of
 // mu: a reader never sees those frames without the turn's end, so the
 // connections write them with the response's end, in one write
-// (sseConn.flushEnd), and a /v1 stream returns right after them.
-func (t *turn) addLast(items ...item) { t.append(items, true) }
+// (sseConn.Flush), and a /v1 stream returns right after them.
+func (t *turn) addLast(frames ...frame) { t.append(frames, true) }
 
-func (t *turn) append(items []item, last bool) {
+func (t *turn) append(frames []frame, last bool) {
 	t.mu.Lock()
 	if t.done {
 		t.mu.Unlock()
 		return
 	}
 	stop := false
-	for _, it := range items {
+	for _, f := range frames {
 		if len(t.frames) >= t.maxFrames && !t.full {
 			t.full, stop = true, true
 		}
@@ -116,15 +121,16 @@ func (t *turn) append(items []item, last bool) {
 		if len(t.frames) >= t.maxFrames+FrameSlack {
 			t.frames = t.frames[1:]
 		}
-		f := frame{seq: t.nextSeq, data: it.data}
-		if t.keepEvents {
-			f.ev = it.ev
+		f.seq = t.nextSeq
+		if !t.keepEvents {
+			f.ev = nil
 		}
 		t.frames = append(t.frames, f)
 		t.nextSeq++
 	}
 	if len(t.live) > 0 {
-		t.publishLive(len(items))
+		added := t.frames[len(t.frames)-len(frames):]
+		t.live = slices.DeleteFunc(t.live, func(r liveReader) bool { return !r.push(added) })
 	}
 	if last {
 		t.finishLocked()
@@ -135,6 +141,11 @@ func (t *turn) append(items []item, last bool) {
 	if stop {
 		t.cancel(limitEvents(t.maxFrames))
 	}
+}
+
+// dropLive drops r from the live readers; t.mu is held.
+func (t *turn) dropLive(r liveReader) {
+	t.live = slices.DeleteFunc(t.live, func(l liveReader) bool { return l == r })
 }
 
 // limitEvents stops a turn whose stream reached MaxTurnEvents frames.
@@ -162,7 +173,10 @@ func (t *turn) finishLocked() {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
-	t.endLive()
+	for _, r := range t.live {
+		r.end()
+	}
+	t.live = nil
 	t.compact()
 	t.notify()
 	close(t.ended)
@@ -201,17 +215,48 @@ func (t *turn) read(after int64) (frames []frame, done, gap bool, changed <-chan
 	if t.changed == nil {
 		t.changed = make(chan struct{})
 	}
-	if len(t.frames) > 0 && after+1 < t.frames[0].seq {
-		return nil, t.done, true, t.changed
+	frames, gap = t.after(after)
+	return frames, t.done, gap, t.changed
+}
+
+// after returns the frames after seq `after`, or gap when some of them
+// were already dropped from the window; t.mu is held.
+func (t *turn) after(after int64) (frames []frame, gap bool) {
+	if len(t.frames) == 0 {
+		return nil, false
 	}
-	if len(t.frames) > 0 {
-		i := int(after + 1 - t.frames[0].seq)
-		if i < len(t.frames) {
-			frames = t.frames[i:len(t.frames):len(t.frames)]
+	if after+1 < t.frames[0].seq {
+		return nil, true
+	}
+	if i := int(after + 1 - t.frames[0].seq); i < len(t.frames) {
+		frames = t.frames[i:len(t.frames):len(t.frames)]
+	}
+	return frames, false
+}
+
+// next waits for the frames after seq `after` (see source).
+func (t *turn) next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
+	for {
+		frames, done, gap, changed := t.read(after)
+		switch {
+		case gap:
+			return nil, false, errGap
+		case len(frames) > 0 || done:
+			return frames, done, nil
+		}
+		select {
+		case <-changed:
+		case <-tick:
+			return nil, false, nil
+		case <-ctx.Done():
+			return nil, false, nil
+		case <-stop:
+			return nil, false, nil
 		}
 	}
-	return frames, t.done, false, t.changed
 }
+
+func (t *turn) ids() (string, string) { return t.sessionID, t.id }
 
 // state reports the last frame's seq and whether the turn is done.
 func (t *turn) state() (last int64, done bool) {
@@ -369,3 +414,49 @@ func (r *turnRegistry) isClosing() bool {
 	defer r.mu.Unlock()
 	return r.closing
 }
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// follow calls fn for each event of the turn, in order, until the turn ends
+// or ctx is done; tick, when not nil, is called on idle heartbeats.
+func follow(ctx context.Context, t *turn, heartbeat time.Duration, fn func(chat.Event), tick func()) error {
+	var after int64
+	hb := time.NewTicker(heartbeat)
+	defer hb.Stop()
+	for {
+		frames, done, gap, changed := t.read(after)
+		if gap {
+			return errGap
+		}
+		for _, f := range frames {
+			if f.ev != nil {
+				fn(*f.ev)
+			}
+			after = f.seq
+		}
+		if len(frames) > 0 {
+			continue
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-hb.C:
+			if tick != nil {
+				tick()
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+var errGap = &chat.Error{Code: "stream_gap", Message: "events of this turn were dropped before they could be sent; read the answer from the session history"}

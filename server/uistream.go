@@ -1,12 +1,52 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strconv"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
+
+// frame is one SSE frame of a turn's stream, the one form a turn's event
+// takes between the turn and the socket: its sequence number (the part
+// after the colon of its SSE id, given by the turn's log), its data line,
+// made once for every reader, and the event it carries when the turn keeps
+// them (turn.keepEvents).
+type frame struct {
+	seq  int64
+	data []byte
+	ev   *chat.Event
+}
+
+// A turn's frames are made from its events by a frameEncoder, once, for
+// every reader: the AI SDK's UI message stream (uiMapper), or an edge's
+// events (edgeFrames).
+type frameEncoder interface {
+	// start is the turn's first frame.
+	start() frame
+	// mapEvent returns the frames of ev, valid until the next call.
+	mapEvent(ev chat.Event) []frame
+}
+
+// edgeFrames are the frames of a turn an edge started (Server.Start): the
+// events in their own JSON encoding after a first frame that says so
+// (edgeStart), which a replica that did not run the turn decodes from the
+// shared turn log (Server.Follow).
+type edgeFrames struct{ out [1]frame }
+
+// edgeStart is the first frame of a turn an edge started.
+var edgeStart = []byte(`{"type":"agentdock-events"}`)
+
+func (*edgeFrames) start() frame { return frame{data: edgeStart} }
+
+func (m *edgeFrames) mapEvent(ev chat.Event) []frame {
+	e := ev
+	data, _ := json.Marshal(&e) // chat.Event always encodes
+	m.out[0] = frame{data: data, ev: &e}
+	return m.out[:]
+}
 
 // The AI SDK "UI message stream" (v1 protocol of AI SDK 5 and later): one
 // JSON object per SSE frame. These types are its chunks as this server emits
@@ -119,8 +159,9 @@ type uiLimit struct {
 // doneData is the data of the last frame of every turn.
 var doneData = []byte("[DONE]")
 
-// uiMapper turns the chat.Events of one turn into UI stream chunks. It keeps
-// the state the mapping needs: whether a text run is open and its ID.
+// uiMapper turns the chat.Events of one turn into the frames of its UI
+// message stream. It keeps the state the mapping needs: whether a text run
+// is open and its ID.
 type uiMapper struct {
 	turnID string
 	// messageID is the start chunk's messageId: the turn's ID, or the
@@ -132,18 +173,14 @@ type uiMapper struct {
 	// textPrefix starts the IDs of the text parts, the turn's ID unless
 	// the turn was taken over (continueAfter).
 	textPrefix string
-	// keepEvents: items carry a copy of their event (see turn.keepEvents);
+	// keepEvents: frames carry a copy of their event (see turn.keepEvents);
 	// without it the event is not copied to the heap for every frame.
 	keepEvents bool
-	// out is the items of the latest mapEvent, reused by the next.
-	out []item
-	// raw: the frames are the events' JSON (an edge's turn, edge.go).
-	raw bool
+	// out is the frames of the latest mapEvent, reused by the next.
+	out []frame
 	// shown are the parts a turn taken over showed (continueAfter): the
 	// restart drops those after its Since.
 	shown []shownPart
-	// restarts counts the turn's takeovers before this one.
-	restarts int
 }
 
 // shownPart is a text part or a tool call a turn's stream showed, and the
@@ -158,12 +195,13 @@ type shownPart struct {
 // ones they show, and its restart chunk names the parts they show after
 // frame since, which the client drops.
 func (m *uiMapper) continueAfter(frames []frame, since int64) {
+	restarts := 0
 	for _, f := range frames {
 		var c uiChunk
 		if isRestart(f.data) {
-			m.restarts++
+			restarts++
 		}
-		if m.raw || json.Unmarshal(f.data, &c) != nil {
+		if json.Unmarshal(f.data, &c) != nil {
 			continue
 		}
 		switch c.Type {
@@ -176,35 +214,23 @@ func (m *uiMapper) continueAfter(frames []frame, since int64) {
 	}
 	m.shown = slices.DeleteFunc(m.shown, func(p shownPart) bool { return p.seq <= since })
 	// The text parts of this takeover are its own.
-	m.textPrefix = m.turnID + "-r" + strconv.Itoa(m.restarts+1)
+	m.textPrefix = m.turnID + "-r" + strconv.Itoa(restarts+1)
 }
 
-// item is one frame's payload with the event it came from (nil for frames
-// that only frame others, like start and text-start).
-type item struct {
-	data []byte
-	ev   *chat.Event
-}
-
-func (m *uiMapper) start() item {
-	if m.raw {
-		return item{data: edgeStart}
-	}
+func (m *uiMapper) start() frame {
 	id := m.messageID
 	if id == "" {
 		id = m.turnID
 	}
-	return item{data: mustJSON(uiChunk{Type: "start", MessageID: id})}
+	return frame{data: mustJSON(uiChunk{Type: "start", MessageID: id})}
 }
 
-// mapEvent returns the frames of ev, valid until the next call.
-func (m *uiMapper) mapEvent(ev chat.Event) []item {
-	if m.raw {
-		return m.rawEvent(ev)
-	}
+// mapEvent returns the frames of ev, valid until the next call. A frame
+// that only frames others (text-start, tool-input-start) carries no event.
+func (m *uiMapper) mapEvent(ev chat.Event) []frame {
 	out := m.out[:0]
 	defer func() { m.out = out[:0] }()
-	add := func(c *uiChunk, src *chat.Event) { out = append(out, item{data: mustJSON(c), ev: src}) }
+	add := func(c *uiChunk, src *chat.Event) { out = append(out, frame{data: mustJSON(c), ev: src}) }
 	closeText := func() {
 		if m.textOpen {
 			add(&uiChunk{Type: "text-end", ID: m.textID}, nil)
@@ -333,7 +359,7 @@ func (m *uiMapper) mapEvent(ev chat.Event) []item {
 	case chat.KindDone:
 		closeText()
 		add(&uiChunk{Type: "finish", FinishReason: uiFinishReason(ev.FinishReason)}, src)
-		out = append(out, item{data: doneData})
+		out = append(out, frame{data: doneData})
 	}
 	return out
 }
@@ -369,12 +395,8 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// mustJSON marshals values whose types cannot fail to marshal (no channels,
-// no funcs; RawMessage inputs are validated before).
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("server: marshalling a stream chunk: " + err.Error())
-	}
-	return b
+// isRestart reports whether a frame is a turn's restart (a takeover's
+// first frame): a data-restart chunk, or a restart event for an edge.
+func isRestart(data []byte) bool {
+	return bytes.HasPrefix(data, []byte(`{"type":"data-restart"`)) || bytes.HasPrefix(data, []byte(`{"type":"restart"`))
 }

@@ -107,7 +107,7 @@ func TestTurnLogWindow(t *testing.T) {
 	defer cancel(nil)
 	tr := newTurn("turnabcdef", "sess", "a", "", cancel, 16, 0)
 	for i := 0; i < 40; i++ {
-		tr.add(item{data: []byte(`{"type":"start-step"}`)})
+		tr.add(frame{data: []byte(`{"type":"start-step"}`)})
 		if stopped := ctx.Err() != nil; stopped != (i >= 16) {
 			t.Fatalf("after %d frames with a cap of 16 the turn is stopped: %v", i+1, stopped)
 		}
@@ -125,7 +125,7 @@ func TestTurnLogWindow(t *testing.T) {
 	}
 	// Past the slack (a turn that ignores its cancellation), the oldest go.
 	for range FrameSlack {
-		tr.add(item{data: []byte(`{"type":"start-step"}`)})
+		tr.add(frame{data: []byte(`{"type":"start-step"}`)})
 	}
 	if _, _, gap, _ := tr.read(0); !gap {
 		t.Fatal("reading from 0 past the slack must be a gap")
@@ -136,7 +136,7 @@ func TestTurnLogWindow(t *testing.T) {
 	default:
 		t.Fatal("finish did not wake readers")
 	}
-	tr.add(item{data: []byte("x")})
+	tr.add(frame{data: []byte("x")})
 	if last, done := tr.state(); last != 40+FrameSlack || !done {
 		t.Fatalf("after finish: last %d done %v", last, done)
 	}
@@ -146,7 +146,7 @@ func BenchmarkTurnLogAdd(b *testing.B) {
 	_, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	tr := newTurn("turnabcdef", "sess", "a", "", cancel, DefaultMaxTurnEvents, 0)
-	it := item{data: []byte(`{"type":"text-delta","id":"t-1","delta":"word "}`)}
+	it := frame{data: []byte(`{"type":"text-delta","id":"t-1","delta":"word "}`)}
 	b.ReportAllocs()
 	for b.Loop() {
 		tr.add(it)
@@ -252,7 +252,7 @@ func TestMirrorStep(t *testing.T) {
 	if step(1) {
 		t.Fatal("a write with no frames and no heartbeat due")
 	}
-	tr.add(item{data: []byte(`{"type":"start"}`)}) // just after point 1
+	tr.add(frame{data: []byte(`{"type":"start"}`)}) // just after point 1
 	if step(2) {
 		t.Fatal("a batch written at the first point that saw it")
 	}
@@ -270,7 +270,7 @@ func TestMirrorStep(t *testing.T) {
 	if !step(3 + int(time.Second/mirrorGrid)) {
 		t.Fatal("no sign of life after a heartbeat without frames")
 	}
-	tr.add(item{data: []byte(`{"type":"finish"}`)}, item{data: []byte("[DONE]")})
+	tr.add(frame{data: []byte(`{"type":"finish"}`)}, frame{data: []byte("[DONE]")})
 	tr.finish()
 	n := 4 + int(time.Second/mirrorGrid)
 	if w := s.mirrorStep(st, at(n)); w == nil {
