@@ -90,6 +90,12 @@ func recoverTurn(ctx context.Context, cfg Config, key string, sess session.Sessi
 	rec.Messages = len(msgs)
 	_, _, err := cfg.Store.UpdateAppend(ctx, key, func(*orchestration.State) error { return nil }, msgs, 0,
 		session.WithLease(lease), session.WithTurn(""))
+	if errors.Is(err, session.ErrNotReplicated) {
+		// Saved; a failover before the replicas catch up may lose it,
+		// as it may any write of the store.
+		cfg.Logger.WarnContext(ctx, "the recovered steps were saved but no replica acknowledged them in time", "turn", turn)
+		err = nil
+	}
 	if err != nil {
 		return rec, fmt.Errorf("saving the recovered steps: %w", err)
 	}

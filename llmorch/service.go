@@ -306,6 +306,11 @@ func (r *run) end(ctx context.Context, reason string, err error) {
 	if r.stopped {
 		return
 	}
+	if err == nil && r.unreplicated != nil {
+		// The answer is saved on the store's primary, but its replicas did
+		// not acknowledge it: the turn does not finish as if it were safe.
+		err = &chat.Error{Code: CodeNotReplicated, Message: "your message and this answer are saved, but no replica of the session store acknowledged them in time: if the store fails over before it copies them, this turn (your message and the whole answer) may be lost; read the session (GET /api/sessions/:id) before relying on it"}
+	}
 	var last *chat.Event
 	if err != nil {
 		var (
@@ -383,6 +388,9 @@ type run struct {
 	// its saved steps.
 	writes      int
 	savedOutput int
+	// unreplicated: the turn's last write was made but its store's
+	// replicas did not acknowledge it (session.ErrNotReplicated).
+	unreplicated error
 	// journaled are the results of the calls of a taken-over step that
 	// completed before its replica died (Turn.Resume): they are not run
 	// again. interrupt: the first of the step's other calls to reach its
@@ -833,6 +841,9 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			}
 			return nil
 		}, msgs, 0, opts...)
+		if errors.Is(err, session.ErrNotReplicated) {
+			r.unreplicated, err = err, nil // made: the turn's end says what may be lost
+		}
 		if err != nil {
 			what := "recording token usage and saving the conversation"
 			if rec != nil {
@@ -1402,6 +1413,9 @@ func (r *run) saveEndWith(ctx context.Context, msgs []chat.Message, usage chat.U
 		}
 		return nil
 	}, msgs, 0, r.writeOpts(true)...)
+	if errors.Is(err, session.ErrNotReplicated) {
+		r.unreplicated, err = err, nil
+	}
 	if err == nil {
 		r.state = st.State
 		r.turnUsage = r.turnUsage.Add(usage)
@@ -1469,6 +1483,11 @@ func (f *storeFailure) message() string {
 	}
 	return msg
 }
+
+// CodeNotReplicated is the code of a turn whose last write the session
+// store's replicas did not acknowledge in time (session.ErrNotReplicated):
+// the answer is saved, but a failover may still lose it.
+const CodeNotReplicated = "store_not_replicated"
 
 // CodeLostWrites is the code of a turn that stopped because the session
 // store lost some of its writes (lostWrites).

@@ -50,6 +50,11 @@ var (
 	// that may still have been applied: the store stopped answering after
 	// the write may have reached it, and did not answer again in time.
 	ErrMaybeApplied = errors.New("the write may have been applied")
+	// ErrNotReplicated is wrapped by a write that was made but that fewer
+	// replicas acknowledged than the store waits for (a Redis store's
+	// WAIT timed out): the write returns its result with it, and a
+	// failover before the replicas catch up may lose the write.
+	ErrNotReplicated = errors.New("the write was made but not acknowledged by a replica in time")
 	// ErrCorrupt: a stored value could not be decoded. The value is left as
 	// it is; it is never replaced by an empty state.
 	ErrCorrupt = errors.New("session data corrupt")

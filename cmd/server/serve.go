@@ -410,11 +410,21 @@ func fallbackModel(cfg *serveConfig, tel *telemetry.Telemetry) (llmorch.Model, e
 func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, prefix string, err error) {
 	prefix = redisstore.DefaultPrefix
 	if cfg.Store != "" {
-		st, err = redisstore.Open(ctx, cfg.Store, session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL, WriteRetry: cfg.WriteRetry})
 		kind, _, _ = strings.Cut(cfg.Store, "://")
-		if rc, perr := redisstore.ParseURL(cfg.Store); err == nil && perr == nil && rc.Prefix != "" {
+		scfg := session.Config{TTL: cfg.SessionTTL, LockTTL: cfg.LockTTL, WriteRetry: cfg.WriteRetry}
+		if kind == "" || kind == "memory" || cfg.Store == "memory:" {
+			st, err = redisstore.Open(ctx, cfg.Store, scfg)
+			return st, kind, prefix, err
+		}
+		rc, err := redisstore.ParseURL(cfg.Store)
+		if err != nil {
+			return nil, kind, prefix, err
+		}
+		if rc.Prefix != "" {
 			prefix = rc.Prefix
 		}
+		rc.Config, rc.WaitReplicas, rc.WaitTimeout = scfg, cfg.WaitReplicas, cfg.WaitTimeout
+		st, err = redisstore.New(rc)
 		return st, kind, prefix, err
 	}
 	rc, ok, err := redisstore.ConfigFromEnv()
@@ -429,6 +439,7 @@ func openStore(ctx context.Context, cfg *serveConfig) (st session.Store, kind, p
 	}
 	rc.LockTTL = cfg.LockTTL
 	rc.WriteRetry = cfg.WriteRetry
+	rc.WaitReplicas, rc.WaitTimeout = cfg.WaitReplicas, cfg.WaitTimeout
 	st, err = redisstore.New(rc)
 	return st, "redis", prefix, err
 }

@@ -51,12 +51,18 @@ type options struct {
 	// sentinel monitors this master under this name.
 	master     *Server
 	masterName string
+	// primary: the server is a replica of this one.
+	primary *Server
 }
 
 // Cluster makes the server a one-node Redis Cluster that serves all 16384
 // slots, so that Cluster clients (MOVED handling, CROSSSLOT checks) can be
 // tested against a real cluster-mode server.
 func Cluster() Option { return func(o *options) { o.cluster = true } }
+
+// ReplicaOf makes the server a replica of primary (replicaof), which a
+// Sentinel of primary then finds and may promote.
+func ReplicaOf(primary *Server) Option { return func(o *options) { o.primary = primary } }
 
 // Sentinel makes the server a Sentinel that monitors master under name.
 func Sentinel(master *Server, name string) Option {
@@ -178,6 +184,9 @@ func (s *Server) start() error {
 		args = append([]string{conf, "--sentinel"}, args...)
 	default:
 		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec", "--save", "")
+		if p := s.opts.primary; p != nil {
+			args = append(args, "--replicaof", "127.0.0.1", strconv.Itoa(p.port))
+		}
 		if s.opts.cluster {
 			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 		}

@@ -66,7 +66,6 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"ClaimStart", h.claimStart},
 		{"UpdateAppend", h.updateAppend},
 		{"TurnMarker", h.turnMarker},
-		{"Journal", h.journal},
 		{"WriteReleasesLease", h.writeReleases},
 		{"UpdateAppendFencedOrFailed", h.updateAppendRefused},
 		{"UpdateAppendDropLastAnswer", h.dropLastAnswer},
@@ -77,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"ApprovalsExpireWithTheSession", h.approvalsExpire},
 		{"Title", h.title},
 		{"List", h.list},
+		{"Journal", h.journal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
