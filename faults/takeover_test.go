@@ -59,7 +59,7 @@ func answerOf(frames []frame) string {
 func restarts(frames []frame) []frame { return framesOf(frames, "data-restart") }
 
 // TestRedisPausedPastLease: Redis stops answering (SIGSTOP) mid-answer for
-// longer than the turn's lease (1.7 times SESSION_LOCK_TTL), then answers
+// longer than the turn's lease (34/30 of SESSION_LOCK_TTL), then answers
 // again: the write the turn sent before the pause lands late, the lease is
 // gone, and whatever happens next (the turn fenced out, taken over by the
 // other replica that the client resumes on, or recovered), the answer the
@@ -93,11 +93,12 @@ func redisPaused(t *testing.T, lease time.Duration, env ...string) {
 	for range 20 {
 		got = append(got, s.Until("text-delta", 10*time.Second)...)
 	}
-	pause := lease * 17 / 10
+	pause := lease * 34 / 30 // 34 s with the default lease
 	rs.Pause()
 	paused := time.Now()
 	// The client keeps reading A while Redis is frozen, and after.
 	got = append(got, readFor(s, pause)...)
+	time.Sleep(time.Until(paused.Add(pause)))
 	rs.Resume()
 	got = append(got, readFor(s, 60*time.Second)...)
 	t.Logf("Redis paused %v; A's stream ended %s", pause, lastTypes(got, 3))

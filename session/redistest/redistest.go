@@ -176,7 +176,9 @@ func (s *Server) start() error {
 		// Sentinel rewrites its configuration file, so it needs one.
 		conf := filepath.Join(s.dir, "sentinel.conf")
 		if _, err := os.Stat(conf); err != nil {
-			text := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n", s.opts.masterName, s.opts.master.port)
+			// A master is judged down after 1 s, so that tests of a
+			// failover need not wait Sentinel's default 30 s.
+			text := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 1\nsentinel down-after-milliseconds %[1]s 1000\nsentinel failover-timeout %[1]s 5000\n", s.opts.masterName, s.opts.master.port)
 			if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 				return fmt.Errorf("write %s: %w", conf, err)
 			}
