@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,34 +16,45 @@ import (
 	"github.com/agentdock-go/agentdock/session/redistest"
 )
 
-// answerOf is the answer text a client shows after frames, as the AI SDK
-// builds it: each text part's deltas, minus the parts a data-restart chunk
-// names (a replica that took the turn over shows their step again).
+// answerOf is the answer text a client shows after frames, as a client
+// that honours data-restart builds it: each text part's deltas, minus, at
+// a data-restart, every part that began after the restart's since (a frame
+// seq, the part of an event ID after the colon) and the parts it names:
+// a replica that took the turn over shows their step again. A part the
+// dead replica began after the shared log's last frame is known only to
+// the client, which drops it by its seq.
 func answerOf(frames []frame) string {
+	type part struct {
+		start int64
+		text  strings.Builder
+	}
 	var (
 		order []string
-		parts = map[string]*strings.Builder{}
+		parts = map[string]*part{}
 	)
 	for _, f := range frames {
 		switch f.Type() {
 		case "text-delta":
 			id := f.Field("id")
-			b := parts[id]
-			if b == nil {
-				b = &strings.Builder{}
-				parts[id] = b
+			p := parts[id]
+			if p == nil {
+				p = &part{start: seqOf(f.ID)}
+				parts[id] = p
 				order = append(order, id)
 			}
-			b.WriteString(f.Field("delta"))
+			p.text.WriteString(f.Field("delta"))
 		case "data-restart":
 			var c struct {
 				Data struct {
+					Since   int64    `json:"since"`
 					TextIDs []string `json:"textIds"`
 				} `json:"data"`
 			}
 			if json.Unmarshal([]byte(f.Data), &c) == nil {
-				for _, id := range c.Data.TextIDs {
-					delete(parts, id)
+				for id, p := range parts {
+					if p.start > c.Data.Since || slices.Contains(c.Data.TextIDs, id) {
+						delete(parts, id)
+					}
 				}
 				order = slices.DeleteFunc(order, func(id string) bool { return parts[id] == nil })
 			}
@@ -50,9 +62,17 @@ func answerOf(frames []frame) string {
 	}
 	var out strings.Builder
 	for _, id := range order {
-		out.WriteString(parts[id].String())
+		out.WriteString(parts[id].text.String())
 	}
 	return out.String()
+}
+
+// seqOf is the seq of an event ID "<turn>:<seq>[.<restarts>]".
+func seqOf(id string) int64 {
+	_, n, _ := strings.Cut(id, ":")
+	n, _, _ = strings.Cut(n, ".")
+	seq, _ := strconv.ParseInt(n, 10, 64)
+	return seq
 }
 
 // restarts are the data-restart frames.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -349,6 +350,11 @@ type sharedTurn struct {
 	// restarts are the seqs at which the turn was taken over when the
 	// stream was opened (turnlog.Status.Restarts).
 	restarts []int64
+	// ahead: the client may hold frames the shared log does not have (a
+	// dead replica's): until the log passes them, a takeover that began
+	// at or before the client's last frame is looked for before each
+	// read, so that the client gets its restart (rewind).
+	ahead bool
 	// unlisted is when the shared log first did not have the turn while
 	// the session's marker named it, missing when it did not have it and
 	// the marker no longer named it (checkUnlisted).
@@ -376,11 +382,15 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 		cancel()
 	}()
 	for {
+		if t.ahead {
+			after = t.rewind(ctx, after)
+		}
 		b, err := log.Wait(ctx, t.ref, after)
 		switch {
 		case err == nil && b.Gap:
 			return nil, false, errGap
 		case err == nil:
+			t.ahead = false
 			frames := make([]frame, len(b.Frames))
 			for i, f := range b.Frames {
 				frames[i] = frame{seq: f.Seq, data: f.Data}
@@ -391,6 +401,7 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 			return nil, false, t.check(context.WithoutCancel(ctx))
 		case errors.Is(err, turnlog.ErrAhead):
 			// The client has frames the mirror has not copied yet.
+			t.ahead = true
 			if e := t.check(ctx); e != nil {
 				return nil, false, e
 			}
@@ -412,6 +423,26 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 			return nil, false, errSharedLog
 		}
 	}
+}
+
+// rewind is where a client that last got frame after reads on: before the
+// first frame of a takeover that began at or before it (its frames from
+// there on were the dead replica's), else after.
+func (t *sharedTurn) rewind(ctx context.Context, after int64) int64 {
+	st, err := t.s.cfg.Turns.Lookup(ctx, t.ref)
+	if err != nil {
+		return after
+	}
+	for _, r := range st.Restarts {
+		if slices.Contains(t.restarts, r) {
+			continue
+		}
+		t.restarts = append(t.restarts, r)
+		if r <= after {
+			after = r - 1
+		}
+	}
+	return after
 }
 
 // check ends the stream when the turn's writer stopped showing signs of

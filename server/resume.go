@@ -112,7 +112,7 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 			default:
 				// When the writer died, the stream gives what the shared
 				// log got, then closing frames that say so.
-				src, after = &sharedTurn{s: s, ref: turnlog.Ref{Session: key, Turn: turnID}, sessionID: id, restarts: restarts}, seq
+				src, after = &sharedTurn{s: s, ref: turnlog.Ref{Session: key, Turn: turnID}, sessionID: id, restarts: restarts, ahead: seq > last}, seq
 			}
 		}
 	}

@@ -3,8 +3,11 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,7 +126,11 @@ func (s *Server) runTakeover(a *takeover, key, turnID string, wait time.Duration
 		a.busy = true
 		return
 	case errors.Is(err, agent.ErrTurnOver):
+		// The turn ended; its replica may have died before the stream's
+		// last frames reached the shared log: they are made from the
+		// session.
 		a.over = true
+		s.endFromSession(ctx, key, turnID)
 		return
 	case err != nil:
 		s.log.Warn("taking over an interrupted turn", "session", key, "turn", turnID, "err", err)
@@ -208,6 +215,113 @@ func (s *Server) endTaken(ctx context.Context, taker turnlog.Taker, ref turnlog.
 	if err := taker.Finish(ctx, ref, data...); err != nil {
 		s.log.Warn("ending the stream of an interrupted turn", "session", ref.Session, "turn", ref.Turn, "err", err)
 	}
+}
+
+// endFromSession ends the shared stream of a turn that finished (its last
+// write cleared the session's marker) but whose replica died before its
+// last frames were copied: the rest of the answer the session saved
+// follows what the stream showed, then finish stop. When the session's
+// answer does not go on from what the stream showed, the stream ends with
+// an error that says the answer is in the history.
+func (s *Server) endFromSession(ctx context.Context, key, turnID string) {
+	taker, ok := s.cfg.Turns.(turnlog.Taker)
+	if !ok {
+		return
+	}
+	ref := turnlog.Ref{Session: key, Turn: turnID}
+	st, err := s.cfg.Turns.Lookup(ctx, ref)
+	if err != nil || st.Done {
+		return
+	}
+	sess, err := s.cfg.Store.Get(ctx, key)
+	if err != nil {
+		return
+	}
+	st, err = taker.TakeOver(ctx, turnlog.Meta{Ref: ref, Owner: sess.Owner, AgentID: sess.Agent})
+	if err != nil {
+		return // finished meanwhile, or the log is unreachable
+	}
+	frames, err := s.loadFrames(ctx, ref, st)
+	if err != nil || len(frames) == 0 || bytes.Equal(frames[0].data, edgeStart) {
+		s.endTaken(ctx, taker, ref, st, errAbandoned)
+		return
+	}
+	hist, err := s.cfg.Store.Messages(ctx, key, 0)
+	if err != nil {
+		s.endTaken(ctx, taker, ref, st, errAbandoned)
+		return
+	}
+	saved := ""
+	for i := len(hist) - 1; i >= 0 && hist[i].Role != chat.RoleUser; i-- {
+		if hist[i].Role == chat.RoleAssistant {
+			saved = hist[i].Content + saved
+		}
+	}
+	shown := shownText(frames)
+	rest, ok := strings.CutPrefix(saved, shown)
+	if !ok || saved == "" {
+		// No answer after the last user message: not this turn's.
+		s.endTaken(ctx, taker, ref, st, errAbandoned)
+		return
+	}
+	m := &uiMapper{turnID: turnID}
+	m.continueAfter(frames, st.Last)
+	var data [][]byte
+	for _, ev := range []chat.Event{{Kind: chat.KindTextDelta, Text: rest}, {Kind: chat.KindStepFinish}, {Kind: chat.KindDone, FinishReason: chat.FinishStop}} {
+		for _, f := range m.mapEvent(ev) {
+			data = append(data, f.data)
+		}
+	}
+	if err := taker.Finish(ctx, ref, data...); err != nil {
+		s.log.Warn("ending the stream of a finished turn from its session", "session", key, "turn", turnID, "err", err)
+	}
+}
+
+// shownText is the answer text of a UI stream's frames, as a client that
+// honours data-restart shows it (uiRestart): a restart drops the text
+// parts that began after its since.
+func shownText(frames []frame) string {
+	type part struct {
+		start int64
+		text  strings.Builder
+	}
+	var (
+		order []string
+		parts = map[string]*part{}
+	)
+	for _, f := range frames {
+		var c struct {
+			uiChunk
+			Data struct {
+				Since int64 `json:"since"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(f.data, &c) != nil {
+			continue
+		}
+		switch c.Type {
+		case "text-delta":
+			p := parts[c.ID]
+			if p == nil {
+				p = &part{start: f.seq}
+				parts[c.ID] = p
+				order = append(order, c.ID)
+			}
+			p.text.WriteString(c.Delta)
+		case "data-restart":
+			for id, p := range parts {
+				if p.start > c.Data.Since {
+					delete(parts, id)
+				}
+			}
+			order = slices.DeleteFunc(order, func(id string) bool { return parts[id] == nil })
+		}
+	}
+	var out strings.Builder
+	for _, id := range order {
+		out.WriteString(parts[id].text.String())
+	}
+	return out.String()
 }
 
 // loadFrames reads the frames the shared log keeps of a turn taken over.
