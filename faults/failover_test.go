@@ -22,21 +22,22 @@ import (
 // primary is SIGKILLed and Sentinel promotes its replica. No turn that
 // ended finish stop loses text: each one's session, read after the
 // failover, holds its user message and exactly the answer its client
-// saw. The turns that ended otherwise (cut by the failover, or, once the
-// promoted primary has no replica, store_not_replicated) are counted by
-// how they ended, and the test prints the counts.
+// saw. The old primary then comes back as a replica of the new one. The
+// turns that ended otherwise (cut by the failover, or store_not_replicated
+// while the promoted primary had no replica) are counted by how they
+// ended, and the test prints the counts.
 func TestSentinelFailoverWaits(t *testing.T) {
-	sentinelFailover(t, 40, 6)
+	sentinelFailover(t, 40, 6, 1500*time.Millisecond)
 }
 
 // TestSentinelFailoverWaitsUnderLoad is the slow variant: more turns, more
 // of them at once.
 func TestSentinelFailoverWaitsUnderLoad(t *testing.T) {
 	slow(t)
-	sentinelFailover(t, 400, 24)
+	sentinelFailover(t, 400, 24, 8*time.Second)
 }
 
-func sentinelFailover(t *testing.T, turns, parallel int) {
+func sentinelFailover(t *testing.T, turns, parallel int, killAfter time.Duration) {
 	primary := redistest.Start(t)
 	replica := redistest.Start(t, redistest.ReplicaOf(primary))
 	waitReplicaOnline(t, primary)
@@ -95,8 +96,12 @@ func sentinelFailover(t *testing.T, turns, parallel int) {
 	go func() {
 		defer close(killed)
 		// Some turns have finished, others run.
-		time.Sleep(time.Duration(1500+rand.IntN(500)) * time.Millisecond)
+		time.Sleep(killAfter + time.Duration(rand.IntN(500))*time.Millisecond)
 		killRedis(t, primary)
+		// The old primary comes back; Sentinel makes it a replica of the
+		// new one, and turns are acknowledged again.
+		waitPromoted(t, replica)
+		primary.Restart()
 	}()
 	for i := range turns {
 		next <- i
