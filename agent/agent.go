@@ -319,6 +319,7 @@ type Option func(*options)
 type options struct {
 	owner      string
 	turnID     string
+	position   func() int64
 	history    []chat.Message
 	stateless  bool
 	regenerate bool
@@ -351,6 +352,14 @@ func WithRequest(key string) Option { return func(o *options) { o.request = key 
 // turn that dies can be recovered from what it streamed under that name
 // (Config.StreamedSteps). Without it the turn gets a random ID.
 func WithTurnID(id string) Option { return func(o *options) { o.turnID = id } }
+
+// WithStreamPosition gives the turn the position of its stream (the seq
+// of the last frame the server wrote of it so far), so that, when the
+// store is shared by replicas (Config.StreamedSteps), each write records
+// how far the saved answer reaches in the stream: a replica that finds
+// the turn interrupted takes it over, or rebuilds what is missing, from
+// exactly there (session.Journal.Frame).
+func WithStreamPosition(pos func() int64) Option { return func(o *options) { o.position = pos } }
 
 // WithOwner names the caller (an API key's fingerprint). Sessions live in
 // their owner's keyspace (session.Key): the same ID names another session
@@ -561,6 +570,12 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan fun
 	// same ID has a session of its own.
 	key := session.Key(o.owner, sessionID)
 	claimOpts := []session.UpdateOption{session.WithOwner(o.owner), session.WithAgent(n.ID())}
+	// A turn another replica can take over keeps a journal, which its
+	// first write starts.
+	journals := n.cfg.StreamedSteps != nil && !o.stateless
+	if journals {
+		plan = withJournal(plan)
+	}
 	var (
 		sess    session.Session
 		lease   session.Lease
@@ -609,6 +624,16 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan fun
 		}
 	}
 	turn := ts.turn(started.Session, started.History, lease)
+	turn.Journal, turn.Position = journals, o.position
+	return n.stream(ctx, service, turn, closeStore), nil
+}
+
+// stream runs turn under its lease, renewed while it runs and released by
+// its last write or, at the latest, when the iteration ends; closeStore
+// runs then too.
+func (n *Agent) stream(ctx context.Context, service *llmorch.Service, turn llmorch.Turn, closeStore func()) iter.Seq[chat.Event] {
+	lease := turn.Lease
+	release := func() { n.release(ctx, lease) }
 	return func(yield func(chat.Event) bool) {
 		ctx, cancel := context.WithCancelCause(ctx)
 		renewal := n.startRenewal(ctx, lease, cancel)
@@ -640,7 +665,20 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan fun
 				return
 			}
 		}
-	}, nil
+	}
+}
+
+// withJournal makes plan's write start the turn's journal, counting it as
+// the turn's first write.
+func withJournal(plan func(key string, sess session.Session) (turnStart, error)) func(key string, sess session.Session) (turnStart, error) {
+	return func(key string, sess session.Session) (turnStart, error) {
+		ts, err := plan(key, sess)
+		ts.write.Options = append(ts.write.Options, session.WithJournal(func(j *session.Journal) error {
+			j.Writes = 1
+			return nil
+		}))
+		return ts, err
+	}
 }
 
 // firstWrite makes a turn's first write under lease after a claim that did
@@ -650,7 +688,7 @@ func (n *Agent) firstWrite(ctx context.Context, store session.Store, key string,
 		// The session's last turn ended without its last write: its
 		// replica died, or the store stopped answering. Save what it
 		// streamed before this turn starts.
-		if _, err := recoverTurn(ctx, n.cfg, key, sess.Turn, lease); err != nil {
+		if _, err := recoverTurn(ctx, n.cfg, key, sess, lease); err != nil {
 			n.cfg.Logger.WarnContext(ctx, "recovering the partial answer of an interrupted turn failed", "turn", sess.Turn, "err", err)
 		}
 	}

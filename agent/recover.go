@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -17,20 +18,30 @@ import (
 // of it was streamed, unless it is recovered from the stream: the session
 // keeps the ID of the turn writing it (session.Session.Turn), set by the
 // turn's first write and cleared by its last, and whoever next holds the
-// session's lease while the marker is set rebuilds the unsaved steps from
-// what the turn streamed (Config.StreamedSteps) and saves them.
+// session's lease while the marker is set either takes the turn over
+// (TakeOver: the turn goes on) or rebuilds the unsaved steps from what the
+// turn streamed (Config.StreamedSteps) and saves them.
+//
+// The history and the stream agree on where the saved part ends: a turn
+// that keeps a journal records with each write the frame of its stream
+// that the history's content reaches (session.Journal.Frame), so the
+// rebuild starts there, and the saved answer is always a prefix of the
+// streamed one, never more.
 
 // StreamedStep is one model call of a turn as its stream showed it: the
-// text, the tool calls and the results of those that completed.
+// text, the tool calls and the results the stream had (Results may answer
+// a call of an earlier step, one that a person approved).
 type StreamedStep struct {
 	Text    string
 	Calls   []chat.ToolCall
 	Results []chat.ToolResult
 }
 
-// StreamReader reads what a turn streamed, step by step; key is the
-// session's store key. ok is false when the turn's stream is not kept.
-type StreamReader func(ctx context.Context, key, turnID string) (steps []StreamedStep, ok bool, err error)
+// StreamReader reads what a turn streamed after its frame after, step by
+// step; key is the session's store key. ok is false when the turn's
+// stream is not kept. A step the stream later said was restarted
+// (chat.KindRestart) is not among them.
+type StreamReader func(ctx context.Context, key, turnID string, after int64) (steps []StreamedStep, ok bool, err error)
 
 // Recovery says what recovering a turn did.
 type Recovery struct {
@@ -42,27 +53,36 @@ type Recovery struct {
 	Stream bool
 }
 
-// recoverTurn saves the steps of turn that the session's history lacks and
-// clears the session's turn marker, under lease.
-func recoverTurn(ctx context.Context, cfg Config, key, turn string, lease session.Lease) (Recovery, error) {
+// recoverTurn saves the part of the answer of sess's turn that the history
+// lacks and clears the session's turn marker, under lease.
+func recoverTurn(ctx context.Context, cfg Config, key string, sess session.Session, lease session.Lease) (Recovery, error) {
+	turn, j := sess.Turn, sess.Journal
 	rec := Recovery{Turn: turn}
 	var msgs []chat.Message
 	if cfg.StreamedSteps != nil {
-		steps, ok, err := cfg.StreamedSteps(ctx, key, turn)
+		var after int64
+		if j != nil {
+			after = j.Frame
+		}
+		steps, ok, err := cfg.StreamedSteps(ctx, key, turn, after)
 		if err != nil {
 			return rec, fmt.Errorf("reading the stream of turn %s: %w", turn, err)
 		}
 		rec.Stream = ok
-		if ok {
+		if ok || j != nil && j.Step != nil {
 			hist, err := cfg.Store.Messages(ctx, key, 0)
 			if err != nil {
 				return rec, fmt.Errorf("reading the history: %w", err)
 			}
-			for _, st := range steps[min(savedSteps(hist), len(steps)):] {
-				m := stepMessages(st)
-				if len(m) > 0 {
+			if j == nil {
+				// Saved by a version that kept no journal: the steps the
+				// history holds are counted instead.
+				steps = steps[min(savedSteps(hist), len(steps)):]
+			}
+			msgs = rebuild(hist, steps, j)
+			for _, m := range msgs {
+				if m.Role == chat.RoleAssistant {
 					rec.Steps++
-					msgs = append(msgs, m...)
 				}
 			}
 		}
@@ -70,11 +90,120 @@ func recoverTurn(ctx context.Context, cfg Config, key, turn string, lease sessio
 	rec.Messages = len(msgs)
 	_, _, err := cfg.Store.UpdateAppend(ctx, key, func(*orchestration.State) error { return nil }, msgs, 0,
 		session.WithLease(lease), session.WithTurn(""))
+	if errors.Is(err, session.ErrNotReplicated) {
+		// Saved; a failover before the replicas catch up may lose it,
+		// as it may any write of the store.
+		cfg.Logger.WarnContext(ctx, "the recovered steps were saved but no replica acknowledged them in time", "turn", turn)
+		err = nil
+	}
 	if err != nil {
 		return rec, fmt.Errorf("saving the recovered steps: %w", err)
 	}
 	cfg.Logger.InfoContext(ctx, "recovered an interrupted turn", "turn", turn, "stream_found", rec.Stream, "steps", rec.Steps, "messages", rec.Messages)
 	return rec, nil
+}
+
+// rebuild is what the history hist lacks of a turn that streamed steps
+// after its saved part, j being its journal (nil when it kept none). A
+// result the history has is never added again (the turn saves some results
+// before it streams them). A step whose tool calls were running is taken
+// from the journal, which has the results of the calls that completed
+// whether or not the stream got them: every call of it is kept, the one
+// that was running with an interrupted result and the ones after it with
+// one saying they did not run, as a stopped step's.
+func rebuild(hist []chat.Message, steps []StreamedStep, j *session.Journal) []chat.Message {
+	answered := map[string]bool{}
+	for _, m := range hist {
+		if m.Role == chat.RoleTool {
+			answered[m.ToolCallID] = true
+		}
+	}
+	streamed := map[string]chat.ToolResult{}
+	for _, st := range steps {
+		for _, r := range st.Results {
+			streamed[r.CallID] = r
+		}
+	}
+	var msgs []chat.Message
+	if j != nil && j.Step != nil {
+		// The calls of the step under way: each gets its result.
+		st := j.Step
+		results := map[string]chat.ToolResult{}
+		for _, r := range st.Results {
+			results[r.CallID] = r
+		}
+		var tools []chat.Message
+		first := true
+		for _, c := range st.Calls {
+			r, ok := results[c.ID]
+			if !ok {
+				r, ok = streamed[c.ID]
+			}
+			_, invalid := st.Invalid[c.ID]
+			ran := !invalid && (st.Answers || slices.Contains(st.Offer.Tools, c.Name))
+			switch {
+			case answered[c.ID]:
+				continue
+			case !ok && first && ran:
+				// The first call to reach its tool without a result.
+				r, first = interruptedResult(c), false
+			case !ok:
+				r = notStarted(c)
+			}
+			tools = append(tools, llmorch.ToolMessage(r))
+		}
+		if !st.Answers {
+			msgs = append(msgs, chat.Message{Role: chat.RoleAssistant, Content: st.Text, ToolCalls: st.Calls})
+		}
+		return append(msgs, tools...)
+	}
+	// Results of calls an earlier message made (answered approvals) that
+	// the history lacks, right after it.
+	if k := lastAssistant(hist); k >= 0 {
+		for _, c := range hist[k].ToolCalls {
+			if r, ok := streamed[c.ID]; ok && !answered[c.ID] && !inSteps(steps, c.ID) {
+				msgs = append(msgs, llmorch.ToolMessage(r))
+				answered[c.ID] = true
+			}
+		}
+	}
+	for _, st := range steps {
+		msgs = append(msgs, stepMessages(st, answered)...)
+	}
+	return msgs
+}
+
+// interruptedResult and notStarted are the results a recovered step gives
+// the call that was running when its replica died and those after it.
+func interruptedResult(c chat.ToolCall) chat.ToolResult {
+	return chat.ToolResult{CallID: c.ID, Name: c.Name, Type: "interrupted", IsError: true, NotRun: true,
+		Content: chat.NotRunPrefix + "this call was interrupted: the server running it stopped before it reported a result, so it may or may not have taken effect."}
+}
+
+func notStarted(c chat.ToolCall) chat.ToolResult {
+	return chat.ToolResult{CallID: c.ID, Name: c.Name, Type: "cancelled", IsError: true, NotRun: true,
+		Content: chat.NotRunPrefix + "the turn was stopped before this call ran."}
+}
+
+func lastAssistant(hist []chat.Message) int {
+	for i := len(hist) - 1; i >= 0 && hist[i].Role != chat.RoleUser; i-- {
+		if hist[i].Role == chat.RoleAssistant {
+			if i == len(hist)-1 || hist[i+1].Role == chat.RoleTool {
+				return i
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
+func inSteps(steps []StreamedStep, callID string) bool {
+	for _, st := range steps {
+		if slices.ContainsFunc(st.Calls, func(c chat.ToolCall) bool { return c.ID == callID }) {
+			return true
+		}
+	}
+	return false
 }
 
 // savedSteps counts the steps of the history's last turn that were saved:
@@ -92,8 +221,8 @@ func savedSteps(hist []chat.Message) int {
 // stepMessages are the history messages of a streamed step: its text and
 // the calls that have results, with the results. A call whose result was
 // never streamed did not complete; it is left out, as a cancelled step's
-// are.
-func stepMessages(st StreamedStep) []chat.Message {
+// are. A result the history has (answered) is not added twice.
+func stepMessages(st StreamedStep, answered map[string]bool) []chat.Message {
 	results := map[string]chat.ToolResult{}
 	for _, r := range st.Results {
 		results[r.CallID] = r
@@ -102,9 +231,10 @@ func stepMessages(st StreamedStep) []chat.Message {
 	var tools []chat.Message
 	for _, c := range st.Calls {
 		r, ok := results[c.ID]
-		if !ok {
+		if !ok || answered[c.ID] {
 			continue
 		}
+		answered[c.ID] = true
 		m.ToolCalls = append(m.ToolCalls, c)
 		tools = append(tools, llmorch.ToolMessage(r))
 	}
@@ -122,29 +252,38 @@ func stepMessages(st StreamedStep) []chat.Message {
 // when the session's last turn ended properly, and returns session.ErrBusy
 // when the lease stays taken (the turn may be alive after all).
 func (a *Set) RecoverTurn(ctx context.Context, key string, wait time.Duration) (Recovery, error) {
+	lease, err := a.lock(ctx, key, wait)
+	if err != nil {
+		return Recovery{}, err
+	}
+	defer releaseNow(ctx, lease)
+	sess, err := a.cfg.Store.Get(ctx, key)
+	if err != nil || sess.Turn == "" {
+		return Recovery{}, err
+	}
+	return recoverTurn(ctx, a.cfg, key, sess, lease)
+}
+
+// lock takes the session's lease, waiting up to wait for it.
+func (a *Set) lock(ctx context.Context, key string, wait time.Duration) (session.Lease, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		lease, err := a.cfg.Store.Lock(ctx, key)
 		if errors.Is(err, session.ErrBusy) && time.Now().Before(deadline) {
 			select {
 			case <-ctx.Done():
-				return Recovery{}, ctx.Err()
+				return nil, ctx.Err()
 			case <-time.After(min(100*time.Millisecond, time.Until(deadline))):
 			}
 			continue
 		}
-		if err != nil {
-			return Recovery{}, err
-		}
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			defer cancel()
-			_ = lease.Release(rctx)
-		}()
-		sess, err := a.cfg.Store.Get(ctx, key)
-		if err != nil || sess.Turn == "" {
-			return Recovery{}, err
-		}
-		return recoverTurn(ctx, a.cfg, key, sess.Turn, lease)
+		return lease, err
 	}
+}
+
+// releaseNow frees a lease taken for a moment, whatever ctx has become.
+func releaseNow(ctx context.Context, lease session.Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_ = lease.Release(rctx)
 }

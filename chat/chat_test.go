@@ -59,3 +59,39 @@ func TestNotRunContent(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerText: a restart drops the text of the steps it shows again
+// (those from Restart.Step on), and the text that follows takes its
+// place; text before the turn is kept.
+func TestAnswerText(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		evs  []Event
+		want string
+	}{
+		{"no restart", []Event{{Kind: KindStepStart}, {Kind: KindTextDelta, Text: "a"}, {Kind: KindStepStart}, {Kind: KindTextDelta, Text: "b"}}, "before ab"},
+		{"the model call under way", []Event{
+			{Kind: KindStepStart}, {Kind: KindTextDelta, Text: "a"}, {Kind: KindStepStart}, {Kind: KindTextDelta, Text: "b-partial"},
+			{Kind: KindRestart, Restart: &Restart{Step: 2}}, {Kind: KindStepStart}, {Kind: KindTextDelta, Text: "b-whole"},
+		}, "before ab-whole"},
+		{"a step the stream never began", []Event{
+			{Kind: KindStepStart}, {Kind: KindTextDelta, Text: "a"},
+			{Kind: KindRestart, Restart: &Restart{Step: 2}}, {Kind: KindStepStart}, {Kind: KindTextDelta, Text: "b"},
+		}, "before ab"},
+		{"the first step", []Event{
+			{Kind: KindStepStart}, {Kind: KindTextDelta, Text: "partial"},
+			{Kind: KindRestart, Restart: &Restart{Step: 1}}, {Kind: KindStepStart}, {Kind: KindTextDelta, Text: "whole"},
+		}, "before whole"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var a AnswerText
+			a.WriteString("before ")
+			for _, ev := range tc.evs {
+				a.Add(ev)
+			}
+			if a.String() != tc.want || a.Len() != len(tc.want) {
+				t.Fatalf("text %q, want %q", a.String(), tc.want)
+			}
+		})
+	}
+}

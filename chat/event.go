@@ -56,6 +56,13 @@ const (
 	// Stop, a client that closed its stream), with the reason in Text. The
 	// partial answer is saved and Done follows with FinishStopped.
 	KindAbort Kind = "abort"
+	// KindRestart reports that another server took the turn over, in
+	// Restart: the server running it stopped (a replica that died) and
+	// the turn goes on from its last completed step. What the stream
+	// showed after Restart.Since is void: the step under way is shown
+	// again (its model call is made again, or its tool calls go on with
+	// the results of those that completed), then the rest of the turn.
+	KindRestart Kind = "restart"
 	// KindDone ends a turn; FinishReason says why.
 	KindDone Kind = "done"
 )
@@ -77,6 +84,7 @@ type Event struct {
 	Limit         *Limit      `json:"limit,omitempty"`
 	Approval      *Approval   `json:"approval,omitempty"`
 	Compaction    *Compaction `json:"compaction,omitempty"`
+	Restart       *Restart    `json:"restart,omitempty"`
 	FinishReason  string      `json:"finishReason,omitempty"`
 	// Final marks the turn-total usage event.
 	Final bool `json:"final,omitempty"`
@@ -111,6 +119,19 @@ type Compaction struct {
 	// without and with the summary, as the turn counted them.
 	InputBefore int `json:"inputBefore"`
 	InputAfter  int `json:"inputAfter"`
+}
+
+// Restart is a turn that another server took over (KindRestart).
+type Restart struct {
+	// Step is the turn's model call it goes on from, 1 for its first:
+	// the steps before it are complete and saved.
+	Step int `json:"step"`
+	// Since is the seq of the last frame of the turn's stream whose
+	// content (text, tool calls and results) stands: everything the
+	// stream showed after it and before this event is void.
+	Since int64 `json:"since"`
+	// Message says what happened, safe to show.
+	Message string `json:"message"`
 }
 
 // Error is an error as shown to a client: a stable code and a message that is
@@ -193,3 +214,37 @@ const (
 	// results the client's next request carries (KindClientCall).
 	FinishToolCalls = "tool-calls"
 )
+
+// AnswerText is a turn's answer text as its events build it, for an edge
+// that shows or keeps the answer whole: a restart (KindRestart) drops the
+// text of the steps it shows again, so that the text is what the session
+// saves, whichever server ran each part.
+type AnswerText struct {
+	b []byte
+	// starts is the text's length when each step of the turn began.
+	starts []int
+}
+
+// WriteString adds text that comes before the turn's (an answer the turn
+// goes on).
+func (a *AnswerText) WriteString(s string) { a.b = append(a.b, s...) }
+
+// Add folds ev into the text.
+func (a *AnswerText) Add(ev Event) {
+	switch ev.Kind {
+	case KindStepStart:
+		a.starts = append(a.starts, len(a.b))
+	case KindTextDelta:
+		a.b = append(a.b, ev.Text...)
+	case KindRestart:
+		if r := ev.Restart; r != nil && r.Step >= 1 && r.Step <= len(a.starts) {
+			a.b, a.starts = a.b[:a.starts[r.Step-1]], a.starts[:r.Step-1]
+		}
+	}
+}
+
+// String is the text.
+func (a *AnswerText) String() string { return string(a.b) }
+
+// Len is the text's length in bytes.
+func (a *AnswerText) Len() int { return len(a.b) }

@@ -129,17 +129,19 @@ func TestReplicaOneTurnAtATime(t *testing.T) {
 }
 
 // TestReplicaKilledMidStream: replica A is killed (SIGKILL) while it
-// streams a turn. The client reconnects to replica B with its
-// Last-Event-ID and gets the frames A had copied that it had not seen,
-// with no duplicate and no gap, then a clear end: an error frame
-// turn_interrupted, finish and [DONE]. The session stays consistent (the
-// user message is saved, the state parses, no tool call lacks its result)
-// and, once A's hold on it expired, takes the next message on B.
+// streams a turn's second step (after a tool call). The client reconnects
+// to replica B with its Last-Event-ID and gets the frames A had copied that
+// it had not seen, with no duplicate and no gap; then B takes the turn
+// over once A's lease expired: a data-restart chunk (its ID counts one
+// takeover) that names the text parts to drop, the model call that was in
+// flight made again, and the turn's end, finish stop and [DONE]. The
+// session holds exactly the answer the client shows, the tool call once,
+// the user message once, and takes the next message on B.
 func TestReplicaKilledMidStream(t *testing.T) {
 	m := newModel(t)
 	a, b := replicas(t, m)
 	sid := session.NewID()
-	m.Enqueue(thinkCall, paced(200, 20*time.Millisecond))
+	m.Enqueue(thinkCall, paced(200, 20*time.Millisecond), mockllm.TextScript("Taken", " over", " here."))
 	s := chat(t, a.URL(), agentID, sid, "die halfway")
 	turnID := s.Header.Get("X-Turn-Id")
 	seen := s.Until("text-delta", 10*time.Second)
@@ -152,62 +154,53 @@ func TestReplicaKilledMidStream(t *testing.T) {
 	if r.Status != http.StatusOK {
 		t.Fatalf("resume on B after A died: %d %s", r.Status, r.Body)
 	}
-	rest := r.All(10 * time.Second)
-	if len(rest) < 3 {
-		t.Fatalf("B gave %d frames: %s", len(rest), dataOf(rest))
+	rest := r.All(15 * time.Second)
+	k := slices.IndexFunc(rest, func(f frame) bool { return f.Type() == "data-restart" })
+	if k < 0 {
+		t.Fatalf("B's stream has no data-restart: %s", dataOf(rest))
 	}
-	copied, end := rest[:len(rest)-3], rest[len(rest)-3:]
-	checkSeq(t, "frames before the kill, then B's", turnID, append(seen, copied...), 1)
-	if end[0].Type() != "error" || !strings.HasPrefix(end[0].Field("errorText"), "turn_interrupted:") ||
-		!strings.Contains(end[0].Field("errorText"), "was saved to the session history") ||
-		end[1].Type() != "finish" || end[2].Data != "[DONE]" {
-		t.Fatalf("B's stream ends %s, want error turn_interrupted saying the answer was saved, finish, [DONE]", dataOf(end))
-	}
+	copied := rest[:k]
+	checkSeq(t, "frames before the kill, then those A copied", turnID, append(slices.Clone(seen), copied...), 1)
 	if len(copied) == 0 {
 		t.Errorf("B had none of the frames A streamed after the client's last one (A copies every 100 ms; it ran 300 ms more)")
 	}
+	if !strings.HasSuffix(rest[k].ID, ".1") {
+		t.Errorf("the restart's ID %q does not count one takeover", rest[k].ID)
+	}
+	all := append(slices.Clone(seen), rest...)
+	if requireEnd(t, all) != "stop" || len(errorTexts(all)) > 0 {
+		t.Fatalf("the taken-over turn's end: %s", dataOf(rest[k:]))
+	}
+	shown := answerOf(all)
+	if shown != "Taken over here." {
+		t.Fatalf("the client shows %q after the restart, want the step made again", shown)
+	}
 
-	// The session, read on B: consistent, no longer running, and holding
-	// the partial answer: exactly the text the shared log had, which is
-	// all the client saw and up to 100 ms more.
 	view := requireConsistent(t, b.URL(), sid)
-	if view.Messages[0].Content != "die halfway" {
-		t.Fatalf("the first saved message is %q, want the user's", view.Messages[0].Content)
+	msgs := view.Messages
+	if n := len(msgs); n != 4 || msgs[0].Content != "die halfway" || msgs[1].Role != "assistant" || len(msgs[1].ToolCalls) != 1 || msgs[2].Role != "tool" ||
+		msgs[3].Role != "assistant" || msgs[3].Content != shown {
+		raw, _ := json.Marshal(msgs)
+		t.Fatalf("history after the takeover: %s\nwant user, the think call, its result and %q", raw, shown)
 	}
 	if view.Turn == nil || view.Turn.Running {
-		t.Fatalf("B reports the dead replica's turn as %+v, want not running", view.Turn)
-	}
-	streamed := textOf(append(slices.Clone(seen), copied...))
-	msgs := view.Messages
-	if n := len(msgs); n != 4 || msgs[1].Role != "assistant" || len(msgs[1].ToolCalls) != 1 || msgs[2].Role != "tool" ||
-		msgs[3].Role != "assistant" || msgs[3].Content != streamed || !strings.HasPrefix(streamed, textOf(seen)) || textOf(seen) == "" {
-		raw, _ := json.Marshal(msgs)
-		t.Fatalf("history after the kill: %s\nwant user, the think call, its result and the partial answer %q", raw, streamed)
+		t.Fatalf("B reports the turn as %+v, want ended", view.Turn)
 	}
 
-	// A's lease (SESSION_LOCK_TTL 2s) expires; then B runs the next turn.
 	m.Enqueue(mockllm.TextScript("After", " the crash."))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		next := tryChat(t, b.URL(), agentID, sid, "again")
-		if next.Status == http.StatusOK {
-			if frames := next.All(10 * time.Second); requireEnd(t, frames) != "stop" || len(errorTexts(frames)) > 0 {
-				t.Fatalf("the next turn on B: %s", dataOf(frames))
-			}
-			break
-		}
-		if next.Status != http.StatusConflict || time.Now().After(deadline) {
-			t.Fatalf("the next turn on B: %d %s", next.Status, next.Body)
-		}
-		time.Sleep(200 * time.Millisecond)
+	next := chat(t, b.URL(), agentID, sid, "again")
+	if frames := next.All(10 * time.Second); requireEnd(t, frames) != "stop" || len(errorTexts(frames)) > 0 {
+		t.Fatalf("the next turn on B: %s", dataOf(frames))
 	}
 }
 
 // TestReplicaKilledRecoveredLater: a replica SIGKILLed mid-answer with no
-// client resuming its stream elsewhere. Once its lease expires, the
-// session's partial answer is saved from the shared log by whoever touches
-// the session first: a read of the session on another replica, or the
-// session's next turn there. Nothing the client saw is lost.
+// client resuming its stream elsewhere. Once its lease expires, whoever
+// touches the session first decides: a read of the session on another
+// replica takes the turn over there (the turn goes on and finishes, its
+// model call made again), the session's next turn there saves the partial
+// answer from the shared log first. Nothing the client saw is lost
+// unless a restart replaced it.
 func TestReplicaKilledRecoveredLater(t *testing.T) {
 	for _, by := range []string{"read", "next turn"} {
 		t.Run(by, func(t *testing.T) {
@@ -228,8 +221,22 @@ func TestReplicaKilledRecoveredLater(t *testing.T) {
 			var msgs []adchat.Message
 			switch by {
 			case "read":
-				view := requireConsistent(t, b.URL(), sid)
-				msgs = view.Messages
+				m.Enqueue(mockllm.TextScript("Gone", " on."))
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+					view := requireConsistent(t, b.URL(), sid)
+					if view.Turn == nil || !view.Turn.Running {
+						msgs = view.Messages
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the turn taken over on B still runs 10 s after the read: %+v", view.Turn)
+					}
+				}
+				if len(msgs) != 2 || msgs[1].Content != "Gone on." {
+					raw, _ := json.Marshal(msgs)
+					t.Fatalf("history after the read took the turn over: %s\nwant the user message and the answer made again", raw)
+				}
+				return
 			case "next turn":
 				m.Enqueue(mockllm.TextScript("Back", " again."))
 				for {

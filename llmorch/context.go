@@ -282,11 +282,14 @@ func (r *run) fit(ctx context.Context, req *Request) error {
 	}
 	// The summary is appended, with what it cost: the history keeps every
 	// message it replaces, and the next turn reads from it on.
-	_, _, err = r.s.cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(*orchestration.State) error { return nil },
-		[]chat.Message{*c.summary}, 0, session.WithLease(r.turn.Lease), session.AddSummarizerUsage(c.usage))
+	frame := r.position()
+	st, _, err := r.s.cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(*orchestration.State) error { return nil },
+		[]chat.Message{*c.summary}, 0, append(r.journal(func(j *session.Journal) { j.Frame = frame }),
+			session.WithLease(r.turn.Lease), session.AddSummarizerUsage(c.usage))...)
 	if err != nil {
 		return &storeFailure{saved: r.saved, err: fmt.Errorf("saving the summary of the conversation: %w", err)}
 	}
+	r.wrote(st)
 	r.summary, r.messages = c.summary, c.messages
 	r.rebuild(req)
 	after := r.s.tokens.request(*req)

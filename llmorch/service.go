@@ -154,6 +154,22 @@ type Turn struct {
 	// turn's own (ID), or the answer a turn that carries out approvals goes
 	// on. The approvals the turn asks for record it (session.Approval).
 	MessageID string
+	// Journal: the turn keeps its journal in the session
+	// (session.Journal), so that another replica can take it over if this
+	// one dies; the turn's first write (the agent's) started it. Every
+	// write of the turn then also refuses to save over writes the store
+	// lost (a failover), and the turn ends saying what is lost.
+	Journal bool
+	// Position is the seq of the last frame of the turn's stream so far
+	// (the server's shared turn log), which the journal records with each
+	// write of the turn's messages (session.Journal.Frame). Nil: 0.
+	Position func() int64
+	// Resume goes on with a turn another replica ran until it died, from
+	// its journal (agent.Set.TakeOver): the turn's first event says so
+	// (chat.KindRestart), then the step under way goes on (see
+	// run.restart) and the turn with it. State and History are the
+	// session's, which hold the turn's saved steps.
+	Resume *session.Journal
 	// ClientTools are the tools the request's client brings and runs
 	// itself (OpenAI's tools, the AI SDK's client-side tools). The
 	// orchestration offers them by its rules (orchestration.Engine.
@@ -268,6 +284,12 @@ func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.S
 		for _, t := range turn.ClientTools {
 			r.client = append(r.client, t.Name)
 		}
+		if turn.Journal {
+			r.writes = 1 // the agent's first write started the journal
+		}
+		if j := turn.Resume; j != nil {
+			r.calls, r.output, r.savedOutput, r.turnUsage, r.writes, r.saved = j.Steps, j.Output, j.Output, j.Usage, j.Writes, j.Steps
+		}
 		reason, err := r.loop(ctx)
 		r.end(ctx, reason, err)
 	}
@@ -283,6 +305,11 @@ func (r *run) end(ctx context.Context, reason string, err error) {
 	}
 	if r.stopped {
 		return
+	}
+	if err == nil && r.unreplicated != nil {
+		// The answer is saved on the store's primary, but its replicas did
+		// not acknowledge it: the turn does not finish as if it were safe.
+		err = &chat.Error{Code: CodeNotReplicated, Message: "your message and this answer are saved, but no replica of the session store acknowledged them in time: if the store fails over before it copies them, this turn (your message and the whole answer) may be lost; read the session (GET /api/sessions/:id) before relying on it"}
 	}
 	var last *chat.Event
 	if err != nil {
@@ -356,6 +383,20 @@ type run struct {
 	summary      *chat.Message
 	compactTried bool
 	counted      int
+	// writes counts the turn's writes the store confirmed, while the
+	// turn keeps a journal (Turn.Journal); savedOutput is the output of
+	// its saved steps.
+	writes      int
+	savedOutput int
+	// unreplicated: the turn's last write was made but its store's
+	// replicas did not acknowledge it (session.ErrNotReplicated).
+	unreplicated error
+	// journaled are the results of the calls of a taken-over step that
+	// completed before its replica died (Turn.Resume): they are not run
+	// again. interrupt: the first of the step's other calls to reach its
+	// tool was under way then.
+	journaled map[string]chat.ToolResult
+	interrupt bool
 	// system is the turn's system prompt; client names its client tools.
 	system string
 	client []string
@@ -381,36 +422,101 @@ func (r *run) emit(ev chat.Event) bool {
 
 func (r *run) loop(ctx context.Context) (string, error) {
 	budget := r.s.cfg.Budget
+	if r.turn.Resume != nil {
+		if reason, ended, err := r.restart(ctx); ended || err != nil {
+			return reason, err
+		}
+	}
 	if err := r.answer(ctx); err != nil {
 		return "", err
 	}
-	for step := 1; ; step++ {
+	for step := r.calls + 1; ; step++ {
 		final := step > budget.MaxSteps
 		if step == budget.MaxSteps+1 && !r.emit(chat.Event{Kind: chat.KindLimit, Limit: limitSteps(budget.MaxSteps)}) {
 			return "", errStopped
 		}
 		calls, err := r.modelStep(ctx, final)
-		if errors.Is(err, errAwaitApproval) {
-			if r.clientHeld {
-				return chat.FinishToolCalls, nil
-			}
-			return chat.FinishApproval, nil
-		}
-		if err != nil {
-			return "", err
-		}
-		if len(calls) == 0 {
-			if final {
-				return chat.FinishMaxSteps, nil
-			}
-			return chat.FinishStop, nil
-		}
-		if final {
-			// The model called tools although none were offered; its
-			// calls were refused and the turn ends here.
-			return chat.FinishMaxSteps, nil
+		if reason, ended, err := stepEnd(calls, final, r.clientHeld, err); ended || err != nil {
+			return reason, err
 		}
 	}
+}
+
+// stepEnd says whether a step with these calls (and error) ends the turn,
+// and why.
+func stepEnd(calls []chat.ToolCall, final, clientHeld bool, err error) (string, bool, error) {
+	switch {
+	case errors.Is(err, errAwaitApproval) && clientHeld:
+		return chat.FinishToolCalls, true, nil
+	case errors.Is(err, errAwaitApproval):
+		return chat.FinishApproval, true, nil
+	case err != nil:
+		return "", true, err
+	case len(calls) == 0 && final:
+		return chat.FinishMaxSteps, true, nil
+	case len(calls) == 0:
+		return chat.FinishStop, true, nil
+	case final:
+		// The model called tools although none were offered; its calls
+		// were refused and the turn ends here.
+		return chat.FinishMaxSteps, true, nil
+	}
+	return "", false, nil
+}
+
+// restart begins a turn taken over from a replica that died
+// (Turn.Resume): it says so (chat.KindRestart) and shows the
+// orchestration, then goes on with the step whose tool calls ran when the
+// replica died, if there was one. The step is shown again whole: its text
+// and calls, the results of the calls that completed (not run again), the
+// call that was under way (run again only when its tool is idempotent,
+// else reported interrupted), then the calls that had not started. The
+// model call that was under way, if any, is made again by the loop. It
+// reports whether the step ended the turn, and why.
+func (r *run) restart(ctx context.Context) (string, bool, error) {
+	j := r.turn.Resume
+	ev := chat.Event{Kind: chat.KindRestart, Restart: &chat.Restart{Step: j.Steps + 1, Since: j.Frame,
+		Message: "The server running this answer stopped; another server goes on with it from its last completed step. What was shown after that step is replaced by what follows."}}
+	if !r.emit(ev) || !r.announce(r.snapshot(r.available())) {
+		return "", true, errStopped
+	}
+	st := j.Step
+	if st == nil {
+		return "", false, nil
+	}
+	r.journaled, r.interrupt = map[string]chat.ToolResult{}, true
+	for _, res := range st.Results {
+		r.journaled[res.CallID] = res
+	}
+	if st.Answers {
+		// The calls of a person's answers; the loop carries them out
+		// (answer) with the results the journal has.
+		r.turn.Answers = r.turn.Answers[:0]
+		for _, c := range st.Calls {
+			r.turn.Answers = append(r.turn.Answers, Answer{Call: c, Approved: true})
+		}
+		return "", false, nil
+	}
+	final := st.Final
+	r.calls++
+	r.output += st.Output
+	r.offer, r.callState, r.noTools = st.Offer, r.state, final
+	if !r.emit(chat.Event{Kind: chat.KindStepStart}) {
+		return "", true, errStopped
+	}
+	if st.Text != "" && !r.emit(chat.Event{Kind: chat.KindTextDelta, Text: st.Text}) {
+		return "", true, errStopped
+	}
+	err := r.onStepFinish(ctx, []byte(st.Text), st.Calls, st.Invalid, st.Usage)
+	return stepEnd(st.Calls, final, r.clientHeld, err)
+}
+
+// interrupted is the result of a call that was under way when the replica
+// running its turn died, whose tool is not idempotent: it is not run
+// again, and it may or may not have taken effect.
+func interrupted(call chat.ToolCall) chat.ToolResult {
+	return chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "interrupted", IsError: true, NotRun: true,
+		Content: chat.NotRunPrefix + "this call was interrupted: the server running it stopped before it reported a result, so it may or may not have taken effect, and it was not run again. Check its effect before you call it again."}
 }
 
 // modelStep runs one model call and its onStepFinish. It returns the step's
@@ -608,6 +714,11 @@ func (r *run) conform(ctx context.Context, req Request, text []byte, usage *chat
 // saves the step's messages.
 func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCall, invalid map[string]string, usage chat.Usage) error {
 	cfg := r.s.cfg
+	if r.turn.Journal && len(calls) > 0 && r.journaled == nil {
+		if err := r.journalStep(ctx, text, calls, invalid, usage); err != nil {
+			return err
+		}
+	}
 	// Over MaxToolCalls, the first excess call stands for all of them: it
 	// gets the refusal naming the limit, and the rest leave no trace in the
 	// history, which a turn must never fill.
@@ -698,7 +809,7 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 	// or calls held for approval, which end the turn) also clears the
 	// session's turn marker, in the same write.
 	last := len(calls) == 0 || r.noTools || len(held) > 0
-	if usage.IsZero() && len(held) == 0 && !(last && r.turn.ID != "") && rec == nil {
+	if !r.turn.Journal && usage.IsZero() && len(held) == 0 && !(last && r.turn.ID != "") && rec == nil {
 		if err := cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, r.writeOpts(false)...); err != nil {
 			return &storeFailure{saved: r.saved, err: fmt.Errorf("saving the conversation: %w", err)}
 		}
@@ -712,6 +823,13 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 				return KeepAnswered(append(cur, held...)), nil
 			}))
 		}
+		// The journal goes on from the saved step: its content is the
+		// stream's up to now (the last call's result, told after the
+		// write, is the step's too).
+		steps, output, frame := r.calls, r.output, r.position()
+		opts = append(opts, r.journal(func(j *session.Journal) {
+			j.Steps, j.Output, j.Usage, j.Step, j.Frame = steps, output, j.Usage.Add(usage), nil, frame
+		})...)
 		st, _, err := cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(s *orchestration.State) error {
 			if rec != nil {
 				if err := applyRecord(cfg.Engine, s, *rec); err != nil {
@@ -723,6 +841,9 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			}
 			return nil
 		}, msgs, 0, opts...)
+		if errors.Is(err, session.ErrNotReplicated) {
+			r.unreplicated, err = err, nil // made: the turn's end says what may be lost
+		}
 		if err != nil {
 			what := "recording token usage and saving the conversation"
 			if rec != nil {
@@ -730,6 +851,8 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			}
 			return &storeFailure{saved: r.saved, tool: rec != nil, err: fmt.Errorf("%s: %w", what, err)}
 		}
+		r.wrote(st)
+		r.savedOutput = r.output
 		r.state = st.State
 		if rec != nil {
 			r.recorded(ctx, *rec)
@@ -794,8 +917,19 @@ func KeepAnswered(list []session.Approval) []session.Approval {
 // unless it cannot run now, and is recorded like any call, counting as a
 // call of the answer that made it.
 func (r *run) answer(ctx context.Context) error {
+	if err := r.journalAnswers(ctx); err != nil {
+		return err
+	}
 	for _, a := range r.turn.Answers {
 		call := a.Call
+		if res, ok := r.journaled[call.ID]; ok {
+			// Carried out before the turn was taken over: the history
+			// has it.
+			if !r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &res}) {
+				return errStopped
+			}
+			continue
+		}
 		if !a.Approved {
 			res := DeniedResult(call, a.Reason)
 			if !r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &res}) {
@@ -834,21 +968,115 @@ func (r *run) answer(ctx context.Context) error {
 	return nil
 }
 
-// record saves msgs with the record of the call res, if it ran.
+// record saves msgs with the record of the call res, if it ran, and the
+// call's result in the journal.
 func (r *run) record(ctx context.Context, res toolOutcome, msgs []chat.Message) error {
 	cfg := r.s.cfg
-	if res.record == nil {
+	if res.record == nil && !r.turn.Journal {
 		return cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, session.WithLease(r.turn.Lease))
 	}
+	frame := r.position()
 	st, _, err := cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(s *orchestration.State) error {
+		if res.record == nil {
+			return nil
+		}
 		return applyRecord(cfg.Engine, s, res)
-	}, msgs, 0, session.WithLease(r.turn.Lease))
+	}, msgs, 0, append(r.journal(func(j *session.Journal) {
+		if j.Step != nil {
+			j.Step.Results = append(j.Step.Results, res.result)
+		}
+		j.Frame = frame
+	}), session.WithLease(r.turn.Lease))...)
 	if err != nil {
 		return err
 	}
+	r.wrote(st)
 	r.state = st.State
-	r.recorded(ctx, res)
+	if res.record != nil {
+		r.recorded(ctx, res)
+	}
 	return nil
+}
+
+// journalAnswers records the calls a person answered before the first
+// approved one runs (a turn that keeps a journal), with the results of
+// those denied: if this replica dies while they run, the one that takes
+// the turn over goes on with them.
+func (r *run) journalAnswers(ctx context.Context) error {
+	if !r.turn.Journal || r.journaled != nil || !slices.ContainsFunc(r.turn.Answers, func(a Answer) bool { return a.Approved }) {
+		return nil
+	}
+	step := &session.JournalStep{Answers: true}
+	for _, a := range r.turn.Answers {
+		step.Calls = append(step.Calls, a.Call)
+		if !a.Approved {
+			step.Results = append(step.Results, DeniedResult(a.Call, a.Reason))
+		}
+	}
+	st, err := r.s.cfg.Store.Update(ctx, r.turn.SessionID, func(*orchestration.State) error { return nil },
+		append(r.journal(func(j *session.Journal) { j.Step = step }), session.WithLease(r.turn.Lease))...)
+	if err != nil {
+		return fmt.Errorf("recording the answers about to be carried out: %w", err)
+	}
+	r.wrote(st)
+	return nil
+}
+
+// journalStep records the model's answer whose calls are about to run,
+// before the first runs (a turn that keeps a journal): if this replica
+// dies while they run, the one that takes the turn over goes on with
+// them instead of making the model call again.
+func (r *run) journalStep(ctx context.Context, text []byte, calls []chat.ToolCall, invalid map[string]string, usage chat.Usage) error {
+	step := &session.JournalStep{Text: string(text), Calls: calls, Offer: r.offer, Final: r.noTools, Usage: usage, Output: r.output - r.savedOutput}
+	if len(invalid) > 0 {
+		step.Invalid = invalid
+	}
+	st, err := r.s.cfg.Store.Update(ctx, r.turn.SessionID, func(*orchestration.State) error { return nil },
+		append(r.journal(func(j *session.Journal) { j.Step = step }), session.WithLease(r.turn.Lease))...)
+	if err != nil {
+		return &storeFailure{saved: r.saved, err: fmt.Errorf("recording the tool calls about to run: %w", err)}
+	}
+	r.wrote(st)
+	return nil
+}
+
+// journal is the option that keeps the turn's journal with one of its
+// writes, none when the turn keeps no journal (Turn.Journal): the write
+// is refused when the store lost some of the turn's earlier writes, else
+// counted, and change, if any, applies to the journal.
+func (r *run) journal(change func(*session.Journal)) []session.UpdateOption {
+	if !r.turn.Journal {
+		return nil
+	}
+	made := r.writes
+	return []session.UpdateOption{session.WithJournal(func(j *session.Journal) error {
+		if j.Writes < made {
+			return &lostWrites{kept: j.Steps, message: j.Writes > 0}
+		}
+		j.Writes++
+		if change != nil {
+			change(j)
+		}
+		return nil
+	})}
+}
+
+// wrote counts a write of the turn that the store confirmed, stored being
+// the session it returned.
+func (r *run) wrote(stored session.Session) {
+	if stored.Journal != nil {
+		r.writes = stored.Journal.Writes
+	} else {
+		r.writes++
+	}
+}
+
+// position is the stream's position now (Turn.Position).
+func (r *run) position() int64 {
+	if r.turn.Position == nil {
+		return 0
+	}
+	return r.turn.Position()
 }
 
 // applyRecord records the call res ran in s.
@@ -875,6 +1103,9 @@ type toolOutcome struct {
 	result     chat.ToolResult
 	refused    bool
 	transition bool
+	// journaled: the call completed before the turn was taken over; its
+	// result comes from the journal, its record was made then.
+	journaled bool
 	// held: the call waits for a person's approval; it did not run.
 	held bool
 	err  error // a store failure: ends the turn
@@ -939,6 +1170,11 @@ func (r *run) stream(ctx context.Context, req Request, prevStep string) iter.Seq
 // is answered with its error, a valid one goes to runTool.
 func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]string) toolOutcome {
 	cfg := r.s.cfg
+	if res, ok := r.journaled[call.ID]; ok {
+		// It ran and completed before the turn was taken over, and was
+		// recorded then: not a call of this replica's.
+		return toolOutcome{result: res, journaled: true}
+	}
 	why, bad := invalid[call.ID]
 	var span *telemetry.Tool
 	if cfg.Telemetry != nil {
@@ -995,6 +1231,14 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		// Stopped: a tool does not start.
 		return toolOutcome{result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "cancelled", Content: chat.NotRunPrefix + "the turn was stopped before this call ran.", IsError: true, NotRun: true}}
 	}
+	if r.interrupt {
+		// The first call of a taken-over step to reach its tool is the
+		// one that was under way when the replica running it died.
+		r.interrupt = false
+		if idem, ok := cfg.Tools.(tools.Idempotency); !ok || !idem.Idempotent(call.Name) {
+			return toolOutcome{result: interrupted(call)}
+		}
+	}
 	// The tool learns what it runs for (tools.CallFrom): the turn's part
 	// comes from the agent, the call's from here.
 	c, _ := tools.CallFrom(ctx)
@@ -1022,13 +1266,20 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		return toolOutcome{result: res, transition: dec.Transition, record: &toolRecord{event: used, from: from}}
 	}
 	var dec orchestration.Decision
+	// The journal keeps the result with the record, until the step's
+	// write saves it in the history.
 	st, err := cfg.Store.Update(ctx, r.turn.SessionID, func(s *orchestration.State) error {
 		*s, dec = cfg.Engine.Apply(*s, used)
 		return nil
-	}, session.WithLease(r.turn.Lease))
+	}, append(r.journal(func(j *session.Journal) {
+		if j.Step != nil {
+			j.Step.Results = append(j.Step.Results, res)
+		}
+	}), session.WithLease(r.turn.Lease))...)
 	if err != nil {
 		return toolOutcome{err: &storeFailure{saved: r.saved, tool: true, err: fmt.Errorf("recording tool %q: %w", call.Name, err)}}
 	}
+	r.wrote(st)
 	r.state = st.State
 	if dec.Refused {
 		// The stored state moved on since this step began (it cannot
@@ -1163,6 +1414,9 @@ func (r *run) saveEndWith(ctx context.Context, msgs []chat.Message, usage chat.U
 		}
 		return nil
 	}, msgs, 0, r.writeOpts(true)...)
+	if errors.Is(err, session.ErrNotReplicated) {
+		r.unreplicated, err = err, nil
+	}
 	if err == nil {
 		r.state = st.State
 		r.turnUsage = r.turnUsage.Add(usage)
@@ -1231,6 +1485,39 @@ func (f *storeFailure) message() string {
 	return msg
 }
 
+// CodeNotReplicated is the code of a turn whose last write the session
+// store's replicas did not acknowledge in time (session.ErrNotReplicated):
+// the answer is saved, but a failover may still lose it.
+const CodeNotReplicated = "store_not_replicated"
+
+// CodeLostWrites is the code of a turn that stopped because the session
+// store lost some of its writes (lostWrites).
+const CodeLostWrites = "store_lost_writes"
+
+// lostWrites refuses a write of a turn whose earlier writes the session
+// store lost: its primary failed over to a replica that had not received
+// them. Saving the turn's next step over them would leave a history with
+// a hole that no one is told of; the turn stops and says what is kept.
+type lostWrites struct {
+	kept    int  // the answer's steps the store still has
+	message bool // the store still has the turn's message
+}
+
+func (e *lostWrites) Error() string {
+	return "the session store lost some of this turn's writes"
+}
+
+func (e *lostWrites) public() *chat.Error {
+	kept := "your message is no longer saved, nor any of this answer"
+	switch {
+	case e.message && e.kept > 0:
+		kept = fmt.Sprintf("the session keeps your message and the first %d step(s) of this answer, not the rest", e.kept)
+	case e.message:
+		kept = "the session keeps your message but none of this answer"
+	}
+	return &chat.Error{Code: CodeLostWrites, Message: "the session store lost some of this turn's writes (its primary failed over to a replica that had not received them) and the turn stopped: " + kept}
+}
+
 // ErrLeaseLost ends a turn whose hold on its session was lost: its writes
 // are refused. It is also the cancellation cause of such a turn.
 var ErrLeaseLost = &chat.Error{Code: CodeLeaseLost,
@@ -1241,10 +1528,13 @@ func publicError(err error) *chat.Error {
 	var (
 		ce *chat.Error
 		sf *storeFailure
+		lw *lostWrites
 	)
 	switch {
 	case errors.As(err, &ce):
 		return ce
+	case errors.As(err, &lw):
+		return lw.public()
 	case errors.As(err, &sf) && errors.Is(err, session.ErrUnavailable):
 		return &chat.Error{Code: CodeStoreUnavailable, Message: sf.message()}
 	case errors.Is(err, session.ErrFenced):

@@ -219,8 +219,8 @@ func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.C
 		// answer expects (the AI SDK's readUIMessageStream, for one).
 		messageID = s.approvalMessage(c.Request.Context(), session.Key(owner, sid), owner, answers[0].ID)
 	}
-	t, err := s.launch(c.Request.Context(), node, sid, owner, false, messageID, func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error] {
-		return node.Answer(ctx, sid, list, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, extra...)...)
+	t, err := s.launch(c.Request.Context(), node, sid, owner, false, messageID, func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error] {
+		return node.Answer(ctx, sid, list, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, extra...), opts...)...)
 	})
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)

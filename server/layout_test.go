@@ -20,7 +20,7 @@ var layers = [][]string{
 	{"uistream.go"},
 	{"turns.go"},
 	{"recover.go"},
-	{"replicas.go"},
+	{"replicas.go", "takeover.go"},
 	{"run.go"},
 	{"stream.go", "idempotency.go", "busy.go"},
 	{"chat.go", "sessions.go", "resume.go", "info.go", "client.go", "edge.go", "openapi.go", "webhook.go"},

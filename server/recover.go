@@ -16,19 +16,17 @@ import (
 // is agent.Config.StreamedSteps for a deployment whose server has
 // Config.Turns, so that a turn whose replica died is recovered from what it
 // streamed (docs/deploying.md). The frames are the UI message stream this
-// package writes; a log that lost some of the turn's frames (more than
-// MaxTurnEvents) yields nothing, rather than a history with a hole.
+// package writes, or the events of an edge's turn; a log that lost some of
+// the turn's frames after `after` (more than MaxTurnEvents) yields nothing,
+// rather than a history with a hole.
 func StreamedSteps(log turnlog.Log) agent.StreamReader {
-	return func(ctx context.Context, key, turnID string) ([]agent.StreamedStep, bool, error) {
+	return func(ctx context.Context, key, turnID string, after int64) ([]agent.StreamedStep, bool, error) {
 		ref := turnlog.Ref{Session: key, Turn: turnID}
-		var (
-			d     stepDecoder
-			after int64
-		)
+		var d stepDecoder
 		for {
 			b, err := log.Read(ctx, ref, after)
 			switch {
-			case errors.Is(err, turnlog.ErrNotFound):
+			case errors.Is(err, turnlog.ErrNotFound), errors.Is(err, turnlog.ErrAhead):
 				return nil, false, nil
 			case err != nil:
 				return nil, false, err
@@ -46,7 +44,8 @@ func StreamedSteps(log turnlog.Log) agent.StreamReader {
 	}
 }
 
-// stepDecoder rebuilds steps from UI stream frames.
+// stepDecoder rebuilds steps from a turn's frames: UI stream chunks
+// (uiMapper) or, for an edge's turn, the events' JSON (rawEvent).
 type stepDecoder struct {
 	steps []agent.StreamedStep
 }
@@ -58,19 +57,37 @@ func (d *stepDecoder) current() *agent.StreamedStep {
 	return &d.steps[len(d.steps)-1]
 }
 
+// streamFrame is a frame of either kind: the fields of a UI chunk and
+// those of a chat.Event that the steps need.
+type streamFrame struct {
+	uiChunk
+	Text       string           `json:"text"`
+	ToolCall   *chat.ToolCall   `json:"toolCall"`
+	ToolResult *chat.ToolResult `json:"toolResult"`
+}
+
 func (d *stepDecoder) frame(data []byte) {
-	var c uiChunk // the frames uiMapper wrote
+	var c streamFrame
 	if json.Unmarshal(data, &c) != nil {
 		return // [DONE], or nothing this package wrote
 	}
 	switch c.Type {
-	case "start-step":
+	case "start-step", string(chat.KindStepStart):
 		d.steps = append(d.steps, agent.StreamedStep{})
+	case "data-restart", string(chat.KindRestart):
+		// Another replica took the turn over: what came before (since the
+		// saved part, where the steps start) is void and follows again.
+		d.steps = nil
 	case "text-delta":
-		d.current().Text += c.Delta
+		d.current().Text += c.Delta + c.Text // a chunk has Delta, an event Text
 	case "tool-input-available":
 		st := d.current()
 		st.Calls = append(st.Calls, chat.ToolCall{ID: c.ToolCallID, Name: c.ToolName, Arguments: c.Input})
+	case string(chat.KindToolCall):
+		if c.ToolCall != nil {
+			st := d.current()
+			st.Calls = append(st.Calls, *c.ToolCall)
+		}
 	case "tool-output-available":
 		if c.Output != nil {
 			st := d.current()
@@ -79,6 +96,11 @@ func (d *stepDecoder) frame(data []byte) {
 	case "tool-output-error":
 		st := d.current()
 		st.Results = append(st.Results, chat.ToolResult{CallID: c.ToolCallID, Content: c.ErrorText, IsError: true})
+	case string(chat.KindToolResult):
+		if c.ToolResult != nil {
+			st := d.current()
+			st.Results = append(st.Results, *c.ToolResult)
+		}
 	}
 }
 

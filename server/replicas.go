@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,13 +65,26 @@ func onGrid(t time.Time) time.Time {
 	return r
 }
 
-// mirrorDrain bounds the mirror's work once the turn is over (the last
-// frames and Finish), so that an unreachable Redis cannot hold up shutdown.
-const mirrorDrain = 10 * time.Second
+// mirrorDrain bounds the wait for the mirror's work once the turn is over
+// (the last frames and Finish), so that an unreachable Redis cannot hold
+// up shutdown. The mirror goes on trying after it, until mirrorGiveUp:
+// a turn whose end never reaches the shared log looks, to the other
+// replicas, like one whose replica died (and another would take it over,
+// although its client was told it ended), so the end is written as soon
+// as Redis answers again.
+const (
+	mirrorDrain  = 10 * time.Second
+	mirrorGiveUp = 15 * time.Minute
+)
 
 var errTurnGone = &chat.Error{Code: "stream_gone", Message: "this turn's events are no longer kept; read the answer from the session history"}
 
 var errSharedLog = &chat.Error{Code: "store_unavailable", Message: "the turn's events could not be read from the shared store; reconnect to resume"}
+
+// errTakenOver ends a turn whose stream another replica took over while
+// this one was stalled (its writes are refused): the other replica goes
+// on with it, and a client of this one resumes it there.
+var errTakenOver = &chat.Error{Code: "turn_taken_over", Message: "another server took this turn over while this one was stalled; reconnect to follow it there"}
 
 // writerTimeout is how long a running turn may go without a sign of life
 // from its writer before readers on other replicas give it up. The writer
@@ -109,8 +123,10 @@ type mirrorState struct {
 	// gone from the shared log).
 	done chan struct{}
 
-	sent      int64 // the last seq the shared log has
-	doneAt    time.Time
+	sent   int64 // the last seq the shared log has
+	doneAt time.Time
+	// drained: done was closed after mirrorDrain; the copy goes on.
+	drained   bool
 	lastWrite time.Time
 	// pending is when the loop first saw the frames not written yet
 	// (zero: none).
@@ -125,9 +141,15 @@ type mirrorState struct {
 // log one write). Until then, up to mirrorBatch after the client heard of
 // the turn, other replicas find it by the session's turn marker, which the
 // turn set before its first frame (unlisted).
+//
+// A turn taken over (turn.continued) is already this replica's in the
+// shared log (turnlog.Taker.TakeOver): its copy starts after the frames
+// it holds, which came from there.
 func (s *Server) mirror(t *turn) <-chan struct{} {
 	st := &mirrorState{t: t, ref: turnlog.Ref{Session: t.key, Turn: t.id}, done: make(chan struct{}), lastWrite: time.Now()}
-	if err := s.cfg.Turns.Open(turnlog.Meta{Ref: st.ref, Owner: t.owner, AgentID: t.agentID}); err != nil {
+	if t.continued {
+		st.sent, _ = t.state()
+	} else if err := s.cfg.Turns.Open(turnlog.Meta{Ref: st.ref, Owner: t.owner, AgentID: t.agentID}); err != nil {
 		s.log.Warn("shared turn log: opening the turn failed; its stream can be resumed on this replica only", "session", t.sessionID, "turn", t.id, "err", err)
 		close(st.done)
 		return st.done
@@ -194,7 +216,9 @@ func (m *mirrors) remove(st *mirrorState) {
 	m.mu.Lock()
 	delete(m.turns, st)
 	m.mu.Unlock()
-	close(st.done)
+	if !st.drained {
+		close(st.done)
+	}
 }
 
 // mirrorStep decides what is due for st at now: nothing (nil), or a write
@@ -216,10 +240,16 @@ func (s *Server) mirrorStep(st *mirrorState, now time.Time) (write func() (over 
 	if done && st.doneAt.IsZero() {
 		st.doneAt = now.Truncate(mirrorGrid)
 	}
-	if !st.doneAt.IsZero() && now.Sub(st.doneAt) > mirrorDrain {
+	switch over := now.Sub(st.doneAt); {
+	case st.doneAt.IsZero():
+	case over > mirrorGiveUp:
 		s.log.Warn("shared turn log: gave up copying the turn's last frames", "session", t.sessionID, "turn", t.id, "sent", st.sent)
 		s.mirrors.remove(st)
 		return nil
+	case over > mirrorDrain && !st.drained:
+		s.log.Warn("shared turn log: the turn's last frames could not be copied yet; trying on in the background", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		st.drained = true
+		close(st.done)
 	}
 	log := s.cfg.Turns
 	data := func() [][]byte {
@@ -284,24 +314,29 @@ func (s *Server) mirrorContext() context.Context { return context.WithoutCancel(
 // whether the copy is over.
 func (s *Server) mirrorFailed(st *mirrorState, err error) (over bool) {
 	t := st.t
-	if errors.Is(err, turnlog.ErrNotFound) || errors.Is(err, turnlog.ErrFinished) || errors.Is(err, turnlog.ErrClosed) {
-		// The session was deleted, or a reader declared the turn
-		// abandoned: nothing more to copy.
+	switch {
+	case errors.Is(err, turnlog.ErrFenced):
+		// Another replica took the turn over (this one stalled past its
+		// lease): its frames are no longer this replica's to copy.
+		s.log.Warn("shared turn log: another replica took the turn over; stopped copying", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		t.cancel(errTakenOver)
+		return true
+	case errors.Is(err, turnlog.ErrNotFound) || errors.Is(err, turnlog.ErrFinished) || errors.Is(err, turnlog.ErrClosed):
+		// The session was deleted: nothing more to copy.
+		return true
+	case errors.Is(err, session.ErrCorrupt):
+		// The shared log lacks frames it had (Redis lost data): a
+		// reader elsewhere gets what it has, then the writer's end.
+		s.log.Error("shared turn log: the turn's frames there are not the ones copied; stopped copying", "session", t.sessionID, "turn", t.id, "sent", st.sent, "err", err)
 		return true
 	}
 	st.failures++
 	if st.failures == 1 {
 		s.log.Warn("shared turn log: copying the turn's frames failed; retrying", "session", t.sessionID, "turn", t.id, "err", err)
 	}
-	// Whether the write went in is unknown: continue from what the shared
-	// log has.
+	// Whether the write went in is unknown: the next one sends the same
+	// frames again from st.sent on, and the shared log keeps each once.
 	time.Sleep(min(time.Duration(st.failures)*100*time.Millisecond, time.Second))
-	if ls, lerr := s.cfg.Turns.Lookup(context.WithoutCancel(s.base), st.ref); lerr == nil {
-		st.sent = ls.Last
-		if ls.Done {
-			return true
-		}
-	}
 	return false
 }
 
@@ -312,6 +347,14 @@ type sharedTurn struct {
 	s         *Server
 	ref       turnlog.Ref
 	sessionID string
+	// restarts are the seqs at which the turn was taken over when the
+	// stream was opened (turnlog.Status.Restarts).
+	restarts []int64
+	// ahead: the client may hold frames the shared log does not have (a
+	// dead replica's): until the log passes them, a takeover that began
+	// at or before the client's last frame is looked for before each
+	// read, so that the client gets its restart (rewind).
+	ahead bool
 	// unlisted is when the shared log first did not have the turn while
 	// the session's marker named it, missing when it did not have it and
 	// the marker no longer named it (checkUnlisted).
@@ -339,11 +382,15 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 		cancel()
 	}()
 	for {
+		if t.ahead {
+			after = t.rewind(ctx, after)
+		}
 		b, err := log.Wait(ctx, t.ref, after)
 		switch {
 		case err == nil && b.Gap:
 			return nil, false, errGap
 		case err == nil:
+			t.ahead = false
 			frames := make([]frame, len(b.Frames))
 			for i, f := range b.Frames {
 				frames[i] = frame{seq: f.Seq, data: f.Data}
@@ -354,6 +401,7 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 			return nil, false, t.check(context.WithoutCancel(ctx))
 		case errors.Is(err, turnlog.ErrAhead):
 			// The client has frames the mirror has not copied yet.
+			t.ahead = true
 			if e := t.check(ctx); e != nil {
 				return nil, false, e
 			}
@@ -377,6 +425,26 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 	}
 }
 
+// rewind is where a client that last got frame after reads on: before the
+// first frame of a takeover that began at or before it (its frames from
+// there on were the dead replica's), else after.
+func (t *sharedTurn) rewind(ctx context.Context, after int64) int64 {
+	st, err := t.s.cfg.Turns.Lookup(ctx, t.ref)
+	if err != nil {
+		return after
+	}
+	for _, r := range st.Restarts {
+		if slices.Contains(t.restarts, r) {
+			continue
+		}
+		t.restarts = append(t.restarts, r)
+		if r <= after {
+			after = r - 1
+		}
+	}
+	return after
+}
+
 // check ends the stream when the turn's writer stopped showing signs of
 // life.
 func (t *sharedTurn) check(ctx context.Context) *chat.Error {
@@ -389,7 +457,7 @@ func (t *sharedTurn) check(ctx context.Context) *chat.Error {
 		// read tells.
 		return nil
 	case !t.s.alive(st):
-		return t.s.recoverAbandoned(ctx, t.ref.Session)
+		return t.s.abandoned(ctx, t.ref, t.s.cfg.RecoverWait)
 	}
 	return nil
 }
@@ -416,7 +484,11 @@ func (t *sharedTurn) checkUnlisted(ctx context.Context) *chat.Error {
 		if time.Since(t.unlisted) < t.s.writerTimeout() {
 			return nil
 		}
-		return t.s.recoverAbandoned(ctx, t.ref.Session)
+		return t.s.abandoned(ctx, t.ref, t.s.cfg.RecoverWait)
+	}
+	if e := t.s.takenEnd(t.ref.Turn); e != nil {
+		// This replica's takeover ended it (its answer was recovered).
+		return e
 	}
 	if t.missing.IsZero() {
 		t.missing = time.Now()
@@ -453,12 +525,22 @@ func (s *Server) unlisted(sess session.Session, st turnlog.Status, found bool) (
 // that a turn left behind (its replica died before listing it, or its
 // frames expired from the shared log) names no running turn once nothing
 // holds the session; RecoverTurn then saves what the turn left and clears
-// the marker. A running turn holds the lease, so the check costs it one
-// refused lock.
-func (s *Server) unlistedHeld(ctx context.Context, sess session.Session, st turnlog.Status, found bool) (turnlog.Status, bool) {
+// the marker, unless takeOver asks that the turn go on instead (with a log
+// whose turns can be taken over): the turn is then reported running. A
+// running turn holds the lease, so the check costs it one refused lock.
+func (s *Server) unlistedHeld(ctx context.Context, sess session.Session, st turnlog.Status, found, takeOver bool) (turnlog.Status, bool) {
 	u, ok := s.unlisted(sess, st, found)
 	if !ok {
 		return u, false
+	}
+	if _, takes := s.cfg.Turns.(turnlog.Taker); takeOver && takes {
+		a := s.takeOver(sess.ID, sess.Turn, 0)
+		select {
+		case <-a.done:
+			return u, !a.over
+		default:
+			return u, true
+		}
 	}
 	_, err := s.cfg.Agents.RecoverTurn(ctx, sess.ID, 0)
 	switch {
@@ -486,7 +568,7 @@ func (s *Server) unlistedRunning(ctx context.Context, key, owner string, st turn
 	case sess.Owner != owner:
 		return st, found, nil
 	}
-	if u, ok := s.unlistedHeld(ctx, sess, st, found); ok {
+	if u, ok := s.unlistedHeld(ctx, sess, st, found, true); ok {
 		return u, true, nil
 	}
 	return st, found, nil
@@ -558,7 +640,7 @@ func (s *Server) stopSession(ctx context.Context, sess session.Session) (string,
 	if err != nil {
 		return "", err
 	}
-	u, unlisted := s.unlistedHeld(ctx, sess, st, found)
+	u, unlisted := s.unlistedHeld(ctx, sess, st, found, false)
 	if unlisted {
 		st, found = u, true
 	}

@@ -49,19 +49,22 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 	var src source
 	var after int64
 	if lei := c.GetHeader("Last-Event-ID"); lei != "" {
-		turnID, seq, err := wire.ParseEventID(lei)
+		turnID, seq, restart, err := wire.ParseEventID(lei)
 		if err != nil {
 			abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q: %s", lei, err.Error()))
 			return
 		}
 		// A turn of another session, or another owner's, is treated as
-		// not kept, so that its existence does not show.
+		// not kept, so that its existence does not show; one this
+		// replica ran that another took over since (the client saw
+		// more takeovers than it knows) is read from the shared log.
 		var (
 			kept        = s.turns.get(turnID)
 			found, done bool
 			first, last int64
+			restarts    []int64
 		)
-		if kept != nil && (kept.key != key || otherAgent(kept.agentID) || kept.raw) {
+		if kept != nil && (kept.key != key || otherAgent(kept.agentID) || kept.raw || restart > len(kept.restarts)) {
 			kept = nil
 		}
 		switch {
@@ -69,6 +72,7 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 			found = true
 			last, done = kept.state()
 			first = kept.firstKept()
+			restarts = kept.restarts
 		case s.cfg.Turns != nil:
 			st, ok, err := s.sharedLookup(c.Request.Context(), key, turnID, owner)
 			if err == nil && !ok {
@@ -80,14 +84,21 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 				abortWith(c, storeError(err))
 				return
 			}
-			found, last, done, first = ok && !otherAgent(st.AgentID), st.Last, st.Done, st.First
+			found, last, done, first, restarts = ok && !otherAgent(st.AgentID), st.Last, st.Done, st.First, st.Restarts
+		}
+		if found && restart > len(restarts) {
+			abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q counts %d takeovers of the turn; it had %d", lei, restart, len(restarts)))
+			return
 		}
 		if found {
+			// A frame of a replica that died and whose frames the turn's
+			// takeover does not have: resume from the takeover.
+			seq = resumeAfter(restarts, seq, restart)
 			// On the turn's own replica the log is complete; in the shared
 			// log a running turn's last frames may still be on their way,
 			// so a client ahead of it waits for them there.
 			if seq > last && (kept != nil || done) {
-				abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q is ahead of the turn's last event %q", lei, wire.EventID(turnID, last)))
+				abortWith(c, newError(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q is ahead of the turn's last event %q", lei, wire.RestartedEventID(turnID, last, len(restarts))))
 				return
 			}
 			if seq+1 < first {
@@ -101,7 +112,7 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 			default:
 				// When the writer died, the stream gives what the shared
 				// log got, then closing frames that say so.
-				src, after = &sharedTurn{s: s, ref: turnlog.Ref{Session: key, Turn: turnID}, sessionID: id}, seq
+				src, after = &sharedTurn{s: s, ref: turnlog.Ref{Session: key, Turn: turnID}, sessionID: id, restarts: restarts, ahead: seq > last}, seq
 			}
 		}
 	}
@@ -122,8 +133,8 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 			abortWith(c, storeError(err))
 			return
 		}
-		if found && !st.Done && s.alive(st) && s.turns.get(st.Turn) == nil && !otherAgent(st.AgentID) {
-			src, after = &sharedTurn{s: s, ref: st.Ref, sessionID: id}, 0
+		if found && !st.Done && s.turns.get(st.Turn) == nil && !otherAgent(st.AgentID) && s.goesOn(st) {
+			src, after = &sharedTurn{s: s, ref: st.Ref, sessionID: id, restarts: st.Restarts}, 0
 		}
 	}
 	if src == nil {

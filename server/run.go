@@ -1,14 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"iter"
 	"net/http"
+	"strings"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turnlog"
 )
 
 // A turn runs in a goroutine of its own (runTurn), which pulls the agent's
@@ -28,8 +31,8 @@ func (s *Server) startTurn(reqCtx context.Context, node *agent.Agent, sessionID,
 	if s.cfg.MaxMessageBytes > 0 && len(message) > s.cfg.MaxMessageBytes {
 		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
 	}
-	return s.launch(reqCtx, node, sessionID, owner, keepEvents, "", func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error] {
-		return node.Run(ctx, sessionID, message, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
+	return s.launch(reqCtx, node, sessionID, owner, keepEvents, "", func(ctx context.Context, turnID string, more ...agent.Option) iter.Seq2[chat.Event, error] {
+		return node.Run(ctx, sessionID, message, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...), more...)...)
 	})
 }
 
@@ -37,8 +40,8 @@ func (s *Server) startTurn(reqCtx context.Context, node *agent.Agent, sessionID,
 // without a new message (agent.Agent.Continue): the results of the
 // client's tools' calls, or a stateless conversation ending with them.
 func (s *Server) continueTurn(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, opts ...agent.Option) (*turn, error) {
-	return s.launch(reqCtx, node, sessionID, owner, keepEvents, messageID, func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error] {
-		return node.Continue(ctx, sessionID, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
+	return s.launch(reqCtx, node, sessionID, owner, keepEvents, messageID, func(ctx context.Context, turnID string, more ...agent.Option) iter.Seq2[chat.Event, error] {
+		return node.Continue(ctx, sessionID, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...), more...)...)
 	})
 }
 
@@ -50,7 +53,7 @@ func (s *Server) continueTurn(reqCtx context.Context, node *agent.Agent, session
 // put its user there, for tools to read) but not its cancellation: the
 // request that started the turn may go away; the server's shutdown still
 // ends it.
-func (s *Server) launch(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, begin func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error]) (*turn, error) {
+func (s *Server) launch(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, begin beginTurn) (*turn, error) {
 	return s.run(reqCtx, node, sessionID, owner, turnMode{keepEvents: keepEvents, messageID: messageID}, begin)
 }
 
@@ -61,8 +64,12 @@ type turnMode struct {
 	messageID       string
 }
 
+// beginTurn returns the turn to run (agent.Agent.Run or Answer), named
+// turnID, with the options the server adds (agent.WithStreamPosition).
+type beginTurn func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error]
+
 // run is launch for a turn of any mode.
-func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner string, mode turnMode, begin func(ctx context.Context, turnID string) iter.Seq2[chat.Event, error]) (*turn, error) {
+func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner string, mode turnMode, begin beginTurn) (*turn, error) {
 	if s.turns.isClosing() {
 		return nil, errShuttingDown()
 	}
@@ -73,7 +80,10 @@ func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner
 	t := newTurn(turnID, sessionID, node.ID(), owner, cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
 	t.keepEvents, t.raw, t.messageID = mode.keepEvents, mode.raw, mode.messageID
 	started := make(chan error, 1)
-	go s.runTurn(t, begin(ctx, turnID), started)
+	// The turn's writes record how far its stream reaches (a frame of
+	// this replica's log, numbered as in the shared one).
+	position := func() int64 { last, _ := t.state(); return last }
+	go s.runTurn(t, begin(ctx, turnID, agent.WithStreamPosition(position)), started)
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -88,6 +98,17 @@ func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner
 // [DONE]; a cancellation the server caused (shutdown, disconnect grace, a
 // full log) is reported by the turn itself, from its context's cause.
 func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started chan<- error) {
+	var m frameEncoder = &uiMapper{turnID: t.id, messageID: t.messageID, keepEvents: t.keepEvents}
+	if t.raw {
+		m = &edgeFrames{}
+	}
+	s.runTurnWith(t, m, events, started)
+}
+
+// runTurnWith is runTurn with the encoder of the turn's frames. A turn
+// taken over (turn.continued) goes on after the frames it holds: it gets
+// no start frame of its own unless it holds none.
+func (s *Server) runTurnWith(t *turn, m frameEncoder, events iter.Seq2[chat.Event, error], started chan<- error) {
 	defer t.cancel(nil)
 	answered := false
 	answer := func(err error) {
@@ -95,10 +116,6 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 			answered = true
 			started <- err
 		}
-	}
-	var m frameEncoder = &uiMapper{turnID: t.id, messageID: t.messageID, keepEvents: t.keepEvents}
-	if t.raw {
-		m = &edgeFrames{}
 	}
 	var (
 		registered bool
@@ -145,7 +162,9 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 			if s.cfg.Turns != nil {
 				mirrored = s.mirror(t)
 			}
-			t.add(m.start())
+			if last, _ := t.state(); !t.continued || last == 0 {
+				t.add(m.start())
+			}
 			answer(nil)
 		}
 		if finished = ev.Kind == chat.KindDone; finished {
@@ -153,5 +172,41 @@ func (s *Server) runTurn(t *turn, events iter.Seq2[chat.Event, error], started c
 			return
 		}
 		t.add(m.mapEvent(ev)...)
+	}
+}
+
+// goOnTaken runs a turn taken over on this replica: a turn of its own,
+// holding the frames the shared log had, whose new frames follow them and
+// are copied there by this replica's mirror.
+func (s *Server) goOnTaken(h *agent.Takeover, key string, st turnlog.Status, frames []frame) {
+	sessionID := key
+	if _, id, scoped := strings.Cut(key, "."); scoped {
+		sessionID = id // as the client knows it (session.Key)
+	}
+	ctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(s.base))
+	stopWithServer := context.AfterFunc(s.base, func() { cancelCtx(errShutdown) })
+	cancel := func(cause error) { stopWithServer(); cancelCtx(cause) }
+	t := newTurn(h.Turn(), sessionID, h.Agent(), h.Owner(), cancel, s.cfg.MaxTurnEvents, s.cfg.DisconnectGrace)
+	t.continued, t.restarts = true, st.Restarts
+	t.frames, t.nextSeq = frames, st.Last+1
+	var m frameEncoder
+	if len(frames) > 0 && frames[0].seq == 1 && bytes.Equal(frames[0].data, edgeStart) {
+		m, t.raw = &edgeFrames{}, true
+	} else {
+		ui := &uiMapper{turnID: t.id}
+		ui.continueAfter(frames, h.Frame())
+		m = ui
+	}
+	events := h.Run(ctx, func() int64 { last, _ := t.state(); return last })
+	started := make(chan error, 1)
+	s.runTurnWith(t, m, func(yield func(chat.Event, error) bool) {
+		for ev := range events {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}, started)
+	if err := <-started; err != nil {
+		s.log.Warn("taking over an interrupted turn", "session", key, "turn", t.id, "err", err)
 	}
 }

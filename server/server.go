@@ -21,9 +21,9 @@
 //   - uistream.go: a turn's frames, made from its events once (the AI SDK's
 //     UI message stream, or an edge's events).
 //   - turns.go: a turn's log of frames, its live readers, the registry.
-//   - recover.go, replicas.go: the shared turn log between replicas (the
-//     mirror, reading another replica's turn, stopping a turn anywhere,
-//     recovering an abandoned one).
+//   - recover.go, replicas.go, takeover.go: the shared turn log between
+//     replicas (the mirror, reading another replica's turn, stopping a turn
+//     anywhere, recovering an abandoned one or taking it over).
 //   - run.go: starting a turn and running it into its log.
 //   - stream.go: a connection's SSE stream from a turn's log, through r3labs;
 //     idempotency.go: a retried request given the turn it started;
@@ -71,6 +71,8 @@ type Server struct {
 	recorders sync.WaitGroup
 	// webhookKey signs webhook calls (Config.WebhookSecret).
 	webhookKey []byte
+	// takeovers are the turns of dead replicas this one is taking over.
+	takeovers takeovers
 
 	// base is the context of every turn; cancelled only when Serve ends.
 	base     context.Context
@@ -136,6 +138,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.base, s.stopBase = context.WithCancel(context.Background())
+	s.takeovers.goOn = s.goOnTaken
 	s.sse = newSSE()
 	for _, e := range cfg.Edges {
 		s.edgeRoutes = append(s.edgeRoutes, e.Routes(s)...)

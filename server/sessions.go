@@ -15,6 +15,7 @@ import (
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turnlog"
 	"github.com/gin-gonic/gin"
 )
 
@@ -217,10 +218,11 @@ func (s *Server) getSession(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if sess.Turn != "" && !s.runsHere(sess.Turn) {
+	if sess.Turn != "" && !s.runsHere(sess.Turn) && !s.mayGoOn(c.Request.Context(), sess) {
 		// The session's last turn did not clear its marker and does not
 		// run here: if no replica holds the session, the turn is over and
-		// its streamed answer is saved before the history is read.
+		// its streamed answer is saved before the history is read. (A
+		// turn that can be taken over goes on instead: latestTurn.)
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 		rec, err := s.cfg.Agents.RecoverTurn(ctx, sess.ID, 0)
 		cancel()
@@ -298,6 +300,17 @@ func (s *Server) getSession(c *gin.Context) {
 	c.JSON(http.StatusOK, v)
 }
 
+// mayGoOn reports whether sess's turn, which does not run here, may go
+// on: the shared log's turns can be taken over, and the log does not say
+// the turn ended.
+func (s *Server) mayGoOn(ctx context.Context, sess session.Session) bool {
+	if _, ok := s.cfg.Turns.(turnlog.Taker); !ok {
+		return false
+	}
+	st, found, err := s.sharedLookup(ctx, sess.ID, sess.Turn, sess.Owner)
+	return err != nil || !found || !st.Done
+}
+
 // runsHere reports whether the turn runs on this replica.
 func (s *Server) runsHere(turnID string) bool {
 	t := s.turns.get(turnID)
@@ -317,7 +330,7 @@ func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnVie
 	var local *turnView
 	if t := s.turns.latest(sess.ID); t != nil { // sess.ID is the store key
 		last, done := t.state()
-		local = &turnView{ID: t.id, Running: !done, LastEventID: wire.EventID(t.id, last)}
+		local = &turnView{ID: t.id, Running: !done, LastEventID: wire.RestartedEventID(t.id, last, len(t.restarts))}
 		if local.Running {
 			return local, nil
 		}
@@ -326,13 +339,14 @@ func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnVie
 	if err != nil {
 		return local, err
 	}
-	if u, ok := s.unlistedHeld(ctx, sess, st, found); ok {
+	if u, ok := s.unlistedHeld(ctx, sess, st, found, true); ok {
 		st, found = u, true
 	}
 	if !found || s.turns.get(st.Turn) != nil {
 		return local, nil
 	}
-	return &turnView{ID: st.Turn, Running: s.runsElsewhere(sess, st), LastEventID: wire.EventID(st.Turn, st.Last)}, nil
+	running := s.runsElsewhere(sess, st) || sess.Turn == st.Turn && !st.Done && s.goesOn(st)
+	return &turnView{ID: st.Turn, Running: running, LastEventID: wire.RestartedEventID(st.Turn, st.Last, len(st.Restarts))}, nil
 }
 
 func (s *Server) deleteSession(c *gin.Context) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,11 @@ type sseConn struct {
 	ended     bool // ... and the response's
 	lastPush  time.Time
 	linger    *time.Timer
+	// restarts are the seqs at which the turn was taken over by another
+	// replica (restartsOf): a frame's ID counts those up to it. For a
+	// turn this replica runs they are fixed; for one read from the
+	// shared log queue adds those it finds.
+	restarts []int64
 }
 
 // streamTurn writes the frames of src after seq `after` to the response,
@@ -93,7 +99,7 @@ func (s *Server) streamTurn(c *gin.Context, src source, after int64) {
 	h.Set("X-Turn-Id", turnID)
 	defer src.attach()()
 	defer s.cfg.Telemetry.TrackStream(ctx, "chat")()
-	conn := &sseConn{ResponseWriter: c.Writer, s: s, src: src, after: after}
+	conn := &sseConn{ResponseWriter: c.Writer, s: s, src: src, after: after, restarts: restartsOf(src)}
 	heartbeat := time.NewTimer(s.cfg.Heartbeat)
 	defer heartbeat.Stop()
 	for {
@@ -265,7 +271,11 @@ func (c *sseConn) endSession() {
 // queue queues the events of frames, at most maxBurst.
 func (c *sseConn) queue(frames []frame) {
 	frames = frames[:min(len(frames), maxBurst)]
+	_, shared := c.src.(*sharedTurn)
 	for _, f := range frames {
+		if shared && isRestart(f.data) && !slices.Contains(c.restarts, f.seq) {
+			c.restarts = append(c.restarts, f.seq)
+		}
 		c.out = append(c.out, c.event(f))
 	}
 	c.after = frames[len(frames)-1].seq
@@ -281,7 +291,7 @@ type frameEvent struct {
 func (c *sseConn) event(f frame) *sse.Event {
 	_, turnID := c.src.ids()
 	e := &frameEvent{ev: sse.Event{Data: f.data}}
-	e.ev.ID = wire.AppendEventID(e.id[:0], turnID, f.seq)
+	e.ev.ID = wire.AppendEventID(e.id[:0], turnID, f.seq, restartsUpTo(c.restarts, f.seq))
 	return &e.ev
 }
 
@@ -298,4 +308,28 @@ func (c *sseConn) closeWith(e *chat.Error) {
 		c.out = append(c.out, &sse.Event{Data: mustJSON(uiChunk{Type: "finish", FinishReason: "error"})}, &sse.Event{Data: doneData})
 	}
 	c.ended = true
+}
+
+// restartsOf are the seqs at which src's turn was taken over, as far as
+// this replica knows them.
+func restartsOf(src source) []int64 {
+	switch t := src.(type) {
+	case *turn:
+		return t.restarts
+	case *sharedTurn:
+		return t.restarts
+	}
+	return nil
+}
+
+// restartsUpTo counts the takeovers whose first frame is at or before
+// seq: the restart count of frame seq's ID (wire.RestartedEventID).
+func restartsUpTo(restarts []int64, seq int64) int {
+	n := 0
+	for _, r := range restarts {
+		if r <= seq {
+			n++
+		}
+	}
+	return n
 }

@@ -51,6 +51,12 @@ type turn struct {
 	// raw: the frames are the events' JSON, not AI SDK chunks (an edge's
 	// turn: edgeFrames).
 	raw bool
+	// continued: a turn taken over from a replica that died
+	// (takeover.go), whose first frames are those the shared log had;
+	// restarts are the seqs at which it was taken over (the last is
+	// this replica's first frame).
+	continued bool
+	restarts  []int64
 	// ended is closed by finish.
 	ended chan struct{}
 

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -138,6 +140,16 @@ type uiWarning struct {
 	Message string `json:"message"`
 }
 
+// uiRestart is a chat.Restart on the wire, with the parts the client
+// drops: the text parts and tool calls the stream showed after Since.
+type uiRestart struct {
+	Step        int      `json:"step"`
+	Since       int64    `json:"since"`
+	TextIDs     []string `json:"textIds"`
+	ToolCallIDs []string `json:"toolCallIds"`
+	Message     string   `json:"message"`
+}
+
 type uiLimit struct {
 	Name    string `json:"name"`
 	Value   string `json:"value"`
@@ -158,11 +170,51 @@ type uiMapper struct {
 	textOpen  bool
 	textRuns  int
 	textID    string
+	// textPrefix starts the IDs of the text parts, the turn's ID unless
+	// the turn was taken over (continueAfter).
+	textPrefix string
 	// keepEvents: frames carry a copy of their event (see turn.keepEvents);
 	// without it the event is not copied to the heap for every frame.
 	keepEvents bool
 	// out is the frames of the latest mapEvent, reused by the next.
 	out []frame
+	// shown are the parts a turn taken over showed (continueAfter): the
+	// restart drops those after its Since.
+	shown []shownPart
+}
+
+// shownPart is a text part or a tool call a turn's stream showed, and the
+// frame that began it.
+type shownPart struct {
+	seq        int64
+	text, call string
+}
+
+// continueAfter prepares the mapper of a turn taken over to go on after
+// frames, those the shared log had: its text parts are numbered after the
+// ones they show, and its restart chunk names the parts they show after
+// frame since, which the client drops.
+func (m *uiMapper) continueAfter(frames []frame, since int64) {
+	restarts := 0
+	for _, f := range frames {
+		var c uiChunk
+		if isRestart(f.data) {
+			restarts++
+		}
+		if json.Unmarshal(f.data, &c) != nil {
+			continue
+		}
+		switch c.Type {
+		case "text-start":
+			m.textRuns++
+			m.shown = append(m.shown, shownPart{seq: f.seq, text: c.ID})
+		case "tool-input-start", "tool-input-available":
+			m.shown = append(m.shown, shownPart{seq: f.seq, call: c.ToolCallID})
+		}
+	}
+	m.shown = slices.DeleteFunc(m.shown, func(p shownPart) bool { return p.seq <= since })
+	// The text parts of this takeover are its own.
+	m.textPrefix = m.turnID + "-r" + strconv.Itoa(restarts+1)
 }
 
 func (m *uiMapper) start() frame {
@@ -202,7 +254,11 @@ func (m *uiMapper) mapEvent(ev chat.Event) []frame {
 		}
 		if !m.textOpen {
 			m.textRuns++
-			m.textID = m.turnID + "-text-" + strconv.Itoa(m.textRuns)
+			prefix := m.textPrefix
+			if prefix == "" {
+				prefix = m.turnID
+			}
+			m.textID = prefix + "-text-" + strconv.Itoa(m.textRuns)
 			m.textOpen = true
 			add(&uiChunk{Type: "text-start", ID: m.textID}, nil)
 		}
@@ -270,6 +326,24 @@ func (m *uiMapper) mapEvent(ev chat.Event) []frame {
 		if ev.Compaction != nil {
 			add(&uiChunk{Type: "data-compaction", Data: compactionOf(ev.Compaction)}, src)
 		}
+	case chat.KindRestart:
+		if r := ev.Restart; r != nil {
+			// The parts shown after Since go; what follows shows the step
+			// again.
+			m.textOpen = false
+			d := uiRestart{Step: r.Step, Since: r.Since, TextIDs: []string{}, ToolCallIDs: []string{}, Message: r.Message}
+			for _, p := range m.shown {
+				if p.seq <= r.Since {
+					continue
+				}
+				if p.text != "" {
+					d.TextIDs = append(d.TextIDs, p.text)
+				} else if !slices.Contains(d.ToolCallIDs, p.call) {
+					d.ToolCallIDs = append(d.ToolCallIDs, p.call)
+				}
+			}
+			add(&uiChunk{Type: "data-restart", Data: d}, src)
+		}
 	case chat.KindLimit:
 		if l := ev.Limit; l != nil {
 			closeText()
@@ -319,4 +393,10 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// isRestart reports whether a frame is a turn's restart (a takeover's
+// first frame): a data-restart chunk, or a restart event for an edge.
+func isRestart(data []byte) bool {
+	return bytes.HasPrefix(data, []byte(`{"type":"data-restart"`)) || bytes.HasPrefix(data, []byte(`{"type":"restart"`))
 }

@@ -349,7 +349,11 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 	if e != nil {
 		next = e.sess
 	}
+	next.State = st // ApplyTurn reads the state after fn (WithRequest)
 	if err := o.ApplyApprovals(&next); err != nil {
+		return Session{}, err
+	}
+	if err := o.ApplyTurn(&next); err != nil {
 		return Session{}, err
 	}
 	if e == nil {
@@ -360,8 +364,8 @@ func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.S
 	}
 	e.sess.State = st
 	e.sess.Approvals = next.Approvals
+	e.sess.Turn, e.sess.Journal, e.sess.Title, e.sess.SummarizerUsage, e.sess.Requests = next.Turn, next.Journal, next.Title, next.SummarizerUsage, next.Requests
 	e.sess.Version++
-	o.ApplyTurn(&e.sess)
 	m.releaseWith(id, o)
 	m.reweigh(e, now)
 	return e.session(), nil
@@ -568,7 +572,11 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	if e != nil {
 		next = e.sess
 	}
+	next.State = st // ApplyTurn reads the state after fn (WithRequest)
 	if err := o.ApplyApprovals(&next); err != nil {
+		return Session{}, nil, err
+	}
+	if err := o.ApplyTurn(&next); err != nil {
 		return Session{}, nil, err
 	}
 	if e == nil {
@@ -580,8 +588,8 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	e.sess.State = st
 	e.sess.Approvals = next.Approvals
 	had := len(e.msgs) // a drop below makes e.msgs shorter
+	e.sess.Turn, e.sess.Journal, e.sess.Title, e.sess.SummarizerUsage, e.sess.Requests = next.Turn, next.Journal, next.Title, next.SummarizerUsage, next.Requests
 	e.sess.Version++
-	o.ApplyTurn(&e.sess)
 	if o.DropAnswer || o.DropTurn {
 		// A new array: the dropped messages must not stay reachable, and
 		// a slice handed out before must not see the append.

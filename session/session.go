@@ -51,6 +51,11 @@ var (
 	// that may still have been applied: the store stopped answering after
 	// the write may have reached it, and did not answer again in time.
 	ErrMaybeApplied = errors.New("the write may have been applied")
+	// ErrNotReplicated is wrapped by a write that was made but that fewer
+	// replicas acknowledged than the store waits for (a Redis store's
+	// WAIT timed out): the write returns its result with it, and a
+	// failover before the replicas catch up may lose the write.
+	ErrNotReplicated = errors.New("the write was made but not acknowledged by a replica in time")
 	// ErrCorrupt: a stored value could not be decoded. The value is left as
 	// it is; it is never replaced by an empty state.
 	ErrCorrupt = errors.New("session data corrupt")
@@ -102,6 +107,10 @@ type Session struct {
 	// (WithRequest), so that a request sent again finds that turn instead
 	// of starting another.
 	Requests []Request `json:"requests,omitempty"`
+	// Journal is what the turn writing the session (Turn) has done so
+	// far, when that turn keeps one (WithJournal): another replica takes
+	// the turn over from it when the one running it dies. Nil otherwise.
+	Journal *Journal `json:"journal,omitempty"`
 }
 
 // Request is one idempotency key of a session and the turn it started.
@@ -128,6 +137,76 @@ func (s Session) RequestOf(key string) (Request, bool) {
 		}
 	}
 	return Request{}, false
+}
+
+// Journal is a running turn's progress, kept in its session by the turn's
+// writes (WithJournal) so that the turn outlives the process running it:
+// another takes it over from the last completed step, with the results of
+// the tool calls that completed since, instead of running them again. A
+// turn keeps one when its session store is shared by replicas; the turn's
+// last write drops it with the turn marker.
+type Journal struct {
+	// Writes counts the turn's writes. A write that finds fewer than the
+	// turn made was preceded by a store that lost some (a failover to a
+	// replica that had not received them), and is refused: the turn says
+	// what is lost instead of saving a history with a hole.
+	Writes int `json:"writes"`
+	// Frame is the seq of the last frame of the turn's stream whose
+	// content (its text, tool calls and results) the history holds: what
+	// the stream shows after it, the history lacks.
+	Frame int64 `json:"frame,omitempty"`
+	// Steps counts the turn's model calls whose step the history holds;
+	// Output is the bytes of text and tool arguments the model streamed
+	// in them, and Usage their token usage: the turn's budgets and totals
+	// so far.
+	Steps  int        `json:"steps,omitempty"`
+	Output int        `json:"output,omitempty"`
+	Usage  chat.Usage `json:"usage,omitzero"`
+	// Step is the step whose tool calls run, nil while none does.
+	Step *JournalStep `json:"step,omitempty"`
+}
+
+// JournalStep is a step of a running turn whose tool calls run: the
+// model's answer that made them, and the results of those that
+// completed. A call without a result was running when the turn stopped,
+// or had not started.
+type JournalStep struct {
+	// Text and Calls are the model's answer; Invalid maps the ID of a
+	// call that cannot run (an unknown tool, arguments that are not an
+	// object) to why.
+	Text    string            `json:"text,omitempty"`
+	Calls   []chat.ToolCall   `json:"calls,omitempty"`
+	Invalid map[string]string `json:"invalid,omitempty"`
+	// Offer is what the model call was offered, which its calls are
+	// checked against; Final: it was the turn's last model call, offered
+	// nothing.
+	Offer orchestration.Offer `json:"offer"`
+	Final bool                `json:"final,omitempty"`
+	// Usage and Output are the model call's token usage and streamed
+	// bytes, counted in Journal's once the step is saved.
+	Usage  chat.Usage `json:"usage,omitzero"`
+	Output int        `json:"output,omitempty"`
+	// Answers: the calls are those a person approved (the turn carries
+	// out the answers before its first model call); Text is empty.
+	Answers bool `json:"answers,omitempty"`
+	// Results are the results of the calls that ran and completed, in
+	// the order they did. The orchestration has recorded each of them.
+	Results []chat.ToolResult `json:"results,omitempty"`
+}
+
+// clone is a copy of j that a write may change without touching j.
+func (j *Journal) clone() *Journal {
+	if j == nil {
+		return &Journal{}
+	}
+	c := *j
+	if j.Step != nil {
+		st := *j.Step
+		st.Calls = slices.Clone(st.Calls)
+		st.Results = slices.Clone(st.Results)
+		c.Step = &st
+	}
+	return &c
 }
 
 // Approval is one tool call held for an answer: a person's decision on
@@ -320,6 +399,8 @@ type WriteOptions struct {
 	// Request, when its Key is set, is added to Session.Requests
 	// (WithRequest).
 	Request Request
+	// Journal, when set, changes Session.Journal (WithJournal).
+	Journal func(*Journal) error
 }
 
 // WithApprovals makes an Update or UpdateAppend replace the session's
@@ -358,11 +439,26 @@ func Options(opts ...UpdateOption) WriteOptions {
 // turn's ID on its first write, "" on its last.
 func WithTurn(id string) UpdateOption { return func(o *WriteOptions) { o.Turn = &id } }
 
-// ApplyTurn applies WithTurn, WithTitle, AddSummarizerUsage and WithRequest
-// to s (after the state's update): the
-// fields of the Session itself that a write sets beside the state.
-func (o WriteOptions) ApplyTurn(s *Session) {
+// ApplyTurn applies WithTurn, WithJournal, WithTitle, AddSummarizerUsage
+// and WithRequest to s (after the state's update): the fields of the
+// Session itself that a write sets beside the state. An error from the
+// WithJournal function is returned as is, with s unchanged: the store must
+// not write.
+func (o WriteOptions) ApplyTurn(s *Session) error {
+	if o.Journal != nil {
+		j := s.Journal.clone()
+		if o.Turn != nil && *o.Turn != "" && *o.Turn != s.Turn {
+			j = &Journal{} // another turn starts
+		}
+		if err := o.Journal(j); err != nil {
+			return err
+		}
+		s.Journal = j
+	}
 	if o.Turn != nil {
+		if *o.Turn == "" || *o.Turn != s.Turn && o.Journal == nil {
+			s.Journal = nil
+		}
 		s.Turn = *o.Turn
 	}
 	if o.Title != nil {
@@ -381,6 +477,7 @@ func (o WriteOptions) ApplyTurn(s *Session) {
 			s.Requests = s.Requests[n:]
 		}
 	}
+	return nil
 }
 
 // WithRequest records an idempotency key with an Update or UpdateAppend:
@@ -389,6 +486,18 @@ func (o WriteOptions) ApplyTurn(s *Session) {
 // the request, on any replica, finds the turn it started.
 func WithRequest(key, turn string) UpdateOption {
 	return func(o *WriteOptions) { o.Request = Request{Key: key, Turn: turn} }
+}
+
+// WithJournal makes an Update or UpdateAppend change the running turn's
+// journal (Session.Journal) with fn, in the same atomic write: fn gets a
+// copy of the stored journal (a zero one when there is none, or when the
+// write's WithTurn starts another turn) and changes it, or refuses the
+// write with an error, which is returned as is. Like the update's own
+// function it may run more than once and must have no side effects. A
+// write that clears the turn marker (WithTurn("")) drops the journal
+// after fn ran. Other writes ignore it.
+func WithJournal(fn func(*Journal) error) UpdateOption {
+	return func(o *WriteOptions) { o.Journal = fn }
 }
 
 // AddSummarizerUsage adds u to Session.SummarizerUsage with an Update or

@@ -220,6 +220,10 @@ func (c *cognitive) Spec() chat.ToolSpec {
 
 func (c *cognitive) Aliases() map[string]string { return maps.Clone(c.aliases) }
 
+// Idempotent implements Idempotent: a cognitive tool only formats its
+// arguments.
+func (c *cognitive) Idempotent() bool { return true }
+
 func (c *cognitive) Call(_ context.Context, args json.RawMessage) (Result, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(args, &fields); err != nil {

@@ -23,7 +23,9 @@ import (
 // Result as is, anything else as JSON. An error becomes an error result,
 // which does not end the turn. CallFrom(ctx) tells fn which session, agent,
 // owner and call it runs for.
-func New[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) (Tool, error) {
+//
+// Options declare more about the tool: DeclareIdempotent.
+func New[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error), opts ...Option) (Tool, error) {
 	if fn == nil {
 		return nil, fmt.Errorf("tools: New(%q): fn is nil", name)
 	}
@@ -38,13 +40,30 @@ func New[In, Out any](name, description string, fn func(ctx context.Context, in 
 	if err != nil {
 		return nil, fmt.Errorf("tools: New(%q): %w", name, err)
 	}
-	return &funcTool[In, Out]{spec: chat.ToolSpec{Name: name, Description: description, Parameters: params}, fn: fn}, nil
+	t := &funcTool[In, Out]{spec: chat.ToolSpec{Name: name, Description: description, Parameters: params}, fn: fn}
+	for _, o := range opts {
+		o(&t.options)
+	}
+	return t, nil
 }
+
+// Option declares something about a tool New makes.
+type Option func(*options)
+
+type options struct {
+	idempotent bool
+}
+
+// DeclareIdempotent declares that running one of the tool's calls twice is
+// harmless (see Idempotency): a call that was under way when the server
+// running its turn died runs again on the server that takes the turn over,
+// instead of being reported interrupted.
+func DeclareIdempotent() Option { return func(o *options) { o.idempotent = true } }
 
 // MustNew is New for tools defined at package level: it panics on an
 // error, which only a programming mistake (a bad In type) causes.
-func MustNew[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) Tool {
-	t, err := New(name, description, fn)
+func MustNew[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error), opts ...Option) Tool {
+	t, err := New(name, description, fn, opts...)
 	if err != nil {
 		panic(err)
 	}
@@ -54,9 +73,13 @@ func MustNew[In, Out any](name, description string, fn func(ctx context.Context,
 type funcTool[In, Out any] struct {
 	spec chat.ToolSpec
 	fn   func(context.Context, In) (Out, error)
+	options
 }
 
 func (t *funcTool[In, Out]) Spec() chat.ToolSpec { return t.spec }
+
+// Idempotent implements Idempotent (DeclareIdempotent).
+func (t *funcTool[In, Out]) Idempotent() bool { return t.idempotent }
 
 func (t *funcTool[In, Out]) Call(ctx context.Context, args json.RawMessage) (Result, error) {
 	var in In

@@ -205,6 +205,17 @@ func (r *Registry) Lookup(name string) (Tool, bool) {
 // Names returns the registered tool names, sorted.
 func (r *Registry) Names() []string { return slices.Clone(r.names) }
 
+// Idempotent implements Idempotency: the named tool declares it
+// (Idempotent).
+func (r *Registry) Idempotent(name string) bool {
+	e, ok := r.entries[name]
+	if !ok {
+		return false
+	}
+	i, ok := e.tool.(Idempotent)
+	return ok && i.Idempotent()
+}
+
 // Specs returns the specs of the named tools in the order given, skipping
 // names that are not registered (the orchestration decides what is offered;
 // the registry only knows what exists) and repeats (providers reject a tool

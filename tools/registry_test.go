@@ -434,3 +434,32 @@ func TestValidatePanicIsAnError(t *testing.T) {
 		t.Fatalf("validate = %v, want the validator's panic as an error", err)
 	}
 }
+
+// TestIdempotent: a registry reports the tools that declare that running a
+// call twice is harmless (the cognitive tools and search do; New's tools
+// with DeclareIdempotent), and no other, unknown names included.
+func TestIdempotent(t *testing.T) {
+	type in struct {
+		X string `json:"x"`
+	}
+	echo := func(_ context.Context, v in) (string, error) { return v.X, nil }
+	builtin, err := BuiltinTools(BuiltinConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := NewRegistry(append(builtin,
+		MustNew("lookup", "Looks a thing up.", echo, DeclareIdempotent()),
+		MustNew("send_mail", "Sends an email.", echo))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var _ Idempotency = reg
+	for name, want := range map[string]bool{
+		ThinkName: true, CritiqueName: true, SearchName: true,
+		"lookup": true, "send_mail": false, "nonexistent": false,
+	} {
+		if got := reg.Idempotent(name); got != want {
+			t.Errorf("Idempotent(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

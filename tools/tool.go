@@ -38,6 +38,25 @@ type Toolbox interface {
 	Execute(ctx context.Context, call chat.ToolCall) chat.ToolResult
 }
 
+// Idempotency is implemented by toolboxes that know which of their tools
+// can run twice for one call without harm (a read, a pure computation): a
+// turn taken over by another server after the one running it died runs
+// such a call again when it was under way, and gives the model an
+// "interrupted" result for any other, which may or may not have taken
+// effect. A toolbox without it has no idempotent tools. *Registry asks
+// each tool (Idempotent); an MCP Toolset asks its servers too.
+type Idempotency interface {
+	// Idempotent reports whether the named tool's calls may run twice.
+	Idempotent(name string) bool
+}
+
+// Idempotent is implemented by a Tool that declares whether running one of
+// its calls twice is harmless; New's tools declare it with
+// DeclareIdempotent. A tool without the method is not idempotent.
+type Idempotent interface {
+	Idempotent() bool
+}
+
 // Result is what a tool returns: markdown content and a type that classifies
 // it (for example "critique_result").
 type Result struct {

@@ -44,6 +44,9 @@ type webSearch struct {
 // not-configured tool.
 func NewSearch(backend search.Backend) Tool { return &webSearch{backend: backend} }
 
+// Idempotent implements Idempotent: a search reads.
+func (s *webSearch) Idempotent() bool { return true }
+
 func (s *webSearch) Spec() chat.ToolSpec {
 	return chat.ToolSpec{
 		Name: SearchName,

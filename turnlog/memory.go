@@ -35,6 +35,7 @@ type memTurn struct {
 	written time.Time
 	expires time.Time     // set by Finish
 	gone    bool          // forgotten or expired
+	stop    bool          // a stop was requested (Status.Stop)
 	changed chan struct{} // closed and replaced on every change
 }
 
@@ -260,7 +261,7 @@ func (m *Memory) Wait(ctx context.Context, ref Ref, after int64) (Batch, error) 
 func (t *memTurn) status() Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := Status{Meta: t.meta, Last: t.last, First: t.last + 1, Done: t.done, Written: t.written}
+	s := Status{Meta: t.meta, Last: t.last, First: t.last + 1, Done: t.done, Written: t.written, Stop: t.stop}
 	if len(t.frames) > 0 {
 		s.First = t.frames[0].Seq
 	}
@@ -319,6 +320,9 @@ func (m *Memory) Stop(ctx context.Context, ref Ref) error {
 	}
 	t.mu.Lock()
 	gone, done := t.gone, t.done
+	if !gone && !done {
+		t.stop = true
+	}
 	t.mu.Unlock()
 	switch {
 	case gone:

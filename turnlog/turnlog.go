@@ -16,7 +16,9 @@
 // without Redis does not link a Redis client.
 //
 // Every turn has one writer: the process that calls Append and Finish for it
-// (the replica that runs the turn). Readers may be anywhere.
+// (the replica that runs the turn), until another process takes the turn
+// over when its writer died (Taker); the old writer's writes are refused
+// from then on. Readers may be anywhere.
 package turnlog
 
 import (
@@ -53,6 +55,9 @@ var (
 	ErrAhead = errors.New("read after a frame the turn does not have")
 	// ErrClosed: the Log was closed.
 	ErrClosed = errors.New("turn log closed")
+	// ErrFenced: a write of a process that is no longer the turn's writer
+	// (another process took the turn over, Taker); it was not applied.
+	ErrFenced = errors.New("turn taken over by another writer")
 )
 
 // Ref names a turn. The session is part of the name because the Redis
@@ -144,6 +149,11 @@ type Status struct {
 	// writer appends at least every so often, frames or not, to say it is
 	// alive.
 	Written time.Time
+	// Stop: a stop of the running turn was requested (Stop).
+	Stop bool
+	// Restarts are the seqs at which writers that took the turn over
+	// (Taker) began, oldest first: each is the first frame one wrote.
+	Restarts []int64
 }
 
 // Log keeps the frames of turns. Implementations are safe for concurrent
@@ -163,7 +173,10 @@ type Log interface {
 	// seq + 1, and returns the seq of the last one. Each Append is one
 	// write to the backing store whatever the number of frames. An Append
 	// of no frames adds nothing but advances Status.Written: the writer's
-	// sign of life while the turn produces nothing.
+	// sign of life while the turn produces nothing. An Append or Finish
+	// that failed may still have gone in (its reply was lost, or it
+	// arrives late): the writer sends its frames again, first in its next
+	// call, and the log keeps each frame once.
 	Append(ctx context.Context, ref Ref, data ...[]byte) (last int64, err error)
 	// Finish appends the turn's last frames, if any (as Append would), and
 	// ends the turn, in one write: no frame is added after it, readers get
@@ -199,6 +212,24 @@ type Log interface {
 	// Close releases the Log's own resources; calls after it fail with
 	// ErrClosed and waiting calls return ErrClosed.
 	Close() error
+}
+
+// A Taker is a Log whose running turns another process can take over when
+// their writer stopped (a replica that died mid-turn): the new writer goes
+// on appending to the same turn, and whatever the old one still sends (a
+// write that was on its way, a process that was only stalled) is refused
+// with ErrFenced, so that a turn never has two writers. The Redis log is
+// one; the memory log serves one process and is not.
+type Taker interface {
+	Log
+	// TakeOver makes this process the writer of the running turn m names:
+	// its frames go on after Status.Last, appended by this process (it
+	// watches the turn's stops from now on), and the previous writer's
+	// writes fail with ErrFenced. A turn the log does not have yet (its
+	// writer died before its first write) is registered with m, without
+	// frames. It fails with ErrFinished for a finished turn. The returned
+	// Status says whether a stop was requested.
+	TakeOver(ctx context.Context, m Meta) (Status, error)
 }
 
 // Watchers holds the WatchStops functions of a Log, for implementations:

@@ -40,6 +40,9 @@ type serveConfig struct {
 	SessionTTL   time.Duration
 	LockTTL      time.Duration
 	WriteRetry   time.Duration
+	// WaitReplicas and WaitTimeout: redisstore.Config's.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 	PprofAddr    string
 	ModelIdle    time.Duration
 	OfflineDelay time.Duration
@@ -348,6 +351,30 @@ func settings() []setting {
 			}
 			if c.Quotas.MaxBytes == 0 {
 				return errors.New("must be positive")
+			}
+			return nil
+		}},
+		{"REDIS_WAIT_REPLICAS", "redis-wait-replicas", "auto", "replicas of the Redis primary that must acknowledge a turn's claim and its last write (WAIT) before the turn finishes: auto is 1 when the primary has replicas, else none; 0 never waits", func(c *serveConfig, v string) error {
+			if v == "auto" {
+				c.WaitReplicas = 0
+				return nil
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fmt.Errorf("want auto or a whole number >= 0, got %q", v)
+			}
+			c.WaitReplicas = n
+			if n == 0 {
+				c.WaitReplicas = -1 // never
+			}
+			return nil
+		}},
+		{"REDIS_WAIT_TIMEOUT", "redis-wait-timeout", "1s", "how long a turn's last write waits for REDIS_WAIT_REPLICAS replicas; past it the turn ends with store_not_replicated, saying what a failover may lose", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.WaitTimeout })(c, v); err != nil {
+				return err
+			}
+			if c.WaitTimeout < 10*time.Millisecond {
+				return errors.New("must be at least 10ms")
 			}
 			return nil
 		}},

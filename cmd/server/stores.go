@@ -105,6 +105,7 @@ func openRedis(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry) 
 		}
 		rc.Config = scfg
 	}
+	rc.WaitReplicas, rc.WaitTimeout = cfg.WaitReplicas, cfg.WaitTimeout
 	prefix := rc.Prefix
 	if prefix == "" {
 		prefix = redisstore.DefaultPrefix

@@ -424,8 +424,8 @@ func (s *Store) GetOrCreate(ctx context.Context, key string, opts ...session.Upd
 	return sess, created, err
 }
 
-// update applies fn, the approvals and the turn marker to r.Session, as
-// Update and UpdateAppend do.
+// update applies fn, the approvals, the turn marker and its journal to
+// r.Session, as Update and UpdateAppend do.
 func update(r *record, fn func(*orchestration.State) error, o session.WriteOptions) error {
 	// r was just read from the file: changing it in place leaves the stored
 	// session intact when fn or the approvals fail.
@@ -436,8 +436,7 @@ func update(r *record, fn func(*orchestration.State) error, o session.WriteOptio
 		return err
 	}
 	r.Session.Version++
-	o.ApplyTurn(&r.Session)
-	return nil
+	return o.ApplyTurn(&r.Session)
 }
 
 // Update implements session.Store. fn runs exactly once.

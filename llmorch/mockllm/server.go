@@ -43,6 +43,11 @@ type Config struct {
 	Queue []Script
 	// Default answers every request (zero: DefaultScript).
 	Default *Script
+	// Respond, when set, answers in place of Default: the script it
+	// returns for each request, so that concurrent conversations each
+	// get the answer their own history calls for. It must be safe for
+	// concurrent use.
+	Respond func(Request) Script
 	// MaxRecorded bounds the requests kept for Requests (newest kept;
 	// 0: 1000; negative: none kept), so that a load test does not grow
 	// without limit.
@@ -60,6 +65,12 @@ type Option func(*Config)
 
 // WithDefault sets the script that answers when the queue is empty.
 func WithDefault(s Script) Option { return func(c *Config) { c.Default = &s } }
+
+// WithResponder answers the requests the queue does not with respond
+// (see Config.Respond).
+func WithResponder(respond func(Request) Script) Option {
+	return func(c *Config) { c.Respond = respond }
+}
 
 // WithMaxRecorded bounds the requests kept (see Config.MaxRecorded).
 func WithMaxRecorded(n int) Option { return func(c *Config) { c.MaxRecorded = n } }
@@ -145,6 +156,7 @@ func ListenAndServe(ctx context.Context, addr string, cfg Config) error {
 
 type handler struct {
 	def         Script
+	respond     func(Request) Script
 	maxRecorded int
 	seq         atomic.Int64
 
@@ -155,7 +167,7 @@ type handler struct {
 }
 
 func newHandler(cfg Config) *handler {
-	h := &handler{def: DefaultScript, maxRecorded: cfg.MaxRecorded}
+	h := &handler{def: DefaultScript, maxRecorded: cfg.MaxRecorded, respond: cfg.Respond}
 	if cfg.Default != nil {
 		h.def = *cfg.Default
 	}
@@ -204,6 +216,12 @@ func (h *handler) take(req *Request) Script {
 		h.recorded = append(h.recorded, *req)
 	}
 	if len(h.queue) == 0 {
+		if h.respond != nil {
+			r := *req
+			h.mu.Unlock()
+			defer h.mu.Lock()
+			return h.respond(r)
+		}
 		return h.def
 	}
 	s := h.queue[0]

@@ -21,7 +21,7 @@ const answerArtifact = "answer"
 type tracker struct {
 	task Task
 	// text is the answer so far; chunks counts the artifact updates sent.
-	text   strings.Builder
+	text   chat.AnswerText
 	chunks int
 	// approvals wait for a person at the turn's end.
 	approvals []approvalView
@@ -80,8 +80,16 @@ func (k *tracker) artifact(text string, last bool) StreamResponse {
 func (k *tracker) add(ev chat.Event) []StreamResponse {
 	switch ev.Kind {
 	case chat.KindTextDelta:
-		k.text.WriteString(ev.Text)
+		k.text.Add(ev)
 		return []StreamResponse{k.artifact(ev.Text, false)}
+	case chat.KindStepStart:
+		k.text.Add(ev)
+	case chat.KindRestart:
+		// Another server took the turn over: the answer goes back to its
+		// last saved step, and the artifact is sent whole again.
+		k.text.Add(ev)
+		k.chunks = 0
+		return []StreamResponse{k.status(StateWorking, k.agentMessage(textPart(ev.Restart.Message)), nil), k.artifact(k.text.String(), false)}
 	case chat.KindToolCall:
 		return []StreamResponse{k.status(StateWorking, k.agentMessage(dataPart(map[string]any{"toolCall": ev.ToolCall})), nil)}
 	case chat.KindToolResult:

@@ -290,6 +290,10 @@ func (m *mapper) add(ev chat.Event) []event {
 		}
 	case chat.KindLimit:
 		out = append(out, event{"type": "CUSTOM", "name": "agentdock.limit", "value": ev.Limit})
+	case chat.KindRestart:
+		// Another server took the turn over: the text of the steps from
+		// Restart.Step on follows again.
+		out = append(m.closeText(out), event{"type": "CUSTOM", "name": "agentdock.restart", "value": ev.Restart})
 	case chat.KindError:
 		m.failure = ev.Error
 	case chat.KindDone:

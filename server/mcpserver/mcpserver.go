@@ -231,7 +231,7 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 	}
 	p := &progress{ctx: ctx, req: req}
 	out := Output{SessionID: sid}
-	var text strings.Builder
+	var text chat.AnswerText
 	for {
 		r := e.follow(ctx, turn, p, &text)
 		out.FinishReason = r.finish
@@ -287,7 +287,7 @@ type followed struct {
 
 // follow reads a turn to its end, writing its answer to text and its
 // progress to the client. A client that cancels the call stops the turn.
-func (e *Edge) follow(ctx context.Context, turn *server.Turn, p *progress, text *strings.Builder) followed {
+func (e *Edge) follow(ctx context.Context, turn *server.Turn, p *progress, text *chat.AnswerText) followed {
 	var r followed
 	var failure *chat.Error
 	for ev, err := range turn.Events(ctx) {
@@ -300,10 +300,14 @@ func (e *Edge) follow(ctx context.Context, turn *server.Turn, p *progress, text 
 		}
 		switch ev.Kind {
 		case chat.KindTextDelta:
-			text.WriteString(ev.Text)
+			text.Add(ev)
 			p.text(len(ev.Text))
 		case chat.KindStepStart:
+			text.Add(ev)
 			p.note("the model is answering")
+		case chat.KindRestart:
+			text.Add(ev)
+			p.note("another server took the turn over")
 		case chat.KindToolCall:
 			p.note("calling " + ev.ToolCall.Name)
 		case chat.KindToolResult:

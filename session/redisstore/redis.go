@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,10 @@ type Store struct {
 	prefix string
 	// budget bounds one round trip, including go-redis's own retries.
 	budget time.Duration
+	// wait is how many replicas acknowledge a turn's claim and last
+	// write (Config.WaitReplicas), within waitTimeout; 0: none.
+	wait        int
+	waitTimeout time.Duration
 
 	locks keyLocks
 	// recent is what ClaimStart expects of the sessions this process
@@ -76,7 +81,90 @@ func newStore(ctx context.Context, cfg Config) (*Store, error) {
 		r.client.Close()
 		return nil, err
 	}
+	r.wait, r.waitTimeout = cfg.WaitReplicas, cfg.WaitTimeout
+	if r.waitTimeout <= 0 {
+		r.waitTimeout = time.Second
+	}
+	if r.wait == 0 {
+		r.wait = r.replicas(ctx)
+	}
+	r.wait = max(r.wait, 0)
 	return r, nil
+}
+
+// replicas is 1 when the primary has a replica, 0 otherwise (or when it
+// cannot tell): the default of Config.WaitReplicas.
+func (r *Store) replicas(ctx context.Context) int {
+	ctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	var info string
+	var err error
+	if c, ok := r.client.(*redis.ClusterClient); ok {
+		// Every shard's primary: one with replicas is enough to say so.
+		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			s, err := n.Info(ctx, "replication").Result()
+			info += s
+			return err
+		})
+	} else {
+		info, err = r.client.Info(ctx, "replication").Result()
+	}
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok && n != "0" {
+			return 1
+		}
+	}
+	return 0
+}
+
+// Waits returns how many replicas acknowledge a turn's claim and last
+// write (Config.WaitReplicas as resolved when the store opened).
+func (r *Store) Waits() int { return r.wait }
+
+// waited runs script like runWrite and then, on the same connection (the
+// node owning the session's slot in a Cluster), WAIT for r.wait replicas:
+// WAIT counts the replicas that have every write the connection made. It
+// returns how many acknowledged, -1 when the wait itself failed.
+func (r *Store) waited(ctx context.Context, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, maybe bool, acked int64) {
+	if r.wait == 0 {
+		cmd, maybe = r.runWrite(ctx, script, keys, args...)
+		return cmd, maybe, 0
+	}
+	var node redis.Cmdable = r.client
+	if c, ok := r.client.(*redis.ClusterClient); ok {
+		n, err := c.MasterForKey(ctx, keys[0])
+		if err != nil {
+			cmd = redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return cmd, false, -1
+		}
+		node = n
+	}
+	cmd, maybe = r.runWrite(ctx, script, keys, args...)
+	if cmd.Err() != nil {
+		return cmd, maybe, -1
+	}
+	// The script ran on some connection; WAIT on another one counts the
+	// replicas that have the replication stream up to that connection's
+	// last write, so the pipeline writes nothing but a no-op after the
+	// script's (PEXPIRE of a key the write just set keeps the offset
+	// moving past it) and waits on the same connection.
+	wctx, cancel := context.WithTimeout(ctx, r.budget+r.waitTimeout)
+	defer cancel()
+	var w *redis.Cmd
+	_, err := node.Pipelined(wctx, func(p redis.Pipeliner) error {
+		p.PExpire(wctx, keys[0], r.cfg.TTL)
+		w = p.Do(wctx, "WAIT", r.wait, r.waitTimeout.Milliseconds())
+		return nil
+	})
+	n, werr := w.Int64()
+	if err != nil || werr != nil {
+		return cmd, false, -1
+	}
+	return cmd, false, n
 }
 
 // preload pings Redis and loads the scripts, so that the steady state needs
@@ -466,7 +554,19 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 		} else {
 			args = []any{expected, strconv.FormatInt(next.Version, 10), encoded, nonce, r.ttlMillis(), lease, flag(release)}
 		}
-		cmd, maybe := r.runWrite(ctx, script, keys, args...)
+		// A turn's last write (it clears the turn marker) is acknowledged
+		// by the replicas before the turn says it finished.
+		var (
+			cmd   *redis.Cmd
+			maybe bool
+			acked int64
+		)
+		last := o.Turn != nil && *o.Turn == ""
+		if last {
+			cmd, maybe, acked = r.waited(ctx, script, keys, args...)
+		} else {
+			cmd, maybe = r.runWrite(ctx, script, keys, args...)
+		}
 		reply, err := cmd.Slice()
 		if err != nil {
 			return session.Session{}, nil, r.failWrite(id, "write", err, maybe)
@@ -497,6 +597,9 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 				hist = stringList(reply[1])
 			}
 			listCreated(ctx, o.Lease)
+			if last && acked < int64(r.wait) {
+				return next, hist, fmt.Errorf("redis session store: session %s: %d of %d replica(s) acknowledged the write within %v: %w", id, max(acked, 0), r.wait, r.waitTimeout, session.ErrNotReplicated)
+			}
 			return next, hist, nil
 		case "fenced":
 			return session.Session{}, nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrFenced)
@@ -537,7 +640,9 @@ func (r *Store) apply(cur session.Session, fn func(*orchestration.State) error, 
 	}
 	next.State, next.LastAccessed = st, r.cfg.Now()
 	next.Version = cur.Version + 1
-	o.ApplyTurn(&next)
+	if err := o.ApplyTurn(&next); err != nil {
+		return session.Session{}, err
+	}
 	return next, nil
 }
 
@@ -730,7 +835,11 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 			args = r.updateAppendArgs(append(args, expected), strconv.FormatInt(sw.guess.Version, 10), sw.next.Version, sw.data, sw.nonce, token, sw.ap, false)
 			script = scriptClaimStart
 		}
-		cmd, maybe := r.runWrite(ctx, script, keys, args...)
+		// The claim (and the turn's first write with it) is acknowledged by
+		// the replicas, so that a failover keeps the session's lease and
+		// its user message; a claim the replicas are late for goes on, and
+		// the turn's last write tells.
+		cmd, maybe, _ := r.waited(ctx, script, keys, args...)
 		reply, err := cmd.Slice()
 		if err != nil {
 			if sw != nil {

@@ -53,6 +53,16 @@ type Config struct {
 	DialTimeout  time.Duration
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
+
+	// WaitReplicas is how many replicas must acknowledge a turn's claim
+	// and its last write (Redis WAIT) before the store returns: 0 means 1
+	// when the primary has replicas when the store opens and none
+	// otherwise; a negative value never waits. A last write that is not
+	// acknowledged within WaitTimeout (default 1 s) is kept on the primary
+	// and returned with an error wrapping session.ErrNotReplicated: a
+	// failover before the replicas catch up may lose it.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // DefaultPrefix starts the Redis keys unless Config.Prefix says

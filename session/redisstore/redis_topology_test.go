@@ -1,7 +1,10 @@
 package redisstore_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/orchestration"
@@ -56,5 +59,73 @@ func TestRedisSentinel(t *testing.T) {
 	got, err := s.Get(ctx, id)
 	if err != nil || !got.State.RecentlyUsedTools.Equal("search") {
 		t.Fatalf("Get through Sentinel: %+v, %v", got, err)
+	}
+}
+
+// TestRedisWaitReplicas: with a replica, a turn's claim and its last
+// write wait for it (WAIT 1): the store waits by default, the written
+// session is on the replica when the write returns, and a replica that
+// does not answer makes the last write return its result with
+// session.ErrNotReplicated after the wait's timeout (the write is made on
+// the primary). Without replicas the store does not wait.
+func TestRedisWaitReplicas(t *testing.T) {
+	primary := redistest.Start(t)
+	alone, err := redisstore.New(redisstore.Config{URL: primary.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alone.Close()
+	if alone.Waits() != 0 {
+		t.Fatalf("a primary without replicas: the store waits for %d", alone.Waits())
+	}
+	replica := redistest.Start(t, redistest.ReplicaOf(primary))
+	ctx := t.Context()
+	raw := rawClient(t, replica)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if info, _ := rawClient(t, primary).Info(ctx, "replication").Result(); strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not connect to the primary")
+		}
+	}
+	s, err := redisstore.New(redisstore.Config{URL: primary.URL(), Prefix: "wait", WaitTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Waits() != 1 {
+		t.Fatalf("a primary with a replica: the store waits for %d, want 1 by default", s.Waits())
+	}
+	turn := func(id, text string) error {
+		_, l, err := s.Claim(ctx, id, session.WithTurn("t-"+id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = s.UpdateAppend(ctx, id, applyEvent(orchestration.ToolUsed("search")), []chat.Message{{Role: chat.RoleUser, Content: text}}, 0,
+			session.WithLease(l), session.WithTurn(""), session.WithRelease())
+		return err
+	}
+	id := session.NewID()
+	if err := turn(id, "acknowledged"); err != nil {
+		t.Fatalf("the last write with the replica up: %v", err)
+	}
+	// WAIT returned: the replica has the write already.
+	if n, err := raw.LLen(ctx, "wait:{"+id+"}:messages").Result(); err != nil || n != 1 {
+		t.Fatalf("the replica's copy right after the write: %d messages, %v", n, err)
+	}
+	replica.Pause()
+	defer replica.Resume()
+	id2 := session.NewID()
+	start := time.Now()
+	err = turn(id2, "not acknowledged")
+	if !errors.Is(err, session.ErrNotReplicated) {
+		t.Fatalf("the last write with the replica paused: %v, want ErrNotReplicated", err)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Fatalf("the write returned after %v, before the wait's timeout", took)
+	}
+	if msgs, err := s.Messages(ctx, id2, 0); err != nil || len(msgs) != 1 || msgs[0].Content != "not acknowledged" {
+		t.Fatalf("the unacknowledged write on the primary: %+v, %v", msgs, err)
 	}
 }

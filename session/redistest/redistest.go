@@ -51,12 +51,18 @@ type options struct {
 	// sentinel monitors this master under this name.
 	master     *Server
 	masterName string
+	// primary: the server is a replica of this one.
+	primary *Server
 }
 
 // Cluster makes the server a one-node Redis Cluster that serves all 16384
 // slots, so that Cluster clients (MOVED handling, CROSSSLOT checks) can be
 // tested against a real cluster-mode server.
 func Cluster() Option { return func(o *options) { o.cluster = true } }
+
+// ReplicaOf makes the server a replica of primary (replicaof), which a
+// Sentinel of primary then finds and may promote.
+func ReplicaOf(primary *Server) Option { return func(o *options) { o.primary = primary } }
 
 // Sentinel makes the server a Sentinel that monitors master under name.
 func Sentinel(master *Server, name string) Option {
@@ -167,7 +173,9 @@ func (s *Server) start() error {
 		// Sentinel rewrites its configuration file, so it needs one.
 		conf := filepath.Join(s.dir, "sentinel.conf")
 		if _, err := os.Stat(conf); err != nil {
-			text := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n", s.opts.masterName, s.opts.master.port)
+			// A master is judged down after 1 s, so that tests of a
+			// failover need not wait Sentinel's default 30 s.
+			text := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 1\nsentinel down-after-milliseconds %[1]s 1000\nsentinel failover-timeout %[1]s 5000\n", s.opts.masterName, s.opts.master.port)
 			if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 				return fmt.Errorf("write %s: %w", conf, err)
 			}
@@ -175,6 +183,9 @@ func (s *Server) start() error {
 		args = append([]string{conf, "--sentinel"}, args...)
 	default:
 		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec", "--save", "")
+		if p := s.opts.primary; p != nil {
+			args = append(args, "--replicaof", "127.0.0.1", strconv.Itoa(p.port))
+		}
 		if s.opts.cluster {
 			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 		}

@@ -90,6 +90,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"ApprovalsExpireWithTheSession", h.approvalsExpire},
 		{"Title", h.title},
 		{"List", h.list},
+		{"Journal", h.journal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -979,6 +980,93 @@ func (h *harness) turnMarker(t *testing.T) {
 	}
 	if got := must(s.Get(ctx, id))(t); got.Turn != "" {
 		t.Fatalf("Get after the marker was cleared: %+v", got)
+	}
+	_ = l.Release(ctx)
+}
+
+// journal: WithJournal changes the running turn's journal in the write
+// that carries it, on the session's copy: a function that refuses the
+// write leaves the session as it was and its error is returned as is. A
+// new turn starts with an empty journal; clearing the marker drops it; a
+// journal lives and is read back whole with the session.
+func (h *harness) journal(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	ctx := t.Context()
+	// The session is the owner's (session.Key), so that it is in no
+	// other owner's list.
+	id := session.Key("o", session.NewID())
+	_, l, err := s.Claim(ctx, id, session.WithOwner("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(j *session.Journal) error { j.Writes++; return nil }
+	sess, _, err := s.UpdateAppend(ctx, id, apply(orchestration.UserMessage("hi")), []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, 0,
+		session.WithLease(l), session.WithTurn("turn-0001"), session.WithJournal(count))
+	if err != nil || sess.Journal == nil || sess.Journal.Writes != 1 {
+		t.Fatalf("the turn's first write: %+v, %v; want a journal of one write", sess, err)
+	}
+	step := &session.JournalStep{Text: "let me look", Calls: []chat.ToolCall{{ID: "c1", Name: "search", Arguments: []byte(`{"q":"go"}`)}, {ID: "c2", Name: "think", Arguments: []byte(`{}`)}},
+		Invalid: map[string]string{"c2": "unknown tool"}, Offer: orchestration.Offer{Tools: []string{"search"}, Step: "research"}, Usage: chat.Usage{Prompt: 7}, Output: 12}
+	if _, err := s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{})), session.WithLease(l), session.WithJournal(func(j *session.Journal) error {
+		j.Writes++
+		j.Step = step
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	result := chat.ToolResult{CallID: "c1", Name: "search", Content: "found", Type: "search_results"}
+	refused := errors.New("lost writes")
+	if _, err := s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(l), session.WithJournal(func(j *session.Journal) error {
+		j.Step.Results = append(j.Step.Results, result)
+		return refused
+	})); !errors.Is(err, refused) {
+		t.Fatalf("a journal function that refuses the write: %v; want its error", err)
+	}
+	got := must(s.Get(ctx, id))(t)
+	if j := got.Journal; j == nil || j.Writes != 2 || j.Step == nil || len(j.Step.Results) != 0 || got.State.RecentlyUsedTools.Equal("search") {
+		t.Fatalf("after a refused write: %+v; want the journal of two writes, no result, no tool recorded", got)
+	}
+	if _, err := s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(l), session.WithJournal(func(j *session.Journal) error {
+		j.Writes++
+		j.Step.Results = append(j.Step.Results, result)
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	got = must(s.Get(ctx, id))(t)
+	want := session.Journal{Writes: 3, Step: step}
+	want.Step.Results = []chat.ToolResult{result}
+	if j := got.Journal; j == nil || j.Writes != want.Writes || j.Step == nil || j.Step.Text != step.Text || len(j.Step.Calls) != 2 ||
+		string(j.Step.Calls[0].Arguments) != `{"q":"go"}` || j.Step.Invalid["c2"] != "unknown tool" || j.Step.Offer.Step != "research" ||
+		len(j.Step.Offer.Tools) != 1 || j.Step.Usage.Prompt != 7 || j.Step.Output != 12 || len(j.Step.Results) != 1 || j.Step.Results[0] != result {
+		t.Fatalf("the journal read back: %+v; want %+v", got.Journal, want)
+	}
+	// The step's write: the journal goes on without the step.
+	if _, _, err := s.UpdateAppend(ctx, id, apply(orchestration.UsageReported(chat.Usage{})), []chat.Message{{Role: chat.RoleAssistant, Content: "let me look"}}, 0,
+		session.WithLease(l), session.WithJournal(func(j *session.Journal) error {
+			j.Writes++
+			j.Steps, j.Frame, j.Step = 1, 9, nil
+			return nil
+		})); err != nil {
+		t.Fatal(err)
+	}
+	if j := must(s.Get(ctx, id))(t).Journal; j == nil || j.Writes != 4 || j.Steps != 1 || j.Frame != 9 || j.Step != nil {
+		t.Fatalf("after the step's write: %+v", j)
+	}
+	// Another turn starts with an empty journal.
+	sess, err = s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{})), session.WithLease(l), session.WithTurn("turn-0002"), session.WithJournal(count))
+	if err != nil || sess.Journal == nil || sess.Journal.Writes != 1 || sess.Journal.Steps != 0 {
+		t.Fatalf("the next turn's first write: %+v, %v; want a journal of its own", sess.Journal, err)
+	}
+	// Clearing the marker drops it, after the function ran.
+	ran := false
+	sess, err = s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{})), session.WithLease(l), session.WithTurn(""),
+		session.WithJournal(func(j *session.Journal) error { ran = j.Writes == 1; return nil }))
+	if err != nil || sess.Journal != nil || sess.Turn != "" || !ran {
+		t.Fatalf("the turn's last write: %+v, %v (the function saw the journal: %v)", sess, err, ran)
+	}
+	if got := must(s.Get(ctx, id))(t); got.Journal != nil {
+		t.Fatalf("Get after the last write: %+v", got.Journal)
 	}
 	_ = l.Release(ctx)
 }

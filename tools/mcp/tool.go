@@ -88,7 +88,8 @@ func (l *toolList) add(t *sdk.Tool) {
 			desc = fmt.Sprintf("The %s tool of the %s MCP server.", t.Name, s.name)
 		}
 	}
-	tool := &mcpTool{srv: s, name: t.Name, spec: chat.ToolSpec{Name: name, Description: desc, Parameters: schema}}
+	tool := &mcpTool{srv: s, name: t.Name, spec: chat.ToolSpec{Name: name, Description: desc, Parameters: schema},
+		idempotent: t.Annotations != nil && (t.Annotations.ReadOnlyHint || t.Annotations.IdempotentHint)}
 	if _, err := tools.NewRegistryWithConfig(l.rcfg, tool); err != nil {
 		reason := err.Error()
 		if _, after, found := strings.Cut(reason, fmt.Sprintf("tool %q: ", name)); found {
@@ -124,9 +125,15 @@ type mcpTool struct {
 	srv  *server
 	name string // on the server
 	spec chat.ToolSpec
+	// idempotent: the server says so (annotations readOnlyHint or
+	// idempotentHint); MCP's defaults say neither.
+	idempotent bool
 }
 
 func (t *mcpTool) Spec() chat.ToolSpec { return t.spec }
+
+// Idempotent implements tools.Idempotent.
+func (t *mcpTool) Idempotent() bool { return t.idempotent }
 
 // Call calls the tool on the server's live session with the turn's context
 // (cancelled at the tool timeout; the SDK then sends

@@ -190,6 +190,17 @@ func (ts *Toolbox) Execute(ctx context.Context, call chat.ToolCall) chat.ToolRes
 	return reg.Execute(ctx, call)
 }
 
+// Idempotent implements tools.Idempotency: a built-in tool that declares
+// it, or an MCP tool whose server annotates it read-only or idempotent.
+func (ts *Toolbox) Idempotent(name string) bool {
+	s, ok := ts.route(name)
+	if !ok {
+		return ts.builtin.Idempotent(name)
+	}
+	_, reg, _ := s.current()
+	return reg != nil && reg.Idempotent(name)
+}
+
 // Unavailable reports why the named tool cannot run now: its MCP server is
 // not running, or no longer lists it. Built-in tools are always available.
 func (ts *Toolbox) Unavailable(name string) (string, bool) {

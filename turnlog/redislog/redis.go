@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -109,9 +110,20 @@ type writer struct {
 	// registered: the next write registers it.
 	opened *turnlog.Meta
 	// unsure: a write failed without telling whether it went in.
-	unsure    bool
+	unsure bool
+	// known: last is the seq of the turn's last frame as this writer
+	// left it (a write it saw succeed, or a TakeOver); every write then
+	// says which seq its first frame has, so that one resent after its
+	// outcome was unknown, or that arrives after a later one, adds only
+	// the frames the stream lacks (appendScript).
+	known     bool
 	last      int64
 	refreshed time.Time
+	// token names this process as the turn's writer (meta field l): a
+	// write whose token is not the turn's is refused (TakeOver), and
+	// fenced then makes this process's later writes fail at once.
+	token  string
+	fenced atomic.Bool
 	// keys are the turn's keys for its writes (writeKeys), made once: a
 	// streaming turn writes about ten times a second.
 	keys []string
@@ -210,6 +222,8 @@ func (r *Log) fail(ref turnlog.Ref, op string, err error) error {
 		return fmt.Errorf("%s: %w", where, turnlog.ErrExists)
 	case strings.HasPrefix(msg, "TURNLOG_FINISHED"):
 		return fmt.Errorf("%s: %w", where, turnlog.ErrFinished)
+	case strings.HasPrefix(msg, "TURNLOG_FENCED"):
+		return fmt.Errorf("%s: %w", where, turnlog.ErrFenced)
 	case strings.HasPrefix(msg, "TURNLOG_SEQ"):
 		return fmt.Errorf("%s: the stream's last frame is %s, not the one this writer appended last: another process appends to this turn: %w", where, strings.TrimPrefix(msg, "TURNLOG_SEQ "), session.ErrCorrupt)
 	case redis.HasErrorPrefix(err, "WRONGTYPE"):
@@ -253,13 +267,14 @@ func (r *Log) Start(ctx context.Context, m turnlog.Meta) error {
 	ttl := r.runningTTL()
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()
+	token := session.NewID()
 	err := r.pipe.run(rctx, startScript,
 		[]string{r.metaKey(m.Ref), r.latestKey(m.Session), r.turnsKey(m.Session)},
-		m.Turn, m.Owner, m.AgentID, started, ms(ttl), now.Add(-ttl).UnixMilli()).Err()
+		m.Turn, m.Owner, m.AgentID, started, ms(ttl), now.Add(-ttl).UnixMilli(), token).Err()
 	if err != nil {
 		return r.fail(m.Ref, "start", err)
 	}
-	r.writers.Store(r.streamKey(m.Ref), &writer{ref: m.Ref, refreshed: now})
+	r.writers.Store(r.streamKey(m.Ref), &writer{ref: m.Ref, refreshed: now, known: true, token: token})
 	return nil
 }
 
@@ -269,10 +284,42 @@ func (r *Log) Open(m turnlog.Meta) error {
 	if err := r.prepare(&m); err != nil {
 		return err
 	}
-	if _, loaded := r.writers.LoadOrStore(r.streamKey(m.Ref), &writer{ref: m.Ref, opened: &m}); loaded {
+	if _, loaded := r.writers.LoadOrStore(r.streamKey(m.Ref), &writer{ref: m.Ref, opened: &m, known: true, token: session.NewID()}); loaded {
 		return fmt.Errorf("redis turn log: %s: open: %w", m.Ref, turnlog.ErrExists)
 	}
 	return nil
+}
+
+// TakeOver implements turnlog.Taker: one script makes this process the
+// turn's writer (its frames go on after the stream's last, and the
+// previous writer's writes fail with turnlog.ErrFenced), then the turn's
+// status is read.
+func (r *Log) TakeOver(ctx context.Context, m turnlog.Meta) (turnlog.Status, error) {
+	if err := r.prepare(&m); err != nil {
+		return turnlog.Status{}, err
+	}
+	now := time.Now()
+	ttl := r.runningTTL()
+	token := session.NewID()
+	rctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	reply, err := takeOverScript.Run(rctx, r.client, r.writeKeys(m.Ref),
+		token, m.Turn, m.Owner, m.AgentID, m.Started.UnixMilli(), ms(ttl), now.UnixMilli(), now.Add(-ttl).UnixMilli()).Int64Slice()
+	if err != nil {
+		return turnlog.Status{}, r.fail(m.Ref, "take over", err)
+	}
+	if len(reply) != 2 {
+		return turnlog.Status{}, fmt.Errorf("redis turn log: %s: take over: unexpected reply %v: %w", m.Ref, reply, session.ErrCorrupt)
+	}
+	// From now on this process writes the turn, from its last frame on;
+	// the first write sets the keys' TTLs again.
+	r.writers.Store(r.streamKey(m.Ref), &writer{ref: m.Ref, known: true, last: reply[0], token: token})
+	st, err := r.lookup(rctx, m.Ref)
+	if err != nil {
+		return turnlog.Status{}, err
+	}
+	st.Last, st.Stop = reply[0], reply[1] == 1
+	return st, nil
 }
 
 // Append implements turnlog.Log: one script, one stream entry for all the
@@ -310,6 +357,9 @@ func (r *Log) write(ctx context.Context, ref turnlog.Ref, finish bool, data [][]
 	w := v.(*writer)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.fenced.Load() {
+		return 0, fmt.Errorf("redis turn log: %s: %s: %w", ref, op, turnlog.ErrFenced)
+	}
 	if w.keys == nil {
 		w.keys = r.writeKeys(ref)
 	}
@@ -320,19 +370,18 @@ func (r *Log) write(ctx context.Context, ref turnlog.Ref, finish bool, data [][]
 	if w.refreshed.IsZero() || now.Sub(w.refreshed) >= r.cfg.RunningTTL/4 {
 		ttl = ms(r.runningTTL())
 	}
+	// The seq of the batch's first frame, when this writer knows it (0:
+	// whatever comes next, for a process that never wrote the turn).
 	first := int64(0)
-	if !w.refreshed.IsZero() {
+	if w.known {
 		first = w.last + 1
 	}
 	// An opened turn is registered by this write; its frames are its
-	// first, so that a resent write is recognised.
+	// first.
 	open, owner, agent, started, prune := "0", "", "", int64(0), int64(0)
 	if m := w.opened; m != nil {
 		open, owner, agent, started, prune = "1", m.Owner, m.AgentID, m.Started.UnixMilli(), now.Add(-r.runningTTL()).UnixMilli()
 		ttl = ms(r.runningTTL())
-		if !w.unsure {
-			first = 1
-		}
 	}
 	size := len(data)
 	for _, d := range data {
@@ -353,16 +402,22 @@ func (r *Log) write(ctx context.Context, ref turnlog.Ref, finish bool, data [][]
 	defer cancel()
 	last, err := r.pipe.run(rctx, appendScript, w.keys,
 		first, r.cfg.MaxFrames, ttl, now.UnixMilli(), ref.Turn, fin, ms(r.cfg.Retention), len(data), joined,
-		open, owner, agent, started, prune).Int64()
+		open, owner, agent, started, prune, w.token).Int64()
 	if err != nil {
 		err = r.fail(ref, op, err)
 		switch {
+		case errors.Is(err, turnlog.ErrFenced):
+			// Another process writes the turn now: this one no longer
+			// does, nor hears its stops.
+			w.fenced.Store(true)
 		case errors.Is(err, turnlog.ErrFinished), errors.Is(err, turnlog.ErrNotFound), errors.Is(err, turnlog.ErrExists):
 			r.writers.Delete(key)
 			r.hub.wake(key)
 		default:
-			// Whether the frames went in is unknown: the next write
-			// continues from the stream's last frame, whatever it is.
+			// Whether the frames went in is unknown: the next write says
+			// again where its frames start (w.last is unchanged), and
+			// the stream keeps each frame once whichever of the two
+			// arrives first, or both. Its keys' TTLs are set again.
 			w.refreshed, w.unsure = time.Time{}, true
 		}
 		return 0, err
@@ -371,7 +426,7 @@ func (r *Log) write(ctx context.Context, ref turnlog.Ref, finish bool, data [][]
 	if finish {
 		r.writers.Delete(key)
 	} else {
-		w.last = last
+		w.last, w.known = last, true
 		if ttl != "0" {
 			w.refreshed = now
 		}
@@ -589,13 +644,23 @@ func (r *Log) lookup(ctx context.Context, ref turnlog.Ref) (turnlog.Status, erro
 	if err != nil {
 		return turnlog.Status{}, fmt.Errorf("redis turn log: %s: meta field t %q is not a time: %w", ref, fields["t"], session.ErrCorrupt)
 	}
-	s := turnlog.Status{Meta: turnlog.Meta{Ref: ref, Owner: fields["o"], AgentID: fields["a"], Started: time.UnixMilli(started)}, Written: time.UnixMilli(started)}
+	_, stop := fields["x"]
+	s := turnlog.Status{Meta: turnlog.Meta{Ref: ref, Owner: fields["o"], AgentID: fields["a"], Started: time.UnixMilli(started)}, Written: time.UnixMilli(started), Stop: stop}
 	if w, ok := fields["w"]; ok {
 		written, err := strconv.ParseInt(w, 10, 64)
 		if err != nil {
 			return turnlog.Status{}, fmt.Errorf("redis turn log: %s: meta field w %q is not a time: %w", ref, w, session.ErrCorrupt)
 		}
 		s.Written = time.UnixMilli(written)
+	}
+	if r := fields["r"]; r != "" {
+		for v := range strings.SplitSeq(r, ",") {
+			seq, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return turnlog.Status{}, fmt.Errorf("redis turn log: %s: meta field r %q is not a list of seqs: %w", ref, r, session.ErrCorrupt)
+			}
+			s.Restarts = append(s.Restarts, seq)
+		}
 	}
 	if t := top.Val(); len(t) > 0 {
 		if s.Last, s.Done, err = parseID(t[0].ID); err != nil {
@@ -743,7 +808,7 @@ func (r *Log) listen() {
 			case *redis.Message:
 				sess, turn, ok := strings.Cut(v.Payload, " ")
 				ref := turnlog.Ref{Session: sess, Turn: turn}
-				if _, mine := r.writers.Load(r.streamKey(ref)); ok && mine {
+				if v, mine := r.writers.Load(r.streamKey(ref)); ok && mine && !v.(*writer).fenced.Load() {
 					r.stops.Call(ref)
 				}
 			}
@@ -756,7 +821,7 @@ func (r *Log) listen() {
 func (r *Log) recheckStops() {
 	r.writers.Range(func(_, v any) bool {
 		w := v.(*writer)
-		if w.ref.Turn == "" {
+		if w.ref.Turn == "" || w.fenced.Load() {
 			return true
 		}
 		ctx, cancel := r.roundTrip(context.Background())

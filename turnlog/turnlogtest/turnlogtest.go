@@ -820,6 +820,10 @@ func stop(t *testing.T, open Open) {
 	if got != ref {
 		t.Fatalf("heard %v, want %v", got, ref)
 	}
+	// The request stands on the turn, for a process that takes it over.
+	if st, err := peer.Lookup(ctxT(t), ref); err != nil || !st.Stop {
+		t.Fatalf("Lookup after a stop request: %+v, %v; want Stop set", st, err)
+	}
 	if peerHeard != nil {
 		select {
 		case r := <-peerHeard:

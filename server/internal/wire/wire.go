@@ -179,24 +179,47 @@ func ContentText(raw json.RawMessage) (string, error) {
 }
 
 // EventID is the SSE id of a turn's frame: "<turnId>:<seq>".
-func EventID(turnID string, seq int64) string { return turnID + ":" + strconv.FormatInt(seq, 10) }
+func EventID(turnID string, seq int64) string { return string(AppendEventID(nil, turnID, seq, 0)) }
 
-// AppendEventID appends EventID(turnID, seq) to dst.
-func AppendEventID(dst []byte, turnID string, seq int64) []byte {
-	return strconv.AppendInt(append(append(dst, turnID...), ':'), seq, 10)
+// RestartedEventID is the SSE id of a turn's frame that follows restart
+// takeovers of the turn (chat.KindRestart): "<turnId>:<seq>.<restart>",
+// EventID's for 0. A server that takes a turn over numbers its frames
+// after the last one the shared log had, which may come before the last
+// one the dead server sent its clients: the restart count tells a frame
+// of the dead server from the new one's of the same seq.
+func RestartedEventID(turnID string, seq int64, restart int) string {
+	return string(AppendEventID(nil, turnID, seq, restart))
 }
 
-// ParseEventID splits a Last-Event-ID made by EventID.
-func ParseEventID(s string) (turnID string, seq int64, err error) {
+// AppendEventID appends RestartedEventID(turnID, seq, restart) to dst.
+func AppendEventID(dst []byte, turnID string, seq int64, restart int) []byte {
+	dst = strconv.AppendInt(append(append(dst, turnID...), ':'), seq, 10)
+	if restart > 0 {
+		dst = strconv.AppendInt(append(dst, '.'), int64(restart), 10)
+	}
+	return dst
+}
+
+// ParseEventID splits a Last-Event-ID made by EventID or
+// RestartedEventID.
+func ParseEventID(s string) (turnID string, seq int64, restart int, err error) {
 	id, n, ok := strings.Cut(s, ":")
 	if !ok || !session.ValidID(id) {
-		return "", 0, errors.New(`want "<turnId>:<seq>"`)
+		return "", 0, 0, errors.New(`want "<turnId>:<seq>"`)
 	}
+	n, r, restarted := strings.Cut(n, ".")
 	seq, err = strconv.ParseInt(n, 10, 64)
 	if err != nil || seq < 0 {
-		return "", 0, errors.New(`the part after ":" must be a non-negative integer`)
+		return "", 0, 0, errors.New(`the part after ":" must be a non-negative integer`)
 	}
-	return id, seq, nil
+	if restarted {
+		k, err := strconv.Atoi(r)
+		if err != nil || k <= 0 || strconv.Itoa(k) != r {
+			return "", 0, 0, errors.New(`the part after "." must be a positive integer`)
+		}
+		restart = k
+	}
+	return id, seq, restart, nil
 }
 
 // A JSONError says where and why a request body is not the JSON expected.

@@ -45,44 +45,53 @@ func TestChatRequestText(t *testing.T) {
 
 func TestParseEventID(t *testing.T) {
 	tests := []struct {
-		in   string
-		turn string
-		seq  int64
-		ok   bool
+		in      string
+		turn    string
+		seq     int64
+		restart int
+		ok      bool
 	}{
-		{"abcdef0123456789:12", "abcdef0123456789", 12, true},
-		{"abcdef0123456789:0", "abcdef0123456789", 0, true},
-		{"abcdef0123456789", "", 0, false},
-		{"abcdef0123456789:", "", 0, false},
-		{"abcdef0123456789:-3", "", 0, false},
-		{"abcdef0123456789:1:2", "", 0, false},
-		{"short:1", "", 0, false},
-		{"12", "", 0, false},
+		{"abcdef0123456789:12", "abcdef0123456789", 12, 0, true},
+		{"abcdef0123456789:0", "abcdef0123456789", 0, 0, true},
+		{"abcdef0123456789:12.1", "abcdef0123456789", 12, 1, true},
+		{"abcdef0123456789:7.23", "abcdef0123456789", 7, 23, true},
+		{"abcdef0123456789", "", 0, 0, false},
+		{"abcdef0123456789:", "", 0, 0, false},
+		{"abcdef0123456789:-3", "", 0, 0, false},
+		{"abcdef0123456789:1:2", "", 0, 0, false},
+		{"abcdef0123456789:1.", "", 0, 0, false},
+		{"abcdef0123456789:1.0", "", 0, 0, false},
+		{"abcdef0123456789:1.01", "", 0, 0, false},
+		{"abcdef0123456789:1.-1", "", 0, 0, false},
+		{"abcdef0123456789:1.2.3", "", 0, 0, false},
+		{"short:1", "", 0, 0, false},
+		{"12", "", 0, 0, false},
 	}
 	for _, tc := range tests {
-		turn, seq, err := ParseEventID(tc.in)
-		if (err == nil) != tc.ok || turn != tc.turn || seq != tc.seq {
-			t.Errorf("ParseEventID(%q) = %q, %d, %v", tc.in, turn, seq, err)
+		turn, seq, restart, err := ParseEventID(tc.in)
+		if (err == nil) != tc.ok || turn != tc.turn || seq != tc.seq || restart != tc.restart {
+			t.Errorf("ParseEventID(%q) = %q, %d, %d, %v", tc.in, turn, seq, restart, err)
 		}
-		if err == nil && EventID(turn, seq) != tc.in {
-			t.Errorf("round trip of %q gave %q", tc.in, EventID(turn, seq))
+		if err == nil && RestartedEventID(turn, seq, restart) != tc.in {
+			t.Errorf("round trip of %q gave %q", tc.in, RestartedEventID(turn, seq, restart))
 		}
 	}
 }
 
 func FuzzParseEventID(f *testing.F) {
-	for _, s := range []string{"abcdef0123456789:12", "x:1", ":", "a:b:c", "abcdefgh:99999999999999999999"} {
+	for _, s := range []string{"abcdef0123456789:12", "abcdef0123456789:12.3", "x:1", ":", "a:b:c", "abcdefgh:99999999999999999999", "abcdefgh:1.99999999999999999999"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		turn, seq, err := ParseEventID(s)
+		turn, seq, restart, err := ParseEventID(s)
 		if err != nil {
 			return
 		}
-		if seq < 0 || !strings.HasPrefix(s, turn+":") || strings.Contains(turn, ":") {
-			t.Fatalf("%q parsed as %q %d", s, turn, seq)
+		if seq < 0 || restart < 0 || !strings.HasPrefix(s, turn+":") || strings.Contains(turn, ":") {
+			t.Fatalf("%q parsed as %q %d %d", s, turn, seq, restart)
 		}
-		if again, _, _ := ParseEventID(EventID(turn, seq)); again != turn {
+		t2, s2, r2, err := ParseEventID(RestartedEventID(turn, seq, restart))
+		if err != nil || t2 != turn || s2 != seq || r2 != restart {
 			t.Fatalf("%q does not round-trip", s)
 		}
 	})

@@ -1,0 +1,187 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentdock-go/agentdock/llmorch/mockllm"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redistest"
+)
+
+// TestSentinelFailoverWaits: two replicas on a Sentinel-managed primary
+// with one Redis replica and REDIS_WAIT_REPLICAS=1 run turns while the
+// primary is SIGKILLed and Sentinel promotes its replica. No turn that
+// ended finish stop loses text: each one's session, read after the
+// failover, holds its user message and exactly the answer its client
+// saw. The old primary then comes back as a replica of the new one. The
+// turns that ended otherwise (cut by the failover, or store_not_replicated
+// while the promoted primary had no replica) are counted by how they
+// ended, and the test prints the counts.
+func TestSentinelFailoverWaits(t *testing.T) {
+	sentinelFailover(t, 40, 6, 1500*time.Millisecond)
+}
+
+// TestSentinelFailoverWaitsUnderLoad is the slow variant: more turns, more
+// of them at once.
+func TestSentinelFailoverWaitsUnderLoad(t *testing.T) {
+	slow(t)
+	sentinelFailover(t, 400, 24, 8*time.Second)
+}
+
+func sentinelFailover(t *testing.T, turns, parallel int, killAfter time.Duration) {
+	primary := redistest.Start(t)
+	replica := redistest.Start(t, redistest.ReplicaOf(primary))
+	waitReplicaOnline(t, primary)
+	sentinel := redistest.Start(t, redistest.Sentinel(primary, "sessions"))
+	words := make([]string, 40)
+	for i := range words {
+		words[i] = fmt.Sprintf(" w%d", i)
+	}
+	m := newModel(t, mockllm.WithDefault(mockllm.Script{Text: words, InterTokenDelay: 25 * time.Millisecond}))
+	env := append(modelEnv(m), "SESSION_STORE=redis+sentinel://"+sentinel.Addr()+"/sessions/0", "REDIS_WAIT_REPLICAS=1",
+		"REDIS_WAIT_TIMEOUT=500ms", "HEARTBEAT=250ms", "SESSION_LOCK_TTL=6s", "STORE_WRITE_RETRY=5s")
+	servers := []*serverProc{startServer(t, env...), startServer(t, env...)}
+
+	type outcome struct {
+		sid, end, shown string
+		errs            []string
+	}
+	var (
+		mu       sync.Mutex
+		outcomes []outcome
+		refused  int // 503s retried
+		wg       sync.WaitGroup
+		next     = make(chan int)
+	)
+	for range parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				sid := session.NewID()
+				p := servers[i%len(servers)]
+				// A client retries a turn the store refused to start (503:
+				// nothing was saved) while Sentinel fails over.
+				s := tryChat(t, p.URL(), agentID, sid, fmt.Sprintf("question %d", i))
+				for start := time.Now(); s.Status == http.StatusServiceUnavailable && time.Since(start) < 30*time.Second; {
+					mu.Lock()
+					refused++
+					mu.Unlock()
+					time.Sleep(250 * time.Millisecond)
+					s = tryChat(t, p.URL(), agentID, sid, fmt.Sprintf("question %d", i))
+				}
+				o := outcome{sid: sid}
+				if s.Status != http.StatusOK {
+					o.end = fmt.Sprintf("status %d", s.Status)
+				} else {
+					frames := readFor(s, 60*time.Second)
+					o.end, o.shown, o.errs = requireEndOrEmpty(frames), answerOf(frames), errorTexts(frames)
+				}
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
+			}
+		}()
+	}
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		// Some turns have finished, others run.
+		time.Sleep(killAfter + time.Duration(rand.IntN(500))*time.Millisecond)
+		killRedis(t, primary)
+		// The old primary comes back; Sentinel makes it a replica of the
+		// new one, and turns are acknowledged again.
+		waitPromoted(t, replica)
+		primary.Restart()
+	}()
+	for i := range turns {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	<-killed
+	waitPromoted(t, replica)
+	// The replicas' clients follow Sentinel to the new primary.
+	promoted := time.Now()
+	for {
+		_, status, raw := getSession(t, servers[0].URL(), outcomes[0].sid)
+		if status != http.StatusServiceUnavailable {
+			break
+		}
+		if time.Since(promoted) > 30*time.Second {
+			t.Fatalf("the store is still unavailable 30 s after the promotion: %s", raw)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("the replicas reached the new primary %v after its promotion", time.Since(promoted).Round(time.Millisecond))
+
+	ends := map[string]int{}
+	lost := 0
+	for _, o := range outcomes {
+		key := o.end
+		if len(o.errs) > 0 {
+			code, _, _ := strings.Cut(o.errs[0], ":")
+			key += " " + code
+		}
+		ends[key]++
+		if o.end != "stop" {
+			continue
+		}
+		view, status, raw := getSession(t, servers[0].URL(), o.sid)
+		saved := ""
+		for _, msg := range view.Messages {
+			if msg.Role == "assistant" {
+				saved += msg.Content
+			}
+		}
+		if status != http.StatusOK || len(view.Messages) < 2 || saved != o.shown {
+			lost++
+			t.Errorf("a turn that finished stop lost text: session %s (%d): saved %q, shown %q; %s", o.sid, status, saved, o.shown, raw)
+		}
+	}
+	t.Logf("Sentinel failover with REDIS_WAIT_REPLICAS=1: %d turns (%d refusals retried); ends %v; turns that finished stop and lost text: %d", len(outcomes), refused, ends, lost)
+	if ends["stop"] == 0 {
+		t.Fatalf("no turn finished stop: %v", ends)
+	}
+}
+
+// waitReplicaOnline waits until primary has an online replica.
+func waitReplicaOnline(t *testing.T, primary *redistest.Server) {
+	t.Helper()
+	rc := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	defer rc.Close()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		info, _ := rc.Info(context.Background(), "replication").Result()
+		if strings.Contains(info, "state=online") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica is not online: %s", info)
+		}
+	}
+}
+
+// waitPromoted waits until Sentinel promoted the replica (role master).
+func waitPromoted(t *testing.T, replica *redistest.Server) {
+	t.Helper()
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	defer rc.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		info, _ := rc.Info(context.Background(), "replication").Result()
+		if strings.Contains(info, "role:master") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Sentinel did not promote the replica: %s", info)
+		}
+	}
+}
