@@ -89,7 +89,10 @@ func TestRedisWaitReplicas(t *testing.T) {
 			t.Fatal("the replica did not connect to the primary")
 		}
 	}
-	s, err := redisstore.New(redisstore.Config{URL: primary.URL(), Prefix: "wait", WaitTimeout: 300 * time.Millisecond})
+	// Long enough that a loaded machine's replica acknowledges in time:
+	// the paused case below waits all of it.
+	const wait = 3 * time.Second
+	s, err := redisstore.New(redisstore.Config{URL: primary.URL(), Prefix: "wait", WaitTimeout: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +125,7 @@ func TestRedisWaitReplicas(t *testing.T) {
 	if !errors.Is(err, session.ErrNotReplicated) {
 		t.Fatalf("the last write with the replica paused: %v, want ErrNotReplicated", err)
 	}
-	if took := time.Since(start); took < 300*time.Millisecond {
+	if took := time.Since(start); took < wait {
 		t.Fatalf("the write returned after %v, before the wait's timeout", took)
 	}
 	if msgs, err := s.Messages(ctx, id2, 0); err != nil || len(msgs) != 1 || msgs[0].Content != "not acknowledged" {
