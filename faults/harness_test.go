@@ -369,6 +369,12 @@ func open(t testing.TB, req *http.Request) *stream {
 	if err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
+	return newStream(t, res)
+}
+
+// newStream reads res's frames when it is an event stream, else keeps its
+// body for the test to read.
+func newStream(t testing.TB, res *http.Response) *stream {
 	s := &stream{t: t, Status: res.StatusCode, Header: res.Header, res: res, frames: make(chan frame, 1<<16)}
 	t.Cleanup(s.Close)
 	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {

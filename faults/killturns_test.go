@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -365,16 +364,5 @@ func openQuiet(t *testing.T, req *http.Request) *stream {
 	if err != nil {
 		return nil
 	}
-	s := &stream{t: t, Status: res.StatusCode, Header: res.Header, res: res, frames: make(chan frame, 1<<16)}
-	t.Cleanup(s.Close)
-	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		s.Body = string(b)
-		s.err = io.EOF
-		close(s.frames)
-		return s
-	}
-	go s.read()
-	return s
+	return newStream(t, res)
 }
