@@ -10,7 +10,10 @@
 // a program that keeps its sessions in memory does not link a Redis client.
 // Another store is any type that implements Store and passes the
 // conformance suite in session/sessiontest; WriteOptions is how it reads a
-// write's options.
+// write's options. Store has the six methods a turn needs; Update,
+// AppendMessages and Lock are helpers over them, and what only some stores
+// can do is an optional interface that callers ask for with a type
+// assertion (Pinger, Lister, Queuer, Starter, Appender).
 //
 // # Failures
 //
@@ -255,9 +258,9 @@ func (s Session) PendingApprovals() []Approval {
 // Store keeps sessions. Every method refreshes the session's sliding TTL.
 // Implementations are safe for concurrent use.
 //
-// A Store has what a turn needs; the other writes are helpers over it
-// (Update, AppendMessages, Lock), and what only some stores can do is an
-// optional interface: Pinger, Lister, Queuer, Starter, Appender.
+// The other writes are helpers over it (Update, AppendMessages, Lock);
+// optional interfaces add what only some stores can do (see the package
+// doc).
 type Store interface {
 	// Get returns the session, or ErrNotFound.
 	Get(ctx context.Context, id string) (Session, error)

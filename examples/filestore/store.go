@@ -20,7 +20,7 @@
 //     the directory. A crash leaves the old file or the new one, never a
 //     part of one; temporary files a crash left behind are removed by the
 //     next Open. Writes to one session are serialised in the process, so
-//     Update's function runs exactly once.
+//     UpdateAppend's function runs exactly once.
 //   - Fencing: a write WithLease is applied only while that lease holds the
 //     session; the check and the write happen under the session's lock, which
 //     a new lease also needs.
