@@ -305,7 +305,7 @@ func TestRunIsLazy(t *testing.T) {
 	n := gatedNode(t, store, agent.Config{}, newGatedModel())
 	id := session.NewID()
 	_ = n.Run(context.Background(), id, "never ranged")
-	if _, err := store.Lock(context.Background(), id); err != nil {
+	if _, _, err := store.Claim(context.Background(), id); err != nil {
 		t.Fatalf("a turn never ranged over holds the session: %v", err)
 	}
 	for _, bad := range []string{"", "short", "bad:id/with spaces", strings.Repeat("x", 129)} {

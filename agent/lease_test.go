@@ -229,7 +229,7 @@ func TestLeaseFreeWhenDoneArrives(t *testing.T) {
 						continue
 					}
 					sawDone = true
-					l, err := store.Lock(context.Background(), id)
+					_, l, err := session.Lock(context.Background(), store, id)
 					if err != nil {
 						t.Fatalf("turn %d: Lock as Done arrives: %v", i, err)
 					}
@@ -268,14 +268,6 @@ func (c *testClock) advance(d time.Duration) {
 type extendCounting struct {
 	session.Store
 	extended chan struct{}
-}
-
-func (s *extendCounting) Lock(ctx context.Context, id string) (session.Lease, error) {
-	l, err := s.Store.Lock(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return &countedLease{Lease: l, extended: s.extended}, nil
 }
 
 func (s *extendCounting) Claim(ctx context.Context, id string, opts ...session.UpdateOption) (session.Session, session.Lease, error) {
@@ -325,7 +317,7 @@ func TestLeaseRenewal(t *testing.T) {
 		<-store.extended
 	}
 	clock.advance(lockTTL * 2 / 3)
-	if _, err := mem.Lock(context.Background(), id); !errors.Is(err, session.ErrBusy) {
+	if _, _, err := session.Lock(context.Background(), mem, id); !errors.Is(err, session.ErrBusy) {
 		t.Fatalf("Lock past the first LockTTL of a renewing turn: %v, want ErrBusy", err)
 	}
 

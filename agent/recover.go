@@ -252,32 +252,33 @@ func stepMessages(st StreamedStep, answered map[string]bool) []chat.Message {
 // when the session's last turn ended properly, and returns session.ErrBusy
 // when the lease stays taken (the turn may be alive after all).
 func (a *Set) RecoverTurn(ctx context.Context, key string, wait time.Duration) (Recovery, error) {
-	lease, err := a.lock(ctx, key, wait)
+	sess, lease, err := a.lock(ctx, key, wait)
 	if err != nil {
 		return Recovery{}, err
 	}
 	defer releaseNow(ctx, lease)
-	sess, err := a.cfg.Store.Get(ctx, key)
-	if err != nil || sess.Turn == "" {
-		return Recovery{}, err
+	if sess.Turn == "" {
+		return Recovery{}, nil
 	}
 	return recoverTurn(ctx, a.cfg, key, sess, lease)
 }
 
-// lock takes the session's lease, waiting up to wait for it.
-func (a *Set) lock(ctx context.Context, key string, wait time.Duration) (session.Lease, error) {
+// lock takes the lease of the existing session with store key key,
+// waiting up to wait for it, and returns the session as it holds it
+// (session.ErrNotFound when there is none).
+func (a *Set) lock(ctx context.Context, key string, wait time.Duration) (session.Session, session.Lease, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		lease, err := a.cfg.Store.Lock(ctx, key)
+		sess, lease, err := session.Lock(ctx, a.cfg.Store, key)
 		if errors.Is(err, session.ErrBusy) && time.Now().Before(deadline) {
 			select {
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return session.Session{}, nil, ctx.Err()
 			case <-time.After(min(100*time.Millisecond, time.Until(deadline))):
 			}
 			continue
 		}
-		return lease, err
+		return sess, lease, err
 	}
 }
 

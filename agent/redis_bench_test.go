@@ -144,7 +144,7 @@ func TestRedisTurnStartsInOneRoundTrip(t *testing.T) {
 		{"a new session", func() {}, 1},
 		{"the session this process wrote last", func() {}, 1},
 		{"a session another replica wrote since", func() {
-			if _, err := open().Update(t.Context(), id, func(*orchestration.State) error { return nil }); err != nil {
+			if _, err := session.Update(t.Context(), open(), id, func(*orchestration.State) error { return nil }); err != nil {
 				t.Fatal(err)
 			}
 		}, 2},

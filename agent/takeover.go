@@ -41,21 +41,15 @@ type Takeover struct {
 // stays taken (the turn's replica is alive after all, or another replica
 // took the turn over first).
 func (a *Set) TakeOver(ctx context.Context, key, turnID string, wait time.Duration) (*Takeover, error) {
-	lease, err := a.lock(ctx, key, wait)
-	if err != nil {
-		return nil, err
-	}
-	sess, err := a.cfg.Store.Get(ctx, key)
+	sess, lease, err := a.lock(ctx, key, wait)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
-		err = ErrTurnOver
+		return nil, ErrTurnOver
 	case err != nil:
-	case sess.Turn != turnID:
-		err = ErrTurnOver
-	}
-	if err != nil {
-		releaseNow(ctx, lease)
 		return nil, err
+	case sess.Turn != turnID:
+		releaseNow(ctx, lease)
+		return nil, ErrTurnOver
 	}
 	return &Takeover{set: a, agent: a.byID[sess.Agent], key: key, sess: sess, lease: lease}, nil
 }

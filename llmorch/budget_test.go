@@ -80,7 +80,7 @@ func newBudgetFixture(t *testing.T, tmpl string, model llmorch.Model, budget llm
 
 func startTurn(t *testing.T, store *session.Memory, a *template.Loaded, id, msg string) llmorch.Turn {
 	t.Helper()
-	lease, err := store.Lock(context.Background(), id)
+	_, lease, err := store.Claim(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

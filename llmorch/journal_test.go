@@ -87,7 +87,7 @@ func journalFixture(t *testing.T, model *scripted, wrap func(session.Store) sess
 func (f *fixture) startJournaled(t *testing.T, msg string, frames *int64) llmorch.Turn {
 	t.Helper()
 	ctx := context.Background()
-	lease, err := f.store.Lock(ctx, f.id)
+	_, lease, err := f.store.Claim(ctx, f.id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,30 +166,34 @@ func TestJournalFrameAndSteps(t *testing.T) {
 	}
 }
 
-// losing wraps a store and loses one write: the nth Update is answered as
-// applied but never reaches the store, as a write acknowledged by a
-// primary that died before its replica got it.
+// losing wraps a store and loses one write: the nth write without
+// messages (session.Update) is answered as applied but never reaches the
+// store, as a write acknowledged by a primary that died before its
+// replica got it.
 type losing struct {
 	session.Store
 	n, updates int
 }
 
-func (l *losing) Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...session.UpdateOption) (session.Session, error) {
+func (l *losing) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...session.UpdateOption) (session.Session, []chat.Message, error) {
+	if len(msgs) > 0 || window != 0 {
+		return l.Store.UpdateAppend(ctx, id, fn, msgs, window, opts...)
+	}
 	if l.updates++; l.updates != l.n {
-		return l.Store.Update(ctx, id, fn, opts...)
+		return l.Store.UpdateAppend(ctx, id, fn, msgs, window, opts...)
 	}
 	s, err := l.Store.Get(ctx, id)
 	if err != nil {
-		return s, err
+		return s, nil, err
 	}
 	st := s.State
 	if err := fn(&st); err != nil {
-		return s, err
+		return s, nil, err
 	}
 	s.State = st
 	o := session.Options(opts...)
 	err = o.ApplyTurn(&s)
-	return s, err
+	return s, nil, err
 }
 
 // TestLostWritesStopTheTurn: when the store lost a write of the turn (a
@@ -265,13 +269,13 @@ func TestResumeGoesOnFromTheJournal(t *testing.T) {
 					ids = append(ids, id)
 					step.Calls = append(step.Calls, chat.ToolCall{ID: id, Name: name, Arguments: argsFor[name]})
 				}
-				if _, err := f.store.Update(ctx, f.id, func(*orchestration.State) error { return nil }, session.WithLease(f.lease),
+				if _, err := session.Update(ctx, f.store, f.id, func(*orchestration.State) error { return nil }, session.WithLease(f.lease),
 					session.WithJournal(func(j *session.Journal) error { j.Writes++; j.Frame = 7; j.Step = step; return nil })); err != nil {
 					t.Fatal(err)
 				}
 				for i := range tc.completed {
 					res := chat.ToolResult{CallID: ids[i], Name: tc.calls[i], Content: "done before the crash"}
-					if _, err := f.store.Update(ctx, f.id, func(s *orchestration.State) error {
+					if _, err := session.Update(ctx, f.store, f.id, func(s *orchestration.State) error {
 						*s, _ = f.eng.Apply(*s, orchestration.ToolUsed(tc.calls[i]))
 						return nil
 					}, session.WithLease(f.lease), session.WithJournal(func(j *session.Journal) error {
@@ -286,7 +290,7 @@ func TestResumeGoesOnFromTheJournal(t *testing.T) {
 			// The replica died; its lease went, and another replica took
 			// the session's lease and the turn.
 			_ = f.lease.Release(ctx)
-			lease, err := f.store.Lock(ctx, f.id)
+			_, lease, err := f.store.Claim(ctx, f.id)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -28,11 +28,6 @@ func (w *writeLog) note(s string) {
 	w.mu.Unlock()
 }
 
-func (w *writeLog) Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...session.UpdateOption) (session.Session, error) {
-	w.note("write Update")
-	return w.Store.Update(ctx, id, fn, opts...)
-}
-
 func (w *writeLog) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...session.UpdateOption) (session.Session, []chat.Message, error) {
 	w.mu.Lock()
 	fail := w.failWrites > 0
@@ -46,11 +41,6 @@ func (w *writeLog) UpdateAppend(ctx context.Context, id string, fn func(*orchest
 	}
 	w.note("write UpdateAppend")
 	return w.Store.UpdateAppend(ctx, id, fn, msgs, window, opts...)
-}
-
-func (w *writeLog) AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...session.UpdateOption) error {
-	w.note("write AppendMessages")
-	return w.Store.AppendMessages(ctx, id, msgs, opts...)
 }
 
 // run plays the turn, noting its events in the write log.
@@ -82,7 +72,7 @@ func TestLastToolRecordedWithItsStep(t *testing.T) {
 	w := f.wrapped.(*writeLog)
 	w.run(t, f, "hello")
 	want := []string{
-		"tool-call reflect", "write Update", "tool-result reflect",
+		"tool-call reflect", "write UpdateAppend", "tool-result reflect",
 		"tool-call think", "write UpdateAppend", "tool-result think", "step-finish",
 		"write UpdateAppend", "step-finish",
 	}

@@ -810,7 +810,7 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 	// session's turn marker, in the same write.
 	last := len(calls) == 0 || r.noTools || len(held) > 0
 	if !r.turn.Journal && usage.IsZero() && len(held) == 0 && !(last && r.turn.ID != "") && rec == nil {
-		if err := cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, r.writeOpts(false)...); err != nil {
+		if err := session.AppendMessages(ctx, cfg.Store, r.turn.SessionID, msgs, r.writeOpts(false)...); err != nil {
 			return &storeFailure{saved: r.saved, err: fmt.Errorf("saving the conversation: %w", err)}
 		}
 	} else {
@@ -973,7 +973,7 @@ func (r *run) answer(ctx context.Context) error {
 func (r *run) record(ctx context.Context, res toolOutcome, msgs []chat.Message) error {
 	cfg := r.s.cfg
 	if res.record == nil && !r.turn.Journal {
-		return cfg.Store.AppendMessages(ctx, r.turn.SessionID, msgs, session.WithLease(r.turn.Lease))
+		return session.AppendMessages(ctx, cfg.Store, r.turn.SessionID, msgs, session.WithLease(r.turn.Lease))
 	}
 	frame := r.position()
 	st, _, err := cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(s *orchestration.State) error {
@@ -1013,7 +1013,7 @@ func (r *run) journalAnswers(ctx context.Context) error {
 			step.Results = append(step.Results, DeniedResult(a.Call, a.Reason))
 		}
 	}
-	st, err := r.s.cfg.Store.Update(ctx, r.turn.SessionID, func(*orchestration.State) error { return nil },
+	st, err := session.Update(ctx, r.s.cfg.Store, r.turn.SessionID, func(*orchestration.State) error { return nil },
 		append(r.journal(func(j *session.Journal) { j.Step = step }), session.WithLease(r.turn.Lease))...)
 	if err != nil {
 		return fmt.Errorf("recording the answers about to be carried out: %w", err)
@@ -1031,7 +1031,7 @@ func (r *run) journalStep(ctx context.Context, text []byte, calls []chat.ToolCal
 	if len(invalid) > 0 {
 		step.Invalid = invalid
 	}
-	st, err := r.s.cfg.Store.Update(ctx, r.turn.SessionID, func(*orchestration.State) error { return nil },
+	st, err := session.Update(ctx, r.s.cfg.Store, r.turn.SessionID, func(*orchestration.State) error { return nil },
 		append(r.journal(func(j *session.Journal) { j.Step = step }), session.WithLease(r.turn.Lease))...)
 	if err != nil {
 		return &storeFailure{saved: r.saved, err: fmt.Errorf("recording the tool calls about to run: %w", err)}
@@ -1268,7 +1268,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	var dec orchestration.Decision
 	// The journal keeps the result with the record, until the step's
 	// write saves it in the history.
-	st, err := cfg.Store.Update(ctx, r.turn.SessionID, func(s *orchestration.State) error {
+	st, err := session.Update(ctx, cfg.Store, r.turn.SessionID, func(s *orchestration.State) error {
 		*s, dec = cfg.Engine.Apply(*s, used)
 		return nil
 	}, append(r.journal(func(j *session.Journal) {

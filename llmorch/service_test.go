@@ -162,13 +162,13 @@ func newServiceWith(t *testing.T, tmpl string, cfg llmorch.ServiceConfig, wrap f
 // start records the user message and returns the turn, as the agent does.
 func (f *fixture) start(t *testing.T, msg string) llmorch.Turn {
 	t.Helper()
-	lease, err := f.store.Lock(context.Background(), f.id)
+	_, lease, err := f.store.Claim(context.Background(), f.id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.lease = lease
 	var dec orchestration.Decision
-	sess, err := f.store.Update(context.Background(), f.id, func(s *orchestration.State) error {
+	sess, err := session.Update(context.Background(), f.store, f.id, func(s *orchestration.State) error {
 		*s, dec = f.eng.Apply(*s, orchestration.UserMessage(msg))
 		return nil
 	}, session.WithLease(lease))
@@ -342,7 +342,7 @@ func TestFencedWritesStopTheTurn(t *testing.T) {
 	// Another turn takes the session over (the first lease is released as
 	// if it had expired).
 	f.lease.Release(context.Background())
-	if _, err := f.store.Lock(context.Background(), f.id); err != nil {
+	if _, _, err := f.store.Claim(context.Background(), f.id); err != nil {
 		t.Fatal(err)
 	}
 	close(model.block)

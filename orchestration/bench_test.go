@@ -43,7 +43,7 @@ func BenchmarkToolEvent(b *testing.B) {
 	ctx := context.Background()
 	const id = "bench-session-0001"
 	seq := []string{"critique", "debate", "reflect"}
-	store.Update(ctx, id, func(s *orchestration.State) error {
+	session.Update(ctx, store, id, func(s *orchestration.State) error {
 		*s, _ = e.Apply(*s, orchestration.UserMessage("Critique the argument that remote work improves productivity"))
 		return nil
 	})
@@ -53,9 +53,9 @@ func BenchmarkToolEvent(b *testing.B) {
 		tool := seq[i%3]
 		if i%3 == 0 {
 			// Start the sequence again so every event is accepted.
-			store.Update(ctx, id, func(s *orchestration.State) error { s.SequenceIndex = 0; return nil })
+			session.Update(ctx, store, id, func(s *orchestration.State) error { s.SequenceIndex = 0; return nil })
 		}
-		sess, err := store.Update(ctx, id, func(s *orchestration.State) error {
+		sess, err := session.Update(ctx, store, id, func(s *orchestration.State) error {
 			*s, _ = e.Apply(*s, orchestration.ToolUsed(tool))
 			return nil
 		})
@@ -84,7 +84,7 @@ func BenchmarkUserMessage(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		m := msgs[i%len(msgs)]
-		sess, err := store.Update(ctx, "bench-session-0002", func(s *orchestration.State) error {
+		sess, err := session.Update(ctx, store, "bench-session-0002", func(s *orchestration.State) error {
 			*s, _ = e.Apply(*s, orchestration.UserMessage(m))
 			return nil
 		})

@@ -74,7 +74,7 @@ func Run(ctx context.Context, sc *Scenario, engine *orchestration.Engine, store 
 			in, desc = orchestration.UsageReported(*ev.Usage), fmt.Sprintf("usage %d+%d", ev.Usage.Prompt, ev.Usage.Completion)
 		}
 		var dec orchestration.Decision
-		sess, err := store.Update(ctx, id, func(s *orchestration.State) error {
+		sess, err := session.Update(ctx, store, id, func(s *orchestration.State) error {
 			var next orchestration.State
 			next, dec = engine.Apply(*s, in)
 			*s = next

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/agentdock-go/agentdock/session"
 )
 
 // streamChat posts a chat message and reads the whole stream.
@@ -240,7 +241,7 @@ func TestChatConflicts(t *testing.T) {
 	}
 
 	// A session whose lease is held is busy (with busy reject).
-	lease, err := e.store.Lock(t.Context(), "owned-by-plain")
+	_, lease, err := session.Lock(t.Context(), e.store, "owned-by-plain")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func TestReplicaWriterGone(t *testing.T) {
 	prefix := "replicas-" + session.NewID()
 	b := replica(t, srv, prefix, envOptions{cfg: func(c *Config) { c.Heartbeat = 100 * time.Millisecond }})
 	sid := session.NewID()
-	if _, _, err := b.store.GetOrCreate(t.Context(), sid); err != nil {
+	if _, err := session.Update(t.Context(), b.store, sid, func(*orchestration.State) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	ref := turnlog.Ref{Session: sid, Turn: session.NewID()}
@@ -298,7 +298,7 @@ func TestReplicaWriterGoneBeforeListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dead.Update(t.Context(), sid, func(*orchestration.State) error { return nil }, session.WithTurn(turnID), session.WithLease(lease)); err != nil {
+	if _, err := session.Update(t.Context(), dead, sid, func(*orchestration.State) error { return nil }, session.WithTurn(turnID), session.WithLease(lease)); err != nil {
 		t.Fatal(err)
 	}
 	var sv sessionView

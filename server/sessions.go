@@ -116,7 +116,7 @@ func (s *Server) renameSession(c *gin.Context) {
 	noop := func(*orchestration.State) error { return nil }
 	// The owner and agent only matter if the session expired since it
 	// was read: the write then recreates it as the caller's, empty.
-	stored, err := s.cfg.Store.Update(ctx, sess.ID, noop, session.WithTitle(title), session.WithOwner(sess.Owner), session.WithAgent(sess.Agent))
+	stored, err := session.Update(ctx, s.cfg.Store, sess.ID, noop, session.WithTitle(title), session.WithOwner(sess.Owner), session.WithAgent(sess.Agent))
 	if err != nil {
 		e := storeError(err)
 		if e.Status >= 500 {

@@ -36,14 +36,14 @@ func BenchmarkMemoryToolEvent(b *testing.B) {
 			for i := range ids {
 				ids[i] = session.NewID()
 				var err error
-				if leases[i], err = s.Lock(ctx, ids[i]); err != nil {
+				if _, leases[i], err = s.Claim(ctx, ids[i]); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := s.Update(ctx, ids[i], sessiontest.BenchApply(orchestration.UserMessage("research the history of tea"))); err != nil {
+				if _, err := session.Update(ctx, s, ids[i], sessiontest.BenchApply(orchestration.UserMessage("research the history of tea"))); err != nil {
 					b.Fatal(err)
 				}
 				for j := range sessiontest.BenchEngine.HistoryLimit() {
-					if _, err := s.Update(ctx, ids[i], sessiontest.BenchApply(orchestration.ToolUsed(tools[j%2]))); err != nil {
+					if _, err := session.Update(ctx, s, ids[i], sessiontest.BenchApply(orchestration.ToolUsed(tools[j%2]))); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -54,7 +54,7 @@ func BenchmarkMemoryToolEvent(b *testing.B) {
 			for b.Loop() {
 				ev := orchestration.ToolUsed(tools[i%2])
 				k := i % sessions
-				sess, err := s.Update(ctx, ids[k], func(st *orchestration.State) error {
+				sess, err := session.Update(ctx, s, ids[k], func(st *orchestration.State) error {
 					*st, d = sessiontest.BenchEngine.Apply(*st, ev)
 					return nil
 				}, session.WithLease(leases[k]))

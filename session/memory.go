@@ -64,7 +64,7 @@ type memEntry struct {
 // is immutable): no copy of it is made per access.
 func (e *memEntry) session() Session { return e.sess }
 
-// lockPoll is how often Lock retries a busy session while it waits.
+// lockPoll is how often Claim retries a busy session while it waits.
 const lockPoll = 20 * time.Millisecond
 
 // NewMemory returns a memory store and starts its janitor; Close stops it.
@@ -304,73 +304,6 @@ func (m *Memory) Get(ctx context.Context, id string) (Session, error) {
 	return e.session(), nil
 }
 
-// GetOrCreate implements Store.
-func (m *Memory) GetOrCreate(ctx context.Context, id string, opts ...UpdateOption) (Session, bool, error) {
-	o := Options(opts...)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.checkOpen(ctx); err != nil {
-		return Session{}, false, err
-	}
-	now := m.cfg.Now()
-	if e := m.lookup(id, now); e != nil {
-		return e.session(), false, nil
-	}
-	e, err := m.create(id, o, now)
-	if err != nil {
-		return Session{}, false, err
-	}
-	return e.session(), true, nil
-}
-
-// Update implements Store. fn runs exactly once, under the store's lock.
-func (m *Memory) Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...UpdateOption) (Session, error) {
-	o := Options(opts...)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.checkOpen(ctx); err != nil {
-		return Session{}, err
-	}
-	now := m.cfg.Now()
-	if err := m.fence(id, o.Lease, now); err != nil {
-		return Session{}, err
-	}
-	e := m.lookup(id, now)
-	st := orchestration.State{}
-	if e != nil {
-		// fn gets a copy: if it fails half-way, the stored state is intact
-		// (its history is immutable, so the copy shares it).
-		st = e.sess.State
-	}
-	if err := fn(&st); err != nil {
-		return Session{}, err
-	}
-	next := Session{}
-	if e != nil {
-		next = e.sess
-	}
-	next.State = st // ApplyTurn reads the state after fn (WithRequest)
-	if err := o.ApplyApprovals(&next); err != nil {
-		return Session{}, err
-	}
-	if err := o.ApplyTurn(&next); err != nil {
-		return Session{}, err
-	}
-	if e == nil {
-		var err error
-		if e, err = m.create(id, o, now); err != nil {
-			return Session{}, err
-		}
-	}
-	e.sess.State = st
-	e.sess.Approvals = next.Approvals
-	e.sess.Turn, e.sess.Journal, e.sess.Title, e.sess.SummarizerUsage, e.sess.Requests = next.Turn, next.Journal, next.Title, next.SummarizerUsage, next.Requests
-	e.sess.Version++
-	m.releaseWith(id, o)
-	m.reweigh(e, now)
-	return e.session(), nil
-}
-
 // releaseWith releases the write's lease when it asks to (WithRelease);
 // the write was fenced by it, so it holds the session. m.mu is held.
 func (m *Memory) releaseWith(id string, o WriteOptions) {
@@ -395,24 +328,6 @@ func (m *Memory) fence(id string, l Lease, now time.Time) error {
 	return nil
 }
 
-// Reset implements Store.
-func (m *Memory) Reset(ctx context.Context, id string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.checkOpen(ctx); err != nil {
-		return err
-	}
-	now := m.cfg.Now()
-	e := m.lookup(id, now)
-	if e == nil {
-		return ErrNotFound
-	}
-	e.sess.State = orchestration.State{}
-	e.sess.Version++
-	m.reweigh(e, now)
-	return nil
-}
-
 // Delete implements Store.
 func (m *Memory) Delete(ctx context.Context, id string) error {
 	m.mu.Lock()
@@ -426,30 +341,6 @@ func (m *Memory) Delete(ctx context.Context, id string) error {
 		return ErrNotFound
 	}
 	m.remove(el)
-	return nil
-}
-
-// AppendMessages implements Store.
-func (m *Memory) AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...UpdateOption) error {
-	o := Options(opts...)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.checkOpen(ctx); err != nil {
-		return err
-	}
-	now := m.cfg.Now()
-	if err := m.fence(id, o.Lease, now); err != nil {
-		return err
-	}
-	e := m.lookup(id, now)
-	if e == nil {
-		var err error
-		if e, err = m.create(id, o, now); err != nil {
-			return err
-		}
-	}
-	m.setHistory(e, append(e.msgs, msgs...), msgs, false)
-	m.reweigh(e, now)
 	return nil
 }
 
@@ -469,39 +360,6 @@ func (m *Memory) Messages(ctx context.Context, id string, limit int) ([]chat.Mes
 		msgs = msgs[len(msgs)-limit:]
 	}
 	return append([]chat.Message(nil), msgs...), nil
-}
-
-// Lock implements Store. The wait is measured on the wall clock, not on
-// Config.Now: a test clock that stands still must not make Lock wait forever.
-func (m *Memory) Lock(ctx context.Context, id string) (Lease, error) {
-	deadline := time.Now().Add(m.cfg.LockWait)
-	for {
-		l, err := m.tryLock(ctx, id)
-		wait := time.Until(deadline)
-		if err != ErrBusy || wait <= 0 {
-			return l, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(min(lockPoll, wait)):
-		}
-	}
-}
-
-func (m *Memory) tryLock(ctx context.Context, id string) (Lease, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.checkOpen(ctx); err != nil {
-		return nil, err
-	}
-	now := m.cfg.Now()
-	if cur, ok := m.leases[id]; ok && now.Before(cur.expires) {
-		return nil, ErrBusy
-	}
-	l := &memLease{m: m, id: id, token: newToken(), expires: now.Add(m.cfg.LockTTL)}
-	m.leases[id] = l
-	return l, nil
 }
 
 // Claim implements Store.
@@ -606,7 +464,9 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	return e.session(), hist, nil
 }
 
-// Ping implements Store.
+var _ Pinger = (*Memory)(nil)
+
+// Ping implements Pinger.
 func (m *Memory) Ping(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -103,7 +103,7 @@ func TestBytesCap(t *testing.T) {
 	ctx := context.Background()
 	write := func(owner, id string, size int) {
 		t.Helper()
-		if err := m.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: strings.Repeat("x", size)}}, WithOwner(owner)); err != nil {
+		if err := AppendMessages(ctx, m, id, []chat.Message{{Role: chat.RoleUser, Content: strings.Repeat("x", size)}}, WithOwner(owner)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,7 +139,7 @@ func TestEvictionSparesLeases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := m.Update(ctx, "held-session", func(*orchestration.State) error { return nil }, WithLease(held)); err != nil {
+	if _, err := Update(ctx, m, "held-session", func(*orchestration.State) error { return nil }, WithLease(held)); err != nil {
 		t.Fatalf("the turn's write after the others were created: %v", err)
 	}
 	if m.Len() != 10 {
@@ -168,7 +168,7 @@ func TestMemoryInvariants(t *testing.T) {
 				case 0:
 					err = claim(t, m, owner, id)
 				case 1:
-					err = m.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: strings.Repeat("y", rnd.IntN(4000))}}, WithOwner(owner))
+					err = AppendMessages(ctx, m, id, []chat.Message{{Role: chat.RoleUser, Content: strings.Repeat("y", rnd.IntN(4000))}}, WithOwner(owner))
 				case 2:
 					_, _, err = m.UpdateAppend(ctx, id, func(*orchestration.State) error { return nil },
 						[]chat.Message{{Role: chat.RoleAssistant, Content: strings.Repeat("z", rnd.IntN(2000))}}, 0, WithOwner(owner), DropLastAnswer())

@@ -10,7 +10,10 @@
 // a program that keeps its sessions in memory does not link a Redis client.
 // Another store is any type that implements Store and passes the
 // conformance suite in session/sessiontest; WriteOptions is how it reads a
-// write's options.
+// write's options. Store has the six methods a turn needs; Update,
+// AppendMessages and Lock are helpers over them, and what only some stores
+// can do is an optional interface that callers ask for with a type
+// assertion (Pinger, Lister, Queuer, Starter, Appender).
 //
 // # Failures
 //
@@ -254,54 +257,40 @@ func (s Session) PendingApprovals() []Approval {
 
 // Store keeps sessions. Every method refreshes the session's sliding TTL.
 // Implementations are safe for concurrent use.
+//
+// The other writes are helpers over it (Update, AppendMessages, Lock);
+// optional interfaces add what only some stores can do (see the package
+// doc).
 type Store interface {
 	// Get returns the session, or ErrNotFound.
 	Get(ctx context.Context, id string) (Session, error)
-	// GetOrCreate returns the session, creating an empty one (owned by
-	// owner and agent, see WithOwner and WithAgent) when there is none;
-	// created reports which.
-	GetOrCreate(ctx context.Context, id string, opts ...UpdateOption) (s Session, created bool, err error)
-	// Update applies fn to the session's state atomically and returns the
-	// stored session. A missing session is created empty first. fn may run
-	// more than once (optimistic retries) and must have no side effects; an
-	// error from fn aborts the update and is returned as is.
-	Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...UpdateOption) (Session, error)
-	// Reset replaces the state with an empty one, keeping the history.
-	Reset(ctx context.Context, id string) error
-	// Delete removes the session, its history and its lease.
-	Delete(ctx context.Context, id string) error
-
-	// AppendMessages adds messages to the session's history. Beyond
-	// Config.MaxMessages the oldest whole turns are dropped: the history
-	// always starts with a user message, and the newest turn is kept whole
-	// even when it alone is longer than the cap.
-	AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...UpdateOption) error
+	// Claim starts a turn: it gets the session, creating an empty one
+	// owned by WithOwner's owner and bound to WithAgent's agent when there
+	// is none, and takes its turn lease, in one step (one round trip with
+	// Redis). When another turn holds the lease, Claim waits up to
+	// Config.LockWait and then returns ErrBusy. A session whose owner is
+	// not WithOwner's, or that is bound to an agent other than
+	// WithAgent's, is not locked: Claim returns it with ErrForeign, so the
+	// caller can say which without the rightful owner's turns ever seeing
+	// the session busy.
+	Claim(ctx context.Context, id string, opts ...UpdateOption) (Session, Lease, error)
+	// UpdateAppend applies fn to the session's state and appends msgs to
+	// its history, as one atomic write (one round trip with Redis while
+	// the lease's view of the session is current), and returns the stored
+	// session and the newest window messages of the history as it was
+	// before the append: none for window 0, all for window < 0. A missing
+	// session is created empty first (WithOwner, WithAgent). fn may run
+	// more than once (optimistic retries) and must have no side effects;
+	// an error from fn aborts the write and is returned as is. Beyond
+	// Config.MaxMessages the oldest whole turns of the history are dropped
+	// (TrimTurns). With DropLastAnswer, the answer to the last user
+	// message is dropped first.
+	UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...UpdateOption) (Session, []chat.Message, error)
 	// Messages returns the newest limit messages of the history, oldest
 	// first (all when limit <= 0).
 	Messages(ctx context.Context, id string, limit int) ([]chat.Message, error)
-
-	// Lock takes the session's turn lease. When another turn holds it, Lock
-	// waits up to Config.LockWait and then returns ErrBusy.
-	Lock(ctx context.Context, id string) (Lease, error)
-
-	// Claim starts a turn: it gets or creates the session like GetOrCreate
-	// (WithOwner, WithAgent) and takes its lease like Lock, in one step (one
-	// round trip with Redis). A session whose owner is not WithOwner's, or
-	// that is bound to an agent other than WithAgent's, is not locked: Claim
-	// returns it with ErrForeign, so the caller can say which without the
-	// rightful owner's turns ever seeing the session busy.
-	Claim(ctx context.Context, id string, opts ...UpdateOption) (Session, Lease, error)
-	// UpdateAppend applies fn like Update and appends msgs like
-	// AppendMessages, as one atomic write (one round trip with Redis while
-	// the lease's view of the session is current). It returns the stored
-	// session and the newest window messages of the history as it was
-	// before the append: none for window 0, all for window < 0.
-	// With DropLastAnswer, the answer to the last user message is dropped
-	// first.
-	UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...UpdateOption) (Session, []chat.Message, error)
-
-	// Ping reports whether the store is reachable.
-	Ping(ctx context.Context) error
+	// Delete removes the session, its history and its lease.
+	Delete(ctx context.Context, id string) error
 	// Close releases the store's resources.
 	Close() error
 }
@@ -355,7 +344,7 @@ type Lease interface {
 	// write: WithRelease) is not an error.
 	Release(ctx context.Context) error
 	// Expiry is when the lease surely stops holding the session unless
-	// Extend succeeds again: the start of the last successful Lock or
+	// Extend succeeds again: the start of the last successful Claim or
 	// Extend plus Config.LockTTL, on the store's clock (Config.Now for the
 	// memory store, the wall clock for Redis, whose server expires the
 	// lease). A caller whose Release failed can stop retrying after it.
@@ -630,7 +619,7 @@ type Config struct {
 	TTL time.Duration
 	// LockTTL is how long a lease lives without Extend (default 30 s).
 	LockTTL time.Duration
-	// LockWait is how long Lock waits for a busy session before ErrBusy
+	// LockWait is how long Claim waits for a busy session before ErrBusy
 	// (default 0: refuse at once).
 	LockWait time.Duration
 	// WriteRetry is how long the Redis store resends a write whose round

@@ -233,10 +233,6 @@ func TestServerAndStoreMetrics(t *testing.T) {
 // Redis is down.
 type downStore struct{ session.Store }
 
-func (downStore) GetOrCreate(ctx context.Context, id string, opts ...session.UpdateOption) (session.Session, bool, error) {
-	return session.Session{}, false, fmt.Errorf("dialing redis: %w", session.ErrUnavailable)
-}
-
 func (downStore) Claim(ctx context.Context, id string, opts ...session.UpdateOption) (session.Session, session.Lease, error) {
 	return session.Session{}, nil, fmt.Errorf("dialing redis: %w", session.ErrUnavailable)
 }

@@ -49,7 +49,9 @@ func TestOpenBackend(t *testing.T) {
 			if got := b.turns != nil && b.a2aIndex != nil; got != tt.shared {
 				t.Fatalf("turn log and A2A index: %v, want %v", got, tt.shared)
 			}
-			if _, _, err := b.sessions.GetOrCreate(ctx, "s1", session.WithAgent("a")); err != nil {
+			if _, l, err := b.sessions.Claim(ctx, "s1", session.WithAgent("a")); err != nil {
+				t.Fatal(err)
+			} else if err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if !tt.shared {

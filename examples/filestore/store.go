@@ -20,7 +20,7 @@
 //     the directory. A crash leaves the old file or the new one, never a
 //     part of one; temporary files a crash left behind are removed by the
 //     next Open. Writes to one session are serialised in the process, so
-//     Update's function runs exactly once.
+//     UpdateAppend's function runs exactly once.
 //   - Fencing: a write WithLease is applied only while that lease holds the
 //     session; the check and the write happen under the session's lock, which
 //     a new lease also needs.
@@ -85,7 +85,7 @@ const (
 	lockPoll  = 20 * time.Millisecond
 )
 
-var _ session.Store = (*Store)(nil)
+var _ session.Pinger = (*Store)(nil)
 
 // Store is a session.Store in a directory. Open it with Open.
 type Store struct {
@@ -403,27 +403,6 @@ func (s *Store) Get(ctx context.Context, key string) (session.Session, error) {
 	return out, err
 }
 
-// GetOrCreate implements session.Store.
-func (s *Store) GetOrCreate(ctx context.Context, key string, opts ...session.UpdateOption) (sess session.Session, created bool, err error) {
-	o := session.Options(opts...)
-	err = s.do(ctx, key, func(now time.Time) error {
-		r, err := s.load(key, now)
-		if err != nil {
-			return err
-		}
-		if r == nil {
-			r = &record{Session: o.New(key, now)}
-			if err := s.save(key, r, now); err != nil {
-				return err
-			}
-			created = true
-		}
-		sess = r.Session
-		return nil
-	})
-	return sess, created, err
-}
-
 // update applies fn, the approvals, the turn marker and its journal to
 // r.Session, as Update and UpdateAppend do.
 func update(r *record, fn func(*orchestration.State) error, o session.WriteOptions) error {
@@ -437,33 +416,6 @@ func update(r *record, fn func(*orchestration.State) error, o session.WriteOptio
 	}
 	r.Session.Version++
 	return o.ApplyTurn(&r.Session)
-}
-
-// Update implements session.Store. fn runs exactly once.
-func (s *Store) Update(ctx context.Context, key string, fn func(*orchestration.State) error, opts ...session.UpdateOption) (session.Session, error) {
-	o := session.Options(opts...)
-	var out session.Session
-	err := s.write(ctx, key, o, func(r *record) error {
-		if err := update(r, fn, o); err != nil {
-			return err
-		}
-		out = r.Session
-		return nil
-	})
-	return out, err
-}
-
-// Reset implements session.Store.
-func (s *Store) Reset(ctx context.Context, key string) error {
-	return s.do(ctx, key, func(now time.Time) error {
-		r, err := s.load(key, now)
-		if r == nil {
-			return cmpOr(err, session.ErrNotFound)
-		}
-		r.Session.State = orchestration.State{}
-		r.Session.Version++
-		return s.save(key, r, now)
-	})
 }
 
 // Delete implements session.Store. A session whose file does not decode is
@@ -494,14 +446,6 @@ func cmpOr(err, otherwise error) error {
 		return err
 	}
 	return otherwise
-}
-
-// AppendMessages implements session.Store.
-func (s *Store) AppendMessages(ctx context.Context, key string, msgs []chat.Message, opts ...session.UpdateOption) error {
-	return s.write(ctx, key, session.Options(opts...), func(r *record) error {
-		r.Messages = session.TrimTurns(append(r.Messages, msgs...), s.cfg.MaxMessages)
-		return nil
-	})
 }
 
 // Messages implements session.Store.
@@ -548,13 +492,6 @@ func (s *Store) UpdateAppend(ctx context.Context, key string, fn func(*orchestra
 		return session.Session{}, nil, err
 	}
 	return out, hist, nil
-}
-
-// Lock implements session.Store. The wait is measured on the wall clock, not
-// on Config.Now, like the memory store's.
-func (s *Store) Lock(ctx context.Context, key string) (session.Lease, error) {
-	_, l, err := s.claim(ctx, key, nil)
-	return l, err
 }
 
 // Claim implements session.Store.
@@ -614,7 +551,7 @@ func (s *Store) claim(ctx context.Context, key string, o *session.WriteOptions) 
 	}
 }
 
-// Ping implements session.Store: the store is open and its directory there.
+// Ping implements session.Pinger: the store is open and its directory there.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.checkOpen(ctx); err != nil {
 		return err

@@ -99,7 +99,7 @@ func TestReopen(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Claim after reopening (the old lease must be gone): %v", err)
 	}
-	if _, err := second.Update(ctx, key, useTools("fetch"), session.WithLease(l)); !errors.Is(err, session.ErrFenced) {
+	if _, err := session.Update(ctx, second, key, useTools("fetch"), session.WithLease(l)); !errors.Is(err, session.ErrFenced) {
 		t.Fatalf("a write with the closed store's lease: %v, want ErrFenced", err)
 	}
 	l2.Release(ctx)
@@ -131,7 +131,7 @@ func TestCorruptFile(t *testing.T) {
 	ctx := t.Context()
 	s := open(t, dir, session.Config{})
 	key := session.NewID()
-	if _, err := s.Update(ctx, key, useTools("search")); err != nil {
+	if _, err := session.Update(ctx, s, key, useTools("search")); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, key+".json")
@@ -140,15 +140,13 @@ func TestCorruptFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := map[string]func() error{
-		"Get":         func() error { _, err := s.Get(ctx, key); return err },
-		"GetOrCreate": func() error { _, _, err := s.GetOrCreate(ctx, key); return err },
-		"Update":      func() error { _, err := s.Update(ctx, key, useTools("fetch")); return err },
+		"Get":    func() error { _, err := s.Get(ctx, key); return err },
+		"Update": func() error { _, err := session.Update(ctx, s, key, useTools("fetch")); return err },
 		"Append": func() error {
-			return s.AppendMessages(ctx, key, []chat.Message{{Role: chat.RoleUser, Content: "hi"}})
+			return session.AppendMessages(ctx, s, key, []chat.Message{{Role: chat.RoleUser, Content: "hi"}})
 		},
 		"Messages": func() error { _, err := s.Messages(ctx, key, 0); return err },
 		"Claim":    func() error { _, _, err := s.Claim(ctx, key); return err },
-		"Reset":    func() error { return s.Reset(ctx, key) },
 		"Delete":   func() error { return s.Delete(ctx, key) },
 	}
 	for name, call := range calls {
@@ -187,7 +185,7 @@ func TestNoTempFiles(t *testing.T) {
 	for i := range 5 {
 		key := session.NewID()
 		keys = append(keys, key+".json")
-		l, err := s.Lock(ctx, key)
+		_, l, err := s.Claim(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,11 +197,11 @@ func TestNoTempFiles(t *testing.T) {
 		}
 		// Refused writes: by the function, and by the fence.
 		boom := errors.New("boom")
-		if _, err := s.Update(ctx, key, func(*orchestration.State) error { return boom }); err != boom {
+		if _, err := session.Update(ctx, s, key, func(*orchestration.State) error { return boom }); err != boom {
 			t.Fatal(err)
 		}
 		l.Release(ctx)
-		if _, err := s.Update(ctx, key, useTools("late"), session.WithLease(l)); !errors.Is(err, session.ErrFenced) {
+		if _, err := session.Update(ctx, s, key, useTools("late"), session.WithLease(l)); !errors.Is(err, session.ErrFenced) {
 			t.Fatal(err)
 		}
 	}
@@ -237,7 +235,7 @@ func TestExpiredFilesRemoved(t *testing.T) {
 	s := open(t, dir, session.Config{TTL: ttl, Now: now})
 	stale, fresh := session.NewID(), session.NewID()
 	for _, key := range []string{stale, fresh} {
-		if err := s.AppendMessages(ctx, key, []chat.Message{{Role: chat.RoleUser, Content: "hi"}}); err != nil {
+		if err := session.AppendMessages(ctx, s, key, []chat.Message{{Role: chat.RoleUser, Content: "hi"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -268,7 +266,7 @@ func TestExpiredFilesRemoved(t *testing.T) {
 func TestInvalidKey(t *testing.T) {
 	s := open(t, t.TempDir(), session.Config{})
 	for _, key := range []string{"../../etc/passwd", "short", "a.b.c-session", ""} {
-		if _, err := s.Update(context.Background(), key, useTools("x")); err == nil || !strings.Contains(err.Error(), "not a session key") {
+		if _, err := session.Update(context.Background(), s, key, useTools("x")); err == nil || !strings.Contains(err.Error(), "not a session key") {
 			t.Errorf("Update(%q): %v, want a refused key", key, err)
 		}
 	}
@@ -425,7 +423,7 @@ func BenchmarkWrite(b *testing.B) {
 			}
 			if !parallel {
 				key := session.NewID()
-				s.AppendMessages(b.Context(), key, history)
+				session.AppendMessages(b.Context(), s, key, history)
 				for b.Loop() {
 					write(key)
 				}
@@ -434,7 +432,7 @@ func BenchmarkWrite(b *testing.B) {
 			b.SetParallelism(4)
 			b.RunParallel(func(pb *testing.PB) {
 				key := session.NewID()
-				s.AppendMessages(context.Background(), key, history)
+				session.AppendMessages(context.Background(), s, key, history)
 				for pb.Next() {
 					write(key)
 				}

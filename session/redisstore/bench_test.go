@@ -45,8 +45,8 @@ func BenchmarkRedisAppendMessage(b *testing.B) {
 }
 
 // BenchmarkRedisTurnStart measures what a turn does with the store before
-// its model call, on one session turn after turn: "separate" is the
-// sequence of single calls (GetOrCreate, Lock, the user message's Update,
+// its model call, on one session turn after turn: "separate" is Claim
+// and a sequence of single calls (the user message's session.Update,
 // Messages, AppendMessages), "merged" is Claim and UpdateAppend. The lease's
 // Release after the model call is not counted. rt/turn counts the commands
 // sent (round trips), as TestRedisRoundTrips does.
@@ -60,14 +60,11 @@ func BenchmarkRedisTurnStart(b *testing.B) {
 		start func(ctx context.Context, s *redisstore.Store, id string) (session.Lease, []chat.Message, error)
 	}{
 		{"separate", func(ctx context.Context, s *redisstore.Store, id string) (session.Lease, []chat.Message, error) {
-			if _, _, err := s.GetOrCreate(ctx, id, session.WithOwner("o"), session.WithAgent("a")); err != nil {
-				return nil, nil, err
-			}
-			l, err := s.Lock(ctx, id)
+			_, l, err := s.Claim(ctx, id, session.WithOwner("o"), session.WithAgent("a"))
 			if err != nil {
 				return nil, nil, err
 			}
-			if _, err := s.Update(ctx, id, sessiontest.BenchApply(orchestration.UserMessage(user[0].Content)), session.WithLease(l)); err != nil {
+			if _, err := session.Update(ctx, s, id, sessiontest.BenchApply(orchestration.UserMessage(user[0].Content)), session.WithLease(l)); err != nil {
 				return l, nil, err
 			}
 			hist, err := s.Messages(ctx, id, window)

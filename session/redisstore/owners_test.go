@@ -36,7 +36,7 @@ func TestRedisAdmissionRoundTrip(t *testing.T) {
 				return err
 			},
 			func() (err error) { _, l, err = s.Claim(ctx, key, session.WithOwner("o")); return err },
-			func() error { _, _, err := s.GetOrCreate(ctx, session.NewID()); return err },
+			func() error { _, _, err := s.Claim(ctx, session.NewID()); return err },
 		} {
 			if err := call(); err != nil {
 				t.Fatal(err)
@@ -46,7 +46,7 @@ func TestRedisAdmissionRoundTrip(t *testing.T) {
 		return out
 	}
 	with, without := sent(redisstore.Config{}), sent(withoutQuotas)
-	for i, step := range []string{"Claim creating", "UpdateAppend", "Claim existing", "GetOrCreate, anonymous"} {
+	for i, step := range []string{"Claim creating", "UpdateAppend", "Claim existing", "Claim, anonymous"} {
 		want := slices.Clone(without[i])
 		if i == 0 {
 			want = append(want, "evalsha")

@@ -364,51 +364,20 @@ func (r *Store) Get(ctx context.Context, id string) (session.Session, error) {
 	return s, nil
 }
 
-// GetOrCreate implements session.Store.
-func (r *Store) GetOrCreate(ctx context.Context, id string, opts ...session.UpdateOption) (session.Session, bool, error) {
-	o := session.Options(opts...)
-	now := r.cfg.Now()
-	fresh := r.newSession(id, o, now)
-	cmd, _ := r.runWrite(ctx, scriptGetOrCreate, r.keys(id)[:2], r.ttlMillis(), encode(fresh), session.NewID())
-	reply, err := cmd.Slice()
-	if err != nil {
-		return session.Session{}, false, r.fail(id, "get or create", err)
-	}
-	if len(reply) != 2 {
-		return session.Session{}, false, fmt.Errorf("redis session store: session %s: get or create: unexpected reply %v: %w", id, reply, session.ErrUnavailable)
-	}
-	created, _ := reply[0].(int64)
-	data, _ := reply[1].(string)
-	s, err := r.decode(id, data)
-	if err != nil {
-		return session.Session{}, false, err
-	}
-	if created == 1 {
-		if err := r.admit(ctx, s.Owner, id); err != nil {
-			return session.Session{}, false, err
-		}
-		r.record(s.Owner, id, len(data), 0)
-	}
-	s.LastAccessed = now
-	return s, created == 1, nil
-}
-
-// Update implements session.Store. fn may run more than once: again after every
-// conflict with another replica's write.
-func (r *Store) Update(ctx context.Context, id string, fn func(*orchestration.State) error, opts ...session.UpdateOption) (session.Session, error) {
-	s, _, err := r.mutate(ctx, id, fn, session.Options(opts...), false, nil)
-	return s, err
-}
-
-// UpdateAppend implements session.Store: Update's compare-and-set and the append
-// in one script. fn may run more than once, as with Update.
+// UpdateAppend implements session.Store: a compare-and-set of the state and
+// the append in one script, or the state's alone when the write leaves the
+// history as it is (session.Update). fn may run more than once: again
+// after every conflict with another replica's write.
 func (r *Store) UpdateAppend(ctx context.Context, id string, fn func(*orchestration.State) error, msgs []chat.Message, window int, opts ...session.UpdateOption) (session.Session, []chat.Message, error) {
 	o := session.Options(opts...)
-	ap, err := newAppend(id, msgs, window, o)
-	if err != nil {
-		return session.Session{}, nil, err
+	var ap *appendArgs
+	if len(msgs) > 0 || window != 0 || o.DropAnswer || o.DropTurn {
+		var err error
+		if ap, err = newAppend(id, msgs, window, o); err != nil {
+			return session.Session{}, nil, err
+		}
 	}
-	s, raw, err := r.mutate(ctx, id, fn, o, false, ap)
+	s, raw, err := r.mutate(ctx, id, fn, o, ap)
 	if err != nil {
 		return session.Session{}, nil, err
 	}
@@ -463,18 +432,10 @@ func decodeMessages(id string, raw []string) ([]chat.Message, error) {
 	return msgs, nil
 }
 
-// Reset implements session.Store.
-func (r *Store) Reset(ctx context.Context, id string) error {
-	_, _, err := r.mutate(ctx, id, func(s *orchestration.State) error {
-		*s = orchestration.State{}
-		return nil
-	}, session.WriteOptions{}, true, nil)
-	return err
-}
-
-// mutate is the compare-and-set loop behind Update, UpdateAppend (ap not
-// nil: it returns the history window) and Reset.
-func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.State) error, o session.WriteOptions, mustExist bool, ap *appendArgs) (session.Session, []string, error) {
+// mutate is the compare-and-set loop behind UpdateAppend: of the state
+// alone when ap is nil, of the state and the history otherwise (it then
+// returns the history window).
+func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.State) error, o session.WriteOptions, ap *appendArgs) (session.Session, []string, error) {
 	kl, err := r.locks.lock(ctx, id)
 	if err != nil {
 		return session.Session{}, nil, err
@@ -526,8 +487,6 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			if cur, err = r.decode(id, data); err != nil {
 				return session.Session{}, nil, err
 			}
-		} else if mustExist {
-			return session.Session{}, nil, session.ErrNotFound
 		}
 		next := cur
 		if !exists {
@@ -689,7 +648,13 @@ func (r *Store) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// AppendMessages implements session.Store.
+var (
+	_ session.Pinger   = (*Store)(nil)
+	_ session.Appender = (*Store)(nil)
+)
+
+// AppendMessages implements session.Appender: one script that appends
+// without reading the state.
 func (r *Store) AppendMessages(ctx context.Context, id string, msgs []chat.Message, opts ...session.UpdateOption) error {
 	o := session.Options(opts...)
 	lease := ""
@@ -749,10 +714,11 @@ func (r *Store) Messages(ctx context.Context, id string, limit int) ([]chat.Mess
 	return msgs, err
 }
 
-// lockPoll is how often Lock retries a busy session while it waits.
+// lockPoll is how often Claim retries a busy session while it waits.
 const lockPoll = 20 * time.Millisecond
 
-// Claim implements session.Store: GetOrCreate and Lock in one script.
+// Claim implements session.Store: the session got or created and its lease
+// taken in one script.
 func (r *Store) Claim(ctx context.Context, id string, opts ...session.UpdateOption) (session.Session, session.Lease, error) {
 	s, l, _, err := r.claim(ctx, id, session.Options(opts...), nil)
 	return s, l, err
@@ -926,38 +892,7 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, pl
 	}
 }
 
-// Lock implements session.Store.
-func (r *Store) Lock(ctx context.Context, id string) (session.Lease, error) {
-	deadline := time.Now().Add(r.cfg.LockWait)
-	keys := r.keys(id)
-	key := keys[2]
-	for {
-		token := session.NewID()
-		sent := time.Now()
-		rctx, cancel := r.roundTrip(ctx)
-		ok, err := r.client.SetNX(rctx, key, token, r.cfg.LockTTL).Result()
-		cancel()
-		if err != nil {
-			return nil, r.fail(id, "lock", err)
-		}
-		if ok {
-			l := &redisLease{r: r, id: id, keys: keys, token: token}
-			l.expiry.Store(sent.Add(r.cfg.LockTTL).UnixNano())
-			return l, nil
-		}
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return nil, fmt.Errorf("redis session store: session %s: %w", id, session.ErrBusy)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("redis session store: session %s: waiting for the lease: %w", id, ctx.Err())
-		case <-time.After(min(lockPoll, wait)):
-		}
-	}
-}
-
-// Ping implements session.Store.
+// Ping implements session.Pinger.
 func (r *Store) Ping(ctx context.Context) error {
 	rctx, cancel := r.roundTrip(ctx)
 	defer cancel()

@@ -196,7 +196,7 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("Open(redis URL) = %T, want *redisstore.Store", s)
 	}
 	id := session.NewID()
-	if _, _, err := s.GetOrCreate(ctx, id); err != nil {
+	if _, _, err := s.Claim(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	ttl, err := r.Client().PTTL(ctx, "opened:{"+id+"}:state").Result()

@@ -142,26 +142,6 @@ redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return d
 `)
 
-// scriptGetOrCreate returns the session's data, creating it when missing.
-//
-// ARGV: ttl ms, data of the new session, nonce.
-// Reply: {created 0|1, data}.
-var scriptGetOrCreate = newScript(`
-local d = redis.call('HGET', KEYS[1], 'data')
-if d then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  redis.call('PEXPIRE', KEYS[2], ARGV[1])
-  local created = 0
-  if redis.call('HGET', KEYS[1], 'write') == ARGV[3] then
-    created = 1
-  end
-  return {created, d}
-end
-redis.call('HSET', KEYS[1], 'version', '0', 'data', ARGV[2], 'write', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return {1, ARGV[2]}
-`)
-
 // scriptAppend appends messages, trims the history by whole turns and slides the TTL; it
 // creates the session when missing.
 //
@@ -233,7 +213,7 @@ return 0
 
 // luaClaim is claim in Lua, for scriptClaim and scriptClaimStart: it gets
 // or creates the session and, unless it belongs to another owner or
-// agent, takes its lease: GetOrCreate and Lock in one step. A lease that
+// agent, takes its lease, in one step. A lease that
 // already holds this call's token is its own earlier attempt (a retry
 // after a lost reply) and is taken again.
 //
@@ -440,7 +420,7 @@ func newScript(src string) *redis.Script {
 }
 
 var allScripts = []*redis.Script{
-	scriptUpdate, scriptGet, scriptGetOrCreate, scriptAppend,
+	scriptUpdate, scriptGet, scriptAppend,
 	scriptMessages, scriptDelete, scriptExtend, scriptRelease,
 	scriptClaim, scriptUpdateAppend, scriptClaimStart, scriptIndex,
 	scriptQueue,

@@ -68,11 +68,14 @@ func TestRedisKeysAndTTL(t *testing.T) {
 	raw := rawClient(t, srv)
 	ctx := t.Context()
 	id := session.NewID()
-	l, err := s.Lock(ctx, id)
+	if _, err := session.Update(ctx, s, id, applyEvent(orchestration.UserMessage("hi"))); err != nil {
+		t.Fatal(err)
+	}
+	_, l, err := session.Lock(ctx, s, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")), session.WithLease(l)); err != nil {
+	if _, err := session.Update(ctx, s, id, applyEvent(orchestration.ToolUsed("search")), session.WithLease(l)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, session.WithLease(l)); err != nil {
@@ -107,7 +110,7 @@ func TestRedisPersistence(t *testing.T) {
 	s := openRedis(t, srv, redisstore.Config{Config: session.Config{TTL: ttl}})
 	ctx := t.Context()
 	id := session.NewID()
-	before, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("fetch")), session.WithOwner("owner"))
+	before, err := session.Update(ctx, s, id, applyEvent(orchestration.ToolUsed("fetch")), session.WithOwner("owner"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +136,7 @@ func TestRedisPersistence(t *testing.T) {
 	if err != nil || pttl > ttl || pttl < ttl-time.Minute {
 		t.Fatalf("TTL after restart = %v (%v), want close to %v", pttl, err, ttl)
 	}
-	if _, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search"))); err != nil {
+	if _, err := session.Update(ctx, s, id, applyEvent(orchestration.ToolUsed("search"))); err != nil {
 		t.Fatalf("Update after a restart: %v", err)
 	}
 }
@@ -146,7 +149,7 @@ func TestRedisFaults(t *testing.T) {
 	s := openRedis(t, srv, redisstore.Config{Config: session.Config{WriteRetry: writeRetry}, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout})
 	ctx := t.Context()
 	id := session.NewID()
-	stored, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")))
+	stored, err := session.Update(ctx, s, id, applyEvent(orchestration.ToolUsed("search")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +175,11 @@ func TestRedisFaults(t *testing.T) {
 				call func() error
 			}{
 				{"Get", func() error { _, err := s.Get(ctx, id); return err }},
-				{"Update", func() error { _, err := s.Update(ctx, id, write); return err }},
+				{"Update", func() error { _, err := session.Update(ctx, s, id, write); return err }},
 				{"AppendMessages", func() error {
 					return s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "lost"}})
 				}},
-				{"Lock", func() error { _, err := s.Lock(ctx, id); return err }},
+				{"Claim", func() error { _, _, err := s.Claim(ctx, id); return err }},
 				{"Ping", func() error { return s.Ping(ctx) }},
 			}
 			maybeApplied := false
@@ -216,11 +219,11 @@ func TestRedisFaults(t *testing.T) {
 			if msgs, _ := s.Messages(ctx, id, 0); len(msgs) == 1 {
 				// Clear it for the next fault.
 				_ = s.Delete(ctx, id)
-				stored, _ = s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")))
+				stored, _ = session.Update(ctx, s, id, applyEvent(orchestration.ToolUsed("search")))
 			}
 		})
 	}
-	if _, err := s.Update(ctx, id, write); err != nil {
+	if _, err := session.Update(ctx, s, id, write); err != nil {
 		t.Fatalf("Update after the faults: %v", err)
 	}
 }
@@ -333,11 +336,11 @@ func TestRedisCorrupt(t *testing.T) {
 		if !errors.Is(err, session.ErrCorrupt) {
 			t.Fatalf("Get: %v, want ErrCorrupt", err)
 		}
-		if _, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search"))); !errors.Is(err, session.ErrCorrupt) {
+		if _, err := session.Update(ctx, s, id, applyEvent(orchestration.ToolUsed("search"))); !errors.Is(err, session.ErrCorrupt) {
 			t.Fatalf("Update: %v, want ErrCorrupt", err)
 		}
-		if err := s.Reset(ctx, id); !errors.Is(err, session.ErrCorrupt) {
-			t.Fatalf("Reset: %v, want ErrCorrupt", err)
+		if _, _, err := s.Claim(ctx, id); !errors.Is(err, session.ErrCorrupt) {
+			t.Fatalf("Claim: %v, want ErrCorrupt", err)
 		}
 		if got, _ := raw.HGet(ctx, key, "data").Result(); got != "{not json" {
 			t.Fatalf("the corrupt value was replaced by %q", got)
@@ -350,8 +353,11 @@ func TestRedisCorrupt(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, err := range map[string]error{
-			"Get":            func() error { _, err := s.Get(ctx, id); return err }(),
-			"Update":         func() error { _, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search"))); return err }(),
+			"Get": func() error { _, err := s.Get(ctx, id); return err }(),
+			"Update": func() error {
+				_, err := session.Update(ctx, s, id, applyEvent(orchestration.ToolUsed("search")))
+				return err
+			}(),
 			"AppendMessages": s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser}}),
 		} {
 			if !errors.Is(err, session.ErrCorrupt) {
@@ -420,27 +426,28 @@ func TestRedisRoundTrips(t *testing.T) {
 	s.Client().AddHook(counter)
 	ctx := t.Context()
 	id := session.NewID()
-	l, err := s.Lock(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter.take()
+	var l session.Lease
 	for _, tc := range []struct {
 		name string
 		call func() error
 		want []string
 	}{
 		{"Update creating", func() error {
-			_, err := s.Update(ctx, id, applyEvent(orchestration.UserMessage("hi")), session.WithLease(l))
+			_, err := session.Update(ctx, s, id, applyEvent(orchestration.UserMessage("hi")))
 			return err
 		}, []string{"hget", "evalsha"}},
+		// session.Lock: Get, then Claim under the session's owner.
+		{"session.Lock", func() (err error) {
+			_, l, err = session.Lock(ctx, s, id)
+			return err
+		}, []string{"evalsha", "evalsha"}},
 		// The lease remembers what its turn wrote: no read.
 		{"Update tool", func() error {
-			_, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")), session.WithLease(l))
+			_, err := session.Update(ctx, s, id, applyEvent(orchestration.ToolUsed("search")), session.WithLease(l))
 			return err
 		}, []string{"evalsha"}},
 		{"Update usage", func() error {
-			_, err := s.Update(ctx, id, applyEvent(orchestration.UsageReported(chat.Usage{Prompt: 3})))
+			_, err := session.Update(ctx, s, id, applyEvent(orchestration.UsageReported(chat.Usage{Prompt: 3})))
 			return err
 		}, []string{"hget", "evalsha"}},
 		{"AppendMessages", func() error {
@@ -453,11 +460,11 @@ func TestRedisRoundTrips(t *testing.T) {
 			if err := rawClient(t, srv).ScriptFlush(ctx).Err(); err != nil {
 				return err
 			}
-			_, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("fetch")))
+			_, err := session.Update(ctx, s, id, applyEvent(orchestration.ToolUsed("fetch")))
 			return err
 		}, []string{"hget", "evalsha", "eval"}},
 		{"Update after the flush", func() error {
-			_, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")))
+			_, err := session.Update(ctx, s, id, applyEvent(orchestration.ToolUsed("search")))
 			return err
 		}, []string{"hget", "evalsha"}},
 	} {
@@ -498,7 +505,7 @@ func TestRedisRoundTrips(t *testing.T) {
 			return err
 		}, []string{"evalsha", "evalsha"}},
 		{"Update usage with the lease", func() error {
-			_, err := s.Update(ctx, id2, applyEvent(orchestration.UsageReported(chat.Usage{Prompt: 3})), session.WithLease(claimed))
+			_, err := session.Update(ctx, s, id2, applyEvent(orchestration.UsageReported(chat.Usage{Prompt: 3})), session.WithLease(claimed))
 			return err
 		}, []string{"evalsha"}},
 		{"Release", func() error { return claimed.Release(ctx) }, []string{"evalsha"}},
@@ -508,7 +515,7 @@ func TestRedisRoundTrips(t *testing.T) {
 		}, []string{"evalsha"}},
 		{"UpdateAppend after a write by another replica", func() error {
 			other := openRedis(t, srv, redisstore.Config{})
-			if _, err := other.Update(ctx, id2, applyEvent(orchestration.ToolUsed("fetch"))); err != nil {
+			if _, err := session.Update(ctx, other, id2, applyEvent(orchestration.ToolUsed("fetch"))); err != nil {
 				return err
 			}
 			counter.take()
@@ -553,7 +560,7 @@ func TestRedisRoundTrips(t *testing.T) {
 		}
 	}
 	end := func() error {
-		_, err := s.Update(ctx, id3, applyEvent(orchestration.ToolUsed("search")), session.WithLease(claimed), session.WithRelease())
+		_, err := session.Update(ctx, s, id3, applyEvent(orchestration.ToolUsed("search")), session.WithLease(claimed), session.WithRelease())
 		return err
 	}
 	for _, tc := range []struct {
@@ -567,7 +574,7 @@ func TestRedisRoundTrips(t *testing.T) {
 		{"the second turn's last write", end, []string{"evalsha"}},
 		{"ClaimStart after a write by another replica", func() error {
 			other := openRedis(t, srv, redisstore.Config{})
-			if _, err := other.Update(ctx, id3, applyEvent(orchestration.ToolUsed("fetch"))); err != nil {
+			if _, err := session.Update(ctx, other, id3, applyEvent(orchestration.ToolUsed("fetch"))); err != nil {
 				return err
 			}
 			counter.take()
@@ -610,7 +617,7 @@ func TestRedisReplicas(t *testing.T) {
 					if i%2 == 1 {
 						ev = orchestration.UsageReported(chat.Usage{Prompt: 1, Completion: 2})
 					}
-					_, err := s.Update(ctx, id, func(st *orchestration.State) error {
+					_, err := session.Update(ctx, s, id, func(st *orchestration.State) error {
 						fnRuns.Add(1)
 						return applyEvent(ev)(st)
 					})

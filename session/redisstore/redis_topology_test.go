@@ -40,14 +40,14 @@ func TestRedisSentinel(t *testing.T) {
 	}
 	defer s.Close()
 	id := session.NewID()
-	l, err := s.Lock(ctx, id)
+	_, l, err := s.Claim(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Update(ctx, id, applyEvent(orchestration.ToolUsed("search")), session.WithLease(l)); err != nil {
+	if _, err := session.Update(ctx, s, id, applyEvent(orchestration.ToolUsed("search")), session.WithLease(l)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, session.WithLease(l)); err != nil {
+	if err := session.AppendMessages(ctx, s, id, []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, session.WithLease(l)); err != nil {
 		t.Fatal(err)
 	}
 	// The data is on the master, under the URL's prefix.

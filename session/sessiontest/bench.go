@@ -76,7 +76,7 @@ func (l *Latencies) Report(b *testing.B) {
 func BenchSerial(b *testing.B, s session.Store, commands func() int) {
 	ctx := b.Context()
 	id := session.NewID()
-	if _, err := s.Update(ctx, id, BenchApply(orchestration.UserMessage("hi"))); err != nil {
+	if _, err := session.Update(ctx, s, id, BenchApply(orchestration.UserMessage("hi"))); err != nil {
 		b.Fatal(err)
 	}
 	if commands != nil {
@@ -87,7 +87,7 @@ func BenchSerial(b *testing.B, s session.Store, commands func() int) {
 	i := 0
 	for b.Loop() {
 		start := time.Now()
-		if _, err := s.Update(ctx, id, BenchApply(BenchInput(i))); err != nil {
+		if _, err := session.Update(ctx, s, id, BenchApply(BenchInput(i))); err != nil {
 			b.Fatal(err)
 		}
 		lat.Add(time.Since(start))
@@ -110,7 +110,7 @@ func BenchParallel(b *testing.B, s session.Store) {
 		id := session.NewID()
 		for i := 0; pb.Next(); i++ {
 			start := time.Now()
-			if _, err := s.Update(ctx, id, BenchApply(BenchInput(i))); err != nil {
+			if _, err := session.Update(ctx, s, id, BenchApply(BenchInput(i))); err != nil {
 				b.Error(err)
 				return
 			}

@@ -68,9 +68,8 @@ func (h *harness) quotaSessions(t *testing.T) {
 		fn   func(id string) error
 	}{
 		{"Claim", func(id string) error { return claimed(ctx, s, aliceName, id) }},
-		{"GetOrCreate", func(id string) error { _, _, err := s.GetOrCreate(ctx, id, alice); return err }},
-		{"Update", func(id string) error { _, err := s.Update(ctx, id, noop, alice); return err }},
-		{"AppendMessages", func(id string) error { return s.AppendMessages(ctx, id, user, alice) }},
+		{"Update", func(id string) error { _, err := session.Update(ctx, s, id, noop, alice); return err }},
+		{"AppendMessages", func(id string) error { return session.AppendMessages(ctx, s, id, user, alice) }},
 		{"UpdateAppend", func(id string) error { _, _, err := s.UpdateAppend(ctx, id, noop, user, -1, alice); return err }},
 		{"ClaimStart", func(id string) error {
 			st, ok := s.(session.Starter)
@@ -99,7 +98,7 @@ func (h *harness) quotaSessions(t *testing.T) {
 	if err := claimed(ctx, s, aliceName, owned[0]); err != nil {
 		t.Fatalf("Claim of an existing session at the quota: %v", err)
 	}
-	if err := s.AppendMessages(ctx, owned[0], user, alice); err != nil {
+	if err := session.AppendMessages(ctx, s, owned[0], user, alice); err != nil {
 		t.Fatalf("a write to an existing session at the quota: %v", err)
 	}
 	// Other owners are not affected, nor is the anonymous owner, which has
@@ -108,9 +107,9 @@ func (h *harness) quotaSessions(t *testing.T) {
 		t.Fatalf("another owner's Claim: %v", err)
 	}
 	for i := range 5 {
-		// GetOrCreate, not Claim: a Lister would list claimed sessions of
-		// the anonymous owner, whom other cases list.
-		if _, _, err := s.GetOrCreate(ctx, session.NewID()); err != nil {
+		// An Update, not a Claim: a Lister would list claimed sessions
+		// of the anonymous owner, whom other cases list.
+		if _, err := session.Update(ctx, s, session.NewID(), noop); err != nil {
 			t.Fatalf("the anonymous owner's session %d: %v", i+1, err)
 		}
 	}

@@ -58,10 +58,10 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		fn   func(*testing.T)
 	}{
 		{"NotFound", h.notFound},
-		{"GetOrCreate", h.getOrCreate},
+		{"Create", h.create},
 		{"UpdateCreatesAndVersions", h.updateCreates},
 		{"UpdateErrorLeavesState", h.updateError},
-		{"ResetKeepsHistory", h.reset},
+		{"UpdateKeepsHistory", h.updateKeepsHistory},
 		{"Delete", h.delete},
 		{"SlidingTTL", h.slidingTTL},
 		{"History", h.history},
@@ -149,6 +149,16 @@ func must[T any](v T, err error) func(*testing.T) T {
 	}
 }
 
+// lock takes the lease of session id whoever owns it (session.Lock), or,
+// when there is none, creates it for the keyless owner with Claim.
+func lock(ctx context.Context, s session.Store, id string) (session.Lease, error) {
+	_, l, err := session.Lock(ctx, s, id)
+	if errors.Is(err, session.ErrNotFound) {
+		_, l, err = s.Claim(ctx, id)
+	}
+	return l, err
+}
+
 func wantErr(t *testing.T, what string, err, target error) {
 	t.Helper()
 	if !errors.Is(err, target) {
@@ -181,24 +191,27 @@ func (h *harness) notFound(t *testing.T) {
 	wantErr(t, "Get", err, session.ErrNotFound)
 	_, err = s.Messages(ctx, id, 0)
 	wantErr(t, "Messages", err, session.ErrNotFound)
-	wantErr(t, "Reset", s.Reset(ctx, id), session.ErrNotFound)
 	wantErr(t, "Delete", s.Delete(ctx, id), session.ErrNotFound)
+	_, _, err = session.Lock(ctx, s, id)
+	wantErr(t, "session.Lock", err, session.ErrNotFound)
 	// None of them created the session.
 	_, err = s.Get(ctx, id)
 	wantErr(t, "Get after the failed calls", err, session.ErrNotFound)
-	if err := s.Ping(ctx); err != nil {
-		t.Fatalf("Ping: %v", err)
+	if p, ok := s.(session.Pinger); ok {
+		if err := p.Ping(ctx); err != nil {
+			t.Fatalf("Ping: %v", err)
+		}
 	}
 }
 
-func (h *harness) getOrCreate(t *testing.T) {
+func (h *harness) create(t *testing.T) {
 	s, c := h.store(t, session.Config{})
 	ctx := t.Context()
 	id := session.NewID()
 	before := c.Now().Add(-time.Second)
-	got, created, err := s.GetOrCreate(ctx, id, session.WithOwner("key-a"), session.WithAgent("agent-1"))
-	if err != nil || !created {
-		t.Fatalf("GetOrCreate on a new session: created=%v err=%v", created, err)
+	got, l, err := s.Claim(ctx, id, session.WithOwner("key-a"), session.WithAgent("agent-1"))
+	if err != nil {
+		t.Fatalf("Claim on a new session: %v", err)
 	}
 	if got.ID != id || got.Owner != "key-a" || got.Agent != "agent-1" || got.Version != 0 {
 		t.Fatalf("new session = %+v, want ID %s, owner key-a, agent agent-1, version 0", got, id)
@@ -206,21 +219,34 @@ func (h *harness) getOrCreate(t *testing.T) {
 	if got.CreatedAt.Before(before) || !reflectZeroState(got.State) {
 		t.Fatalf("new session: CreatedAt %v (want after %v), state %+v (want empty)", got.CreatedAt, before, got.State)
 	}
-	again, created, err := s.GetOrCreate(ctx, id, session.WithOwner("key-b"), session.WithAgent("agent-2"))
-	if err != nil || created {
-		t.Fatalf("GetOrCreate on an existing session: created=%v err=%v", created, err)
-	}
+	must(0, l.Release(ctx))(t)
+	again, _, err := s.Claim(ctx, id, session.WithOwner("key-b"), session.WithAgent("agent-2"))
+	wantErr(t, "Claim by another owner", err, session.ErrForeign)
 	if again.Owner != "key-a" || again.Agent != "agent-1" || !again.CreatedAt.Equal(got.CreatedAt) {
-		t.Fatalf("existing session changed by GetOrCreate: %+v, was %+v", again, got)
+		t.Fatalf("existing session changed by another owner's Claim: %+v, was %+v", again, got)
 	}
+	// session.Lock takes the lease of a session whoever owns it, and
+	// returns it as Claim does.
+	locked, l, err := session.Lock(ctx, s, id)
+	if err != nil {
+		t.Fatalf("session.Lock on another owner's session: %v", err)
+	}
+	if locked.Owner != "key-a" || locked.Agent != "agent-1" || !locked.CreatedAt.Equal(got.CreatedAt) {
+		t.Fatalf("session.Lock returned %+v, want the session %+v", locked, got)
+	}
+	_, _, err = session.Lock(ctx, s, id)
+	wantErr(t, "session.Lock on a locked session", err, session.ErrBusy)
+	_, _, err = s.Claim(ctx, id, session.WithOwner("key-a"), session.WithAgent("agent-1"))
+	wantErr(t, "the owner's Claim while session.Lock holds the lease", err, session.ErrBusy)
+	must(0, l.Release(ctx))(t)
 	// Owner and agent from the other creating writes.
 	for name, create := range map[string]func(id string) error{
 		"Update": func(id string) error {
-			_, err := s.Update(ctx, id, apply(orchestration.ToolUsed("think")), session.WithOwner("key-c"), session.WithAgent("agent-3"))
+			_, err := session.Update(ctx, s, id, apply(orchestration.ToolUsed("think")), session.WithOwner("key-c"), session.WithAgent("agent-3"))
 			return err
 		},
 		"AppendMessages": func(id string) error {
-			return s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, session.WithOwner("key-c"), session.WithAgent("agent-3"))
+			return session.AppendMessages(ctx, s, id, []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, session.WithOwner("key-c"), session.WithAgent("agent-3"))
 		},
 	} {
 		id := session.NewID()
@@ -243,11 +269,11 @@ func (h *harness) updateCreates(t *testing.T) {
 	s, _ := h.store(t, session.Config{})
 	ctx := t.Context()
 	id := session.NewID()
-	first := must(s.Update(ctx, id, apply(orchestration.UserMessage("hello"))))(t)
+	first := must(session.Update(ctx, s, id, apply(orchestration.UserMessage("hello"))))(t)
 	if first.Version != 1 || first.State.UserMessages != 1 || first.State.LastUserMessage != "hello" {
 		t.Fatalf("first Update = %+v, want version 1 and the user message applied", first)
 	}
-	second := must(s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithOwner("intruder")))(t)
+	second := must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("search")), session.WithOwner("intruder")))(t)
 	if second.Version != 2 || !second.State.RecentlyUsedTools.Equal("search") || second.Owner != "" {
 		t.Fatalf("second Update = %+v, want version 2, tools [search], owner unchanged (empty)", second)
 	}
@@ -268,7 +294,7 @@ func (h *harness) updateCreates(t *testing.T) {
 		t.Fatalf("two extensions of one history: %v and %v, want [search mutated] and [search again]", mine, other)
 	}
 	// Nor does the store's next write change what a holder has.
-	third := must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch"))))(t)
+	third := must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("fetch"))))(t)
 	if !third.State.RecentlyUsedTools.Equal("search", "fetch") || !mine.Equal("search", "mutated") || !got.State.RecentlyUsedTools.Equal("search") {
 		t.Fatalf("after another Update: stored %v, a holder's %v and %v; want [search fetch], [search mutated], [search]",
 			third.State.RecentlyUsedTools, mine, got.State.RecentlyUsedTools)
@@ -279,10 +305,10 @@ func (h *harness) updateError(t *testing.T) {
 	s, _ := h.store(t, session.Config{})
 	ctx := t.Context()
 	id := session.NewID()
-	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search"))))(t)
+	must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("search"))))(t)
 	boom := errors.New("boom")
 	var left orchestration.State
-	_, err := s.Update(ctx, id, func(st *orchestration.State) error {
+	_, err := session.Update(ctx, s, id, func(st *orchestration.State) error {
 		// Half done: the history extended (in the array the stored
 		// version shares, when it can be), then a failure.
 		st.RecentlyUsedTools = st.RecentlyUsedTools.Append("half-done", 100)
@@ -299,37 +325,39 @@ func (h *harness) updateError(t *testing.T) {
 	}
 	// The next write builds on the stored state, and leaves what the failed
 	// fn made as it was.
-	next := must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch"))))(t)
+	next := must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("fetch"))))(t)
 	if !next.State.RecentlyUsedTools.Equal("search", "fetch") || !left.RecentlyUsedTools.Equal("search", "half-done") {
 		t.Fatalf("after a failed Update, the next one stored %v (want [search fetch]) and the failed fn's state became %v", next.State.RecentlyUsedTools, left.RecentlyUsedTools)
 	}
 	// A failed fn creates nothing.
 	other := session.NewID()
-	if _, err := s.Update(ctx, other, func(*orchestration.State) error { return boom }); err != boom {
+	if _, err := session.Update(ctx, s, other, func(*orchestration.State) error { return boom }); err != boom {
 		t.Fatalf("Update with a failing fn on a new session: %v", err)
 	}
 	_, err = s.Get(ctx, other)
 	wantErr(t, "Get after a failed creating Update", err, session.ErrNotFound)
 }
 
-func (h *harness) reset(t *testing.T) {
+// updateKeepsHistory: a write without messages (session.Update) leaves
+// the history as it was, whatever it does to the state.
+func (h *harness) updateKeepsHistory(t *testing.T) {
 	s, _ := h.store(t, session.Config{})
 	ctx := t.Context()
 	id := session.NewID()
-	must(s.Update(ctx, id, apply(orchestration.UserMessage("hi")), session.WithOwner("o"), session.WithAgent("a")))(t)
+	must(session.Update(ctx, s, id, apply(orchestration.UserMessage("hi")), session.WithOwner("o"), session.WithAgent("a")))(t)
 	msgs := []chat.Message{{Role: chat.RoleUser, Content: "hi"}, {Role: chat.RoleAssistant, Content: "hello"}}
-	if err := s.AppendMessages(ctx, id, msgs); err != nil {
+	if err := session.AppendMessages(ctx, s, id, msgs); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Reset(ctx, id); err != nil {
-		t.Fatalf("Reset: %v", err)
-	}
+	before := must(s.Get(ctx, id))(t)
+	reset := func(st *orchestration.State) error { *st = orchestration.State{}; return nil }
+	must(session.Update(ctx, s, id, reset))(t)
 	got := must(s.Get(ctx, id))(t)
-	if !reflectZeroState(got.State) || got.Version != 2 || got.Owner != "o" || got.Agent != "a" {
-		t.Fatalf("after Reset: %+v, want empty state, version 2, owner and agent kept", got)
+	if !reflectZeroState(got.State) || got.Version != before.Version+1 || got.Owner != "o" || got.Agent != "a" {
+		t.Fatalf("after an Update emptying the state: %+v, want empty state, version %d, owner and agent kept", got, before.Version+1)
 	}
 	if hist := must(s.Messages(ctx, id, 0))(t); !slices.EqualFunc(hist, msgs, msgEqual) {
-		t.Fatalf("Reset changed the history: %+v", hist)
+		t.Fatalf("an Update without messages changed the history: %+v", hist)
 	}
 }
 
@@ -337,11 +365,11 @@ func (h *harness) delete(t *testing.T) {
 	s, _ := h.store(t, session.Config{})
 	ctx := t.Context()
 	id := session.NewID()
-	must(s.Update(ctx, id, apply(orchestration.ToolUsed("think"))))(t)
-	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "x"}}); err != nil {
+	must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("think"))))(t)
+	if err := session.AppendMessages(ctx, s, id, []chat.Message{{Role: chat.RoleUser, Content: "x"}}); err != nil {
 		t.Fatal(err)
 	}
-	must(s.Lock(ctx, id))(t)
+	must(lock(ctx, s, id))(t)
 	if err := s.Delete(ctx, id); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
@@ -349,14 +377,14 @@ func (h *harness) delete(t *testing.T) {
 	wantErr(t, "Get after Delete", err, session.ErrNotFound)
 	_, err = s.Messages(ctx, id, 0)
 	wantErr(t, "Messages after Delete", err, session.ErrNotFound)
-	l, err := s.Lock(ctx, id)
+	fresh, l, err := s.Claim(ctx, id)
 	if err != nil {
-		t.Fatalf("Lock after Delete (the lease must be gone too): %v", err)
+		t.Fatalf("Claim after Delete (the lease must be gone too): %v", err)
 	}
 	l.Release(ctx)
-	// A new session under the same ID starts empty.
-	if _, created, err := s.GetOrCreate(ctx, id); err != nil || !created {
-		t.Fatalf("GetOrCreate after Delete: created=%v err=%v", created, err)
+	// The new session under the same ID starts empty.
+	if fresh.Version != 0 || !reflectZeroState(fresh.State) {
+		t.Fatalf("Claim after Delete found %+v, want a new empty session", fresh)
 	}
 	if hist := must(s.Messages(ctx, id, 0))(t); len(hist) != 0 {
 		t.Fatalf("history survived Delete: %+v", hist)
@@ -369,8 +397,8 @@ func (h *harness) slidingTTL(t *testing.T) {
 	s, c := h.store(t, session.Config{TTL: ttl})
 	ctx := t.Context()
 	id := session.NewID()
-	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search"))))(t)
-	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "q"}}); err != nil {
+	must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("search"))))(t)
+	if err := session.AppendMessages(ctx, s, id, []chat.Message{{Role: chat.RoleUser, Content: "q"}}); err != nil {
 		t.Fatal(err)
 	}
 	// Alternate state and history accesses, each within the TTL of the
@@ -381,12 +409,15 @@ func (h *harness) slidingTTL(t *testing.T) {
 	}{
 		{"Get", func() error { _, err := s.Get(ctx, id); return err }},
 		{"Messages", func() error { _, err := s.Messages(ctx, id, 1); return err }},
-		{"GetOrCreate", func() error {
-			_, created, err := s.GetOrCreate(ctx, id)
-			if created {
+		{"Claim", func() error {
+			got, l, err := s.Claim(ctx, id)
+			if err != nil {
+				return err
+			}
+			if !got.State.RecentlyUsedTools.Equal("search") {
 				return errors.New("recreated")
 			}
-			return err
+			return l.Release(ctx)
 		}},
 		{"Messages", func() error { _, err := s.Messages(ctx, id, 0); return err }},
 	}
@@ -424,7 +455,7 @@ func (h *harness) history(t *testing.T) {
 	// Appended in batches of varying size.
 	for i := 0; i < len(all); {
 		n := min(1+i%4, len(all)-i)
-		if err := s.AppendMessages(ctx, id, all[i:i+n]); err != nil {
+		if err := session.AppendMessages(ctx, s, id, all[i:i+n]); err != nil {
 			t.Fatalf("AppendMessages: %v", err)
 		}
 		if i == 0 {
@@ -478,7 +509,7 @@ func (h *harness) wholeTurns(t *testing.T) {
 			}
 			var err error
 			if (i+j)%2 == 0 {
-				err = s.AppendMessages(ctx, id, msgs[j:k])
+				err = session.AppendMessages(ctx, s, id, msgs[j:k])
 			} else {
 				_, _, err = s.UpdateAppend(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), msgs[j:k], 0)
 			}
@@ -534,19 +565,19 @@ func (h *harness) busyAtOnce(t *testing.T) {
 	s, _ := h.store(t, session.Config{})
 	ctx := t.Context()
 	id := session.NewID()
-	a := must(s.Lock(ctx, id))(t)
+	a := must(lock(ctx, s, id))(t)
 	if a.SessionID() != id || len(a.Token()) < 16 {
 		t.Fatalf("lease: session %q token %q", a.SessionID(), a.Token())
 	}
-	_, err := s.Lock(ctx, id)
+	_, err := lock(ctx, s, id)
 	wantErr(t, "second Lock", err, session.ErrBusy)
 	// Other sessions are independent.
-	other := must(s.Lock(ctx, session.NewID()))(t)
+	other := must(lock(ctx, s, session.NewID()))(t)
 	defer other.Release(ctx)
 	if err := a.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	b := must(s.Lock(ctx, id))(t)
+	b := must(lock(ctx, s, id))(t)
 	if b.Token() == a.Token() {
 		t.Fatal("a new lease reused the old token")
 	}
@@ -557,14 +588,14 @@ func (h *harness) busyWaits(t *testing.T) {
 	s, _ := h.store(t, session.Config{LockWait: 5 * time.Second})
 	ctx := t.Context()
 	id := session.NewID()
-	a := must(s.Lock(ctx, id))(t)
+	a := must(lock(ctx, s, id))(t)
 	released := make(chan struct{})
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		close(released)
 		a.Release(context.Background())
 	}()
-	b, err := s.Lock(ctx, id)
+	b, err := lock(ctx, s, id)
 	if err != nil {
 		t.Fatalf("Lock with LockWait while the holder releases: %v", err)
 	}
@@ -578,18 +609,18 @@ func (h *harness) busyWaits(t *testing.T) {
 	// Bounded wait: a holder that does not release gives ErrBusy.
 	short, _ := h.store(t, session.Config{LockWait: 100 * time.Millisecond})
 	id2 := session.NewID()
-	held := must(short.Lock(ctx, id2))(t)
-	_, err = short.Lock(ctx, id2)
+	held := must(lock(ctx, short, id2))(t)
+	_, err = lock(ctx, short, id2)
 	wantErr(t, "Lock with a short LockWait on a held session", err, session.ErrBusy)
 	held.Release(ctx)
 
 	// The caller's context ends the wait early.
 	long, _ := h.store(t, session.Config{LockWait: time.Hour})
 	id3 := session.NewID()
-	held = must(long.Lock(ctx, id3))(t)
+	held = must(lock(ctx, long, id3))(t)
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := long.Lock(cctx, id3); err == nil {
+	if _, err := lock(cctx, long, id3); err == nil {
 		t.Fatal("Lock whose context ended returned a lease on a held session")
 	}
 	held.Release(ctx)
@@ -600,11 +631,11 @@ func (h *harness) leaseExpiry(t *testing.T) {
 	s, c := h.store(t, session.Config{LockTTL: lockTTL})
 	ctx := t.Context()
 	id := session.NewID()
-	must(s.Lock(ctx, id))(t) // the holder "dies": no Release, no Extend
-	_, err := s.Lock(ctx, id)
+	must(lock(ctx, s, id))(t) // the holder "dies": no Release, no Extend
+	_, err := lock(ctx, s, id)
 	wantErr(t, "Lock on a held session", err, session.ErrBusy)
 	c.advance(lockTTL + 200*time.Millisecond)
-	l, err := s.Lock(ctx, id)
+	l, err := lock(ctx, s, id)
 	if err != nil {
 		t.Fatalf("Lock after the holder's lease expired: %v", err)
 	}
@@ -617,7 +648,7 @@ func (h *harness) extend(t *testing.T) {
 	ctx := t.Context()
 	id := session.NewID()
 	before := c.Now()
-	a := must(s.Lock(ctx, id))(t)
+	a := must(lock(ctx, s, id))(t)
 	first := a.Expiry()
 	if first.Before(before.Add(lockTTL)) || first.After(c.Now().Add(lockTTL)) {
 		t.Fatalf("Expiry of a new lease = %v, want LockTTL after the Lock call (%v)", first, before.Add(lockTTL))
@@ -630,9 +661,9 @@ func (h *harness) extend(t *testing.T) {
 		t.Fatalf("Expiry after Extend = %v, not later than before it (%v)", a.Expiry(), first)
 	}
 	c.advance(300 * time.Millisecond) // past the first TTL, within the extended one
-	_, err := s.Lock(ctx, id)
+	_, err := lock(ctx, s, id)
 	wantErr(t, "Lock on an extended lease", err, session.ErrBusy)
-	if _, err := s.Update(ctx, id, apply(orchestration.ToolUsed("think")), session.WithLease(a)); err != nil {
+	if _, err := session.Update(ctx, s, id, apply(orchestration.ToolUsed("think")), session.WithLease(a)); err != nil {
 		t.Fatalf("Update with an extended lease: %v", err)
 	}
 	a.Release(ctx)
@@ -643,23 +674,23 @@ func (h *harness) fencing(t *testing.T) {
 	s, c := h.store(t, session.Config{LockTTL: lockTTL})
 	ctx := t.Context()
 	id := session.NewID()
-	a := must(s.Lock(ctx, id))(t)
-	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(a)))(t)
-	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleUser, Content: "from a"}}, session.WithLease(a)); err != nil {
+	a := must(lock(ctx, s, id))(t)
+	must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("search")), session.WithLease(a)))(t)
+	if err := session.AppendMessages(ctx, s, id, []chat.Message{{Role: chat.RoleUser, Content: "from a"}}, session.WithLease(a)); err != nil {
 		t.Fatalf("AppendMessages with a live lease: %v", err)
 	}
 	c.advance(lockTTL + 200*time.Millisecond) // a stalls; its lease expires
-	b := must(s.Lock(ctx, id))(t)
+	b := must(lock(ctx, s, id))(t)
 
 	before := must(s.Get(ctx, id))(t)
 	histBefore := must(s.Messages(ctx, id, 0))(t)
 	calls := 0
-	_, err := s.Update(ctx, id, func(st *orchestration.State) error {
+	_, err := session.Update(ctx, s, id, func(st *orchestration.State) error {
 		calls++
 		return apply(orchestration.ToolUsed("fetch"))(st)
 	}, session.WithLease(a))
 	wantErr(t, "Update by the superseded holder", err, session.ErrFenced)
-	err = s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleAssistant, Content: "stale"}}, session.WithLease(a))
+	err = session.AppendMessages(ctx, s, id, []chat.Message{{Role: chat.RoleAssistant, Content: "stale"}}, session.WithLease(a))
 	wantErr(t, "AppendMessages by the superseded holder", err, session.ErrFenced)
 	wantErr(t, "Extend by the superseded holder", a.Extend(ctx), session.ErrFenced)
 
@@ -672,14 +703,14 @@ func (h *harness) fencing(t *testing.T) {
 	}
 	// a's Release must not free b's lease.
 	a.Release(ctx)
-	_, err = s.Lock(ctx, id)
+	_, err = lock(ctx, s, id)
 	wantErr(t, "Lock after the superseded holder released", err, session.ErrBusy)
 	// b writes normally.
-	got := must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(b)))(t)
+	got := must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(b)))(t)
 	if !got.State.RecentlyUsedTools.Equal("search", "fetch") {
 		t.Fatalf("the new holder's Update: %+v", got.State)
 	}
-	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleAssistant, Content: "from b"}}, session.WithLease(b)); err != nil {
+	if err := session.AppendMessages(ctx, s, id, []chat.Message{{Role: chat.RoleAssistant, Content: "from b"}}, session.WithLease(b)); err != nil {
 		t.Fatalf("AppendMessages by the new holder: %v", err)
 	}
 	if n := len(must(s.Messages(ctx, id, 0))(t)); n != 2 {
@@ -687,7 +718,7 @@ func (h *harness) fencing(t *testing.T) {
 	}
 	b.Release(ctx)
 	// A released lease fences too.
-	_, err = s.Update(ctx, id, apply(orchestration.ToolUsed("think")), session.WithLease(b))
+	_, err = session.Update(ctx, s, id, apply(orchestration.ToolUsed("think")), session.WithLease(b))
 	wantErr(t, "Update with a released lease", err, session.ErrFenced)
 }
 
@@ -699,7 +730,9 @@ func (h *harness) closed(t *testing.T) {
 	}
 	_, err := s.Get(ctx, session.NewID())
 	wantErr(t, "Get on a closed store", err, session.ErrUnavailable)
-	wantErr(t, "Ping on a closed store", s.Ping(ctx), session.ErrUnavailable)
+	if p, ok := s.(session.Pinger); ok {
+		wantErr(t, "Ping on a closed store", p.Ping(ctx), session.ErrUnavailable)
+	}
 }
 
 // concurrency runs 32 goroutines x 200 events on one session: every tool use
@@ -719,13 +752,13 @@ func (h *harness) concurrency(t *testing.T) {
 				if i%2 == 0 {
 					ev = orchestration.ToolUsed(tools[(g+i)%len(tools)])
 				}
-				if _, err := s.Update(ctx, id, apply(ev)); err != nil {
+				if _, err := session.Update(ctx, s, id, apply(ev)); err != nil {
 					errs <- fmt.Errorf("worker %d event %d: %w", g, i, err)
 					return
 				}
 				if i%20 == 0 {
 					m := chat.Message{Role: chat.RoleTool, Content: fmt.Sprintf("%d/%d", g, i)}
-					if err := s.AppendMessages(ctx, id, []chat.Message{m}); err != nil {
+					if err := session.AppendMessages(ctx, s, id, []chat.Message{m}); err != nil {
 						errs <- fmt.Errorf("worker %d append %d: %w", g, i, err)
 						return
 					}
@@ -756,8 +789,14 @@ func (h *harness) concurrency(t *testing.T) {
 	if got.State.TurnToolUses != workers*events/2 {
 		t.Errorf("turn tool uses = %d, want %d", got.State.TurnToolUses, workers*events/2)
 	}
-	if got.Version != workers*events {
-		t.Errorf("version = %d, want %d (one per event)", got.Version, workers*events)
+	// One version per write: per event, and per append unless the store
+	// appends without touching the state (an Appender).
+	wantVersion := int64(workers * events)
+	if _, ok := s.(session.Appender); !ok {
+		wantVersion += workers * events / 20
+	}
+	if got.Version != wantVersion {
+		t.Errorf("version = %d, want %d (one per write)", got.Version, wantVersion)
 	}
 	hist := must(s.Messages(ctx, id, 0))(t)
 	if len(hist) != workers*events/20 {
@@ -787,12 +826,12 @@ func (h *harness) claim(t *testing.T) {
 	if got.Owner != "alice" || got.Agent != "planner" {
 		t.Fatalf("the claimed session was stored as %+v", got)
 	}
-	_, err = s.Lock(ctx, id)
+	_, err = lock(ctx, s, id)
 	wantErr(t, "Lock on a claimed session", err, session.ErrBusy)
 	_, _, err = s.Claim(ctx, id, session.WithOwner("alice"), session.WithAgent("planner"))
 	wantErr(t, "Claim on a claimed session", err, session.ErrBusy)
-	// The lease fences like Lock's.
-	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(l)))(t)
+	// The lease fences writes.
+	must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("search")), session.WithLease(l)))(t)
 
 	// Another owner or another agent: the session comes back with
 	// ErrForeign and no lease is taken, not even when the session is free.
@@ -808,7 +847,7 @@ func (h *harness) claim(t *testing.T) {
 			t.Fatalf("Claim by %s: lease %v, session %+v; want no lease and the stored session", tc.name, l, got)
 		}
 	}
-	b := must(s.Lock(ctx, id))(t) // no foreign Claim left a lease behind
+	b := must(lock(ctx, s, id))(t) // no foreign Claim left a lease behind
 	must(0, b.Release(ctx))(t)
 
 	// An existing session keeps its state; one bound to no agent is
@@ -819,7 +858,7 @@ func (h *harness) claim(t *testing.T) {
 	}
 	must(0, l.Release(ctx))(t)
 	free := session.NewID()
-	must(s.Update(ctx, free, apply(orchestration.ToolUsed("fetch")), session.WithOwner("bob")))(t)
+	must(session.Update(ctx, s, free, apply(orchestration.ToolUsed("fetch")), session.WithOwner("bob")))(t)
 	sess, l, err = s.Claim(ctx, free, session.WithOwner("bob"), session.WithAgent("coder"))
 	if err != nil || sess.Agent != "" {
 		t.Fatalf("Claim of a session bound to no agent: %+v, %v", sess, err)
@@ -831,7 +870,7 @@ func (h *harness) claimWaits(t *testing.T) {
 	s, _ := h.store(t, session.Config{LockWait: 5 * time.Second})
 	ctx := t.Context()
 	id := session.NewID()
-	a := must(s.Lock(ctx, id))(t)
+	a := must(lock(ctx, s, id))(t)
 	released := make(chan struct{})
 	go func() {
 		time.Sleep(100 * time.Millisecond)
@@ -905,13 +944,13 @@ func (h *harness) claimStart(t *testing.T) {
 			t.Fatalf("after ClaimStart %q the store has %+v, want %+v", message, got, started.Session)
 		}
 		// The turn's last write frees it.
-		return must(s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(l), session.WithTurn(""), session.WithRelease()))(t)
+		return must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("search")), session.WithLease(l), session.WithTurn(""), session.WithRelease()))(t)
 	}
 	turn("one", 0)
 	turn("two", 1)
-	// A write between turns (a Reset, another caller's Update) is not
+	// A write between turns (another caller's Update) is not
 	// lost: the next turn starts from it.
-	must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch"))))(t)
+	must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("fetch"))))(t)
 	end := turn("three", 2)
 	if !end.State.RecentlyUsedTools.Equal("search", "search", "fetch", "search") || end.State.UserMessages != 3 {
 		t.Fatalf("after three turns: %+v", end.State)
@@ -961,10 +1000,10 @@ func (h *harness) turnMarker(t *testing.T) {
 	if err != nil || sess.Turn != "turn-0001" {
 		t.Fatalf("UpdateAppend WithTurn: %+v, %v", sess, err)
 	}
-	if sess, err = s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithLease(l)); err != nil || sess.Turn != "turn-0001" {
+	if sess, err = session.Update(ctx, s, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithLease(l)); err != nil || sess.Turn != "turn-0001" {
 		t.Fatalf("Update without WithTurn: %+v, %v", sess, err)
 	}
-	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleAssistant, Content: "partial"}}, session.WithLease(l)); err != nil {
+	if err := session.AppendMessages(ctx, s, id, []chat.Message{{Role: chat.RoleAssistant, Content: "partial"}}, session.WithLease(l)); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Release(ctx); err != nil {
@@ -975,7 +1014,7 @@ func (h *harness) turnMarker(t *testing.T) {
 	if err != nil || sess.Turn != "turn-0001" {
 		t.Fatalf("Claim after a turn that left its marker: %+v, %v", sess, err)
 	}
-	if sess, err = s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithLease(l), session.WithTurn("")); err != nil || sess.Turn != "" {
+	if sess, err = session.Update(ctx, s, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithLease(l), session.WithTurn("")); err != nil || sess.Turn != "" {
 		t.Fatalf("Update WithTurn(\"\"): %+v, %v", sess, err)
 	}
 	if got := must(s.Get(ctx, id))(t); got.Turn != "" {
@@ -1007,7 +1046,7 @@ func (h *harness) journal(t *testing.T) {
 	}
 	step := &session.JournalStep{Text: "let me look", Calls: []chat.ToolCall{{ID: "c1", Name: "search", Arguments: []byte(`{"q":"go"}`)}, {ID: "c2", Name: "think", Arguments: []byte(`{}`)}},
 		Invalid: map[string]string{"c2": "unknown tool"}, Offer: orchestration.Offer{Tools: []string{"search"}, Step: "research"}, Usage: chat.Usage{Prompt: 7}, Output: 12}
-	if _, err := s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{})), session.WithLease(l), session.WithJournal(func(j *session.Journal) error {
+	if _, err := session.Update(ctx, s, id, apply(orchestration.UsageReported(chat.Usage{})), session.WithLease(l), session.WithJournal(func(j *session.Journal) error {
 		j.Writes++
 		j.Step = step
 		return nil
@@ -1016,7 +1055,7 @@ func (h *harness) journal(t *testing.T) {
 	}
 	result := chat.ToolResult{CallID: "c1", Name: "search", Content: "found", Type: "search_results"}
 	refused := errors.New("lost writes")
-	if _, err := s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(l), session.WithJournal(func(j *session.Journal) error {
+	if _, err := session.Update(ctx, s, id, apply(orchestration.ToolUsed("search")), session.WithLease(l), session.WithJournal(func(j *session.Journal) error {
 		j.Step.Results = append(j.Step.Results, result)
 		return refused
 	})); !errors.Is(err, refused) {
@@ -1026,7 +1065,7 @@ func (h *harness) journal(t *testing.T) {
 	if j := got.Journal; j == nil || j.Writes != 2 || j.Step == nil || len(j.Step.Results) != 0 || got.State.RecentlyUsedTools.Equal("search") {
 		t.Fatalf("after a refused write: %+v; want the journal of two writes, no result, no tool recorded", got)
 	}
-	if _, err := s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(l), session.WithJournal(func(j *session.Journal) error {
+	if _, err := session.Update(ctx, s, id, apply(orchestration.ToolUsed("search")), session.WithLease(l), session.WithJournal(func(j *session.Journal) error {
 		j.Writes++
 		j.Step.Results = append(j.Step.Results, result)
 		return nil
@@ -1054,13 +1093,13 @@ func (h *harness) journal(t *testing.T) {
 		t.Fatalf("after the step's write: %+v", j)
 	}
 	// Another turn starts with an empty journal.
-	sess, err = s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{})), session.WithLease(l), session.WithTurn("turn-0002"), session.WithJournal(count))
+	sess, err = session.Update(ctx, s, id, apply(orchestration.UsageReported(chat.Usage{})), session.WithLease(l), session.WithTurn("turn-0002"), session.WithJournal(count))
 	if err != nil || sess.Journal == nil || sess.Journal.Writes != 1 || sess.Journal.Steps != 0 {
 		t.Fatalf("the next turn's first write: %+v, %v; want a journal of its own", sess.Journal, err)
 	}
 	// Clearing the marker drops it, after the function ran.
 	ran := false
-	sess, err = s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{})), session.WithLease(l), session.WithTurn(""),
+	sess, err = session.Update(ctx, s, id, apply(orchestration.UsageReported(chat.Usage{})), session.WithLease(l), session.WithTurn(""),
 		session.WithJournal(func(j *session.Journal) error { ran = j.Writes == 1; return nil }))
 	if err != nil || sess.Journal != nil || sess.Turn != "" || !ran {
 		t.Fatalf("the turn's last write: %+v, %v (the function saw the journal: %v)", sess, err, ran)
@@ -1096,7 +1135,7 @@ func (h *harness) writeReleases(t *testing.T) {
 			if err != nil || sess.State.TokenUsage.Prompt != 3 {
 				t.Fatalf("UpdateAppend WithRelease: %+v, %v", sess, err)
 			}
-		} else if _, err := s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 3})), session.WithLease(l), session.WithRelease()); err != nil {
+		} else if _, err := session.Update(ctx, s, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 3})), session.WithLease(l), session.WithRelease()); err != nil {
 			t.Fatalf("Update WithRelease: %v", err)
 		}
 		// The write alone freed the session: it is claimed at once.
@@ -1108,7 +1147,7 @@ func (h *harness) writeReleases(t *testing.T) {
 			t.Fatalf("Extend of a lease a write released: %v", err)
 		}
 		wantErr(t, "a write fenced by the released lease", func() error {
-			_, err := s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithLease(l))
+			_, err := session.Update(ctx, s, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithLease(l))
 			return err
 		}(), session.ErrFenced)
 		// The released lease's Release does not free the next turn's.
@@ -1129,7 +1168,7 @@ func (h *harness) writeReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Update(ctx, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithRelease()); err != nil {
+	if _, err := session.Update(ctx, s, id, apply(orchestration.UsageReported(chat.Usage{Prompt: 1})), session.WithRelease()); err != nil {
 		t.Fatal(err)
 	}
 	wantErr(t, "Claim after a write WithRelease without a lease", func() error { _, _, err := s.Claim(ctx, id, session.WithOwner("o")); return err }(), session.ErrBusy)
@@ -1224,7 +1263,7 @@ func (h *harness) sinceSummary(t *testing.T) {
 	for n := 1; n <= 5; n++ {
 		all = append(all, turn(n)...)
 	}
-	if err := s.AppendMessages(ctx, id, all, session.WithLease(l)); err != nil {
+	if err := session.AppendMessages(ctx, s, id, all, session.WithLease(l)); err != nil {
 		t.Fatal(err)
 	}
 	read("without a summary", all)
@@ -1238,14 +1277,14 @@ func (h *harness) sinceSummary(t *testing.T) {
 	}
 	all = append(all, sum)
 	read("after a summary that keeps two turns", all[12:])
-	if err := s.AppendMessages(ctx, id, turn(6), session.WithLease(l)); err != nil {
+	if err := session.AppendMessages(ctx, s, id, turn(6), session.WithLease(l)); err != nil {
 		t.Fatal(err)
 	}
 	all = append(all, turn(6)...)
 	read("a turn later", all[12:])
 	// A later summary keeping one turn wins.
 	later := summary(5, 1)
-	if err := s.AppendMessages(ctx, id, []chat.Message{later}, session.WithLease(l)); err != nil {
+	if err := session.AppendMessages(ctx, s, id, []chat.Message{later}, session.WithLease(l)); err != nil {
 		t.Fatal(err)
 	}
 	all = append(all, later)
@@ -1258,12 +1297,12 @@ func (h *harness) sinceSummary(t *testing.T) {
 	}
 	// A summary keeping no turn starts the window at itself; one keeping
 	// more turns than the history holds starts it at the beginning.
-	if err := s.AppendMessages(ctx, id, []chat.Message{summary(6, 0)}, session.WithLease(l)); err != nil {
+	if err := session.AppendMessages(ctx, s, id, []chat.Message{summary(6, 0)}, session.WithLease(l)); err != nil {
 		t.Fatal(err)
 	}
 	all = append(all, summary(6, 0))
 	read("a summary keeping nothing", all[len(all)-1:])
-	if err := s.AppendMessages(ctx, id, []chat.Message{summary(6, 99)}, session.WithLease(l)); err != nil {
+	if err := session.AppendMessages(ctx, s, id, []chat.Message{summary(6, 99)}, session.WithLease(l)); err != nil {
 		t.Fatal(err)
 	}
 	read("a summary keeping more turns than there are", append(all, summary(6, 99)))
@@ -1333,7 +1372,7 @@ func (h *harness) dropLastAnswer(t *testing.T) {
 	result := chat.Message{Role: chat.RoleTool, ToolCallID: "c1", ToolName: "think", Content: "thought"}
 	answer := func(c string) chat.Message { return chat.Message{Role: chat.RoleAssistant, Content: c} }
 	first := []chat.Message{user("one"), answer("first answer"), user("two"), call, result, answer("second answer")}
-	if err := s.AppendMessages(ctx, id, first, session.WithLease(l)); err != nil {
+	if err := session.AppendMessages(ctx, s, id, first, session.WithLease(l)); err != nil {
 		t.Fatal(err)
 	}
 	sess, hist, err := s.UpdateAppend(ctx, id, apply(orchestration.UserMessage("two")), []chat.Message{answer("regenerated")}, -1, session.WithLease(l), session.DropLastAnswer())
@@ -1352,7 +1391,7 @@ func (h *harness) dropLastAnswer(t *testing.T) {
 	}
 	// The last message is the user's: nothing to drop; a window of 1 is
 	// that message.
-	if err := s.AppendMessages(ctx, id, []chat.Message{user("three")}, session.WithLease(l)); err != nil {
+	if err := session.AppendMessages(ctx, s, id, []chat.Message{user("three")}, session.WithLease(l)); err != nil {
 		t.Fatal(err)
 	}
 	_, hist, err = s.UpdateAppend(ctx, id, apply(orchestration.UserMessage("three")), nil, 1, session.WithLease(l), session.DropLastAnswer())
@@ -1364,7 +1403,7 @@ func (h *harness) dropLastAnswer(t *testing.T) {
 	}
 	// No user message at all: nothing is dropped.
 	other := session.NewID()
-	if err := s.AppendMessages(ctx, other, []chat.Message{answer("a"), answer("b")}); err != nil {
+	if err := session.AppendMessages(ctx, s, other, []chat.Message{answer("a"), answer("b")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.UpdateAppend(ctx, other, apply(orchestration.UserMessage("x")), nil, 0, session.DropLastAnswer()); err != nil {
@@ -1391,7 +1430,7 @@ func (h *harness) dropLastTurn(t *testing.T) {
 	user := func(c string) chat.Message { return chat.Message{Role: chat.RoleUser, Content: c} }
 	answer := func(c string) chat.Message { return chat.Message{Role: chat.RoleAssistant, Content: c} }
 	first := []chat.Message{user("one"), answer("first answer"), user("two"), answer("second answer")}
-	must(0, s.AppendMessages(ctx, id, first, session.WithLease(l)))(t)
+	must(0, session.AppendMessages(ctx, s, id, first, session.WithLease(l)))(t)
 	edited := []chat.Message{user("two, edited")}
 	_, hist, err := s.UpdateAppend(ctx, id, apply(orchestration.UserMessage("two, edited")), edited, -1, session.WithLease(l), session.DropLastTurn())
 	if err != nil {
@@ -1406,7 +1445,7 @@ func (h *harness) dropLastTurn(t *testing.T) {
 	}
 	// The only turn: the history is what the write appends.
 	one := session.NewID()
-	must(0, s.AppendMessages(ctx, one, []chat.Message{user("only"), answer("a")}))(t)
+	must(0, session.AppendMessages(ctx, s, one, []chat.Message{user("only"), answer("a")}))(t)
 	if _, hist, err := s.UpdateAppend(ctx, one, apply(orchestration.UserMessage("only, edited")), []chat.Message{user("only, edited")}, -1, session.DropLastTurn()); err != nil || len(hist) != 0 {
 		t.Fatalf("window %+v, %v", hist, err)
 	}
@@ -1415,7 +1454,7 @@ func (h *harness) dropLastTurn(t *testing.T) {
 	}
 	// No user message at all: nothing is dropped.
 	other := session.NewID()
-	must(0, s.AppendMessages(ctx, other, []chat.Message{answer("a"), answer("b")}))(t)
+	must(0, session.AppendMessages(ctx, s, other, []chat.Message{answer("a"), answer("b")}))(t)
 	if _, _, err := s.UpdateAppend(ctx, other, apply(orchestration.UserMessage("x")), nil, 0, session.DropLastTurn()); err != nil {
 		t.Fatal(err)
 	}
@@ -1511,7 +1550,7 @@ func pending(id, tool string) session.Approval {
 // approvals: WithApprovals changes a session's approvals in the same atomic
 // write as its state (and messages), fenced by the lease like them; a
 // failing function or a stale lease writes nothing; every read returns
-// them, Claim included, and Reset keeps them.
+// them, Claim included, and a write without WithApprovals keeps them.
 func (h *harness) approvals(t *testing.T) {
 	const lockTTL = 300 * time.Millisecond
 	s, c := h.store(t, session.Config{LockTTL: lockTTL})
@@ -1542,8 +1581,8 @@ func (h *harness) approvals(t *testing.T) {
 		t.Fatalf("PendingApprovals = %+v", pend)
 	}
 	// A write without WithApprovals keeps them.
-	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search")), session.WithLease(a)))(t)
-	if err := s.AppendMessages(ctx, id, []chat.Message{{Role: chat.RoleTool, ToolCallID: "call-a1", Content: "r"}}, session.WithLease(a)); err != nil {
+	must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("search")), session.WithLease(a)))(t)
+	if err := session.AppendMessages(ctx, s, id, []chat.Message{{Role: chat.RoleTool, ToolCallID: "call-a1", Content: "r"}}, session.WithLease(a)); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(must(s.Get(ctx, id))(t).Approvals); n != 2 {
@@ -1558,7 +1597,7 @@ func (h *harness) approvals(t *testing.T) {
 		}
 		return cur, nil
 	})
-	sess = must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(a), answer))(t)
+	sess = must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(a), answer))(t)
 	if sess.Approvals[0].Status != session.ApprovalDenied || sess.Approvals[0].Reason != "not now" || sess.Approvals[1].Status != session.ApprovalPending {
 		t.Fatalf("after answering a1: %+v", sess.Approvals)
 	}
@@ -1569,7 +1608,7 @@ func (h *harness) approvals(t *testing.T) {
 
 	// A failing approvals function aborts the whole write.
 	boom := errors.New("unknown approval")
-	_, err = s.Update(ctx, id, apply(orchestration.ToolUsed("think")), session.WithLease(a),
+	_, err = session.Update(ctx, s, id, apply(orchestration.ToolUsed("think")), session.WithLease(a),
 		session.WithApprovals(func([]session.Approval) ([]session.Approval, error) { return nil, boom }))
 	wantErr(t, "Update whose approvals function fails", err, boom)
 	_, _, err = s.UpdateAppend(ctx, id, apply(orchestration.ToolUsed("think")), []chat.Message{{Role: chat.RoleAssistant, Content: "no"}}, 0, session.WithLease(a),
@@ -1579,17 +1618,16 @@ func (h *harness) approvals(t *testing.T) {
 		t.Fatalf("a failed write changed the session: before %+v, after %+v", before, after)
 	}
 
-	// Reset keeps them (they belong to the history); Claim returns them.
+	// A write without WithApprovals keeps them, even one that empties
+	// the state; Claim returns them.
 	a.Release(ctx)
-	if err := s.Reset(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	must(session.Update(ctx, s, id, func(st *orchestration.State) error { *st = orchestration.State{}; return nil }))(t)
 	claimed, b, err := s.Claim(ctx, id, session.WithOwner("o"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(claimed.Approvals) != 2 || claimed.PendingApprovals()[0].ID != "a2" {
-		t.Fatalf("Claim after Reset returned the approvals %+v", claimed.Approvals)
+		t.Fatalf("Claim after a write without approvals returned the approvals %+v", claimed.Approvals)
 	}
 	// A superseded lease's approvals write is fenced.
 	c.advance(lockTTL + 200*time.Millisecond)
@@ -1598,10 +1636,10 @@ func (h *harness) approvals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bb.Release(ctx)
-	_, err = s.Update(ctx, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(b), answer)
+	_, err = session.Update(ctx, s, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(b), answer)
 	wantErr(t, "an approvals write by the superseded holder", err, session.ErrFenced)
 	// Clearing them.
-	cleared := must(s.Update(ctx, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(bb),
+	cleared := must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("fetch")), session.WithLease(bb),
 		session.WithApprovals(func([]session.Approval) ([]session.Approval, error) { return nil, nil })))(t)
 	if len(cleared.Approvals) != 0 || len(must(s.Get(ctx, id))(t).Approvals) != 0 {
 		t.Fatalf("cleared approvals: %+v", cleared.Approvals)
@@ -1621,7 +1659,7 @@ func (h *harness) approvalsExpire(t *testing.T) {
 	s, c := h.store(t, session.Config{TTL: ttl})
 	ctx := t.Context()
 	id := session.NewID()
-	must(s.Update(ctx, id, apply(orchestration.UserMessage("hi")),
+	must(session.Update(ctx, s, id, apply(orchestration.UserMessage("hi")),
 		session.WithApprovals(func([]session.Approval) ([]session.Approval, error) {
 			return []session.Approval{pending("x1", "search")}, nil
 		})))(t)
@@ -1631,12 +1669,13 @@ func (h *harness) approvalsExpire(t *testing.T) {
 	c.advance(ttl + 300*time.Millisecond)
 	_, err := s.Get(ctx, id)
 	wantErr(t, "Get after the TTL", err, session.ErrNotFound)
-	fresh, created, err := s.GetOrCreate(ctx, id)
+	fresh, l, err := s.Claim(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !created || len(fresh.Approvals) != 0 {
-		t.Fatalf("the session after expiry: created %v, approvals %+v", created, fresh.Approvals)
+	l.Release(ctx)
+	if fresh.Version != 0 || len(fresh.Approvals) != 0 {
+		t.Fatalf("the session after expiry: version %d (want a new one), approvals %+v", fresh.Version, fresh.Approvals)
 	}
 }
 
@@ -1647,14 +1686,14 @@ func (h *harness) title(t *testing.T) {
 	ctx := t.Context()
 	id := session.NewID()
 	noop := func(*orchestration.State) error { return nil }
-	if got := must(s.Update(ctx, id, noop, session.WithTitle("Offsite plan")))(t); got.Title != "Offsite plan" {
+	if got := must(session.Update(ctx, s, id, noop, session.WithTitle("Offsite plan")))(t); got.Title != "Offsite plan" {
 		t.Fatalf("Update WithTitle stored %q", got.Title)
 	}
-	must(s.Update(ctx, id, apply(orchestration.ToolUsed("search"))))(t)
+	must(session.Update(ctx, s, id, apply(orchestration.ToolUsed("search"))))(t)
 	if got := must(s.Get(ctx, id))(t); got.Title != "Offsite plan" {
 		t.Fatalf("a later write changed the title to %q", got.Title)
 	}
-	must(s.Update(ctx, id, noop, session.WithTitle("")))(t)
+	must(session.Update(ctx, s, id, noop, session.WithTitle("")))(t)
 	if got := must(s.Get(ctx, id))(t); got.Title != "" {
 		t.Fatalf("the title was not taken back: %q", got.Title)
 	}
@@ -1678,7 +1717,7 @@ func (h *harness) list(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Claim: %v", err)
 		}
-		must(0, s.AppendMessages(ctx, key, []chat.Message{{Role: chat.RoleUser, Content: text}, {Role: chat.RoleAssistant, Content: "ok"}}, session.WithLease(l)))(t)
+		must(0, session.AppendMessages(ctx, s, key, []chat.Message{{Role: chat.RoleUser, Content: text}, {Role: chat.RoleAssistant, Content: "ok"}}, session.WithLease(l)))(t)
 		must(0, l.Release(ctx))(t)
 		clk.advance(20 * time.Millisecond)
 		return id
@@ -1729,7 +1768,7 @@ func (h *harness) list(t *testing.T) {
 
 	// A renamed session is written last: it comes first, under its name.
 	clk.advance(20 * time.Millisecond)
-	must(s.Update(ctx, session.Key("alice", alice[1]), func(*orchestration.State) error { return nil }, session.WithTitle("Offsite plan")))(t)
+	must(session.Update(ctx, s, session.Key("alice", alice[1]), func(*orchestration.State) error { return nil }, session.WithTitle("Offsite plan")))(t)
 	must(0, s.Delete(ctx, session.Key("alice", alice[4])))(t)
 	p = must(s.List(ctx, "alice", "", 10))(t)
 	if len(p.Sessions) != 4 || p.Sessions[0].ID != alice[1] || p.Sessions[0].Title != "Offsite plan" || slices.ContainsFunc(p.Sessions, func(x session.Summary) bool { return x.ID == alice[4] }) {
