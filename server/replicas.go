@@ -390,6 +390,20 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 		case err == nil && b.Gap:
 			return nil, false, errGap
 		case err == nil:
+			if t.ahead {
+				// A takeover lists its restart before it writes a frame,
+				// so one that began at or before after while this read
+				// was on its way (after the rewind above) shows now: the
+				// frames read follow its restart, which comes first.
+				back, ok := t.rewound(ctx, after)
+				if !ok {
+					return nil, false, nil // the next read tells
+				}
+				if back != after {
+					after = back
+					continue
+				}
+			}
 			t.ahead = false
 			frames := make([]frame, len(b.Frames))
 			for i, f := range b.Frames {
@@ -429,9 +443,15 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 // first frame of a takeover that began at or before it (its frames from
 // there on were the dead replica's), else after.
 func (t *sharedTurn) rewind(ctx context.Context, after int64) int64 {
+	after, _ = t.rewound(ctx, after)
+	return after
+}
+
+// rewound is rewind, and whether the shared log told the turn's takeovers.
+func (t *sharedTurn) rewound(ctx context.Context, after int64) (int64, bool) {
 	st, err := t.s.cfg.Turns.Lookup(ctx, t.ref)
 	if err != nil {
-		return after
+		return after, false
 	}
 	for _, r := range st.Restarts {
 		if slices.Contains(t.restarts, r) {
@@ -442,7 +462,7 @@ func (t *sharedTurn) rewind(ctx context.Context, after int64) int64 {
 			after = r - 1
 		}
 	}
-	return after
+	return after, true
 }
 
 // check ends the stream when the turn's writer stopped showing signs of

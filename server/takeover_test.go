@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/session/redisstore"
+	"github.com/agentdock-go/agentdock/session/redistest"
+	"github.com/agentdock-go/agentdock/turnlog"
+	"github.com/agentdock-go/agentdock/turnlog/redislog"
+)
+
+// beforeWait is a shared turn log that runs a function once, just before
+// the first Wait after a given seq: what another process does between a
+// reader's lookup and its read.
+type beforeWait struct {
+	turnlog.Taker
+	once  sync.Once
+	after int64
+	fn    func()
+}
+
+func (l *beforeWait) Wait(ctx context.Context, ref turnlog.Ref, after int64) (turnlog.Batch, error) {
+	if after == l.after {
+		l.once.Do(l.fn)
+	}
+	return l.Taker.Wait(ctx, ref, after)
+}
+
+// TestResumeAheadMeetsATakeover: a client got frames 1-8 from replica A,
+// whose mirror copied only 1-5 to the shared log before A died, and
+// resumes on B with Last-Event-ID 8. Between B's lookup of the turn (no
+// takeover yet) and its first read, replica C takes the turn over (its
+// restart is frame 6) and writes past frame 8, up to the turn's end. The
+// client gets C's restart first, so that the text it shows is C's answer
+// only, not A's partial one followed by C's.
+func TestResumeAheadMeetsATakeover(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := "replicas-" + session.NewID()
+	process := func() *redislog.Log {
+		store, err := redisstore.New(redisstore.Config{URL: srv.URL(), Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := redislog.New(t.Context(), redislog.Config{Client: store.Client(), Prefix: prefix + "-turns"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	deadA, takerC := process(), process()
+	sid, turnID := session.NewID(), session.NewID()
+	ref := turnlog.Ref{Session: sid, Turn: turnID}
+	meta := turnlog.Meta{Ref: ref, AgentID: "plain"}
+
+	// A's stream: the answer's text part, of which the log got the first
+	// two deltas.
+	a := &uiMapper{turnID: turnID}
+	streamed := []frame{a.start()}
+	for _, ev := range []chat.Event{{Kind: chat.KindStepStart}, {Kind: chat.KindTextDelta, Text: "Answer:"}} {
+		streamed = append(streamed, a.mapEvent(ev)...)
+	}
+	for _, w := range []string{" w0", " w1", " w2", " w3"} {
+		streamed = append(streamed, a.mapEvent(chat.Event{Kind: chat.KindTextDelta, Text: w})...)
+	}
+	var data [][]byte
+	for i := range streamed {
+		streamed[i].seq = int64(i + 1)
+		data = append(data, streamed[i].data)
+	}
+	const mirrored, seen = 5, 8
+	if len(streamed) != seen {
+		t.Fatalf("A streamed %d frames, want %d", len(streamed), seen)
+	}
+	if err := deadA.Start(t.Context(), meta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deadA.Append(t.Context(), ref, data[:mirrored]...); err != nil {
+		t.Fatal(err)
+	}
+
+	// C goes on from frame 2 (the step start, the last frame whose content
+	// stands): its restart, then the step's answer again, to the end.
+	const answer = "Answer: w0 w1 w2 w3 w4"
+	takeOver := func() {
+		st, err := takerC.TakeOver(context.WithoutCancel(t.Context()), meta)
+		if err != nil || st.Last != mirrored {
+			t.Errorf("C's takeover: %+v %v, want it after frame %d", st, err, mirrored)
+			return
+		}
+		var logged []frame
+		for i := range mirrored {
+			logged = append(logged, frame{seq: int64(i + 1), data: data[i]})
+		}
+		c := &uiMapper{turnID: turnID}
+		c.continueAfter(logged, 2)
+		var out [][]byte
+		evs := []chat.Event{{Kind: chat.KindRestart, Restart: &chat.Restart{Step: 1, Since: 2, Message: "taken over"}}, {Kind: chat.KindStepStart}}
+		for _, w := range []string{"Answer:", " w0", " w1", " w2", " w3", " w4"} {
+			evs = append(evs, chat.Event{Kind: chat.KindTextDelta, Text: w})
+		}
+		evs = append(evs, chat.Event{Kind: chat.KindStepFinish}, chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishStop})
+		for _, ev := range evs {
+			for _, f := range c.mapEvent(ev) {
+				out = append(out, f.data)
+			}
+		}
+		if err := takerC.Finish(context.WithoutCancel(t.Context()), ref, out...); err != nil {
+			t.Errorf("C's frames: %v", err)
+		}
+	}
+
+	// A long heartbeat: A's writer looks alive to B throughout, so that
+	// only C takes the turn over.
+	b := replica(t, srv, prefix, envOptions{cfg: func(c *Config) {
+		c.Heartbeat = time.Minute
+		c.Turns = &beforeWait{Taker: c.Turns.(turnlog.Taker), after: seen, fn: takeOver}
+	}})
+	res := b.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", wire.EventID(turnID, seen))
+	rest := newSSEReader(res.Body).all()
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || len(rest) == 0 {
+		t.Fatalf("resume on B after frame %d: status %d, %d frames", seen, res.StatusCode, len(rest))
+	}
+	if got, want := rest[0].ID, wire.RestartedEventID(turnID, mirrored+1, 1); chunkType(t, rest[0].Data) != "data-restart" || got != want {
+		t.Fatalf("the resumed stream starts with %s %s, want C's restart %s", got, rest[0].Data, want)
+	}
+	client := streamed
+	for _, ev := range rest {
+		_, seq, _, err := wire.ParseEventID(ev.ID)
+		if err != nil {
+			t.Fatalf("frame %+v: %v", ev, err)
+		}
+		client = append(client, frame{seq: seq, data: []byte(ev.Data)})
+	}
+	if got := shownText(client); got != answer {
+		t.Fatalf("the client shows %q, want %q", got, answer)
+	}
+}
