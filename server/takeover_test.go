@@ -14,6 +14,7 @@ import (
 	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/turnlog"
 	"github.com/agentdock-go/agentdock/turnlog/redislog"
+	"github.com/redis/go-redis/v9"
 )
 
 // beforeWait is a shared turn log that runs a function once, just before
@@ -44,11 +45,7 @@ func TestResumeAheadMeetsATakeover(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := "replicas-" + session.NewID()
 	process := func() *redislog.Log {
-		store, err := redisstore.New(redisstore.Config{URL: srv.URL(), Prefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := redislog.New(t.Context(), redislog.Config{Client: store.Client(), Prefix: prefix + "-turns"})
+		l, err := redislog.New(t.Context(), redislog.Config{Client: redisClient(t, srv, prefix), Prefix: prefix + "-turns"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,4 +140,89 @@ func TestResumeAheadMeetsATakeover(t *testing.T) {
 	if got := shownText(client); got != answer {
 		t.Fatalf("the client shows %q, want %q", got, answer)
 	}
+}
+
+// TestResumeAheadOfAFinishedTurn: replica A saved a turn's whole answer
+// (its last write) and died before its mirror copied the last frames: the
+// shared log has frames 1-5, the client got 1-8 and resumes on B with
+// Last-Event-ID 8. B finds the turn over and ends its stream from the
+// session: the client gets a restart first, which drops the text part the
+// log left open, then that part's text whole, so that it shows the saved
+// answer once.
+func TestResumeAheadOfAFinishedTurn(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := "replicas-" + session.NewID()
+	deadA, err := redislog.New(t.Context(), redislog.Config{Client: redisClient(t, srv, prefix), Prefix: prefix + "-turns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deadA.Close() })
+	b := replica(t, srv, prefix, envOptions{cfg: func(c *Config) { c.Heartbeat = 50 * time.Millisecond }})
+	sid, turnID := session.NewID(), session.NewID()
+	ref := turnlog.Ref{Session: sid, Turn: turnID}
+	const answer = "Answer: w0 w1 w2 w3 w4"
+	if _, _, err := b.store.GetOrCreate(t.Context(), sid); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.AppendMessages(t.Context(), sid, []chat.Message{{Role: chat.RoleUser, Content: "hi"}, {Role: chat.RoleAssistant, Content: answer}}); err != nil {
+		t.Fatal(err)
+	}
+	a := &uiMapper{turnID: turnID}
+	streamed := []frame{a.start()}
+	for _, w := range []string{"", "Answer:", " w0", " w1", " w2", " w3"} {
+		ev := chat.Event{Kind: chat.KindTextDelta, Text: w}
+		if w == "" {
+			ev = chat.Event{Kind: chat.KindStepStart}
+		}
+		streamed = append(streamed, a.mapEvent(ev)...)
+	}
+	const mirrored, seen = 5, 8
+	if len(streamed) != seen {
+		t.Fatalf("A streamed %d frames, want %d", len(streamed), seen)
+	}
+	var data [][]byte
+	for i := range streamed {
+		streamed[i].seq = int64(i + 1)
+		data = append(data, streamed[i].data)
+	}
+	if err := deadA.Start(t.Context(), turnlog.Meta{Ref: ref, AgentID: "plain"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deadA.Append(t.Context(), ref, data[:mirrored]...); err != nil {
+		t.Fatal(err)
+	}
+
+	res := b.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", wire.EventID(turnID, seen))
+	rest := newSSEReader(res.Body).all()
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || len(rest) < 3 {
+		t.Fatalf("resume on B after frame %d: status %d, %d frames", seen, res.StatusCode, len(rest))
+	}
+	if got, want := rest[0].ID, wire.RestartedEventID(turnID, mirrored+1, 1); chunkType(t, rest[0].Data) != "data-restart" || got != want {
+		t.Fatalf("the resumed stream starts with %s %s, want a restart %s", got, rest[0].Data, want)
+	}
+	if end := rest[len(rest)-2].Data; end != `{"type":"finish","finishReason":"stop"}` {
+		t.Fatalf("the resumed stream ends with %s, want finish stop", end)
+	}
+	client := streamed
+	for _, ev := range rest[:len(rest)-1] {
+		_, seq, _, err := wire.ParseEventID(ev.ID)
+		if err != nil {
+			t.Fatalf("frame %+v: %v", ev, err)
+		}
+		client = append(client, frame{seq: seq, data: []byte(ev.Data)})
+	}
+	if got := shownText(client); got != answer {
+		t.Fatalf("the client shows %q, want %q", got, answer)
+	}
+}
+
+// redisClient is a connection of its own to srv, as another process has.
+func redisClient(t *testing.T, srv *redistest.Server, prefix string) redis.UniversalClient {
+	store, err := redisstore.New(redisstore.Config{URL: srv.URL(), Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store.Client()
 }
