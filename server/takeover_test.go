@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -129,17 +130,7 @@ func TestResumeAheadMeetsATakeover(t *testing.T) {
 	if got, want := rest[0].ID, wire.RestartedEventID(turnID, mirrored+1, 1); chunkType(t, rest[0].Data) != "data-restart" || got != want {
 		t.Fatalf("the resumed stream starts with %s %s, want C's restart %s", got, rest[0].Data, want)
 	}
-	client := streamed
-	for _, ev := range rest {
-		_, seq, _, err := wire.ParseEventID(ev.ID)
-		if err != nil {
-			t.Fatalf("frame %+v: %v", ev, err)
-		}
-		client = append(client, frame{seq: seq, data: []byte(ev.Data)})
-	}
-	if got := shownText(client); got != answer {
-		t.Fatalf("the client shows %q, want %q", got, answer)
-	}
+	checkShown(t, streamed, rest, answer)
 }
 
 // TestResumeAheadOfAFinishedTurn: replica A saved a turn's whole answer
@@ -204,17 +195,7 @@ func TestResumeAheadOfAFinishedTurn(t *testing.T) {
 	if end := rest[len(rest)-2].Data; end != `{"type":"finish","finishReason":"stop"}` {
 		t.Fatalf("the resumed stream ends with %s, want finish stop", end)
 	}
-	client := streamed
-	for _, ev := range rest[:len(rest)-1] {
-		_, seq, _, err := wire.ParseEventID(ev.ID)
-		if err != nil {
-			t.Fatalf("frame %+v: %v", ev, err)
-		}
-		client = append(client, frame{seq: seq, data: []byte(ev.Data)})
-	}
-	if got := shownText(client); got != answer {
-		t.Fatalf("the client shows %q, want %q", got, answer)
-	}
+	checkShown(t, streamed, rest, answer)
 }
 
 // redisClient is a connection of its own to srv, as another process has.
@@ -225,4 +206,24 @@ func redisClient(t *testing.T, srv *redistest.Server, prefix string) redis.Unive
 	}
 	t.Cleanup(func() { store.Close() })
 	return store.Client()
+}
+
+// checkShown checks that a client that got the frames seen, then resumed
+// and got rest, shows the answer want, honouring data-restart.
+func checkShown(t *testing.T, seen []frame, rest []sseEvent, want string) {
+	t.Helper()
+	client := slices.Clone(seen)
+	for _, ev := range rest {
+		if !ev.HasID {
+			continue
+		}
+		_, seq, _, err := wire.ParseEventID(ev.ID)
+		if err != nil {
+			t.Fatalf("frame %+v: %v", ev, err)
+		}
+		client = append(client, frame{seq: seq, data: []byte(ev.Data)})
+	}
+	if got := shownText(client); got != want {
+		t.Fatalf("the client shows %q, want %q", got, want)
+	}
 }
