@@ -355,6 +355,13 @@ type sharedTurn struct {
 	// at or before the client's last frame is looked for before each
 	// read, so that the client gets its restart (rewind).
 	ahead bool
+	// rewinding: a takeover began at or before the client's last frame
+	// (rewind), and the frames after rewoundTo, from its restart on, were
+	// not read yet: reads start there, whatever frame the caller says the
+	// client has, even when the read is cut short (a heartbeat) and the
+	// caller asks again.
+	rewinding bool
+	rewoundTo int64
 	// unlisted is when the shared log first did not have the turn while
 	// the session's marker named it, missing when it did not have it and
 	// the marker no longer named it (checkUnlisted).
@@ -385,6 +392,9 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 		if t.ahead {
 			after = t.rewind(ctx, after)
 		}
+		if t.rewinding {
+			after = min(after, t.rewoundTo)
+		}
 		b, err := log.Wait(ctx, t.ref, after)
 		switch {
 		case err == nil && b.Gap:
@@ -404,7 +414,7 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 					continue
 				}
 			}
-			t.ahead = false
+			t.ahead, t.rewinding = false, false
 			frames := make([]frame, len(b.Frames))
 			for i, f := range b.Frames {
 				frames[i] = frame{seq: f.Seq, data: f.Data}
@@ -460,6 +470,7 @@ func (t *sharedTurn) rewound(ctx context.Context, after int64) (int64, bool) {
 		t.restarts = append(t.restarts, r)
 		if r <= after {
 			after = r - 1
+			t.rewinding, t.rewoundTo = true, after
 		}
 	}
 	return after, true
