@@ -200,6 +200,8 @@ func killTurns(t *testing.T, turns, parallel int, every time.Duration) {
 		sid, end, shown string
 		errs            []string
 		resumes         int
+		trace           []string
+		turn            string
 	}
 	var (
 		mu       sync.Mutex
@@ -214,7 +216,7 @@ func killTurns(t *testing.T, turns, parallel int, every time.Duration) {
 			for i := range next {
 				o := runDurableTurn(t, set, fmt.Sprintf("turn %d", i))
 				mu.Lock()
-				outcomes = append(outcomes, outcome{sid: o.sid, end: requireEndOrEmpty(o.frames), shown: answerOf(o.frames), errs: errorTexts(o.frames), resumes: o.resumes})
+				outcomes = append(outcomes, outcome{sid: o.sid, end: requireEndOrEmpty(o.frames), shown: answerOf(o.frames), errs: errorTexts(o.frames), resumes: o.resumes, trace: traceOf(o), turn: turnOf(o.frames)})
 				mu.Unlock()
 			}
 		}()
@@ -249,7 +251,12 @@ func killTurns(t *testing.T, turns, parallel int, every time.Duration) {
 			}
 		}
 		if saved != o.shown {
-			t.Errorf("session %s: saved %q, the client shows %q", o.sid, saved, o.shown)
+			// The turn's whole stream, as the shared log has it.
+			whole := durableTurn{opened: []opened{{url: "the shared log, from a replica that did not run the turn", lastID: o.turn + ":0"}}}
+			if r := resumeQuiet(t, set.pick("").URL(), o.sid, o.turn+":0"); r != nil {
+				whole.frames = readFor(r, 5*time.Second)
+			}
+			t.Errorf("session %s: saved %q, the client shows %q; the client's streams:\n%s\n%s", o.sid, saved, o.shown, strings.Join(o.trace, "\n"), strings.Join(traceOf(whole), "\n"))
 		}
 		if len(calls) != 2 {
 			t.Errorf("session %s: %d tool calls saved, want 2: %v", o.sid, len(calls), calls)
@@ -281,6 +288,49 @@ type durableTurn struct {
 	sid     string
 	frames  []frame
 	resumes int
+	// opened are the client's streams: where each began in frames, on
+	// which replica, after which Last-Event-ID.
+	opened []opened
+}
+
+type opened struct {
+	at          int
+	url, lastID string
+}
+
+// turnOf is the turn of the frames' IDs.
+func turnOf(frames []frame) string {
+	for _, f := range frames {
+		if id, _, ok := strings.Cut(f.ID, ":"); ok {
+			return id
+		}
+	}
+	return ""
+}
+
+// traceOf is what the client got, one line a frame, for a failure's
+// message: which stream it came on, its ID and type, and the part or
+// restart it is about.
+func traceOf(d durableTurn) []string {
+	var out []string
+	for i, f := range d.frames {
+		for _, o := range d.opened {
+			if o.at == i {
+				out = append(out, fmt.Sprintf("-- stream on %s after %q", o.url, o.lastID))
+			}
+		}
+		line := fmt.Sprintf("%s %s", f.ID, f.Type())
+		switch f.Type() {
+		case "text-start", "text-end":
+			line += " " + f.Field("id")
+		case "text-delta":
+			line += fmt.Sprintf(" %s %q", f.Field("id"), f.Field("delta"))
+		case "data-restart", "error":
+			line += " " + f.Data
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // runDurableTurn posts message on a replica and reads the turn to its
@@ -308,6 +358,7 @@ func runDurableTurn(t *testing.T, set *replicaSet, message string) durableTurn {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	d.opened = append(d.opened, opened{at: 0, url: p.URL()})
 	deadline := time.Now().Add(120 * time.Second)
 	for {
 		d.frames = append(d.frames, readFor(s, 20*time.Second)...)
@@ -326,6 +377,7 @@ func runDurableTurn(t *testing.T, set *replicaSet, message string) durableTurn {
 			if r != nil && r.Status == http.StatusOK {
 				s = r
 				d.resumes++
+				d.opened = append(d.opened, opened{at: len(d.frames), url: p.URL(), lastID: last})
 				break
 			}
 			if time.Now().After(deadline) {

@@ -355,6 +355,13 @@ type sharedTurn struct {
 	// at or before the client's last frame is looked for before each
 	// read, so that the client gets its restart (rewind).
 	ahead bool
+	// rewinding: a takeover began at or before the client's last frame
+	// (rewind), and the frames after rewoundTo, from its restart on, were
+	// not read yet: reads start there, whatever frame the caller says the
+	// client has, even when the read is cut short (a heartbeat) and the
+	// caller asks again.
+	rewinding bool
+	rewoundTo int64
 	// unlisted is when the shared log first did not have the turn while
 	// the session's marker named it, missing when it did not have it and
 	// the marker no longer named it (checkUnlisted).
@@ -385,12 +392,29 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 		if t.ahead {
 			after = t.rewind(ctx, after)
 		}
+		if t.rewinding {
+			after = min(after, t.rewoundTo)
+		}
 		b, err := log.Wait(ctx, t.ref, after)
 		switch {
 		case err == nil && b.Gap:
 			return nil, false, errGap
 		case err == nil:
-			t.ahead = false
+			if t.ahead {
+				// A takeover lists its restart before it writes a frame,
+				// so one that began at or before after while this read
+				// was on its way (after the rewind above) shows now: the
+				// frames read follow its restart, which comes first.
+				back, ok := t.rewound(ctx, after)
+				if !ok {
+					return nil, false, nil // the next read tells
+				}
+				if back != after {
+					after = back
+					continue
+				}
+			}
+			t.ahead, t.rewinding = false, false
 			frames := make([]frame, len(b.Frames))
 			for i, f := range b.Frames {
 				frames[i] = frame{seq: f.Seq, data: f.Data}
@@ -429,9 +453,15 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 // first frame of a takeover that began at or before it (its frames from
 // there on were the dead replica's), else after.
 func (t *sharedTurn) rewind(ctx context.Context, after int64) int64 {
+	after, _ = t.rewound(ctx, after)
+	return after
+}
+
+// rewound is rewind, and whether the shared log told the turn's takeovers.
+func (t *sharedTurn) rewound(ctx context.Context, after int64) (int64, bool) {
 	st, err := t.s.cfg.Turns.Lookup(ctx, t.ref)
 	if err != nil {
-		return after
+		return after, false
 	}
 	for _, r := range st.Restarts {
 		if slices.Contains(t.restarts, r) {
@@ -440,9 +470,10 @@ func (t *sharedTurn) rewind(ctx context.Context, after int64) int64 {
 		t.restarts = append(t.restarts, r)
 		if r <= after {
 			after = r - 1
+			t.rewinding, t.rewoundTo = true, after
 		}
 	}
-	return after
+	return after, true
 }
 
 // check ends the stream when the turn's writer stopped showing signs of

@@ -219,10 +219,11 @@ func (s *Server) endTaken(ctx context.Context, taker turnlog.Taker, ref turnlog.
 
 // endFromSession ends the shared stream of a turn that finished (its last
 // write cleared the session's marker) but whose replica died before its
-// last frames were copied: the rest of the answer the session saved
-// follows what the stream showed, then finish stop. When the session's
-// answer does not go on from what the stream showed, the stream ends with
-// an error that says the answer is in the history.
+// last frames were copied: after a restart that drops the text part the
+// stream left open, the rest of the answer the session saved follows,
+// then finish stop. When the session's answer does not go on from what
+// the stream showed, the stream ends with an error that says the answer
+// is in the history.
 func (s *Server) endFromSession(ctx context.Context, key, turnID string) {
 	taker, ok := s.cfg.Turns.(turnlog.Taker)
 	if !ok {
@@ -257,17 +258,40 @@ func (s *Server) endFromSession(ctx context.Context, key, turnID string) {
 			saved = hist[i].Content + saved
 		}
 	}
-	shown := shownText(frames)
-	rest, ok := strings.CutPrefix(saved, shown)
+	// A client may hold frames the log never got (the dead replica's
+	// last ones), and resumes from the first frame written here (the
+	// takeover lists it as a restart): that frame is a restart, which
+	// drops the text part the log has open, if any, whose text then
+	// follows whole with the rest of the answer.
+	since, steps := st.Last, 0
+	for _, f := range frames {
+		var c uiChunk
+		if json.Unmarshal(f.data, &c) != nil {
+			continue
+		}
+		switch c.Type {
+		case "start-step":
+			steps++
+		case "text-start":
+			since = f.seq - 1
+		case "text-end":
+			since = st.Last
+		}
+	}
+	kept := slices.DeleteFunc(slices.Clone(frames), func(f frame) bool { return f.seq > since })
+	rest, ok := strings.CutPrefix(saved, shownText(kept))
 	if !ok || saved == "" {
 		// No answer after the last user message: not this turn's.
 		s.endTaken(ctx, taker, ref, st, errAbandoned)
 		return
 	}
 	m := &uiMapper{turnID: turnID}
-	m.continueAfter(frames, st.Last)
+	m.continueAfter(frames, since)
 	var data [][]byte
-	for _, ev := range []chat.Event{{Kind: chat.KindTextDelta, Text: rest}, {Kind: chat.KindStepFinish}, {Kind: chat.KindDone, FinishReason: chat.FinishStop}} {
+	for _, ev := range []chat.Event{
+		{Kind: chat.KindRestart, Restart: &chat.Restart{Step: max(steps, 1), Since: since, Message: "the server running this turn stopped after it ended; its answer follows from the session history"}},
+		{Kind: chat.KindTextDelta, Text: rest}, {Kind: chat.KindStepFinish}, {Kind: chat.KindDone, FinishReason: chat.FinishStop},
+	} {
 		for _, f := range m.mapEvent(ev) {
 			data = append(data, f.data)
 		}
