@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
@@ -212,10 +213,10 @@ func TestResumeAheadOfAFinishedTurn(t *testing.T) {
 	sid, turnID := session.NewID(), session.NewID()
 	ref := turnlog.Ref{Session: sid, Turn: turnID}
 	const answer = "Answer: w0 w1 w2 w3 w4"
-	if _, _, err := b.store.GetOrCreate(t.Context(), sid); err != nil {
+	if _, err := session.Update(t.Context(), b.store, sid, func(*orchestration.State) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.AppendMessages(t.Context(), sid, []chat.Message{{Role: chat.RoleUser, Content: "hi"}, {Role: chat.RoleAssistant, Content: answer}}); err != nil {
+	if err := session.AppendMessages(t.Context(), b.store, sid, []chat.Message{{Role: chat.RoleUser, Content: "hi"}, {Role: chat.RoleAssistant, Content: answer}}); err != nil {
 		t.Fatal(err)
 	}
 	a := &uiMapper{turnID: turnID}
