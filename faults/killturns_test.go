@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,21 +55,23 @@ func TestTurnsOutliveKilledReplicasLong(t *testing.T) {
 }
 
 // searchCounter is a SearXNG that counts the requests for each query and
-// those whose client went away before the answer (a killed replica's), and
-// notes when each answer was written: a replica killed just after it may
-// never have read or recorded it, which the search service cannot tell
-// from a call that completed.
+// those whose client went away before the answer (a killed replica's). Each
+// answer names its run ("found q (run n)"), so that the session's saved
+// result says which run the runtime recorded: a run after the recorded one
+// is a completed call that ran again; one before it was interrupted, before
+// or after the service answered (a replica killed after the answer came but
+// before it recorded it).
 type searchCounter struct {
 	mu          sync.Mutex
 	runs        map[string]int
 	interrupted map[string]int
-	answered    map[string][]time.Time
 }
 
 func (c *searchCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query().Get("q")
 	c.mu.Lock()
 	c.runs[q]++
+	run := c.runs[q]
 	c.mu.Unlock()
 	select {
 	case <-time.After(300 * time.Millisecond):
@@ -78,31 +82,11 @@ func (c *searchCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"results":[{"title":"result for %s","url":"https://example.com/%s","content":"found %s"}]}`, q, q, q)
-	c.mu.Lock()
-	c.answered[q] = append(c.answered[q], time.Now())
-	c.mu.Unlock()
+	fmt.Fprintf(w, `{"results":[{"title":"result for %s","url":"https://example.com/%s","content":"found %s (run %d)"}]}`, q, q, q, run)
 }
 
-// killWindow is how long before a kill an answered search counts as
-// interrupted by it: the replica may have died before it read the answer
-// or wrote it to the turn's journal (one Redis write).
-const killWindow = time.Second
-
-// answeredBeforeKill counts the answers in at that came within killWindow
-// before one of the kills.
-func answeredBeforeKill(at, kills []time.Time) int {
-	n := 0
-	for _, a := range at {
-		for _, k := range kills {
-			if d := k.Sub(a); d >= 0 && d < killWindow {
-				n++
-				break
-			}
-		}
-	}
-	return n
-}
+// recordedRun finds the search runs a saved tool result holds.
+var recordedRun = regexp.MustCompile(`found (\S+) \(run (\d+)\)`)
 
 // durableAnswer answers each conversation by where its turn is: a search,
 // a second search, then a text streamed for about 0.6 s.
@@ -147,7 +131,7 @@ func (s *replicaSet) pick(not string) *serverProc {
 }
 
 func killTurns(t *testing.T, turns, parallel int, every time.Duration) {
-	counter := &searchCounter{runs: map[string]int{}, interrupted: map[string]int{}, answered: map[string][]time.Time{}}
+	counter := &searchCounter{runs: map[string]int{}, interrupted: map[string]int{}}
 	search := httptest.NewServer(counter)
 	defer search.Close()
 	words := make([]string, 30)
@@ -171,7 +155,6 @@ func killTurns(t *testing.T, turns, parallel int, every time.Duration) {
 
 	stop := make(chan struct{})
 	kills := 0
-	var killedAt []time.Time // read after killer.Wait()
 	var killer sync.WaitGroup
 	killer.Add(1)
 	go func() {
@@ -188,7 +171,6 @@ func killTurns(t *testing.T, turns, parallel int, every time.Duration) {
 			set.mu.Unlock()
 			victim.Kill()
 			kills++
-			killedAt = append(killedAt, time.Now())
 			fresh := startServer(t, env...)
 			set.mu.Lock()
 			set.procs[i] = fresh
@@ -230,12 +212,15 @@ func killTurns(t *testing.T, turns, parallel int, every time.Duration) {
 	killer.Wait()
 
 	completed, reruns, interrupted, resumed := 0, 0, 0, 0
+	recorded := map[string]int{} // query -> the run whose result the session saved
+	checked := 0                 // sessions whose turn finished stop
 	for _, o := range outcomes {
 		resumed += o.resumes
 		if o.end != "stop" || len(o.errs) > 0 {
 			t.Errorf("session %s: the turn ended %q %q, want stop", o.sid, o.end, o.errs)
 			continue
 		}
+		checked++
 		view := requireConsistent(t, set.pick("").URL(), o.sid)
 		if n := countRole(view.Messages, adchat.RoleUser); n != 1 {
 			t.Errorf("session %s: the user message is stored %d times", o.sid, n)
@@ -245,6 +230,11 @@ func killTurns(t *testing.T, turns, parallel int, every time.Duration) {
 		for _, msg := range view.Messages {
 			if msg.Role == adchat.RoleAssistant {
 				saved += msg.Content
+			}
+			if msg.Role == adchat.RoleTool {
+				for _, m := range recordedRun.FindAllStringSubmatch(msg.Content, -1) {
+					recorded[m[1]], _ = strconv.Atoi(m[2])
+				}
 			}
 			for _, c := range msg.ToolCalls {
 				calls = append(calls, c.ID)
@@ -264,21 +254,28 @@ func killTurns(t *testing.T, turns, parallel int, every time.Duration) {
 	}
 	counter.mu.Lock()
 	defer counter.mu.Unlock()
-	killedAnswered := 0
+	if len(recorded) != 2*checked {
+		t.Errorf("%d search results found in %d saved turns, want two each", len(recorded), checked)
+	}
+	unrecorded := 0
 	for q, n := range counter.runs {
 		completed++
 		interrupted += counter.interrupted[q]
-		// Runs before the last one whose answer came just before a kill:
-		// the kill interrupted them after the search service answered.
-		late := min(answeredBeforeKill(counter.answered[q][:max(len(counter.answered[q])-1, 0)], killedAt), n-1-counter.interrupted[q])
-		killedAnswered += late
-		if extra := n - 1 - counter.interrupted[q] - late; extra != 0 {
-			t.Errorf("search %q ran %d times, %d of them interrupted, %d answered within %v before a kill: a completed call ran again", q, n, counter.interrupted[q], late, killWindow)
-		}
 		reruns += n - 1
+		rec, ok := recorded[q]
+		if !ok {
+			continue // its turn failed, reported above
+		}
+		// The runs before the recorded one were interrupted: before the
+		// service answered (counted by it) or after (their replica died
+		// before recording the answer).
+		unrecorded += rec - 1 - min(counter.interrupted[q], rec-1)
+		if n != rec {
+			t.Errorf("search %q ran %d times and the session saved run %d: a completed call ran again", q, n, rec)
+		}
 	}
-	t.Logf("%d turns on 3 replicas, %d replicas killed, %d stream resumes: %d searches completed once each, %d ran again after a kill interrupted them (%d interrupted before the search service answered, %d answered within %v before the kill)",
-		len(outcomes), kills, resumed, completed, reruns, interrupted, killedAnswered, killWindow)
+	t.Logf("%d turns on 3 replicas, %d replicas killed, %d stream resumes: %d searches completed once each, %d ran again after a kill interrupted them (%d interrupted before the search service answered, %d answered but not yet recorded when their replica died)",
+		len(outcomes), kills, resumed, completed, reruns, interrupted, unrecorded)
 	if kills == 0 {
 		t.Fatal("no replica was killed: the run proves nothing")
 	}
