@@ -75,9 +75,6 @@ func seqOf(id string) int64 {
 	return seq
 }
 
-// restarts are the data-restart frames.
-func restarts(frames []frame) []frame { return framesOf(frames, "data-restart") }
-
 // TestRedisPausedPastLease: Redis stops answering (SIGSTOP) mid-answer for
 // longer than the turn's lease (34/30 of SESSION_LOCK_TTL), then answers
 // again: the write the turn sent before the pause lands late, the lease is
