@@ -53,7 +53,10 @@ export async function launch({ httpCredentials } = {}) {
       });
       page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
       page.on('requestfailed', (r) => {
-        const streamDone = r.failure()?.errorText === 'net::ERR_ABORTED' && /\/api\/(chat\/|sessions\/[^/]+\/stream)/.test(r.url());
+        // The page cancels a stream's body once [DONE] arrived, and a reload
+        // cancels the conversation list's fetch in flight; Chromium reports both
+        // as ERR_ABORTED. Anything else is a real failure.
+        const streamDone = r.failure()?.errorText === 'net::ERR_ABORTED' && /\/api\/(chat\/|sessions\/[^/]+\/stream|sessions\?)/.test(r.url());
         if (!streamDone) problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`);
       });
       const res = await page.goto(`${base}/`);
