@@ -426,6 +426,10 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 	if err := fn(&st); err != nil {
 		return Session{}, nil, err
 	}
+	// The write is made on a copy, next, so that a refused approval or
+	// journal change leaves the stored session as it was; it replaces the
+	// stored session whole, so a field a write option sets cannot be left
+	// behind.
 	next := Session{}
 	if e != nil {
 		next = e.sess
@@ -442,12 +446,12 @@ func (m *Memory) UpdateAppend(ctx context.Context, id string, fn func(*orchestra
 		if e, err = m.create(id, o, now); err != nil {
 			return Session{}, nil, err
 		}
+		// A new session: its identity is the one create gave it.
+		next.ID, next.Owner, next.Agent, next.CreatedAt, next.LastAccessed = e.sess.ID, e.sess.Owner, e.sess.Agent, e.sess.CreatedAt, e.sess.LastAccessed
 	}
-	e.sess.State = st
-	e.sess.Approvals = next.Approvals
+	next.Version++
+	e.sess = next
 	had := len(e.msgs) // a drop below makes e.msgs shorter
-	e.sess.Turn, e.sess.Journal, e.sess.Title, e.sess.SummarizerUsage, e.sess.Requests = next.Turn, next.Journal, next.Title, next.SummarizerUsage, next.Requests
-	e.sess.Version++
 	if o.DropAnswer || o.DropTurn {
 		// A new array: the dropped messages must not stay reachable, and
 		// a slice handed out before must not see the append.
