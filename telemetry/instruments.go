@@ -92,6 +92,10 @@ type instruments struct {
 	transitions  metric.Int64Counter
 	streams      metric.Int64UpDownCounter
 	storeErrors  metric.Int64Counter
+	// streamKinds holds the attribute option of each stream kind
+	// (TrackStream): the kinds are a few constants, so each set is built
+	// (sorted and hashed) once, not on every stream.
+	streamKinds *sync.Map // string -> metric.AddOption
 }
 
 func newInstruments(m metric.Meter) (instruments, error) {
@@ -104,6 +108,7 @@ func newInstruments(m metric.Meter) (instruments, error) {
 			errs = append(errs, err)
 		}
 	}
+	in.streamKinds = new(sync.Map)
 	var err error
 	in.tokenUsage, err = genaiconv.NewClientTokenUsage(m, metric.WithExplicitBucketBoundaries(tokenBuckets...))
 	add(err)
@@ -180,7 +185,7 @@ func (t *Telemetry) TrackStream(ctx context.Context, kind string) (done func()) 
 	if t == nil {
 		return func() {}
 	}
-	opt := metric.WithAttributes(AttrStreamKind.String(kind))
+	opt := t.inst.streamKind(kind)
 	t.inst.streams.Add(ctx, 1, opt)
 	var once sync.Once
 	return func() {
@@ -190,6 +195,14 @@ func (t *Telemetry) TrackStream(ctx context.Context, kind string) (done func()) 
 			t.inst.streams.Add(context.WithoutCancel(ctx), -1, opt)
 		})
 	}
+}
+
+func (in *instruments) streamKind(kind string) metric.AddOption {
+	if opt, ok := in.streamKinds.Load(kind); ok {
+		return opt.(metric.AddOption)
+	}
+	opt, _ := in.streamKinds.LoadOrStore(kind, metric.WithAttributeSet(attribute.NewSet(AttrStreamKind.String(kind))))
+	return opt.(metric.AddOption)
 }
 
 // RecordStoreError counts a failed store operation. op names the operation
