@@ -245,9 +245,14 @@ func parseBody[T any](c *gin.Context, parse func([]byte) (T, error)) (T, bool) {
 }
 
 // readBody reads the request body (bounded by the body limit installed by
-// the middleware) and checks that it is UTF-8 text.
+// the middleware) and checks that it is UTF-8 text. The body read to its
+// end is closed: net/http then knows it is consumed, instead of trying to
+// drain it when the answer starts (on a stream, deep in the first flush).
 func readBody(r *http.Request) ([]byte, *apiError) {
 	data, err := io.ReadAll(r.Body)
+	if err == nil {
+		_ = r.Body.Close()
+	}
 	if err != nil {
 		var (
 			mbe *http.MaxBytesError
