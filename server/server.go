@@ -194,6 +194,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:  2 * time.Minute,
 		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	var unused unusedConns
+	srv.ConnState = unused.track
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(jsonErrorListener{ln}) }()
 	select {
@@ -206,6 +208,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(sctx) }()
+	unused.closeAll()
 	s.Shutdown(sctx)
 	err := <-shut
 	if err != nil {
@@ -216,6 +219,44 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("server: serving: %w", err)
 	}
 	return nil
+}
+
+// unusedConns holds the connections that have not sent a byte yet
+// (http.StateNew: a browser's preconnect, a spare in a client's pool).
+// http.Server.Shutdown waits up to 5 s for each before it counts as idle;
+// they carry no request, so Serve closes them as its shutdown starts, and
+// any accepted after that at once.
+type unusedConns struct {
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// track is the http.Server's ConnState hook.
+func (u *unusedConns) track(c net.Conn, st http.ConnState) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch {
+	case st == http.StateNew && u.closed:
+		_ = c.Close()
+	case st == http.StateNew:
+		if u.conns == nil {
+			u.conns = make(map[net.Conn]struct{})
+		}
+		u.conns[c] = struct{}{}
+	default:
+		delete(u.conns, c)
+	}
+}
+
+func (u *unusedConns) closeAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.closed = true
+	for c := range u.conns {
+		_ = c.Close()
+	}
+	clear(u.conns)
 }
 
 // Shutdown refuses new turns, cancels the running ones, waits for them (or

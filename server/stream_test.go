@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -336,6 +337,40 @@ func TestShutdownEndsStreams(t *testing.T) {
 	var ae *apiError
 	if _, err := e.srv.startTurn(t.Context(), mustAgent(t, e, "plain"), "after-shutdown", "hi", "", false); !errors.As(err, &ae) || ae.Status != 503 {
 		t.Fatalf("want 503, got %v", err)
+	}
+}
+
+// TestShutdownClosesUnusedConnections: a connection that never sent a
+// request (a browser's preconnect, a spare in a client's pool) does not
+// hold up Serve's shutdown. net/http alone waits 5 s for such a
+// connection, longer than this server's ShutdownTimeout, and Serve would
+// return its deadline error.
+func TestShutdownClosesUnusedConnections(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: func(c *Config) { c.ShutdownTimeout = 2 * time.Second }})
+	ln := newLocalListener(t)
+	ctx, stop := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- e.srv.Serve(ctx, ln) }()
+	unused, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unused.Close()
+	// A request on a later connection: the server accepts in order, so it
+	// has accepted the unused one when this is answered.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := client.Get("http://" + ln.Addr().String() + "/api/agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	stop()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	_ = unused.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := unused.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the unused connection is still open after the shutdown: read %d, %v", n, err)
 	}
 }
 
