@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -109,7 +110,10 @@ func sentinelFailover(t *testing.T, turns, parallel int, killAfter time.Duration
 	close(next)
 	wg.Wait()
 	<-killed
-	waitPromoted(t, replica)
+	// Sentinel may have failed over again since (the old primary, back as
+	// a replica, promoted when the loaded machine stalled the new one past
+	// down-after-milliseconds): the servers follow whichever it names.
+	waitSentinelMaster(t, sentinel)
 	// The replicas' clients follow Sentinel to the new primary.
 	promoted := time.Now()
 	for {
@@ -151,6 +155,28 @@ func sentinelFailover(t *testing.T, turns, parallel int, killAfter time.Duration
 	t.Logf("Sentinel failover with REDIS_WAIT_REPLICAS=1: %d turns (%d refusals retried); ends %v; turns that finished stop and lost text: %d", len(outcomes), refused, ends, lost)
 	if ends["stop"] == 0 {
 		t.Fatalf("no turn finished stop: %v", ends)
+	}
+}
+
+// waitSentinelMaster waits until the master sentinel names for "sessions"
+// answers as a master.
+func waitSentinelMaster(t *testing.T, sentinel *redistest.Server) {
+	t.Helper()
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr()})
+	defer sc.Close()
+	var info string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if addr, err := sc.GetMasterAddrByName(context.Background(), "sessions").Result(); err == nil && len(addr) == 2 {
+			rc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(addr[0], addr[1])})
+			info, _ = rc.Info(context.Background(), "replication").Result()
+			rc.Close()
+			if strings.Contains(info, "role:master") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the master Sentinel names is not a master: %s", info)
+		}
 	}
 }
 
