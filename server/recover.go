@@ -113,6 +113,14 @@ func (s *Server) recoverAbandoned(ctx context.Context, key string) *chat.Error {
 	rec, err := s.cfg.Agents.RecoverTurn(rctx, key, s.cfg.RecoverWait)
 	if err != nil {
 		s.log.Warn("recovering an interrupted turn", "session", key, "err", err)
+	}
+	return abandoned(rec, err)
+}
+
+// abandoned is the last error of an interrupted turn's stream, saying what
+// its recovery (rec, or err when it failed) did with the partial answer.
+func abandoned(rec agent.Recovery, err error) *chat.Error {
+	if err != nil {
 		return &chat.Error{Code: errAbandoned.Code, Message: errAbandoned.Message +
 			"; its partial answer could not be saved yet and will be when the session is next used"}
 	}

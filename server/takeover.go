@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -180,14 +179,8 @@ func (s *Server) recoverTaken(ctx context.Context, h *agent.Takeover) *chat.Erro
 	rec, err := h.Recover(ctx)
 	if err != nil {
 		s.log.Warn("recovering an interrupted turn", "turn", h.Turn(), "err", err)
-		return &chat.Error{Code: errAbandoned.Code, Message: errAbandoned.Message +
-			"; its partial answer could not be saved yet and will be when the session is next used"}
 	}
-	if rec.Steps > 0 {
-		return &chat.Error{Code: errAbandoned.Code, Message: fmt.Sprintf(
-			"the server running this turn stopped before the turn ended; the answer it streamed up to then was saved to the session history (%d step(s) recovered)", rec.Steps)}
-	}
-	return errAbandoned
+	return abandoned(rec, err)
 }
 
 // endTaken ends the stream of a turn taken over that does not go on: its
