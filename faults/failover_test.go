@@ -164,50 +164,49 @@ func waitSentinelMaster(t *testing.T, sentinel *redistest.Server) {
 	t.Helper()
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr()})
 	defer sc.Close()
-	var info string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if addr, err := sc.GetMasterAddrByName(context.Background(), "sessions").Result(); err == nil && len(addr) == 2 {
-			rc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(addr[0], addr[1])})
-			info, _ = rc.Info(context.Background(), "replication").Result()
-			rc.Close()
-			if strings.Contains(info, "role:master") {
-				return
-			}
+	named := func() (string, error) {
+		addr, err := sc.GetMasterAddrByName(context.Background(), "sessions").Result()
+		if err != nil || len(addr) != 2 {
+			return "", fmt.Errorf("sentinel names no master: %v %w", addr, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the master Sentinel names is not a master: %s", info)
-		}
+		return net.JoinHostPort(addr[0], addr[1]), nil
 	}
+	waitReplication(t, named, "role:master", 30*time.Second, "the master Sentinel names is not a master")
 }
 
 // waitReplicaOnline waits until primary has an online replica.
 func waitReplicaOnline(t *testing.T, primary *redistest.Server) {
 	t.Helper()
-	rc := redis.NewClient(&redis.Options{Addr: primary.Addr()})
-	defer rc.Close()
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		info, _ := rc.Info(context.Background(), "replication").Result()
-		if strings.Contains(info, "state=online") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica is not online: %s", info)
-		}
-	}
+	waitReplication(t, fixedAddr(primary.Addr()), "state=online", 15*time.Second, "the replica is not online")
 }
 
 // waitPromoted waits until Sentinel promoted the replica (role master).
 func waitPromoted(t *testing.T, replica *redistest.Server) {
 	t.Helper()
-	rc := redis.NewClient(&redis.Options{Addr: replica.Addr()})
-	defer rc.Close()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		info, _ := rc.Info(context.Background(), "replication").Result()
-		if strings.Contains(info, "role:master") {
-			return
+	waitReplication(t, fixedAddr(replica.Addr()), "role:master", 30*time.Second, "Sentinel did not promote the replica")
+}
+
+func fixedAddr(addr string) func() (string, error) {
+	return func() (string, error) { return addr, nil }
+}
+
+// waitReplication polls the replication section of INFO on the server at
+// addr() until it contains want, and fails with failure and the last
+// section read when within has passed.
+func waitReplication(t *testing.T, addr func() (string, error), want string, within time.Duration, failure string) {
+	t.Helper()
+	var info string
+	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
+		if a, err := addr(); err == nil {
+			rc := redis.NewClient(&redis.Options{Addr: a})
+			info, _ = rc.Info(context.Background(), "replication").Result()
+			_ = rc.Close()
+			if strings.Contains(info, want) {
+				return
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Sentinel did not promote the replica: %s", info)
+			t.Fatalf("%s: %s", failure, info)
 		}
 	}
 }
