@@ -90,20 +90,7 @@ func TestResumeAheadMeetsATakeover(t *testing.T) {
 
 			// A's stream: the answer's text part, of which the log got
 			// the first two deltas.
-			a := &uiMapper{turnID: turnID}
-			streamed := []frame{a.start()}
-			for _, w := range []string{"", "Answer:", " w0", " w1", " w2", " w3"} {
-				ev := chat.Event{Kind: chat.KindTextDelta, Text: w}
-				if w == "" {
-					ev = chat.Event{Kind: chat.KindStepStart}
-				}
-				streamed = append(streamed, a.mapEvent(ev)...)
-			}
-			var data [][]byte
-			for i := range streamed {
-				streamed[i].seq = int64(i + 1)
-				data = append(data, streamed[i].data)
-			}
+			streamed, data := streamedAnswer(turnID)
 			if len(streamed) != seen {
 				t.Fatalf("A streamed %d frames, want %d", len(streamed), seen)
 			}
@@ -219,23 +206,10 @@ func TestResumeAheadOfAFinishedTurn(t *testing.T) {
 	if err := session.AppendMessages(t.Context(), b.store, sid, []chat.Message{{Role: chat.RoleUser, Content: "hi"}, {Role: chat.RoleAssistant, Content: answer}}); err != nil {
 		t.Fatal(err)
 	}
-	a := &uiMapper{turnID: turnID}
-	streamed := []frame{a.start()}
-	for _, w := range []string{"", "Answer:", " w0", " w1", " w2", " w3"} {
-		ev := chat.Event{Kind: chat.KindTextDelta, Text: w}
-		if w == "" {
-			ev = chat.Event{Kind: chat.KindStepStart}
-		}
-		streamed = append(streamed, a.mapEvent(ev)...)
-	}
+	streamed, data := streamedAnswer(turnID)
 	const mirrored, seen = 5, 8
 	if len(streamed) != seen {
 		t.Fatalf("A streamed %d frames, want %d", len(streamed), seen)
-	}
-	var data [][]byte
-	for i := range streamed {
-		streamed[i].seq = int64(i + 1)
-		data = append(data, streamed[i].data)
 	}
 	if err := deadA.Start(t.Context(), turnlog.Meta{Ref: ref, AgentID: "plain"}); err != nil {
 		t.Fatal(err)
@@ -287,4 +261,24 @@ func checkShown(t *testing.T, seen []frame, rest []sseEvent, want string) {
 	if got := shownText(client); got != want {
 		t.Fatalf("the client shows %q, want %q", got, want)
 	}
+}
+
+// streamedAnswer is what replica A streamed of turnID before it died: the
+// start, a step and the answer's text "Answer: w0 w1 w2 w3", as numbered
+// frames and as the data the shared log holds of them.
+func streamedAnswer(turnID string) (streamed []frame, data [][]byte) {
+	a := &uiMapper{turnID: turnID}
+	streamed = []frame{a.start()}
+	for _, w := range []string{"", "Answer:", " w0", " w1", " w2", " w3"} {
+		ev := chat.Event{Kind: chat.KindTextDelta, Text: w}
+		if w == "" {
+			ev = chat.Event{Kind: chat.KindStepStart}
+		}
+		streamed = append(streamed, a.mapEvent(ev)...)
+	}
+	for i := range streamed {
+		streamed[i].seq = int64(i + 1)
+		data = append(data, streamed[i].data)
+	}
+	return streamed, data
 }
