@@ -64,6 +64,7 @@ type Server struct {
 	api     *gin.Engine // APIHandler: /api and /v1 only
 	turns   *turnRegistry
 	mirrors mirrors // copies this replica's turns to Config.Turns
+	lingers lingers // ends the r3labs sessions of live connections that wait
 	sse     *sse.Server
 	connSeq atomic.Int64 // names the connections' r3labs streams
 	// recorders counts the Responses API recorders still storing a

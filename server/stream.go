@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,7 +75,6 @@ type sseConn struct {
 	over      bool // the session's end is handed over
 	ended     bool // ... and the response's
 	lastPush  time.Time
-	linger    *time.Timer
 	// restarts are the seqs at which the turn was taken over by another
 	// replica (restartsOf): a frame's ID counts those up to it. For a
 	// turn this replica runs they are fixed; for one read from the
@@ -137,11 +137,11 @@ func (c *sseConn) session(ctx context.Context) {
 	defer cancel() // r3labs' close watcher then removes the stream
 	req := (&http.Request{Method: http.MethodGet, URL: &url.URL{RawQuery: "stream=" + url.QueryEscape(c.streamID)}, Header: http.Header{}}).WithContext(ctx)
 	c.s.sse.ServeHTTP(c, req)
-	if t, ok := c.src.(*turn); ok && c.linger != nil {
-		c.linger.Stop()
+	if t, ok := c.src.(*turn); ok {
 		t.mu.Lock()
 		t.dropLive(c)
 		c.live = false
+		c.s.lingers.remove(c)
 		t.mu.Unlock()
 	}
 }
@@ -212,11 +212,7 @@ func (c *sseConn) handOver() (flush bool) {
 func (c *sseConn) goLive(t *turn) {
 	t.live = append(t.live, c)
 	c.live, c.lastPush = true, time.Now()
-	if c.linger == nil {
-		c.linger = time.AfterFunc(c.s.linger(), func() { c.lingerCheck(t) })
-	} else {
-		c.linger.Reset(c.s.linger())
-	}
+	c.s.lingers.add(c, t, c.s.linger())
 }
 
 // push hands the turn's new frames to r3labs (liveReader); t.mu is held.
@@ -244,20 +240,80 @@ func (c *sseConn) end() {
 }
 
 // lingerCheck ends a live connection's session after linger without a
-// frame; it runs on the linger timer.
+// frame (lingers calls it); a stalled client's session ends once its
+// events are written.
 func (c *sseConn) lingerCheck(t *turn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	d := c.s.linger()
-	switch idle := time.Since(c.lastPush); {
+	switch {
 	case !c.live:
-	case idle < d:
-		c.linger.Reset(d - idle)
-	case !c.s.sse.TryPublish(c.streamID, &sse.Event{}):
-		c.linger.Reset(d) // a stalled client: its events come first
-	default:
+		c.s.lingers.remove(c)
+	case time.Since(c.lastPush) < c.s.linger():
+	case c.s.sse.TryPublish(c.streamID, &sse.Event{}):
 		t.dropLive(c)
 		c.live, c.over = false, true
+		c.s.lingers.remove(c)
+	}
+}
+
+// lingers holds the live connections of this replica's turns and checks
+// each every linger/4 (lingerCheck): one goroutine for all of them, which
+// runs while any is live. A timer per connection would start a goroutine
+// as each fired: hundreds at once when a burst of streams waits together,
+// each keeping its stack until the next collection.
+//
+// Lock order: a turn's mu before mu.
+type lingers struct {
+	mu      sync.Mutex
+	conns   map[*sseConn]*turn
+	running bool // the loop goroutine runs (it exits when conns is empty)
+}
+
+// add makes c, a live connection of t, checked; t.mu is held.
+func (l *lingers) add(c *sseConn, t *turn, linger time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conns == nil {
+		l.conns = make(map[*sseConn]*turn)
+	}
+	l.conns[c] = t
+	if !l.running {
+		l.running = true
+		go l.loop(linger / 4)
+	}
+}
+
+// remove stops checking c; its turn's mu is held.
+func (l *lingers) remove(c *sseConn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+}
+
+func (l *lingers) loop(every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	type live struct {
+		c *sseConn
+		t *turn
+	}
+	var due []live
+	for range tick.C {
+		l.mu.Lock()
+		if len(l.conns) == 0 {
+			l.running = false
+			l.mu.Unlock()
+			return
+		}
+		for c, t := range l.conns {
+			due = append(due, live{c, t})
+		}
+		l.mu.Unlock()
+		for _, d := range due {
+			d.c.lingerCheck(d.t)
+		}
+		clear(due)
+		due = due[:0]
 	}
 }
 
