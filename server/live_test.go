@@ -146,6 +146,60 @@ func TestLiveConnection(t *testing.T) {
 	}
 }
 
+// TestLingersOneLoop: the live connections of several turns that wait are
+// checked by one loop, which ends their sessions after the linger, exits
+// once none is live, and starts again with the next live connection.
+func TestLingersOneLoop(t *testing.T) {
+	// The linger is the heartbeat's when shorter: a second, long enough
+	// for a loaded machine to see every connection live before it.
+	e := newEnv(t, envOptions{cfg: func(c *Config) { c.Heartbeat = time.Second }})
+	l := &e.srv.lingers
+	state := func() (conns int, running bool) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.conns), l.running
+	}
+	data := func(i int) []byte { return []byte(`{"type":"data-n","data":` + strconv.Itoa(i) + `}`) }
+	const n = 3
+	var turns [n]*turn
+	var evs [n]<-chan sseEvent
+	for i := range n {
+		turns[i] = newTurn("linger-turn-"+strconv.Itoa(i), "linger-session", "plain", "", func(error) {}, 100, 0)
+		turns[i].add(frame{data: data(1)})
+		evs[i] = serveStream(t, e, turns[i])
+		readFrame(t, evs[i], turns[i], 1, data(1))
+		waitLive(t, turns[i], 1)
+	}
+	if conns, running := state(); conns != n || !running {
+		t.Fatalf("%d live connections: %d checked, loop running %v; want %d, true", n, conns, running, n)
+	}
+	for i := range n {
+		waitLive(t, turns[i], 0)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for conns, running := state(); conns != 0 || running; conns, running = state() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after every session's linger: %d connections checked, loop running %v; want 0, false", conns, running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The next frame makes a connection live again, and the loop with it.
+	turns[0].add(frame{data: data(2)})
+	readFrame(t, evs[0], turns[0], 2, data(2))
+	waitLive(t, turns[0], 1)
+	if conns, running := state(); conns != 1 || !running {
+		t.Fatalf("one live connection: %d checked, loop running %v; want 1, true", conns, running)
+	}
+	for i := range n {
+		turns[i].finish()
+		for range evs[i] {
+		}
+	}
+	if conns, _ := state(); conns != 0 {
+		t.Fatalf("%d connections checked after every turn's end", conns)
+	}
+}
+
 // TestLiveConnectionFallsBehind: a client that stops reading fills the
 // live connection's buffers; the turn, which never waits, stops publishing
 // to it, and once the client reads again every frame comes, in order, once.
