@@ -244,7 +244,11 @@ func TestSetsidDescendantsEnd(t *testing.T) {
 		}
 		return len(ps) == 1
 	})
-	if daemon.PGID == m.servers[0].pgid {
+	s := m.servers[0]
+	s.mu.Lock()
+	pgid := s.pgid
+	s.mu.Unlock()
+	if daemon.PGID == pgid {
 		t.Fatalf("the daemon %+v is in the server's process group: the test proves nothing", daemon)
 	}
 
