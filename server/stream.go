@@ -257,7 +257,7 @@ func (c *sseConn) lingerCheck(t *turn) {
 }
 
 // lingers holds the live connections of this replica's turns and checks
-// each every linger/4 (lingerCheck): one goroutine for all of them, which
+// each every linger/4, at least a millisecond (lingerCheck): one goroutine for all of them, which
 // runs while any is live. A timer per connection would start a goroutine
 // as each fired: hundreds at once when a burst of streams waits together,
 // each keeping its stack until the next collection.
@@ -279,7 +279,7 @@ func (l *lingers) add(c *sseConn, t *turn, linger time.Duration) {
 	l.conns[c] = t
 	if !l.running {
 		l.running = true
-		go l.loop(linger / 4)
+		go l.loop(max(linger/4, time.Millisecond))
 	}
 }
 
