@@ -257,10 +257,11 @@ func (c *sseConn) lingerCheck(t *turn) {
 }
 
 // lingers holds the live connections of this replica's turns and checks
-// each every linger/4, at least a millisecond (lingerCheck): one goroutine for all of them, which
-// runs while any is live. A timer per connection would start a goroutine
-// as each fired: hundreds at once when a burst of streams waits together,
-// each keeping its stack until the next collection.
+// each every linger/4, at least a millisecond (lingerCheck): one goroutine
+// for all of them, which runs while any is live. A timer per connection
+// would start a goroutine as each fired: hundreds at once when a burst of
+// streams waits together, each keeping its stack until the next
+// collection.
 //
 // Lock order: a turn's mu before mu.
 type lingers struct {
