@@ -401,7 +401,9 @@ func mirrorGoroutines() (loops, perTurn int) {
 	var b strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
 	for g := range strings.SplitSeq(b.String(), "\n\n") {
-		if strings.Contains(g, "server.(*mirrors).loop") {
+		// "(*mirrors).loop(" is the loop's own frame: the short goroutines
+		// it starts for the writes name it only in "created by".
+		if strings.Contains(g, "server.(*mirrors).loop(") {
 			loops++
 		} else if strings.Contains(g, "server.(*Server).mirror(") {
 			perTurn++
