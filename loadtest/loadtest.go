@@ -156,7 +156,8 @@ type Env struct {
 	mock   *mockFront
 	server *proc
 	base   string
-	// pprof is the server's net/http/pprof base URL (with ProfileDir).
+	// pprof is the server's net/http/pprof base URL: profiles are read
+	// from it with ProfileDir, and Settled runs collections through it.
 	pprof  string
 	redis  *proc
 	rc     *redis.Client
@@ -176,20 +177,19 @@ func Start(ctx context.Context, cfg EnvConfig) (*Env, error) {
 	if e.mock, err = startMock(cfg.Timing); err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
-	var extra []string
 	if cfg.ProfileDir != "" {
 		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
 			e.Close()
 			return nil, fmt.Errorf("loadtest: %w", err)
 		}
-		addr, err := freeAddr()
-		if err != nil {
-			e.Close()
-			return nil, fmt.Errorf("loadtest: %w", err)
-		}
-		e.pprof = "http://" + addr
-		extra = append(extra, "PPROF_ADDR="+addr)
 	}
+	addr, err := freeAddr()
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	e.pprof = "http://" + addr
+	extra := []string{"PPROF_ADDR=" + addr}
 	if cfg.Store == "redis" || cfg.Store == StoreRelayRedis {
 		if e.redis, e.rc, err = startRedis(ctx, cfg.RedisBin, cfg.Dir); err != nil {
 			e.Close()
@@ -489,7 +489,7 @@ func (e *Env) probeWindow(ctx context.Context, from, to time.Time, res *Result, 
 		}
 	}
 	var cpuProf, traced <-chan error
-	if e.pprof != "" && prof != "" {
+	if e.cfg.ProfileDir != "" && prof != "" {
 		cpuProf = e.cpuProfile(ctx, prof, to.Sub(from))
 		traced = e.execTrace(ctx, prof)
 	}
@@ -645,7 +645,7 @@ func (e *Env) Idle(ctx context.Context, k int, settle time.Duration) (IdleResult
 	if res.Before, err = runtimeMetrics(ctx, e.base); err != nil {
 		return res, err
 	}
-	if e.pprof != "" {
+	if e.cfg.ProfileDir != "" {
 		// The profiles before the streams, to read the streams' own heap
 		// with go tool pprof -base (after the RSS baseline: the profile's
 		// collection would lower it).
@@ -653,6 +653,75 @@ func (e *Env) Idle(ctx context.Context, k int, settle time.Duration) (IdleResult
 			return res, err
 		}
 	}
+	err = e.holdIdle(ctx, k, func() error {
+		time.Sleep(settle)
+		var err error
+		if res.Loaded, err = rss(e.server.pid()); err != nil {
+			return err
+		}
+		if res.After, err = runtimeMetrics(ctx, e.base); err != nil {
+			return err
+		}
+		if e.cfg.ProfileDir != "" {
+			return e.snapshotProfiles(ctx, fmt.Sprintf("idle-%d", k), true)
+		}
+		return nil
+	})
+	return res, err
+}
+
+// SettledResult is what open streams hold once collected: the server's
+// runtime gauges after a collection, before the streams and with them
+// open.
+type SettledResult struct {
+	Streams       int
+	Before, After map[string]float64
+}
+
+// PerStream is the heap and stacks in use added per open stream, in bytes.
+func (r SettledResult) PerStream() float64 {
+	held := func(m map[string]float64) float64 {
+		return m["go_memstats_heap_inuse_bytes"] + m["go_memstats_stack_inuse_bytes"]
+	}
+	return (held(r.After) - held(r.Before)) / float64(r.Streams)
+}
+
+// PerStreamMetric is the growth of a runtime gauge per open stream.
+func (r SettledResult) PerStreamMetric(name string) float64 {
+	return (r.After[name] - r.Before[name]) / float64(r.Streams)
+}
+
+// Settled opens k streams as Idle does, and reads the server's heap and
+// stacks in use after a collection before them and after one with them
+// open: what the streams hold, without the garbage not yet collected and
+// the stacks of goroutines already ended, which RSS counts. Run it on a
+// fresh Env of its own: the collection before the streams lets them reuse
+// the warm-up's freed memory, which would change Idle's RSS.
+func (e *Env) Settled(ctx context.Context, k int, settle time.Duration) (SettledResult, error) {
+	res := SettledResult{Streams: k}
+	if k < 1 {
+		return res, fmt.Errorf("loadtest: idle streams %d: want at least 1", k)
+	}
+	if err := e.Warm(ctx, KindInstant, 20); err != nil {
+		return res, err
+	}
+	time.Sleep(settle)
+	var err error
+	if res.Before, err = e.collected(ctx); err != nil {
+		return res, err
+	}
+	err = e.holdIdle(ctx, k, func() error {
+		time.Sleep(settle)
+		var err error
+		res.After, err = e.collected(ctx)
+		return err
+	})
+	return res, err
+}
+
+// holdIdle opens k streams whose turns wait for the model's first token,
+// calls measure once all are open, and then lets them end.
+func (e *Env) holdIdle(ctx context.Context, k int, measure func() error) error {
 	e.mock.ResetIdle()
 	hc := newClient(k)
 	defer hc.CloseIdleConnections()
@@ -684,40 +753,37 @@ func (e *Env) Idle(ctx context.Context, k int, settle time.Duration) (IdleResult
 			}
 		}()
 	}
+	// The turns end with an error frame when the mock lets go: expected.
+	// abort also ends the clients' reads, for streams that failed to open.
+	release := func(abort bool) {
+		e.mock.ReleaseIdle()
+		if abort {
+			cancel()
+		}
+		wg.Wait()
+		for _, id := range ids {
+			e.mock.take(id)
+		}
+	}
 	// Open means the client has the stream's first frame and the turn is
 	// waiting in the model call.
 	deadline := time.Now().Add(2 * time.Minute)
 	for opened.Load() < int64(k) || e.mock.pending() < k {
 		select {
 		case err := <-errs:
-			e.mock.ReleaseIdle()
-			cancel()
-			wg.Wait()
-			return res, fmt.Errorf("loadtest: opening idle stream: %w", err)
+			release(true)
+			return fmt.Errorf("loadtest: opening idle stream: %w", err)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			e.mock.ReleaseIdle()
-			cancel()
-			wg.Wait()
-			return res, fmt.Errorf("loadtest: %d of %d idle streams open after 2 minutes (%d at the mock)", opened.Load(), k, e.mock.pending())
+			n, pending := opened.Load(), e.mock.pending()
+			release(true)
+			return fmt.Errorf("loadtest: %d of %d idle streams open after 2 minutes (%d at the mock)", n, k, pending)
 		}
 	}
-	time.Sleep(settle)
-	res.Loaded, err = rss(e.server.pid())
-	if err == nil {
-		res.After, err = runtimeMetrics(ctx, e.base)
-	}
-	if err == nil && e.pprof != "" {
-		err = e.snapshotProfiles(ctx, fmt.Sprintf("idle-%d", k), true)
-	}
-	// The turns end with an error frame when the mock lets go: expected.
-	e.mock.ReleaseIdle()
-	wg.Wait()
-	for _, id := range ids {
-		e.mock.take(id)
-	}
-	return res, err
+	err := measure()
+	release(false)
+	return err
 }
 
 // CommandCount is Redis's commands over an exact number of turns.

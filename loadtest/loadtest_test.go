@@ -442,6 +442,13 @@ func TestHarness(t *testing.T) {
 			if g := idle.PerStreamMetric("go_goroutines"); g < 1 {
 				t.Fatalf("%.1f goroutines per open stream; each holds at least its turn's", g)
 			}
+			st, err := env.Settled(ctx, 20, 200*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, held := st.PerStreamMetric("go_goroutines"), st.PerStream(); g < 1 || held < 4<<10 {
+				t.Fatalf("once collected: %.1f goroutines and %.0f bytes of heap and stacks per open stream", g, held)
+			}
 			if store == "redis" {
 				c, err := env.CountCommands(ctx, KindTool, 2, 2)
 				if err != nil {
@@ -546,6 +553,14 @@ func TestRelay(t *testing.T) {
 	}
 	if g := id.PerStreamMetric("go_goroutines"); g < 1 {
 		t.Fatalf("%.1f goroutines per open stream; each holds at least its handler's", g)
+	}
+	// On the same server here: Settled's own figures, not Idle's, are read.
+	st, err := env.Settled(ctx, 10, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, held := st.PerStreamMetric("go_goroutines"), st.PerStream(); g < 1 || held < 4<<10 {
+		t.Fatalf("once collected: %.1f goroutines and %.0f bytes of heap and stacks per open stream; each holds at least its handler and its buffers", g, held)
 	}
 	for _, name := range []string{"relay-stream-3.profile.pprof", "relay-stream-3.heap.pprof", "relay-idle-10.goroutine.pprof"} {
 		if st, err := os.Stat(filepath.Join(env.cfg.ProfileDir, name)); err != nil || st.Size() == 0 {

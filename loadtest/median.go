@@ -43,6 +43,9 @@ const (
 	// MeasureTTFT is the time to first token net of the model's wait,
 	// at the median.
 	MeasureTTFT
+	// MeasureSettled is the heap and stacks in use per open stream once
+	// collected (harness flag -settled).
+	MeasureSettled
 )
 
 // Goals are the relay-floor goals, each judged as the median of the
@@ -57,6 +60,8 @@ var Goals = []Goal{
 	{Name: "RSS per open stream, memory store", Store: "memory", Floor: StoreRelay, Measure: MeasureMemory, Limit: 1.6},
 	{Name: "RSS per open stream, Redis store", Store: "redis", Floor: StoreRelayRedis, Measure: MeasureMemory, Limit: 1.6},
 	{Name: "RSS per open stream, Redis store", Store: "redis", Floor: StoreRelay, Measure: MeasureMemory},
+	{Name: "heap and stacks per open stream once collected, memory store", Store: "memory", Floor: StoreRelay, Measure: MeasureSettled},
+	{Name: "heap and stacks per open stream once collected, Redis store", Store: "redis", Floor: StoreRelayRedis, Measure: MeasureSettled},
 	{Name: "added TTFT p50, memory store", Store: "memory", Floor: StoreRelay, Measure: MeasureTTFT, Limit: 1},
 	{Name: "added TTFT p50, Redis store", Store: "redis", Floor: StoreRelayRedis, Measure: MeasureTTFT, Limit: 2},
 	{Name: "added TTFT p50, Redis store", Store: "redis", Floor: StoreRelay, Measure: MeasureTTFT},
@@ -103,6 +108,8 @@ func (g Goal) Value(s Summary) (float64, bool) {
 		v = r.MemoryPerStream
 	case MeasureTTFT:
 		v = r.AddedTTFTP50MS
+	case MeasureSettled:
+		v = r.SettledPerStream
 	}
 	if v == nil {
 		return 0, false
@@ -169,6 +176,7 @@ var figureRows = []figureRow{
 	{"RSS per open stream (KiB)", 1, func(f *Figures) *float64 { return f.MemoryPerStreamKiB }},
 	{"heap in use per open stream (KiB)", 1, func(f *Figures) *float64 { return f.HeapPerStreamKiB }},
 	{"stacks per open stream (KiB)", 1, func(f *Figures) *float64 { return f.StackPerStreamKiB }},
+	{"heap and stacks per open stream once collected (KiB)", 1, func(f *Figures) *float64 { return f.SettledPerStreamKiB }},
 	{"goroutines per open stream", 2, func(f *Figures) *float64 { return f.GoroutinesPerStream }},
 	{"instant turns per second", 1, func(f *Figures) *float64 { return f.InstantTurnsPerSecond }},
 }
@@ -208,7 +216,7 @@ func writeFigures(b *strings.Builder, set RunSet) {
 	fmt.Fprintf(b, "Paced phase at %d streams; memory with %d idle streams open.\n\n", streams, idle)
 	b.WriteString("| figure | relay | relay-redis | memory | redis |\n|---|---|---|---|---|\n")
 	for _, row := range figureRows {
-		b.WriteString("| " + row.name)
+		cells, seen := "", false
 		for _, srv := range servers {
 			var xs []float64
 			for _, s := range set.Runs {
@@ -218,9 +226,12 @@ func writeFigures(b *strings.Builder, set RunSet) {
 					}
 				}
 			}
-			b.WriteString(" | " + formatSpread(spreadOf(xs), row.decimals, ""))
+			seen = seen || len(xs) > 0
+			cells += " | " + formatSpread(spreadOf(xs), row.decimals, "")
 		}
-		b.WriteString(" |\n")
+		if seen { // a row no run measured (a phase skipped) is left out
+			b.WriteString("| " + row.name + cells + " |\n")
+		}
 	}
 	b.WriteString("| errors (all runs) |")
 	for _, srv := range servers {
@@ -240,6 +251,9 @@ func writeGoals(b *strings.Builder, sets []RunSet) {
 	}
 	b.WriteString("\n")
 	for _, g := range Goals {
+		if g.Limit == 0 && !measured(sets, g) {
+			continue // a comparison no run measured
+		}
 		unit, decimals, limit := "x", 2, "-"
 		if g.Measure == MeasureTTFT {
 			unit = " ms"
@@ -263,6 +277,16 @@ func writeGoals(b *strings.Builder, sets []RunSet) {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+}
+
+// measured reports whether a run of sets has g's figure.
+func measured(sets []RunSet, g Goal) bool {
+	for _, set := range sets {
+		if sp, _ := set.GoalSpread(g); sp.N > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // runs is "1 run" or "n runs".

@@ -130,10 +130,40 @@ func TestWriteMediansMissing(t *testing.T) {
 			t.Errorf("no line %q in:\n%s", want, b.String())
 		}
 	}
+	if strings.Contains(b.String(), "once collected") {
+		t.Errorf("rows of a figure no run measured (-settled) in:\n%s", b.String())
+	}
+}
+
+// TestWriteMediansSettled: with -settled, the figure's row and its
+// comparisons with the floors, which have no limit.
+func TestWriteMediansSettled(t *testing.T) {
+	var set RunSet
+	for _, d := range []float64{-2, 0, 2} {
+		s := run([4]float64{2, 2.5, 3, 5}, [4]float64{1, 1.5, 1.8, 3}, [4]float64{60, 62, 90, 100})
+		s.Relay.SettledPerStreamKiB, s.RelayRedis.SettledPerStreamKiB = f(64), f(70)
+		s.Runtime["memory"].SettledPerStreamKiB, s.Runtime["redis"].SettledPerStreamKiB = f(96), f(98+d)
+		set.Runs = append(set.Runs, s)
+	}
+	set.Label = "after"
+	var b strings.Builder
+	if err := WriteMedians(&b, []RunSet{set}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| heap and stacks per open stream once collected (KiB) | 64.0 (64.0..64.0) | 70.0 (70.0..70.0) | 96.0 (96.0..96.0) | 98.0 (96.0..100.0) |",
+		"| heap and stacks per open stream once collected, memory store | relay | - | 1.50x (1.50..1.50) |",
+		"| heap and stacks per open stream once collected, Redis store | relay-redis | - | 1.40x (1.37..1.43) |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no line %q in:\n%s", want, b.String())
+		}
+	}
 }
 
 // Example: the goals' table of one run of the memory store and the relay
-// (the other rows print "-" for the servers that run did not measure).
+// (a goal's row prints "-" where the run did not measure it; a comparison
+// without a limit that no run measured is left out).
 func ExampleWriteMedians() {
 	relay := &Figures{Streams: 50, Turns: 300, CPUPerTurnMS: 2, LatencyP50MS: 0.9, IdleStreams: 200, MemoryPerStreamKiB: f(62)}
 	memory := &Figures{Streams: 50, Turns: 300, CPUPerTurnMS: 2.7, LatencyP50MS: 1.3, IdleStreams: 200, MemoryPerStreamKiB: f(80.6)}

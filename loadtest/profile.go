@@ -89,6 +89,30 @@ func (e *Env) snapshotProfiles(ctx context.Context, label string, gc bool) error
 	return errors.Join(e.fetchProfile(ctx, label, "heap", q), e.fetchProfile(ctx, label, "goroutine", ""))
 }
 
+// collected runs a collection in the server (net/http/pprof's heap profile
+// with gc=1, its body discarded) and then reads its runtime gauges. The
+// profile's own building leaves a little garbage in the heap gauge, about
+// the same before and after the streams.
+func (e *Env) collected(ctx context.Context) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.pprof+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: collection: %w", err)
+	}
+	resp, err := profileClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: collection in the %s server: %w", e.cfg.Store, err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = errors.New(resp.Status)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: collection in the %s server: %w", e.cfg.Store, err)
+	}
+	return runtimeMetrics(ctx, e.base)
+}
+
 // RelayRequestFrom makes the relay's fixed model request (its RELAY_REQUEST)
 // from a model request the runtime sent: the same fields and system
 // messages, without the conversation (the relay adds the client's message)

@@ -43,6 +43,7 @@ type Report struct {
 	Pairs    []Pair
 	Instant  []StoreResult
 	Idle     []StoreIdle
+	Settled  []StoreSettled
 	Commands []CommandCount
 	Soak     []StoreSoak
 }
@@ -65,6 +66,12 @@ type StoreResult struct {
 type StoreIdle struct {
 	Store string
 	IdleResult
+}
+
+// StoreSettled is a settled measurement (Env.Settled) with its store's name.
+type StoreSettled struct {
+	Store string
+	SettledResult
 }
 
 // Errors is the failed turns of every phase.
@@ -192,6 +199,15 @@ func (r *Report) Markdown(w io.Writer) {
 		for _, id := range r.Idle {
 			p("| %s | %d | %s | %s | %.1f | %.1f | %.1f | %.1f |\n", id.Store, id.Streams, mib(id.Baseline), mib(id.Loaded), float64(id.PerStream())/1024,
 				id.PerStreamMetric("go_goroutines"), id.PerStreamMetric("go_memstats_heap_inuse_bytes")/1024, id.PerStreamMetric("go_memstats_stack_inuse_bytes")/1024)
+		}
+		p("\n")
+	}
+	if len(r.Settled) > 0 {
+		p("What idle open streams hold once collected (a fresh server of its own; the heap and stacks in use after a collection before the streams and after one with them open):\n\n")
+		p("| store | open streams | **heap and stacks per stream (KiB)** | heap in use per stream (KiB) | stacks per stream (KiB) | goroutines per stream |\n|---|---|---|---|---|---|\n")
+		for _, st := range r.Settled {
+			p("| %s | %d | %.1f | %.1f | %.1f | %.1f |\n", st.Store, st.Streams, st.PerStream()/1024,
+				st.PerStreamMetric("go_memstats_heap_inuse_bytes")/1024, st.PerStreamMetric("go_memstats_stack_inuse_bytes")/1024, st.PerStreamMetric("go_goroutines"))
 		}
 		p("\n")
 	}

@@ -35,6 +35,9 @@ type Ratios struct {
 	// MemoryPerStream is the runtime's RSS per open stream over the
 	// relay's.
 	MemoryPerStream *float64 `json:"memory_per_stream"`
+	// SettledPerStream is the runtime's heap and stacks per open stream
+	// once collected over the relay's (Figures.SettledPerStreamKiB).
+	SettledPerStream *float64 `json:"settled_per_stream,omitempty"`
 	// AddedTTFTP50MS is the runtime's time to first token minus the relay's,
 	// at the median, in milliseconds. Both are taken net of the mock's own
 	// wait before its first chunk (Figures.LatencyP50MS): the scripted wait
@@ -71,6 +74,10 @@ type Figures struct {
 	GoroutinesPerStream *float64 `json:"goroutines_per_stream"`
 	HeapPerStreamKiB    *float64 `json:"heap_per_stream_kib"`
 	StackPerStreamKiB   *float64 `json:"stack_per_stream_kib"`
+	// SettledPerStreamKiB is the heap and stacks in use per open stream
+	// after a collection (Env.Settled, run with -settled), for as many
+	// streams as IdleStreams.
+	SettledPerStreamKiB *float64 `json:"settled_per_stream_kib,omitempty"`
 
 	// Instant is the throughput phase (the mock answers at once).
 	InstantStreams        int      `json:"instant_streams"`
@@ -172,6 +179,13 @@ func (r *Report) Summary() Summary {
 		f.HeapPerStreamKiB = ptr(id.PerStreamMetric("go_memstats_heap_inuse_bytes") / 1024)
 		f.StackPerStreamKiB = ptr(id.PerStreamMetric("go_memstats_stack_inuse_bytes") / 1024)
 	}
+	for _, st := range r.Settled {
+		f := fig(st.Store)
+		if st.Streams != f.IdleStreams || f.SettledPerStreamKiB != nil {
+			continue
+		}
+		f.SettledPerStreamKiB = ptr(st.PerStream() / 1024)
+	}
 	for _, sr := range r.Instant {
 		f := fig(sr.Store)
 		if f.InstantStreams != 0 {
@@ -223,6 +237,9 @@ func ratios(relay, rt *Figures) Ratios {
 	}
 	if relay.MemoryPerStreamKiB != nil && rt.MemoryPerStreamKiB != nil && relay.IdleStreams == rt.IdleStreams && *relay.MemoryPerStreamKiB > 0 {
 		out.MemoryPerStream = ptr(*rt.MemoryPerStreamKiB / *relay.MemoryPerStreamKiB)
+	}
+	if relay.SettledPerStreamKiB != nil && rt.SettledPerStreamKiB != nil && *relay.SettledPerStreamKiB > 0 {
+		out.SettledPerStream = ptr(*rt.SettledPerStreamKiB / *relay.SettledPerStreamKiB)
 	}
 	return out
 }

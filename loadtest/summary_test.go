@@ -30,6 +30,16 @@ func idle(store string, streams int, perStream int64, goroutines float64) StoreI
 			"go_memstats_stack_inuse_bytes": float64(streams) * 32 * 1024}}}
 }
 
+// settled is a settled measurement of streams, each holding heapKiB of heap
+// and stackKiB of stacks once collected.
+func settled(store string, streams int, heapKiB, stackKiB float64) StoreSettled {
+	n := float64(streams)
+	return StoreSettled{Store: store, SettledResult: SettledResult{Streams: streams,
+		Before: map[string]float64{"go_goroutines": 10, "go_memstats_heap_inuse_bytes": 1 << 20, "go_memstats_stack_inuse_bytes": 1 << 18},
+		After: map[string]float64{"go_goroutines": 10 + 4*n, "go_memstats_heap_inuse_bytes": 1<<20 + n*heapKiB*1024,
+			"go_memstats_stack_inuse_bytes": 1<<18 + n*stackKiB*1024}}}
+}
+
 func f(x float64) *float64 { return &x }
 
 func TestSummary(t *testing.T) {
@@ -106,6 +116,16 @@ func TestSummary(t *testing.T) {
 			Idle: []StoreIdle{idle(StoreRelay, 200, 40<<10, 4), idle("memory", 200, 120<<10, 8)}},
 		want: map[string]Ratios{"memory": {MemoryPerStream: f(3)}},
 	}, {
+		name: "what streams hold once collected, against the floor's, for the first idle count",
+		rep: Report{Idle: []StoreIdle{idle(StoreRelay, 200, 40<<10, 4), idle("memory", 200, 120<<10, 8)},
+			Settled: []StoreSettled{settled(StoreRelay, 200, 40, 24), settled("memory", 200, 60, 36), settled("memory", 100, 1, 1)}},
+		want: map[string]Ratios{"memory": {MemoryPerStream: f(3), SettledPerStream: f(1.5)}},
+		check: func(t *testing.T, s Summary) {
+			if m := s.Runtime["memory"].SettledPerStreamKiB; m == nil || *m != 96 {
+				t.Errorf("memory: %v KiB per stream once collected, want 96 (60 of heap, 36 of stacks)", deref(m))
+			}
+		},
+	}, {
 		name: "the memory ratio compares the run's first idle count",
 		rep:  Report{Idle: []StoreIdle{idle(StoreRelay, 200, 40<<10, 4), idle("memory", 100, 120<<10, 8), idle("memory", 200, 120<<10, 8)}},
 		want: map[string]Ratios{"memory": {MemoryPerStream: f(3)}},
@@ -125,7 +145,7 @@ func TestSummary(t *testing.T) {
 					name      string
 					got, want *float64
 				}{{"cpu_per_turn", got.CPUPerTurn, want.CPUPerTurn}, {"memory_per_stream", got.MemoryPerStream, want.MemoryPerStream},
-					{"added_ttft_p50_ms", got.AddedTTFTP50MS, want.AddedTTFTP50MS}} {
+					{"added_ttft_p50_ms", got.AddedTTFTP50MS, want.AddedTTFTP50MS}, {"settled_per_stream", got.SettledPerStream, want.SettledPerStream}} {
 					if (c.got == nil) != (c.want == nil) || c.got != nil && *c.got != *c.want {
 						t.Errorf("%s %s = %v, want %v", store, c.name, deref(c.got), deref(c.want))
 					}

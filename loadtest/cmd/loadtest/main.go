@@ -63,7 +63,7 @@ type options struct {
 	duration, ramp, settle, readPause time.Duration
 	timing                            loadtest.Timing
 	instantStreams, commandTurns      int
-	direct                            bool
+	direct, settled                   bool
 	serverEnv                         envList
 	soak                              loadtest.SoakLoad
 	soakCSV                           string
@@ -108,6 +108,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.commandTurns, "command-turns", 100, "turns per kind for counting Redis commands (0: skip)")
 	fs.Var(&o.serverEnv, "server-env", "more of the server's environment, KEY=VALUE (repeatable), e.g. STREAM_RETENTION=30s")
 	fs.BoolVar(&o.direct, "direct", true, "run the direct-to-mock baseline of each paced phase")
+	fs.BoolVar(&o.settled, "settled", false, "after each idle count, open as many streams on another fresh server and read its heap and stacks in use after a collection before them and one with them open: what the streams hold once collected, beside the RSS that also counts garbage not yet collected")
 	fs.DurationVar(&o.soak.Duration, "soak", 0, "run a soak of this length per store instead of the phases (one -streams count, default 100; the server gets "+strings.Join(soakEnv, " ")+" unless -server-env sets them)")
 	fs.DurationVar(&o.soak.Warmup, "soak-warmup", 2*time.Minute, "soak: time into the load where the RSS baseline window starts (at least the retention)")
 	fs.DurationVar(&o.soak.Window, "soak-window", time.Minute, "soak: the baseline and end RSS are the means over windows this long")
@@ -533,6 +534,23 @@ func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Write
 			}
 			rep.Idle = append(rep.Idle, loadtest.StoreIdle{Store: store, IdleResult: res})
 			step("  RSS %d -> %d bytes: %d per stream", res.Baseline, res.Loaded, res.PerStream())
+			if !o.settled {
+				continue
+			}
+			// A server of its own: the collection before the streams
+			// would change the RSS measured above.
+			cfg.Dir = filepath.Join(o.dir, fmt.Sprintf("%s-settled-%d", store, i))
+			if env, err = loadtest.Start(ctx, cfg); err != nil {
+				return err
+			}
+			step("%s: %d idle streams, once collected", store, k)
+			st, err := env.Settled(ctx, k, o.settle)
+			env.Close()
+			if err != nil {
+				return err
+			}
+			rep.Settled = append(rep.Settled, loadtest.StoreSettled{Store: store, SettledResult: st})
+			step("  heap and stacks %.0f bytes per stream", st.PerStream())
 		}
 	}
 	return nil
