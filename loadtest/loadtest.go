@@ -631,14 +631,10 @@ func (r IdleResult) PerStream() int64 { return (r.Loaded - r.Baseline) / int64(r
 // hide the streams' cost.
 func (e *Env) Idle(ctx context.Context, k int, settle time.Duration) (IdleResult, error) {
 	res := IdleResult{Streams: k}
-	if k < 1 {
-		return res, fmt.Errorf("loadtest: idle streams %d: want at least 1", k)
-	}
-	if err := e.Warm(ctx, KindInstant, 20); err != nil {
+	err := e.warmIdle(ctx, k, settle)
+	if err != nil {
 		return res, err
 	}
-	time.Sleep(settle)
-	var err error
 	if res.Baseline, err = rss(e.server.pid()); err != nil {
 		return res, err
 	}
@@ -699,14 +695,10 @@ func (r SettledResult) PerStreamMetric(name string) float64 {
 // the warm-up's freed memory, which would change Idle's RSS.
 func (e *Env) Settled(ctx context.Context, k int, settle time.Duration) (SettledResult, error) {
 	res := SettledResult{Streams: k}
-	if k < 1 {
-		return res, fmt.Errorf("loadtest: idle streams %d: want at least 1", k)
-	}
-	if err := e.Warm(ctx, KindInstant, 20); err != nil {
+	err := e.warmIdle(ctx, k, settle)
+	if err != nil {
 		return res, err
 	}
-	time.Sleep(settle)
-	var err error
 	if res.Before, err = e.collected(ctx); err != nil {
 		return res, err
 	}
@@ -717,6 +709,19 @@ func (e *Env) Settled(ctx context.Context, k int, settle time.Duration) (Settled
 		return err
 	})
 	return res, err
+}
+
+// warmIdle runs warm-up turns before k idle streams open, and lets the
+// server settle.
+func (e *Env) warmIdle(ctx context.Context, k int, settle time.Duration) error {
+	if k < 1 {
+		return fmt.Errorf("loadtest: idle streams %d: want at least 1", k)
+	}
+	if err := e.Warm(ctx, KindInstant, 20); err != nil {
+		return err
+	}
+	time.Sleep(settle)
+	return nil
 }
 
 // holdIdle opens k streams whose turns wait for the model's first token,

@@ -520,37 +520,48 @@ func measure(ctx context.Context, o *options, rep *loadtest.Report, log io.Write
 	// earlier phases would hide what the streams cost.
 	for i, k := range o.idle {
 		for _, store := range o.stores {
-			cfg := cfgs[store]
-			cfg.Dir = filepath.Join(o.dir, fmt.Sprintf("%s-idle-%d", store, i))
-			env, err := loadtest.Start(ctx, cfg)
-			if err != nil {
-				return err
+			// fresh runs measure on a server of its own, in dir.
+			fresh := func(dir string, measure func(*loadtest.Env) error) error {
+				cfg := cfgs[store]
+				cfg.Dir = filepath.Join(o.dir, fmt.Sprintf("%s-%s-%d", store, dir, i))
+				env, err := loadtest.Start(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				defer env.Close()
+				return measure(env)
 			}
 			step("%s: %d idle streams", store, k)
-			res, err := env.Idle(ctx, k, o.settle)
-			env.Close()
+			err := fresh("idle", func(env *loadtest.Env) error {
+				res, err := env.Idle(ctx, k, o.settle)
+				if err != nil {
+					return err
+				}
+				rep.Idle = append(rep.Idle, loadtest.StoreIdle{Store: store, IdleResult: res})
+				step("  RSS %d -> %d bytes: %d per stream", res.Baseline, res.Loaded, res.PerStream())
+				return nil
+			})
 			if err != nil {
 				return err
 			}
-			rep.Idle = append(rep.Idle, loadtest.StoreIdle{Store: store, IdleResult: res})
-			step("  RSS %d -> %d bytes: %d per stream", res.Baseline, res.Loaded, res.PerStream())
 			if !o.settled {
 				continue
 			}
 			// A server of its own: the collection before the streams
 			// would change the RSS measured above.
-			cfg.Dir = filepath.Join(o.dir, fmt.Sprintf("%s-settled-%d", store, i))
-			if env, err = loadtest.Start(ctx, cfg); err != nil {
-				return err
-			}
 			step("%s: %d idle streams, once collected", store, k)
-			st, err := env.Settled(ctx, k, o.settle)
-			env.Close()
+			err = fresh("settled", func(env *loadtest.Env) error {
+				st, err := env.Settled(ctx, k, o.settle)
+				if err != nil {
+					return err
+				}
+				rep.Settled = append(rep.Settled, loadtest.StoreSettled{Store: store, SettledResult: st})
+				step("  heap and stacks %.0f bytes per stream", st.PerStream())
+				return nil
+			})
 			if err != nil {
 				return err
 			}
-			rep.Settled = append(rep.Settled, loadtest.StoreSettled{Store: store, SettledResult: st})
-			step("  heap and stacks %.0f bytes per stream", st.PerStream())
 		}
 	}
 	return nil
