@@ -16,32 +16,43 @@ import (
 // it was asked to; the context bounds it.
 var profileClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
-// fetchProfile saves the server's /debug/pprof/<name>?<query> as
-// ProfileDir/<store>-<label>.<name>.pprof.
-func (e *Env) fetchProfile(ctx context.Context, label, name, query string) error {
+// profile requests the server's /debug/pprof/<name>?<query> and returns
+// the body of its answer, once the server has answered 200.
+func (e *Env) profile(ctx context.Context, name, query string) (io.ReadCloser, error) {
 	url := e.pprof + "/debug/pprof/" + name
 	if query != "" {
 		url += "?" + query
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return fmt.Errorf("loadtest: profile: %w", err)
+		return nil, fmt.Errorf("loadtest: profile: %w", err)
 	}
 	resp, err := profileClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("loadtest: %s profile of the %s server: %w", name, e.cfg.Store, err)
+		return nil, fmt.Errorf("loadtest: %s profile of the %s server: %w", name, e.cfg.Store, err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("loadtest: %s profile of the %s server: %s: %s", name, e.cfg.Store, resp.Status, b)
+		resp.Body.Close()
+		return nil, fmt.Errorf("loadtest: %s profile of the %s server: %s: %s", name, e.cfg.Store, resp.Status, b)
 	}
+	return resp.Body, nil
+}
+
+// fetchProfile saves the server's /debug/pprof/<name>?<query> as
+// ProfileDir/<store>-<label>.<name>.pprof.
+func (e *Env) fetchProfile(ctx context.Context, label, name, query string) error {
+	body, err := e.profile(ctx, name, query)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
 	path := filepath.Join(e.cfg.ProfileDir, fmt.Sprintf("%s-%s.%s.pprof", e.cfg.Store, label, name))
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("loadtest: %w", err)
 	}
-	_, err = io.Copy(f, resp.Body)
+	_, err = io.Copy(f, body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -94,19 +105,12 @@ func (e *Env) snapshotProfiles(ctx context.Context, label string, gc bool) error
 // profile's own building leaves a little garbage in the heap gauge, about
 // the same before and after the streams.
 func (e *Env) collected(ctx context.Context) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.pprof+"/debug/pprof/heap?gc=1", nil)
+	body, err := e.profile(ctx, "heap", "gc=1")
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: collection: %w", err)
+		return nil, err
 	}
-	resp, err := profileClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("loadtest: collection in the %s server: %w", e.cfg.Store, err)
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = errors.New(resp.Status)
-	}
+	_, err = io.Copy(io.Discard, body)
+	body.Close()
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: collection in the %s server: %w", e.cfg.Store, err)
 	}
