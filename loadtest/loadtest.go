@@ -676,10 +676,7 @@ type SettledResult struct {
 
 // PerStream is the heap and stacks in use added per open stream, in bytes.
 func (r SettledResult) PerStream() float64 {
-	held := func(m map[string]float64) float64 {
-		return m["go_memstats_heap_inuse_bytes"] + m["go_memstats_stack_inuse_bytes"]
-	}
-	return (held(r.After) - held(r.Before)) / float64(r.Streams)
+	return r.PerStreamMetric("go_memstats_heap_inuse_bytes") + r.PerStreamMetric("go_memstats_stack_inuse_bytes")
 }
 
 // PerStreamMetric is the growth of a runtime gauge per open stream.

@@ -235,13 +235,19 @@ func ratios(relay, rt *Figures) Ratios {
 			out.AddedTTFTP50MS = ptr(rt.LatencyP50MS - relay.LatencyP50MS)
 		}
 	}
-	if relay.MemoryPerStreamKiB != nil && rt.MemoryPerStreamKiB != nil && relay.IdleStreams == rt.IdleStreams && *relay.MemoryPerStreamKiB > 0 {
-		out.MemoryPerStream = ptr(*rt.MemoryPerStreamKiB / *relay.MemoryPerStreamKiB)
-	}
-	if relay.SettledPerStreamKiB != nil && rt.SettledPerStreamKiB != nil && *relay.SettledPerStreamKiB > 0 {
-		out.SettledPerStream = ptr(*rt.SettledPerStreamKiB / *relay.SettledPerStreamKiB)
+	if relay.IdleStreams == rt.IdleStreams {
+		out.MemoryPerStream = ratio(rt.MemoryPerStreamKiB, relay.MemoryPerStreamKiB)
+		out.SettledPerStream = ratio(rt.SettledPerStreamKiB, relay.SettledPerStreamKiB)
 	}
 	return out
+}
+
+// ratio is x over floor, nil when either was not measured or floor is 0.
+func ratio(x, floor *float64) *float64 {
+	if x == nil || floor == nil || *floor <= 0 {
+		return nil
+	}
+	return ptr(*x / *floor)
 }
 
 // WriteJSON writes s indented.
