@@ -89,12 +89,7 @@ func TestWriteMedians(t *testing.T) {
 		before.Runs = append(before.Runs, run([4]float64{2, 2.5, 3.2 + d, 5}, [4]float64{1, 1.5, 2.2 + d, 3.9 + d}, [4]float64{60, 62, 100, 104}))
 		after.Runs = append(after.Runs, run([4]float64{2, 2.5, 2.8 + d, 5}, [4]float64{1, 1.5, 1.8 + d, 3.1 + d}, [4]float64{60, 62, 90, 96}))
 	}
-	var b strings.Builder
-	if err := WriteMedians(&b, []RunSet{before, after}); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	for _, want := range []string{
+	wantLines(t, medians(t, before, after),
 		"#### before: median of 3 runs (smallest..largest)",
 		"Paced phase at 50 streams; memory with 200 idle streams open.",
 		"| CPU per paced turn (ms; redis-server's included) | 2.00 (2.00..2.00) | 2.50 (2.50..2.50) | 3.20 (3.10..3.30) | 5.00 (5.00..5.00) |",
@@ -105,7 +100,23 @@ func TestWriteMedians(t *testing.T) {
 		"| added TTFT p50, Redis store | relay-redis | <= 2 ms | +2.40 ms (+2.30..+2.50): **missed**, 0 of 3 runs | +1.60 ms (+1.50..+1.70): met, 3 of 3 runs |",
 		"| RSS per open stream, Redis store | relay-redis | <= 1.6x | 1.68x (1.68..1.68): **missed**, 0 of 3 runs | 1.55x (1.55..1.55): met, 3 of 3 runs |",
 		"| CPU per paced turn, Redis store (redis-server included) | relay-redis | - | 2.00x (2.00..2.00) | 2.00x (2.00..2.00) |",
-	} {
+	)
+}
+
+// medians is WriteMedians' output for sets.
+func medians(t *testing.T, sets ...RunSet) string {
+	t.Helper()
+	var b strings.Builder
+	if err := WriteMedians(&b, sets); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// wantLines fails t for each of lines that out does not contain.
+func wantLines(t *testing.T, out string, lines ...string) {
+	t.Helper()
+	for _, want := range lines {
 		if !strings.Contains(out, want) {
 			t.Errorf("no line %q in:\n%s", want, out)
 		}
@@ -117,21 +128,14 @@ func TestWriteMedians(t *testing.T) {
 func TestWriteMediansMissing(t *testing.T) {
 	s := run([4]float64{2, 2.5, 3, 5}, [4]float64{1, 1.5, 1.8, 3}, [4]float64{60, 62, 90, 100})
 	s.RelayRedis = nil
-	var b strings.Builder
-	if err := WriteMedians(&b, []RunSet{{Label: "smoke", Runs: []Summary{s}}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	out := medians(t, RunSet{Label: "smoke", Runs: []Summary{s}})
+	wantLines(t, out,
 		"| CPU per paced turn (ms; redis-server's included) | 2.00 | - | 3.00 | 5.00 |",
 		"| added TTFT p50, Redis store | relay-redis | <= 2 ms | - |",
 		"| CPU per paced turn, memory store | relay | <= 1.5x | 1.50x: met, 1 of 1 run |",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("no line %q in:\n%s", want, b.String())
-		}
-	}
-	if strings.Contains(b.String(), "once collected") {
-		t.Errorf("rows of a figure no run measured (-settled) in:\n%s", b.String())
+	)
+	if strings.Contains(out, "once collected") {
+		t.Errorf("rows of a figure no run measured (-settled) in:\n%s", out)
 	}
 }
 
@@ -146,19 +150,11 @@ func TestWriteMediansSettled(t *testing.T) {
 		set.Runs = append(set.Runs, s)
 	}
 	set.Label = "after"
-	var b strings.Builder
-	if err := WriteMedians(&b, []RunSet{set}); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	wantLines(t, medians(t, set),
 		"| heap and stacks per open stream once collected (KiB) | 64.0 (64.0..64.0) | 70.0 (70.0..70.0) | 96.0 (96.0..96.0) | 98.0 (96.0..100.0) |",
 		"| heap and stacks per open stream once collected, memory store | relay | - | 1.50x (1.50..1.50) |",
 		"| heap and stacks per open stream once collected, Redis store | relay-redis | - | 1.40x (1.37..1.43) |",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("no line %q in:\n%s", want, b.String())
-		}
-	}
+	)
 }
 
 // Example: the goals' table of one run of the memory store and the relay
