@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,27 +29,101 @@ import (
 // while the promoted primary had no replica) are counted by how they
 // ended, and the test prints the counts.
 func TestSentinelFailoverWaits(t *testing.T) {
-	sentinelFailover(t, 40, 6, 1500*time.Millisecond)
+	failover(t, sentinelPair(t), 40, 6, 1500*time.Millisecond)
 }
 
 // TestSentinelFailoverWaitsUnderLoad is the slow variant: more turns, more
 // of them at once.
 func TestSentinelFailoverWaitsUnderLoad(t *testing.T) {
 	slow(t)
-	sentinelFailover(t, 400, 24, 8*time.Second)
+	failover(t, sentinelPair(t), 400, 24, 8*time.Second)
 }
 
-func sentinelFailover(t *testing.T, turns, parallel int, killAfter time.Duration) {
+// TestClusterFailoverWaits is TestSentinelFailoverWaits on a Redis Cluster
+// of three primaries with a replica each: one primary is SIGKILLed, the
+// Cluster's other primaries promote its replica, and the turns of the
+// sessions in its slots go on there. The turns of the other shards run
+// on throughout.
+func TestClusterFailoverWaits(t *testing.T) {
+	failover(t, clusterShards(t), 60, 6, 1500*time.Millisecond)
+}
+
+// TestClusterFailoverWaitsUnderLoad is the slow variant.
+func TestClusterFailoverWaitsUnderLoad(t *testing.T) {
+	slow(t)
+	failover(t, clusterShards(t), 400, 24, 8*time.Second)
+}
+
+// replicated is a Redis with replicas that a failover test runs turns on.
+type replicated struct {
+	name  string
+	store string // SESSION_STORE
+	// fail SIGKILLs a primary, waits until its replica is promoted and
+	// restarts it, to come back as a replica of the new one.
+	fail func()
+	// settled waits until the store's topology names a primary for every
+	// key again.
+	settled func()
+	// onFailing reports whether the primary that fails holds session
+	// sid's keys (before fail).
+	onFailing func(sid string) bool
+}
+
+// sentinelPair is a primary with one replica, managed by a Sentinel.
+func sentinelPair(t *testing.T) replicated {
 	primary := redistest.Start(t)
 	replica := redistest.Start(t, redistest.ReplicaOf(primary))
 	waitReplicaOnline(t, primary)
 	sentinel := redistest.Start(t, redistest.Sentinel(primary, "sessions"))
+	return replicated{
+		name:  "Sentinel",
+		store: "redis+sentinel://" + sentinel.Addr() + "/sessions/0",
+		fail: func() {
+			killRedis(t, primary)
+			waitPromoted(t, replica)
+			primary.Restart()
+		},
+		// Sentinel may have failed over again since (the old primary,
+		// back as a replica, promoted when the loaded machine stalled the
+		// new one past down-after-milliseconds): the servers follow
+		// whichever it names.
+		settled:   func() { waitSentinelMaster(t, sentinel) },
+		onFailing: func(string) bool { return true },
+	}
+}
+
+// clusterShards is a Redis Cluster of three primaries with one replica
+// each; the first primary is the one that fails.
+func clusterShards(t *testing.T) replicated {
+	c := redistest.StartCluster(t, 3)
+	return replicated{
+		name:  "Cluster",
+		store: c.URL(),
+		fail: func() {
+			killRedis(t, c.Primaries[0])
+			waitPromoted(t, c.Replicas[0])
+			c.Primaries[0].Restart()
+		},
+		settled: func() {
+			for _, s := range append(slices.Clone(c.Primaries), c.Replicas...) {
+				waitClusterOK(t, s)
+			}
+		},
+		onFailing: func(sid string) bool { return holdsKeys(t, c.Primaries[0], sid) },
+	}
+}
+
+// failover runs turns, parallel at a time, on two replicas of agentdock
+// with their sessions in topo, fails topo's primary killAfter after the
+// first turn at the earliest, and checks every turn that ended stop
+// against its session as read once topo settled.
+func failover(t *testing.T, topo replicated, turns, parallel int, killAfter time.Duration) {
 	words := make([]string, 40)
 	for i := range words {
 		words[i] = fmt.Sprintf(" w%d", i)
 	}
 	m := newModel(t, mockllm.WithDefault(mockllm.Script{Text: words, InterTokenDelay: 25 * time.Millisecond}))
-	env := append(modelEnv(m), "SESSION_STORE=redis+sentinel://"+sentinel.Addr()+"/sessions/0", "REDIS_WAIT_REPLICAS=1",
+	env := append(modelEnv(m), "SESSION_STORE="+topo.store, "REDIS_WAIT_REPLICAS=1",
 		"REDIS_WAIT_TIMEOUT=500ms", "HEARTBEAT=250ms", "SESSION_LOCK_TTL=6s", "STORE_WRITE_RETRY=5s")
 	servers := []*serverProc{startServer(t, env...), startServer(t, env...)}
 
@@ -71,7 +146,7 @@ func sentinelFailover(t *testing.T, turns, parallel int, killAfter time.Duration
 				sid := session.NewID()
 				p := servers[i%len(servers)]
 				// A client retries a turn the store refused to start (503:
-				// nothing was saved) while Sentinel fails over.
+				// nothing was saved) while Redis fails over.
 				s := tryChat(t, p.URL(), agentID, sid, fmt.Sprintf("question %d", i))
 				for start := time.Now(); s.Status == http.StatusServiceUnavailable && time.Since(start) < 30*time.Second; {
 					mu.Lock()
@@ -94,15 +169,35 @@ func sentinelFailover(t *testing.T, turns, parallel int, killAfter time.Duration
 		}()
 	}
 	killed := make(chan struct{})
+	// held are the turns that ended stop on the primary that fails before
+	// it failed: their text is only where it was acknowledged.
+	held := map[string]bool{}
 	go func() {
 		defer close(killed)
-		// Some turns have finished, others run.
-		time.Sleep(killAfter + time.Duration(rand.IntN(500))*time.Millisecond)
-		killRedis(t, primary)
-		// The old primary comes back; Sentinel makes it a replica of the
-		// new one, and turns are acknowledged again.
-		waitPromoted(t, replica)
-		primary.Restart()
+		// Some turns have finished, at least minHeld of them on the
+		// primary that fails, and others run.
+		const minHeld = 3
+		start, checked := time.Now(), 0
+		for time.Since(start) < killAfter || len(held) < minHeld {
+			if time.Since(start) > killAfter+time.Minute {
+				t.Errorf("%d turns ended stop on the primary to fail within %v; want %d", len(held), killAfter+time.Minute, minHeld)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+			mu.Lock()
+			ended := outcomes[checked:]
+			checked = len(outcomes)
+			mu.Unlock()
+			for _, o := range ended {
+				if o.end == "stop" && topo.onFailing(o.sid) {
+					held[o.sid] = true
+				}
+			}
+		}
+		time.Sleep(time.Duration(rand.IntN(500)) * time.Millisecond)
+		// The old primary comes back as a replica of the new one, and
+		// turns are acknowledged again.
+		topo.fail()
 	}()
 	for i := range turns {
 		next <- i
@@ -110,11 +205,8 @@ func sentinelFailover(t *testing.T, turns, parallel int, killAfter time.Duration
 	close(next)
 	wg.Wait()
 	<-killed
-	// Sentinel may have failed over again since (the old primary, back as
-	// a replica, promoted when the loaded machine stalled the new one past
-	// down-after-milliseconds): the servers follow whichever it names.
-	waitSentinelMaster(t, sentinel)
-	// The replicas' clients follow Sentinel to the new primary.
+	topo.settled()
+	// The replicas' clients follow the topology to the new primary.
 	promoted := time.Now()
 	for {
 		_, status, raw := getSession(t, servers[0].URL(), outcomes[0].sid)
@@ -152,7 +244,7 @@ func sentinelFailover(t *testing.T, turns, parallel int, killAfter time.Duration
 			t.Errorf("a turn that finished stop lost text: session %s (%d): saved %q, shown %q; %s", o.sid, status, saved, o.shown, raw)
 		}
 	}
-	t.Logf("Sentinel failover with REDIS_WAIT_REPLICAS=1: %d turns (%d refusals retried); ends %v; turns that finished stop and lost text: %d", len(outcomes), refused, ends, lost)
+	t.Logf("%s failover with REDIS_WAIT_REPLICAS=1: %d turns (%d refusals retried); ends %v; turns that finished stop and lost text: %d (%d of them ended on the primary killed, before the kill)", topo.name, len(outcomes), refused, ends, lost, len(held))
 	if ends["stop"] == 0 {
 		t.Fatalf("no turn finished stop: %v", ends)
 	}
@@ -172,6 +264,34 @@ func waitSentinelMaster(t *testing.T, sentinel *redistest.Server) {
 		return net.JoinHostPort(addr[0], addr[1]), nil
 	}
 	waitReplication(t, named, "role:master", 30*time.Second, "the master Sentinel names is not a master")
+}
+
+// holdsKeys reports whether node has a key of session sid (the store's
+// keys name it in their hash tag).
+func holdsKeys(t *testing.T, node *redistest.Server, sid string) bool {
+	t.Helper()
+	rc := redis.NewClient(&redis.Options{Addr: node.Addr()})
+	defer rc.Close()
+	keys, _, err := rc.Scan(context.Background(), 0, "*"+sid+"}*", 1000).Result()
+	if err != nil {
+		t.Fatalf("SCAN %s: %v", node.Addr(), err)
+	}
+	return len(keys) > 0
+}
+
+// waitClusterOK waits until node says the Cluster is ok (every slot
+// served).
+func waitClusterOK(t *testing.T, node *redistest.Server) {
+	t.Helper()
+	rc := redis.NewClient(&redis.Options{Addr: node.Addr()})
+	defer rc.Close()
+	var info string
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(info, "cluster_state:ok"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Cluster is not ok on %s: %s", node.Addr(), info)
+		}
+		info, _ = rc.ClusterInfo(context.Background()).Result()
+	}
 }
 
 // waitReplicaOnline waits until primary has an online replica.

@@ -1,7 +1,8 @@
 // Package redistest runs a real redis-server for tests: on a free loopback
 // port, in a temporary directory, with the append-only file on (appendonly
 // yes, appendfsync everysec) so that a restart keeps the data, as in
-// production. Options turn it into a one-node Cluster or a Sentinel.
+// production. Options turn it into a one-node Cluster or a Sentinel;
+// StartCluster runs a Cluster with a replica for every primary.
 //
 // When redis-server is not installed the test is skipped with a one-line
 // reason, unless the environment has CI=true: then it fails, so that CI never
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,7 +49,9 @@ const startTimeout = 10 * time.Second
 type Option func(*options)
 
 type options struct {
-	cluster bool
+	// cluster: a one-node Cluster serving every slot; clusterNode: a
+	// node of a Cluster that StartCluster assembles.
+	cluster, clusterNode bool
 	// sentinel monitors this master under this name.
 	master     *Server
 	masterName string
@@ -186,8 +190,13 @@ func (s *Server) start() error {
 		if p := s.opts.primary; p != nil {
 			args = append(args, "--replicaof", "127.0.0.1", strconv.Itoa(p.port))
 		}
-		if s.opts.cluster {
+		if s.opts.cluster || s.opts.clusterNode {
 			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+		}
+		if s.opts.clusterNode {
+			// A primary is judged failed after 1 s, so that tests of a
+			// failover need not wait the default 15 s.
+			args = append(args, "--cluster-node-timeout", "1000")
 		}
 	}
 	cmd := exec.Command(s.bin, args...)
@@ -337,4 +346,108 @@ func tail(path string) string {
 		b = b[len(b)-n:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// Nodes are the nodes of a Redis Cluster that StartCluster started:
+// Primaries[i] serves an equal share of the 16384 slots and Replicas[i]
+// replicates it.
+type Nodes struct {
+	Primaries, Replicas []*Server
+}
+
+// URL returns the store URL that names every node as a seed,
+// redis+cluster://h1:p1,h2:p2,...
+func (c *Nodes) URL() string {
+	var addrs []string
+	for _, s := range append(slices.Clone(c.Primaries), c.Replicas...) {
+		addrs = append(addrs, s.Addr())
+	}
+	return "redis+cluster://" + strings.Join(addrs, ",")
+}
+
+// StartCluster starts a Redis Cluster of n primaries with one replica
+// each, and returns once every node reports the cluster ok and every
+// replica is in sync. A Cluster promotes a failed primary's replica only
+// by a majority of the primaries, so n is at least 3. Its nodes judge a
+// primary failed after 1 s. Every node stops when the test ends; a node
+// restarted (Server.Restart) rejoins with the identity its nodes.conf
+// keeps.
+func StartCluster(t testing.TB, n int) *Nodes {
+	t.Helper()
+	if n < 3 {
+		t.Fatalf("redistest: a Cluster of %d primaries cannot fail over; want at least 3", n)
+	}
+	node := func(o *options) { o.clusterNode = true }
+	c := &Nodes{}
+	for range n {
+		c.Primaries = append(c.Primaries, Start(t, node))
+		c.Replicas = append(c.Replicas, Start(t, node))
+	}
+	if err := c.assemble(); err != nil {
+		t.Fatalf("redistest: assembling a Cluster of %d primaries: %v", n, err)
+	}
+	return c
+}
+
+// assemble gives each primary its slots, makes the nodes meet, attaches
+// each replica to its primary and waits for the cluster and replication.
+func (c *Nodes) assemble() error {
+	n := len(c.Primaries)
+	all := append(slices.Clone(c.Primaries), c.Replicas...)
+	for i, p := range c.Primaries {
+		lo, hi := i*16384/n, (i+1)*16384/n-1
+		if _, err := command(p.Addr(), "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
+			return fmt.Errorf("CLUSTER ADDSLOTSRANGE %d %d on %s: %w", lo, hi, p.Addr(), err)
+		}
+	}
+	for _, s := range all[1:] {
+		if _, err := command(s.Addr(), "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(all[0].port)); err != nil {
+			return fmt.Errorf("CLUSTER MEET from %s: %w", s.Addr(), err)
+		}
+	}
+	deadline := time.Now().Add(4 * startTimeout)
+	// A replica can replicate a primary only once it knows the primary's
+	// node, which gossip brings within a few node-timeout ticks.
+	for i, r := range c.Replicas {
+		id, err := command(c.Primaries[i].Addr(), "CLUSTER", "MYID")
+		if err != nil {
+			return fmt.Errorf("CLUSTER MYID on %s: %w", c.Primaries[i].Addr(), err)
+		}
+		for {
+			_, err := command(r.Addr(), "CLUSTER", "REPLICATE", id)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("CLUSTER REPLICATE %s on %s: %w", id, r.Addr(), err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, s := range all {
+		if err := waitFor(s.Addr(), deadline, "cluster_state:ok", "CLUSTER", "INFO"); err != nil {
+			return err
+		}
+	}
+	for _, p := range c.Primaries {
+		if err := waitFor(p.Addr(), deadline, "state=online", "INFO", "replication"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitFor sends args to addr until the reply contains want, or fails
+// with the last reply at deadline.
+func waitFor(addr string, deadline time.Time, want string, args ...string) error {
+	for {
+		reply, err := command(addr, args...)
+		if err == nil && strings.Contains(reply, want) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s on %s: no %q: %q, %v", strings.Join(args, " "), addr, want, reply, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
