@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -152,13 +153,27 @@ func (p *proc) logTail() string {
 	return strings.TrimSpace(string(b))
 }
 
+// handedOut are the addresses freeAddr returned. Each is free when it is
+// handed out, and its listener closed, so the kernel may offer the same
+// port again before its user binds it: a server's ADDR and PPROF_ADDR
+// were once the same.
+var handedOut sync.Map
+
+// freeAddr returns a free loopback address that it has not returned
+// before.
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free loopback port: %w", err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("finding a free loopback port: %w", err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", errors.New("finding a free loopback port: the kernel offered only ports handed out before")
 }
 
 // startRedis starts redis-server on a free loopback port in dir, configured
