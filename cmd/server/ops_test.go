@@ -43,17 +43,28 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// handedOut are the addresses freeAddr returned: the kernel offers a
+// closed port again, so two calls in a row could name one port (a test's
+// unreachable model and its server).
+var handedOut sync.Map
+
 // freeAddr returns a loopback address with a port that was free a moment
-// ago.
+// ago, and that it has not returned before.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Fatal("the kernel offered only loopback ports handed out before")
+	return ""
 }
 
 func waitHealthy(t *testing.T, base string, alive func() error) {
