@@ -12,8 +12,10 @@
 // session). While the turn runs, a client that sent a progress token gets
 // progress notifications: each model call, tool call and result, and the
 // answer's growth. A tool call held for approval is asked of the person
-// through elicitation when the client supports it; otherwise the result
-// says what waits, and a call with the approvals argument answers it.
+// through elicitation when the client supports it (from 2026-07-28 as an
+// input-required result, which the client answers by calling again, and
+// before it by elicitation/create); otherwise the result says what waits,
+// and a call with the approvals argument answers it.
 // API keys and owners apply: an MCP session belongs to the key that opened
 // it, and sessions are in that key's keyspace.
 //
@@ -188,14 +190,23 @@ type Pending struct {
 	Arguments any `json:"arguments"`
 }
 
-// sessionFor is the agent session of a call: its sessionId, else the MCP
-// session's (or the stdio process's), else a new one.
+// sessionFor is the agent session of a call: its sessionId, else the one
+// the input-required result it answers named (its requestState), else the
+// MCP session's (or the stdio process's), else a new one.
 func (e *Edge) sessionFor(req *mcp.CallToolRequest, in Input) (string, error) {
 	if in.SessionID != "" {
 		if !session.ValidID(in.SessionID) {
 			return "", fmt.Errorf("sessionId %q is not a valid session ID: want 8 to 128 letters, digits, '-' or '_'", in.SessionID)
 		}
 		return in.SessionID, nil
+	}
+	// The state is the session's ID, which the caller could as well
+	// pass as sessionId: it names a session of the caller's owner only.
+	if st := req.Params.RequestState; st != "" {
+		if !session.ValidID(st) {
+			return "", fmt.Errorf("requestState %q is not one this server gave: call again without it, or with the requestState of the last result", st)
+		}
+		return st, nil
 	}
 	if id := cmp.Or(req.Session.ID(), e.process); id != "" {
 		d := sha256.Sum256([]byte(id))
@@ -215,6 +226,14 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 	}
 	var turn *server.Turn
 	switch {
+	case len(req.Params.InputResponses) > 0:
+		// The person's answers to the approvals the last result asked
+		// for; the call's other arguments are the first call's again.
+		list, bad := answersTo(req.Params.InputResponses)
+		if bad != nil {
+			return invalid(bad.Error()), Output{SessionID: sid}, nil
+		}
+		turn, err = e.s.Answer(ctx, owner, agentID, sid, list)
 	case len(in.Approvals) > 0:
 		list := make([]agent.ApprovalAnswer, len(in.Approvals))
 		for i, a := range in.Approvals {
@@ -242,6 +261,9 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 		}
 		if r.finish != chat.FinishApproval || len(r.pending) == 0 {
 			break
+		}
+		if answersInputRequests(req) {
+			return inputRequired(r.pending, sid), Output{}, nil
 		}
 		answers, asked := e.ask(ctx, req, r.pending)
 		if !asked {
@@ -335,37 +357,86 @@ func (e *Edge) follow(ctx context.Context, turn *server.Turn, p *progress, text 
 	return r
 }
 
-// ask asks the person to approve each held call through elicitation:
-// false when the client cannot be asked.
+// answersInputRequests reports whether the client of req takes
+// input-required results and can ask its user (MCP 2026-07-28 on, with
+// elicitation); before 2026-07-28 a server asks by elicitation/create
+// (ask).
+func answersInputRequests(req *mcp.CallToolRequest) bool {
+	ip := req.Session.InitializeParams()
+	caps := req.ClientCapabilities()
+	return ip != nil && ip.ProtocolVersion >= sessionless && caps != nil && caps.Elicitation != nil
+}
+
+// inputRequired asks the client to ask its user about each held call,
+// keyed by the approval's ID, and to call again with the answers and the
+// session as requestState.
+func inputRequired(pending []Pending, sessionID string) *mcp.CallToolResult {
+	questions := make(mcp.InputRequestMap, len(pending))
+	for _, p := range pending {
+		questions[p.ID] = question(p)
+	}
+	return &mcp.CallToolResult{InputRequests: questions, RequestState: sessionID}
+}
+
+// answersTo reads the answers of a call that answers an input-required
+// result.
+func answersTo(responses mcp.InputResponseMap) ([]agent.ApprovalAnswer, error) {
+	list := make([]agent.ApprovalAnswer, 0, len(responses))
+	for id, r := range responses {
+		res, ok := r.(*mcp.ElicitResult)
+		if !ok {
+			return nil, fmt.Errorf("inputResponses[%q] is a %T; want the elicitation result the question asked for", id, r)
+		}
+		list = append(list, answerOf(id, res))
+	}
+	return list, nil
+}
+
+// question is the form that asks the person about a held call.
+func question(p Pending) *mcp.ElicitParams {
+	return &mcp.ElicitParams{
+		Mode:    "form",
+		Message: fmt.Sprintf("The agent wants to call %s with %s. Approve it?", p.ToolName, p.Arguments),
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"approved": map[string]any{"type": "boolean", "title": "Approve", "description": "let the call run"},
+				"reason":   map[string]any{"type": "string", "title": "Reason", "description": "told to the model if you deny"},
+			},
+			"required": []string{"approved"},
+		},
+	}
+}
+
+// answerOf is the person's answer to the question about approval id.
+func answerOf(id string, res *mcp.ElicitResult) agent.ApprovalAnswer {
+	ans := agent.ApprovalAnswer{ID: id}
+	if res.Action == "accept" {
+		ans.Approved, _ = res.Content["approved"].(bool)
+		ans.Reason, _ = res.Content["reason"].(string)
+	} else {
+		ans.Reason = "the user " + res.Action + "d the request"
+	}
+	return ans
+}
+
+// ask asks the person to approve each held call through
+// elicitation/create (before 2026-07-28): false when the client cannot
+// be asked.
 func (e *Edge) ask(ctx context.Context, req *mcp.CallToolRequest, pending []Pending) ([]agent.ApprovalAnswer, bool) {
 	ip := req.Session.InitializeParams()
 	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
 		return nil, false
 	}
-	schema := map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"approved": map[string]any{"type": "boolean", "title": "Approve", "description": "let the call run"},
-			"reason":   map[string]any{"type": "string", "title": "Reason", "description": "told to the model if you deny"},
-		},
-		"required": []string{"approved"},
-	}
 	var out []agent.ApprovalAnswer
 	for _, a := range pending {
-		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: fmt.Sprintf("The agent wants to call %s with %s. Approve it?", a.ToolName, a.Arguments), RequestedSchema: schema})
+		res, err := req.Session.Elicit(ctx, question(a))
 		if err != nil {
 			// Refused, or not possible here (a stateless request): the
 			// result says what waits instead.
 			return nil, false
 		}
-		ans := agent.ApprovalAnswer{ID: a.ID}
-		if res.Action == "accept" {
-			ans.Approved, _ = res.Content["approved"].(bool)
-			ans.Reason, _ = res.Content["reason"].(string)
-		} else {
-			ans.Reason = "the user " + res.Action + "d the request"
-		}
-		out = append(out, ans)
+		out = append(out, answerOf(a.ID, res))
 	}
 	return out, true
 }

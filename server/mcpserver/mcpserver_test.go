@@ -162,6 +162,102 @@ func TestApprovals(t *testing.T) {
 	}
 }
 
+// From 2026-07-28 a held call comes back as an input-required result, a
+// question per approval keyed by its ID, with the session as requestState;
+// the call made again with the person's answers goes on with the turn.
+// The Go SDK's client does that itself when it has an elicitation handler;
+// the rows without it answer by hand, as any client may.
+func TestApprovalsAsInputRequired(t *testing.T) {
+	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{mcpserver.New(mcpserver.Config{})}})
+	for _, tc := range []struct {
+		name     string
+		auto     bool
+		response *mcp.ElicitResult
+		want     string // in the answer
+	}{
+		{"the SDK's client asks and calls again", true, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, "Thinking: tea"},
+		{"approved by hand", false, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, "Thinking: tea"},
+		{"denied with a reason", false, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": false, "reason": "not now"}}, "The user's reason: not now"},
+		{"declined", false, &mcp.ElicitResult{Action: "decline"}, "the user declined the request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := 0
+			cs := connect(t, s.URL, "", "2026-07-28", &mcp.ClientOptions{
+				MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: !tc.auto},
+				ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					asked++
+					if !strings.Contains(r.Params.Message, "think") {
+						t.Errorf("question %q", r.Params.Message)
+					}
+					return tc.response, nil
+				},
+			})
+			call := &mcp.CallToolParams{Name: "gatekeeper", Arguments: map[string]any{"message": "think about tea"}}
+			res, err := cs.CallTool(t.Context(), call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.auto {
+				if !res.NeedsInput() || len(res.InputRequests) != 1 || res.RequestState == "" {
+					t.Fatalf("first call: input required %v, %d questions, state %q; want one question and a state", res.NeedsInput(), len(res.InputRequests), res.RequestState)
+				}
+				answers := mcp.InputResponseMap{}
+				for id, q := range res.InputRequests {
+					form, ok := q.(*mcp.ElicitParams)
+					if !ok || !strings.HasPrefix(id, "approval-") || !strings.Contains(form.Message, "think") {
+						t.Fatalf("question %s: %#v", id, q)
+					}
+					answers[id] = tc.response
+				}
+				again := *call
+				again.InputResponses, again.RequestState = answers, res.RequestState
+				if res, err = cs.CallTool(t.Context(), &again); err != nil {
+					t.Fatal(err)
+				}
+			} else if asked != 1 {
+				t.Fatalf("asked %d times, want 1", asked)
+			}
+			out, _ := res.StructuredContent.(map[string]any)
+			if res.IsError || res.NeedsInput() || out["finishReason"] != "stop" || !strings.Contains(text(res), tc.want) {
+				t.Fatalf("after the answer: error %v, input required %v, %v; want stop and %q in %q", res.IsError, res.NeedsInput(), out["finishReason"], tc.want, text(res))
+			}
+		})
+	}
+
+	// A client without elicitation gets the held calls in the result, as
+	// before 2026-07-28.
+	plain := connect(t, s.URL, "", "2026-07-28", nil)
+	res, err := plain.CallTool(t.Context(), &mcp.CallToolParams{Name: "gatekeeper", Arguments: map[string]any{"message": "think about tea", "sessionId": "tea-session-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NeedsInput() || res.StructuredContent.(map[string]any)["finishReason"] != "approval" || !strings.Contains(text(res), "Waiting for approval: think") {
+		t.Fatalf("without elicitation: input required %v, %q", res.NeedsInput(), text(res))
+	}
+
+	// Answers that cannot be read are the call's error, saying why.
+	manual := connect(t, s.URL, "", "2026-07-28", &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}, ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, nil }})
+	for _, tc := range []struct {
+		name  string
+		state string
+		resp  mcp.InputResponse
+		want  string
+	}{
+		{"not an elicitation result", "tea-session-3", &mcp.ListRootsResult{Roots: []*mcp.Root{}}, "want the elicitation result"},
+		{"a state this server did not give", "../other", &mcp.ElicitResult{Action: "accept"}, "requestState"},
+		{"an approval that does not wait", "tea-session-2", &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, "approval"},
+	} {
+		res, err := manual.CallTool(t.Context(), &mcp.CallToolParams{Name: "gatekeeper", Arguments: map[string]any{"message": "think about tea"},
+			InputResponses: mcp.InputResponseMap{"approval-0123456789abcdef": tc.resp}, RequestState: tc.state})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !res.IsError || !strings.Contains(text(res), tc.want) {
+			t.Errorf("%s: error %v %q; want an error saying %q", tc.name, res.IsError, text(res), tc.want)
+		}
+	}
+}
+
 // An MCP session belongs to the key that opened it, and a sessionId names
 // a session in the caller's keyspace.
 func TestOwners(t *testing.T) {
