@@ -27,8 +27,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -191,22 +193,17 @@ type Pending struct {
 }
 
 // sessionFor is the agent session of a call: its sessionId, else the one
-// the input-required result it answers named (its requestState), else the
-// MCP session's (or the stdio process's), else a new one.
-func (e *Edge) sessionFor(req *mcp.CallToolRequest, in Input) (string, error) {
+// of the input-required result it answers (st), else the MCP session's
+// (or the stdio process's), else a new one.
+func (e *Edge) sessionFor(req *mcp.CallToolRequest, in Input, st requestState) (string, error) {
 	if in.SessionID != "" {
 		if !session.ValidID(in.SessionID) {
 			return "", fmt.Errorf("sessionId %q is not a valid session ID: want 8 to 128 letters, digits, '-' or '_'", in.SessionID)
 		}
 		return in.SessionID, nil
 	}
-	// The state is the session's ID, which the caller could as well
-	// pass as sessionId: it names a session of the caller's owner only.
-	if st := req.Params.RequestState; st != "" {
-		if !session.ValidID(st) {
-			return "", fmt.Errorf("requestState %q is not one this server gave: call again without it, or with the requestState of the last result", st)
-		}
-		return st, nil
+	if st.SessionID != "" {
+		return st.SessionID, nil
 	}
 	if id := cmp.Or(req.Session.ID(), e.process); id != "" {
 		d := sha256.Sum256([]byte(id))
@@ -220,7 +217,11 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 	// Arguments the tool cannot use are a tool execution error, not a
 	// protocol error, so that the model that called it can correct them
 	// (MCP 2025-11-25 on, SEP-1303).
-	sid, err := e.sessionFor(req, in)
+	st, err := stateOf(req)
+	if err != nil {
+		return invalid(err.Error()), Output{}, nil
+	}
+	sid, err := e.sessionFor(req, in, st)
 	if err != nil {
 		return invalid(err.Error()), Output{}, nil
 	}
@@ -251,6 +252,7 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 	p := &progress{ctx: ctx, req: req}
 	out := Output{SessionID: sid}
 	var text chat.AnswerText
+	text.WriteString(st.Answer) // what the calls this one answers gave
 	for {
 		r := e.follow(ctx, turn, p, &text)
 		out.FinishReason = r.finish
@@ -263,7 +265,7 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 			break
 		}
 		if answersInputRequests(req) {
-			return inputRequired(r.pending, sid), Output{}, nil
+			return inputRequired(r.pending, requestState{SessionID: sid, Answer: text.String()}), Output{}, nil
 		}
 		answers, asked := e.ask(ctx, req, r.pending)
 		if !asked {
@@ -367,15 +369,37 @@ func answersInputRequests(req *mcp.CallToolRequest) bool {
 	return ip != nil && ip.ProtocolVersion >= sessionless && caps != nil && caps.Elicitation != nil
 }
 
+// requestState is what an input-required result asks the client to send
+// back with its answers: the session, and the answer so far, which the
+// result cannot carry. It names a session of the caller's owner only, as
+// the sessionId argument does.
+type requestState struct {
+	SessionID string `json:"sessionId"`
+	Answer    string `json:"answer,omitempty"`
+}
+
+// stateOf reads the requestState of req, if it has one.
+func stateOf(req *mcp.CallToolRequest) (requestState, error) {
+	var st requestState
+	if req.Params.RequestState == "" {
+		return st, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(req.Params.RequestState)
+	if err != nil || json.Unmarshal(raw, &st) != nil || !session.ValidID(st.SessionID) {
+		return requestState{}, errors.New("requestState is not one this server gave: call again with the requestState of the last result, or without it")
+	}
+	return st, nil
+}
+
 // inputRequired asks the client to ask its user about each held call,
-// keyed by the approval's ID, and to call again with the answers and the
-// session as requestState.
-func inputRequired(pending []Pending, sessionID string) *mcp.CallToolResult {
+// keyed by the approval's ID, and to call again with the answers and st.
+func inputRequired(pending []Pending, st requestState) *mcp.CallToolResult {
 	questions := make(mcp.InputRequestMap, len(pending))
 	for _, p := range pending {
 		questions[p.ID] = question(p)
 	}
-	return &mcp.CallToolResult{InputRequests: questions, RequestState: sessionID}
+	raw, _ := json.Marshal(st) // strings only: cannot fail
+	return &mcp.CallToolResult{InputRequests: questions, RequestState: base64.RawURLEncoding.EncodeToString(raw)}
 }
 
 // answersTo reads the answers of a call that answers an input-required

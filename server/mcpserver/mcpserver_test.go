@@ -237,15 +237,19 @@ func TestApprovalsAsInputRequired(t *testing.T) {
 
 	// Answers that cannot be read are the call's error, saying why.
 	manual := connect(t, s.URL, "", "2026-07-28", &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}, ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, nil }})
+	first, err := manual.CallTool(t.Context(), &mcp.CallToolParams{Name: "gatekeeper", Arguments: map[string]any{"message": "think about tea"}})
+	if err != nil || !first.NeedsInput() {
+		t.Fatalf("first call: %v, input required %v", err, first.NeedsInput())
+	}
 	for _, tc := range []struct {
 		name  string
 		state string
 		resp  mcp.InputResponse
 		want  string
 	}{
-		{"not an elicitation result", "tea-session-3", &mcp.ListRootsResult{Roots: []*mcp.Root{}}, "want the elicitation result"},
-		{"a state this server did not give", "../other", &mcp.ElicitResult{Action: "accept"}, "requestState"},
-		{"an approval that does not wait", "tea-session-2", &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, "approval"},
+		{"not an elicitation result", first.RequestState, &mcp.ListRootsResult{Roots: []*mcp.Root{}}, "want the elicitation result"},
+		{"a state this server did not give", "tea-session-2", &mcp.ElicitResult{Action: "accept"}, "requestState is not one this server gave"},
+		{"an approval that does not wait", first.RequestState, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, "unknown_approval"},
 	} {
 		res, err := manual.CallTool(t.Context(), &mcp.CallToolParams{Name: "gatekeeper", Arguments: map[string]any{"message": "think about tea"},
 			InputResponses: mcp.InputResponseMap{"approval-0123456789abcdef": tc.resp}, RequestState: tc.state})
@@ -255,6 +259,33 @@ func TestApprovalsAsInputRequired(t *testing.T) {
 		if !res.IsError || !strings.Contains(text(res), tc.want) {
 			t.Errorf("%s: error %v %q; want an error saying %q", tc.name, res.IsError, text(res), tc.want)
 		}
+	}
+}
+
+// The answer of a call that answers an input-required result is the
+// whole turn's: the text before the held call too, which the
+// input-required result could not carry.
+func TestInputRequiredKeepsTheAnswer(t *testing.T) {
+	mock := mockllm.New()
+	defer mock.Close()
+	model, err := provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: mock.URL() + "/v1", APIKey: "test-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mock.Enqueue(
+		mockllm.Script{Text: []string{"Let me think. "}, ToolCalls: []mockllm.ToolCall{{Name: "think", Arguments: `{"topic":"tea","reasoning":"**Problem** which tea"}`}}},
+		mockllm.TextScript("Green ", "tea."),
+	)
+	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{mcpserver.New(mcpserver.Config{})}, Model: model})
+	cs := connect(t, s.URL, "", "2026-07-28", &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, nil
+	}})
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "gatekeeper", Arguments: map[string]any{"message": "which tea?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || text(res) != "Let me think. Green tea." || res.StructuredContent.(map[string]any)["answer"] != "Let me think. Green tea." {
+		t.Fatalf("result %v %q %v; want the whole answer", res.IsError, text(res), res.StructuredContent)
 	}
 }
 
