@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestMCPServeApprovals: the Go SDK's client runs `agentdock mcp serve`
+// over stdio and calls the planner, whose web searches wait for the
+// user's approval, on the offline model: in 2025-11-25 the server asks
+// with elicitation/create, in 2026-07-28 with an input-required result
+// that the client answers by calling again; either way the person is
+// asked once and the call ends with the whole answer.
+func TestMCPServeApprovals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			cmd := exec.Command(bin, "mcp", "serve")
+			cmd.Env = append(append(os.Environ(), offlineServe("127.0.0.1:0")...), "OFFLINE_MODEL_DELAY_MS=1", "HOME="+t.TempDir())
+			var questions []string
+			c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+				ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					questions = append(questions, r.Params.Message)
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, nil
+				},
+			})
+			cs, err := c.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if got := cs.InitializeResult(); got != nil && got.ProtocolVersion != version {
+				t.Fatalf("negotiated %s", got.ProtocolVersion)
+			}
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "planner", Arguments: map[string]any{"message": "search the web for offsite venue prices"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := res.StructuredContent.(map[string]any)
+			if len(questions) != 1 || !strings.Contains(questions[0], "search") {
+				t.Fatalf("asked %q; want one question about the search", questions)
+			}
+			if res.IsError || out["finishReason"] != "stop" || !strings.Contains(text(res), "not configured") {
+				t.Fatalf("after the approval: error %v, %v, %q; want stop and the search's answer", res.IsError, out["finishReason"], text(res))
+			}
+		})
+	}
+}
+
+func text(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
