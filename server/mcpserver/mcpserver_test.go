@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/server"
@@ -41,6 +42,18 @@ func connect(t *testing.T, url, key, version string, opts *mcp.ClientOptions) *m
 	return cs
 }
 
+// scriptedModel is a model answering from mock's scripts over HTTP.
+func scriptedModel(t *testing.T) (*mockllm.Server, llmorch.Model) {
+	t.Helper()
+	mock := mockllm.New()
+	t.Cleanup(mock.Close)
+	model, err := provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: mock.URL() + "/v1", APIKey: "test-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mock, model
+}
+
 func text(r *mcp.CallToolResult) string {
 	var b strings.Builder
 	for _, c := range r.Content {
@@ -58,12 +71,7 @@ func text(r *mcp.CallToolResult) string {
 func TestCallAnAgentWithASequence(t *testing.T) {
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
-			mock := mockllm.New()
-			defer mock.Close()
-			model, err := provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: mock.URL() + "/v1", APIKey: "test-key"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			mock, model := scriptedModel(t)
 			mock.Enqueue(
 				mockllm.ToolScript(mockllm.ToolCall{Name: "brainstorm", Arguments: `{"challenge":"an offsite","ideas":"a lake, a city"}`}),
 				mockllm.ToolScript(mockllm.ToolCall{Name: "compare", Arguments: `{"adTopic":"lake or city","comparison":"the lake is calmer"}`}),
@@ -266,12 +274,7 @@ func TestApprovalsAsInputRequired(t *testing.T) {
 // whole turn's: the text before the held call too, which the
 // input-required result could not carry.
 func TestInputRequiredKeepsTheAnswer(t *testing.T) {
-	mock := mockllm.New()
-	defer mock.Close()
-	model, err := provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: mock.URL() + "/v1", APIKey: "test-key"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mock, model := scriptedModel(t)
 	mock.Enqueue(
 		mockllm.Script{Text: []string{"Let me think. "}, ToolCalls: []mockllm.ToolCall{{Name: "think", Arguments: `{"topic":"tea","reasoning":"**Problem** which tea"}`}}},
 		mockllm.TextScript("Green ", "tea."),
