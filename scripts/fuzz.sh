@@ -49,6 +49,7 @@ targets=(
 	"./tools/mcp/mcpconfig FuzzParse 30000"
 	"./server/a2a FuzzRequest 5000"
 	"./server/agui FuzzInput 5000"
+	"./server/mcpserver FuzzRequestState 6000"
 )
 
 log=$(mktemp)
