@@ -388,6 +388,29 @@ func redisOrSkip(t *testing.T) {
 	}
 }
 
+// wantSettled runs Env.Settled with k streams on a server of cfg's of its
+// own, as Settled wants (what an earlier round's streams leave is freed
+// while Settled's are open, and would be counted against them), and wants
+// each stream to hold a goroutine and 4 KiB at least: its handler and its
+// buffers.
+func wantSettled(t *testing.T, cfg EnvConfig, k int) {
+	t.Helper()
+	env, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	st, err := env.Settled(context.Background(), k, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, held := st.PerStreamMetric("go_goroutines"), st.PerStream()
+	t.Logf("once collected: %.1f goroutines and %.1f KiB of heap and stacks per open stream", g, held/1024)
+	if g < 1 || held < 4<<10 {
+		t.Fatalf("once collected: %.1f goroutines and %.0f bytes of heap and stacks per open stream; each holds at least its handler and its buffers", g, held)
+	}
+}
+
 // TestHarness runs every phase briefly against the real binary, with both
 // stores: turns complete with all their chunks and no error, the paired
 // figures are positive, idle streams show in the RSS, and a tool turn's
@@ -442,23 +465,7 @@ func TestHarness(t *testing.T) {
 			if g := idle.PerStreamMetric("go_goroutines"); g < 1 {
 				t.Fatalf("%.1f goroutines per open stream; each holds at least its turn's", g)
 			}
-			// Settled on a server of its own, as it wants: what the idle
-			// round's streams leave is freed while Settled's are open,
-			// and would be counted against them.
-			fresh, err := Start(ctx, EnvConfig{Bin: bin, Store: store, Dir: t.TempDir(), Timing: timing, LogLevel: "warn"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fresh.Close()
-			st, err := fresh.Settled(ctx, 20, 200*time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, held := st.PerStreamMetric("go_goroutines"), st.PerStream()
-			t.Logf("once collected: %.1f goroutines and %.1f KiB of heap and stacks per open stream", g, held/1024)
-			if g < 1 || held < 4<<10 {
-				t.Fatalf("once collected: %.1f goroutines and %.0f bytes of heap and stacks per open stream", g, held)
-			}
+			wantSettled(t, EnvConfig{Bin: bin, Store: store, Dir: t.TempDir(), Timing: timing, LogLevel: "warn"}, 20)
 			if store == "redis" {
 				c, err := env.CountCommands(ctx, KindTool, 2, 2)
 				if err != nil {
@@ -564,21 +571,7 @@ func TestRelay(t *testing.T) {
 	if g := id.PerStreamMetric("go_goroutines"); g < 1 {
 		t.Fatalf("%.1f goroutines per open stream; each holds at least its handler's", g)
 	}
-	// Settled on a server of its own, as it wants (see TestHarness).
-	fresh, err := Start(ctx, EnvConfig{Store: StoreRelay, RelayBin: relayBin(t), RelayRequest: fixed, Dir: t.TempDir(), Timing: timing})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fresh.Close()
-	st, err := fresh.Settled(ctx, 10, 100*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, held := st.PerStreamMetric("go_goroutines"), st.PerStream()
-	t.Logf("once collected: %.1f goroutines and %.1f KiB of heap and stacks per open stream", g, held/1024)
-	if g < 1 || held < 4<<10 {
-		t.Fatalf("once collected: %.1f goroutines and %.0f bytes of heap and stacks per open stream; each holds at least its handler and its buffers", g, held)
-	}
+	wantSettled(t, EnvConfig{Store: StoreRelay, RelayBin: relayBin(t), RelayRequest: fixed, Dir: t.TempDir(), Timing: timing}, 10)
 	for _, name := range []string{"relay-stream-3.profile.pprof", "relay-stream-3.heap.pprof", "relay-idle-10.goroutine.pprof"} {
 		if st, err := os.Stat(filepath.Join(env.cfg.ProfileDir, name)); err != nil || st.Size() == 0 {
 			t.Errorf("profile %s: %v", name, err)
