@@ -365,8 +365,13 @@ func (e *Edge) follow(ctx context.Context, turn *server.Turn, p *progress, text 
 // (ask).
 func answersInputRequests(req *mcp.CallToolRequest) bool {
 	ip := req.Session.InitializeParams()
+	return ip != nil && ip.ProtocolVersion >= sessionless && canElicit(req)
+}
+
+// canElicit reports whether the client of req declared elicitation.
+func canElicit(req *mcp.CallToolRequest) bool {
 	caps := req.ClientCapabilities()
-	return ip != nil && ip.ProtocolVersion >= sessionless && caps != nil && caps.Elicitation != nil
+	return caps != nil && caps.Elicitation != nil
 }
 
 // requestState is what an input-required result asks the client to send
@@ -448,8 +453,7 @@ func answerOf(id string, res *mcp.ElicitResult) agent.ApprovalAnswer {
 // elicitation/create (before 2026-07-28): false when the client cannot
 // be asked.
 func (e *Edge) ask(ctx context.Context, req *mcp.CallToolRequest, pending []Pending) ([]agent.ApprovalAnswer, bool) {
-	ip := req.Session.InitializeParams()
-	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+	if !canElicit(req) {
 		return nil, false
 	}
 	var out []agent.ApprovalAnswer

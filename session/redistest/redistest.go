@@ -268,18 +268,7 @@ func claimSlots(addr string) error {
 	if reply, err := command(addr, "CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil && !strings.Contains(err.Error(), "already busy") {
 		return fmt.Errorf("CLUSTER ADDSLOTSRANGE: %q, %w", reply, err)
 	}
-	deadline := time.Now().Add(startTimeout)
-	for time.Now().Before(deadline) {
-		info, err := command(addr, "CLUSTER", "INFO")
-		if err != nil {
-			return fmt.Errorf("CLUSTER INFO: %w", err)
-		}
-		if strings.Contains(info, "cluster_state:ok") {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("cluster state not ok within %v", startTimeout)
+	return waitFor(addr, time.Now().Add(startTimeout), "cluster_state:ok", "CLUSTER", "INFO")
 }
 
 // command sends one command and returns its simple, integer or bulk string
