@@ -18,7 +18,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -636,11 +635,10 @@ func (n *Agent) stream(ctx context.Context, service *llmorch.Service, turn llmor
 	release := func() { n.release(ctx, lease) }
 	return func(yield func(chat.Event) bool) {
 		ctx, cancel := context.WithCancelCause(ctx)
-		renewal := n.startRenewal(ctx, lease, cancel)
+		stopRenewal := n.renewLease(ctx, lease, cancel)
 		released := false
 		defer func() {
-			cancel(nil)
-			renewal.stop()
+			stopRenewal()
 			if !released {
 				release()
 			}
@@ -656,8 +654,7 @@ func (n *Agent) stream(ctx context.Context, service *llmorch.Service, turn llmor
 				// turn is over, so that its next message is not refused
 				// as busy. Renewal stops first, so nothing touches the
 				// lease after the release.
-				cancel(nil)
-				renewal.stop()
+				stopRenewal()
 				release()
 				released = true
 			}
@@ -1315,58 +1312,38 @@ func (n *Agent) retryRelease(ctx context.Context, lease session.Lease) {
 	}
 }
 
-// renewal extends a running turn's lease every LeaseRenewal. It runs on a
-// timer re-armed after each Extend rather than in a goroutine of its own,
-// so that an open stream does not keep a parked goroutine (and its stack)
-// for it: a goroutine with a ticker cost about 6 KiB per open stream, 5 to
-// 6 % of its memory. When the lease is lost the turn is cancelled, since
-// its writes would be refused anyway.
-type renewal struct {
-	n      *Agent
-	ctx    context.Context
-	lease  session.Lease
-	cancel context.CancelCauseFunc
-
-	// mu is held during an Extend, so that stop returns only when no
-	// Extend is running or will run.
-	mu      sync.Mutex
-	timer   *time.Timer
-	stopped bool
-}
-
-func (n *Agent) startRenewal(ctx context.Context, lease session.Lease, cancel context.CancelCauseFunc) *renewal {
-	r := &renewal{n: n, ctx: ctx, lease: lease, cancel: cancel}
-	r.mu.Lock()
-	r.timer = time.AfterFunc(n.cfg.LeaseRenewal, r.renew)
-	r.mu.Unlock()
-	return r
-}
-
-func (r *renewal) renew() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped {
-		return
+// renewLease extends a running turn's lease every LeaseRenewal, in a
+// goroutine of its own, until ctx ends. When the lease is lost the turn is
+// cancelled (cancel is ctx's), since its writes would be refused anyway.
+// stop cancels ctx and returns once no Extend runs or will run: nothing
+// touches the lease after it.
+func (n *Agent) renewLease(ctx context.Context, lease session.Lease, cancel context.CancelCauseFunc) (stop func()) {
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(n.cfg.LeaseRenewal)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			err := lease.Extend(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return // the turn ended meanwhile
+			case errors.Is(err, session.ErrFenced):
+				n.cfg.Logger.WarnContext(ctx, "session lease lost; cancelling the turn")
+				cancel(llmorch.ErrLeaseLost)
+				return
+			case err != nil:
+				n.cfg.Logger.WarnContext(ctx, "extending session lease", "err", err)
+			}
+		}
+	}()
+	return func() {
+		cancel(nil)
+		<-exited
 	}
-	err := r.lease.Extend(r.ctx)
-	switch {
-	case r.ctx.Err() != nil:
-		return // the turn ended meanwhile
-	case errors.Is(err, session.ErrFenced):
-		r.n.cfg.Logger.WarnContext(r.ctx, "session lease lost; cancelling the turn")
-		r.cancel(llmorch.ErrLeaseLost)
-		return
-	case err != nil:
-		r.n.cfg.Logger.WarnContext(r.ctx, "extending session lease", "err", err)
-	}
-	r.timer.Reset(r.n.cfg.LeaseRenewal)
-}
-
-// stop ends the renewal; cancel the turn's context first, so that a running
-// Extend returns at once.
-func (r *renewal) stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stopped = true
-	r.timer.Stop()
 }

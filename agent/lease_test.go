@@ -333,9 +333,9 @@ func TestLeaseRenewal(t *testing.T) {
 	waitLog(t, logs, "session lease lost; cancelling the turn")
 }
 
-// TestOpenTurnGoroutines: a turn waiting in the model call costs no
-// goroutine of the runtime's own (the lease renewal is a timer); the only
-// one per turn here is the test's, which iterates the events.
+// TestOpenTurnGoroutines: a turn waiting in the model call costs one
+// goroutine of the runtime's own, its lease renewal; the other one per
+// turn here is the test's, which iterates the events.
 func TestOpenTurnGoroutines(t *testing.T) {
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
@@ -359,7 +359,7 @@ func TestOpenTurnGoroutines(t *testing.T) {
 		<-d
 	}
 	t.Logf("goroutines per open turn: %.2f (including the test's iterator)", per)
-	if per > 1 {
-		t.Fatalf("%.2f goroutines per open turn, want at most the test's own 1", per)
+	if per > 2 {
+		t.Fatalf("%.2f goroutines per open turn, want at most 2: the test's iterator and the lease renewal", per)
 	}
 }

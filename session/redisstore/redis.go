@@ -922,7 +922,7 @@ type redisLease struct {
 	keys  []string
 	token string
 	// expiry is Expiry in Unix nanoseconds: Extend runs on the turn's
-	// renewal timer while the turn reads it.
+	// lease renewal goroutine while the turn reads it.
 	expiry atomic.Int64
 	// seen is the session as this lease's turn last read (Claim) or wrote
 	// it, so that its next write needs no read; only mutate touches it,
