@@ -1316,7 +1316,7 @@ func (n *Agent) retryRelease(ctx context.Context, lease session.Lease) {
 // goroutine of its own, until ctx ends. When the lease is lost the turn is
 // cancelled (cancel is ctx's), since its writes would be refused anyway.
 // stop cancels ctx and returns once no Extend runs or will run: nothing
-// touches the lease after it.
+// touches the lease after it. stop may be called more than once.
 func (n *Agent) renewLease(ctx context.Context, lease session.Lease, cancel context.CancelCauseFunc) (stop func()) {
 	exited := make(chan struct{})
 	go func() {
