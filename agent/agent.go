@@ -1292,11 +1292,9 @@ func tryRelease(ctx context.Context, lease session.Lease) error {
 // or until the lease's expiry, after which the store frees the session by
 // itself and nothing is left to do.
 func (n *Agent) retryRelease(ctx context.Context, lease session.Lease) {
-	backoff := releaseFirstRetry
-	timer := time.NewTimer(backoff)
-	defer timer.Stop()
+	backoff, wait := releaseFirstRetry, releaseFirstRetry
 	for attempt := 2; ; attempt++ {
-		<-timer.C
+		time.Sleep(wait)
 		if !time.Now().Before(lease.Expiry()) {
 			n.cfg.Logger.WarnContext(ctx, "session lease expired before it could be released", "attempts", attempt-1)
 			return
@@ -1308,7 +1306,7 @@ func (n *Agent) retryRelease(ctx context.Context, lease session.Lease) {
 		}
 		backoff = min(2*backoff, releaseMaxBackoff)
 		// Wake at the expiry at the latest, to stop there.
-		timer.Reset(max(min(backoff, time.Until(lease.Expiry())), 0))
+		wait = min(backoff, time.Until(lease.Expiry()))
 	}
 }
 
