@@ -731,9 +731,8 @@ func (r *Store) Claim(ctx context.Context, id string, opts ...session.UpdateOpti
 // session changed since, it is Claim's one script and the caller's write
 // another.
 //
-// plan runs here rather than inside claim: a turn's first write is planned
-// on the turn's goroutine, whose stack then holds one frame of the store
-// fewer (claim's is large) and stays at the size it has without Redis.
+// plan runs once, before claim's attempts: a retried script sends the
+// write planned for the first.
 func (r *Store) ClaimStart(ctx context.Context, id string, plan func(session.Session) (session.Write, bool), opts ...session.UpdateOption) (session.Session, session.Lease, *session.Started, error) {
 	o := session.Options(opts...)
 	fresh := r.newSession(id, o, r.cfg.Now())
