@@ -1,6 +1,9 @@
 package mcp
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // lightenLine returns a JSON-RPC line with every tool of its tools/list
 // result that is over MaxSchemaBytes replaced by its name alone, recording
@@ -38,7 +41,7 @@ func (s *server) lightenLine(line []byte) []byte {
 		if n <= limit {
 			continue
 		}
-		stub, err := json.Marshal(map[string]any{"name": t.Name, "inputSchema": map[string]string{"type": "object"}})
+		stub, err := marshal(map[string]any{"name": t.Name, "inputSchema": map[string]string{"type": "object"}})
 		if err != nil {
 			continue
 		}
@@ -57,6 +60,19 @@ func (s *server) lightenLine(line []byte) []byte {
 		return line
 	}
 	return append(out, line[done:]...)
+}
+
+// marshal is json.Marshal without its HTML escaping: what is encoded again
+// of a server's line keeps the server's characters (json.Marshal would
+// write each &, < and > as six bytes, in the spans it copies too).
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // span is a JSON value as a slice of the document it was decoded from,

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -318,7 +319,7 @@ func cutBlock(raw span, limit int) (json.RawMessage, bool) {
 		delete(res, "text")
 		delete(res, "blob")
 		var err error
-		if blk["resource"], err = json.Marshal(res); err != nil {
+		if blk["resource"], err = marshal(res); err != nil {
 			return nil, false
 		}
 	default:
@@ -332,50 +333,63 @@ func cutBlock(raw span, limit int) (json.RawMessage, bool) {
 	}
 	meta[weightKey] = weight
 	var err error
-	if blk["_meta"], err = json.Marshal(meta); err != nil {
+	if blk["_meta"], err = marshal(meta); err != nil {
 		return nil, false
 	}
-	out, err := json.Marshal(blk)
+	out, err := marshal(blk)
 	if err != nil {
 		return nil, false
 	}
 	return out, true
 }
 
-// stringPrefix returns a JSON string of what the first n bytes or so of
-// the JSON string str hold, decoded into at most n bytes and cut at a
-// character boundary; it reads only those bytes of str. ok is false when
-// str is not a JSON string.
+// stringPrefix returns the JSON string str cut to what decodes to at most
+// n bytes, at a character boundary, in str's own bytes: nothing is decoded
+// and encoded again, so the cut is never longer than str and says what the
+// server said. It reads only the bytes it keeps. ok is false when str is
+// not a string; str is valid JSON (its block was decoded).
 func stringPrefix(str span, n int) (span, bool) {
 	if len(str) < 2 || str[0] != '"' {
 		return nil, false
 	}
-	// Up to n bytes of the string's JSON, not ending in an escape.
-	end := 1
-	for end < len(str)-1 && end <= n {
-		step := 1
-		if str[end] == '\\' {
+	body := str[1 : len(str)-1]
+	end, decoded := 0, 0 // body[:end] decodes to decoded bytes or fewer
+	for end < len(body) {
+		step, size := 1, 1
+		switch c := body[end]; {
+		case c == '\\' && body[end+1] == 'u':
+			// At most 3 bytes of UTF-8 (a lone surrogate decodes to
+			// U+FFFD); a surrogate pair is kept whole, 4 bytes.
+			step, size = 6, 3
+			if pairAt(body[end:]) {
+				step, size = 12, 4
+			}
+		case c == '\\':
 			step = 2
-			if end+1 < len(str) && str[end+1] == 'u' {
-				step = 6
+		case c >= utf8.RuneSelf:
+			r, w := utf8.DecodeRune(body[end:])
+			step, size = w, w
+			if r == utf8.RuneError && w == 1 {
+				size = 3 // an invalid byte decodes to U+FFFD
 			}
 		}
-		if end+step > n+1 || end+step > len(str)-1 {
+		if decoded+size > n {
 			break
 		}
-		end += step
+		end, decoded = end+step, decoded+size
 	}
-	var text string
-	if json.Unmarshal(append(append([]byte(nil), str[:end]...), '"'), &text) != nil {
-		return nil, false
-	}
-	cut := min(len(text), n)
-	for cut > 0 && cut < len(text) && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	b, err := json.Marshal(text[:cut])
-	if err != nil {
-		return nil, false
-	}
-	return b, true
+	return append(append(span(nil), str[:1+end]...), '"'), true
+}
+
+// pairAt reports whether b starts with the two \u escapes of a UTF-16
+// surrogate pair, which decode to one 4-byte character.
+func pairAt(b []byte) bool {
+	return len(b) >= 12 && b[6] == '\\' && b[7] == 'u' &&
+		hexIn(b[2:6], 0xD800, 0xDC00) && hexIn(b[8:12], 0xDC00, 0xE000)
+}
+
+// hexIn reports whether four hex digits are a value in [lo, hi).
+func hexIn(hex []byte, lo, hi uint64) bool {
+	v, err := strconv.ParseUint(string(hex), 16, 16)
+	return err == nil && v >= lo && v < hi
 }

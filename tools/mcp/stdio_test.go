@@ -90,19 +90,77 @@ func TestCutCall(t *testing.T) {
 }
 
 // FuzzCutCall: whatever a server sends, cutCall does not panic, and a
-// line that was JSON stays JSON, no longer than it was.
+// line that was JSON stays JSON, no longer than it was but for the _meta
+// each cut block gains (weightKey and its count: under 64 bytes).
 func FuzzCutCall(f *testing.F) {
 	f.Add(`{"id":1,"result":{"content":[{"type":"text","text":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\u00e9\n"}]}}`, 8)
 	f.Add(`{"id":1,"result":{"content":[{"type":"image","data":"QUJDRA==","_meta":[]}]}}`, 2)
 	f.Add(`{"id":1,"result":{"content":[{"type":"resource","resource":{"text":"xxxxxxxx","blob":"QQ=="}}]}}`, 3)
+	f.Add(`{"id":1,"result":{"Content":[{"type":"text","text":"0000000000000&&&&&&000000000000000000000"}]}}`, 39)
+	f.Add(`{"id":1,"result":{"content":[{"type":"text","text":"\ud83d\ude00\ud83d\ude00 <b>\u2028\u2028</b>"}]}}`, 5)
 	f.Fuzz(func(t *testing.T, line string, limit int) {
 		limit = max(1, limit%4096)
 		s := cutter(limit, "1")
 		got := s.cutCall([]byte(line))
-		if json.Valid([]byte(line)) && (!json.Valid(got) || len(got) > len(line)+64) {
+		if !json.Valid([]byte(line)) {
+			return
+		}
+		var msg struct {
+			Result struct {
+				Content []json.RawMessage `json:"content"`
+			} `json:"result"`
+		}
+		_ = json.Unmarshal([]byte(line), &msg)
+		if !json.Valid(got) || len(got) > len(line)+64*len(msg.Result.Content) {
 			t.Fatalf("cut %q into %q", line, got)
 		}
 	})
+}
+
+// TestCutText: a text is cut in the server's own bytes, to what decodes
+// to at most the limit, never inside a character, an escape or a
+// surrogate pair, and comes out a prefix of what was sent.
+func TestCutText(t *testing.T) {
+	tests := []struct {
+		name, text string // text: the JSON string's content as sent
+		limit      int
+		want       string // the cut's JSON content
+	}{
+		{"HTML characters as sent", `a&b<c>d&e<f>g`, 8, `a&b<c>d&`},
+		{"line separators as sent", "x\\u2028y\u2028z\u2028", 8, "x\\u2028y\u2028"},
+		{"a surrogate pair kept whole", `ab\ud83d\ude00cd`, 5, `ab`},
+		{"a surrogate pair that fits", `ab\ud83d\ude00cd`, 6, `ab\ud83d\ude00`},
+		{"a lone surrogate counts as U+FFFD", `\ud83dabc`, 4, `\ud83da`},
+		{"a character not split", "éééé", 5, "éé"},
+		{"an invalid byte counts as U+FFFD", "a\xffbcd", 4, "a\xff"},
+		{"short escapes whole", `\n\"\\\/x`, 3, `\n\"\\`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			text, want := tc.text, tc.want
+			line := `{"id":1,"result":{"content":[{"type":"text","text":"` + text + strings.Repeat("z", 64) + `"}]}}`
+			got := cutter(tc.limit, "1").cutCall([]byte(line))
+			var msg struct {
+				Result struct {
+					Content []struct {
+						Text json.RawMessage `json:"text"`
+					} `json:"content"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal(got, &msg); err != nil || len(msg.Result.Content) != 1 {
+				t.Fatalf("cut into %q (%v)", got, err)
+			}
+			if raw := string(msg.Result.Content[0].Text); raw != `"`+want+`"` {
+				t.Errorf("cut to %s, want %q", raw, `"`+want+`"`)
+			}
+			var cut, full string
+			_ = json.Unmarshal(msg.Result.Content[0].Text, &cut)
+			_ = json.Unmarshal([]byte(`"`+text+`"`), &full)
+			if len(cut) > tc.limit || !strings.HasPrefix(full, cut) {
+				t.Errorf("decoded %q (%d bytes, limit %d), not a prefix of %q", cut, len(cut), tc.limit, full)
+			}
+		})
+	}
 }
 
 func TestLightenLine(t *testing.T) {
