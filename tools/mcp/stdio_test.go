@@ -137,8 +137,7 @@ func TestCutText(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			text, want := tc.text, tc.want
-			line := `{"id":1,"result":{"content":[{"type":"text","text":"` + text + strings.Repeat("z", 64) + `"}]}}`
+			line := `{"id":1,"result":{"content":[{"type":"text","text":"` + tc.text + strings.Repeat("z", 64) + `"}]}}`
 			got := cutter(tc.limit, "1").cutCall([]byte(line))
 			var msg struct {
 				Result struct {
@@ -150,12 +149,12 @@ func TestCutText(t *testing.T) {
 			if err := json.Unmarshal(got, &msg); err != nil || len(msg.Result.Content) != 1 {
 				t.Fatalf("cut into %q (%v)", got, err)
 			}
-			if raw := string(msg.Result.Content[0].Text); raw != `"`+want+`"` {
-				t.Errorf("cut to %s, want %q", raw, `"`+want+`"`)
+			if raw := string(msg.Result.Content[0].Text); raw != `"`+tc.want+`"` {
+				t.Errorf("cut to %s, want %q", raw, `"`+tc.want+`"`)
 			}
 			var cut, full string
 			_ = json.Unmarshal(msg.Result.Content[0].Text, &cut)
-			_ = json.Unmarshal([]byte(`"`+text+`"`), &full)
+			_ = json.Unmarshal([]byte(`"`+tc.text+`"`), &full)
 			if len(cut) > tc.limit || !strings.HasPrefix(full, cut) {
 				t.Errorf("decoded %q (%d bytes, limit %d), not a prefix of %q", cut, len(cut), tc.limit, full)
 			}
