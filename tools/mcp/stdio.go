@@ -295,8 +295,8 @@ func cutBlock(raw span, limit int) (json.RawMessage, bool) {
 			return nil, false
 		}
 		prefix, ok := stringPrefix(text, limit)
-		if !ok {
-			return nil, false
+		if !ok || len(prefix) == len(text) {
+			return nil, false // not a string, or its escapes decode within the limit
 		}
 		// The whole text is not decoded: its JSON length stands for it.
 		weight = len(text) - 2

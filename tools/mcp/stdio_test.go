@@ -33,6 +33,7 @@ func TestCutCall(t *testing.T) {
 		{"image data dropped", `{"id":"c-1","result":{"content":[{"type":"image","mimeType":"image/png","data":"` + strings.Repeat("QUJD", 2000) + `","_meta":{"k":1}}]}}`, []string{`"c-1"`}, "", 6000},
 		{"resource text dropped", `{"id":3,"result":{"isError":false,"content":[{"type":"text","text":"ok"},{"type":"resource","resource":{"uri":"file:///r","text":"` + strings.Repeat("r", 5000) + `"}}]}}`, []string{"3"}, "ok", 0},
 		{"within the limit", `{"id":7,"result":{"content":[{"type":"text","text":"short"}]}}`, []string{"7"}, "", 0},
+		{"escapes that decode within the limit", `{"id":7,"result":{"content":[{"type":"text","text":"` + strings.Repeat(`\n`, 600) + `"}]}}`, []string{"7"}, "", 0},
 		{"an answer to no awaited call", `{"id":8,"result":{"content":[{"type":"text","text":"` + long + `"}]}}`, []string{"7"}, "", 0},
 		{"not JSON", `{"id":7,"result":{"content":[{"type":"text","text":"` + long, []string{"7"}, "", 0},
 	}
