@@ -324,6 +324,11 @@ func (s *Server) mirrorFailed(st *mirrorState, err error) (over bool) {
 	case errors.Is(err, turnlog.ErrNotFound) || errors.Is(err, turnlog.ErrFinished) || errors.Is(err, turnlog.ErrClosed):
 		// The session was deleted: nothing more to copy.
 		return true
+	case errors.Is(err, turnlog.ErrExists):
+		// The shared log has another turn under this turn's ID: a write
+		// sent again would add this turn's frames to it.
+		s.log.Error("shared turn log: another turn there has this turn's ID; stopped copying", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		return true
 	case errors.Is(err, session.ErrCorrupt):
 		// The shared log lacks frames it had (Redis lost data): a
 		// reader elsewhere gets what it has, then the writer's end.

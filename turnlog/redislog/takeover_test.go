@@ -196,9 +196,12 @@ func TestRedisTakeOver(t *testing.T) {
 	}
 
 	// A turn whose writer died before its first write is registered by
-	// the takeover, without frames.
+	// the takeover, without frames, with a start of the taker's own (a
+	// replica that takes a turn over does not know when it started).
 	unlisted := turnlog.Meta{Ref: turnlog.Ref{Session: session.NewID(), Turn: session.NewID()}, Owner: "o2", AgentID: "agent"}
-	if err := a.Open(unlisted); err != nil {
+	opened := unlisted
+	opened.Started = time.Now().Add(-time.Second)
+	if err := a.Open(opened); err != nil {
 		t.Fatal(err)
 	}
 	st, err = b.TakeOver(ctx, unlisted)
