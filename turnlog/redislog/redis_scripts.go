@@ -70,17 +70,14 @@ end
 // pruneBeforeMs follow) it registers the turn as startScript does, the
 // keys' expiries then being set by the write (its ttlMs). A resent first
 // write finds the turn registered with the same start and owner. A turn
-// another process took over before this first write (meta field r, with
-// another writer token) fences the write whatever its start: the taker
-// registered the turn with a start of its own.
+// another process took over before this first write (meta field r) is
+// left to fenceScript, as any write to a taken-over turn: the taker
+// registered it with a start of its own, which tells nothing.
 const openScript = `
 if ARGV[10] == '1' then
   local cur = redis.call('HGET', KEYS[2], 't')
   if cur then
-    if redis.call('HGET', KEYS[2], 'l') ~= ARGV[15] and redis.call('HEXISTS', KEYS[2], 'r') == 1 then
-      return redis.error_reply('TURNLOG_FENCED')
-    end
-    if cur ~= ARGV[13] or redis.call('HGET', KEYS[2], 'o') ~= ARGV[11] then
+    if redis.call('HEXISTS', KEYS[2], 'r') == 0 and (cur ~= ARGV[13] or redis.call('HGET', KEYS[2], 'o') ~= ARGV[11]) then
       return redis.error_reply('TURNLOG_EXISTS')
     end
   else
