@@ -312,9 +312,118 @@ func (n *Agent) Warnings() []string {
 	return out
 }
 
-// Option adjusts one Run or Answer call.
-type Option func(*options)
+// Input is everything one turn starts from, for Run: what it answers (a
+// user message, answers to the calls that wait for approval, results of
+// client tools' calls) and the settings the request that asks for it
+// brings. The zero value of every field means "none" or "the default".
+//
+// A turn answers a message (Text or Attachments: with Results, the
+// client's results are recorded before it), or Answers (with Results, or
+// Results alone: the client's results of the session's calls of its
+// tools), or, with none of these, goes on from the conversation as it
+// stands (History ending with the results of the client's tools, on a
+// Stateless turn or added to the session).
+type Input struct {
+	// Text is the user's message; Attachments the images and files it
+	// carries (a message may be attachments alone). Each attachment must
+	// be of a kind the agent's model takes and within
+	// Config.MaxAttachmentBytes (ErrAttachment).
+	Text        string
+	Attachments []chat.Attachment
+	// Answers answer the session's calls that wait for approval: every
+	// pending call must be answered, each once. A denied call is recorded
+	// with its reason as its result and not run; an approved one runs in
+	// the turn (its model call was offered it; a tool that cannot run now
+	// is refused) and is recorded like any call; then the model goes on.
+	Answers []ApprovalAnswer
+	// Results are the client's results of the session's calls of client
+	// tools that wait for them (ToolResult.CallID names the call;
+	// Content, IsError and NotRun are the client's). Each is recorded as
+	// the call's result, and the call in the orchestration as a tool that
+	// ran (unless the result is NotRun, or its content says it did not
+	// run), in the turn's first write. A turn without a message must
+	// answer every waiting call; a new message gives the ones left out a
+	// result saying the client sent none. A result for a call the session
+	// already has one for is a resent copy and is ignored.
+	Results []chat.ToolResult
 
+	// History is messages that come before the turn's message, as a
+	// client holds its conversation: they are added to the session's
+	// history ahead of the message, and replayed through the
+	// orchestration (see Agent.Replay), so that the turn starts in the
+	// step, sequence position and offer those messages lead to. They must
+	// pass Agent.CheckHistory. Compacted is messages that came before
+	// History's and that a compaction left out (a Responses API
+	// compaction item): the orchestration replays them, and neither the
+	// model nor the session's history has them.
+	History, Compacted []chat.Message
+	// Stateless runs the turn on a session of its own that is dropped
+	// when the turn ends (an in-memory store made for the turn): nothing
+	// of it is stored, and no other turn can see or busy it. The session
+	// ID only names the turn in logs and traces. With History, the
+	// history is the whole conversation.
+	Stateless bool
+	// Regenerate answers the session's last user message again instead
+	// of adding the message: its previous answer (every message after it
+	// in the history) is dropped in the write that starts the turn, and
+	// Text must equal that last user message (ErrNotLastMessage
+	// otherwise). The orchestration goes back to the state the dropped
+	// answer started from (orchestration.Regenerate). Token usage keeps
+	// what the dropped answer spent, and the session's RegeneratedUsage
+	// says how much that was. Edit is Regenerate with a new text: Text
+	// replaces the session's last user message, which is dropped with its
+	// answer. On a session with no user message yet either is an ordinary
+	// turn. Neither goes with History or Stateless.
+	Regenerate, Edit bool
+
+	// ClientTools are the tools the request's client brings and runs
+	// itself. The orchestration offers them by its rules
+	// (orchestration.Engine.OfferWith); a call of one ends the turn with
+	// the call (chat.KindClientCall, chat.FinishToolCalls), and the
+	// client's next request carries its result (Results). A name must be
+	// set, used once and not be one of the agent's tools.
+	ClientTools []chat.ToolSpec
+	// ToolChoice is the client's tool_choice: it narrows what the
+	// orchestration offers in the turn, and a choice that requires a call
+	// the active step does not offer refuses the turn (ErrToolChoice).
+	ToolChoice orchestration.ToolChoice
+	// Format asks for the turn's answer in a format (llmorch.Format).
+	Format *llmorch.Format
+	// Instructions are the client's own instructions (its system and
+	// developer messages): the model reads them after the template's,
+	// marked as the client's, unless the template refuses them
+	// (ErrInstructions). They belong to the turn and are not stored.
+	Instructions string
+
+	// Owner names the caller (an API key's fingerprint). Sessions live in
+	// their owner's keyspace (session.Key): the same ID names another
+	// session under another owner.
+	Owner string
+	// TurnID names the turn (its stream's ID, for example), so that a
+	// turn that dies can be recovered from what it streamed under that
+	// name (Config.StreamedSteps). Empty: a random ID.
+	TurnID string
+	// Key is the turn's idempotency key (a client's Idempotency-Key, the
+	// AI SDK's user message ID): the turn's first write records it in the
+	// session with the message, atomically (session.WithRequest), and a
+	// turn with a key the session already keeps does not start: Run
+	// yields a *DuplicateError naming the turn the key started. Keys are
+	// kept for the session's lifetime, the latest session.MaxRequests of
+	// them.
+	Key string
+	// Position is the position of the turn's stream (the seq of the last
+	// event the server logged of it so far), so that, when the store is
+	// shared by replicas (Config.StreamedSteps), each write records how
+	// far the saved answer reaches in the stream: a replica that finds the
+	// turn interrupted takes it over, or rebuilds what is missing, from
+	// exactly there (session.Journal.Frame).
+	Position func() int64
+}
+
+// Text is the Input of a plain user message.
+func Text(message string) Input { return Input{Text: message} }
+
+// options are an Input's settings as the turn's code reads them.
 type options struct {
 	owner      string
 	turnID     string
@@ -332,74 +441,25 @@ type options struct {
 	attachments  []chat.Attachment
 	results      []chat.ToolResult
 	compacted    []chat.Message
-	// request is the turn's idempotency key (WithRequest).
+	// request is the turn's idempotency key (Input.Key).
 	request string
 }
 
-// WithRequest gives the turn an idempotency key (a client's
-// Idempotency-Key, the AI SDK's user message ID): the turn's first write
-// records it in the session with the message, atomically
-// (session.WithRequest), and a turn with a key the session already keeps
-// does not start: Run yields a *DuplicateError naming the turn the key
-// started. A client retrying a request whose reply it lost (its
-// connection, or the replica serving it, died) thus never runs the turn,
-// nor stores its message, twice. Keys are kept for the session's lifetime,
-// the latest session.MaxRequests of them.
-func WithRequest(key string) Option { return func(o *options) { o.request = key } }
-
-// WithTurnID names the turn (its stream's ID, for example), so that a
-// turn that dies can be recovered from what it streamed under that name
-// (Config.StreamedSteps). Without it the turn gets a random ID.
-func WithTurnID(id string) Option { return func(o *options) { o.turnID = id } }
-
-// WithStreamPosition gives the turn the position of its stream (the seq
-// of the last frame the server wrote of it so far), so that, when the
-// store is shared by replicas (Config.StreamedSteps), each write records
-// how far the saved answer reaches in the stream: a replica that finds
-// the turn interrupted takes it over, or rebuilds what is missing, from
-// exactly there (session.Journal.Frame).
-func WithStreamPosition(pos func() int64) Option { return func(o *options) { o.position = pos } }
-
-// WithOwner names the caller (an API key's fingerprint). Sessions live in
-// their owner's keyspace (session.Key): the same ID names another session
-// under another owner.
-func WithOwner(owner string) Option { return func(o *options) { o.owner = owner } }
-
-// WithHistory gives messages that come before the turn's message, as a
-// client holds its conversation: they are added to the session's history
-// ahead of the message, and replayed through the orchestration (see
-// Agent.Replay), so that the turn starts in the step, sequence position and
-// offer those messages lead to. They must pass Agent.CheckHistory.
-func WithHistory(msgs []chat.Message) Option { return func(o *options) { o.history = msgs } }
-
-// Stateless runs the turn on a session of its own that is dropped when the
-// turn ends (an in-memory store made for the turn): nothing of it is
-// stored, and no other turn can see or busy it. The session ID only names
-// the turn in logs and traces. With WithHistory, the history is the whole
-// conversation.
-func Stateless() Option { return func(o *options) { o.stateless = true } }
-
-// Regenerate answers the session's last user message again instead of
-// adding the message: its previous answer (every message after it in the
-// history) is dropped in the write that starts the turn, and the message
-// must equal that last user message (ErrNotLastMessage otherwise). The
-// orchestration goes back to the state the dropped answer started from
-// (orchestration.Regenerate): its active step, sequence position, tool
-// history and message counters are those before the message, which is
-// then applied again. Token usage keeps what the dropped answer spent, and
-// the session's RegeneratedUsage says how much that was. On a session with
-// no user message yet it is an ordinary turn.
-func Regenerate() Option { return func(o *options) { o.regenerate = true } }
-
-// Edit is Regenerate with a new text: the turn's message replaces the
-// session's last user message, which is dropped with its answer in the
-// write that starts the turn, and is answered in its place. The
-// orchestration is wound back as Regenerate winds it back. On a session
-// with no user message yet it is an ordinary turn.
-func Edit() Option { return func(o *options) { o.regenerate, o.edit = true, true } }
+func (in Input) options() options {
+	o := options{
+		owner: in.Owner, turnID: in.TurnID, position: in.Position, history: in.History, stateless: in.Stateless,
+		regenerate: in.Regenerate || in.Edit, edit: in.Edit, clientTools: in.ClientTools, choice: in.ToolChoice,
+		format: in.Format, instructions: in.Instructions, attachments: in.Attachments, results: in.Results,
+		compacted: in.Compacted, request: in.Key,
+	}
+	if o.turnID == "" {
+		o.turnID = session.NewID()
+	}
+	return o
+}
 
 // Run runs one turn of the agent on the session (created when new, in the
-// owner's keyspace: WithOwner) and yields its events, numbered from 1 and
+// owner's keyspace: Input.Owner) and yields its events, numbered from 1 and
 // ending with Done.
 //
 // Nothing happens until the sequence is iterated: the session's lease is
@@ -407,21 +467,38 @@ func Edit() Option { return func(o *options) { o.regenerate, o.edit = true, true
 // broken off, which stops the turn, saves its partial answer and frees the
 // session), so that a sequence never ranged over holds nothing. A turn
 // that cannot start yields one error and no event: ErrInvalidSessionID,
-// ErrInvalidMessage (a *HistoryError for a WithHistory conversation),
+// ErrInvalidMessage (a *HistoryError for a History conversation),
 // ErrWrongAgent, ErrNotLastMessage (Regenerate), session.ErrNotFound,
-// session.ErrBusy (a turn is running), or a store failure wrapping
-// session.ErrUnavailable. Once the turn started, its failures are events
-// (chat.KindError), never errors of the sequence. Started turns this
-// into what an HTTP server needs: the error before any event, then the
-// events.
+// session.ErrBusy (a turn is running), a store failure wrapping
+// session.ErrUnavailable, the client's errors (ErrClientTools,
+// ErrToolChoice, ErrToolResults, ErrInstructions, ErrAttachment) and, for
+// Answers, ErrUnknownApproval, ErrApprovalAnswered, ErrApprovalsIncomplete
+// or ErrInvalidApproval as an *ApprovalError. Once the turn started, its
+// failures are events (chat.KindError), never errors of the sequence.
+// Started turns this into what an HTTP server needs: the error before any
+// event, then the events.
 //
 // The turn runs under ctx: its values reach the tools (tools.CallFrom
 // adds the session and the call), and its cancellation stops the turn;
 // a cancellation cause that is a *chat.Error, *chat.Limit or *chat.Stop
 // says why in the turn's last events.
-func (n *Agent) Run(ctx context.Context, sessionID, message string, opts ...Option) iter.Seq2[chat.Event, error] {
-	return n.turn(ctx, sessionID, message, func(ctx context.Context) (iter.Seq[chat.Event], error) {
-		return n.handleMessage(ctx, sessionID, message, opts...)
+func (n *Agent) Run(ctx context.Context, sessionID string, in Input) iter.Seq2[chat.Event, error] {
+	return n.turn(ctx, sessionID, in.Text, func(ctx context.Context) (iter.Seq[chat.Event], error) {
+		o := in.options()
+		switch {
+		case len(in.Answers) > 0 && (in.Text != "" || len(in.Attachments) > 0):
+			return nil, &ApprovalError{Err: ErrInvalidApproval, Index: -1, Msg: "a turn answers the calls that wait for approval or a new message, not both: send the answers first"}
+		case len(in.Answers) > 0:
+			return n.handleApprovals(ctx, sessionID, in.Answers, o)
+		case in.Text != "" || len(in.Attachments) > 0:
+			return n.handleMessage(ctx, sessionID, in.Text, o)
+		case in.Stateless || len(in.History) > 0:
+			return n.handleConversation(ctx, sessionID, o)
+		case len(in.Results) > 0:
+			return n.handleApprovals(ctx, sessionID, nil, o)
+		}
+		// An empty message is refused as such.
+		return n.handleMessage(ctx, sessionID, "", o)
 	})
 }
 
@@ -512,8 +589,7 @@ func (n *Agent) recordStoreError(ctx context.Context, e *chat.Error) {
 	}
 }
 
-func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, opts ...Option) (iter.Seq[chat.Event], error) {
-	o := collect(opts)
+func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, o options) (iter.Seq[chat.Event], error) {
 	// A message may be attachments alone.
 	if message != "" || len(o.attachments) == 0 {
 		if err := n.checkMessage(message); err != nil {
@@ -526,17 +602,6 @@ func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, op
 	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
 		return n.startTurn(ctx, key, message, sess, o)
 	})
-}
-
-func collect(opts []Option) options {
-	var o options
-	for _, f := range opts {
-		f(&o)
-	}
-	if o.turnID == "" {
-		o.turnID = session.NewID()
-	}
-	return o
 }
 
 // turnStart is how a turn starts: the write that records what starts it,
@@ -950,22 +1015,6 @@ func (e *ApprovalError) Unwrap() error { return e.Err }
 
 // MaxApprovalReasonBytes bounds the reason of an answer.
 const MaxApprovalReasonBytes = 2000
-
-// Answer answers the session's calls that wait for approval and runs the
-// turn that carries the answers out: a denied call is recorded with its
-// reason as its result and not run; an approved one runs in the turn (its
-// model call was offered it; a tool that cannot run now is refused), and
-// is recorded like any call; then
-// the model goes on. Every pending call of the session must be answered,
-// each once. It is lazy like Run; a turn that cannot start yields one
-// error: those of Run, and ErrUnknownApproval, ErrApprovalAnswered,
-// ErrApprovalsIncomplete or ErrInvalidApproval (a reason too long or not
-// UTF-8) as an *ApprovalError.
-func (n *Agent) Answer(ctx context.Context, sessionID string, answers []ApprovalAnswer, opts ...Option) iter.Seq2[chat.Event, error] {
-	return n.turn(ctx, sessionID, "", func(ctx context.Context) (iter.Seq[chat.Event], error) {
-		return n.handleApprovals(ctx, sessionID, answers, collect(opts))
-	})
-}
 
 func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers []ApprovalAnswer, o options) (iter.Seq[chat.Event], error) {
 	if len(answers) == 0 && o.results == nil {

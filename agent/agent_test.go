@@ -55,7 +55,7 @@ func offlineModels(*template.Template) (llmorch.Model, error) {
 // turn runs one turn to the end and returns its events.
 func turn(t *testing.T, n *agent.Agent, sessionID, msg string) []chat.Event {
 	t.Helper()
-	events, err := agent.Started(n.Run(context.Background(), sessionID, msg))
+	events, err := agent.Started(n.Run(context.Background(), sessionID, agent.Text(msg)))
 	if err != nil {
 		t.Fatalf("Run(%q): %v", msg, err)
 	}
@@ -194,32 +194,32 @@ func TestRunErrors(t *testing.T) {
 	planner, _ := agents.Get("planner")
 	ctx := context.Background()
 
-	if _, err := agent.Started(cr.Run(ctx, session.NewID(), "   ")); !errors.Is(err, agent.ErrInvalidMessage) {
+	if _, err := agent.Started(cr.Run(ctx, session.NewID(), agent.Text("   "))); !errors.Is(err, agent.ErrInvalidMessage) {
 		t.Errorf("empty message: %v", err)
 	}
-	if _, err := agent.Started(cr.Run(ctx, session.NewID(), strings.Repeat("x", agent.DefaultMaxMessageBytes+1))); !errors.Is(err, agent.ErrInvalidMessage) {
+	if _, err := agent.Started(cr.Run(ctx, session.NewID(), agent.Text(strings.Repeat("x", agent.DefaultMaxMessageBytes+1)))); !errors.Is(err, agent.ErrInvalidMessage) {
 		t.Errorf("long message: %v", err)
 	}
-	if _, err := agent.Started(cr.Run(ctx, session.NewID(), "bad \xff utf-8")); !errors.Is(err, agent.ErrInvalidMessage) {
+	if _, err := agent.Started(cr.Run(ctx, session.NewID(), agent.Text("bad \xff utf-8"))); !errors.Is(err, agent.ErrInvalidMessage) {
 		t.Errorf("invalid UTF-8: %v", err)
 	}
 
 	id := session.NewID()
-	events, err := agent.Started(cr.Run(ctx, id, "Critique this plan", agent.WithOwner("alice")))
+	events, err := agent.Started(cr.Run(ctx, id, agent.Input{Text: "Critique this plan", Owner: "alice"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// While the first turn holds the session, a second one is refused.
-	if _, err := agent.Started(cr.Run(ctx, id, "hello", agent.WithOwner("alice"))); !errors.Is(err, session.ErrBusy) {
+	if _, err := agent.Started(cr.Run(ctx, id, agent.Input{Text: "hello", Owner: "alice"})); !errors.Is(err, session.ErrBusy) {
 		t.Errorf("second turn on a busy session: %v, want ErrBusy", err)
 	}
 	for range events {
 	}
-	if _, err := agent.Started(planner.Run(ctx, id, "plan it", agent.WithOwner("alice"))); !errors.Is(err, agent.ErrWrongAgent) {
+	if _, err := agent.Started(planner.Run(ctx, id, agent.Input{Text: "plan it", Owner: "alice"})); !errors.Is(err, agent.ErrWrongAgent) {
 		t.Errorf("another agent on the session: %v, want ErrWrongAgent", err)
 	}
 	// Another owner using the same ID gets a session of its own.
-	other, err := agent.Started(cr.Run(ctx, id, "hello", agent.WithOwner("mallory")))
+	other, err := agent.Started(cr.Run(ctx, id, agent.Input{Text: "hello", Owner: "mallory"}))
 	if err != nil {
 		t.Errorf("another owner's turn on the same ID: %v", err)
 	} else {
@@ -232,7 +232,7 @@ func TestRunErrors(t *testing.T) {
 		}
 	}
 	// After the turn the session is free again.
-	events, err = agent.Started(cr.Run(ctx, id, "thanks", agent.WithOwner("alice")))
+	events, err = agent.Started(cr.Run(ctx, id, agent.Input{Text: "thanks", Owner: "alice"}))
 	if err != nil {
 		t.Fatalf("turn after the first finished: %v", err)
 	}
@@ -304,13 +304,13 @@ func TestRunIsLazy(t *testing.T) {
 	defer store.Close()
 	n := gatedNode(t, store, agent.Config{}, newGatedModel())
 	id := session.NewID()
-	_ = n.Run(context.Background(), id, "never ranged")
+	_ = n.Run(context.Background(), id, agent.Text("never ranged"))
 	if _, _, err := store.Claim(context.Background(), id); err != nil {
 		t.Fatalf("a turn never ranged over holds the session: %v", err)
 	}
 	for _, bad := range []string{"", "short", "bad:id/with spaces", strings.Repeat("x", 129)} {
 		items := 0
-		for ev, err := range n.Run(context.Background(), bad, "hi") {
+		for ev, err := range n.Run(context.Background(), bad, agent.Text("hi")) {
 			items++
 			if !errors.Is(err, agent.ErrInvalidSessionID) || ev.Kind != "" {
 				t.Errorf("session ID %q: %+v, %v", bad, ev, err)

@@ -178,7 +178,7 @@ const approvalTemplate = `{"agentId": "ap", "name": "Ap", "nodes": ["llm.openai"
 func TestApprovalHeldThenApproved(t *testing.T) {
 	r := newApprovalRig(t, approvalTemplate)
 	r.model.script = [][]chat.Event{{call("c1", "think"), call("c2", "critique"), call("c3", "brainstorm")}}
-	evs := drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go")))
+	evs := drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Text("go"))))
 	done := evs[len(evs)-1]
 	if done.FinishReason != chat.FinishApproval {
 		t.Fatalf("finish %q, want %q; events %v", done.FinishReason, chat.FinishApproval, kinds(evs))
@@ -210,16 +210,16 @@ func TestApprovalHeldThenApproved(t *testing.T) {
 		t.Fatalf("stored approvals %+v", ap)
 	}
 	// The session is free: a wrong answer is refused before any turn.
-	_, err := agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: "nope", Approved: true}}))
+	_, err := agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: "nope", Approved: true}}}))
 	if !errors.Is(err, agent.ErrUnknownApproval) {
 		t.Fatalf("unknown approval: %v", err)
 	}
-	_, err = agent.Started(r.node.Answer(context.Background(), session.NewID(), []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}}))
+	_, err = agent.Started(r.node.Run(context.Background(), session.NewID(), agent.Input{Answers: []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}}}))
 	if !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("answer on an unknown session: %v", err)
 	}
 
-	evs = drain(t)(agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}})))
+	evs = drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}}})))
 	if done := evs[len(evs)-1]; done.FinishReason != chat.FinishStop {
 		t.Fatalf("the answering turn finished %q: %v", done.FinishReason, kinds(evs))
 	}
@@ -246,7 +246,7 @@ func TestApprovalHeldThenApproved(t *testing.T) {
 	if ap := r.approvals(); ap[0].Status != session.ApprovalApproved {
 		t.Fatalf("stored approvals after the answer %+v", ap)
 	}
-	_, err = agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}}))
+	_, err = agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: req.Approval.ID, Approved: true}}}))
 	if !errors.Is(err, agent.ErrApprovalAnswered) {
 		t.Fatalf("a second answer: %v", err)
 	}
@@ -257,9 +257,9 @@ func TestApprovalHeldThenApproved(t *testing.T) {
 func TestApprovalDenied(t *testing.T) {
 	r := newApprovalRig(t, approvalTemplate)
 	r.model.script = [][]chat.Event{{call("c1", "critique")}}
-	evs := drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go")))
+	evs := drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Text("go"))))
 	id := evs[slices.IndexFunc(evs, func(e chat.Event) bool { return e.Kind == chat.KindApproval })].Approval.ID
-	evs = drain(t)(agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: id, Approved: false, Reason: "too costly"}})))
+	evs = drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: id, Approved: false, Reason: "too costly"}}})))
 	if evs[0].Kind != chat.KindToolResult || !evs[0].ToolResult.Denied || !strings.Contains(evs[0].ToolResult.Content, "too costly") {
 		t.Fatalf("first event %+v", evs[0])
 	}
@@ -281,21 +281,21 @@ func TestApprovalDenied(t *testing.T) {
 func TestApprovalParallelAndIncomplete(t *testing.T) {
 	r := newApprovalRig(t, `{"agentId": "ap", "name": "Ap", "nodes": ["llm.openai", "think", "critique"], "options": {"requireApproval": ["*"]}}`)
 	r.model.script = [][]chat.Event{{call("c1", "critique"), call("c2", "think")}}
-	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go")))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Text("go"))))
 	ap := r.approvals()
 	if len(ap) != 2 {
 		t.Fatalf("approvals %+v", ap)
 	}
-	_, err := agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}}))
+	_, err := agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}}}))
 	var ae *agent.ApprovalError
 	if !errors.Is(err, agent.ErrApprovalsIncomplete) || !errors.As(err, &ae) || ae.ID != ap[0].ID {
 		t.Fatalf("a partial answer: %v", err)
 	}
-	_, err = agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}, {ID: ap[1].ID, Approved: false}}))
+	_, err = agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}, {ID: ap[1].ID, Approved: false}}}))
 	if !errors.Is(err, agent.ErrApprovalAnswered) {
 		t.Fatalf("one ID twice: %v", err)
 	}
-	evs := drain(t)(agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}, {ID: ap[0].ID, Approved: false}})))
+	evs := drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}, {ID: ap[0].ID, Approved: false}}})))
 	if evs[0].ToolResult == nil || evs[0].ToolResult.CallID != "c1" || !evs[0].ToolResult.Denied || evs[1].ToolResult == nil || evs[1].ToolResult.CallID != "c2" || evs[1].ToolResult.IsError {
 		t.Fatalf("events %v", kinds(evs))
 	}
@@ -309,8 +309,8 @@ func TestApprovalParallelAndIncomplete(t *testing.T) {
 func TestNewMessageDeniesPending(t *testing.T) {
 	r := newApprovalRig(t, approvalTemplate)
 	r.model.script = [][]chat.Event{{call("c1", "critique")}}
-	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go")))
-	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "never mind")))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Text("go"))))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Text("never mind"))))
 	if got := r.tools.runs(); len(got) != 0 {
 		t.Fatalf("ran %v", got)
 	}
@@ -323,7 +323,7 @@ func TestNewMessageDeniesPending(t *testing.T) {
 	if msgs[n-1].Content != "never mind" || msgs[n-2].Role != chat.RoleTool || !strings.Contains(msgs[n-2].Content, agent.DeniedByNewMessage) || len(msgs[n-3].ToolCalls) != 1 {
 		t.Fatalf("the model got %+v", msgs)
 	}
-	_, err := agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[0].ID, Approved: true}}))
+	_, err := agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: ap[0].ID, Approved: true}}}))
 	if !errors.Is(err, agent.ErrApprovalAnswered) {
 		t.Fatalf("answering a call the new message denied: %v", err)
 	}
@@ -337,7 +337,7 @@ func TestStopCause(t *testing.T) {
 	r.model.block = true
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	events, err := agent.Started(r.node.Run(ctx, r.id, "go"))
+	events, err := agent.Started(r.node.Run(ctx, r.id, agent.Text("go")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestStopCause(t *testing.T) {
 		t.Fatalf("history %+v", msgs)
 	}
 	r.model.block = false
-	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "again")))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Text("again"))))
 }
 
 // TestStopDuringTool: a stop while a tool runs cancels the tool's context
@@ -378,7 +378,7 @@ func TestStopDuringTool(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		cancel(chat.StoppedByUser)
 	}()
-	evs := drain(t)(agent.Started(r.node.Run(ctx, r.id, "go")))
+	evs := drain(t)(agent.Started(r.node.Run(ctx, r.id, agent.Text("go"))))
 	if done := evs[len(evs)-1]; done.FinishReason != chat.FinishStopped {
 		t.Fatalf("events %v", kinds(evs))
 	}
@@ -419,7 +419,7 @@ func TestStopAfterARunningCall(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		cancel(chat.StoppedByUser)
 	}()
-	drain(t)(agent.Started(r.node.Run(ctx, r.id, "go")))
+	drain(t)(agent.Started(r.node.Run(ctx, r.id, agent.Text("go"))))
 	msgs, _ := r.store.Messages(context.Background(), r.id, 0)
 	if len(msgs) != 4 || len(msgs[1].ToolCalls) != 2 || msgs[2].ToolCallID != "c1" || msgs[2].NotRun || msgs[3].ToolCallID != "c2" || !msgs[3].NotRun {
 		t.Fatalf("history %+v: want the message, both shown calls, think's result and brainstorm's not-run one", msgs)
@@ -443,12 +443,12 @@ func TestApprovalWithoutHistory(t *testing.T) {
 	r := newApprovalRig(t, `{"agentId": "ap", "name": "Ap", "nodes": ["llm.openai", "critique"], "chatSettings": {"historyPolicy": "none"},
   "options": {"requireApproval": ["critique"]}}`)
 	r.model.script = [][]chat.Event{{call("c1", "critique")}}
-	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "earlier"))) // held, then denied by the next message
-	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go")))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Text("earlier")))) // held, then denied by the next message
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Text("go"))))
 	r.model.script = [][]chat.Event{{call("c2", "critique")}}
-	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "now")))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Text("now"))))
 	ap := r.approvals()
-	drain(t)(agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: ap[len(ap)-1].ID, Approved: true}})))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: ap[len(ap)-1].ID, Approved: true}}})))
 	msgs := r.model.last().Messages
 	if len(msgs) != 3 || msgs[0].Content != "now" || len(msgs[1].ToolCalls) != 1 || msgs[2].ToolCallID != "c2" {
 		t.Fatalf("the model got %+v, want the user message, the call and its result", msgs)
@@ -461,12 +461,12 @@ func TestApprovalWithoutHistory(t *testing.T) {
 func TestApprovalMessageChain(t *testing.T) {
 	r := newApprovalRig(t, approvalTemplate)
 	r.model.script = [][]chat.Event{{call("c1", "critique")}, {call("c2", "critique")}}
-	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, "go", agent.WithTurnID("turn-1"))))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Text: "go", TurnID: "turn-1"})))
 	first := r.approvals()
 	if len(first) != 1 || first[0].MessageID != "turn-1" {
 		t.Fatalf("approvals of the first turn %+v, want message turn-1", first)
 	}
-	drain(t)(agent.Started(r.node.Answer(context.Background(), r.id, []agent.ApprovalAnswer{{ID: first[0].ID, Approved: true}}, agent.WithTurnID("turn-2"))))
+	drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: first[0].ID, Approved: true}}, TurnID: "turn-2"})))
 	var pending []session.Approval
 	for _, a := range r.approvals() {
 		if a.Status == session.ApprovalPending {

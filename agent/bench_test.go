@@ -49,7 +49,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			mock.Enqueue(threeToolTurn()...)
-			events, err := agent.Started(n.Run(context.Background(), session.NewID(), "Think about it"))
+			events, err := agent.Started(n.Run(context.Background(), session.NewID(), agent.Text("Think about it")))
 			if err != nil {
 				b.Fatal(err)
 			}

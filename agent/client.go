@@ -20,8 +20,7 @@ import (
 // What a request's client brings to a turn besides its message: its own
 // tools (which it runs itself, under the agent's orchestration), the
 // results of their calls, its tool_choice, the format of the answer, its
-// own instructions and attachments. Each is an Option of Run, Answer and
-// Continue.
+// own instructions and attachments: fields of Input.
 
 // Errors of a client's request, before a turn starts.
 var (
@@ -46,7 +45,7 @@ var (
 )
 
 // ClientToolError locates an invalid client tool: Index is its position
-// in WithClientTools' list.
+// in Input.ClientTools.
 type ClientToolError struct {
 	Index int
 	Msg   string
@@ -62,7 +61,7 @@ func (e *ChoiceError) Error() string { return e.Msg }
 func (e *ChoiceError) Unwrap() error { return ErrToolChoice }
 
 // ResultError says which tool result does not answer a call: Index is its
-// position in WithResults' list (-1 for a call left without one).
+// position in Input.Results (-1 for a call left without one).
 type ResultError struct {
 	Index  int
 	CallID string
@@ -83,75 +82,16 @@ type AttachmentError struct {
 func (e *AttachmentError) Error() string { return e.Msg }
 func (e *AttachmentError) Unwrap() error { return ErrAttachment }
 
-// WithClientTools gives the turn the tools the request's client brings
-// and runs itself. The orchestration offers them by its rules
-// (orchestration.Engine.OfferWith); a call of one ends the turn with the
-// call (chat.KindClientCall, chat.FinishToolCalls), and the client's next
-// request carries its result (WithResults). A name must be set, used once
-// and not be one of the agent's tools.
-func WithClientTools(specs []chat.ToolSpec) Option {
-	return func(o *options) { o.clientTools = specs }
-}
-
-// WithToolChoice gives the client's tool_choice: it narrows what the
-// orchestration offers in the turn, and a choice that requires a call the
-// active step does not offer refuses the turn (ErrToolChoice).
-func WithToolChoice(c orchestration.ToolChoice) Option { return func(o *options) { o.choice = c } }
-
-// WithFormat asks for the turn's answer in a format (llmorch.Format).
-func WithFormat(f *llmorch.Format) Option { return func(o *options) { o.format = f } }
-
-// WithInstructions gives the client's own instructions (its system and
-// developer messages): the model reads them after the template's, marked
-// as the client's, unless the template refuses them (ErrInstructions).
-// They belong to the turn and are not stored.
-func WithInstructions(text string) Option { return func(o *options) { o.instructions = text } }
-
-// WithAttachments attaches images and files to the turn's message. Each
-// must be of a kind the agent's model takes and within
-// Config.MaxAttachmentBytes (ErrAttachment).
-func WithAttachments(a []chat.Attachment) Option { return func(o *options) { o.attachments = a } }
-
-// WithResults gives the client's results of the session's calls of client
-// tools that wait for them (ToolResult.CallID names the call; Content,
-// IsError and NotRun are the client's). Each is recorded as the call's
-// result, and the call in the orchestration as a tool that ran (unless
-// the result is NotRun, or its content says it did not run), in the
-// turn's first write: with Run before the message, with Answer and
-// Continue before the model goes on. Every waiting call must be answered
-// by Continue and Answer; a new message (Run) gives the ones left out a
-// result saying the client sent none. A result for a call the session
-// already has one for is a resent copy and is ignored.
-func WithResults(results []chat.ToolResult) Option { return func(o *options) { o.results = results } }
-
-// WithCompacted gives messages that came before WithHistory's and that a
-// compaction left out (a Responses API compaction item): the
-// orchestration replays them, so that the turn starts where a session
-// holding the whole conversation would, and neither the model nor the
-// session's history has them.
-func WithCompacted(msgs []chat.Message) Option { return func(o *options) { o.compacted = msgs } }
-
-// Continue runs a turn that goes on from the conversation as it stands,
-// without a new message: the client's results of the session's calls of
-// client tools (WithResults) are recorded and the model goes on. With
-// Stateless and WithHistory the history is the client's whole
-// conversation, which ends with the results of its tools' calls; without
-// Stateless, WithHistory is added to the session's history, as with Run.
-// It is
-// lazy like Run, and a turn that cannot start yields one error: those of
-// Run and Answer.
-func (n *Agent) Continue(ctx context.Context, sessionID string, opts ...Option) iter.Seq2[chat.Event, error] {
-	return n.turn(ctx, sessionID, "", func(ctx context.Context) (iter.Seq[chat.Event], error) {
-		o := collect(opts)
-		if o.stateless || len(o.history) > 0 {
-			if err := n.checkOptions(o); err != nil {
-				return nil, err
-			}
-			return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
-				return n.historyContinue(key, sess, o)
-			})
-		}
-		return n.handleApprovals(ctx, sessionID, nil, o)
+// handleConversation starts a turn that goes on from the conversation as
+// it stands, without a new message: the client's conversation (History,
+// which ends with the results of its tools' calls), on a Stateless
+// session or added to the session's history.
+func (n *Agent) handleConversation(ctx context.Context, sessionID string, o options) (iter.Seq[chat.Event], error) {
+	if err := n.checkOptions(o); err != nil {
+		return nil, err
+	}
+	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
+		return n.historyContinue(key, sess, o)
 	})
 }
 

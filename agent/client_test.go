@@ -73,7 +73,7 @@ func TestClientCallHeldAndAnswered(t *testing.T) {
 	mock.Enqueue(mockllm.ToolScript(mockllm.ToolCall{ID: "call_a", Name: "client_a", Arguments: `{}`}), mockllm.TextScript("done"))
 	id := session.NewID()
 	ctx := context.Background()
-	evs := runAll(t, n.Run(ctx, id, "build it", agent.WithClientTools(clientSpecs)))
+	evs := runAll(t, n.Run(ctx, id, agent.Input{Text: "build it", ClientTools: clientSpecs}))
 	last := evs[len(evs)-1]
 	var held *chat.ToolCall
 	for _, ev := range evs {
@@ -93,13 +93,13 @@ func TestClientCallHeldAndAnswered(t *testing.T) {
 	}
 
 	// A result for no call the session keeps, then one missing: refused.
-	_, err := agent.Started(n.Continue(ctx, id, agent.WithClientTools(clientSpecs), agent.WithResults([]chat.ToolResult{{CallID: "call_x", Content: "?"}})))
+	_, err := agent.Started(n.Run(ctx, id, agent.Input{ClientTools: clientSpecs, Results: []chat.ToolResult{{CallID: "call_x", Content: "?"}}}))
 	var re *agent.ResultError
 	if !errors.As(err, &re) || re.CallID != "call_x" {
 		t.Fatalf("an unknown call's result: %v", err)
 	}
 
-	runAll(t, n.Continue(ctx, id, agent.WithClientTools(clientSpecs), agent.WithResults([]chat.ToolResult{{CallID: "call_a", Content: "built the base"}})))
+	runAll(t, n.Run(ctx, id, agent.Input{ClientTools: clientSpecs, Results: []chat.ToolResult{{CallID: "call_a", Content: "built the base"}}}))
 	sess, _ = store.Get(ctx, id)
 	if sess.State.SequenceIndex != 1 || !sess.State.RecentlyUsedTools.Equal("client_a") || len(sess.PendingApprovals()) != 0 {
 		t.Fatalf("after the result: %+v", sess.State)
@@ -124,15 +124,16 @@ func TestClientOptionsRefused(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name string
-		opts []agent.Option
+		in   agent.Input
 		want error
 	}{
-		{"a client tool named think", []agent.Option{agent.WithClientTools([]chat.ToolSpec{{Name: "think"}})}, agent.ErrClientTools},
-		{"tool_choice naming client_b at client_a's position", []agent.Option{agent.WithClientTools(clientSpecs),
-			agent.WithToolChoice(orchestration.ToolChoice{Only: []string{"client_b"}, Required: true})}, agent.ErrToolChoice},
-		{"an image the model takes", []agent.Option{agent.WithAttachments([]chat.Attachment{{Kind: chat.AttachImage, URL: "https://example.com/x.png"}})}, nil},
+		{"a client tool named think", agent.Input{ClientTools: []chat.ToolSpec{{Name: "think"}}}, agent.ErrClientTools},
+		{"tool_choice naming client_b at client_a's position", agent.Input{ClientTools: clientSpecs,
+			ToolChoice: orchestration.ToolChoice{Only: []string{"client_b"}, Required: true}}, agent.ErrToolChoice},
+		{"an image the model takes", agent.Input{Attachments: []chat.Attachment{{Kind: chat.AttachImage, URL: "https://example.com/x.png"}}}, nil},
 	} {
-		_, err := agent.Started(n.Run(ctx, session.NewID(), "build it", tt.opts...))
+		tt.in.Text = "build it"
+		_, err := agent.Started(n.Run(ctx, session.NewID(), tt.in))
 		if tt.want == nil && err == nil {
 			continue
 		}
@@ -152,9 +153,9 @@ func TestClientResultCut(t *testing.T) {
 	mock.Enqueue(mockllm.ToolScript(mockllm.ToolCall{ID: "call_a", Name: "client_a", Arguments: `{}`}), mockllm.TextScript("done"))
 	id := session.NewID()
 	ctx := context.Background()
-	runAll(t, n.Run(ctx, id, "build it", agent.WithClientTools(clientSpecs)))
+	runAll(t, n.Run(ctx, id, agent.Input{Text: "build it", ClientTools: clientSpecs}))
 	huge := strings.Repeat("é", 1<<20) // 2 MiB of two-byte characters
-	runAll(t, n.Continue(ctx, id, agent.WithClientTools(clientSpecs), agent.WithResults([]chat.ToolResult{{CallID: "call_a", Content: huge}})))
+	runAll(t, n.Run(ctx, id, agent.Input{ClientTools: clientSpecs, Results: []chat.ToolResult{{CallID: "call_a", Content: huge}}}))
 	limit := n.Budget().MaxToolResultBytes
 	history, _ := store.Messages(ctx, id, 0)
 	var stored string

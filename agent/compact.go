@@ -11,7 +11,7 @@ import (
 // A Compactor shortens a conversation for the turns that go on from it
 // (the Responses API's POST /v1/responses/compact): it says which
 // messages the model still sees and what it reads of the others. The
-// orchestration replays the dropped messages anyway (WithCompacted), so
+// orchestration replays the dropped messages anyway (Input.Compacted), so
 // that a compaction never moves a conversation's step or sequence.
 type Compactor interface {
 	Compact(ctx context.Context, n *Agent, msgs []chat.Message) (Compaction, error)

@@ -92,7 +92,7 @@ func BenchmarkCompactionTurn(b *testing.B) {
 			n, _ := set.Get("long")
 			play := func(id string, from, to int) {
 				for i := from; i <= to; i++ {
-					events, err := agent.Started(n.Run(context.Background(), id, longMessage(i)))
+					events, err := agent.Started(n.Run(context.Background(), id, agent.Text(longMessage(i))))
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -12,13 +12,13 @@ import (
 	"github.com/agentdock-go/agentdock/session"
 )
 
-// Turns over a conversation the client holds (WithHistory), stateless turns
-// (Stateless) and regenerated answers (Regenerate). The rules of session
+// Turns over a conversation the client holds (Input.History), stateless turns
+// (Input.Stateless) and regenerated answers (Input.Regenerate). The rules of session
 // turns (one lease per session, fenced writes, the history window) are the
 // same for all of them: a stateless turn simply has a session no one else
 // can reach.
 
-// A HistoryError says which message of a WithHistory history is unusable
+// A HistoryError says which message of an Input.History is unusable
 // and why. It wraps ErrInvalidMessage.
 type HistoryError struct {
 	// Index is the message's position in the history.
@@ -133,7 +133,7 @@ func (n *Agent) Replay(st orchestration.State, msgs []chat.Message, client []str
 	return n.Engine().Replay(st, msgs, client)
 }
 
-var errOptions = errors.New("agent: Regenerate cannot be combined with WithHistory or Stateless")
+var errOptions = errors.New("agent: Input.Regenerate and Input.Edit cannot be combined with History or Stateless")
 
 func (n *Agent) checkOptions(o options) error {
 	if o.regenerate && (o.stateless || len(o.history) > 0) {

@@ -61,7 +61,7 @@ func TestStatelessTurnMatchesSessionTurn(t *testing.T) {
 
 			want := turn(t, n, id, second)
 			stateless := session.NewID()
-			events, err := agent.Started(n.Run(ctx, stateless, second, agent.Stateless(), agent.WithHistory(history)))
+			events, err := agent.Started(n.Run(ctx, stateless, agent.Input{Text: second, Stateless: true, History: history}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestStatelessHistoryReachesModel(t *testing.T) {
 			{Role: chat.RoleUser, Content: "one"}, {Role: chat.RoleAssistant, Content: "answer one"},
 			{Role: chat.RoleUser, Content: "two"}, {Role: chat.RoleAssistant, Content: "answer two"},
 		}
-		events, err := agent.Started(n.Run(context.Background(), session.NewID(), "three", agent.Stateless(), agent.WithHistory(history)))
+		events, err := agent.Started(n.Run(context.Background(), session.NewID(), agent.Input{Text: "three", Stateless: true, History: history}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestWithHistoryOnSession(t *testing.T) {
 	ctx := context.Background()
 	id := session.NewID()
 	turn(t, n, id, "one")
-	events, err := agent.Started(n.Run(ctx, id, "three", agent.WithHistory([]chat.Message{{Role: chat.RoleUser, Content: "two"}, {Role: chat.RoleAssistant, Content: "answer two"}})))
+	events, err := agent.Started(n.Run(ctx, id, agent.Input{Text: "three", History: []chat.Message{{Role: chat.RoleUser, Content: "two"}, {Role: chat.RoleAssistant, Content: "answer two"}}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +178,10 @@ func TestRegenerate(t *testing.T) {
 	before, _ := store.Messages(ctx, id, 0)
 	answered, _ := store.Get(ctx, id)
 
-	if _, err := agent.Started(n.Run(ctx, id, "Hello there", agent.Regenerate())); !errors.Is(err, agent.ErrNotLastMessage) {
+	if _, err := agent.Started(n.Run(ctx, id, agent.Input{Text: "Hello there", Regenerate: true})); !errors.Is(err, agent.ErrNotLastMessage) {
 		t.Fatalf("regenerating an earlier message: %v, want ErrNotLastMessage", err)
 	}
-	events, err := agent.Started(n.Run(ctx, id, "Critique the argument that remote work improves productivity", agent.Regenerate()))
+	events, err := agent.Started(n.Run(ctx, id, agent.Input{Text: "Critique the argument that remote work improves productivity", Regenerate: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestRegenerate(t *testing.T) {
 
 	// On a session with no message yet, Regenerate is an ordinary turn.
 	fresh := session.NewID()
-	events, err = agent.Started(n.Run(ctx, fresh, "Hello there", agent.Regenerate()))
+	events, err = agent.Started(n.Run(ctx, fresh, agent.Input{Text: "Hello there", Regenerate: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestRegenerate(t *testing.T) {
 	if msgs, _ := store.Messages(ctx, fresh, 0); len(msgs) != 2 || msgs[0].Content != "Hello there" {
 		t.Fatalf("regenerate on a new session stored %+v", msgs)
 	}
-	if _, err := agent.Started(n.Run(ctx, fresh, "x", agent.Regenerate(), agent.Stateless())); err == nil {
+	if _, err := agent.Started(n.Run(ctx, fresh, agent.Input{Text: "x", Regenerate: true, Stateless: true})); err == nil {
 		t.Fatal("Regenerate with Stateless was accepted")
 	}
 }
@@ -253,7 +253,7 @@ func TestEdit(t *testing.T) {
 	firstTurn := slices.IndexFunc(before[1:], func(m chat.Message) bool { return m.Role == chat.RoleUser }) + 1
 
 	const edited = "[offline:echo] the edited question's answer"
-	events, err := agent.Started(n.Run(ctx, id, edited, agent.Edit()))
+	events, err := agent.Started(n.Run(ctx, id, agent.Input{Text: edited, Edit: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestEdit(t *testing.T) {
 
 	// On a session with no message yet, Edit is an ordinary turn.
 	fresh := session.NewID()
-	events, err = agent.Started(n.Run(ctx, fresh, "[offline:echo] hi", agent.Edit()))
+	events, err = agent.Started(n.Run(ctx, fresh, agent.Input{Text: "[offline:echo] hi", Edit: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestCheckHistory(t *testing.T) {
 	}
 	// Run refuses such a history before anything is stored.
 	id := session.NewID()
-	_, err := agent.Started(n.Run(context.Background(), id, "hi", agent.WithHistory([]chat.Message{user, call("c1", "get_weather"), result("c1")})))
+	_, err := agent.Started(n.Run(context.Background(), id, agent.Input{Text: "hi", History: []chat.Message{user, call("c1", "get_weather"), result("c1")}}))
 	if !errors.Is(err, agent.ErrInvalidMessage) {
 		t.Fatalf("Run with a bad history: %v", err)
 	}

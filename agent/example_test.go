@@ -69,7 +69,7 @@ func Example_customModel() {
 		panic(err)
 	}
 	a, _ := agents.Get("researcher")
-	for ev, err := range a.Run(context.Background(), "session-1", "Why are there tides?") {
+	for ev, err := range a.Run(context.Background(), "session-1", agent.Text("Why are there tides?")) {
 		if err != nil {
 			panic(err)
 		}

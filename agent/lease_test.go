@@ -110,7 +110,7 @@ func startTurn(t *testing.T, n *agent.Agent, id, msg string) <-chan []chat.Event
 	done := make(chan []chat.Event, 1)
 	go func() {
 		var out []chat.Event
-		for ev, err := range n.Run(context.Background(), id, msg) {
+		for ev, err := range n.Run(context.Background(), id, agent.Text(msg)) {
 			if err != nil {
 				t.Errorf("Run: %v", err)
 				break
@@ -219,7 +219,7 @@ func TestLeaseFreeWhenDoneArrives(t *testing.T) {
 			n := gatedNode(t, store, agent.Config{}, &recordingModel{})
 			id := session.NewID()
 			for i := range 3 {
-				events, err := agent.Started(n.Run(context.Background(), id, "hello"))
+				events, err := agent.Started(n.Run(context.Background(), id, agent.Text("hello")))
 				if err != nil {
 					t.Fatalf("turn %d: %v", i, err)
 				}

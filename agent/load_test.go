@@ -83,7 +83,7 @@ func TestLoad(t *testing.T) {
 			if !ok {
 				t.Fatal("no agent a")
 			}
-			for _, err := range a.Run(ctx, "session-1", "[offline:echo] hi") {
+			for _, err := range a.Run(ctx, "session-1", agent.Text("[offline:echo] hi")) {
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -132,7 +132,7 @@ func ExampleLoad() {
 		log.Print(w)
 	}
 	forecaster, _ := agents.Get("forecaster")
-	for ev, err := range forecaster.Run(ctx, "session-1", "What is the weather in Oslo?") {
+	for ev, err := range forecaster.Run(ctx, "session-1", agent.Text("What is the weather in Oslo?")) {
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -191,14 +191,14 @@ func (r *parityRig) conversation(g *conversationGen, id string) {
 			for _, a := range sess.PendingApprovals() {
 				answers = append(answers, agent.ApprovalAnswer{ID: a.ID, Approved: g.rng.IntN(2) == 0, Reason: "not now"})
 			}
-			r.play(g.answers(true), func(ctx context.Context) iter2 { return r.node.Answer(ctx, id, answers) })
+			r.play(g.answers(true), func(ctx context.Context) iter2 { return r.node.Run(ctx, id, agent.Input{Answers: answers}) })
 		case err == nil && sess.State.UserMessages > 0 && g.rng.IntN(5) == 0:
 			msg := sess.State.LastUserMessage
-			r.play(g.answers(true), func(ctx context.Context) iter2 { return r.node.Run(ctx, id, msg, agent.Regenerate()) })
+			r.play(g.answers(true), func(ctx context.Context) iter2 { return r.node.Run(ctx, id, agent.Input{Text: msg, Regenerate: true}) })
 			r.kinds["regenerated"]++
 		default:
 			msg := messages[g.rng.IntN(len(messages))]
-			r.play(g.answers(true), func(ctx context.Context) iter2 { return r.node.Run(ctx, id, msg) })
+			r.play(g.answers(true), func(ctx context.Context) iter2 { return r.node.Run(ctx, id, agent.Text(msg)) })
 		}
 	}
 }

@@ -84,7 +84,7 @@ func BenchmarkRedisTextTurn(b *testing.B) {
 	turns := 0
 	for b.Loop() {
 		start, c0 := time.Now(), count.n.Load()
-		events, err := agent.Started(n.Run(context.Background(), id, "hello there"))
+		events, err := agent.Started(n.Run(context.Background(), id, agent.Text("hello there")))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestRedisTurnStartsInOneRoundTrip(t *testing.T) {
 	turn := func(message string) int64 {
 		t.Helper()
 		c0 := count.n.Load()
-		events, err := agent.Started(n.Run(t.Context(), id, message))
+		events, err := agent.Started(n.Run(t.Context(), id, agent.Text(message)))
 		if err != nil {
 			t.Fatal(err)
 		}

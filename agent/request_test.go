@@ -55,7 +55,7 @@ func TestRequestRetriedAfterDeath(t *testing.T) {
 			}
 
 			var got error
-			for _, err := range n.Run(ctx, id, "book the flight", agent.WithRequest("msg:m1")) {
+			for _, err := range n.Run(ctx, id, agent.Input{Text: "book the flight", Key: "msg:m1"}) {
 				got = err
 				break
 			}
@@ -78,7 +78,7 @@ func TestRequestRetriedAfterDeath(t *testing.T) {
 			// The session is free again for a new request.
 			model.proceed <- struct{}{}
 			var last chat.Event
-			for ev, err := range n.Run(ctx, id, "and a hotel", agent.WithRequest("msg:m2")) {
+			for ev, err := range n.Run(ctx, id, agent.Input{Text: "and a hotel", Key: "msg:m2"}) {
 				if err != nil {
 					t.Fatal(err)
 				}

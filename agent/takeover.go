@@ -88,7 +88,7 @@ func (t *Takeover) Recover(ctx context.Context) (Recovery, error) {
 // Run goes on with the turn from its last completed step
 // (llmorch.Turn.Resume): its first event is chat.KindRestart; the events
 // are numbered from 1, like a turn's. position is the turn's stream
-// position, as WithStreamPosition gives it. The turn runs under ctx, whose
+// position, as Input.Position gives it. The turn runs under ctx, whose
 // values reach its tools, and holds the session's lease until it ends, as
 // a turn of Run does; the iteration must be ranged over, to the end or
 // broken off, to release it. It must only be called when CanContinue.

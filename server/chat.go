@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"iter"
 	"net/http"
 	"slices"
 	"time"
@@ -74,9 +73,9 @@ func (s *Server) startChat(c *gin.Context) source {
 		abortWith(c, bodyError(pe))
 		return nil
 	}
-	var extra []agent.Option
+	var in agent.Input
 	if len(tools) > 0 {
-		extra = append(extra, agent.WithClientTools(tools))
+		in.ClientTools = tools
 	}
 	names := make([]string, len(tools))
 	for i, t := range tools {
@@ -84,13 +83,13 @@ func (s *Server) startChat(c *gin.Context) source {
 	}
 	results, resultsMessage := approvals.Results(names)
 	if results != nil {
-		extra = append(extra, agent.WithResults(results))
+		in.Results = results
 		if messageID == "" {
 			messageID = resultsMessage
 		}
 	}
 	if answers != nil || results != nil {
-		if t := s.answerApprovals(c, node, &body, answers, messageID, extra...); t != nil {
+		if t := s.answerApprovals(c, node, &body, answers, messageID, in); t != nil {
 			return t
 		}
 		return nil
@@ -105,15 +104,12 @@ func (s *Server) startChat(c *gin.Context) source {
 		abortWith(c, e)
 		return nil
 	}
-	opts := extra
 	reqKey, e := idempotencyKey(c.Request, &body)
 	if e != nil {
 		abortWith(c, e)
 		return nil
 	}
-	if reqKey != "" {
-		opts = append(opts, agent.WithRequest(reqKey))
-	}
+	in.Text, in.Key = text, reqKey
 	atts, pe := body.Attachments()
 	if pe != nil {
 		abortWith(c, bodyError(pe))
@@ -125,15 +121,15 @@ func (s *Server) startChat(c *gin.Context) source {
 			abortWith(c, newParamError(http.StatusBadRequest, "unsupported_attachment", "messages", "agent %q runs on a model that does not take these attachments (%s %s); send text, or use an agent whose model takes them", node.ID(), info.Provider, info.Model))
 			return nil
 		}
-		opts = append(opts, agent.WithAttachments(atts))
+		in.Attachments = atts
 	}
 	switch {
 	case body.Trigger == "regenerate-message":
 		// The AI SDK's regenerate() resends the conversation up to the
 		// user message whose answer it replaces.
-		opts = append(opts, agent.Regenerate())
+		in.Regenerate = true
 	case body.Edits():
-		opts = append(opts, agent.Edit())
+		in.Edit = true
 	}
 	webhook := body.Webhook
 	switch {
@@ -161,7 +157,7 @@ func (s *Server) startChat(c *gin.Context) source {
 	key := session.Key(ownerOf(c), sid)
 	t, err := s.startBusy(c.Request.Context(), policy, key, reqKey, func() (*turn, error) {
 		// A background run keeps its events, for the webhook's outcome.
-		return s.startTurn(c.Request.Context(), node, sid, text, ownerOf(c), body.Background, opts...)
+		return s.startTurn(c.Request.Context(), node, sid, ownerOf(c), body.Background, in)
 	})
 	if err != nil {
 		if req, ok := s.duplicateOf(c.Request.Context(), key, reqKey, err); ok {
@@ -193,9 +189,9 @@ func (s *Server) startChat(c *gin.Context) source {
 // the calls that wait for approval (docs/api.md, "Tool approvals"), to be
 // streamed like a chat turn, or
 // answers the request (nil).
-// The client's results of its tools' calls (extra: agent.WithResults)
-// go with them, or alone.
-func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.ChatRequest, answers []wire.Answer, messageID string, extra ...agent.Option) *turn {
+// The client's results of its tools' calls (in.Results) go with them, or
+// alone.
+func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.ChatRequest, answers []wire.Answer, messageID string, in agent.Input) *turn {
 	if c.GetHeader("X-Session-Id") == "" && body.SessionID == "" && !session.ValidID(body.ID) {
 		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "sessionId", "answers to approvals and tool results need their session: sessionId, the x-session-id header or the AI SDK chat id"))
 		return nil
@@ -219,9 +215,8 @@ func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.C
 		// answer expects (the AI SDK's readUIMessageStream, for one).
 		messageID = s.approvalMessage(c.Request.Context(), session.Key(owner, sid), owner, answers[0].ID)
 	}
-	t, err := s.launch(c.Request.Context(), node, sid, owner, false, messageID, func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error] {
-		return node.Answer(ctx, sid, list, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, extra...), opts...)...)
-	})
+	in.Answers = list
+	t, err := s.launch(c.Request.Context(), node, sid, owner, false, messageID, runInput(node, sid, owner, in))
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)
 		return nil

@@ -35,22 +35,9 @@ func newClientRequest(tools []chat.ToolSpec, choice orchestration.ToolChoice, wf
 	return c, nil
 }
 
-// options are the agent's options for what the request brought.
-func (c clientRequest) options() []agent.Option {
-	var opts []agent.Option
-	if len(c.tools) > 0 {
-		opts = append(opts, agent.WithClientTools(c.tools))
-	}
-	if !c.choice.IsZero() {
-		opts = append(opts, agent.WithToolChoice(c.choice))
-	}
-	if c.format != nil {
-		opts = append(opts, agent.WithFormat(c.format))
-	}
-	if c.instructions != "" {
-		opts = append(opts, agent.WithInstructions(c.instructions))
-	}
-	return opts
+// input is a turn's input with what the request brought.
+func (c clientRequest) input() agent.Input {
+	return agent.Input{ClientTools: c.tools, ToolChoice: c.choice, Format: c.format, Instructions: c.instructions}
 }
 
 // names returns the names of the client's tools.

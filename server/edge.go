@@ -95,9 +95,7 @@ func (s *Server) Start(ctx context.Context, owner, agentID, sessionID, message s
 	if s.cfg.MaxMessageBytes > 0 && len(message) > s.cfg.MaxMessageBytes {
 		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
 	}
-	t, err := s.run(ctx, node, sessionID, owner, turnMode{keepEvents: true, raw: true}, func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error] {
-		return node.Run(ctx, sessionID, message, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
-	})
+	t, err := s.run(ctx, node, sessionID, owner, turnMode{keepEvents: true, raw: true}, runInput(node, sessionID, owner, agent.Text(message)))
 	if err != nil {
 		return nil, err
 	}
@@ -111,9 +109,7 @@ func (s *Server) Answer(ctx context.Context, owner, agentID, sessionID string, a
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.run(ctx, node, sessionID, owner, turnMode{keepEvents: true, raw: true}, func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error] {
-		return node.Answer(ctx, sessionID, answers, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
-	})
+	t, err := s.run(ctx, node, sessionID, owner, turnMode{keepEvents: true, raw: true}, runInput(node, sessionID, owner, agent.Input{Answers: answers}))
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ import (
 // maxIdempotencyKey bounds an idempotency key, which the session keeps.
 const maxIdempotencyKey = 256
 
-// idempotencyKey is a request's idempotency key (agent.WithRequest): its
+// idempotencyKey is a request's idempotency key (agent.Input.Key): its
 // Idempotency-Key header, else, for a chat request that sends a new
 // message, the AI SDK's ID of that message. The two are kept apart
 // ("key:", "msg:"), so that one never matches the other. A regenerate or

@@ -192,7 +192,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	var (
 		sid, text string
 		reqKey    string // the Idempotency-Key, with a session
-		opts      = cr.options()
+		in        = cr.input()
 		stateless bool
 		goOn      bool // no new message: the turn goes on from the results
 	)
@@ -214,18 +214,13 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			return
 		}
 		if results != nil {
-			opts = append(opts, agent.WithResults(results))
+			in.Results = results
 		}
 		if reqKey, e = idempotencyKey(c.Request, nil); e != nil {
 			abortWith(c, e)
 			return
 		}
-		if reqKey != "" {
-			opts = append(opts, agent.WithRequest(reqKey))
-		}
-		if len(msg.Attachments) > 0 {
-			opts = append(opts, agent.WithAttachments(msg.Attachments))
-		}
+		in.Key, in.Attachments = reqKey, msg.Attachments
 		text, goOn = msg.Content, !ok
 	} else {
 		// No session: the messages are the conversation.
@@ -253,18 +248,16 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			return
 		}
 		sid, stateless = session.NewID(), true
-		opts = append(opts, agent.Stateless(), agent.WithHistory(history))
+		in.Stateless, in.History = true, history
 		if !goOn {
 			text = msgs[last].Content
-			if len(msgs[last].Attachments) > 0 {
-				opts = append(opts, agent.WithAttachments(msgs[last].Attachments))
-			}
+			in.Attachments = msgs[last].Attachments
 		}
 	}
 	var t *turn
 	var err error
 	if goOn {
-		t, err = s.continueTurn(c.Request.Context(), node, sid, owner, true, "", opts...)
+		t, err = s.continueTurn(c.Request.Context(), node, sid, owner, true, "", in)
 	} else {
 		policy := template.BusyReject
 		if !stateless {
@@ -274,7 +267,8 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			}
 		}
 		t, err = s.startBusy(c.Request.Context(), policy, session.Key(owner, sid), reqKey, func() (*turn, error) {
-			return s.startTurn(c.Request.Context(), node, sid, text, owner, true, opts...)
+			in.Text = text
+			return s.startTurn(c.Request.Context(), node, sid, owner, true, in)
 		})
 	}
 	if err != nil {

@@ -559,14 +559,14 @@ func (s *Server) startResponse(ctx context.Context, owner, key string, body *wir
 	var (
 		sid       string
 		stateless bool
-		opts      = cr.options()
+		tin       = cr.input()
 	)
 	switch {
 	case body.PreviousResponseID != "" && conv != "":
 		e = newParamError(http.StatusBadRequest, "invalid_request", "conversation", "previous_response_id and conversation cannot be used together")
 	case prior != nil:
 		sid, stateless = session.NewID(), true
-		opts = append(opts, agent.Stateless())
+		tin.Stateless = true
 	case !stored && (body.PreviousResponseID != "" || conv != ""):
 		e = newParamError(http.StatusBadRequest, "invalid_request", "store", "store: false cannot continue a conversation: a conversation here is a stored session, and every response in it is stored; send the whole conversation in input instead")
 	case body.PreviousResponseID != "":
@@ -580,7 +580,7 @@ func (s *Server) startResponse(ctx context.Context, owner, key string, body *wir
 		sid = session.NewID()
 	default:
 		sid, stateless = session.NewID(), true
-		opts = append(opts, agent.Stateless())
+		tin.Stateless = true
 	}
 	if e != nil {
 		return nil, e
@@ -598,7 +598,7 @@ func (s *Server) startResponse(ctx context.Context, owner, key string, body *wir
 		for _, m := range history[k:] {
 			results = append(results, chat.ToolResult{CallID: m.ToolCallID, Content: m.Content, NotRun: m.NotRun})
 		}
-		opts = append(opts, agent.WithResults(results))
+		tin.Results = results
 		history, index = history[:k], index[:k]
 		if goOn && k > 0 {
 			return nil, newParamError(http.StatusBadRequest, "invalid_message", fmt.Sprintf("input[%d]", index[k-1]), "continuing a conversation, an input that ends with function_call_output items holds only them: the conversation has the rest")
@@ -607,26 +607,19 @@ func (s *Server) startResponse(ctx context.Context, owner, key string, body *wir
 	if e := checkHistory(node, append(slices.Clone(in.Compacted), history...), append(make([]int, len(in.Compacted)), index...), "input", cr.names()); e != nil {
 		return nil, e
 	}
-	if len(in.Compacted) > 0 {
-		opts = append(opts, agent.WithCompacted(in.Compacted))
-	}
-	if len(history) > 0 {
-		opts = append(opts, agent.WithHistory(history))
-	}
-	if key != "" && !stateless {
-		opts = append(opts, agent.WithRequest(key))
+	tin.Compacted, tin.History = in.Compacted, history
+	if !stateless {
+		tin.Key = key
 	}
 	var (
 		t   *turn
 		err error
 	)
 	if goOn {
-		t, err = s.continueTurn(ctx, node, sid, owner, true, "", opts...)
+		t, err = s.continueTurn(ctx, node, sid, owner, true, "", tin)
 	} else {
-		if a := msgs[last].Attachments; len(a) > 0 {
-			opts = append(opts, agent.WithAttachments(a))
-		}
-		t, err = s.startTurn(ctx, node, sid, msgs[last].Content, owner, true, opts...)
+		tin.Text, tin.Attachments = msgs[last].Content, msgs[last].Attachments
+		t, err = s.startTurn(ctx, node, sid, owner, true, tin)
 	}
 	if err != nil {
 		e := turnStartError(err)

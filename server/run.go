@@ -26,23 +26,27 @@ import (
 // still ends it.
 // keepEvents keeps each frame's event beside its data, for a reader that
 // maps events again (the OpenAI endpoints); UI streams need the data only.
-// opts are the agent's (agent.WithOwner(owner) comes first).
-func (s *Server) startTurn(reqCtx context.Context, node *agent.Agent, sessionID, message, owner string, keepEvents bool, opts ...agent.Option) (*turn, error) {
-	if s.cfg.MaxMessageBytes > 0 && len(message) > s.cfg.MaxMessageBytes {
-		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
+// in is the turn's input (its Owner, TurnID and Position are set here).
+func (s *Server) startTurn(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, in agent.Input) (*turn, error) {
+	if s.cfg.MaxMessageBytes > 0 && len(in.Text) > s.cfg.MaxMessageBytes {
+		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(in.Text), s.cfg.MaxMessageBytes)
 	}
-	return s.launch(reqCtx, node, sessionID, owner, keepEvents, "", func(ctx context.Context, turnID string, more ...agent.Option) iter.Seq2[chat.Event, error] {
-		return node.Run(ctx, sessionID, message, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...), more...)...)
-	})
+	return s.launch(reqCtx, node, sessionID, owner, keepEvents, "", runInput(node, sessionID, owner, in))
+}
+
+// runInput is the beginTurn of node's turn on the session with in.
+func runInput(node *agent.Agent, sessionID, owner string, in agent.Input) beginTurn {
+	return func(ctx context.Context, turnID string, position func() int64) iter.Seq2[chat.Event, error] {
+		in.Owner, in.TurnID, in.Position = owner, turnID, position
+		return node.Run(ctx, sessionID, in)
+	}
 }
 
 // continueTurn starts a turn that goes on from the session's conversation
-// without a new message (agent.Agent.Continue): the results of the
+// without a new message: the results of the
 // client's tools' calls, or a stateless conversation ending with them.
-func (s *Server) continueTurn(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, opts ...agent.Option) (*turn, error) {
-	return s.launch(reqCtx, node, sessionID, owner, keepEvents, messageID, func(ctx context.Context, turnID string, more ...agent.Option) iter.Seq2[chat.Event, error] {
-		return node.Continue(ctx, sessionID, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...), more...)...)
-	})
+func (s *Server) continueTurn(reqCtx context.Context, node *agent.Agent, sessionID, owner string, keepEvents bool, messageID string, in agent.Input) (*turn, error) {
+	return s.launch(reqCtx, node, sessionID, owner, keepEvents, messageID, runInput(node, sessionID, owner, in))
 }
 
 // launch runs the turn that begin returns (agent.Agent.Run or Answer) in a
@@ -64,9 +68,9 @@ type turnMode struct {
 	messageID       string
 }
 
-// beginTurn returns the turn to run (agent.Agent.Run or Answer), named
-// turnID, with the options the server adds (agent.WithStreamPosition).
-type beginTurn func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error]
+// beginTurn returns the turn to run (agent.Agent.Run), named turnID, at
+// the stream position the server gives (agent.Input.Position).
+type beginTurn func(ctx context.Context, turnID string, position func() int64) iter.Seq2[chat.Event, error]
 
 // run is launch for a turn of any mode.
 func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner string, mode turnMode, begin beginTurn) (*turn, error) {
@@ -83,7 +87,7 @@ func (s *Server) run(reqCtx context.Context, node *agent.Agent, sessionID, owner
 	// The turn's writes record how far its stream reaches (a frame of
 	// this replica's log, numbered as in the shared one).
 	position := func() int64 { last, _ := t.state(); return last }
-	go s.runTurn(t, begin(ctx, turnID, agent.WithStreamPosition(position)), started)
+	go s.runTurn(t, begin(ctx, turnID, position), started)
 	if err := <-started; err != nil {
 		return nil, err
 	}

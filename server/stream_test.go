@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
@@ -335,7 +336,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 		t.Fatalf("partial answer not saved: %+v", msgs)
 	}
 	var ae *apiError
-	if _, err := e.srv.startTurn(t.Context(), mustAgent(t, e, "plain"), "after-shutdown", "hi", "", false); !errors.As(err, &ae) || ae.Status != 503 {
+	if _, err := e.srv.startTurn(t.Context(), mustAgent(t, e, "plain"), "after-shutdown", "", false, agent.Text("hi")); !errors.As(err, &ae) || ae.Status != 503 {
 		t.Fatalf("want 503, got %v", err)
 	}
 }

@@ -107,7 +107,7 @@ func node(t testing.TB, store session.Store, tel *telemetry.Telemetry, models ag
 // runTurn runs one turn to its end and returns its events.
 func runTurn(t testing.TB, n *agent.Agent, sessionID, msg string) []chat.Event {
 	t.Helper()
-	events, err := agent.Started(n.Run(context.Background(), sessionID, msg))
+	events, err := agent.Started(n.Run(context.Background(), sessionID, agent.Text(msg)))
 	if err != nil {
 		t.Fatalf("Run(%q): %v", msg, err)
 	}

@@ -244,7 +244,7 @@ func TestStoreErrorOfRejectedTurn(t *testing.T) {
 	mem := session.NewMemory(session.Config{})
 	defer mem.Close()
 	n := node(t, downStore{mem}, rec.tel, offlineModels, "planner")
-	if _, err := agent.Started(n.Run(context.Background(), session.NewID(), "hello")); !errors.Is(err, session.ErrUnavailable) {
+	if _, err := agent.Started(n.Run(context.Background(), session.NewID(), agent.Text("hello"))); !errors.Is(err, session.ErrUnavailable) {
 		t.Fatalf("Run: %v, want ErrUnavailable", err)
 	}
 	m := rec.collect(t)

@@ -90,12 +90,12 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 			tp.User = describeApprovals(t.Approvals)
 			var answers []agent.ApprovalAnswer
 			if answers, err = approvalAnswers(ctx, store, rep.SessionID, t.Approvals); err == nil {
-				events, err = agent.Started(node.Answer(ctx, rep.SessionID, answers))
+				events, err = agent.Started(node.Run(ctx, rep.SessionID, agent.Input{Answers: answers}))
 			}
 			if err != nil {
 				tp.Failure = "the answers were not accepted: " + err.Error()
 			}
-		} else if events, err = agent.Started(node.Run(ctx, rep.SessionID, t.User)); err != nil {
+		} else if events, err = agent.Started(node.Run(ctx, rep.SessionID, agent.Text(t.User))); err != nil {
 			tp.Failure = "the message was not accepted: " + err.Error()
 		}
 		if events != nil {

@@ -41,7 +41,7 @@ func main() {
 		log.Print(w)
 	}
 	travel, _ := agents.Get("travel")
-	for ev, err := range travel.Run(ctx, "session-1", "Plan a day in Paris") {
+	for ev, err := range travel.Run(ctx, "session-1", agent.Text("Plan a day in Paris")) {
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -49,7 +49,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	forecaster, _ := agents.Get("forecaster")
-	for _, err := range forecaster.Run(context.Background(), "session-1", "What is the weather in Paris?") {
+	for _, err := range forecaster.Run(context.Background(), "session-1", agent.Text("What is the weather in Paris?")) {
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -34,7 +34,7 @@ func main() {
 		log.Print(w)
 	}
 	forecaster, _ := agents.Get("forecaster")
-	for ev, err := range forecaster.Run(ctx, "session-1", "What is the weather in Paris?") {
+	for ev, err := range forecaster.Run(ctx, "session-1", agent.Text("What is the weather in Paris?")) {
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -169,7 +169,7 @@ func RunWire(ctx context.Context, wire, filtering string, extra ...Turn) (Result
 		}
 		mock.Enqueue(mockllm.Script{Text: []string{answer(t)}})
 		var offered []string
-		for ev, err := range reasoner.Run(ctx, sid, t.Message) {
+		for ev, err := range reasoner.Run(ctx, sid, agent.Text(t.Message)) {
 			if err != nil {
 				return res, fmt.Errorf("turn %d (%s): %w", i+1, t.Mode, err)
 			}
