@@ -710,6 +710,14 @@ func (n *Agent) stream(ctx context.Context, service *llmorch.Service, turn llmor
 			closeStore()
 		}()
 		var seq int64
+		if turn.Resume == nil {
+			// A turn taken over goes on with a restart instead.
+			seq++
+			message := cmp.Or(turn.MessageID, turn.ID)
+			if !yield(chat.Event{Kind: chat.KindStart, Seq: seq, Start: &chat.Start{Turn: turn.ID, Message: message}}) {
+				return
+			}
+		}
 		for ev := range service.StreamWithOrchestration(ctx, turn) {
 			seq++
 			ev.Seq = seq

@@ -223,8 +223,12 @@ func TestApprovalHeldThenApproved(t *testing.T) {
 	if done := evs[len(evs)-1]; done.FinishReason != chat.FinishStop {
 		t.Fatalf("the answering turn finished %q: %v", done.FinishReason, kinds(evs))
 	}
-	if evs[0].Kind != chat.KindToolResult || evs[0].ToolResult.CallID != "c2" || evs[0].ToolResult.Denied || evs[0].ToolResult.IsError {
-		t.Fatalf("first event of the answering turn: %+v", evs[0])
+	if evs[0].Kind != chat.KindStart || evs[0].Start.Message == evs[0].Start.Turn {
+		// The answering turn writes into the answer that asked.
+		t.Fatalf("the answering turn starts with %+v", evs[0])
+	}
+	if evs[1].Kind != chat.KindToolResult || evs[1].ToolResult.CallID != "c2" || evs[1].ToolResult.Denied || evs[1].ToolResult.IsError {
+		t.Fatalf("first event of the answering turn: %+v", evs[1])
 	}
 	if got := r.tools.runs(); !slices.Equal(got, []string{"think", "brainstorm", "critique"}) {
 		t.Fatalf("ran %v", got)
@@ -260,8 +264,8 @@ func TestApprovalDenied(t *testing.T) {
 	evs := drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Text("go"))))
 	id := evs[slices.IndexFunc(evs, func(e chat.Event) bool { return e.Kind == chat.KindApproval })].Approval.ID
 	evs = drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: id, Approved: false, Reason: "too costly"}}})))
-	if evs[0].Kind != chat.KindToolResult || !evs[0].ToolResult.Denied || !strings.Contains(evs[0].ToolResult.Content, "too costly") {
-		t.Fatalf("first event %+v", evs[0])
+	if evs[1].Kind != chat.KindToolResult || !evs[1].ToolResult.Denied || !strings.Contains(evs[1].ToolResult.Content, "too costly") {
+		t.Fatalf("first event %+v", evs[1])
 	}
 	if got := r.tools.runs(); len(got) != 0 {
 		t.Fatalf("ran %v", got)
@@ -296,7 +300,7 @@ func TestApprovalParallelAndIncomplete(t *testing.T) {
 		t.Fatalf("one ID twice: %v", err)
 	}
 	evs := drain(t)(agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: ap[1].ID, Approved: true}, {ID: ap[0].ID, Approved: false}}})))
-	if evs[0].ToolResult == nil || evs[0].ToolResult.CallID != "c1" || !evs[0].ToolResult.Denied || evs[1].ToolResult == nil || evs[1].ToolResult.CallID != "c2" || evs[1].ToolResult.IsError {
+	if evs[1].ToolResult == nil || evs[1].ToolResult.CallID != "c1" || !evs[1].ToolResult.Denied || evs[2].ToolResult == nil || evs[2].ToolResult.CallID != "c2" || evs[2].ToolResult.IsError {
 		t.Fatalf("events %v", kinds(evs))
 	}
 	if got := r.tools.runs(); !slices.Equal(got, []string{"think"}) {

@@ -3,9 +3,13 @@ package chat
 // Kind says what an Event carries.
 type Kind string
 
-// The kinds of Event. A turn is a sequence of events that ends with exactly one
-// Done; an Error event may precede it.
+// The kinds of Event. A turn is a sequence of events that begins with Start
+// (or, for a turn another server took over, goes on with Restart) and ends
+// with exactly one Done; an Error event may precede it.
 const (
+	// KindStart begins a turn, in Start: the turn's ID and the answer
+	// message it writes.
+	KindStart Kind = "start"
 	// KindTextDelta carries the next piece of the assistant's answer in Text.
 	KindTextDelta Kind = "text-delta"
 	// KindStepStart and KindStepFinish bracket one model call of a turn.
@@ -76,6 +80,7 @@ type Event struct {
 	Seq int64 `json:"seq,omitempty"`
 
 	Text          string      `json:"text,omitempty"`
+	Start         *Start      `json:"start,omitempty"`
 	ToolCall      *ToolCall   `json:"toolCall,omitempty"`
 	ToolResult    *ToolResult `json:"toolResult,omitempty"`
 	Orchestration *Snapshot   `json:"orchestration,omitempty"`
@@ -93,6 +98,17 @@ type Event struct {
 	// orchestration service does: it comes back from the write that
 	// recorded it), so that no consumer needs to read the session again.
 	SessionUsage *Usage `json:"sessionUsage,omitempty"`
+}
+
+// Start begins a turn (KindStart).
+type Start struct {
+	// Turn is the turn's ID.
+	Turn string `json:"turn"`
+	// Message names the answer message the turn writes: the turn's own
+	// ID, or, for a turn that carries out answers to approvals or takes
+	// the results of a client's tools, the answer that asked for them,
+	// which it goes on.
+	Message string `json:"message"`
 }
 
 // Snapshot is the orchestration as the model sees it at one moment.

@@ -1,7 +1,7 @@
 package server
 
 import (
-	"context"
+	"cmp"
 	"net/http"
 	"slices"
 	"time"
@@ -11,6 +11,7 @@ import (
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/gin-gonic/gin"
 )
 
@@ -39,16 +40,16 @@ func chatSession(r *http.Request, body *wire.ChatRequest) (string, *apiError) {
 func (s *Server) postChat(c *gin.Context) {
 	// The stream is served from a frame of its own: startChat's request
 	// body and options are gone from the stack the handler waits on.
-	if src := s.startChat(c); src != nil {
-		s.streamTurn(c, src, 0)
+	if t := s.startChat(c); t != nil {
+		s.streamTurn(c, t, seen{})
 	}
 }
 
 // startChat starts the turn a chat request asks for, or answers the
 // request (nil). A request whose idempotency key (idempotencyKey) already
 // started a turn gets that turn (replay) instead of a second one.
-func (s *Server) startChat(c *gin.Context) source {
-	node, ok := s.cfg.Agents.Get(c.Param("agentId"))
+func (s *Server) startChat(c *gin.Context) *turns.Turn {
+	node, ok := s.rt.Agents().Get(c.Param("agentId"))
 	if !ok {
 		abortWith(c, newError(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", c.Param("agentId")))
 		return nil
@@ -61,11 +62,13 @@ func (s *Server) startChat(c *gin.Context) source {
 		abortWith(c, e)
 		return nil
 	}
-	answers, messageID, aerr := approvals.Answers()
+	answers, _, aerr := approvals.Answers()
 	if aerr != nil {
 		abortWith(c, newParamError(http.StatusBadRequest, "invalid_approval", aerr.(*wire.AnswerError).Param, "%s", aerr.Error()))
 		return nil
 	}
+	in := turns.Input{Agent: node.ID(), DefaultBusy: template.BusyEnqueue}
+	in.Owner = ownerOf(c)
 	// The client's own tools (the AI SDK's client-side tools), and the
 	// results its Chat sends of their calls (addToolOutput).
 	tools, pe := approvals.Tools()
@@ -73,26 +76,14 @@ func (s *Server) startChat(c *gin.Context) source {
 		abortWith(c, bodyError(pe))
 		return nil
 	}
-	var in agent.Input
-	if len(tools) > 0 {
-		in.ClientTools = tools
-	}
+	in.ClientTools = tools
 	names := make([]string, len(tools))
 	for i, t := range tools {
 		names[i] = t.Name
 	}
-	results, resultsMessage := approvals.Results(names)
-	if results != nil {
-		in.Results = results
-		if messageID == "" {
-			messageID = resultsMessage
-		}
-	}
-	if answers != nil || results != nil {
-		if t := s.answerApprovals(c, node, &body, answers, messageID, in); t != nil {
-			return t
-		}
-		return nil
+	in.Results, _ = approvals.Results(names)
+	if answers != nil || in.Results != nil {
+		return s.answerApprovals(c, &body, answers, in)
 	}
 	text, err := body.Text()
 	if err != nil {
@@ -104,24 +95,19 @@ func (s *Server) startChat(c *gin.Context) source {
 		abortWith(c, e)
 		return nil
 	}
-	reqKey, e := idempotencyKey(c.Request, &body)
-	if e != nil {
+	in.Session, in.Text = sid, text
+	if in.Key, e = idempotencyKey(c.Request, &body); e != nil {
 		abortWith(c, e)
 		return nil
 	}
-	in.Text, in.Key = text, reqKey
-	atts, pe := body.Attachments()
-	if pe != nil {
+	if in.Attachments, pe = body.Attachments(); pe != nil {
 		abortWith(c, bodyError(pe))
 		return nil
 	}
-	if len(atts) > 0 {
-		if slices.ContainsFunc(atts, func(a chat.Attachment) bool { return !node.ModelInfo().Takes(a.Kind) }) {
-			info := node.ModelInfo()
-			abortWith(c, newParamError(http.StatusBadRequest, "unsupported_attachment", "messages", "agent %q runs on a model that does not take these attachments (%s %s); send text, or use an agent whose model takes them", node.ID(), info.Provider, info.Model))
-			return nil
-		}
-		in.Attachments = atts
+	if slices.ContainsFunc(in.Attachments, func(a chat.Attachment) bool { return !node.ModelInfo().Takes(a.Kind) }) {
+		info := node.ModelInfo()
+		abortWith(c, newParamError(http.StatusBadRequest, "unsupported_attachment", "messages", "agent %q runs on a model that does not take these attachments (%s %s); send text, or use an agent whose model takes them", node.ID(), info.Provider, info.Model))
+		return nil
 	}
 	switch {
 	case body.Trigger == "regenerate-message":
@@ -144,42 +130,31 @@ func (s *Server) startChat(c *gin.Context) source {
 	case body.Background:
 		webhook = s.cfg.WebhookURL
 	}
-	policy, e := busyPolicy(c.Request, body.Busy, node, template.BusyEnqueue)
-	if e != nil {
-		abortWith(c, e)
-		return nil
-	}
-	if policy != template.BusyReject {
+	in.Busy = cmp.Or(body.Busy, c.GetHeader("X-Busy"))
+	if in.Policy(node) != template.BusyReject {
 		// A queued message may wait longer than the server's WriteTimeout
 		// before its stream starts.
 		_ = http.NewResponseController(c.Writer).SetWriteDeadline(time.Time{})
 	}
-	key := session.Key(ownerOf(c), sid)
-	t, err := s.startBusy(c.Request.Context(), policy, key, reqKey, func() (*turn, error) {
-		// A background run keeps its events, for the webhook's outcome.
-		return s.startTurn(c.Request.Context(), node, sid, ownerOf(c), body.Background, in)
-	})
+	t, err := s.rt.Start(c.Request.Context(), in)
 	if err != nil {
-		if req, ok := s.duplicateOf(c.Request.Context(), key, reqKey, err); ok {
-			if body.Background {
-				// The run the request started already.
-				c.Header("Idempotent-Replayed", "true")
-				c.JSON(http.StatusAccepted, acceptBackground(sid, req.Turn))
-				return nil
-			}
-			return s.replay(c, node.ID(), sid, req)
-		}
 		s.answerStartError(c, node.ID(), err)
 		return nil
+	}
+	if t.Replayed() {
+		c.Header("Idempotent-Replayed", "true")
 	}
 	if body.Background {
 		// Nobody reads the stream: the turn runs on to its end (the
 		// disconnect grace counts clients that came and went), and its
-		// webhook is called then.
-		s.runInBackground(t, webhook)
+		// webhook is called then (a replayed run's was, by the request
+		// that started it).
+		if !t.Replayed() {
+			s.runInBackground(t, webhook)
+		}
 		c.Header("X-Session-Id", sid)
-		c.Header("X-Turn-Id", t.id)
-		c.JSON(http.StatusAccepted, acceptBackground(sid, t.id))
+		c.Header("X-Turn-Id", t.ID())
+		c.JSON(http.StatusAccepted, acceptBackground(sid, t.ID()))
 		return nil
 	}
 	return t
@@ -187,11 +162,9 @@ func (s *Server) startChat(c *gin.Context) source {
 
 // answerApprovals starts the turn that carries out a request's answers to
 // the calls that wait for approval (docs/api.md, "Tool approvals"), to be
-// streamed like a chat turn, or
-// answers the request (nil).
-// The client's results of its tools' calls (in.Results) go with them, or
-// alone.
-func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.ChatRequest, answers []wire.Answer, messageID string, in agent.Input) *turn {
+// streamed like a chat turn, or answers the request (nil). The client's
+// results of its tools' calls (in.Results) go with them, or alone.
+func (s *Server) answerApprovals(c *gin.Context, body *wire.ChatRequest, answers []wire.Answer, in turns.Input) *turns.Turn {
 	if c.GetHeader("X-Session-Id") == "" && body.SessionID == "" && !session.ValidID(body.ID) {
 		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "sessionId", "answers to approvals and tool results need their session: sessionId, the x-session-id header or the AI SDK chat id"))
 		return nil
@@ -201,43 +174,14 @@ func (s *Server) answerApprovals(c *gin.Context, node *agent.Agent, body *wire.C
 		abortWith(c, e)
 		return nil
 	}
-	list := make([]agent.ApprovalAnswer, len(answers))
-	for i, a := range answers {
-		list[i] = agent.ApprovalAnswer{ID: a.ID, Approved: a.Approved, Reason: a.Reason}
+	in.Session = sid
+	for _, a := range answers {
+		in.Answers = append(in.Answers, agent.ApprovalAnswer{ID: a.ID, Approved: a.Approved, Reason: a.Reason})
 	}
-	if len(messageID) > 256 {
-		messageID = ""
-	}
-	owner := ownerOf(c)
-	if messageID == "" {
-		// The plain shape names no message: the turn goes on under the
-		// answer that asked for the calls, as a client that shows that
-		// answer expects (the AI SDK's readUIMessageStream, for one).
-		messageID = s.approvalMessage(c.Request.Context(), session.Key(owner, sid), owner, answers[0].ID)
-	}
-	in.Answers = list
-	t, err := s.launch(c.Request.Context(), node, sid, owner, false, messageID, runInput(node, sid, owner, in))
+	t, err := s.rt.Start(c.Request.Context(), in)
 	if err != nil {
-		s.answerStartError(c, node.ID(), err)
+		s.answerStartError(c, in.Agent, err)
 		return nil
 	}
 	return t
-}
-
-// approvalMessage is the answer that asked for the approval with this ID,
-// "" when the session does not say (the agent then refuses the answers with
-// the reason, or the turn streams under its own ID).
-func (s *Server) approvalMessage(ctx context.Context, key, owner, approvalID string) string {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	sess, err := s.cfg.Store.Get(ctx, key)
-	if err != nil || sess.Owner != owner {
-		return ""
-	}
-	for _, a := range sess.Approvals {
-		if a.ID == approvalID {
-			return a.MessageID
-		}
-	}
-	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // streamChat posts a chat message and reads the whole stream.
@@ -34,10 +35,16 @@ func checkTurnStream(t testing.TB, turnID string, evs []sseEvent, firstSeq int64
 	}
 	var b strings.Builder
 	open := ""
+	next := firstSeq // the seq of the next event's ID
 	for i, ev := range evs {
-		want := wire.EventID(turnID, firstSeq+int64(i))
-		if !ev.HasID || ev.ID != want {
-			t.Fatalf("frame %d: id %q, want %q (no gap, no duplicate)", i, ev.ID, want)
+		// An event's ID rides on its last chunk.
+		if ev.HasID {
+			if want := wire.EventID(turnID, next); ev.ID != want {
+				t.Fatalf("frame %d: id %q, want %q (no gap, no duplicate)", i, ev.ID, want)
+			}
+			next++
+		} else if i == len(evs)-1 {
+			t.Fatalf("the last frame has no ID")
 		}
 		typ := chunkType(t, ev.Data)
 		types = append(types, typ)
@@ -307,7 +314,7 @@ func TestHooksLimitOwnerAndPanics(t *testing.T) {
 }
 
 func TestMaxMessageBytes(t *testing.T) {
-	e := newEnv(t, envOptions{cfg: func(c *Config) { c.MaxMessageBytes = 10 }})
+	e := newEnv(t, envOptions{rt: func(c *turns.Config) { c.MaxMessageBytes = 10 }})
 	var eb errBodyT
 	getJSON(t, e.do(http.MethodPost, "/api/chat/plain", `{"message":"`+strings.Repeat("x", 11)+`"}`), http.StatusBadRequest, &eb)
 	if eb.Error.Code != "invalid_message" || !strings.Contains(eb.Error.Message, strconv.Itoa(10)) {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,23 +11,18 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/responses"
-	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/telemetry"
-	"github.com/agentdock-go/agentdock/turnlog"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes    = 1 << 20
-	DefaultStreamRetention = 5 * time.Minute
 	DefaultHeartbeat       = 15 * time.Second
-	DefaultMaxTurnEvents   = 100000
 	DefaultShutdownTimeout = 25 * time.Second
 	DefaultWriteTimeout    = 60 * time.Second
 	DefaultReadTimeout     = 30 * time.Second
-	DefaultRecoverWait     = 35 * time.Second
-	DefaultMaxQueue        = 8
-	DefaultQueueWait       = 10 * time.Minute
 	DefaultWebhookAttempts = 6
 	DefaultWebhookBackoff  = time.Second
 )
@@ -44,16 +38,10 @@ type Limiter interface {
 
 // Config configures a Server. New validates it once and fills the defaults.
 type Config struct {
-	// Agents are the agents served. Required.
-	Agents *agent.Set
-	// Store is the session store; nil means Agents.Store().
-	Store session.Store
-	// Turns, when set, is the turn log the replicas of a deployment share
-	// (redislog.Log on the session store's Redis): every turn's frames are
-	// copied there, so that a client can resume a stream on any replica.
-	// Nil: a turn's stream can be resumed only on the replica that runs it.
-	// The server does not close it.
-	Turns turnlog.Log
+	// Runtime runs the turns of the agents served (turns.New: the agents,
+	// the session store, the turn log replicas share). Required. The
+	// server's Shutdown shuts it down.
+	Runtime *turns.Runtime
 	// Responses keeps the objects of POST /v1/responses for GET
 	// /v1/responses/{id} and previous_response_id; replicas share one
 	// (responses/redisstore on the session store's Redis). Nil: an in-memory
@@ -68,9 +56,9 @@ type Config struct {
 	// Logger gets one record per request (method, route, status, duration;
 	// never bodies or chat content). Nil means slog.Default().
 	Logger *slog.Logger
-	// Edges are the other protocols served beside the API over the same
+	// Doors are the other protocols served beside the API over the same
 	// turns (server/a2a, server/agui, server/mcpserver).
-	Edges []Edge
+	Doors []door.Door
 	// MCPServers, when set, describes the MCP servers an agent's tools come
 	// from, for /api/agents (see MCPServer).
 	MCPServers func(agentID string) []MCPServer
@@ -78,25 +66,9 @@ type Config struct {
 	// MaxBodyBytes bounds a request body (default 1 MiB); larger bodies get
 	// 413.
 	MaxBodyBytes int64
-	// MaxMessageBytes, when positive, bounds the user message before the
-	// agent sees it (the agent applies its own limit as well).
-	MaxMessageBytes int
-	// StreamRetention is how long a finished turn's events are kept for
-	// resuming (default 5 min).
-	StreamRetention time.Duration
-	// MaxTurnEvents bounds the frames of one turn's stream (default
-	// 100000, enough for the default output budget in token-sized deltas):
-	// a turn that reaches it is stopped like one at its output budget
-	// (finishReason length, a maxTurnEvents limit frame), and every frame
-	// of it stays readable for resuming.
-	MaxTurnEvents int
 	// Heartbeat is the interval of SSE comment lines on idle streams
 	// (default 15 s).
 	Heartbeat time.Duration
-	// DisconnectGrace, when positive, cancels a running turn once no client
-	// has been attached to its stream for that long. Zero (the default)
-	// never cancels: the turn finishes and its answer is saved.
-	DisconnectGrace time.Duration
 	// ReadTimeout is the http.Server's ReadTimeout in Serve (default 30 s):
 	// it bounds the reading of each request's head and body, and a body
 	// that does not arrive in time is answered 408. Each request clears it
@@ -108,15 +80,6 @@ type Config struct {
 	// ShutdownTimeout bounds Serve's graceful shutdown (default 25 s, under
 	// the 30 s a container orchestrator usually waits before SIGKILL).
 	ShutdownTimeout time.Duration
-
-	// MaxQueue bounds the messages that wait in a session's queue for its
-	// running turn (busy policy enqueue; default 8): one more is answered
-	// 409 session_queue_full.
-	MaxQueue int
-	// QueueWait bounds how long a message waits for a busy session
-	// (enqueue, interrupt; default 10 min) before it is answered 409
-	// session_busy.
-	QueueWait time.Duration
 
 	// WebhookHosts are the hosts ("host" or "host:port") that background
 	// runs' webhooks may be posted to; none (the default) calls no
@@ -131,11 +94,6 @@ type Config struct {
 	// retry, doubled before each next (default 1 s).
 	WebhookAttempts int
 	WebhookBackoff  time.Duration
-
-	// RecoverWait is how long a replica that finds a turn abandoned (its
-	// writer died) waits for the session's lease before saving what the
-	// turn streamed (default 35 s: keep it above the store's LockTTL).
-	RecoverWait time.Duration
 
 	// WebFS is the chat page, served at /; nil serves no page.
 	WebFS fs.FS
@@ -173,14 +131,8 @@ type Config struct {
 // validate fills the defaults and reports every problem in one error.
 func (c *Config) validate() error {
 	var probs []string
-	if c.Agents == nil {
-		probs = append(probs, "Agents is required")
-	}
-	if c.Store == nil && c.Agents != nil {
-		c.Store = c.Agents.Store()
-	}
-	if c.Store == nil {
-		probs = append(probs, "Store is required (Agents.Store() is nil)")
+	if c.Runtime == nil {
+		probs = append(probs, "Runtime is required (turns.New)")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -201,17 +153,10 @@ func (c *Config) validate() error {
 		}
 	}
 	neg("MaxBodyBytes", c.MaxBodyBytes)
-	neg("MaxMessageBytes", int64(c.MaxMessageBytes))
-	neg("StreamRetention", int64(c.StreamRetention))
-	neg("MaxTurnEvents", int64(c.MaxTurnEvents))
 	neg("Heartbeat", int64(c.Heartbeat))
-	neg("DisconnectGrace", int64(c.DisconnectGrace))
 	neg("ShutdownTimeout", int64(c.ShutdownTimeout))
 	neg("WriteTimeout", int64(c.WriteTimeout))
 	neg("ReadTimeout", int64(c.ReadTimeout))
-	neg("RecoverWait", int64(c.RecoverWait))
-	neg("MaxQueue", int64(c.MaxQueue))
-	neg("QueueWait", int64(c.QueueWait))
 	neg("WebhookAttempts", int64(c.WebhookAttempts))
 	neg("WebhookBackoff", int64(c.WebhookBackoff))
 	if c.WebhookAttempts == 0 {
@@ -226,23 +171,8 @@ func (c *Config) validate() error {
 	if c.WebhookURL != "" && len(c.WebhookHosts) == 0 {
 		probs = append(probs, "WebhookURL needs WebhookHosts, the hosts webhooks may be posted to (WEBHOOK_HOSTS)")
 	}
-	if c.MaxQueue == 0 {
-		c.MaxQueue = DefaultMaxQueue
-	}
-	if c.QueueWait == 0 {
-		c.QueueWait = DefaultQueueWait
-	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.StreamRetention == 0 {
-		c.StreamRetention = DefaultStreamRetention
-	}
-	if c.MaxTurnEvents == 0 {
-		c.MaxTurnEvents = DefaultMaxTurnEvents
-	}
-	if c.MaxTurnEvents > 0 && c.MaxTurnEvents < 16 {
-		probs = append(probs, fmt.Sprintf("MaxTurnEvents must be at least 16 (got %d)", c.MaxTurnEvents))
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = DefaultHeartbeat
@@ -252,9 +182,6 @@ func (c *Config) validate() error {
 	}
 	if c.ReadTimeout == 0 {
 		c.ReadTimeout = DefaultReadTimeout
-	}
-	if c.RecoverWait == 0 {
-		c.RecoverWait = DefaultRecoverWait
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
@@ -271,31 +198,6 @@ func (c *Config) validate() error {
 		return errors.New("server: invalid Config: " + strings.Join(probs, "; "))
 	}
 	return nil
-}
-
-// Edge is a protocol served beside the API (Config.Edges).
-type Edge interface {
-	// Routes returns the edge's routes; New calls it once, with the
-	// server the edge runs its turns on.
-	Routes(s *Server) []Route
-}
-
-// EdgeShutdown is an Edge with work of its own that outlives a turn (the
-// A2A edge records a task's end): Server.Shutdown calls it once the turns
-// have ended, before it returns.
-type EdgeShutdown interface {
-	Shutdown(ctx context.Context) error
-}
-
-// Route is one route of an edge: a method (or "*" for every method) and a
-// path in gin's syntax ("/a2a/*rest"; the parameters reach the handler as
-// the request's PathValue). It is served behind the API's own checks: the
-// Owner hook and the Limiter, same-origin POSTs, JSON bodies and the body
-// limit; the handler reads the caller with OwnerOf.
-type Route struct {
-	Method  string
-	Path    string
-	Handler http.Handler
 }
 
 // MCPServer describes one MCP server of an agent, as /api/agents reports it.

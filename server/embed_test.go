@@ -20,6 +20,7 @@ import (
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // callsOnce is a model that calls one tool, then answers with its result.
@@ -66,7 +67,11 @@ func TestToolSeesSessionAndMiddlewareValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{Agents: agents, Logger: slog.New(slog.DiscardHandler),
+	rt, err := turns.New(turns.Config{Agents: agents, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{Runtime: rt, Logger: slog.New(slog.DiscardHandler),
 		Owner: func(r *http.Request) (string, error) { return "team-" + r.Header.Get("X-Team"), nil }})
 	if err != nil {
 		t.Fatal(err)

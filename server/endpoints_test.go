@@ -13,6 +13,7 @@ import (
 	"testing/fstest"
 
 	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 func TestInfoEndpoints(t *testing.T) {
@@ -110,7 +111,7 @@ func TestDeleteRunningSessionConflicts(t *testing.T) {
 // "length"), its stream and its turn end together, every frame stays
 // readable from the start, and the session takes the next turn at once.
 func TestTurnStopsAtTheEventBudget(t *testing.T) {
-	e := newEnv(t, envOptions{cfg: func(c *Config) { c.MaxTurnEvents = 16 }})
+	e := newEnv(t, envOptions{rt: func(c *turns.Config) { c.MaxEvents = 16 }})
 	res, evs := e.streamChat("explorer", exploreFor("gap-session-1"))
 	turnID := res.Header.Get("X-Turn-Id")
 	n := len(evs)

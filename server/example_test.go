@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // The API alone, under /chat/ in a mux of one's own, with one's own
@@ -25,7 +26,11 @@ func ExampleServer_APIHandler() {
 	if err != nil {
 		panic(err)
 	}
-	srv, err := server.New(server.Config{Agents: agents, Owner: func(r *http.Request) (string, error) {
+	rt, err := turns.New(turns.Config{Agents: agents})
+	if err != nil {
+		panic(err)
+	}
+	srv, err := server.New(server.Config{Runtime: rt, Owner: func(r *http.Request) (string, error) {
 		if team := r.Header.Get("X-Team"); team != "" {
 			return team, nil
 		}

@@ -19,6 +19,8 @@ import (
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/turnlog"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // env is a server on a real loopback listener with the real agent package,
@@ -29,16 +31,23 @@ type env struct {
 	http  *httptest.Server
 	store session.Store
 	base  string
+	// log is the turn log the env's replica shares (replica), nil for a
+	// single server.
+	log turnlog.Log
 }
 
 type envOptions struct {
 	delay time.Duration // the offline model's delay between words
 	cfg   func(*Config)
+	// rt adjusts the runtime's configuration.
+	rt func(*turns.Config)
 	// budget bounds the agents' turns.
 	budget llmorch.Budget
 	// store is the session store (default: a new memory store); the env
 	// closes it.
 	store session.Store
+	// log is the shared turn log (replica).
+	log turnlog.Log
 	// model answers every agent (default: the offline model).
 	model llmorch.Model
 	// templates is the directory of the agents' templates (default
@@ -85,7 +94,15 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Agents: agents, Logger: slog.New(slog.DiscardHandler)}
+	rcfg := turns.Config{Agents: agents, Logger: slog.New(slog.DiscardHandler)}
+	if o.rt != nil {
+		o.rt(&rcfg)
+	}
+	rt, err := turns.New(rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Runtime: rt, Logger: slog.New(slog.DiscardHandler)}
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
@@ -94,7 +111,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(s.Handler())
-	e := &env{t: t, srv: s, http: hs, store: store, base: hs.URL}
+	e := &env{t: t, srv: s, http: hs, store: store, base: hs.URL, log: o.log}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -152,6 +169,9 @@ type errBodyT struct {
 }
 
 // sseEvent is one SSE event as a client parses it.
+// sseEvent is one SSE event as an EventSource sees it: ID is the stream's
+// last event ID when it comes (the event's own when it has one, HasID).
+// The server puts the ID of a turn's event on the last chunk it maps to.
 type sseEvent struct {
 	ID, Data string
 	HasID    bool
@@ -161,6 +181,7 @@ type sseEvent struct {
 type sseReader struct {
 	sc       *bufio.Scanner
 	comments int
+	lastID   string
 }
 
 func newSSEReader(r io.Reader) *sseReader {
@@ -178,6 +199,11 @@ func (r *sseReader) next() (ev sseEvent, ok bool) {
 		case line == "":
 			if data != nil {
 				ev.Data = strings.Join(data, "\n")
+				if ev.HasID {
+					r.lastID = ev.ID
+				} else {
+					ev.ID = r.lastID
+				}
 				return ev, true
 			}
 		case strings.HasPrefix(line, ":"):
@@ -228,8 +254,9 @@ func (e *env) waitIdle(sessionID string) {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if t := e.srv.turns.latest(sessionID); t != nil {
-			if _, done := t.state(); done {
+		// sessionID may be a store key (session.Key of an owner).
+		if sess, err := e.store.Get(context.Background(), sessionID); err == nil {
+			if st, _ := e.srv.rt.Latest(context.Background(), sess); st != nil && !st.Running {
 				return
 			}
 		}
@@ -240,9 +267,25 @@ func (e *env) waitIdle(sessionID string) {
 
 func mustAgent(t *testing.T, e *env, id string) *agent.Agent {
 	t.Helper()
-	n, ok := e.srv.cfg.Agents.Get(id)
+	n, ok := e.srv.rt.Agents().Get(id)
 	if !ok {
 		t.Fatalf("no agent %s", id)
 	}
 	return n
+}
+
+// latestTurnID is the ID of the session's latest turn (of the anonymous
+// owner), once it finished.
+func (e *env) latestTurnID(sessionID string) string {
+	e.t.Helper()
+	e.waitIdle(sessionID)
+	sess, err := e.srv.rt.Session(context.Background(), "", sessionID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	st, err := e.srv.rt.Latest(context.Background(), sess)
+	if err != nil || st == nil {
+		e.t.Fatalf("no latest turn of %s: %v", sessionID, err)
+	}
+	return st.ID
 }

@@ -259,3 +259,11 @@ func TestErrorsAreJSON(t *testing.T) {
 		}
 	}
 }
+
+// clip shortens what a test prints of a body or a path.
+func clip(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	return s[:197] + "..."
+}

@@ -1,18 +1,10 @@
 package server
 
 import (
-	"context"
-	"errors"
 	"net/http"
-	"time"
 	"unicode"
 
-	"github.com/agentdock-go/agentdock/agent"
-	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
-	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/turnlog"
-	"github.com/gin-gonic/gin"
 )
 
 // maxIdempotencyKey bounds an idempotency key, which the session keeps.
@@ -47,116 +39,4 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-// duplicateOf reports the request that already started a turn under key
-// when err says a turn could not start because of it: the agent's
-// *DuplicateError, or a busy session whose running turn is that request's
-// own (a client retrying while its first attempt still runs), which one
-// read of the session tells.
-func (s *Server) duplicateOf(ctx context.Context, storeKey, key string, err error) (session.Request, bool) {
-	if dup, ok := errors.AsType[*agent.DuplicateError](err); ok {
-		return dup.Request, true
-	}
-	if key == "" || !errors.Is(err, session.ErrBusy) {
-		return session.Request{}, false
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	sess, gerr := s.cfg.Store.Get(ctx, storeKey)
-	if gerr != nil {
-		return session.Request{}, false
-	}
-	return sess.RequestOf(key)
-}
-
-// replay is what a retried request is given instead of a second turn: the
-// stream of the turn its first attempt started, from its first frame,
-// while this replica or the shared turn log keeps it; else that turn's
-// answer as the session stored it, as a finished stream. nil after an
-// answer to the request (an error).
-func (s *Server) replay(c *gin.Context, agentID, sessionID string, req session.Request) source {
-	owner := ownerOf(c)
-	key := session.Key(owner, sessionID)
-	c.Header("Idempotent-Replayed", "true")
-	if t := s.turns.get(req.Turn); t != nil && t.key == key && !t.raw {
-		return t
-	}
-	if s.cfg.Turns != nil {
-		st, ok, err := s.sharedLookup(c.Request.Context(), key, req.Turn, owner)
-		if err == nil && ok && st.AgentID == agentID {
-			return &sharedTurn{s: s, ref: turnlog.Ref{Session: key, Turn: req.Turn}, sessionID: sessionID}
-		}
-	}
-	t, e := s.storedAnswer(c.Request.Context(), key, sessionID, agentID, owner, req)
-	if e != nil {
-		abortWith(c, e)
-		return nil
-	}
-	return t
-}
-
-// storedAnswer is the answer the session stored for the turn req started,
-// as the finished stream of a turn of that ID: its text, tool calls and
-// results, and finish. The answer is what follows the turn's user
-// message in the history, found by counting the user messages after it.
-func (s *Server) storedAnswer(ctx context.Context, key, sessionID, agentID, owner string, req session.Request) (*turn, *apiError) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	gone := newError(http.StatusConflict, "duplicate_request", "this request already started turn %s on session %s, and its answer is no longer kept apart from the session's history: read it from GET /api/sessions/%s", req.Turn, sessionID, sessionID)
-	sess, err := s.cfg.Store.Get(ctx, key)
-	if err != nil {
-		return nil, storeError(err)
-	}
-	msgs, err := s.cfg.Store.Messages(ctx, key, 0)
-	if err != nil {
-		return nil, storeError(err)
-	}
-	later := sess.State.UserMessages - req.UserMessages // user messages after the turn's
-	at := -1
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role != chat.RoleUser {
-			continue
-		}
-		if later == 0 {
-			at = i
-			break
-		}
-		later--
-	}
-	if at < 0 || later < 0 {
-		return nil, gone
-	}
-	t := newTurn(req.Turn, sessionID, agentID, owner, func(error) {}, s.cfg.MaxTurnEvents, 0)
-	m := &uiMapper{turnID: t.id}
-	t.add(m.start())
-	for _, msg := range msgs[at+1:] {
-		if msg.Role == chat.RoleUser {
-			break
-		}
-		for _, ev := range answerEvents(msg) {
-			t.add(m.mapEvent(ev)...)
-		}
-	}
-	t.addLast(m.mapEvent(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishStop})...)
-	return t, nil
-}
-
-// answerEvents are the events that stream a stored message of an answer.
-func answerEvents(msg chat.Message) []chat.Event {
-	var out []chat.Event
-	switch msg.Role {
-	case chat.RoleAssistant:
-		if msg.Content != "" {
-			out = append(out, chat.Event{Kind: chat.KindTextDelta, Text: msg.Content})
-		}
-		for i := range msg.ToolCalls {
-			out = append(out, chat.Event{Kind: chat.KindToolCall, ToolCall: &msg.ToolCalls[i]})
-		}
-	case chat.RoleTool:
-		out = append(out, chat.Event{Kind: chat.KindToolResult, ToolResult: &chat.ToolResult{
-			CallID: msg.ToolCallID, Name: msg.ToolName, Content: msg.Content, IsError: msg.IsError, NotRun: msg.NotRun, Denied: msg.Denied,
-		}})
-	}
-	return out
 }

@@ -89,7 +89,7 @@ func TestChatIdempotent(t *testing.T) {
 		t.Fatalf("retry after the turn: turn %q, text %q", res.Header.Get("X-Turn-Id"), got)
 	}
 	// Once the stream is no longer kept: the stored answer.
-	e.srv.turns.forgetSession(session.Key("", chatID))
+	_ = e.srv.rt.Forget(t.Context(), session.Key("", chatID))
 	res, evs = e.streamChat("plain", body)
 	checkTurnStream(t, turnID, evs, 1)
 	if got := streamText(t, evs); res.Header.Get("X-Turn-Id") != turnID || got != "Hello there, friend." {
@@ -152,11 +152,13 @@ func TestCompletionsIdempotent(t *testing.T) {
 	if n := len(mock.Requests()); n != 1 {
 		t.Fatalf("%d model calls, want 1", n)
 	}
-	// Once the turn is no longer kept, a retry is told where its answer is.
-	e.srv.turns.forgetSession(session.Key("", sid))
-	var eb errBodyT
-	getJSON(t, e.do(http.MethodPost, "/v1/chat/completions", body, "X-Session-Id", sid, "Idempotency-Key", "k1"), http.StatusConflict, &eb)
-	if eb.Error.Code != "duplicate_request" || len(mock.Requests()) != 1 {
-		t.Fatalf("a retry after the turn was dropped: %+v", eb.Error)
+	// Once the turn is no longer kept, a retry gets the answer the
+	// session stored, made into a completion again.
+	_ = e.srv.rt.Forget(t.Context(), session.Key("", sid))
+	res = e.do(http.MethodPost, "/v1/chat/completions", body, "X-Session-Id", sid, "Idempotency-Key", "k1")
+	var c oaCompletion
+	getJSON(t, res, http.StatusOK, &c)
+	if res.Header.Get("Idempotent-Replayed") != "true" || *c.Choices[0].Message.Content != "Only once." || len(mock.Requests()) != 1 {
+		t.Fatalf("a retry after the turn was dropped: %s %+v, %d model calls", res.Header.Get("Idempotent-Replayed"), c.Choices[0].Message, len(mock.Requests()))
 	}
 }

@@ -80,7 +80,7 @@ func (s *Server) mcpServers(agentID string) []MCPServer {
 }
 
 func (s *Server) listAgents(c *gin.Context) {
-	list := s.cfg.Agents.List()
+	list := s.rt.Agents().List()
 	out := make([]agentSummary, 0, len(list))
 	for _, n := range list {
 		out = append(out, s.summarize(n))
@@ -89,7 +89,7 @@ func (s *Server) listAgents(c *gin.Context) {
 }
 
 func (s *Server) getAgent(c *gin.Context) {
-	n, ok := s.cfg.Agents.Get(c.Param("id"))
+	n, ok := s.rt.Agents().Get(c.Param("id"))
 	if !ok {
 		abortWith(c, newError(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", c.Param("id")))
 		return

@@ -13,9 +13,11 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/gin-gonic/gin"
 )
 
@@ -165,7 +167,7 @@ func (s *Server) listModels(c *gin.Context) {
 		Created int64  `json:"created"`
 		OwnedBy string `json:"owned_by"`
 	}
-	list := s.cfg.Agents.List()
+	list := s.rt.Agents().List()
 	out := make([]model, 0, len(list))
 	for _, n := range list {
 		out = append(out, model{ID: n.ID(), Object: "model", Created: s.started.Unix(), OwnedBy: "agentdock"})
@@ -192,10 +194,11 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	var (
 		sid, text string
 		reqKey    string // the Idempotency-Key, with a session
-		in        = cr.input()
+		in        = turns.Input{Input: cr.input(), Agent: node.ID(), DefaultBusy: template.BusyReject}
 		stateless bool
 		goOn      bool // no new message: the turn goes on from the results
 	)
+	in.Owner = owner
 	if c.GetHeader("X-Session-Id") != "" || body.User != "" {
 		// A session keeps the conversation: the request adds its last
 		// user message, or the results of the client's tools' calls, and
@@ -254,48 +257,32 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			in.Attachments = msgs[last].Attachments
 		}
 	}
-	var t *turn
-	var err error
-	if goOn {
-		t, err = s.continueTurn(c.Request.Context(), node, sid, owner, true, "", in)
-	} else {
-		policy := template.BusyReject
-		if !stateless {
-			if policy, e = busyPolicy(c.Request, "", node, template.BusyReject); e != nil {
-				abortWith(c, e)
-				return
-			}
-		}
-		t, err = s.startBusy(c.Request.Context(), policy, session.Key(owner, sid), reqKey, func() (*turn, error) {
-			in.Text = text
-			return s.startTurn(c.Request.Context(), node, sid, owner, true, in)
-		})
+	in.Session = sid
+	if !goOn {
+		in.Text = text
 	}
-	if err != nil {
-		// A retry gets the turn its request started while this replica
-		// keeps it: the completion is made again from its events.
-		if req, ok := s.duplicateOf(c.Request.Context(), session.Key(owner, sid), reqKey, err); ok {
-			if kept := s.turns.get(req.Turn); kept != nil && kept.key == session.Key(owner, sid) && kept.keepEvents {
-				t, err = kept, nil
-				c.Header("Idempotent-Replayed", "true")
-			} else {
-				err = &agent.DuplicateError{Request: req}
-			}
-		}
+	if !stateless {
+		in.Busy = c.GetHeader("X-Busy")
 	}
+	t, err := s.rt.Start(c.Request.Context(), in)
 	if err != nil {
 		s.answerStartError(c, node.ID(), err)
 		return
 	}
+	if t.Replayed() {
+		// A retry gets the turn its request started: the completion is
+		// made again from its events.
+		c.Header("Idempotent-Replayed", "true")
+	}
 	if stateless {
 		// Nothing can read a stateless turn but this request: it ends
 		// when the client goes away.
-		defer stopIfRunning(t)
+		defer t.Cancel(errNoReader)
 		sid = ""
 	} else {
 		c.Header("X-Session-Id", sid)
 	}
-	c.Header("X-Turn-Id", t.id)
+	c.Header("X-Turn-Id", t.ID())
 	if body.Stream {
 		s.streamCompletion(c, t, body.Model, sid, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
 		return
@@ -330,7 +317,7 @@ func (s *Server) openAIModel(model string) (*agent.Agent, *apiError) {
 	if model == "" {
 		return nil, newParamError(http.StatusBadRequest, "invalid_request", "model", "model is required: an agent ID (GET /v1/models lists them)")
 	}
-	node, ok := s.cfg.Agents.Get(model)
+	node, ok := s.rt.Agents().Get(model)
 	if !ok {
 		return nil, newParamError(http.StatusNotFound, "model_not_found", "model", "no agent %q; GET /v1/models lists them", model)
 	}
@@ -350,14 +337,6 @@ func checkHistory(node *agent.Agent, history []chat.Message, index []int, param 
 	return newParamError(http.StatusBadRequest, "invalid_message", at, "%s: %s", at, he.Reason)
 }
 
-// stopIfRunning cancels a turn that is still running because the only
-// client that could read it went away.
-func stopIfRunning(t *turn) {
-	if _, done := t.state(); !done {
-		t.cancel(errNoReader)
-	}
-}
-
 var errNoReader = &chat.Error{Code: "client_gone", Message: "the client went away, and a turn without a session has no other reader; it was stopped"}
 
 func oaFinish(reason string) string {
@@ -372,19 +351,19 @@ func oaFinish(reason string) string {
 
 // completion waits for the turn and answers one chat.completion. The turn
 // runs on when the client goes away. sessionID is "" for a stateless turn.
-func (s *Server) completion(c *gin.Context, t *turn, model, sessionID string) {
+func (s *Server) completion(c *gin.Context, t *turns.Turn, model, sessionID string) {
 	rc := http.NewResponseController(c.Writer)
 	_ = rc.SetWriteDeadline(time.Time{})
 	var (
 		text   strings.Builder
-		ext    = &oaExtended{SessionID: sessionID, TurnID: t.id}
+		ext    = &oaExtended{SessionID: sessionID, TurnID: t.ID()}
 		usage  chat.Usage
 		errEv  *chat.Error
 		reason string
 		newRun bool
 		calls  []oaToolCall
 	)
-	err := follow(c.Request.Context(), t, s.cfg.Heartbeat, func(ev chat.Event) {
+	err := door.Follow(c.Request.Context(), s.rt, t, 0, s.cfg.Heartbeat, func(ev chat.Event) {
 		switch ev.Kind {
 		case chat.KindTextDelta:
 			if newRun && text.Len() > 0 {
@@ -423,7 +402,7 @@ func (s *Server) completion(c *gin.Context, t *turn, model, sessionID string) {
 		}
 	}
 	if errEv != nil {
-		abortWith(c, turnErrorStatus(errEv))
+		abortWith(c, turns.Describe(errEv))
 		return
 	}
 	ext.FinishReason = reason
@@ -432,7 +411,7 @@ func (s *Server) completion(c *gin.Context, t *turn, model, sessionID string) {
 		reply.Content = ptr(text.String())
 	}
 	c.JSON(http.StatusOK, oaCompletion{
-		ID: "chatcmpl-" + t.id, Object: "chat.completion", Created: time.Now().Unix(), Model: model,
+		ID: "chatcmpl-" + t.ID(), Object: "chat.completion", Created: time.Now().Unix(), Model: model,
 		SystemFingerprint: "agentdock",
 		Choices:           []oaChoice{{Index: 0, Message: reply, FinishReason: oaFinish(reason), Logprobs: json.RawMessage("null")}},
 		Usage:             oaUsageOf(usage),
@@ -456,12 +435,12 @@ func openEventStream(w http.ResponseWriter) *http.ResponseController {
 }
 
 // streamCompletion streams the turn as chat.completion.chunk objects.
-func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID string, includeUsage bool) {
+func (s *Server) streamCompletion(c *gin.Context, t *turns.Turn, model, sessionID string, includeUsage bool) {
 	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "openai")()
 	w := c.Writer
 	rc := openEventStream(w)
 
-	id, created := "chatcmpl-"+t.id, time.Now().Unix()
+	id, created := "chatcmpl-"+t.ID(), time.Now().Unix()
 	var buf bytes.Buffer
 	send := func(v any) {
 		buf.Reset()
@@ -476,7 +455,7 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 			Choices: []oaChunkChoice{{Index: 0, Delta: delta, FinishReason: finish}}, AgentDock: ext}
 	}
 	empty := ""
-	send(chunk(oaDelta{Role: "assistant", Content: &empty}, nil, &oaExtended{SessionID: sessionID, TurnID: t.id}))
+	send(chunk(oaDelta{Role: "assistant", Content: &empty}, nil, &oaExtended{SessionID: sessionID, TurnID: t.ID()}))
 
 	var usage chat.Usage
 	finished := false
@@ -500,7 +479,7 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 	}
 	var failed *chat.Error
 	clientCalls := 0
-	err := follow(c.Request.Context(), t, s.cfg.Heartbeat, func(ev chat.Event) {
+	err := door.Follow(c.Request.Context(), s.rt, t, 0, s.cfg.Heartbeat, func(ev chat.Event) {
 		switch ev.Kind {
 		case chat.KindTextDelta:
 			text := ev.Text
@@ -550,7 +529,7 @@ func (s *Server) streamCompletion(c *gin.Context, t *turn, model, sessionID stri
 		// The client closed its streaming connection: nobody reads this
 		// turn now, so it stops like one a person stopped (its partial
 		// answer is saved; its stream can still be read from the session).
-		t.cancel(errStreamClosed)
+		t.Cancel(errStreamClosed)
 	}
 }
 

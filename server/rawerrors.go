@@ -88,7 +88,7 @@ func rawErrorJSON(p []byte) ([]byte, bool) {
 	case 505:
 		code = "http_version_not_supported"
 	}
-	e := &apiError{Code: code, Message: clip(msg)}
+	e := newError(0, code, "%s", msg)
 	data := mustJSON(map[string]any{"error": map[string]any{"code": e.Code, "message": e.Message, "type": "invalid_request_error", "param": nil}})
 	var b bytes.Buffer
 	b.WriteString("HTTP/1.1 ")

@@ -15,6 +15,7 @@ import (
 	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/turnlog"
 	"github.com/agentdock-go/agentdock/turnlog/redislog"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // replica is one server of a deployment on a shared redis-server: its own
@@ -26,17 +27,18 @@ func replica(t testing.TB, srv *redistest.Server, prefix string, o envOptions) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	turns, err := redislog.New(t.Context(), redislog.Config{Client: store.Client(), Prefix: prefix + "-turns", Poll: 20 * time.Millisecond})
+	log, err := redislog.New(t.Context(), redislog.Config{Client: store.Client(), Prefix: prefix + "-turns", Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { turns.Close() })
+	t.Cleanup(func() { log.Close() })
 	o.store = store
-	cfgFn := o.cfg
-	o.cfg = func(c *Config) {
-		c.Turns = turns
-		if cfgFn != nil {
-			cfgFn(c)
+	o.log = log
+	rtFn := o.rt
+	o.rt = func(c *turns.Config) {
+		c.Log = log
+		if rtFn != nil {
+			rtFn(c)
 		}
 	}
 	return newEnv(t, o)
@@ -93,7 +95,7 @@ func waitShared(t *testing.T, e *env, sid, turnID string, done bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		st, err := e.srv.cfg.Turns.Lookup(t.Context(), turnlog.Ref{Session: sid, Turn: turnID})
+		st, err := e.log.Lookup(t.Context(), turnlog.Ref{Session: sid, Turn: turnID})
 		if err == nil && st.Done == done {
 			return
 		}
@@ -121,7 +123,7 @@ func TestReplicasShareTheSession(t *testing.T) {
 	// B knows of the turn at once: the shared log lists it with its first
 	// batch, up to 100 ms later, and the session's turn marker names it
 	// until then (what follows runs in that window, as a rule).
-	_, err := b.srv.cfg.Turns.Lookup(t.Context(), turnlog.Ref{Session: sid, Turn: turnID})
+	_, err := b.log.Lookup(t.Context(), turnlog.Ref{Session: sid, Turn: turnID})
 	t.Logf("the shared log when A answered: %v", err)
 
 	var eb errBodyT
@@ -159,7 +161,7 @@ func TestReplicasShareTheSession(t *testing.T) {
 	checkTurnStream(t, res2.Header.Get("X-Turn-Id"), second, 1)
 	b.waitIdle(sid)
 	getJSON(t, b.do(http.MethodDelete, "/api/sessions/"+sid, ""), http.StatusNoContent, nil)
-	if _, err := a.srv.cfg.Turns.Latest(t.Context(), sid); err == nil {
+	if _, err := a.log.Latest(t.Context(), sid); err == nil {
 		t.Fatal("the deleted session's turns are still in the shared log")
 	}
 }
@@ -172,13 +174,13 @@ func TestReplicasShareTheSession(t *testing.T) {
 func TestReplicaWriterGone(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := "replicas-" + session.NewID()
-	b := replica(t, srv, prefix, envOptions{cfg: func(c *Config) { c.Heartbeat = 100 * time.Millisecond }})
+	b := replica(t, srv, prefix, envOptions{cfg: func(c *Config) { c.Heartbeat = 100 * time.Millisecond }, rt: func(c *turns.Config) { c.Heartbeat = 100 * time.Millisecond }})
 	sid := session.NewID()
 	if _, err := session.Update(t.Context(), b.store, sid, func(*orchestration.State) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	ref := turnlog.Ref{Session: sid, Turn: session.NewID()}
-	log := b.srv.cfg.Turns
+	log := b.log
 	if err := log.Start(t.Context(), turnlog.Meta{Ref: ref, AgentID: "explorer"}); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +229,7 @@ func TestReplicasBeforeTheTurnIsListed(t *testing.T) {
 		if !ok {
 			t.Fatal("A's stream ended at once")
 		}
-		_, err := b.srv.cfg.Turns.Lookup(t.Context(), turnlog.Ref{Session: sid, Turn: res.Header.Get("X-Turn-Id")})
+		_, err := b.log.Lookup(t.Context(), turnlog.Ref{Session: sid, Turn: res.Header.Get("X-Turn-Id")})
 		return res, r, first, errors.Is(err, turnlog.ErrNotFound)
 	}
 
@@ -285,7 +287,7 @@ func TestReplicasBeforeTheTurnIsListed(t *testing.T) {
 func TestReplicaWriterGoneBeforeListing(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := "replicas-" + session.NewID()
-	b := replica(t, srv, prefix, envOptions{cfg: func(c *Config) { c.Heartbeat = 100 * time.Millisecond }})
+	b := replica(t, srv, prefix, envOptions{cfg: func(c *Config) { c.Heartbeat = 100 * time.Millisecond }, rt: func(c *turns.Config) { c.Heartbeat = 100 * time.Millisecond }})
 	// The dead replica's turn: the session's lease (short, so that the
 	// test need not wait 30 s for it) and the marker its first write set.
 	dead, err := redisstore.New(redisstore.Config{URL: srv.URL(), Prefix: prefix, Config: session.Config{LockTTL: time.Second}})
@@ -339,8 +341,8 @@ func TestReplicaWriterGoneBeforeListing(t *testing.T) {
 func TestReplicaMirrorsOnOneGoroutine(t *testing.T) {
 	// The goroutines are counted in the whole process: the mirrors of
 	// the package's earlier tests' replicas must be done first (a copy
-	// ends within mirrorDrain of its turn's end).
-	waitNoMirrorLoop(t, mirrorDrain+2*mirrorBatch, "an earlier test's mirror outlived its turns")
+	// ends within 10 s of its turn's end, turns' mirrorDrain).
+	waitNoMirrorLoop(t, 10*time.Second+200*time.Millisecond, "an earlier test's mirror outlived its turns")
 	srv := redistest.Start(t)
 	prefix := "replicas-" + session.NewID()
 	a := replica(t, srv, prefix, envOptions{delay: 5 * time.Millisecond})
@@ -370,9 +372,14 @@ func TestReplicaMirrorsOnOneGoroutine(t *testing.T) {
 		evs := bodies[i].all()
 		checkTurnStream(t, turnIDs[i], evs, 1)
 		waitShared(t, a, sids[i], turnIDs[i], true)
-		st, err := a.srv.cfg.Turns.Lookup(t.Context(), turnlog.Ref{Session: sids[i], Turn: turnIDs[i]})
-		if err != nil || st.Last != int64(len(evs)) {
-			t.Fatalf("turn %d: the shared log has %d frames (%v), the client got %d", i, st.Last, err, len(evs))
+		st, err := a.log.Lookup(t.Context(), turnlog.Ref{Session: sids[i], Turn: turnIDs[i]})
+		tr, terr := a.srv.rt.Turn(t.Context(), "", sids[i], turnIDs[i])
+		if terr != nil {
+			t.Fatal(terr)
+		}
+		last, _, _, _ := tr.Last(t.Context())
+		if err != nil || st.Last != last || lastSeq(t, evs) == 0 {
+			t.Fatalf("turn %d: the shared log has %d events (%v), the turn %d", i, st.Last, err, last)
 		}
 	}
 	waitNoMirrorLoop(t, 5*time.Second, "the mirror's goroutine outlived the last turn")
@@ -403,11 +410,27 @@ func mirrorGoroutines() (loops, perTurn int) {
 	for g := range strings.SplitSeq(b.String(), "\n\n") {
 		// "(*mirrors).loop(" is the loop's own frame: the short goroutines
 		// it starts for the writes name it only in "created by".
-		if strings.Contains(g, "server.(*mirrors).loop(") {
+		if strings.Contains(g, "turns.(*mirrors).loop(") {
 			loops++
-		} else if strings.Contains(g, "server.(*Server).mirror(") {
+		} else if strings.Contains(g, "turns.(*Runtime).mirror(") {
 			perTurn++
 		}
 	}
 	return loops, perTurn
+}
+
+// lastSeq is the seq of the last event a stream's chunks name.
+func lastSeq(t *testing.T, evs []sseEvent) int64 {
+	t.Helper()
+	var last int64
+	for _, ev := range evs {
+		if ev.HasID {
+			_, seq, _, err := wire.ParseEventID(ev.ID)
+			if err != nil {
+				t.Fatalf("event ID %q: %v", ev.ID, err)
+			}
+			last = seq
+		}
+	}
+	return last
 }

@@ -16,8 +16,10 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/responses"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/gin-gonic/gin"
 )
 
@@ -455,11 +457,11 @@ func (s *Server) createResponse(c *gin.Context) {
 		return
 	}
 	if rs.stateless {
-		defer stopIfRunning(rs.t)
+		defer rs.t.Cancel(errNoReader)
 	} else {
 		c.Header("X-Session-Id", rs.sid)
 	}
-	c.Header("X-Turn-Id", rs.t.id)
+	c.Header("X-Turn-Id", rs.t.ID())
 	if body.Stream {
 		s.streamResponse(c, rs.t, rs.run)
 		return
@@ -480,7 +482,7 @@ func (s *Server) createResponse(c *gin.Context) {
 		return // the client went away; a stored response runs on
 	}
 	if rs.run.failure != nil {
-		abortWith(c, turnErrorStatus(rs.run.failure))
+		abortWith(c, turns.Describe(rs.run.failure))
 		return
 	}
 	c.Data(http.StatusOK, "application/json", rs.run.final)
@@ -488,7 +490,7 @@ func (s *Server) createResponse(c *gin.Context) {
 
 // responseStart is a response whose turn started.
 type responseStart struct {
-	t   *turn
+	t   *turns.Turn
 	run *responseRun
 	sid string
 	// stateless: nothing is stored; conv, the conversation before the
@@ -611,18 +613,13 @@ func (s *Server) startResponse(ctx context.Context, owner, key string, body *wir
 	if !stateless {
 		tin.Key = key
 	}
-	var (
-		t   *turn
-		err error
-	)
-	if goOn {
-		t, err = s.continueTurn(ctx, node, sid, owner, true, "", tin)
-	} else {
+	tin.Owner = owner
+	if !goOn {
 		tin.Text, tin.Attachments = msgs[last].Content, msgs[last].Attachments
-		t, err = s.startTurn(ctx, node, sid, owner, true, tin)
 	}
+	t, err := s.rt.Start(ctx, turns.Input{Input: tin, Agent: node.ID(), Session: sid})
 	if err != nil {
-		e := turnStartError(err)
+		e := turns.Describe(err)
 		if e.Status >= 500 {
 			s.log.Error("starting a turn", "agent", node.ID(), "err", err)
 		}
@@ -651,17 +648,17 @@ func joinText(texts ...string) string {
 
 // responseBase is the object of a response that starts: every required
 // field with the value its turn uses.
-func (s *Server) responseBase(node *agent.Agent, t *turn, body *wire.ResponsesRequest, cr clientRequest, metadata map[string]string, stored bool) oaResponse {
+func (s *Server) responseBase(node *agent.Agent, t *turns.Turn, body *wire.ResponsesRequest, cr clientRequest, metadata map[string]string, stored bool) oaResponse {
 	budget := node.Budget()
 	base := oaResponse{
-		ID: responseID(t.id), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
+		ID: responseID(t.ID()), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
 		Background: body.Background,
 		Metadata:   metadata, Model: node.ID(), Output: []any{}, ParallelToolCalls: true, Store: stored,
 		Temperature: templateTemperature(node), TopP: 1, ServiceTier: "default",
 		MaxToolCalls: ptr(int64(budget.MaxSteps * budget.MaxToolCalls)),
 		Text:         textConfig(cr.format), ToolChoice: body.ToolChoice, Tools: []oaFunctionTool{}, Truncation: "disabled",
 		SafetyIdentifier: body.SafetyIdentifier, PromptCacheKey: body.PromptCacheKey,
-		AgentDock: &oaRespExtension{TurnID: t.id},
+		AgentDock: &oaRespExtension{TurnID: t.ID()},
 	}
 	if _, nc := node.Template().Provider(); nc.MaxTokens > 0 {
 		base.MaxOutputTokens = ptr(int64(nc.MaxTokens))
@@ -715,7 +712,7 @@ func (s *Server) continueFrom(ctx context.Context, owner, prev string) (string, 
 	case rec.UserMessages == responses.Running:
 		return "", newParamError(http.StatusConflict, "previous_response_in_progress", "previous_response_id", "response %q is still in progress; continue from it once it is done", prev)
 	}
-	sess, err := s.cfg.Store.Get(ctx, session.Key(owner, rec.SessionID))
+	sess, err := s.rt.Store().Get(ctx, session.Key(owner, rec.SessionID))
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return "", newParamError(http.StatusNotFound, "previous_response_not_found", "previous_response_id", "the conversation of response %q has expired or was deleted", prev)
@@ -732,25 +729,25 @@ func (s *Server) continueFrom(ctx context.Context, owner, prev string) (string, 
 // to its end whatever the client does, builds the final object and, for a
 // stored response, stores it (the running object is stored at once, so
 // that any replica can tell that the response exists).
-func (s *Server) recordResponse(t *turn, base oaResponse, owner string, stored bool) *responseRun {
+func (s *Server) recordResponse(t *turns.Turn, base oaResponse, owner string, stored bool) *responseRun {
 	run := &responseRun{base: base, done: make(chan struct{})}
 	key := session.Key(owner, base.ID)
 	put := func(rec responses.Record) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.rt.Base()), 5*time.Second)
 		defer cancel()
 		if err := s.cfg.Responses.Put(ctx, key, rec); err != nil {
 			s.log.Warn("storing a response", "response", base.ID, "err", err)
 		}
 	}
 	if stored {
-		put(responses.Record{SessionID: t.sessionID, UserMessages: responses.Running, Response: mustJSON(base)})
+		put(responses.Record{SessionID: t.SessionID(), UserMessages: responses.Running, Response: mustJSON(base)})
 	}
 	s.recorders.Add(1)
 	go func() {
 		defer s.recorders.Done()
 		defer close(run.done)
 		b := newRespBuilder(base)
-		err := follow(s.base, t, s.cfg.Heartbeat, func(ev chat.Event) { b.add(ev) }, nil)
+		err := door.Follow(s.rt.Base(), s.rt, t, 0, s.cfg.Heartbeat, func(ev chat.Event) { b.add(ev) }, nil)
 		if ce, ok := err.(*chat.Error); ok {
 			b.add(chat.Event{Kind: chat.KindError, Error: ce})
 		}
@@ -759,8 +756,8 @@ func (s *Server) recordResponse(t *turn, base oaResponse, owner string, stored b
 		if !stored {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), 5*time.Second)
-		sess, err := s.cfg.Store.Get(ctx, t.key)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.rt.Base()), 5*time.Second)
+		sess, err := s.rt.Store().Get(ctx, session.Key(owner, t.SessionID()))
 		cancel()
 		if err != nil {
 			// Left running: continuing from it is refused, and the
@@ -768,14 +765,14 @@ func (s *Server) recordResponse(t *turn, base oaResponse, owner string, stored b
 			s.log.Warn("reading a response's session to record it", "response", base.ID, "err", err)
 			return
 		}
-		put(responses.Record{SessionID: t.sessionID, UserMessages: sess.State.UserMessages, Response: run.final})
+		put(responses.Record{SessionID: t.SessionID(), UserMessages: sess.State.UserMessages, Response: run.final})
 	}()
 	return run
 }
 
 // streamResponse streams a response as the Responses API's events over
 // SSE. The last one carries the recorder's final object.
-func (s *Server) streamResponse(c *gin.Context, t *turn, run *responseRun) {
+func (s *Server) streamResponse(c *gin.Context, t *turns.Turn, run *responseRun) {
 	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "openai")()
 	w := c.Writer
 	rc := openEventStream(w)
@@ -803,7 +800,7 @@ func (s *Server) streamResponse(c *gin.Context, t *turn, run *responseRun) {
 // is called on idle heartbeats; observe, when set, sees every event of the
 // turn. It returns the final object's status ("" when the stream ended
 // before it: the client went away, or events were lost).
-func (s *Server) sendResponseEvents(ctx context.Context, t *turn, run *responseRun, send func(oaRespEvent) error, tick func(), observe func(chat.Event)) string {
+func (s *Server) sendResponseEvents(ctx context.Context, t *turns.Turn, run *responseRun, send func(oaRespEvent) error, tick func(), observe func(chat.Event)) string {
 	var seq int64
 	emit := func(ev oaRespEvent) {
 		ev.SequenceNumber = seq
@@ -813,7 +810,7 @@ func (s *Server) sendResponseEvents(ctx context.Context, t *turn, run *responseR
 	emit(oaRespEvent{Type: "response.created", Response: run.base})
 	emit(oaRespEvent{Type: "response.in_progress", Response: run.base})
 	b := newRespBuilder(run.base)
-	err := follow(ctx, t, s.cfg.Heartbeat, func(ev chat.Event) {
+	err := door.Follow(ctx, s.rt, t, 0, s.cfg.Heartbeat, func(ev chat.Event) {
 		if observe != nil {
 			observe(ev)
 		}

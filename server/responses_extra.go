@@ -87,7 +87,7 @@ func (s *Server) compactResponse(c *gin.Context) {
 			return
 		}
 		var err error
-		if msgs, err = s.cfg.Store.Messages(c.Request.Context(), session.Key(owner, sid), 0); err != nil {
+		if msgs, err = s.rt.Store().Messages(c.Request.Context(), session.Key(owner, sid), 0); err != nil {
 			abortWith(c, storeError(err))
 			return
 		}
@@ -205,12 +205,12 @@ func (s *Server) cancelResponse(c *gin.Context) {
 		return
 	}
 	if rec.UserMessages == responses.Running {
-		sess, err := s.cfg.Store.Get(ctx, session.Key(owner, rec.SessionID))
+		sess, err := s.rt.Store().Get(ctx, session.Key(owner, rec.SessionID))
 		if err != nil {
 			abortWith(c, storeError(err))
 			return
 		}
-		if _, err := s.stopSession(ctx, sess); err != nil {
+		if _, err := s.rt.StopSession(ctx, sess); err != nil {
 			s.log.Error("cancelling a response", "response", id, "err", err)
 			abortWith(c, storeError(err))
 			return
@@ -263,7 +263,7 @@ func (s *Server) responsesSocket(c *gin.Context) {
 	defer cancel()
 	go func() {
 		select {
-		case <-s.closing:
+		case <-s.rt.Closing():
 			_ = conn.Close(websocket.StatusGoingAway, "the server is shutting down")
 		case <-ctx.Done():
 		}
@@ -322,7 +322,7 @@ func (s *Server) responsesSocket(c *gin.Context) {
 		var answer []chat.Message
 		status := s.sendResponseEvents(ctx, rs.t, rs.run, func(ev oaRespEvent) error { return send(ev) }, nil, func(ev chat.Event) { answer = appendAnswer(answer, ev) })
 		if rs.stateless {
-			stopIfRunning(rs.t)
+			rs.t.Cancel(errNoReader)
 			if status == "completed" {
 				keep(rs.run.base.ID, append(rs.conv, answer...))
 			} else if prior != nil {

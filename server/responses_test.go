@@ -416,7 +416,7 @@ func TestResponsesReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := "responses-" + session.NewID()
 	shared := func(c *Config) {
-		store := c.Agents.Store().(*redisstore.Store)
+		store := c.Runtime.Store().(*redisstore.Store)
 		rs, err := respredis.New(respredis.Config{Client: store.Client(), Prefix: prefix + "-responses"})
 		if err != nil {
 			t.Fatal(err)

@@ -317,7 +317,7 @@ func TestCORS(t *testing.T) {
 		t.Errorf("denied origin got CORS headers: %v", res.Header)
 	}
 
-	if _, err := New(Config{Agents: e.srv.cfg.Agents, CORSOrigins: []string{"app.example", "https://a.example/path"}}); err == nil ||
+	if _, err := New(Config{Runtime: e.srv.rt, CORSOrigins: []string{"app.example", "https://a.example/path"}}); err == nil ||
 		!strings.Contains(err.Error(), `"app.example"`) || !strings.Contains(err.Error(), `"https://a.example/path"`) {
 		t.Errorf("bad origins: %v", err)
 	}

@@ -50,8 +50,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/gin-gonic/gin"
 	"github.com/r3labs/sse/v2"
 )
@@ -60,37 +62,26 @@ import (
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	rt      *turns.Runtime
 	engine  *gin.Engine // Handler: everything
 	api     *gin.Engine // APIHandler: /api and /v1 only
-	turns   *turnRegistry
-	mirrors mirrors // copies this replica's turns to Config.Turns
-	lingers lingers // ends the r3labs sessions of live connections that wait
+	lingers lingers     // ends the r3labs sessions of live connections that wait
 	sse     *sse.Server
 	connSeq atomic.Int64 // names the connections' r3labs streams
 	// recorders counts the Responses API recorders still storing a
-	// response (responses.go); Shutdown waits for them after the turns.
+	// response (responses.go) and the webhook calls of background runs;
+	// Shutdown waits for them after the turns.
 	recorders sync.WaitGroup
 	// webhookKey signs webhook calls (Config.WebhookSecret).
 	webhookKey []byte
-	// takeovers are the turns of dead replicas this one is taking over.
-	takeovers takeovers
-
-	// base is the context of every turn; cancelled only when Serve ends.
-	base     context.Context
-	stopBase context.CancelFunc
-	// closing is closed when streams must end (shutdown).
-	closing   chan struct{}
-	closeOnce sync.Once
 
 	// origins is the CORS allowlist; anyOrigin is "*".
 	origins   map[string]bool
 	anyOrigin bool
 	// crossOrigin refuses cross-site requests from origins not in it.
 	crossOrigin *http.CrossOriginProtection
-	// unwatch ends the watch for stop requests from other replicas.
-	unwatch func()
-	// edgeRoutes are the routes of Config.Edges (edge.go).
-	edgeRoutes []Route
+	// doorRoutes are the routes of Config.Doors.
+	doorRoutes []door.Route
 	// started is when the server was made: the agents' "created" time on
 	// /v1/models (they were loaded then).
 	started time.Time
@@ -107,8 +98,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		turns:   newTurnRegistry(cfg.StreamRetention),
-		closing: make(chan struct{}),
+		rt:      cfg.Runtime,
 		started: time.Now(),
 	}
 	if cfg.WebhookSecret != "" {
@@ -138,15 +128,12 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("server: CORS origin %q: %w", o, err)
 		}
 	}
-	s.base, s.stopBase = context.WithCancel(context.Background())
-	s.takeovers.goOn = s.goOnTaken
 	s.sse = newSSE()
-	for _, e := range cfg.Edges {
-		s.edgeRoutes = append(s.edgeRoutes, e.Routes(s)...)
+	for _, d := range cfg.Doors {
+		s.doorRoutes = append(s.doorRoutes, d.Routes(s.rt)...)
 	}
 	s.engine = s.routes(true)
 	s.api = s.routes(false)
-	s.unwatch = s.watchStops()
 	return s, nil
 }
 
@@ -266,26 +253,21 @@ func (u *unusedConns) closeAll() {
 // http.Server (from its RegisterOnShutdown, for example). The http.Server
 // still has to be shut down.
 func (s *Server) Shutdown(ctx context.Context) {
-	s.turns.shutdown()
-	if err := s.turns.wait(ctx); err != nil {
-		s.log.Warn("shutdown: turns still running", "err", err)
-	}
-	if err := waitGroup(ctx, &s.recorders); err != nil {
+	s.rt.Shutdown(ctx)
+	if err := turns.WaitGroup(ctx, &s.recorders); err != nil {
 		s.log.Warn("shutdown: responses still being stored", "err", err)
 	}
-	for _, e := range s.cfg.Edges {
-		if es, ok := e.(EdgeShutdown); ok {
-			if err := es.Shutdown(ctx); err != nil {
-				s.log.Warn("shutdown: an edge did not finish", "err", err)
+	for _, d := range s.cfg.Doors {
+		if c, ok := d.(door.Closer); ok {
+			if err := c.Close(ctx); err != nil {
+				s.log.Warn("shutdown: a door did not finish", "err", err)
 			}
 		}
 	}
-	s.closeOnce.Do(func() {
-		close(s.closing)
-		s.stopBase()
-		s.unwatch()
-	})
 }
+
+// Runtime returns the runtime the server's turns run on.
+func (s *Server) Runtime() *turns.Runtime { return s.rt }
 
 // routes builds the router; full adds the page, health checks, OpenAPI
 // document and metrics to the API.
@@ -297,7 +279,7 @@ func (s *Server) routes(full bool) *gin.Engine {
 	e.RedirectTrailingSlash = false
 	e.ContextWithFallback = true
 	e.Use(s.recovery,
-		traceRequests(s.cfg.Telemetry, append([]string{"/api/chat/:agentId", "/api/sessions/:id/stream", "/api/chat/:agentId/:id/stream", "/v1/chat/completions", "/v1/responses"}, s.edgePaths()...)...),
+		traceRequests(s.cfg.Telemetry, append([]string{"/api/chat/:agentId", "/api/sessions/:id/stream", "/api/chat/:agentId/:id/stream", "/v1/chat/completions", "/v1/responses"}, s.doorPaths()...)...),
 		s.logRequests, before(s.secureHeaders, s.cors, s.readDeadline))
 
 	if full {
@@ -338,7 +320,7 @@ func (s *Server) routes(full bool) *gin.Engine {
 	v1.POST("/responses/compact", s.compactResponse)
 	v1.GET("/responses/:id", s.getResponse)
 	v1.POST("/responses/:id/cancel", s.cancelResponse)
-	s.mountEdges(e, guard)
+	s.mountDoors(e, guard)
 
 	if full {
 		e.NoRoute(s.noRoute)
@@ -596,18 +578,47 @@ func (s *Server) healthz(c *gin.Context) {
 }
 
 func (s *Server) readyz(c *gin.Context) {
-	if s.turns.isClosing() {
+	if s.rt.Draining() {
 		abortWith(c, newError(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down"))
 		return
 	}
-	if p, ok := s.cfg.Store.(session.Pinger); ok {
+	if p, ok := s.rt.Store().(session.Pinger); ok {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 		defer cancel()
 		if err := p.Ping(ctx); err != nil {
 			s.log.Warn("readiness: session store ping failed", "err", err)
-			abortWith(c, errStoreDown())
+			abortWith(c, turns.ErrStoreDown())
 			return
 		}
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// mountDoors adds the doors' routes to e behind guard.
+func (s *Server) mountDoors(e *gin.Engine, guard gin.HandlerFunc) {
+	for _, d := range s.doorRoutes {
+		h := d.Handler
+		serve := func(c *gin.Context) {
+			r := c.Request.WithContext(door.WithOwner(c.Request.Context(), ownerOf(c)))
+			for _, p := range c.Params {
+				r.SetPathValue(p.Key, p.Value)
+			}
+			h.ServeHTTP(c.Writer, r)
+		}
+		if d.Method == "*" {
+			e.Any(d.Path, guard, serve)
+		} else {
+			e.Handle(d.Method, d.Path, guard, serve)
+		}
+	}
+}
+
+// doorPaths are the doors' route patterns: every door may stream, so none
+// gets a request span (traceRequests).
+func (s *Server) doorPaths() []string {
+	var out []string
+	for _, r := range s.doorRoutes {
+		out = append(out, r.Path)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +16,7 @@ import (
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/turnlog"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/gin-gonic/gin"
 )
 
@@ -49,7 +50,7 @@ func viewOf(s session.Summary) conversationView {
 
 // listSessions serves GET /api/sessions?limit=N&cursor=C.
 func (s *Server) listSessions(c *gin.Context) {
-	lister, ok := s.cfg.Store.(session.Lister)
+	lister, ok := s.rt.Store().(session.Lister)
 	if !ok {
 		abortWith(c, newError(http.StatusNotImplemented, "not_supported", "this server's session store does not list sessions (it does not implement session.Lister)"))
 		return
@@ -116,7 +117,7 @@ func (s *Server) renameSession(c *gin.Context) {
 	noop := func(*orchestration.State) error { return nil }
 	// The owner and agent only matter if the session expired since it
 	// was read: the write then recreates it as the caller's, empty.
-	stored, err := session.Update(ctx, s.cfg.Store, sess.ID, noop, session.WithTitle(title), session.WithOwner(sess.Owner), session.WithAgent(sess.Agent))
+	stored, err := session.Update(ctx, s.rt.Store(), sess.ID, noop, session.WithTitle(title), session.WithOwner(sess.Owner), session.WithAgent(sess.Agent))
 	if err != nil {
 		e := storeError(err)
 		if e.Status >= 500 {
@@ -125,7 +126,7 @@ func (s *Server) renameSession(c *gin.Context) {
 		abortWith(c, e)
 		return
 	}
-	msgs, _ := s.cfg.Store.Messages(ctx, sess.ID, 0)
+	msgs, _ := s.rt.Store().Messages(ctx, sess.ID, 0)
 	sum := session.SummaryOf(stored)
 	sum.Title = session.TitleOf(stored.Title, msgs)
 	c.JSON(http.StatusOK, viewOf(sum))
@@ -198,7 +199,7 @@ func (s *Server) loadSession(c *gin.Context) (session.Session, bool) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 	defer cancel()
-	sess, err := s.cfg.Store.Get(ctx, session.Key(ownerOf(c), id))
+	sess, err := s.rt.Store().Get(ctx, session.Key(ownerOf(c), id))
 	if err == nil && sess.Owner != ownerOf(c) {
 		err = session.ErrNotFound // a digest collision, or data written by hand
 	}
@@ -218,21 +219,11 @@ func (s *Server) getSession(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if sess.Turn != "" && !s.runsHere(sess.Turn) && !s.mayGoOn(c.Request.Context(), sess) {
-		// The session's last turn did not clear its marker and does not
-		// run here: if no replica holds the session, the turn is over and
-		// its streamed answer is saved before the history is read. (A
-		// turn that can be taken over goes on instead: latestTurn.)
-		ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
-		rec, err := s.cfg.Agents.RecoverTurn(ctx, sess.ID, 0)
-		cancel()
-		switch {
-		case err == nil && rec.Turn != "":
-			if sess, ok = s.loadSession(c); !ok {
-				return
-			}
-		case err != nil && !errors.Is(err, session.ErrBusy):
-			s.log.Warn("recovering an interrupted turn", "session", sess.ID, "err", err)
+	if s.rt.Settle(c.Request.Context(), sess) {
+		// The session's last turn was interrupted and its streamed answer
+		// is saved now: the history is read after it.
+		if sess, ok = s.loadSession(c); !ok {
+			return
 		}
 	}
 	limit := 0
@@ -246,7 +237,7 @@ func (s *Server) getSession(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 	defer cancel()
-	msgs, err := s.cfg.Store.Messages(ctx, sess.ID, limit)
+	msgs, err := s.rt.Store().Messages(ctx, sess.ID, limit)
 	if err != nil {
 		e := storeError(err)
 		s.log.Error("reading a session's history", "session", sess.ID, "err", err)
@@ -254,7 +245,7 @@ func (s *Server) getSession(c *gin.Context) {
 		return
 	}
 	st := sess.State
-	n, served := s.cfg.Agents.Get(sess.Agent)
+	n, served := s.rt.Agents().Get(sess.Agent)
 	if served {
 		// As the agent's template is now: a step it no longer has is not
 		// shown as active until the next message moves the session.
@@ -294,59 +285,27 @@ func (s *Server) getSession(c *gin.Context) {
 	if v.Turn, err = s.latestTurn(ctx, sess); err != nil {
 		s.log.Warn("reading a session's latest turn", "session", sess.ID, "err", err)
 	}
-	if v.Queued, err = s.queued(ctx, sess.ID); err != nil {
+	if v.Queued, err = s.rt.Queued(ctx, sess.ID); err != nil {
 		s.log.Warn("reading a session's queue", "session", sess.ID, "err", err)
 	}
 	c.JSON(http.StatusOK, v)
 }
 
-// mayGoOn reports whether sess's turn, which does not run here, may go
-// on: the shared log's turns can be taken over, and the log does not say
-// the turn ended.
-func (s *Server) mayGoOn(ctx context.Context, sess session.Session) bool {
-	if _, ok := s.cfg.Turns.(turnlog.Taker); !ok {
-		return false
-	}
-	st, found, err := s.sharedLookup(ctx, sess.ID, sess.Turn, sess.Owner)
-	return err != nil || !found || !st.Done
-}
-
-// runsHere reports whether the turn runs on this replica.
-func (s *Server) runsHere(turnID string) bool {
-	t := s.turns.get(turnID)
-	if t == nil {
-		return false
-	}
-	_, done := t.state()
-	return !done
-}
-
 // latestTurn describes the session's latest turn, nil when none is kept.
-// A turn this replica runs or ran is described from its own log, which is
-// ahead of the shared one; a newer turn can only be another replica's
-// (turns of a session never overlap), and a running turn whose writer
-// stopped showing signs of life is not running any more.
 func (s *Server) latestTurn(ctx context.Context, sess session.Session) (*turnView, error) {
-	var local *turnView
-	if t := s.turns.latest(sess.ID); t != nil { // sess.ID is the store key
-		last, done := t.state()
-		local = &turnView{ID: t.id, Running: !done, LastEventID: wire.RestartedEventID(t.id, last, len(t.restarts))}
-		if local.Running {
-			return local, nil
-		}
+	st, err := s.rt.Latest(ctx, sess)
+	if st == nil {
+		return nil, err
 	}
-	st, found, err := s.sharedLookup(ctx, sess.ID, "", sess.Owner)
-	if err != nil {
-		return local, err
+	v := &turnView{ID: st.ID, Running: st.Running}
+	_, id, _ := strings.Cut(sess.ID, ".")
+	t, terr := s.rt.Turn(ctx, sess.Owner, cmp.Or(id, sess.ID), st.ID)
+	if terr != nil {
+		return v, cmp.Or(err, terr)
 	}
-	if u, ok := s.unlistedHeld(ctx, sess, st, found, true); ok {
-		st, found = u, true
-	}
-	if !found || s.turns.get(st.Turn) != nil {
-		return local, nil
-	}
-	running := s.runsElsewhere(sess, st) || sess.Turn == st.Turn && !st.Done && s.goesOn(st)
-	return &turnView{ID: st.Turn, Running: running, LastEventID: wire.RestartedEventID(st.Turn, st.Last, len(st.Restarts))}, nil
+	pos, perr := s.position(ctx, t)
+	v.LastEventID = wire.RestartedEventID(st.ID, pos.frames, len(pos.restarts))
+	return v, cmp.Or(err, perr)
 }
 
 func (s *Server) deleteSession(c *gin.Context) {
@@ -354,28 +313,13 @@ func (s *Server) deleteSession(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
-	defer cancel()
-	if t, err := s.latestTurn(ctx, sess); err != nil {
-		s.log.Error("deleting a session", "session", sess.ID, "err", err)
-		abortWith(c, storeError(err))
-		return
-	} else if t != nil && t.Running {
-		abortWith(c, newError(http.StatusConflict, "session_busy", "a turn is running on this session; wait for it to finish before deleting the session"))
-		return
-	}
-	if err := s.cfg.Store.Delete(ctx, sess.ID); err != nil {
-		e := storeError(err)
+	if err := s.rt.Delete(c.Request.Context(), sess); err != nil {
+		e := turns.Describe(err)
 		if e.Status >= 500 {
 			s.log.Error("deleting a session", "session", sess.ID, "err", err)
 		}
 		abortWith(c, e)
 		return
-	}
-	s.turns.forgetSession(sess.ID)
-	if err := s.forgetShared(ctx, sess.ID); err != nil {
-		// The session is gone; its turns' events expire with the retention.
-		s.log.Warn("deleting a session's turns from the shared log", "session", sess.ID, "err", err)
 	}
 	c.Status(http.StatusNoContent)
 }
@@ -389,7 +333,7 @@ func (s *Server) stopTurn(c *gin.Context) {
 	if !ok {
 		return
 	}
-	turnID, err := s.stopSession(c.Request.Context(), sess)
+	turnID, err := s.rt.StopSession(c.Request.Context(), sess)
 	switch {
 	case err != nil:
 		s.log.Error("stopping a turn", "session", c.Param("id"), "err", err)

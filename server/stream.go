@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/gin-gonic/gin"
 	"github.com/r3labs/sse/v2"
 )
@@ -44,62 +44,71 @@ func newSSE() *sse.Server {
 	return srv
 }
 
-// source is where a connection's frames come from: a turn this replica
-// runs (*turn), or one another replica runs, read from the shared turn log
-// (*sharedTurn).
-type source interface {
-	ids() (sessionID, turnID string)
-	// attach counts a reader of the turn until the returned func is called.
-	attach() (detach func())
-	// next waits for the frames after seq `after` until the turn ends,
-	// tick fires, stop is closed or ctx ends (then none, not done). An
-	// error ends the connection with it: the frames cannot be served.
-	next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) (frames []frame, done bool, err *chat.Error)
+// seen is how far a client got in a turn's stream: the number of the last
+// frame it got, and how many of the turn's takeovers (restart frames) it
+// counted, as its Last-Event-ID says ("<turn>:<after>.<restarts>").
+type seen struct {
+	after    int64
+	restarts int
+	// counted is the restart frames mapped so far.
+	counted int
+}
+
+// restart counts a takeover whose restart is the turn's frame first: one
+// the client did not count, at or before its position, means that the
+// frames it holds from there on were a dead replica's, which the shared
+// log never got: it gets everything from the restart on.
+func (s *seen) restart(first int64) {
+	s.counted++
+	if s.counted > s.restarts && first <= s.after {
+		s.after = first - 1
+	}
 }
 
 // sseConn is one connection: the writer of r3labs' sessions, whose Flush
-// hands over the next events. While live, after, live, over, ended and
-// lastPush are guarded by the turn's mu; published is atomic.
+// hands over the next events. It reads its turn's events in order from the
+// first and maps each into its chunks (uiMapper); those its client already
+// has (seen, for a resumed stream) are counted but not written. While
+// live, read, out, live, over, ended and lastPush are guarded by the
+// turn's lock (turns.Turn.Locked); published is atomic.
 type sseConn struct {
 	http.ResponseWriter
-	s        *Server
-	src      source
-	after    int64        // the seq of the last frame handed over
-	out      []*sse.Event // what the next session hands over first
-	streamID string       // the session's r3labs stream
+	s    *Server
+	t    *turns.Turn
+	m    uiMapper
+	seen seen
+	read int64        // the seq of the last event mapped
+	out  []*sse.Event // what the next session hands over first
+	// streamID is the session's r3labs stream.
+	streamID string
 	// published counts the events with content handed to the session,
 	// written r3labs' Flushes after them (its first is the headers').
 	published atomic.Int64
 	written   int64
-	live      bool // the turn pushes its frames
+	live      bool // the turn pushes its events
 	over      bool // the session's end is handed over
 	ended     bool // ... and the response's
 	lastPush  time.Time
-	// restarts are the seqs at which the turn was taken over by another
-	// replica (restartsOf): a frame's ID counts those up to it. For a
-	// turn this replica runs they are fixed; for one read from the
-	// shared log queue adds those it finds.
-	restarts []int64
 }
 
-// streamTurn writes the frames of src after seq `after` to the response,
-// until the turn's last frame, the client's disconnect or the shutdown.
-func (s *Server) streamTurn(c *gin.Context, src source, after int64) {
+// streamTurn writes the frames of t that the client has not got (seen) to
+// the response, until the turn's last event, the client's disconnect or
+// the shutdown.
+func (s *Server) streamTurn(c *gin.Context, t *turns.Turn, seen seen) {
 	ctx := c.Request.Context()
 	// The http.Server's WriteTimeout (and a ReadTimeout) would cut a long
 	// stream: it has no deadline.
 	rc := http.NewResponseController(c.Writer)
 	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.SetReadDeadline(time.Time{})
-	sessionID, turnID := src.ids()
 	h := c.Writer.Header()
 	h.Set("X-Vercel-Ai-Ui-Message-Stream", "v1")
 	h.Set("X-Accel-Buffering", "no")
-	h.Set("X-Session-Id", sessionID)
-	h.Set("X-Turn-Id", turnID)
-	defer src.attach()()
+	h.Set("X-Session-Id", t.SessionID())
+	h.Set("X-Turn-Id", t.ID())
+	defer t.Attach()()
 	defer s.cfg.Telemetry.TrackStream(ctx, "chat")()
-	conn := &sseConn{ResponseWriter: c.Writer, s: s, src: src, after: after, restarts: restartsOf(src)}
+	conn := &sseConn{ResponseWriter: c.Writer, s: s, t: t, m: uiMapper{turnID: t.ID()}, seen: seen}
 	heartbeat := time.NewTimer(s.cfg.Heartbeat)
 	defer heartbeat.Stop()
 	for {
@@ -109,16 +118,16 @@ func (s *Server) streamTurn(c *gin.Context, src source, after int64) {
 		}
 		heartbeat.Reset(s.cfg.Heartbeat)
 		for len(conn.out) == 0 {
-			frames, done, err := src.next(ctx, conn.after, heartbeat.C, s.closing)
+			events, done, err := t.Next(ctx, conn.read, heartbeat.C, s.rt.Closing())
 			switch {
 			case err != nil:
 				conn.closeWith(err)
-			case len(frames) > 0:
-				conn.queue(frames)
+			case len(events) > 0:
+				conn.queue(events)
 			case done, ctx.Err() != nil:
-				return // every frame is written, or nobody reads them
-			case isClosed(s.closing):
-				conn.closeWith(errShutdown)
+				return // every event is written, or nobody reads them
+			case isClosed(s.rt.Closing()):
+				conn.closeWith(turns.ErrShutdown)
 			default:
 				conn.out = append(conn.out, &sse.Event{Comment: []byte("heartbeat")})
 				heartbeat.Reset(s.cfg.Heartbeat)
@@ -129,21 +138,18 @@ func (s *Server) streamTurn(c *gin.Context, src source, after int64) {
 
 // session serves the connection through r3labs until the session ends.
 func (c *sseConn) session(ctx context.Context) {
-	_, turnID := c.src.ids()
-	c.streamID = turnID + "/" + strconv.FormatInt(c.s.connSeq.Add(1), 10)
+	c.streamID = c.t.ID() + "/" + strconv.FormatInt(c.s.connSeq.Add(1), 10)
 	c.published.Store(0)
 	c.written, c.over = -1, false
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // r3labs' close watcher then removes the stream
 	req := (&http.Request{Method: http.MethodGet, URL: &url.URL{RawQuery: "stream=" + url.QueryEscape(c.streamID)}, Header: http.Header{}}).WithContext(ctx)
 	c.s.sse.ServeHTTP(c, req)
-	if t, ok := c.src.(*turn); ok {
-		t.mu.Lock()
-		t.dropLive(c)
+	c.t.Locked(func(h turns.Held) {
+		h.Drop(c)
 		c.live = false
 		c.s.lingers.remove(c)
-		t.mu.Unlock()
-	}
+	})
 }
 
 // Flush is r3labs' call after the headers and after every event it
@@ -165,24 +171,36 @@ func (c *sseConn) Flush() {
 // the next ones, makes the connection live or ends the session, and
 // reports whether what was written must be flushed now.
 func (c *sseConn) handOver() (flush bool) {
-	t, local := c.src.(*turn)
+	flush, local := false, false
+	c.t.Locked(func(h turns.Held) {
+		local = true
+		flush = c.handOverLocked(h)
+	})
+	if !local {
+		flush = c.handOverLocked(turns.Held{})
+	}
+	return flush
+}
+
+// handOverLocked is handOver under the turn's lock, h the turn held (zero
+// for another replica's turn).
+func (c *sseConn) handOverLocked(h turns.Held) (flush bool) {
+	local := c.t.Local()
 	if local {
-		t.mu.Lock()
-		defer t.mu.Unlock()
 		if c.written < c.published.Load() {
 			return false // the turn pushed more meanwhile
 		}
 		if !c.over && !c.live && len(c.out) == 0 {
-			frames, gap := t.after(c.after)
+			events, done, gap := h.After(c.read)
 			switch {
 			case gap:
-				c.closeWith(errGap)
-			case len(frames) > 0:
-				c.queue(frames)
-			case t.done:
+				c.closeWith(turns.ErrGap)
+			case len(events) > 0:
+				c.queue(events)
+			case done:
 				c.ended = true
 			default:
-				c.goLive(t)
+				c.goLive(h)
 			}
 		}
 	}
@@ -192,68 +210,81 @@ func (c *sseConn) handOver() (flush bool) {
 	case c.live:
 		return true
 	case len(c.out) == 0 && !c.ended:
-		// Another replica's turn: its frames are a round trip away.
+		// Another replica's turn: its events are a round trip away.
 		c.endSession()
 		return true
 	}
-	for _, ev := range c.out {
+	// r3labs' buffer holds maxBurst events, and every event handed over
+	// before is written: these go in without waiting.
+	n := min(len(c.out), maxBurst)
+	for _, ev := range c.out[:n] {
 		c.published.Add(1)
 		c.s.sse.Publish(c.streamID, ev)
 	}
-	clear(c.out)
-	c.out = c.out[:0]
-	if c.ended {
+	clear(c.out[:n])
+	c.out = append(c.out[:0], c.out[n:]...)
+	if c.ended && len(c.out) == 0 {
 		c.endSession()
 	}
 	return false
 }
 
-// goLive makes the connection a live reader of t; t.mu is held.
-func (c *sseConn) goLive(t *turn) {
-	t.live = append(t.live, c)
+// goLive makes the connection a live reader of the turn held.
+func (c *sseConn) goLive(h turns.Held) {
+	h.Live(c)
 	c.live, c.lastPush = true, time.Now()
-	c.s.lingers.add(c, t, c.s.linger())
+	c.s.lingers.add(c, c.s.linger())
 }
 
-// push hands the turn's new frames to r3labs (liveReader); t.mu is held.
-func (c *sseConn) push(frames []frame) bool {
-	for _, f := range frames {
-		if !c.s.sse.TryPublish(c.streamID, c.event(f)) {
+// Push hands the turn's new events to r3labs (turns.Live); the turn's
+// lock is held. An event's chunks that r3labs cannot take at once wait in
+// out, and the connection stops being live: handOver hands them over
+// once the ones before them are written.
+func (c *sseConn) Push(events []chat.Event) bool {
+	for _, ev := range events {
+		c.mapEvent(ev)
+	}
+	for i, ev := range c.out {
+		if !c.s.sse.TryPublish(c.streamID, ev) {
 			c.live = false
+			n := copy(c.out, c.out[i:])
+			clear(c.out[n:])
+			c.out = c.out[:n]
 			return false
 		}
-		c.after = f.seq
 		c.published.Add(1)
 	}
+	clear(c.out)
+	c.out = c.out[:0]
 	c.lastPush = time.Now()
 	return true
 }
 
-// end hands over the response's end after the turn's last frame
-// (liveReader); t.mu is held. When r3labs' buffers are full, handOver does
-// once they are written.
-func (c *sseConn) end() {
+// End hands over the response's end after the turn's last event
+// (turns.Live); the turn's lock is held. When r3labs' buffers are full,
+// handOver does once they are written.
+func (c *sseConn) End() {
 	c.live = false
-	if c.s.sse.TryPublish(c.streamID, &sse.Event{}) {
+	if len(c.out) == 0 && c.s.sse.TryPublish(c.streamID, &sse.Event{}) {
 		c.over, c.ended = true, true
 	}
 }
 
-// lingerCheck ends a live connection's session after linger without a
-// frame (lingers calls it); a stalled client's session ends once its
+// lingerCheck ends a live connection's session after linger without an
+// event (lingers calls it); a stalled client's session ends once its
 // events are written.
-func (c *sseConn) lingerCheck(t *turn) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch {
-	case !c.live:
-		c.s.lingers.remove(c)
-	case time.Since(c.lastPush) < c.s.linger():
-	case c.s.sse.TryPublish(c.streamID, &sse.Event{}):
-		t.dropLive(c)
-		c.live, c.over = false, true
-		c.s.lingers.remove(c)
-	}
+func (c *sseConn) lingerCheck() {
+	c.t.Locked(func(h turns.Held) {
+		switch {
+		case !c.live:
+			c.s.lingers.remove(c)
+		case time.Since(c.lastPush) < c.s.linger():
+		case c.s.sse.TryPublish(c.streamID, &sse.Event{}):
+			h.Drop(c)
+			c.live, c.over = false, true
+			c.s.lingers.remove(c)
+		}
+	})
 }
 
 // lingers holds the live connections of this replica's turns and checks
@@ -263,28 +294,28 @@ func (c *sseConn) lingerCheck(t *turn) {
 // streams waits together, each keeping its stack until the next
 // collection.
 //
-// Lock order: a turn's mu before mu.
+// Lock order: a turn's lock before mu.
 type lingers struct {
 	mu      sync.Mutex
-	conns   map[*sseConn]*turn
+	conns   map[*sseConn]struct{}
 	running bool // the loop goroutine runs (it exits when conns is empty)
 }
 
-// add makes c, a live connection of t, checked; t.mu is held.
-func (l *lingers) add(c *sseConn, t *turn, linger time.Duration) {
+// add makes c, a live connection, checked; its turn's lock is held.
+func (l *lingers) add(c *sseConn, linger time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.conns == nil {
-		l.conns = make(map[*sseConn]*turn)
+		l.conns = make(map[*sseConn]struct{})
 	}
-	l.conns[c] = t
+	l.conns[c] = struct{}{}
 	if !l.running {
 		l.running = true
 		go l.loop(max(linger/4, time.Millisecond))
 	}
 }
 
-// remove stops checking c; its turn's mu is held.
+// remove stops checking c; its turn's lock is held.
 func (l *lingers) remove(c *sseConn) {
 	l.mu.Lock()
 	delete(l.conns, c)
@@ -294,11 +325,7 @@ func (l *lingers) remove(c *sseConn) {
 func (l *lingers) loop(every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	type live struct {
-		c *sseConn
-		t *turn
-	}
-	var due []live
+	var due []*sseConn
 	for range tick.C {
 		l.mu.Lock()
 		if len(l.conns) == 0 {
@@ -306,12 +333,12 @@ func (l *lingers) loop(every time.Duration) {
 			l.mu.Unlock()
 			return
 		}
-		for c, t := range l.conns {
-			due = append(due, live{c, t})
+		for c := range l.conns {
+			due = append(due, c)
 		}
 		l.mu.Unlock()
-		for _, d := range due {
-			d.c.lingerCheck(d.t)
+		for _, c := range due {
+			c.lingerCheck()
 		}
 		clear(due)
 		due = due[:0]
@@ -325,68 +352,68 @@ func (c *sseConn) endSession() {
 	c.s.sse.Publish(c.streamID, &sse.Event{})
 }
 
-// queue queues the events of frames, at most maxBurst.
-func (c *sseConn) queue(frames []frame) {
-	frames = frames[:min(len(frames), maxBurst)]
-	_, shared := c.src.(*sharedTurn)
-	for _, f := range frames {
-		if shared && isRestart(f.data) && !slices.Contains(c.restarts, f.seq) {
-			c.restarts = append(c.restarts, f.seq)
+// queue maps events into out, up to about maxBurst chunks; the rest are
+// read again.
+func (c *sseConn) queue(events []chat.Event) {
+	for _, ev := range events {
+		if len(c.out) >= maxBurst-maxChunks {
+			return
 		}
-		c.out = append(c.out, c.event(f))
+		c.mapEvent(ev)
 	}
-	c.after = frames[len(frames)-1].seq
 }
 
-// frameEvent is a frame's event for r3labs and its ID's bytes in one
-// allocation; the data is the frame's own.
+// maxChunks is the most chunks one event maps to (finish after text-end,
+// then [DONE]).
+const maxChunks = 3
+
+// mapEvent maps the next event of the turn, and queues its frames that
+// the client has not got.
+func (c *sseConn) mapEvent(ev chat.Event) {
+	c.read = ev.Seq
+	first := c.m.frames + 1 // the number of the event's first frame
+	if ev.Kind == chat.KindRestart {
+		c.seen.restart(first)
+	}
+	chunks := c.m.add(ev, first+maxChunks-1 > c.seen.after)
+	for i, data := range chunks {
+		n := first + int64(i)
+		if n <= c.seen.after {
+			continue
+		}
+		e := &frameEvent{ev: sse.Event{Data: data}}
+		e.ev.ID = wire.AppendEventID(e.id[:0], c.t.ID(), n, c.seen.counted)
+		c.out = append(c.out, &e.ev)
+	}
+}
+
+// frameEvent is a chunk's event for r3labs and its ID's bytes in one
+// allocation; the data is the chunk's own.
 type frameEvent struct {
 	ev sse.Event
 	id [48]byte
 }
 
-func (c *sseConn) event(f frame) *sse.Event {
-	_, turnID := c.src.ids()
-	e := &frameEvent{ev: sse.Event{Data: f.data}}
-	e.ev.ID = wire.AppendEventID(e.id[:0], turnID, f.seq, restartsUpTo(c.restarts, f.seq))
-	return &e.ev
-}
-
-// closeWith queues frames that are not in the turn's log (so they carry no
-// ID) and ends the response after them. finish and [DONE] follow only when
-// the turn is surely over and its session free: it was abandoned (and
-// recovered under its lease) or its session deleted. Otherwise (the shared
-// log unreadable, the server shutting down before the turn ended, frames
-// lost) the turn may still hold its session, and a client told it finished
-// would get 409 for its next message: it may resume instead.
+// closeWith queues chunks that are not in the turn's log (so they carry
+// no ID) and ends the response after them. finish and [DONE] follow only
+// when the turn is surely over and its session free: it was abandoned
+// (and recovered under its lease) or its session deleted. Otherwise (the
+// shared log unreadable, the server shutting down before the turn ended,
+// events lost) the turn may still hold its session, and a client told it
+// finished would get 409 for its next message: it may resume instead.
 func (c *sseConn) closeWith(e *chat.Error) {
 	c.out = append(c.out, &sse.Event{Data: mustJSON(uiChunk{Type: "error", ErrorText: e.Code + ": " + e.Message})})
-	if e == errTurnGone || e.Code == errAbandoned.Code {
+	if turns.Over(e) {
 		c.out = append(c.out, &sse.Event{Data: mustJSON(uiChunk{Type: "finish", FinishReason: "error"})}, &sse.Event{Data: doneData})
 	}
 	c.ended = true
 }
 
-// restartsOf are the seqs at which src's turn was taken over, as far as
-// this replica knows them.
-func restartsOf(src source) []int64 {
-	switch t := src.(type) {
-	case *turn:
-		return t.restarts
-	case *sharedTurn:
-		return t.restarts
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
-	return nil
-}
-
-// restartsUpTo counts the takeovers whose first frame is at or before
-// seq: the restart count of frame seq's ID (wire.RestartedEventID).
-func restartsUpTo(restarts []int64, seq int64) int {
-	n := 0
-	for _, r := range restarts {
-		if r <= seq {
-			n++
-		}
-	}
-	return n
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 const exploreBody = `{"message":"Please explore options for a team offsite","sessionId":"%s"}`
@@ -178,11 +179,11 @@ func eventTurn(id string) string { tid, _, _ := strings.Cut(id, ":"); return tid
 func (e *env) finalTypes(sid string) []string {
 	e.t.Helper()
 	e.waitIdle(sid)
-	turn := e.srv.turns.latest(sid)
-	res := e.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", wire.EventID(turn.id, 0))
+	turnID := e.latestTurnID(sid)
+	res := e.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "", "Last-Event-ID", wire.EventID(turnID, 0))
 	defer res.Body.Close()
 	evs := newSSEReader(res.Body).all()
-	types, _, _ := checkTurnStream(e.t, turn.id, evs, 1)
+	types, _, _ := checkTurnStream(e.t, turnID, evs, 1)
 	return types
 }
 
@@ -193,7 +194,7 @@ func (e *env) finalTypes(sid string) []string {
 const slowWord = time.Second
 
 func TestDisconnectGraceCancelsTurn(t *testing.T) {
-	e := newEnv(t, envOptions{delay: slowWord, cfg: func(c *Config) { c.DisconnectGrace = 50 * time.Millisecond }})
+	e := newEnv(t, envOptions{delay: slowWord, rt: func(c *turns.Config) { c.DisconnectGrace = 50 * time.Millisecond }})
 	ctx, cancel := context.WithCancel(t.Context())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/api/chat/plain", strings.NewReader(`{"message":"tell me a long story","sessionId":"grace-session"}`))
 	req.Header.Set("Content-Type", "application/json")
@@ -209,10 +210,21 @@ func TestDisconnectGraceCancelsTurn(t *testing.T) {
 	if tail != "error,finish,[DONE]" {
 		t.Fatalf("stream ends %s", tail)
 	}
-	turn := e.srv.turns.latest("grace-session")
-	frames, _, _, _ := turn.read(0)
-	if !strings.Contains(string(frames[len(frames)-3].data), "client_gone") {
-		t.Fatalf("error frame %s", frames[len(frames)-3].data)
+	tr, err := e.srv.rt.Turn(t.Context(), "", "grace-session", e.latestTurnID("grace-session"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *chat.Error
+	for ev, err := range tr.Events(t.Context(), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == chat.KindError {
+			last = ev.Error
+		}
+	}
+	if last == nil || last.Code != "client_gone" {
+		t.Fatalf("error event %+v", last)
 	}
 }
 
@@ -336,7 +348,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 		t.Fatalf("partial answer not saved: %+v", msgs)
 	}
 	var ae *apiError
-	if _, err := e.srv.startTurn(t.Context(), mustAgent(t, e, "plain"), "after-shutdown", "", false, agent.Text("hi")); !errors.As(err, &ae) || ae.Status != 503 {
+	if _, err := e.srv.rt.Start(t.Context(), turns.Input{Input: agent.Text("hi"), Agent: "plain", Session: "after-shutdown"}); !errors.As(err, &ae) || ae.Status != 503 {
 		t.Fatalf("want 503, got %v", err)
 	}
 }
@@ -456,48 +468,6 @@ func newLocalListener(t testing.TB) net.Listener {
 		t.Fatal(err)
 	}
 	return l
-}
-
-// TestStreamFlushesEachFrame: a connection reading a live turn gets each
-// frame as soon as it is in the turn's log, without waiting for a later
-// one (its flushes are skipped only while events it already handed to
-// r3labs are on their way), and the frames that were in the log before it
-// connected come first, in order. Pauses longer than the r3labs session's
-// linger (the heartbeat here) end sessions; the frames after them come
-// through new ones on the same response.
-func TestStreamFlushesEachFrame(t *testing.T) {
-	e := newEnv(t, envOptions{cfg: func(c *Config) { c.Heartbeat = 10 * time.Millisecond }})
-	tr := newTurn("flush-turn-1", "flush-session-1", "plain", "", func(error) {}, 100, 0)
-	data := func(i int) []byte { return []byte(`{"type":"data-n","data":` + strconv.Itoa(i) + `}`) }
-	for i := 1; i <= 3; i++ {
-		tr.add(frame{data: data(i)})
-	}
-	evs := serveStream(t, e, tr)
-	read := func(i int) {
-		t.Helper()
-		select {
-		case ev := <-evs:
-			if ev.Data != string(data(i)) || ev.ID != wire.EventID(tr.id, int64(i)) {
-				t.Fatalf("frame %d: got %s %s", i, ev.ID, ev.Data)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("frame %d did not come before the next one was made", i)
-		}
-	}
-	for i := 1; i <= 3; i++ {
-		read(i)
-	}
-	for i := 4; i <= 10; i++ {
-		if i > 7 {
-			time.Sleep(30 * time.Millisecond)
-		}
-		tr.add(frame{data: data(i)})
-		read(i)
-	}
-	tr.finish()
-	if ev, ok := <-evs; ok {
-		t.Fatalf("after the turn's end: %+v", ev)
-	}
 }
 
 // TestStreamEndKeepsConnection: a client that stops reading a stream at

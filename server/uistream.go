@@ -1,52 +1,13 @@
 package server
 
 import (
-	"bytes"
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strconv"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
-
-// frame is one SSE frame of a turn's stream, the one form a turn's event
-// takes between the turn and the socket: its sequence number (the part
-// after the colon of its SSE id, given by the turn's log), its data line,
-// made once for every reader, and the event it carries when the turn keeps
-// them (turn.keepEvents).
-type frame struct {
-	seq  int64
-	data []byte
-	ev   *chat.Event
-}
-
-// A turn's frames are made from its events by a frameEncoder, once, for
-// every reader: the AI SDK's UI message stream (uiMapper), or an edge's
-// events (edgeFrames).
-type frameEncoder interface {
-	// start is the turn's first frame.
-	start() frame
-	// mapEvent returns the frames of ev, valid until the next call.
-	mapEvent(ev chat.Event) []frame
-}
-
-// edgeFrames are the frames of a turn an edge started (Server.Start): the
-// events in their own JSON encoding after a first frame that says so
-// (edgeStart), which a replica that did not run the turn decodes from the
-// shared turn log (Server.Follow).
-type edgeFrames struct{ out [1]frame }
-
-// edgeStart is the first frame of a turn an edge started.
-var edgeStart = []byte(`{"type":"agentdock-events"}`)
-
-func (*edgeFrames) start() frame { return frame{data: edgeStart} }
-
-func (m *edgeFrames) mapEvent(ev chat.Event) []frame {
-	e := ev
-	data, _ := json.Marshal(&e) // chat.Event always encodes
-	m.out[0] = frame{data: data, ev: &e}
-	return m.out[:]
-}
 
 // The AI SDK "UI message stream" (v1 protocol of AI SDK 5 and later): one
 // JSON object per SSE frame. These types are its chunks as this server emits
@@ -159,110 +120,92 @@ type uiLimit struct {
 // doneData is the data of the last frame of every turn.
 var doneData = []byte("[DONE]")
 
-// uiMapper turns the chat.Events of one turn into the frames of its UI
-// message stream. It keeps the state the mapping needs: whether a text run
-// is open and its ID.
+// uiMapper turns the chat.Events of one turn, in order from its first,
+// into the chunks of its UI message stream, each one SSE frame, numbered
+// from 1: one connection's mapping, made again by every connection (a
+// resumed one maps the events its client has without writing them), so
+// that every replica gives the same chunks and frame numbers for the same
+// events. It keeps the state the mapping needs: whether a text part is
+// open and its ID, the parts shown (for a restart to name the ones to
+// drop) and where each event's frames end.
 type uiMapper struct {
 	turnID string
-	// messageID is the start chunk's messageId: the turn's ID, or the
-	// client's assistant message that a turn answering approvals goes on.
-	messageID string
-	textOpen  bool
-	textRuns  int
-	textID    string
-	// textPrefix starts the IDs of the text parts, the turn's ID unless
-	// the turn was taken over (continueAfter).
-	textPrefix string
-	// keepEvents: frames carry a copy of their event (see turn.keepEvents);
-	// without it the event is not copied to the heap for every frame.
-	keepEvents bool
-	// out is the frames of the latest mapEvent, reused by the next.
-	out []frame
-	// shown are the parts a turn taken over showed (continueAfter): the
-	// restart drops those after its Since.
+	// frames counts the frames so far; frameOf[i] is the number of the
+	// last frame of the event of seq i+1 (the events come from the first,
+	// without a hole).
+	frames  int64
+	frameOf []int32
+	// textOpen: a text part is open, textID; textRuns counts the parts.
+	textOpen bool
+	textRuns int
+	textID   string
+	// restarts counts the turn's takeovers so far: the text parts after
+	// one are named apart ("<turn>-r<n>-text-<k>"), so that none takes
+	// the ID of a part a dead replica showed and the shared log never got.
+	restarts int
+	// shown are the parts shown so far, with the event that began each:
+	// a restart names those after its Since, which the client drops.
 	shown []shownPart
+	// out is the chunks of the latest add, reused by the next.
+	out [][]byte
 }
 
-// shownPart is a text part or a tool call a turn's stream showed, and the
-// frame that began it.
+// shownPart is a text part or a tool call the stream showed, and the seq
+// of the event that began it.
 type shownPart struct {
 	seq        int64
 	text, call string
 }
 
-// continueAfter prepares the mapper of a turn taken over to go on after
-// frames, those the shared log had: its text parts are numbered after the
-// ones they show, and its restart chunk names the parts they show after
-// frame since, which the client drops.
-func (m *uiMapper) continueAfter(frames []frame, since int64) {
-	restarts := 0
-	for _, f := range frames {
-		var c uiChunk
-		if isRestart(f.data) {
-			restarts++
-		}
-		if json.Unmarshal(f.data, &c) != nil {
-			continue
-		}
-		switch c.Type {
-		case "text-start":
-			m.textRuns++
-			m.shown = append(m.shown, shownPart{seq: f.seq, text: c.ID})
-		case "tool-input-start", "tool-input-available":
-			m.shown = append(m.shown, shownPart{seq: f.seq, call: c.ToolCallID})
-		}
-	}
-	m.shown = slices.DeleteFunc(m.shown, func(p shownPart) bool { return p.seq <= since })
-	// The text parts of this takeover are its own.
-	m.textPrefix = m.turnID + "-r" + strconv.Itoa(restarts+1)
-}
-
-func (m *uiMapper) start() frame {
-	id := m.messageID
-	if id == "" {
-		id = m.turnID
-	}
-	return frame{data: mustJSON(uiChunk{Type: "start", MessageID: id})}
-}
-
-// mapEvent returns the frames of ev, valid until the next call. A frame
-// that only frames others (text-start, tool-input-start) carries no event.
-func (m *uiMapper) mapEvent(ev chat.Event) []frame {
+// add returns the chunks of ev, valid until the next call; none for an
+// event the stream does not show. Without encode the chunks are counted
+// but not made (nil): a client already has them.
+func (m *uiMapper) add(ev chat.Event, encode bool) [][]byte {
 	out := m.out[:0]
-	defer func() { m.out = out[:0] }()
-	add := func(c *uiChunk, src *chat.Event) { out = append(out, frame{data: mustJSON(c), ev: src}) }
+	defer func() {
+		m.frames += int64(len(out))
+		m.frameOf = append(m.frameOf, int32(m.frames))
+		m.out = out[:0]
+	}()
+	add := func(c *uiChunk) {
+		if encode {
+			out = append(out, mustJSON(c))
+		} else {
+			out = append(out, nil)
+		}
+	}
 	closeText := func() {
 		if m.textOpen {
-			add(&uiChunk{Type: "text-end", ID: m.textID}, nil)
+			add(&uiChunk{Type: "text-end", ID: m.textID})
 			m.textOpen = false
 		}
 	}
-	var src *chat.Event
-	if m.keepEvents {
-		e := ev
-		src = &e
-	}
 	switch ev.Kind {
+	case chat.KindStart:
+		if st := ev.Start; st != nil {
+			add(&uiChunk{Type: "start", MessageID: cmp.Or(st.Message, st.Turn)})
+		}
 	case chat.KindStepStart:
-		add(&uiChunk{Type: "start-step"}, src)
+		add(&uiChunk{Type: "start-step"})
 	case chat.KindStepFinish:
 		closeText()
-		add(&uiChunk{Type: "finish-step"}, src)
+		add(&uiChunk{Type: "finish-step"})
 	case chat.KindTextDelta:
 		if ev.Text == "" {
 			return nil
 		}
 		if !m.textOpen {
 			m.textRuns++
-			prefix := m.textPrefix
-			if prefix == "" {
-				prefix = m.turnID
+			prefix := m.turnID
+			if m.restarts > 0 {
+				prefix += "-r" + strconv.Itoa(m.restarts)
 			}
 			m.textID = prefix + "-text-" + strconv.Itoa(m.textRuns)
 			m.textOpen = true
-			add(&uiChunk{Type: "text-start", ID: m.textID}, nil)
+			m.shown = append(m.shown, shownPart{seq: ev.Seq, text: m.textID})
+			add(&uiChunk{Type: "text-start", ID: m.textID})
 		}
-		add(&uiChunk{Type: "text-delta", ID: m.textID, Delta: ev.Text}, src)
+		add(&uiChunk{Type: "text-delta", ID: m.textID, Delta: ev.Text})
 	case chat.KindToolCall, chat.KindClientCall:
 		// A client's call is the AI SDK's client-side tool call: its
 		// input without an output, which the client's addToolResult
@@ -275,32 +218,32 @@ func (m *uiMapper) mapEvent(ev chat.Event) []frame {
 		if len(input) == 0 || !json.Valid(input) {
 			input = json.RawMessage("{}")
 		}
-		add(&uiChunk{Type: "tool-input-start", ToolCallID: ev.ToolCall.ID, ToolName: ev.ToolCall.Name}, nil)
-		add(&uiChunk{Type: "tool-input-available", ToolCallID: ev.ToolCall.ID, ToolName: ev.ToolCall.Name, Input: input}, src)
+		m.shown = append(m.shown, shownPart{seq: ev.Seq, call: ev.ToolCall.ID})
+		add(&uiChunk{Type: "tool-input-start", ToolCallID: ev.ToolCall.ID, ToolName: ev.ToolCall.Name})
+		add(&uiChunk{Type: "tool-input-available", ToolCallID: ev.ToolCall.ID, ToolName: ev.ToolCall.Name, Input: input})
 	case chat.KindToolResult:
 		r := ev.ToolResult
 		if r == nil {
 			return nil
 		}
 		closeText()
-		if r.Denied {
-			add(&uiChunk{Type: "tool-output-denied", ToolCallID: r.CallID}, src)
-			break
-		}
-		if r.IsError {
-			add(&uiChunk{Type: "tool-output-error", ToolCallID: r.CallID, ErrorText: r.Content}, src)
-		} else {
-			add(&uiChunk{Type: "tool-output-available", ToolCallID: r.CallID, Output: &uiToolOutput{Content: r.Content, Type: r.Type}}, src)
+		switch {
+		case r.Denied:
+			add(&uiChunk{Type: "tool-output-denied", ToolCallID: r.CallID})
+		case r.IsError:
+			add(&uiChunk{Type: "tool-output-error", ToolCallID: r.CallID, ErrorText: r.Content})
+		default:
+			add(&uiChunk{Type: "tool-output-available", ToolCallID: r.CallID, Output: &uiToolOutput{Content: r.Content, Type: r.Type}})
 		}
 	case chat.KindApproval:
 		if ev.Approval == nil {
 			return nil
 		}
 		closeText()
-		add(&uiChunk{Type: "tool-approval-request", ApprovalID: ev.Approval.ID, ToolCallID: ev.Approval.ToolCallID}, src)
+		add(&uiChunk{Type: "tool-approval-request", ApprovalID: ev.Approval.ID, ToolCallID: ev.Approval.ToolCallID})
 	case chat.KindAbort:
 		closeText()
-		add(&uiChunk{Type: "abort", Reason: ev.Text}, src)
+		add(&uiChunk{Type: "abort", Reason: ev.Text})
 	case chat.KindOrchestration:
 		s := ev.Orchestration
 		if s == nil {
@@ -309,7 +252,7 @@ func (m *uiMapper) mapEvent(ev chat.Event) []frame {
 		add(&uiChunk{Type: "data-orchestration", Data: uiOrchestration{
 			ActiveStep: s.ActiveStep, SequenceIndex: s.SequenceIndex, Sequence: nonNil(s.Sequence),
 			OfferedTools: nonNil(s.OfferedTools), PreviousStep: s.PreviousStep, Transition: s.Transition, Blocked: s.Blocked,
-		}}, src)
+		}})
 	case chat.KindUsage:
 		if ev.Usage == nil {
 			return nil
@@ -319,19 +262,20 @@ func (m *uiMapper) mapEvent(ev chat.Event) []frame {
 			st := totalsOf(*su)
 			u.Session = &st
 		}
-		add(&uiChunk{Type: "data-usage", Data: u}, src)
+		add(&uiChunk{Type: "data-usage", Data: u})
 	case chat.KindWarning:
-		add(&uiChunk{Type: "data-warning", Data: uiWarning{Message: ev.Text}}, src)
+		add(&uiChunk{Type: "data-warning", Data: uiWarning{Message: ev.Text}})
 	case chat.KindCompaction:
 		if ev.Compaction != nil {
-			add(&uiChunk{Type: "data-compaction", Data: compactionOf(ev.Compaction)}, src)
+			add(&uiChunk{Type: "data-compaction", Data: compactionOf(ev.Compaction)})
 		}
 	case chat.KindRestart:
 		if r := ev.Restart; r != nil {
 			// The parts shown after Since go; what follows shows the step
-			// again.
+			// again, in parts of its own.
 			m.textOpen = false
-			d := uiRestart{Step: r.Step, Since: r.Since, TextIDs: []string{}, ToolCallIDs: []string{}, Message: r.Message}
+			m.restarts++
+			d := uiRestart{Step: r.Step, Since: m.frameAt(r.Since), TextIDs: []string{}, ToolCallIDs: []string{}, Message: r.Message}
 			for _, p := range m.shown {
 				if p.seq <= r.Since {
 					continue
@@ -342,12 +286,13 @@ func (m *uiMapper) mapEvent(ev chat.Event) []frame {
 					d.ToolCallIDs = append(d.ToolCallIDs, p.call)
 				}
 			}
-			add(&uiChunk{Type: "data-restart", Data: d}, src)
+			m.shown = slices.DeleteFunc(m.shown, func(p shownPart) bool { return p.seq > r.Since })
+			add(&uiChunk{Type: "data-restart", Data: d})
 		}
 	case chat.KindLimit:
 		if l := ev.Limit; l != nil {
 			closeText()
-			add(&uiChunk{Type: "data-limit", Data: uiLimit{Name: l.Name, Value: l.Value, Message: l.Message}}, src)
+			add(&uiChunk{Type: "data-limit", Data: uiLimit{Name: l.Name, Value: l.Value, Message: l.Message}})
 		}
 	case chat.KindError:
 		closeText()
@@ -355,13 +300,22 @@ func (m *uiMapper) mapEvent(ev chat.Event) []frame {
 		if e == nil {
 			e = &chat.Error{Code: "internal_error", Message: "the turn failed"}
 		}
-		add(&uiChunk{Type: "error", ErrorText: e.Code + ": " + e.Message}, src)
+		add(&uiChunk{Type: "error", ErrorText: e.Code + ": " + e.Message})
 	case chat.KindDone:
 		closeText()
-		add(&uiChunk{Type: "finish", FinishReason: uiFinishReason(ev.FinishReason)}, src)
-		out = append(out, frame{data: doneData})
+		add(&uiChunk{Type: "finish", FinishReason: uiFinishReason(ev.FinishReason)})
+		out = append(out, doneData)
 	}
 	return out
+}
+
+// frameAt is the number of the last frame of the event of seq seq (0
+// before the first).
+func (m *uiMapper) frameAt(seq int64) int64 {
+	if seq <= 0 || len(m.frameOf) == 0 {
+		return 0
+	}
+	return int64(m.frameOf[min(seq, int64(len(m.frameOf)))-1])
 }
 
 // uiFinishReason maps a chat finish reason to the AI SDK's enumeration.
@@ -393,10 +347,4 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// isRestart reports whether a frame is a turn's restart (a takeover's
-// first frame): a data-restart chunk, or a restart event for an edge.
-func isRestart(data []byte) bool {
-	return bytes.HasPrefix(data, []byte(`{"type":"data-restart"`)) || bytes.HasPrefix(data, []byte(`{"type":"restart"`))
 }

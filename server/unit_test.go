@@ -3,30 +3,25 @@ package server
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
 
 func TestConfigValidate(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	agents := e.srv.cfg.Agents
+	rt := e.srv.rt
 	tests := []struct {
 		name    string
 		cfg     Config
 		wantErr string
 	}{
-		{"no agents", Config{}, "Agents is required"},
-		{"negative", Config{Agents: agents, Heartbeat: -1, MaxBodyBytes: -5}, "Heartbeat must not be negative"},
-		{"tiny event cap", Config{Agents: agents, MaxTurnEvents: 3}, "MaxTurnEvents must be at least 16"},
-		{"defaults", Config{Agents: agents}, ""},
+		{"no runtime", Config{}, "Runtime is required"},
+		{"negative", Config{Runtime: rt, Heartbeat: -1, MaxBodyBytes: -5}, "Heartbeat must not be negative"},
+		{"defaults", Config{Runtime: rt}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -36,8 +31,7 @@ func TestConfigValidate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if cfg.MaxBodyBytes != DefaultMaxBodyBytes || cfg.Heartbeat != DefaultHeartbeat || cfg.StreamRetention != DefaultStreamRetention ||
-					cfg.Store == nil || cfg.Logger == nil || cfg.DisconnectGrace != 0 {
+				if cfg.MaxBodyBytes != DefaultMaxBodyBytes || cfg.Heartbeat != DefaultHeartbeat || cfg.Logger == nil {
 					t.Fatalf("defaults not filled: %+v", cfg)
 				}
 				return
@@ -53,6 +47,7 @@ func TestUIMapper(t *testing.T) {
 	m := &uiMapper{turnID: "turn1234"}
 	args := json.RawMessage(`{"topic":"x"}`)
 	events := []chat.Event{
+		{Kind: chat.KindStart, Start: &chat.Start{Turn: "turn1234", Message: "msg-1"}},
 		{Kind: chat.KindOrchestration, Orchestration: &chat.Snapshot{ActiveStep: "Explore", Sequence: []string{"brainstorm"}, OfferedTools: []string{"brainstorm"}, Transition: true}},
 		{Kind: chat.KindStepStart},
 		{Kind: chat.KindTextDelta, Text: "Let me "},
@@ -71,11 +66,12 @@ func TestUIMapper(t *testing.T) {
 	}
 	var got []string
 	for _, ev := range events {
-		for _, it := range m.mapEvent(ev) {
-			got = append(got, string(it.data))
+		for _, it := range m.add(ev, true) {
+			got = append(got, string(it))
 		}
 	}
 	want := []string{
+		`{"type":"start","messageId":"msg-1"}`,
 		`{"type":"data-orchestration","data":{"activeStep":"Explore","sequenceIndex":0,"sequence":["brainstorm"],"offeredTools":["brainstorm"],"previousStep":"","transition":true}}`,
 		`{"type":"start-step"}`,
 		`{"type":"text-start","id":"turn1234-text-1"}`,
@@ -102,63 +98,12 @@ func TestUIMapper(t *testing.T) {
 	}
 }
 
-func TestTurnLogWindow(t *testing.T) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	tr := newTurn("turnabcdef", "sess", "a", "", cancel, 16, 0)
-	for i := 0; i < 40; i++ {
-		tr.add(frame{data: []byte(`{"type":"start-step"}`)})
-		if stopped := ctx.Err() != nil; stopped != (i >= 16) {
-			t.Fatalf("after %d frames with a cap of 16 the turn is stopped: %v", i+1, stopped)
-		}
-	}
-	var lim *chat.Limit
-	if !errors.As(context.Cause(ctx), &lim) || lim.Name != chat.LimitEvents || lim.Value != "16" {
-		t.Fatalf("cause %v", context.Cause(ctx))
-	}
-	if frames, _, gap, _ := tr.read(0); gap || len(frames) != 40 {
-		t.Fatalf("read(0) after 40 frames with a cap of 16: %d frames, gap %v: every frame is kept", len(frames), gap)
-	}
-	frames, done, gap, changed := tr.read(30)
-	if gap || done || len(frames) != 10 || frames[0].seq != 31 || frames[9].seq != 40 {
-		t.Fatalf("read(30): %d frames from %d, gap %v done %v", len(frames), frames[0].seq, gap, done)
-	}
-	// Past the slack (a turn that ignores its cancellation), the oldest go.
-	for range FrameSlack {
-		tr.add(frame{data: []byte(`{"type":"start-step"}`)})
-	}
-	if _, _, gap, _ := tr.read(0); !gap {
-		t.Fatal("reading from 0 past the slack must be a gap")
-	}
-	tr.finish()
-	select {
-	case <-changed:
-	default:
-		t.Fatal("finish did not wake readers")
-	}
-	tr.add(frame{data: []byte("x")})
-	if last, done := tr.state(); last != 40+FrameSlack || !done {
-		t.Fatalf("after finish: last %d done %v", last, done)
-	}
-}
-
-func BenchmarkTurnLogAdd(b *testing.B) {
-	_, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	tr := newTurn("turnabcdef", "sess", "a", "", cancel, DefaultMaxTurnEvents, 0)
-	it := frame{data: []byte(`{"type":"text-delta","id":"t-1","delta":"word "}`)}
-	b.ReportAllocs()
-	for b.Loop() {
-		tr.add(it)
-	}
-}
-
 func BenchmarkUIMapTextDelta(b *testing.B) {
 	m := &uiMapper{turnID: "turn1234"}
 	ev := chat.Event{Kind: chat.KindTextDelta, Text: "word "}
 	b.ReportAllocs()
 	for b.Loop() {
-		m.mapEvent(ev)
+		m.add(ev, true)
 	}
 }
 
@@ -199,81 +144,5 @@ func TestRawErrorJSON(t *testing.T) {
 			body.Error.Code != tc.code || body.Error.Message != tc.message || body.Error.Type != "invalid_request_error" {
 			t.Errorf("%q: %s %v %+v (%v)", tc.in, res.Status, res.Header, body, err)
 		}
-	}
-}
-
-// TestBatchDue: a batch is due on the replica's shared grid of
-// mirrorBatch/2, between mirrorBatch/2 and mirrorBatch after its oldest
-// frame.
-func TestBatchDue(t *testing.T) {
-	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		after, want time.Duration
-	}{
-		{0, 50 * time.Millisecond},
-		{time.Millisecond, 100 * time.Millisecond},
-		{49 * time.Millisecond, 100 * time.Millisecond},
-		{50 * time.Millisecond, 100 * time.Millisecond},
-		{51 * time.Millisecond, 150 * time.Millisecond},
-		{99*time.Millisecond + 999*time.Microsecond, 150 * time.Millisecond},
-	} {
-		oldest := base.Add(tc.after)
-		got := batchDue(oldest)
-		if got.Sub(base) != tc.want {
-			t.Errorf("batchDue(+%v) = +%v, want +%v", tc.after, got.Sub(base), tc.want)
-		}
-		if wait := got.Sub(oldest); wait < mirrorBatch/2 || wait > mirrorBatch {
-			t.Errorf("batchDue(+%v): the oldest frame waits %v", tc.after, wait)
-		}
-	}
-}
-
-// TestMirrorStep: stepped on the grid (a little late), the mirror writes a batch at the
-// grid point after the one where it first saw the batch's frames (so a
-// frame waits at most mirrorBatch), a sign of life after a heartbeat
-// without frames, and the last frames with the end at the first grid
-// point after the turn ended.
-func TestMirrorStep(t *testing.T) {
-	s := &Server{cfg: Config{Heartbeat: time.Second}, log: slog.New(slog.DiscardHandler), base: t.Context()}
-	grid := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	// Each step runs a little after its grid point, as a timer fires.
-	at := func(n int) time.Time { return grid.Add(time.Duration(n)*mirrorGrid + 3*time.Millisecond) }
-	tr := newTurn("turn-1", "session-1", "agent", "", func(error) {}, 100, time.Minute)
-	st := &mirrorState{t: tr, lastWrite: at(0)}
-	step := func(n int) bool {
-		w := s.mirrorStep(st, at(n))
-		if w != nil {
-			// What a successful write records.
-			last, _ := tr.state()
-			st.sent, st.lastWrite, st.pending = last, at(n), time.Time{}
-		}
-		return w != nil
-	}
-	if step(1) {
-		t.Fatal("a write with no frames and no heartbeat due")
-	}
-	tr.add(frame{data: []byte(`{"type":"start"}`)}) // just after point 1
-	if step(2) {
-		t.Fatal("a batch written at the first point that saw it")
-	}
-	if !step(3) {
-		t.Fatal("no batch at the point after the one that saw its frames")
-	}
-	if step(4) || step(5) {
-		t.Fatal("a write with nothing new")
-	}
-	// A waiting turn is stepped 20 times a second: a step with nothing to
-	// write allocates nothing.
-	if n := testing.AllocsPerRun(100, func() { s.mirrorStep(st, at(5)) }); n != 0 {
-		t.Fatalf("a step with nothing to write allocated %v times", n)
-	}
-	if !step(3 + int(time.Second/mirrorGrid)) {
-		t.Fatal("no sign of life after a heartbeat without frames")
-	}
-	tr.add(frame{data: []byte(`{"type":"finish"}`)}, frame{data: []byte("[DONE]")})
-	tr.finish()
-	n := 4 + int(time.Second/mirrorGrid)
-	if w := s.mirrorStep(st, at(n)); w == nil {
-		t.Fatal("the end not written at the first point after it")
 	}
 }

@@ -14,10 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/gin-gonic/gin"
 )
 
@@ -61,7 +63,7 @@ func (s *Server) checkWebhook(raw string) error {
 	case len(s.cfg.WebhookHosts) == 0:
 		return errors.New("the server calls no webhooks: it needs WEBHOOK_HOSTS and WEBHOOK_SECRET")
 	case err != nil || u.Host == "":
-		return fmt.Errorf("%q is not an absolute URL", clip(raw))
+		return fmt.Errorf("%q is not an absolute URL", clipped(raw))
 	case u.Scheme != "https" && u.Scheme != "http":
 		return fmt.Errorf("the scheme must be http or https, not %q", u.Scheme)
 	case u.User != nil:
@@ -124,7 +126,7 @@ func (s *Server) callWebhook(target string, ev webhookEvent) {
 			}
 			select {
 			case <-time.After(wait):
-			case <-s.base.Done():
+			case <-s.rt.Base().Done():
 				return
 			}
 			wait *= 2
@@ -133,7 +135,7 @@ func (s *Server) callWebhook(target string, ev webhookEvent) {
 }
 
 func (s *Server) postWebhook(target, id string, body []byte) (int, error) {
-	ctx, cancel := context.WithTimeout(s.base, webhookClient.Timeout)
+	ctx, cancel := context.WithTimeout(s.rt.Base(), webhookClient.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
@@ -162,27 +164,29 @@ func hostOf(raw string) string {
 
 // runInBackground follows a background chat turn to its end and calls
 // webhook (when set) with its outcome.
-func (s *Server) runInBackground(t *turn, webhook string) {
+func (s *Server) runInBackground(t *turns.Turn, webhook string) {
 	if webhook == "" {
 		return
 	}
 	s.recorders.Add(1)
 	go func() {
 		defer s.recorders.Done()
-		out := turnOutcome{SessionID: t.sessionID, TurnID: t.id, AgentID: t.agentID, Status: "completed"}
-		var text strings.Builder
-		err := follow(context.WithoutCancel(s.base), t, s.cfg.Heartbeat, func(ev chat.Event) {
+		out := turnOutcome{SessionID: t.SessionID(), TurnID: t.ID(), AgentID: t.Agent(), Status: "completed"}
+		var text chat.AnswerText
+		for ev, err := range t.Events(context.WithoutCancel(s.rt.Base()), 0) {
+			if err != nil {
+				if ce, ok := err.(*chat.Error); ok && out.Error == nil {
+					out.Error = ce
+				}
+				break
+			}
+			text.Add(ev)
 			switch ev.Kind {
-			case chat.KindTextDelta:
-				text.WriteString(ev.Text)
 			case chat.KindError:
 				out.Error = ev.Error
 			case chat.KindDone:
 				out.FinishReason = string(ev.FinishReason)
 			}
-		}, nil)
-		if ce, ok := err.(*chat.Error); ok && out.Error == nil {
-			out.Error = ce
 		}
 		out.Text = text.String()
 		switch {
@@ -238,25 +242,27 @@ func (s *Server) getTurn(c *gin.Context) {
 	}
 	id, turnID := c.Param("id"), c.Param("turnId")
 	out := turnStatus{ID: turnID, SessionID: id}
-	if t := s.turns.get(turnID); t != nil && t.key == sess.ID && !t.raw {
-		last, done := t.state()
-		out.Status, out.LastEventID = turnStatusOf(done), wire.EventID(turnID, last)
-		c.JSON(http.StatusOK, out)
+	t, err := s.rt.Turn(c.Request.Context(), sess.Owner, id, turnID)
+	var (
+		pos  streamPosition
+		done bool
+	)
+	if err == nil {
+		_, done, _, err = t.Last(c.Request.Context())
+	}
+	if err == nil {
+		pos, err = s.position(c.Request.Context(), t)
+	}
+	switch {
+	case errors.Is(err, turns.ErrTurnNotFound):
+		abortWith(c, newParamError(http.StatusNotFound, "turn_not_found", "turnId", "no turn %q of this session is kept (a finished turn's events are kept for STREAM_RETENTION); its answer is in GET /api/sessions/%s", turnID, id))
+		return
+	case err != nil:
+		abortWith(c, storeError(err))
 		return
 	}
-	if session.ValidID(turnID) && s.cfg.Turns != nil {
-		st, found, err := s.sharedLookup(c.Request.Context(), sess.ID, turnID, sess.Owner)
-		if err != nil {
-			abortWith(c, storeError(err))
-			return
-		}
-		if found {
-			out.Status, out.LastEventID = turnStatusOf(st.Done || !s.runsElsewhere(sess, st)), wire.EventID(turnID, st.Last)
-			c.JSON(http.StatusOK, out)
-			return
-		}
-	}
-	abortWith(c, newParamError(http.StatusNotFound, "turn_not_found", "turnId", "no turn %q of this session is kept (a finished turn's stream is kept for STREAM_RETENTION); its answer is in GET /api/sessions/%s", turnID, id))
+	out.Status, out.LastEventID = turnStatusOf(done), wire.RestartedEventID(turnID, pos.frames, len(pos.restarts))
+	c.JSON(http.StatusOK, out)
 }
 
 func turnStatusOf(done bool) string {
@@ -264,4 +270,17 @@ func turnStatusOf(done bool) string {
 		return "finished"
 	}
 	return "running"
+}
+
+// clipped shortens what a client sent for an error message to at most
+// 200 bytes, at a character boundary.
+func clipped(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	n := 197
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

@@ -1,10 +1,10 @@
-package server
+package turns
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,7 +77,8 @@ const (
 	mirrorGiveUp = 15 * time.Minute
 )
 
-var errTurnGone = &chat.Error{Code: "stream_gone", Message: "this turn's events are no longer kept; read the answer from the session history"}
+// ErrTurnGone ends a stream whose turn is no longer kept.
+var ErrTurnGone = &chat.Error{Code: "stream_gone", Message: "this turn's events are no longer kept; read the answer from the session history"}
 
 var errSharedLog = &chat.Error{Code: "store_unavailable", Message: "the turn's events could not be read from the shared store; reconnect to resume"}
 
@@ -90,13 +91,13 @@ var errTakenOver = &chat.Error{Code: "turn_taken_over", Message: "another server
 // from its writer before readers on other replicas give it up. The writer
 // appends at least every heartbeat; three missed ones are not a slow
 // network.
-func (s *Server) writerTimeout() time.Duration { return 3 * s.cfg.Heartbeat }
+func (r *Runtime) writerTimeout() time.Duration { return 3 * r.cfg.Heartbeat }
 
 // alive reports whether a running turn's writer still shows signs of life.
 // It compares the writer's clock with this replica's: replicas' clocks must
 // agree to well within writerTimeout (NTP does).
-func (s *Server) alive(st turnlog.Status) bool {
-	return st.Done || time.Since(st.Written) < s.writerTimeout()
+func (r *Runtime) alive(st turnlog.Status) bool {
+	return st.Done || time.Since(st.Written) < r.writerTimeout()
 }
 
 // mirrors copies the frames of this replica's turns to the shared log:
@@ -107,7 +108,7 @@ func (s *Server) alive(st turnlog.Status) bool {
 // first token, a long tool call) holds no goroutine of the mirror, and a
 // streaming turn does not wake one per frame.
 type mirrors struct {
-	s       *Server
+	r       *Runtime
 	mu      sync.Mutex
 	turns   map[*mirrorState]struct{}
 	running bool // the loop goroutine runs (it exits when turns is empty)
@@ -145,20 +146,20 @@ type mirrorState struct {
 // A turn taken over (turn.continued) is already this replica's in the
 // shared log (turnlog.Taker.TakeOver): its copy starts after the frames
 // it holds, which came from there.
-func (s *Server) mirror(t *turn) <-chan struct{} {
+func (r *Runtime) mirror(t *turn) <-chan struct{} {
 	st := &mirrorState{t: t, ref: turnlog.Ref{Session: t.key, Turn: t.id}, done: make(chan struct{}), lastWrite: time.Now()}
 	if t.continued {
 		st.sent, _ = t.state()
-	} else if err := s.cfg.Turns.Open(turnlog.Meta{Ref: st.ref, Owner: t.owner, AgentID: t.agentID}); err != nil {
-		s.log.Warn("shared turn log: opening the turn failed; its stream can be resumed on this replica only", "session", t.sessionID, "turn", t.id, "err", err)
+	} else if err := r.cfg.Log.Open(turnlog.Meta{Ref: st.ref, Owner: t.owner, AgentID: t.agentID}); err != nil {
+		r.log.Warn("shared turn log: opening the turn failed; its stream can be resumed on this replica only", "session", t.sessionID, "turn", t.id, "err", err)
 		close(st.done)
 		return st.done
 	}
-	m := &s.mirrors
+	m := &r.mirrors
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.turns == nil {
-		m.s = s
+		m.r = r
 		m.turns = make(map[*mirrorState]struct{})
 	}
 	m.turns[st] = struct{}{}
@@ -196,7 +197,7 @@ func (m *mirrors) loop() {
 		}
 		m.mu.Unlock()
 		for _, st := range due {
-			if w := m.s.mirrorStep(st, at); w != nil {
+			if w := m.r.mirrorStep(st, at); w != nil {
 				st.busy.Store(true)
 				go func() {
 					if w() {
@@ -226,11 +227,11 @@ func (m *mirrors) remove(st *mirrorState) {
 // batch; write them when the batch is due, or a sign of life when the turn
 // streams nothing for a heartbeat; once the turn is done, its last frames
 // and its end in one write on the grid.
-func (s *Server) mirrorStep(st *mirrorState, now time.Time) (write func() (over bool)) {
+func (r *Runtime) mirrorStep(st *mirrorState, now time.Time) (write func() (over bool)) {
 	t := st.t
-	frames, done, gap, _ := t.read(st.sent)
+	events, done, gap, _ := t.read(st.sent)
 	switch {
-	case len(frames) == 0:
+	case len(events) == 0:
 		st.pending = time.Time{}
 	case st.pending.IsZero():
 		// The grid point the frames were first seen at, even when the
@@ -243,59 +244,53 @@ func (s *Server) mirrorStep(st *mirrorState, now time.Time) (write func() (over 
 	switch over := now.Sub(st.doneAt); {
 	case st.doneAt.IsZero():
 	case over > mirrorGiveUp:
-		s.log.Warn("shared turn log: gave up copying the turn's last frames", "session", t.sessionID, "turn", t.id, "sent", st.sent)
-		s.mirrors.remove(st)
+		r.log.Warn("shared turn log: gave up copying the turn's last frames", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		r.mirrors.remove(st)
 		return nil
 	case over > mirrorDrain && !st.drained:
-		s.log.Warn("shared turn log: the turn's last frames could not be copied yet; trying on in the background", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		r.log.Warn("shared turn log: the turn's last frames could not be copied yet; trying on in the background", "session", t.sessionID, "turn", t.id, "sent", st.sent)
 		st.drained = true
 		close(st.done)
 	}
-	log := s.cfg.Turns
-	data := func() [][]byte {
-		data := make([][]byte, len(frames))
-		for i, f := range frames {
-			data[i] = f.data
-		}
-		return data
-	}
+	log := r.cfg.Log
+	data := func() [][]byte { return encodeEvents(events) }
 	switch {
 	case gap:
 		// More than MaxTurnEvents frames piled up behind an unreachable
 		// shared log: the missing ones are gone, and a reader on another
 		// replica gets the gap answer there.
-		s.log.Warn("shared turn log: frames were dropped before they could be copied", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		r.log.Warn("shared turn log: frames were dropped before they could be copied", "session", t.sessionID, "turn", t.id, "sent", st.sent)
 		return func() bool {
-			_ = log.Finish(s.mirrorContext(), st.ref)
+			_ = log.Finish(r.mirrorContext(), st.ref)
 			return true
 		}
 	case done && !now.Before(onGrid(st.doneAt)):
 		// The last frames and the end in one write.
 		d := data()
 		return func() bool {
-			err := log.Finish(s.mirrorContext(), st.ref, d...)
-			return err == nil || s.mirrorFailed(st, err)
+			err := log.Finish(r.mirrorContext(), st.ref, d...)
+			return err == nil || r.mirrorFailed(st, err)
 		}
 	case done:
 		return nil
-	case len(frames) > 0 && !now.Before(batchDue(st.pending)), len(frames) == 0 && now.Sub(st.lastWrite) >= s.cfg.Heartbeat:
+	case len(events) > 0 && !now.Before(batchDue(st.pending)), len(events) == 0 && now.Sub(st.lastWrite) >= r.cfg.Heartbeat:
 		// A batch, or the sign of life of a turn that streams nothing.
 		d, lastSeq := data(), int64(0)
-		if len(frames) > 0 {
-			lastSeq = frames[len(frames)-1].seq
+		if len(events) > 0 {
+			lastSeq = events[len(events)-1].Seq
 		}
 		return func() bool {
-			last, err := log.Append(s.mirrorContext(), st.ref, d...)
+			last, err := log.Append(r.mirrorContext(), st.ref, d...)
 			if err != nil {
-				return s.mirrorFailed(st, err)
+				return r.mirrorFailed(st, err)
 			}
 			if lastSeq != 0 && last != lastSeq {
-				s.log.Error("shared turn log: the turn's frames are numbered differently there; stopped copying", "session", t.sessionID, "turn", t.id, "local", lastSeq, "shared", last)
+				r.log.Error("shared turn log: the turn's frames are numbered differently there; stopped copying", "session", t.sessionID, "turn", t.id, "local", lastSeq, "shared", last)
 				return true
 			}
 			st.sent = last
 			if st.failures > 0 {
-				s.log.Info("shared turn log: copying resumed", "session", t.sessionID, "turn", t.id)
+				r.log.Info("shared turn log: copying resumed", "session", t.sessionID, "turn", t.id)
 				st.failures = 0
 			}
 			st.lastWrite, st.pending = time.Now(), time.Time{}
@@ -308,17 +303,17 @@ func (s *Server) mirrorStep(st *mirrorState, now time.Time) (write func() (over 
 // mirrorContext is the context of the mirror's writes, made by each write:
 // a step that writes nothing (most of a waiting turn's steps, 20 a
 // second) allocates nothing.
-func (s *Server) mirrorContext() context.Context { return context.WithoutCancel(s.base) }
+func (r *Runtime) mirrorContext() context.Context { return context.WithoutCancel(r.base) }
 
 // mirrorFailed handles a write to the shared log that failed, and reports
 // whether the copy is over.
-func (s *Server) mirrorFailed(st *mirrorState, err error) (over bool) {
+func (r *Runtime) mirrorFailed(st *mirrorState, err error) (over bool) {
 	t := st.t
 	switch {
 	case errors.Is(err, turnlog.ErrFenced):
 		// Another replica took the turn over (this one stalled past its
 		// lease): its frames are no longer this replica's to copy.
-		s.log.Warn("shared turn log: another replica took the turn over; stopped copying", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		r.log.Warn("shared turn log: another replica took the turn over; stopped copying", "session", t.sessionID, "turn", t.id, "sent", st.sent)
 		t.cancel(errTakenOver)
 		return true
 	case errors.Is(err, turnlog.ErrNotFound) || errors.Is(err, turnlog.ErrFinished) || errors.Is(err, turnlog.ErrClosed):
@@ -327,17 +322,17 @@ func (s *Server) mirrorFailed(st *mirrorState, err error) (over bool) {
 	case errors.Is(err, turnlog.ErrExists):
 		// The shared log has another turn under this turn's ID: a write
 		// sent again would add this turn's frames to it.
-		s.log.Error("shared turn log: another turn there has this turn's ID; stopped copying", "session", t.sessionID, "turn", t.id, "sent", st.sent)
+		r.log.Error("shared turn log: another turn there has this turn's ID; stopped copying", "session", t.sessionID, "turn", t.id, "sent", st.sent)
 		return true
 	case errors.Is(err, session.ErrCorrupt):
 		// The shared log lacks frames it had (Redis lost data): a
 		// reader elsewhere gets what it has, then the writer's end.
-		s.log.Error("shared turn log: the turn's frames there are not the ones copied; stopped copying", "session", t.sessionID, "turn", t.id, "sent", st.sent, "err", err)
+		r.log.Error("shared turn log: the turn's frames there are not the ones copied; stopped copying", "session", t.sessionID, "turn", t.id, "sent", st.sent, "err", err)
 		return true
 	}
 	st.failures++
 	if st.failures == 1 {
-		s.log.Warn("shared turn log: copying the turn's frames failed; retrying", "session", t.sessionID, "turn", t.id, "err", err)
+		r.log.Warn("shared turn log: copying the turn's frames failed; retrying", "session", t.sessionID, "turn", t.id, "err", err)
 	}
 	// Whether the write went in is unknown: the next one sends the same
 	// frames again from st.sent on, and the shared log keeps each once.
@@ -347,42 +342,24 @@ func (s *Server) mirrorFailed(st *mirrorState, err error) (over bool) {
 
 // sharedTurn is a turn another replica runs, read from the shared log;
 // ref names it by its session's store key, sessionID as the client knows
-// the session.
+// the session. Its reader reads the events in order, from the first: a
+// client that holds events the shared log never got (a dead replica's
+// last ones) learns what to drop from the restart that the turn's
+// takeover writes (chat.KindRestart; see Seen).
 type sharedTurn struct {
-	s         *Server
+	r         *Runtime
 	ref       turnlog.Ref
 	sessionID string
-	// restarts are the seqs at which the turn was taken over when the
-	// stream was opened (turnlog.Status.Restarts).
-	restarts []int64
-	// ahead: the client may hold frames the shared log does not have (a
-	// dead replica's): until the log passes them, a takeover that began
-	// at or before the client's last frame is looked for before each
-	// read, so that the client gets its restart (rewind).
-	ahead bool
-	// rewinding: a takeover began at or before the client's last frame
-	// (rewind), and the frames after rewoundTo, from its restart on, were
-	// not read yet: reads start there, whatever frame the caller says the
-	// client has, even when the read is cut short (a heartbeat) and the
-	// caller asks again.
-	rewinding bool
-	rewoundTo int64
 	// unlisted is when the shared log first did not have the turn while
 	// the session's marker named it, missing when it did not have it and
 	// the marker no longer named it (checkUnlisted).
 	unlisted, missing time.Time
 }
 
-func (t *sharedTurn) ids() (string, string) { return t.sessionID, t.ref.Turn }
-
-// attach does nothing: the disconnect grace counts the clients of the
-// replica that runs the turn only.
-func (t *sharedTurn) attach() func() { return func() {} }
-
-// next waits for the frames after seq `after` in the shared log (see
-// source).
-func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) ([]frame, bool, *chat.Error) {
-	log := t.s.cfg.Turns
+// next waits for the events after seq `after` in the shared log (see
+// Turn.Next).
+func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) ([]chat.Event, bool, *chat.Error) {
+	log := t.r.cfg.Log
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -394,43 +371,23 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 		cancel()
 	}()
 	for {
-		if t.ahead {
-			after = t.rewind(ctx, after)
-		}
-		if t.rewinding {
-			after = min(after, t.rewoundTo)
-		}
 		b, err := log.Wait(ctx, t.ref, after)
 		switch {
 		case err == nil && b.Gap:
-			return nil, false, errGap
+			return nil, false, ErrGap
 		case err == nil:
-			if t.ahead {
-				// A takeover lists its restart before it writes a frame,
-				// so one that began at or before after while this read
-				// was on its way (after the rewind above) shows now: the
-				// frames read follow its restart, which comes first.
-				back, ok := t.rewound(ctx, after)
-				if !ok {
-					return nil, false, nil // the next read tells
-				}
-				if back != after {
-					after = back
-					continue
-				}
+			events, err := decodeEvents(b.Frames)
+			if err != nil {
+				t.r.log.Error("shared turn log: a turn's event could not be read", "session", t.ref.Session, "turn", t.ref.Turn, "err", err)
+				return nil, false, errSharedLog
 			}
-			t.ahead, t.rewinding = false, false
-			frames := make([]frame, len(b.Frames))
-			for i, f := range b.Frames {
-				frames[i] = frame{seq: f.Seq, data: f.Data}
-			}
-			return frames, b.Done, nil
+			return events, b.Done, nil
 		case ctx.Err() != nil:
 			// The tick (or the end): check that the writer lives.
 			return nil, false, t.check(context.WithoutCancel(ctx))
 		case errors.Is(err, turnlog.ErrAhead):
-			// The client has frames the mirror has not copied yet.
-			t.ahead = true
+			// The shared log lost events it had (Redis lost data): what
+			// comes next is the writer's to say, or its takeover's.
 			if e := t.check(ctx); e != nil {
 				return nil, false, e
 			}
@@ -448,43 +405,16 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 			case <-ctx.Done():
 			}
 		default:
-			t.s.log.Warn("shared turn log: reading a turn failed", "session", t.ref.Session, "turn", t.ref.Turn, "err", err)
+			t.r.log.Warn("shared turn log: reading a turn failed", "session", t.ref.Session, "turn", t.ref.Turn, "err", err)
 			return nil, false, errSharedLog
 		}
 	}
 }
 
-// rewind is where a client that last got frame after reads on: before the
-// first frame of a takeover that began at or before it (its frames from
-// there on were the dead replica's), else after.
-func (t *sharedTurn) rewind(ctx context.Context, after int64) int64 {
-	after, _ = t.rewound(ctx, after)
-	return after
-}
-
-// rewound is rewind, and whether the shared log told the turn's takeovers.
-func (t *sharedTurn) rewound(ctx context.Context, after int64) (int64, bool) {
-	st, err := t.s.cfg.Turns.Lookup(ctx, t.ref)
-	if err != nil {
-		return after, false
-	}
-	for _, r := range st.Restarts {
-		if slices.Contains(t.restarts, r) {
-			continue
-		}
-		t.restarts = append(t.restarts, r)
-		if r <= after {
-			after = r - 1
-			t.rewinding, t.rewoundTo = true, after
-		}
-	}
-	return after, true
-}
-
 // check ends the stream when the turn's writer stopped showing signs of
 // life.
 func (t *sharedTurn) check(ctx context.Context) *chat.Error {
-	st, err := t.s.cfg.Turns.Lookup(ctx, t.ref)
+	st, err := t.r.cfg.Log.Lookup(ctx, t.ref)
 	switch {
 	case errors.Is(err, turnlog.ErrNotFound):
 		return t.checkUnlisted(ctx)
@@ -492,8 +422,8 @@ func (t *sharedTurn) check(ctx context.Context) *chat.Error {
 		// A blip of the shared store is not the writer's death: the next
 		// read tells.
 		return nil
-	case !t.s.alive(st):
-		return t.s.abandoned(ctx, t.ref, t.s.cfg.RecoverWait)
+	case !t.r.alive(st):
+		return t.r.abandoned(ctx, t.ref, t.r.cfg.RecoverWait)
 	}
 	return nil
 }
@@ -505,24 +435,24 @@ func (t *sharedTurn) check(ctx context.Context) *chat.Error {
 // to mirrorGrid after its last session write cleared the marker, so a
 // turn is gone only once it has been missing for longer than that.
 func (t *sharedTurn) checkUnlisted(ctx context.Context) *chat.Error {
-	sess, err := t.s.cfg.Store.Get(ctx, t.ref.Session)
+	sess, err := t.r.cfg.Store.Get(ctx, t.ref.Session)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
-		return errTurnGone
+		return ErrTurnGone
 	case err != nil:
 		return nil // a blip of the store: the next read tells
 	}
-	if u, ok := t.s.unlisted(sess, turnlog.Status{}, false); ok && u.Turn == t.ref.Turn {
+	if u, ok := t.r.unlisted(sess, turnlog.Status{}, false); ok && u.Turn == t.ref.Turn {
 		t.missing = time.Time{}
 		if t.unlisted.IsZero() {
 			t.unlisted = time.Now()
 		}
-		if time.Since(t.unlisted) < t.s.writerTimeout() {
+		if time.Since(t.unlisted) < t.r.writerTimeout() {
 			return nil
 		}
-		return t.s.abandoned(ctx, t.ref, t.s.cfg.RecoverWait)
+		return t.r.abandoned(ctx, t.ref, t.r.cfg.RecoverWait)
 	}
-	if e := t.s.takenEnd(t.ref.Turn); e != nil {
+	if e := t.r.takenEnd(t.ref.Turn); e != nil {
 		// This replica's takeover ended it (its answer was recovered).
 		return e
 	}
@@ -532,7 +462,7 @@ func (t *sharedTurn) checkUnlisted(ctx context.Context) *chat.Error {
 	if time.Since(t.missing) <= 2*mirrorBatch {
 		return nil
 	}
-	return errTurnGone
+	return ErrTurnGone
 }
 
 // unlisted is the turn that sess's marker names when the shared log's
@@ -546,8 +476,8 @@ func (t *sharedTurn) checkUnlisted(ctx context.Context) *chat.Error {
 // read or turn recovers the session; a stream waiting for it gives it up
 // after writerTimeout, see checkUnlisted). ok is false when there is no
 // such turn.
-func (s *Server) unlisted(sess session.Session, st turnlog.Status, found bool) (u turnlog.Status, ok bool) {
-	if s.cfg.Turns == nil || sess.Turn == "" || s.turns.get(sess.Turn) != nil || found && st.Turn == sess.Turn {
+func (r *Runtime) unlisted(sess session.Session, st turnlog.Status, found bool) (u turnlog.Status, ok bool) {
+	if r.cfg.Log == nil || sess.Turn == "" || r.turns.get(sess.Turn) != nil || found && st.Turn == sess.Turn {
 		return u, false
 	}
 	return turnlog.Status{
@@ -564,13 +494,13 @@ func (s *Server) unlisted(sess session.Session, st turnlog.Status, found bool) (
 // the marker, unless takeOver asks that the turn go on instead (with a log
 // whose turns can be taken over): the turn is then reported running. A
 // running turn holds the lease, so the check costs it one refused lock.
-func (s *Server) unlistedHeld(ctx context.Context, sess session.Session, st turnlog.Status, found, takeOver bool) (turnlog.Status, bool) {
-	u, ok := s.unlisted(sess, st, found)
+func (r *Runtime) unlistedHeld(ctx context.Context, sess session.Session, st turnlog.Status, found, takeOver bool) (turnlog.Status, bool) {
+	u, ok := r.unlisted(sess, st, found)
 	if !ok {
 		return u, false
 	}
-	if _, takes := s.cfg.Turns.(turnlog.Taker); takeOver && takes {
-		a := s.takeOver(sess.ID, sess.Turn, 0)
+	if _, takes := r.cfg.Log.(turnlog.Taker); takeOver && takes {
+		a := r.takeOver(sess.ID, sess.Turn, 0)
 		select {
 		case <-a.done:
 			return u, !a.over
@@ -578,12 +508,12 @@ func (s *Server) unlistedHeld(ctx context.Context, sess session.Session, st turn
 			return u, true
 		}
 	}
-	_, err := s.cfg.Agents.RecoverTurn(ctx, sess.ID, 0)
+	_, err := r.cfg.Agents.RecoverTurn(ctx, sess.ID, 0)
 	switch {
 	case err == nil:
 		return u, false
 	case !errors.Is(err, session.ErrBusy):
-		s.log.Warn("recovering an interrupted turn", "session", sess.ID, "err", err)
+		r.log.Warn("recovering an interrupted turn", "session", sess.ID, "err", err)
 	}
 	return u, true
 }
@@ -592,10 +522,10 @@ func (s *Server) unlistedHeld(ctx context.Context, sess session.Session, st turn
 // one, else st and found as they were: the shared log's answer for the
 // session (by its store key), which did not find a running turn. It reads
 // the session, as another owner's answers alike: the key is the owner's.
-func (s *Server) unlistedRunning(ctx context.Context, key, owner string, st turnlog.Status, found bool) (turnlog.Status, bool, error) {
+func (r *Runtime) unlistedRunning(ctx context.Context, key, owner string, st turnlog.Status, found bool) (turnlog.Status, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	sess, err := s.cfg.Store.Get(ctx, key)
+	sess, err := r.cfg.Store.Get(ctx, key)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return st, found, nil
@@ -604,7 +534,7 @@ func (s *Server) unlistedRunning(ctx context.Context, key, owner string, st turn
 	case sess.Owner != owner:
 		return st, found, nil
 	}
-	if u, ok := s.unlistedHeld(ctx, sess, st, found, true); ok {
+	if u, ok := r.unlistedHeld(ctx, sess, st, found, true); ok {
 		return u, true, nil
 	}
 	return st, found, nil
@@ -615,23 +545,23 @@ func (s *Server) unlistedRunning(ctx context.Context, key, owner string, st turn
 // it: the turn's last write clears the marker before its client gets
 // [DONE], while the shared log learns of its end a batch later, so a stop
 // or a delete sent right after [DONE] would otherwise find it running.
-func (s *Server) runsElsewhere(sess session.Session, st turnlog.Status) bool {
-	return !st.Done && sess.Turn == st.Turn && s.alive(st) && s.turns.get(st.Turn) == nil
+func (r *Runtime) runsElsewhere(sess session.Session, st turnlog.Status) bool {
+	return !st.Done && sess.Turn == st.Turn && r.alive(st) && r.turns.get(st.Turn) == nil
 }
 
 // sharedLookup finds a turn of the session (by its store key) in the
 // shared log; found is false when there is no shared log, the turn is not
 // kept there or it is another owner's.
-func (s *Server) sharedLookup(ctx context.Context, key, turnID, owner string) (st turnlog.Status, found bool, err error) {
-	if s.cfg.Turns == nil {
+func (r *Runtime) sharedLookup(ctx context.Context, key, turnID, owner string) (st turnlog.Status, found bool, err error) {
+	if r.cfg.Log == nil {
 		return st, false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if turnID == "" {
-		st, err = s.cfg.Turns.Latest(ctx, key)
+		st, err = r.cfg.Log.Latest(ctx, key)
 	} else {
-		st, err = s.cfg.Turns.Lookup(ctx, turnlog.Ref{Session: key, Turn: turnID})
+		st, err = r.cfg.Log.Lookup(ctx, turnlog.Ref{Session: key, Turn: turnID})
 	}
 	switch {
 	case errors.Is(err, turnlog.ErrNotFound):
@@ -644,11 +574,11 @@ func (s *Server) sharedLookup(ctx context.Context, key, turnID, owner string) (s
 
 // forgetShared drops the session's turns (by its store key) from the
 // shared log.
-func (s *Server) forgetShared(ctx context.Context, key string) error {
-	if s.cfg.Turns == nil {
+func (r *Runtime) forgetShared(ctx context.Context, key string) error {
+	if r.cfg.Log == nil {
 		return nil
 	}
-	if err := s.cfg.Turns.Forget(ctx, key); err != nil && !errors.Is(err, session.ErrNotFound) {
+	if err := r.cfg.Log.Forget(ctx, key); err != nil && !errors.Is(err, session.ErrNotFound) {
 		return err
 	}
 	return nil
@@ -659,36 +589,36 @@ func (s *Server) forgetShared(ctx context.Context, key string) error {
 // when none was running. Another replica's turn is stopped through the
 // shared turn log (turnlog.Log.Stop), whose writer cancels it
 // (watchStops).
-func (s *Server) stopSession(ctx context.Context, sess session.Session) (string, error) {
+func (r *Runtime) stopSession(ctx context.Context, sess session.Session) (string, error) {
 	key := sess.ID // the store key
-	if t := s.turns.latest(key); t != nil {
+	if t := r.turns.latest(key); t != nil {
 		if _, done := t.state(); !done {
 			t.cancel(chat.StoppedByUser)
 			return t.id, nil
 		}
 	}
-	if s.cfg.Turns == nil {
+	if r.cfg.Log == nil {
 		return "", nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	st, found, err := s.sharedLookup(ctx, key, "", sess.Owner)
+	st, found, err := r.sharedLookup(ctx, key, "", sess.Owner)
 	if err != nil {
 		return "", err
 	}
-	u, unlisted := s.unlistedHeld(ctx, sess, st, found, false)
+	u, unlisted := r.unlistedHeld(ctx, sess, st, found, false)
 	if unlisted {
 		st, found = u, true
 	}
-	if !found || !s.runsElsewhere(sess, st) {
+	if !found || !r.runsElsewhere(sess, st) {
 		return "", nil
 	}
-	err = s.cfg.Turns.Stop(ctx, st.Ref)
+	err = r.cfg.Log.Stop(ctx, st.Ref)
 	// A turn not listed yet will be with its first batch (within
 	// mirrorBatch): wait for that rather than find nothing to stop.
 	for wait := time.Now().Add(time.Second); unlisted && errors.Is(err, turnlog.ErrNotFound) && time.Now().Before(wait); {
 		time.Sleep(mirrorGrid / 5)
-		err = s.cfg.Turns.Stop(ctx, st.Ref)
+		err = r.cfg.Log.Stop(ctx, st.Ref)
 	}
 	switch {
 	case err == nil:
@@ -699,15 +629,25 @@ func (s *Server) stopSession(ctx context.Context, sess session.Session) (string,
 	return "", fmt.Errorf("stopping the turn on another replica: %w", err)
 }
 
-// watchStops cancels the turns this replica runs when a stop request for
-// one arrives through the shared turn log.
-func (s *Server) watchStops() (cancel func()) {
-	if s.cfg.Turns == nil {
-		return func() {}
+// encodeEvents is the shared log's form of events: each one's JSON
+// (chat.Event's encoding), without its seq, which the log gives.
+func encodeEvents(events []chat.Event) [][]byte {
+	data := make([][]byte, len(events))
+	for i, ev := range events {
+		ev.Seq = 0
+		data[i], _ = json.Marshal(&ev) // chat.Event always encodes
 	}
-	return s.cfg.Turns.WatchStops(func(ref turnlog.Ref) {
-		if t := s.turns.get(ref.Turn); t != nil && t.key == ref.Session {
-			t.cancel(chat.StoppedByUser)
+	return data
+}
+
+// decodeEvents reads events back from the shared log's frames.
+func decodeEvents(frames []turnlog.Frame) ([]chat.Event, error) {
+	events := make([]chat.Event, len(frames))
+	for i, f := range frames {
+		if err := json.Unmarshal(f.Data, &events[i]); err != nil {
+			return nil, fmt.Errorf("turn log: event %d: %w", f.Seq, err)
 		}
-	})
+		events[i].Seq = f.Seq
+	}
+	return events, nil
 }
