@@ -25,6 +25,7 @@ import (
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
 	"github.com/agentdock-go/agentdock/tools/mcp"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // serveConfig is the configuration of `agentdock serve`. Each value comes
@@ -278,8 +279,8 @@ func settings() []setting {
 		{"WEBHOOK_SECRET", "", "", "the key of webhook signatures (webhook-signature, HMAC-SHA256): whsec_ and base64 as Standard Webhooks write it, or any string; required with WEBHOOK_HOSTS", str(func(c *serveConfig) *string { return &c.WebhookSecret })},
 		{"WEBHOOK_URL", "webhook-url", "", "the webhook of background runs that name none (chat API and /v1/responses); its host must be in WEBHOOK_HOSTS; none by default", str(func(c *serveConfig) *string { return &c.WebhookURL })},
 		{"WEBHOOK_ATTEMPTS", "webhook-attempts", strconv.Itoa(server.DefaultWebhookAttempts), "calls of one webhook at most: the first, and retries after a failure 1 s, 2 s, 4 s ... later", intv(func(c *serveConfig) *int { return &c.WebhookAttempts })},
-		{"MAX_QUEUE", "max-queue", strconv.Itoa(server.DefaultMaxQueue), "messages that may wait for a session's running turn (busy policy enqueue); one more gets 409 session_queue_full", intv(func(c *serveConfig) *int { return &c.MaxQueue })},
-		{"QUEUE_WAIT", "queue-wait", server.DefaultQueueWait.String(), "longest wait of a message for a busy session (enqueue, interrupt) before 409 session_busy", dur(func(c *serveConfig) *time.Duration { return &c.QueueWait })},
+		{"MAX_QUEUE", "max-queue", strconv.Itoa(turns.DefaultMaxQueue), "messages that may wait for a session's running turn (busy policy enqueue); one more gets 409 session_queue_full", intv(func(c *serveConfig) *int { return &c.MaxQueue })},
+		{"QUEUE_WAIT", "queue-wait", turns.DefaultQueueWait.String(), "longest wait of a message for a busy session (enqueue, interrupt) before 409 session_busy", dur(func(c *serveConfig) *time.Duration { return &c.QueueWait })},
 		{"A2A_DEFAULT_AGENT", "a2a-default-agent", "", "the agent that answers A2A messages to /a2a naming none (message.metadata.agent); none by default", func(c *serveConfig, v string) error {
 			c.A2ADefaultAgent = v
 			return nil
@@ -295,8 +296,8 @@ func settings() []setting {
 		}},
 		{"MAX_MESSAGE_BYTES", "max-message-bytes", "32768", "longest user message; longer ones get 400 invalid_message", intv(func(c *serveConfig) *int { return &c.MaxMessageBytes })},
 		{"MAX_ATTACHMENT_BYTES", "max-attachment-bytes", "5242880", "largest image or file of a message, as sent (its data: URL); a stored session keeps each once, with its message; larger ones get 400", intv(func(c *serveConfig) *int { return &c.MaxAttachmentBytes })},
-		{"MAX_TURN_EVENTS", "max-turn-events", strconv.Itoa(server.DefaultMaxTurnEvents), "frames kept per turn for resuming", intv(func(c *serveConfig) *int { return &c.MaxTurnEvents })},
-		{"STREAM_RETENTION", "stream-retention", server.DefaultStreamRetention.String(), "how long a finished turn's frames are kept for resuming", dur(func(c *serveConfig) *time.Duration { return &c.StreamRetention })},
+		{"MAX_TURN_EVENTS", "max-turn-events", strconv.Itoa(turns.DefaultMaxEvents), "frames kept per turn for resuming", intv(func(c *serveConfig) *int { return &c.MaxTurnEvents })},
+		{"STREAM_RETENTION", "stream-retention", turns.DefaultRetention.String(), "how long a finished turn's frames are kept for resuming", dur(func(c *serveConfig) *time.Duration { return &c.StreamRetention })},
 		{"SESSION_LOCK_TTL", "session-lock-ttl", session.DefaultLockTTL.String(), "how long a turn's hold on its session outlives a replica that died mid-turn (renewed every third of it)", func(c *serveConfig, v string) error {
 			if err := dur(func(c *serveConfig) *time.Duration { return &c.LockTTL })(c, v); err != nil {
 				return err

@@ -22,6 +22,7 @@ import (
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/a2a"
 	"github.com/agentdock-go/agentdock/server/agui"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/mcpserver"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/telemetry"
@@ -29,6 +30,8 @@ import (
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/templates"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/turnlog"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/agentdock-go/agentdock/web"
 )
 
@@ -80,12 +83,16 @@ func serveCommand(ctx context.Context, cmd string, args []string, stderr io.Writ
 
 func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) error {
 	// The address is taken first: a busy port is the first thing said,
-	// before the store, the MCP servers or a "serving" line.
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w (set ADDR or --addr to another address)", cfg.Addr, err)
+	// before the store, the MCP servers or a "serving" line. MCP over
+	// stdio listens on nothing.
+	var ln net.Listener
+	if !cfg.mcpStdio {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("listening on %s: %w (set ADDR or --addr to another address)", cfg.Addr, err)
+		}
+		defer ln.Close()
 	}
-	defer ln.Close()
 	if cfg.PprofAddr != "" {
 		if _, err := servePprof(ctx, cfg.PprofAddr, log); err != nil {
 			return err
@@ -96,7 +103,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		return err
 	}
 	defer back.close()
-	store, kind, turns, stored := back.sessions, back.kind, back.turns, back.responses
+	store, kind, shared, stored := back.sessions, back.kind, back.turns, back.responses
 	toolCfg, err := tools.BuiltinConfigFromEnv()
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
@@ -126,8 +133,8 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	mcpRT.manager.Start(ctx)
 	defer mcpRT.close(cfg.ShutdownTimeout, log)
 	var streamed agent.StreamReader
-	if turns != nil {
-		streamed = server.StreamedSteps(turns)
+	if shared != nil {
+		streamed = turns.StreamedSteps(shared)
 	}
 	agents, err := agent.NewSet(agent.Config{
 		StreamedSteps: streamed,
@@ -149,13 +156,26 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return err
 	}
+	rt, err := turns.New(runtimeConfig(cfg, agents, shared, log))
+	if err != nil {
+		return err
+	}
+	mcpRT.reportStart(ctx, log)
+	if cfg.mcpStdio {
+		// agentdock mcp serve: the agents as tools over stdin and stdout.
+		log.Info("serving MCP over stdio", "agents", len(agents.List()), "store", kind)
+		err := mcpserver.Stdio(ctx, rt, mcpserver.Config{Logger: log})
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		rt.Shutdown(sctx)
+		return err
+	}
 	scfg, err := serverConfig(cfg, kind, log)
 	if err != nil {
 		return err
 	}
-	scfg.Agents, scfg.Store, scfg.Logger, scfg.WebFS, scfg.Telemetry, scfg.Turns = agents, store, log, web.FS(), tel, turns
+	scfg.Runtime, scfg.Logger, scfg.WebFS, scfg.Telemetry = rt, log, web.FS(), tel
 	scfg.MCPServers, scfg.Responses = mcpRT.status, stored
-	mcpRT.reportStart(ctx, log)
 	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
 		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
 	}
@@ -163,18 +183,9 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return err
 	}
-	scfg.Edges = []server.Edge{a2aEdge, agui.New(), mcpserver.New(mcpserver.Config{Logger: log})}
+	scfg.Doors = []door.Door{a2aEdge, agui.New(), mcpserver.New(mcpserver.Config{Logger: log})}
 	srv, err := server.New(scfg)
 	if err != nil {
-		return err
-	}
-	if cfg.mcpStdio {
-		// agentdock mcp serve: the agents as tools over stdin and stdout.
-		log.Info("serving MCP over stdio", "agents", len(agents.List()), "store", kind)
-		err := mcpserver.Stdio(ctx, srv, mcpserver.Config{Logger: log})
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-		defer cancel()
-		srv.Shutdown(sctx)
 		return err
 	}
 	context.AfterFunc(ctx, func() {
@@ -184,26 +195,37 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	return srv.Serve(ctx, ln)
 }
 
+// runtimeConfig is the turn runtime's configuration: the agents, the turn
+// log replicas share (nil for one process) and the turn settings.
+func runtimeConfig(cfg *serveConfig, agents *agent.Set, shared turnlog.Log, log *slog.Logger) turns.Config {
+	return turns.Config{
+		Agents:          agents,
+		Log:             shared,
+		Logger:          log,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		MaxEvents:       cfg.MaxTurnEvents,
+		Retention:       cfg.StreamRetention,
+		Heartbeat:       cfg.Heartbeat,
+		DisconnectGrace: cfg.DisconnectGrace,
+		MaxQueue:        cfg.MaxQueue,
+		QueueWait:       cfg.QueueWait,
+		// A replica that finds a turn abandoned waits for its lease to
+		// expire before saving what it streamed.
+		RecoverWait: cfg.LockTTL + 5*time.Second,
+	}
+}
+
 // serverConfig turns the security and limit settings into server.Config
 // hooks and values.
 func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.Config, error) {
 	sc := server.Config{
-		MaxBodyBytes:    cfg.MaxBodyBytes,
-		MaxMessageBytes: cfg.MaxMessageBytes,
-		MaxTurnEvents:   cfg.MaxTurnEvents,
-		StreamRetention: cfg.StreamRetention,
-		Heartbeat:       cfg.Heartbeat,
-		DisconnectGrace: cfg.DisconnectGrace,
-		ReadTimeout:     cfg.ReadTimeout,
-		MaxQueue:        cfg.MaxQueue,
-		QueueWait:       cfg.QueueWait,
-		WebhookHosts:    chatWebhookHosts(cfg),
-		WebhookSecret:   cfg.WebhookSecret,
-		WebhookURL:      cfg.WebhookURL,
-		WebhookAttempts: cfg.WebhookAttempts,
-		// A replica that finds a turn abandoned waits for its lease to
-		// expire before saving what it streamed.
-		RecoverWait:         cfg.LockTTL + 5*time.Second,
+		MaxBodyBytes:        cfg.MaxBodyBytes,
+		Heartbeat:           cfg.Heartbeat,
+		ReadTimeout:         cfg.ReadTimeout,
+		WebhookHosts:        chatWebhookHosts(cfg),
+		WebhookSecret:       cfg.WebhookSecret,
+		WebhookURL:          cfg.WebhookURL,
+		WebhookAttempts:     cfg.WebhookAttempts,
 		WriteTimeout:        cfg.WriteTimeout,
 		ShutdownTimeout:     cfg.ShutdownTimeout,
 		CORSOrigins:         cfg.CORSOrigins,

@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentdock-go/agentdock/responses"
 	respredis "github.com/agentdock-go/agentdock/responses/redisstore"
-	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/a2a"
 	"github.com/agentdock-go/agentdock/server/a2a/redistasks"
 	"github.com/agentdock-go/agentdock/session"
@@ -16,6 +15,7 @@ import (
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/turnlog"
 	"github.com/agentdock-go/agentdock/turnlog/redislog"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // backend is where a deployment keeps its state: the sessions, and beside
@@ -129,7 +129,7 @@ func openRedis(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry) 
 		return nil, false, fmt.Errorf("the responses store: %w", err)
 	}
 	tl, err := redislog.New(ctx, redislog.Config{
-		Config: turnlog.Config{MaxFrames: cfg.MaxTurnEvents + server.FrameSlack, Retention: cfg.StreamRetention},
+		Config: turnlog.Config{MaxFrames: cfg.MaxTurnEvents + turns.EventSlack, Retention: cfg.StreamRetention},
 		Client: st.Client(),
 		Prefix: prefix + ":turns",
 	})

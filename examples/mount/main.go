@@ -25,6 +25,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/agentdock-go/agentdock/web"
 )
 
@@ -86,9 +87,13 @@ func newAgentServer() (*server.Server, error) {
 	for _, w := range warnings {
 		log.Print(w)
 	}
+	rt, err := turns.New(turns.Config{Agents: agents})
+	if err != nil {
+		return nil, err
+	}
 	return server.New(server.Config{
-		Agents: agents,
-		WebFS:  web.FS(),
+		Runtime: rt,
+		WebFS:   web.FS(),
 		// Each user's sessions are their own: another user's session ID
 		// names another session.
 		Owner: func(r *http.Request) (string, error) { return userFrom(r.Context()), nil },

@@ -1,5 +1,5 @@
 // Package a2a serves the server's agents over the Agent2Agent protocol
-// (A2A v1.0), in its JSON-RPC and HTTP+JSON bindings, as a server.Edge:
+// (A2A v1.0), in its JSON-RPC and HTTP+JSON bindings, as a door.Door:
 //
 //	GET  /.well-known/agent-card.json          the server's card: each agent a skill
 //	POST /a2a                                  JSON-RPC; message.metadata.agent picks the agent
@@ -14,7 +14,7 @@
 // message on the task whose data part answers the approvals continues it
 // with the turn that carries them out. tasks/cancel stops the task's turn
 // on whichever replica runs it, and a subscription follows the turn from
-// any replica (server.Server.Follow). Tasks are kept in Config.Tasks (the
+// any replica (turns.Runtime.Turn). Tasks are kept in Config.Tasks (the
 // Responses API's store: on Redis, every replica's), under the caller's
 // owner: another API key's task is not found.
 //
@@ -39,8 +39,9 @@ import (
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/responses"
-	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // ProtocolVersion is the version of A2A served.
@@ -78,14 +79,14 @@ type Config struct {
 type Edge struct {
 	cfg   Config
 	tasks taskStore
-	s     *server.Server
+	rt    *turns.Runtime
 	// watching counts the watchers still recording a task's end.
 	watching sync.WaitGroup
 }
 
-// Shutdown waits for the watchers of the tasks whose turns ended to record
-// them (server.EdgeShutdown), or for ctx.
-func (e *Edge) Shutdown(ctx context.Context) error {
+// Close waits for the watchers of the tasks whose turns ended to record
+// them (door.Closer), or for ctx.
+func (e *Edge) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		e.watching.Wait()
@@ -99,7 +100,7 @@ func (e *Edge) Shutdown(ctx context.Context) error {
 	}
 }
 
-// New validates cfg and returns the edge, for server.Config.Edges.
+// New validates cfg and returns the door, for server.Config.Doors.
 func New(cfg Config) (*Edge, error) {
 	if cfg.Tasks == nil {
 		m, err := responses.NewMemory(responses.Config{})
@@ -134,10 +135,10 @@ func New(cfg Config) (*Edge, error) {
 	return &Edge{cfg: cfg, tasks: taskStore{s: cfg.Tasks, index: cfg.Index}}, nil
 }
 
-// Routes implements server.Edge.
-func (e *Edge) Routes(s *server.Server) []server.Route {
-	e.s = s
-	return []server.Route{
+// Routes implements door.Door.
+func (e *Edge) Routes(rt *turns.Runtime) []door.Route {
+	e.rt = rt
+	return []door.Route{
 		{Method: http.MethodGet, Path: "/.well-known/agent-card.json", Handler: http.HandlerFunc(e.serverCard)},
 		{Method: http.MethodPost, Path: "/a2a", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.jsonRPC(w, r, "") })},
 		{Method: "*", Path: "/a2a/*rest", Handler: http.HandlerFunc(e.route)},
@@ -155,7 +156,7 @@ func (e *Edge) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	agentID, sub, _ := strings.Cut(rest, "/")
-	if _, ok := e.s.Agents().Get(agentID); !ok {
+	if _, ok := e.rt.Agents().Get(agentID); !ok {
 		restError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no agent %q; /.well-known/agent-card.json lists them", agentID))
 		return
 	}
@@ -195,7 +196,7 @@ func (e *Edge) card(r *http.Request, name, desc, endpoint string, skills []Agent
 		DefaultOutputModes:  []string{"text/plain", "application/json"},
 		Skills:              skills,
 	}
-	if server.OwnerOf(r) != "" {
+	if door.Owner(r) != "" {
 		// Only a server with API keys names an owner.
 		c.SecuritySchemes = map[string]any{
 			"bearer": map[string]any{"httpAuthSecurityScheme": map[string]any{"scheme": "Bearer", "description": "an API key of the server"}},
@@ -211,13 +212,13 @@ func (e *Edge) card(r *http.Request, name, desc, endpoint string, skills []Agent
 func (e *Edge) serverCard(w http.ResponseWriter, r *http.Request) {
 	b := base(r)
 	var skills []AgentSkill
-	for _, n := range e.s.Agents().List() {
+	for _, n := range e.rt.Agents().List() {
 		t := n.Template()
 		skills = append(skills, AgentSkill{ID: n.ID(), Name: t.Name, Description: describe(t.Description, t.Name),
 			Tags: append([]string{"agent"}, t.Tags...), Examples: t.ChatSettings.ChatPrompts})
 	}
 	c := e.card(r, e.cfg.Name, e.cfg.Description, b+"/a2a", skills)
-	if _, ok := e.s.Agents().Get(e.cfg.DefaultAgent); ok {
+	if _, ok := e.rt.Agents().Get(e.cfg.DefaultAgent); ok {
 		// The HTTP+JSON binding is per agent: the default agent's.
 		c.SupportedInterfaces = append(c.SupportedInterfaces, AgentInterface{URL: b + "/a2a/" + url.PathEscape(e.cfg.DefaultAgent), ProtocolBinding: "HTTP+JSON", ProtocolVersion: ProtocolVersion})
 	}
@@ -226,7 +227,7 @@ func (e *Edge) serverCard(w http.ResponseWriter, r *http.Request) {
 
 // agentCard describes one agent: its orchestration's steps as skills.
 func (e *Edge) agentCard(w http.ResponseWriter, r *http.Request, agentID string) {
-	n, _ := e.s.Agents().Get(agentID)
+	n, _ := e.rt.Agents().Get(agentID)
 	t := n.Template()
 	var skills []AgentSkill
 	for _, st := range t.Steps() {
@@ -284,9 +285,10 @@ func errf(code int, format string, args ...any) *rpcError {
 	return &rpcError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// fromServer maps an error of the server's turn API.
+// fromServer maps an error of the turn runtime.
 func fromServer(err error) *rpcError {
-	status, code, msg := server.ErrorStatus(err)
+	p := turns.Describe(err)
+	status, code, msg := p.Status, p.Code, p.Message
 	c := codeInternal
 	switch {
 	case status == http.StatusNotFound:
@@ -408,12 +410,12 @@ func (e *Edge) agentFor(c call, p *SendMessageRequest) (*agent.Agent, *rpcError)
 	}
 	if id == "" {
 		var ids []string
-		for _, n := range e.s.Agents().List() {
+		for _, n := range e.rt.Agents().List() {
 			ids = append(ids, n.ID())
 		}
 		return nil, errf(codeInvalidParams, "message.metadata.agent is required at /a2a (or post to /a2a/{agent}); the agents are %s", strings.Join(ids, ", "))
 	}
-	n, ok := e.s.Agents().Get(id)
+	n, ok := e.rt.Agents().Get(id)
 	if !ok {
 		return nil, errf(codeInvalidParams, "message.metadata.agent: no agent %q", id)
 	}
@@ -464,7 +466,7 @@ func answers(m *Message) ([]agent.ApprovalAnswer, *rpcError) {
 // the turn.
 type started struct {
 	rec  record
-	turn *server.Turn
+	turn *turns.Turn
 	// done is closed once the watcher recorded the turn's end; final is
 	// the task then.
 	done  chan struct{}
@@ -486,7 +488,7 @@ func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*start
 	}
 	var (
 		rec  record
-		turn *server.Turn
+		turn *turns.Turn
 		err  error
 	)
 	if m.TaskID != "" {
@@ -501,7 +503,7 @@ func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*start
 		if list == nil {
 			return nil, errf(codeInvalidParams, "task %s waits for approvals: the message needs a data part {\"approvals\": [{\"id\", \"approved\", \"reason\"}]} (the ids are in the task's status message)", m.TaskID)
 		}
-		turn, err = e.s.Answer(ctx, c.owner, rec.Agent, rec.Task.ContextID, list)
+		turn, err = e.rt.Start(ctx, turns.Input{Input: agent.Input{Answers: list, Owner: c.owner}, Agent: rec.Agent, Session: rec.Task.ContextID})
 	} else {
 		n, rerr := e.agentFor(c, p)
 		if rerr != nil {
@@ -518,7 +520,7 @@ func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*start
 			return nil, errf(codeInvalidParams, "message.contextId %q is not a valid context: want 8 to 128 letters, digits, '-' or '_'", clip(contextID))
 		}
 		rec = record{Agent: n.ID(), Task: Task{ID: session.NewID(), ContextID: contextID}}
-		turn, err = e.s.Start(ctx, c.owner, n.ID(), contextID, text)
+		turn, err = e.rt.Start(ctx, turns.Input{Input: agent.Input{Text: text, Owner: c.owner}, Agent: n.ID(), Session: contextID})
 	}
 	if err != nil {
 		return nil, fromServer(err)
@@ -533,7 +535,7 @@ func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*start
 	}
 	rec.Task.Metadata["agent"] = rec.Agent
 	if err := e.tasks.put(ctx, c.owner, rec); err != nil {
-		turn.Stop()
+		turn.Stop(context.WithoutCancel(ctx))
 		e.cfg.Logger.Error("a2a: storing a task", "task", rec.Task.ID, "err", err)
 		return nil, errf(codeInternal, "the task could not be stored; the turn was stopped")
 	}
@@ -583,7 +585,7 @@ func (e *Edge) watch(owner string, st *started) {
 	defer e.watching.Done()
 	defer close(st.done)
 	k := newTracker(st.rec.Task)
-	for ev, err := range st.turn.Events(context.Background()) {
+	for ev, err := range st.turn.Events(context.Background(), 0) {
 		if err != nil {
 			k.failure = "the turn's events could not be read"
 			k.done(chat.FinishError)
@@ -655,7 +657,7 @@ func (e *Edge) sendStream(ctx context.Context, c call, p *SendMessageRequest, em
 	if !emit(StreamResponse{Task: &task}) {
 		return nil
 	}
-	return relay(newTracker(st.rec.Task), st.turn.Events(ctx), emit)
+	return relay(newTracker(st.rec.Task), st.turn.Events(ctx, 0), emit)
 }
 
 // relay streams the updates a turn's events make of a task, until the
@@ -683,8 +685,10 @@ func (e *Edge) getTask(ctx context.Context, owner, id string, historyLength *int
 	}
 	if rec.Task.Status.State == StateWorking {
 		// Its turn may have just ended, before the watcher wrote it.
-		if found, done, _ := e.s.TurnStatus(ctx, owner, rec.Task.ContextID, rec.Turn); found && done {
-			rec = e.settled(ctx, owner, rec, 2*time.Second)
+		if t, err := e.rt.Turn(ctx, owner, rec.Task.ContextID, rec.Turn); err == nil {
+			if _, done, _, err := t.Last(ctx); err == nil && done {
+				rec = e.settled(ctx, owner, rec, 2*time.Second)
+			}
 		}
 	}
 	return trimHistory(rec.Task, historyLength), nil
@@ -728,7 +732,7 @@ func (e *Edge) cancel(ctx context.Context, owner, id string) (any, *rpcError) {
 	default:
 		return nil, errf(codeNotCancelable, "task %s is %s and cannot be canceled", id, rec.Task.Status.State)
 	}
-	if _, err := e.s.Stop(ctx, owner, rec.Task.ContextID); err != nil {
+	if _, err := e.rt.Stop(ctx, owner, rec.Task.ContextID); err != nil {
 		return nil, fromServer(err)
 	}
 	rec = e.settled(ctx, owner, rec, 10*time.Second)
@@ -754,12 +758,12 @@ func (e *Edge) subscribe(ctx context.Context, owner, id string, emit func(Stream
 	// replica reaches the shared log within its first batch.
 	var events iter.Seq2[chat.Event, error]
 	for wait := time.Now().Add(time.Second); ; {
-		ev, ferr := e.s.Follow(ctx, owner, rec.Task.ContextID, rec.Turn)
+		t, ferr := e.rt.Turn(ctx, owner, rec.Task.ContextID, rec.Turn)
 		if ferr == nil {
-			events = ev
+			events = t.Events(ctx, 0)
 			break
 		}
-		if !errors.Is(ferr, server.ErrTurnNotFound) || time.Now().After(wait) {
+		if !errors.Is(ferr, turns.ErrTurnNotFound) || time.Now().After(wait) {
 			// Gone (ended and no longer kept): the record has its end.
 			rec = e.settled(ctx, owner, rec, 2*time.Second)
 			t := rec.Task

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/a2a"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/internal/edgetest"
 )
 
@@ -19,7 +19,7 @@ func start(t *testing.T, keys ...string) *edgetest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return edgetest.Start(t, edgetest.Options{Edges: []server.Edge{e}, Keys: keys})
+	return edgetest.Start(t, edgetest.Options{Doors: []door.Door{e}, Keys: keys})
 }
 
 // rpcReply is a JSON-RPC response.
@@ -112,7 +112,7 @@ func TestSendGetAndContinueContext(t *testing.T) {
 	if next.ContextID != tk.ContextID || next.ID == tk.ID || answerText(next) != "again" {
 		t.Fatalf("next = %+v", next)
 	}
-	sess, err := s.Session(t.Context(), "", tk.ContextID)
+	sess, err := s.Runtime().Session(t.Context(), "", tk.ContextID)
 	if err != nil || sess.State.UserMessages != 2 {
 		t.Fatalf("session: %v, %d user messages", err, sess.State.UserMessages)
 	}
@@ -235,7 +235,7 @@ func events(t *testing.T, res *http.Response, id string) []a2a.StreamResponse {
 // its turn runs on, and GetTask and SubscribeToTask follow it to its end.
 func TestReturnImmediatelyRunsOn(t *testing.T) {
 	e, _ := a2a.New(a2a.Config{})
-	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{e}, Delay: 5 * time.Millisecond})
+	s := edgetest.Start(t, edgetest.Options{Doors: []door.Door{e}, Delay: 5 * time.Millisecond})
 	tk := task(t, rpc(t, s.URL+"/a2a/explorer", "", "SendMessage", map[string]any{"message": message("explore options for an offsite", nil),
 		"configuration": map[string]any{"returnImmediately": true, "historyLength": 0}}))
 	if tk.Status.State != a2a.StateWorking || len(tk.History) != 0 || len(tk.Artifacts) != 0 {
@@ -312,7 +312,7 @@ func TestHistoryLength(t *testing.T) {
 
 func TestCancelStopsTheTurn(t *testing.T) {
 	e, _ := a2a.New(a2a.Config{})
-	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{e}, Delay: 20 * time.Millisecond})
+	s := edgetest.Start(t, edgetest.Options{Doors: []door.Door{e}, Delay: 20 * time.Millisecond})
 	tk := task(t, rpc(t, s.URL+"/a2a/explorer", "", "SendMessage", map[string]any{"message": message("explore a long list", nil), "configuration": map[string]any{"returnImmediately": true}}))
 	if tk.Status.State != a2a.StateWorking {
 		t.Fatalf("state %s", tk.Status.State)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/door"
 )
 
 // The two bindings of the methods: JSON-RPC 2.0 over HTTP, and HTTP+JSON.
@@ -86,7 +86,7 @@ func (e *Edge) jsonRPC(w http.ResponseWriter, r *http.Request, agentID string) {
 		return
 	}
 	s := newSSE(w)
-	c := call{owner: server.OwnerOf(r), agentID: agentID, method: req.Method, params: req.Params}
+	c := call{owner: door.Owner(r), agentID: agentID, method: req.Method, params: req.Params}
 	result, rerr := e.invoke(r.Context(), c, func(ev StreamResponse) bool {
 		return s.send(rpcResponse{JSONRPC: "2.0", ID: id, Result: ev})
 	})
@@ -194,7 +194,7 @@ func (e *Edge) rest(w http.ResponseWriter, r *http.Request, agentID, sub string)
 		restRPCError(w, verr)
 		return
 	}
-	c := call{owner: server.OwnerOf(r), agentID: agentID}
+	c := call{owner: door.Owner(r), agentID: agentID}
 	var params any
 	switch {
 	case sub == "message:send" && r.Method == http.MethodPost:

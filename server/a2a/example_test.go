@@ -14,6 +14,8 @@ import (
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/a2a"
+	"github.com/agentdock-go/agentdock/server/door"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // An agent served over A2A beside the API, sent a message over JSON-RPC.
@@ -26,7 +28,11 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Agents: agents, Logger: slog.New(slog.DiscardHandler), Edges: []server.Edge{edge}})
+	rt, err := turns.New(turns.Config{Agents: agents})
+	if err != nil {
+		panic(err)
+	}
+	srv, err := server.New(server.Config{Runtime: rt, Logger: slog.New(slog.DiscardHandler), Doors: []door.Door{edge}})
 	if err != nil {
 		log.Fatal(err)
 	}

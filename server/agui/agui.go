@@ -1,5 +1,5 @@
 // Package agui serves the server's agents over AG-UI, the event protocol
-// of CopilotKit and other agent front-ends, as a server.Edge:
+// of CopilotKit and other agent front-ends, as a door.Door:
 //
 //	POST /api/agui/{agent}   body: RunAgentInput; answer: an SSE stream of AG-UI events
 //
@@ -23,6 +23,7 @@ package agui
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,20 +35,21 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
-	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // Edge serves AG-UI; New makes it.
-type Edge struct{ s *server.Server }
+type Edge struct{ rt *turns.Runtime }
 
-// New returns the edge, for server.Config.Edges.
+// New returns the door, for server.Config.Doors.
 func New() *Edge { return &Edge{} }
 
-// Routes implements server.Edge.
-func (e *Edge) Routes(s *server.Server) []server.Route {
-	e.s = s
-	return []server.Route{{Method: http.MethodPost, Path: "/api/agui/:agent", Handler: http.HandlerFunc(e.run)}}
+// Routes implements door.Door.
+func (e *Edge) Routes(rt *turns.Runtime) []door.Route {
+	e.rt = rt
+	return []door.Route{{Method: http.MethodPost, Path: "/api/agui/:agent", Handler: http.HandlerFunc(e.run)}}
 }
 
 // RunAgentInput is the body of a run (the fields this server reads).
@@ -167,7 +169,7 @@ func parseInput(data []byte) (in *RunAgentInput, text string, list []agent.Appro
 
 func (e *Edge) run(w http.ResponseWriter, r *http.Request) {
 	agentID := r.PathValue("agent")
-	if _, ok := e.s.Agents().Get(agentID); !ok {
+	if _, ok := e.rt.Agents().Get(agentID); !ok {
 		badRequest(w, http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", agentID)
 		return
 	}
@@ -184,16 +186,16 @@ func (e *Edge) run(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, http.StatusBadRequest, perr.code, "%s", perr.msg)
 		return
 	}
-	owner := server.OwnerOf(r)
-	var turn *server.Turn
+	owner := door.Owner(r)
+	var turn *turns.Turn
 	if list != nil {
-		turn, err = e.s.Answer(r.Context(), owner, agentID, in.ThreadID, list)
+		turn, err = e.rt.Start(r.Context(), turns.Input{Input: agent.Input{Answers: list, Owner: owner}, Agent: agentID, Session: in.ThreadID})
 	} else {
-		turn, err = e.s.Start(r.Context(), owner, agentID, in.ThreadID, text)
+		turn, err = e.rt.Start(r.Context(), turns.Input{Input: agent.Input{Text: text, Owner: owner}, Agent: agentID, Session: in.ThreadID})
 	}
 	if err != nil {
-		status, code, msg := server.ErrorStatus(err)
-		badRequest(w, status, code, "%s", msg)
+		p := turns.Describe(err)
+		badRequest(w, p.Status, p.Code, "%s", p.Message)
 		return
 	}
 	e.stream(w, r, turn, in)
@@ -332,7 +334,7 @@ func (m *mapper) done(reason string) []event {
 
 // stream writes the run's events until the turn ends; a client that goes
 // away stops the turn.
-func (e *Edge) stream(w http.ResponseWriter, r *http.Request, turn *server.Turn, in *RunAgentInput) {
+func (e *Edge) stream(w http.ResponseWriter, r *http.Request, turn *turns.Turn, in *RunAgentInput) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	h := w.Header()
@@ -358,21 +360,21 @@ func (e *Edge) stream(w http.ResponseWriter, r *http.Request, turn *server.Turn,
 	}
 	m := &mapper{threadID: in.ThreadID, runID: in.RunID, started: map[string]bool{}}
 	if !send(event{"type": "RUN_STARTED", "threadId": in.ThreadID, "runId": in.RunID}) {
-		turn.Stop()
+		turn.Stop(context.WithoutCancel(r.Context()))
 		return
 	}
-	for ev, err := range turn.Events(r.Context()) {
+	for ev, err := range turn.Events(r.Context(), 0) {
 		if err != nil {
 			if r.Context().Err() != nil {
-				turn.Stop() // nobody reads this run now
+				turn.Stop(context.WithoutCancel(r.Context())) // nobody reads this run now
 				return
 			}
-			_, code, msg := server.ErrorStatus(err)
-			send(append(m.closeStep(m.closeText(nil)), event{"type": "RUN_ERROR", "message": msg, "code": code})...)
+			p := turns.Describe(err)
+			send(append(m.closeStep(m.closeText(nil)), event{"type": "RUN_ERROR", "message": p.Message, "code": p.Code})...)
 			return
 		}
 		if out := m.add(ev); len(out) > 0 && !send(out...) {
-			turn.Stop()
+			turn.Stop(context.WithoutCancel(r.Context()))
 			return
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/agui"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/internal/edgetest"
 )
 
@@ -86,7 +86,7 @@ func wellFormed(t *testing.T, evs []event) {
 }
 
 func TestRunWithToolsAndState(t *testing.T) {
-	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{agui.New()}})
+	s := edgetest.Start(t, edgetest.Options{Doors: []door.Door{agui.New()}})
 	status, evs := run(t, s, "", "explorer", `{"threadId":"thread-0001","runId":"r1","messages":[{"id":"u1","role":"user","content":"explore venues"}],"tools":[],"context":[],"state":{}}`)
 	if status != 200 {
 		t.Fatalf("status %d", status)
@@ -114,7 +114,7 @@ func TestRunWithToolsAndState(t *testing.T) {
 }
 
 func TestApprovalIsAnInterrupt(t *testing.T) {
-	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{agui.New()}, Keys: []string{"key-one", "key-two"}})
+	s := edgetest.Start(t, edgetest.Options{Doors: []door.Door{agui.New()}, Keys: []string{"key-one", "key-two"}})
 	_, evs := run(t, s, "key-one", "gatekeeper", `{"threadId":"thread-0002","runId":"r1","messages":[{"id":"u1","role":"user","content":"think about tea"}]}`)
 	wellFormed(t, evs)
 	out := evs[len(evs)-1]["outcome"].(map[string]any)
@@ -147,7 +147,7 @@ func TestApprovalIsAnInterrupt(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{agui.New()}})
+	s := edgetest.Start(t, edgetest.Options{Doors: []door.Door{agui.New()}})
 	for _, tc := range []struct {
 		agent, body string
 		status      int

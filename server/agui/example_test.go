@@ -15,6 +15,8 @@ import (
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/agui"
+	"github.com/agentdock-go/agentdock/server/door"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // An agent served over AG-UI beside the API: one run, its events' types.
@@ -23,7 +25,11 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Agents: agents, Logger: slog.New(slog.DiscardHandler), Edges: []server.Edge{agui.New()}})
+	rt, err := turns.New(turns.Config{Agents: agents})
+	if err != nil {
+		panic(err)
+	}
+	srv, err := server.New(server.Config{Runtime: rt, Logger: slog.New(slog.DiscardHandler), Doors: []door.Door{agui.New()}})
 	if err != nil {
 		log.Fatal(err)
 	}

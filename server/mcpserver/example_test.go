@@ -10,7 +10,9 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/mcpserver"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -22,7 +24,11 @@ func ExampleEdge() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Agents: agents, Logger: slog.New(slog.DiscardHandler), Edges: []server.Edge{mcpserver.New(mcpserver.Config{})}})
+	rt, err := turns.New(turns.Config{Agents: agents})
+	if err != nil {
+		panic(err)
+	}
+	srv, err := server.New(server.Config{Runtime: rt, Logger: slog.New(slog.DiscardHandler), Doors: []door.Door{mcpserver.New(mcpserver.Config{})}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package mcpserver serves the server's agents as MCP tools, so that an MCP
 // client (Claude Desktop, Cursor, VS Code, another agent) can call them:
-// over streamable HTTP at /mcp as a server.Edge, and over stdio (Stdio, the
+// over streamable HTTP at /mcp as a door.Door, and over stdio (Stdio, the
 // `agentdock mcp serve` command). It is built on the official Go SDK
 // (github.com/modelcontextprotocol/go-sdk), which negotiates the protocol
 // revisions it speaks (2025-11-25 and 2026-07-28 among them) and protects a
@@ -39,8 +39,9 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
-	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -59,13 +60,13 @@ type Config struct {
 // Edge serves the agents over MCP.
 type Edge struct {
 	cfg Config
-	s   *server.Server
+	rt  *turns.Runtime
 	// process names the agent sessions of a stdio server, whose one MCP
 	// session has no ID: "" over HTTP.
 	process string
 }
 
-// New returns the edge, for server.Config.Edges.
+// New returns the door, for server.Config.Doors.
 func New(cfg Config) *Edge {
 	if cfg.Name == "" {
 		cfg.Name = "agentdock"
@@ -76,10 +77,10 @@ func New(cfg Config) *Edge {
 	return &Edge{cfg: cfg}
 }
 
-// Routes implements server.Edge: streamable HTTP at /mcp.
-func (e *Edge) Routes(s *server.Server) []server.Route {
-	e.s = s
-	newServer := func(r *http.Request) *mcp.Server { return e.newServer(server.OwnerOf(r)) }
+// Routes implements door.Door: streamable HTTP at /mcp.
+func (e *Edge) Routes(rt *turns.Runtime) []door.Route {
+	e.rt = rt
+	newServer := func(r *http.Request) *mcp.Server { return e.newServer(door.Owner(r)) }
 	stateful := mcp.NewStreamableHTTPHandler(newServer, &mcp.StreamableHTTPOptions{Stateless: e.cfg.Stateless, Logger: e.cfg.Logger, SessionTimeout: sessionIdle})
 	// The SDK serves the sessionless revisions (2026-07-28 on) only
 	// stateless, and the earlier ones with sessions: a request goes to the
@@ -96,7 +97,7 @@ func (e *Edge) Routes(s *server.Server) []server.Route {
 		// An MCP session belongs to the owner that opened it: its ID ends
 		// with the owner's tag, so another key's request for it is not
 		// found, without a table of sessions.
-		if id := r.Header.Get("Mcp-Session-Id"); id != "" && !strings.HasSuffix(id, "_"+ownerTag(server.OwnerOf(r))) {
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" && !strings.HasSuffix(id, "_"+ownerTag(door.Owner(r))) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
 			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32001, "message": "session not found"}})
@@ -104,7 +105,7 @@ func (e *Edge) Routes(s *server.Server) []server.Route {
 		}
 		h.ServeHTTP(w, r)
 	})
-	return []server.Route{{Method: "*", Path: "/mcp", Handler: guarded}}
+	return []door.Route{{Method: "*", Path: "/mcp", Handler: guarded}}
 }
 
 // sessionless is the first protocol revision without sessions over HTTP.
@@ -116,11 +117,12 @@ const sessionless = "2026-07-28"
 // by sessionId.
 const sessionIdle = time.Hour
 
-// Stdio serves the agents of s over stdin and stdout until ctx ends or the
-// client closes its end, as the anonymous owner "" (the process's user).
-func Stdio(ctx context.Context, s *server.Server, cfg Config) error {
+// Stdio serves the agents of rt over stdin and stdout until ctx ends or
+// the client closes its end, as the anonymous owner "" (the process's
+// user).
+func Stdio(ctx context.Context, rt *turns.Runtime, cfg Config) error {
 	e := New(cfg)
-	e.s = s
+	e.rt = rt
 	e.process = rand.Text()
 	return e.newServer("").Run(ctx, &mcp.StdioTransport{})
 }
@@ -146,7 +148,7 @@ func (e *Edge) newServer(owner string) *mcp.Server {
 		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 		Logger:       e.cfg.Logger,
 	})
-	for _, n := range e.s.Agents().List() {
+	for _, n := range e.rt.Agents().List() {
 		t := n.Template()
 		desc := strings.TrimSpace(t.Description)
 		if desc == "" {
@@ -225,7 +227,7 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 	if err != nil {
 		return invalid(err.Error()), Output{}, nil
 	}
-	var turn *server.Turn
+	var turn *turns.Turn
 	switch {
 	case len(req.Params.InputResponses) > 0:
 		// The person's answers to the approvals the last result asked
@@ -234,17 +236,17 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 		if bad != nil {
 			return invalid(bad.Error()), Output{SessionID: sid}, nil
 		}
-		turn, err = e.s.Answer(ctx, owner, agentID, sid, list)
+		turn, err = e.rt.Start(ctx, turns.Input{Input: agent.Input{Answers: list, Owner: owner}, Agent: agentID, Session: sid})
 	case len(in.Approvals) > 0:
 		list := make([]agent.ApprovalAnswer, len(in.Approvals))
 		for i, a := range in.Approvals {
 			list[i] = agent.ApprovalAnswer{ID: a.ID, Approved: a.Approved, Reason: a.Reason}
 		}
-		turn, err = e.s.Answer(ctx, owner, agentID, sid, list)
+		turn, err = e.rt.Start(ctx, turns.Input{Input: agent.Input{Answers: list, Owner: owner}, Agent: agentID, Session: sid})
 	case strings.TrimSpace(in.Message) == "":
 		return invalid("message is required (or approvals, to answer held calls)"), Output{}, nil
 	default:
-		turn, err = e.s.Start(ctx, owner, agentID, sid, in.Message)
+		turn, err = e.rt.Start(ctx, turns.Input{Input: agent.Input{Text: in.Message, Owner: owner}, Agent: agentID, Session: sid})
 	}
 	if err != nil {
 		return errorResult(err), Output{SessionID: sid}, nil
@@ -272,7 +274,7 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 			out.PendingApprovals = r.pending
 			break
 		}
-		if turn, err = e.s.Answer(ctx, owner, agentID, sid, answers); err != nil {
+		if turn, err = e.rt.Start(ctx, turns.Input{Input: agent.Input{Answers: answers, Owner: owner}, Agent: agentID, Session: sid}); err != nil {
 			return errorResult(err), out, nil
 		}
 	}
@@ -298,8 +300,8 @@ func invalid(msg string) *mcp.CallToolResult {
 }
 
 func errorResult(err error) *mcp.CallToolResult {
-	_, code, msg := server.ErrorStatus(err)
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}}}
+	p := turns.Describe(err)
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: p.Code + ": " + p.Message}}}
 }
 
 // followed is how a turn ended.
@@ -311,13 +313,13 @@ type followed struct {
 
 // follow reads a turn to its end, writing its answer to text and its
 // progress to the client. A client that cancels the call stops the turn.
-func (e *Edge) follow(ctx context.Context, turn *server.Turn, p *progress, text *chat.AnswerText) followed {
+func (e *Edge) follow(ctx context.Context, turn *turns.Turn, p *progress, text *chat.AnswerText) followed {
 	var r followed
 	var failure *chat.Error
-	for ev, err := range turn.Events(ctx) {
+	for ev, err := range turn.Events(ctx, 0) {
 		if err != nil {
 			if ctx.Err() != nil {
-				turn.Stop()
+				turn.Stop(context.WithoutCancel(ctx))
 			}
 			r.err = err
 			return r

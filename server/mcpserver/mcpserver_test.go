@@ -12,7 +12,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
-	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/internal/edgetest"
 	"github.com/agentdock-go/agentdock/server/mcpserver"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -77,7 +77,7 @@ func TestCallAnAgentWithASequence(t *testing.T) {
 				mockllm.ToolScript(mockllm.ToolCall{Name: "compare", Arguments: `{"adTopic":"lake or city","comparison":"the lake is calmer"}`}),
 				mockllm.TextScript("Go to the ", "lake."),
 			)
-			s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{mcpserver.New(mcpserver.Config{})}, Model: model})
+			s := edgetest.Start(t, edgetest.Options{Doors: []door.Door{mcpserver.New(mcpserver.Config{})}, Model: model})
 			var (
 				mu    sync.Mutex
 				notes []string
@@ -136,7 +136,7 @@ func TestCallAnAgentWithASequence(t *testing.T) {
 // A held call is asked through elicitation when the client supports it,
 // and comes back in the result when it does not; approvals then answer it.
 func TestApprovals(t *testing.T) {
-	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{mcpserver.New(mcpserver.Config{})}})
+	s := edgetest.Start(t, edgetest.Options{Doors: []door.Door{mcpserver.New(mcpserver.Config{})}})
 	asked := 0
 	cs := connect(t, s.URL, "", "2025-11-25", &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		asked++
@@ -176,7 +176,7 @@ func TestApprovals(t *testing.T) {
 // The Go SDK's client does that itself when it has an elicitation handler;
 // the rows without it answer by hand, as any client may.
 func TestApprovalsAsInputRequired(t *testing.T) {
-	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{mcpserver.New(mcpserver.Config{})}})
+	s := edgetest.Start(t, edgetest.Options{Doors: []door.Door{mcpserver.New(mcpserver.Config{})}})
 	for _, tc := range []struct {
 		name     string
 		auto     bool
@@ -279,7 +279,7 @@ func TestInputRequiredKeepsTheAnswer(t *testing.T) {
 		mockllm.Script{Text: []string{"Let me think. "}, ToolCalls: []mockllm.ToolCall{{Name: "think", Arguments: `{"topic":"tea","reasoning":"**Problem** which tea"}`}}},
 		mockllm.TextScript("Green ", "tea."),
 	)
-	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{mcpserver.New(mcpserver.Config{})}, Model: model})
+	s := edgetest.Start(t, edgetest.Options{Doors: []door.Door{mcpserver.New(mcpserver.Config{})}, Model: model})
 	cs := connect(t, s.URL, "", "2026-07-28", &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, nil
 	}})
@@ -295,7 +295,7 @@ func TestInputRequiredKeepsTheAnswer(t *testing.T) {
 // An MCP session belongs to the key that opened it, and a sessionId names
 // a session in the caller's keyspace.
 func TestOwners(t *testing.T) {
-	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{mcpserver.New(mcpserver.Config{})}, Keys: []string{"key-one", "key-two"}})
+	s := edgetest.Start(t, edgetest.Options{Doors: []door.Door{mcpserver.New(mcpserver.Config{})}, Keys: []string{"key-one", "key-two"}})
 	one := connect(t, s.URL, "key-one", "2025-11-25", nil)
 	if _, err := one.CallTool(t.Context(), &mcp.CallToolParams{Name: "plain", Arguments: map[string]any{"message": "[offline:echo] hi", "sessionId": "shared-name-1"}}); err != nil {
 		t.Fatal(err)
@@ -313,7 +313,7 @@ func TestOwners(t *testing.T) {
 	if res.StatusCode != http.StatusNotFound {
 		t.Fatalf("another key's MCP session: %d", res.StatusCode)
 	}
-	if _, err := s.Session(t.Context(), "", "shared-name-1"); err == nil {
+	if _, err := s.Runtime().Session(t.Context(), "", "shared-name-1"); err == nil {
 		t.Fatal("the keyed session is in the anonymous keyspace")
 	}
 	two := connect(t, s.URL, "key-two", "2025-11-25", nil)
@@ -328,7 +328,7 @@ func TestOwners(t *testing.T) {
 // protocol error; and the server declares the prompts and resources
 // capabilities whose (empty) lists it answers, and no tool list changes.
 func TestInvalidArgumentsAndCapabilities(t *testing.T) {
-	s := edgetest.Start(t, edgetest.Options{Edges: []server.Edge{mcpserver.New(mcpserver.Config{})}})
+	s := edgetest.Start(t, edgetest.Options{Doors: []door.Door{mcpserver.New(mcpserver.Config{})}})
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			cs := connect(t, s.URL, "", version, nil)

@@ -19,15 +19,19 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // Options configure Start.
 type Options struct {
-	// Edges are served (server.Config.Edges).
-	Edges []server.Edge
+	// Doors are served (server.Config.Doors).
+	Doors []door.Door
+	// Runtime adjusts the runtime's configuration.
+	Runtime func(*turns.Config)
 	// Model answers every agent (default: the offline model, Delay between
 	// its words).
 	Model llmorch.Model
@@ -82,7 +86,15 @@ func Start(t testing.TB, o Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := server.Config{Agents: agents, Logger: slog.New(slog.DiscardHandler), Edges: o.Edges}
+	rcfg := turns.Config{Agents: agents, Logger: slog.New(slog.DiscardHandler)}
+	if o.Runtime != nil {
+		o.Runtime(&rcfg)
+	}
+	rt, err := turns.New(rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{Runtime: rt, Logger: slog.New(slog.DiscardHandler), Doors: o.Doors}
 	if len(o.Keys) > 0 {
 		auth, err := server.NewKeyAuth(o.Keys, []byte("edgetest"))
 		if err != nil {
