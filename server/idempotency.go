@@ -84,6 +84,12 @@ func (s *Server) replay(c *gin.Context, agentID, sessionID string, req session.R
 	}
 	if s.cfg.Turns != nil {
 		st, ok, err := s.sharedLookup(c.Request.Context(), key, req.Turn, owner)
+		if err == nil && !ok {
+			// Not listed: its replica died before its first frames
+			// reached the log, and the turn goes on, taken over.
+			st, ok, err = s.unlistedRunning(c.Request.Context(), key, owner, st, ok)
+			ok = ok && st.Turn == req.Turn
+		}
 		if err == nil && ok && st.AgentID == agentID {
 			return &sharedTurn{s: s, ref: turnlog.Ref{Session: key, Turn: req.Turn}, sessionID: sessionID}
 		}
@@ -96,14 +102,13 @@ func (s *Server) replay(c *gin.Context, agentID, sessionID string, req session.R
 	return t
 }
 
-// storedAnswer is the answer the session stored for the turn req started,
-// as the finished stream of a turn of that ID: its text, tool calls and
-// results, and finish. The answer is what follows the turn's user
-// message in the history, found by counting the user messages after it.
+// storedAnswer is the answer the session stored for the turn req started
+// (agent.AnswerTo), as the finished stream of a turn of that ID: its
+// text, tool calls and results, and finish stop; a turn that ended
+// without its answer ends with turn_interrupted instead.
 func (s *Server) storedAnswer(ctx context.Context, key, sessionID, agentID, owner string, req session.Request) (*turn, *apiError) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	gone := newError(http.StatusConflict, "duplicate_request", "this request already started turn %s on session %s, and its answer is no longer kept apart from the session's history: read it from GET /api/sessions/%s", req.Turn, sessionID, sessionID)
 	sess, err := s.cfg.Store.Get(ctx, key)
 	if err != nil {
 		return nil, storeError(err)
@@ -112,35 +117,34 @@ func (s *Server) storedAnswer(ctx context.Context, key, sessionID, agentID, owne
 	if err != nil {
 		return nil, storeError(err)
 	}
-	later := sess.State.UserMessages - req.UserMessages // user messages after the turn's
-	at := -1
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role != chat.RoleUser {
-			continue
-		}
-		if later == 0 {
-			at = i
-			break
-		}
-		later--
+	answer, err := agent.AnswerTo(sess, msgs, req)
+	if errors.Is(err, agent.ErrAnswerGone) {
+		return nil, newError(http.StatusConflict, "duplicate_request", "this request already started turn %s on session %s, and its answer is no longer kept apart from the session's history: read it from GET /api/sessions/%s", req.Turn, sessionID, sessionID)
 	}
-	if at < 0 || later < 0 {
-		return nil, gone
+	end := []chat.Event{{Kind: chat.KindDone, FinishReason: chat.FinishStop}}
+	if errors.Is(err, agent.ErrTurnInterrupted) {
+		end = []chat.Event{{Kind: chat.KindError, Error: errNoAnswer}, {Kind: chat.KindDone, FinishReason: chat.FinishError}}
 	}
 	t := newTurn(req.Turn, sessionID, agentID, owner, func(error) {}, s.cfg.MaxTurnEvents, 0)
 	m := &uiMapper{turnID: t.id}
 	t.add(m.start())
-	for _, msg := range msgs[at+1:] {
-		if msg.Role == chat.RoleUser {
-			break
-		}
+	for _, msg := range answer {
 		for _, ev := range answerEvents(msg) {
 			t.add(m.mapEvent(ev)...)
 		}
 	}
-	t.addLast(m.mapEvent(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishStop})...)
+	for i, ev := range end {
+		if i == len(end)-1 {
+			t.addLast(m.mapEvent(ev)...)
+		} else {
+			t.add(m.mapEvent(ev)...)
+		}
+	}
 	return t, nil
 }
+
+// errNoAnswer ends the replay of a turn that ended without its answer.
+var errNoAnswer = &chat.Error{Code: errAbandoned.Code, Message: "the turn this request started ended before it answered (the server running it stopped, or the turn was stopped), and no server went on with it: your message is in the session's history without an answer; send it again as a new request (a new key), or regenerate the answer"}
 
 // answerEvents are the events that stream a stored message of an answer.
 func answerEvents(msg chat.Message) []chat.Event {
