@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
-	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
+	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 )
 
