@@ -146,7 +146,7 @@ bench-median: bench-bins
 # The fault tests with their slow variants (Redis killed after each frame
 # of a turn, many stalled clients); the fast ones run in make test (test-go).
 faults:
-	AGENTDOCK_SLOW_FAULTS=1 $(GO) test -count=1 -v ./faults/
+	AGENTDOCK_SLOW_FAULTS=1 $(GO) test -count=1 -timeout 60m -v ./faults/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

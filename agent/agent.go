@@ -405,11 +405,19 @@ type Input struct {
 	TurnID string
 	// Key is the turn's idempotency key (a client's Idempotency-Key, the
 	// AI SDK's user message ID): the turn's first write records it in the
-	// session with the message, atomically (session.WithRequest), and a
-	// turn with a key the session already keeps does not start: Run
-	// yields a *DuplicateError naming the turn the key started. Keys are
-	// kept for the session's lifetime, the latest session.MaxRequests of
-	// them.
+	// session with the message, atomically (session.WithRequest), with a
+	// digest of what the turn is asked (the message, its attachments, the
+	// conversation, results, tools, tool choice, format and instructions
+	// sent with it, regenerate or edit). A turn with a key the session
+	// already keeps does not start: Run yields a *DuplicateError naming
+	// the turn the key started, or a *KeyReusedError when that turn was
+	// asked something else, also while that turn still runs (rather than
+	// session.ErrBusy) or its replica died before it ended (the turn is
+	// then left for a replica to take over: see Set.TakeOver). A client
+	// retrying a request whose reply it lost (its connection, or the
+	// replica serving it, died) thus never runs the turn, nor stores its
+	// message, twice. Keys are kept for the session's lifetime, the latest
+	// session.MaxRequests of them.
 	Key string
 	// Position is the position of the turn's stream (the seq of the last
 	// event the server logged of it so far), so that, when the store is
@@ -441,8 +449,9 @@ type options struct {
 	attachments  []chat.Attachment
 	results      []chat.ToolResult
 	compacted    []chat.Message
-	// request is the turn's idempotency key (Input.Key).
-	request string
+	// request is the turn's idempotency key (Input.Key), and digest
+	// what the request asks (requestDigest).
+	request, digest string
 }
 
 func (in Input) options() options {
@@ -599,6 +608,9 @@ func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, o 
 	if err := n.checkOptions(o); err != nil {
 		return nil, err
 	}
+	if o.request != "" {
+		o.digest = requestDigest(message, o)
+	}
 	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
 		return n.startTurn(ctx, key, message, sess, o)
 	})
@@ -672,6 +684,9 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan fun
 	case errors.Is(err, session.ErrForeign):
 		err = fmt.Errorf("%w %q", ErrWrongAgent, sess.Agent)
 	case errors.Is(err, session.ErrBusy):
+		// The turn that holds the session may be this request's own
+		// (a client retrying while its first attempt runs).
+		err = n.busyRequest(ctx, store, key, o, err)
 	case err != nil:
 		err = fmt.Errorf("opening session: %w", err)
 	}
@@ -680,6 +695,13 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan fun
 		return nil, err
 	}
 	release := func() { n.release(ctx, lease) }
+	if err := o.duplicate(sess); started == nil && err != nil {
+		// Before the session's interrupted turn is recovered: when it is
+		// the request's own, a replica takes it over instead.
+		release()
+		closeStore()
+		return nil, err
+	}
 	if started == nil {
 		if started, ts, err = n.firstWrite(ctx, store, key, sess, lease, plan); err != nil {
 			release()
@@ -798,10 +820,8 @@ func (n *Agent) checkMessage(message string) error {
 // results ("the user sent a new message") are recorded before it, in the
 // same write, so the model hears why they did not run.
 func (n *Agent) startTurn(ctx context.Context, key, message string, sess session.Session, o options) (turnStart, error) {
-	if o.request != "" {
-		if r, ok := sess.RequestOf(o.request); ok {
-			return turnStart{}, &DuplicateError{Request: r}
-		}
+	if err := o.duplicate(sess); err != nil {
+		return turnStart{}, err
 	}
 	engine := n.Engine()
 	window := n.historyWindow()
@@ -826,7 +846,7 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 	denials = append(results, denials...)
 	opts := []session.UpdateOption{session.WithTurn(o.turnID)}
 	if o.request != "" {
-		opts = append(opts, session.WithRequest(o.request, o.turnID))
+		opts = append(opts, session.WithRequest(o.request, o.turnID, o.digest))
 	}
 	if compacts {
 		// The summary and the turns after it: the model's view, whatever

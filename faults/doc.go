@@ -14,7 +14,14 @@
 // address. durable_test.go retries: the same AI SDK body on two replicas,
 // and again after its replica was SIGKILLed (one turn, one model call);
 // busy sessions on two replicas (enqueue, interrupt); a background run's
-// signed webhook retried after a 500.
+// signed webhook retried after a 500. earlykill_test.go kills a replica
+// 30-60 ms into a turn and retries it on another (the turn is run or
+// turn_interrupted, never an empty finish stop); twotakeovers_test.go
+// kills two replicas during two calls of one turn of a counted,
+// non-idempotent MCP tool (each call runs at most once). failover_test.go
+// fails the Redis primary under load (Sentinel: a SIGKILL, or a manual
+// SENTINEL FAILOVER with two replicas; Cluster: a SIGKILL, or a manual
+// CLUSTER FAILOVER) and checks that no turn that finished stop lost text.
 //
 // The package has no code of its own: only tests and their harness
 // (harness_test.go). The fast tests run in `go test ./faults/`; the slow

@@ -29,14 +29,14 @@ import (
 // while the promoted primary had no replica) are counted by how they
 // ended, and the test prints the counts.
 func TestSentinelFailoverWaits(t *testing.T) {
-	failover(t, sentinelPair(t), 40, 6, 1500*time.Millisecond)
+	failover(t, sentinelPair(t), load{turns: 40, parallel: 6, after: 1500 * time.Millisecond}, waitOne...)
 }
 
 // TestSentinelFailoverWaitsUnderLoad is the slow variant: more turns, more
 // of them at once.
 func TestSentinelFailoverWaitsUnderLoad(t *testing.T) {
 	slow(t)
-	failover(t, sentinelPair(t), 400, 24, 8*time.Second)
+	failover(t, sentinelPair(t), load{turns: 400, parallel: 24, after: 8 * time.Second}, waitOne...)
 }
 
 // TestClusterFailoverWaits is TestSentinelFailoverWaits on a Redis Cluster
@@ -45,13 +45,66 @@ func TestSentinelFailoverWaitsUnderLoad(t *testing.T) {
 // sessions in its slots go on there. The turns of the other shards run
 // on throughout.
 func TestClusterFailoverWaits(t *testing.T) {
-	failover(t, clusterShards(t), 60, 6, 1500*time.Millisecond)
+	failover(t, clusterShards(t), load{turns: 60, parallel: 6, after: 1500 * time.Millisecond}, waitOne...)
 }
 
 // TestClusterFailoverWaitsUnderLoad is the slow variant.
 func TestClusterFailoverWaitsUnderLoad(t *testing.T) {
 	slow(t)
-	failover(t, clusterShards(t), 400, 24, 8*time.Second)
+	failover(t, clusterShards(t), load{turns: 400, parallel: 24, after: 8 * time.Second}, waitOne...)
+}
+
+// waitOne is the setting of the tests that fail a primary with one
+// replica: each write waits for it, for at most 500 ms.
+var waitOne = []string{"REDIS_WAIT_REPLICAS=1", "REDIS_WAIT_TIMEOUT=500ms"}
+
+// TestSentinelManualFailover: a primary with two replicas managed by a
+// Sentinel, the default REDIS_WAIT_REPLICAS (auto) and REDIS_WAIT_TIMEOUT,
+// and a manual SENTINEL FAILOVER while turns run: Sentinel promotes one
+// replica, and the old primary and the other replica follow it. No turn
+// that ended finish stop loses text (auto waits for both replicas, so
+// whichever Sentinel promotes has every write a turn finished on).
+func TestSentinelManualFailover(t *testing.T) {
+	failover(t, sentinelTrio(t), load{turns: 60, parallel: 8, after: 1500 * time.Millisecond})
+}
+
+// TestSentinelManualFailoverUnderLoad is the slow variant: 1,000 turns, 24
+// at a time, a manual failover every 4 s (five of them).
+func TestSentinelManualFailoverUnderLoad(t *testing.T) {
+	slow(t)
+	failover(t, sentinelTrio(t), load{turns: 1000, parallel: 24, after: 4 * time.Second, failures: 5, every: 4 * time.Second})
+}
+
+// TestClusterManualFailover: a Redis Cluster of three primaries with a
+// replica each, the default REDIS_WAIT_REPLICAS (auto, the shard's
+// replicas) and a manual CLUSTER FAILOVER of the first shard (its replica
+// takes over, the old primary follows it) while turns run: no turn that
+// ended stop loses text.
+func TestClusterManualFailover(t *testing.T) {
+	failover(t, clusterManual(t), load{turns: 60, parallel: 8, after: 1500 * time.Millisecond})
+}
+
+// TestClusterManualFailoverUnderLoad is the slow variant: 1,000 turns, 24
+// at a time, a manual failover every 4 s (five of them, back and forth).
+func TestClusterManualFailoverUnderLoad(t *testing.T) {
+	slow(t)
+	failover(t, clusterManual(t), load{turns: 1000, parallel: 24, after: 4 * time.Second, failures: 5, every: 4 * time.Second})
+}
+
+// TestClusterFailoverDefaults is TestClusterFailoverWaitsUnderLoad with the
+// default REDIS_WAIT_REPLICAS and REDIS_WAIT_TIMEOUT.
+func TestClusterFailoverDefaults(t *testing.T) {
+	slow(t)
+	failover(t, clusterShards(t), load{turns: 400, parallel: 24, after: 8 * time.Second})
+}
+
+// load is the turns a failover test runs, parallel at a time, and when
+// the store fails: after the first turns, at the earliest after after,
+// failures times (1 when 0), every apart.
+type load struct {
+	turns, parallel int
+	after, every    time.Duration
+	failures        int
 }
 
 // replicated is a Redis with replicas that a failover test runs turns on.
@@ -67,6 +120,77 @@ type replicated struct {
 	// onFailing reports whether the primary that fails holds session
 	// sid's keys (before fail).
 	onFailing func(sid string) bool
+}
+
+// sentinelTrio is a primary with two replicas, managed by a Sentinel;
+// it fails by a manual SENTINEL FAILOVER, after which the old primary and
+// the other replica follow the promoted one.
+func sentinelTrio(t *testing.T) replicated {
+	primary := redistest.Start(t)
+	for range 2 {
+		redistest.Start(t, redistest.ReplicaOf(primary))
+	}
+	waitReplication(t, fixedAddr(primary.Addr()), "connected_slaves:2", 15*time.Second, "the replicas are not connected")
+	sentinel := redistest.Start(t, redistest.Sentinel(primary, "sessions"))
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr()})
+	t.Cleanup(func() { sc.Close() })
+	ctx := context.Background()
+	master := func() (string, error) {
+		addr, err := sc.GetMasterAddrByName(ctx, "sessions").Result()
+		if err != nil || len(addr) != 2 {
+			return "", fmt.Errorf("sentinel names no master: %v %w", addr, err)
+		}
+		return net.JoinHostPort(addr[0], addr[1]), nil
+	}
+	// Sentinel knows both replicas, and the master has them online: a
+	// failover can pick either.
+	ready := func() {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			known, _ := sc.Replicas(ctx, "sessions").Result()
+			good := 0
+			for _, r := range known {
+				if !strings.Contains(r["flags"], "down") && !strings.Contains(r["flags"], "disconnected") {
+					good++
+				}
+			}
+			if good == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Sentinel knows %d good replicas, want 2: %v", good, known)
+			}
+		}
+		waitReplication(t, master, "connected_slaves:2", 30*time.Second, "the master has not got both replicas back")
+	}
+	ready()
+	return replicated{
+		name:  "Sentinel (primary and two replicas, manual failover)",
+		store: "redis+sentinel://" + sentinel.Addr() + "/sessions/0",
+		fail: func() {
+			ready()
+			before, _ := master()
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				err := sc.Failover(ctx, "sessions").Err()
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("SENTINEL FAILOVER: %v", err)
+				}
+			}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if now, err := master(); err == nil && now != before {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("Sentinel promoted no replica")
+				}
+			}
+			waitReplication(t, master, "role:master", 30*time.Second, "the promoted replica is not a master")
+		},
+		settled:   func() { ready() },
+		onFailing: func(string) bool { return true },
+	}
 }
 
 // sentinelPair is a primary with one replica, managed by a Sentinel.
@@ -113,18 +237,68 @@ func clusterShards(t *testing.T) replicated {
 	}
 }
 
-// failover runs turns, parallel at a time, on two replicas of agentdock
-// with their sessions in topo, fails topo's primary killAfter after the
-// first turn at the earliest, and checks every turn that ended stop
-// against its session as read once topo settled.
-func failover(t *testing.T, topo replicated, turns, parallel int, killAfter time.Duration) {
+// clusterManual is a Redis Cluster of three primaries with one replica
+// each; it fails by a manual CLUSTER FAILOVER of the first shard, sent to
+// whichever of its two nodes is the replica (so that failures go back and
+// forth).
+func clusterManual(t *testing.T) replicated {
+	c := redistest.StartCluster(t, 3)
+	shard := []*redistest.Server{c.Primaries[0], c.Replicas[0]}
+	role := func(s *redistest.Server) string {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		defer rc.Close()
+		info, _ := rc.Info(context.Background(), "replication").Result()
+		if strings.Contains(info, "role:master") {
+			return "master"
+		}
+		return "replica"
+	}
+	return replicated{
+		name:  "Cluster (three shards of a primary and a replica, manual failover)",
+		store: c.URL(),
+		fail: func() {
+			var replica, primary *redistest.Server
+			for deadline := time.Now().Add(30 * time.Second); replica == nil; time.Sleep(50 * time.Millisecond) {
+				if role(shard[0]) == "master" && role(shard[1]) == "replica" {
+					primary, replica = shard[0], shard[1]
+				} else if role(shard[1]) == "master" && role(shard[0]) == "replica" {
+					primary, replica = shard[1], shard[0]
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the first shard has no primary with a replica")
+				}
+			}
+			waitReplication(t, fixedAddr(primary.Addr()), "state=online", 30*time.Second, "the shard's replica is not online")
+			rc := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+			defer rc.Close()
+			if err := rc.ClusterFailover(context.Background()).Err(); err != nil {
+				t.Fatalf("CLUSTER FAILOVER on %s: %v", replica.Addr(), err)
+			}
+			waitPromoted(t, replica)
+		},
+		settled: func() {
+			for _, s := range append(slices.Clone(c.Primaries), c.Replicas...) {
+				waitClusterOK(t, s)
+			}
+		},
+		// Before the first failure, the first primary holds the shard.
+		onFailing: func(sid string) bool { return holdsKeys(t, shard[0], sid) },
+	}
+}
+
+// failover runs the turns of l on two replicas of agentdock with their
+// sessions in topo and env (settings beyond the defaults), fails topo
+// as l says, and checks every turn that ended stop against its session as
+// read once topo settled.
+func failover(t *testing.T, topo replicated, l load, env ...string) {
+	turns, parallel, killAfter := l.turns, l.parallel, l.after
 	words := make([]string, 40)
 	for i := range words {
 		words[i] = fmt.Sprintf(" w%d", i)
 	}
 	m := newModel(t, mockllm.WithDefault(mockllm.Script{Text: words, InterTokenDelay: 25 * time.Millisecond}))
-	env := append(modelEnv(m), "SESSION_STORE="+topo.store, "REDIS_WAIT_REPLICAS=1",
-		"REDIS_WAIT_TIMEOUT=500ms", "HEARTBEAT=250ms", "SESSION_LOCK_TTL=6s", "STORE_WRITE_RETRY=5s")
+	settings := env
+	env = append(append(modelEnv(m), "SESSION_STORE="+topo.store, "HEARTBEAT=250ms", "SESSION_LOCK_TTL=6s", "STORE_WRITE_RETRY=5s"), settings...)
 	servers := []*serverProc{startServer(t, env...), startServer(t, env...)}
 
 	type outcome struct {
@@ -135,6 +309,7 @@ func failover(t *testing.T, topo replicated, turns, parallel int, killAfter time
 		mu       sync.Mutex
 		outcomes []outcome
 		refused  int // 503s retried
+		failed   int // failovers made
 		wg       sync.WaitGroup
 		next     = make(chan int)
 	)
@@ -194,10 +369,18 @@ func failover(t *testing.T, topo replicated, turns, parallel int, killAfter time
 				}
 			}
 		}
-		time.Sleep(time.Duration(rand.IntN(500)) * time.Millisecond)
-		// The old primary comes back as a replica of the new one, and
-		// turns are acknowledged again.
-		topo.fail()
+		for i := range max(l.failures, 1) {
+			if i > 0 {
+				time.Sleep(l.every)
+			}
+			time.Sleep(time.Duration(rand.IntN(500)) * time.Millisecond)
+			// The old primary comes back as a replica of the new one, and
+			// turns are acknowledged again.
+			topo.fail()
+			mu.Lock()
+			failed++
+			mu.Unlock()
+		}
 	}()
 	for i := range turns {
 		next <- i
@@ -244,10 +427,15 @@ func failover(t *testing.T, topo replicated, turns, parallel int, killAfter time
 			t.Errorf("a turn that finished stop lost text: session %s (%d): saved %q, shown %q; %s", o.sid, status, saved, o.shown, raw)
 		}
 	}
-	t.Logf("%s failover with REDIS_WAIT_REPLICAS=1: %d turns (%d refusals retried); ends %v; turns that finished stop and lost text: %d (%d of them ended on the primary killed, before the kill)", topo.name, len(outcomes), refused, ends, lost, len(held))
+	what := "the defaults"
+	if len(settings) > 0 {
+		what = strings.Join(settings, " ")
+	}
+	t.Logf("%s, %d failover(s), with %s: %d turns, %d at a time (%d refusals retried); ends %v; turns that finished stop and lost text: %d (%d turns had ended stop on the failing primary before the first failover)", topo.name, failed, what, len(outcomes), parallel, refused, ends, lost, len(held))
 	if ends["stop"] == 0 {
 		t.Fatalf("no turn finished stop: %v", ends)
 	}
+
 }
 
 // waitSentinelMaster waits until the master sentinel names for "sessions"

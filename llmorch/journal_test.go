@@ -22,6 +22,8 @@ type sideEffects struct {
 	mu       sync.Mutex
 	ran      map[string]int
 	journals []*session.Journal
+	// during, when set, is called with each call's ID while it runs.
+	during func(callID string)
 }
 
 func (e *sideEffects) count(id string) int {
@@ -41,7 +43,7 @@ func init() {
 // lookup (idempotent), each counting its runs and reading the journal the
 // session holds while it runs; wrap, when set, wraps the store the
 // service writes to.
-func journalFixture(t *testing.T, model *scripted, wrap func(session.Store) session.Store) (*fixture, *sideEffects) {
+func journalFixture(t *testing.T, model llmorch.Model, wrap func(session.Store) session.Store) (*fixture, *sideEffects) {
 	t.Helper()
 	fx := &sideEffects{ran: map[string]int{}}
 	var store *session.Memory
@@ -58,7 +60,11 @@ func journalFixture(t *testing.T, model *scripted, wrap func(session.Store) sess
 			fx.mu.Lock()
 			fx.ran[call.ToolCallID]++
 			fx.journals = append(fx.journals, sess.Journal)
+			during := fx.during
 			fx.mu.Unlock()
+			if during != nil {
+				during(call.ToolCallID)
+			}
 			return name + " done", nil
 		}, opts...)
 	}
@@ -80,7 +86,9 @@ func journalFixture(t *testing.T, model *scripted, wrap func(session.Store) sess
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{svc: svc, store: store, wrapped: wrapped, model: model, eng: a.Engine, id: key}, fx
+	f := &fixture{svc: svc, store: store, wrapped: wrapped, eng: a.Engine, id: key}
+	f.model, _ = model.(*scripted)
+	return f, fx
 }
 
 // startJournaled makes a journaled turn's first write, as the agent does.

@@ -430,6 +430,9 @@ func (r *run) loop(ctx context.Context) (string, error) {
 	if err := r.answer(ctx); err != nil {
 		return "", err
 	}
+	// The step taken over is behind: the steps after it journal their
+	// calls, and none of their calls was under way when a replica died.
+	r.journaled, r.interrupt = nil, false
 	for step := r.calls + 1; ; step++ {
 		final := step > budget.MaxSteps
 		if step == budget.MaxSteps+1 && !r.emit(chat.Event{Kind: chat.KindLimit, Limit: limitSteps(budget.MaxSteps)}) {
@@ -1040,6 +1043,23 @@ func (r *run) journalStep(ctx context.Context, text []byte, calls []chat.ToolCal
 	return nil
 }
 
+// journalResult records the result of a call of the step under way in
+// the journal, alone (a call that ran records its result with its
+// record instead).
+func (r *run) journalResult(ctx context.Context, res chat.ToolResult) error {
+	st, err := session.Update(ctx, r.s.cfg.Store, r.turn.SessionID, func(*orchestration.State) error { return nil },
+		append(r.journal(func(j *session.Journal) {
+			if j.Step != nil {
+				j.Step.Results = append(j.Step.Results, res)
+			}
+		}), session.WithLease(r.turn.Lease))...)
+	if err != nil {
+		return err
+	}
+	r.wrote(st)
+	return nil
+}
+
 // journal is the option that keeps the turn's journal with one of its
 // writes, none when the turn keeps no journal (Turn.Journal): the write
 // is refused when the store lost some of the turn's earlier writes, else
@@ -1236,7 +1256,17 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		// one that was under way when the replica running it died.
 		r.interrupt = false
 		if idem, ok := cfg.Tools.(tools.Idempotency); !ok || !idem.Idempotent(call.Name) {
-			return toolOutcome{result: interrupted(call)}
+			res := interrupted(call)
+			if !r.recordWithStep {
+				// Once and for all: a replica that takes the turn over
+				// after this one finds the call answered, and takes the
+				// next call without a result for the one under way.
+				// (The step's last call is answered by the step's write.)
+				if err := r.journalResult(ctx, res); err != nil {
+					return toolOutcome{err: &storeFailure{saved: r.saved, err: fmt.Errorf("recording that tool %q was interrupted: %w", call.Name, err)}}
+				}
+			}
+			return toolOutcome{result: res}
 		}
 	}
 	// The tool learns what it runs for (tools.CallFrom): the turn's part

@@ -10,6 +10,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
+	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 )
 
@@ -122,7 +123,14 @@ func TestChatIdempotent(t *testing.T) {
 		t.Fatalf("%d user messages stored, want 3", n)
 	}
 
+	// The key with another request is refused, and stores nothing.
 	var eb errBodyT
+	other := `{"sessionId":"` + chatID + `","message":"something else"}`
+	getJSON(t, e.do(http.MethodPost, "/api/chat/plain", other, "Idempotency-Key", "order-42"), http.StatusConflict, &eb)
+	if eb.Error.Code != "idempotency_key_reused" || len(mock.Requests()) != 4 || userMessages(t, e.store, chatID) != 3 {
+		t.Fatalf("the key with another message: %+v", eb.Error)
+	}
+
 	getJSON(t, e.do(http.MethodPost, "/api/chat/plain", plain, "Idempotency-Key", strings.Repeat("k", 300)), http.StatusBadRequest, &eb)
 	if eb.Error.Code != "invalid_idempotency_key" {
 		t.Fatalf("a key too long: %+v", eb.Error)
@@ -160,5 +168,49 @@ func TestCompletionsIdempotent(t *testing.T) {
 	getJSON(t, res, http.StatusOK, &c)
 	if res.Header.Get("Idempotent-Replayed") != "true" || *c.Choices[0].Message.Content != "Only once." || len(mock.Requests()) != 1 {
 		t.Fatalf("a retry after the turn was dropped: %s %+v, %d model calls", res.Header.Get("Idempotent-Replayed"), c.Choices[0].Message, len(mock.Requests()))
+	}
+}
+
+// TestChatReplayWithoutAnswer: a retry whose turn saved its user message
+// but no answer (its server died before it answered, and the turn was
+// recovered instead of taken over) is told so: its stream ends with
+// turn_interrupted and finish error, never an empty finish stop.
+func TestChatReplayWithoutAnswer(t *testing.T) {
+	e, mock := scriptedEnv(t, envOptions{})
+	sid := "idem-" + session.NewID()
+	ctx := t.Context()
+	_, lease, err := e.store.Claim(ctx, sid, session.WithAgent("plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.store.UpdateAppend(ctx, sid, func(s *orchestration.State) error { s.UserMessages++; return nil },
+		[]chat.Message{{Role: chat.RoleUser, Content: "hi"}}, 0, session.WithLease(lease), session.WithRelease(),
+		session.WithTurn(""), session.WithRequest("key:lost-1", "turnlost1", "")); err != nil {
+		t.Fatal(err)
+	}
+	res, evs := e.streamChat("plain", `{"sessionId":"`+sid+`","message":"hi"}`, "Idempotency-Key", "lost-1")
+	if res.Header.Get("Idempotent-Replayed") != "true" || res.Header.Get("X-Turn-Id") != "turnlost1" {
+		t.Fatalf("the retry: turn %q, replayed %q", res.Header.Get("X-Turn-Id"), res.Header.Get("Idempotent-Replayed"))
+	}
+	var types []string
+	code, finish := "", ""
+	for _, ev := range evs {
+		var c struct{ Type, ErrorText, FinishReason string }
+		if ev.Data == "[DONE]" || json.Unmarshal([]byte(ev.Data), &c) != nil {
+			continue
+		}
+		types = append(types, c.Type)
+		if c.Type == "error" {
+			code = c.ErrorText
+		}
+		if c.Type == "finish" {
+			finish = c.FinishReason
+		}
+	}
+	if !strings.Contains(code, "ended before it answered") || finish != "error" {
+		t.Fatalf("the retry's stream: %v, error %q, finish %q; want turn_interrupted and finish error", types, code, finish)
+	}
+	if n := len(mock.Requests()); n != 0 {
+		t.Fatalf("the retry made %d model calls", n)
 	}
 }

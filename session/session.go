@@ -124,6 +124,11 @@ type Request struct {
 	// message was recorded (orchestration.State.UserMessages): its answer
 	// follows that user message in the history.
 	UserMessages int `json:"userMessages"`
+	// Digest identifies what the request asked (its message, attachments
+	// and the rest; see agent.WithRequest), so that the key sent again
+	// with another request is told apart from a retry. Empty for a key
+	// recorded without one, which matches any request.
+	Digest string `json:"digest,omitempty"`
 }
 
 // MaxRequests bounds Session.Requests: the oldest key is forgotten when a
@@ -471,10 +476,11 @@ func (o WriteOptions) ApplyTurn(s *Session) error {
 
 // WithRequest records an idempotency key with an Update or UpdateAppend:
 // the write that starts turn (a turn's first write, the same atomic write
-// as its user message) adds it to Session.Requests, so that a retry of
-// the request, on any replica, finds the turn it started.
-func WithRequest(key, turn string) UpdateOption {
-	return func(o *WriteOptions) { o.Request = Request{Key: key, Turn: turn} }
+// as its user message) adds it to Session.Requests, with the digest of
+// the request it came with (Request.Digest), so that a retry of the
+// request, on any replica, finds the turn it started.
+func WithRequest(key, turn, digest string) UpdateOption {
+	return func(o *WriteOptions) { o.Request = Request{Key: key, Turn: turn, Digest: digest} }
 }
 
 // WithJournal makes an Update or UpdateAppend change the running turn's

@@ -138,6 +138,10 @@ func Describe(err error) *Problem {
 		return NewProblem(http.StatusBadRequest, "unsupported_attachment", "%s", atErr.Msg)
 	case errors.Is(err, agent.ErrInstructions):
 		return NewProblem(http.StatusBadRequest, "instructions_refused", "%s", err.Error())
+	case errors.Is(err, agent.ErrKeyReused):
+		var reused *agent.KeyReusedError
+		errors.As(err, &reused)
+		return NewProblem(http.StatusConflict, "idempotency_key_reused", "this request's idempotency key (its Idempotency-Key, or its message ID) already started turn %s on the session with another request; send a new request with a new key", reused.Request.Turn)
 	case errors.Is(err, agent.ErrDuplicate):
 		var dup *agent.DuplicateError
 		errors.As(err, &dup)

@@ -255,9 +255,16 @@ func (r *Runtime) duplicateOf(ctx context.Context, storeKey, key string, err err
 func (r *Runtime) replay(ctx context.Context, agentID, owner, sessionID string, req session.Request) (*Turn, error) {
 	key := session.Key(owner, sessionID)
 	var out *Turn
+	st, shared, err := r.sharedLookup(ctx, key, req.Turn, owner)
+	if err == nil && !shared && r.turns.get(req.Turn) == nil {
+		// Not listed: its replica died before its first events reached
+		// the log, and the turn goes on, taken over.
+		st, shared, err = r.unlistedRunning(ctx, key, owner, st, shared)
+		shared = shared && st.Turn == req.Turn
+	}
 	if t := r.turns.get(req.Turn); t != nil && t.key == key {
 		out = r.localTurn(t)
-	} else if st, ok, err := r.sharedLookup(ctx, key, req.Turn, owner); err == nil && ok && st.AgentID == agentID {
+	} else if err == nil && shared && st.AgentID == agentID {
 		out = r.sharedTurn(turnlog.Ref{Session: key, Turn: req.Turn}, sessionID, agentID)
 	} else {
 		t, err := r.storedAnswer(ctx, key, sessionID, agentID, owner, req)
@@ -270,14 +277,13 @@ func (r *Runtime) replay(ctx context.Context, agentID, owner, sessionID string, 
 	return out, nil
 }
 
-// storedAnswer is the answer the session stored for the turn req started,
-// as the finished turn of that ID: its text, tool calls and results, and
-// Done. The answer is what follows the turn's user message in the
-// history, found by counting the user messages after it.
+// storedAnswer is the answer the session stored for the turn req started
+// (agent.AnswerTo), as the finished turn of that ID: its text, tool calls
+// and results, and Done with finish stop; a turn that ended without its
+// answer ends with turn_interrupted instead.
 func (r *Runtime) storedAnswer(ctx context.Context, key, sessionID, agentID, owner string, req session.Request) (*turn, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	gone := NewProblem(http.StatusConflict, "duplicate_request", "this request already started turn %s on session %s, and its answer is no longer kept apart from the session's history: read it from GET /api/sessions/%s", req.Turn, sessionID, sessionID)
 	sess, err := r.cfg.Store.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("reading the session of a retried request: %w", err)
@@ -286,32 +292,26 @@ func (r *Runtime) storedAnswer(ctx context.Context, key, sessionID, agentID, own
 	if err != nil {
 		return nil, fmt.Errorf("reading the history of a retried request: %w", err)
 	}
-	later := sess.State.UserMessages - req.UserMessages // user messages after the turn's
-	at := -1
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role != chat.RoleUser {
-			continue
-		}
-		if later == 0 {
-			at = i
-			break
-		}
-		later--
+	answer, err := agent.AnswerTo(sess, msgs, req)
+	if errors.Is(err, agent.ErrAnswerGone) {
+		return nil, NewProblem(http.StatusConflict, "duplicate_request", "this request already started turn %s on session %s, and its answer is no longer kept apart from the session's history: read it from GET /api/sessions/%s", req.Turn, sessionID, sessionID)
 	}
-	if at < 0 || later < 0 {
-		return nil, gone
+	end := []chat.Event{{Kind: chat.KindDone, FinishReason: chat.FinishStop}}
+	if errors.Is(err, agent.ErrTurnInterrupted) {
+		end = []chat.Event{{Kind: chat.KindError, Error: errNoAnswer}, {Kind: chat.KindDone, FinishReason: chat.FinishError}}
 	}
 	t := newTurn(req.Turn, sessionID, agentID, owner, func(error) {}, r.cfg.MaxEvents, 0)
 	t.add(chat.Event{Kind: chat.KindStart, Start: &chat.Start{Turn: req.Turn, Message: req.Turn}})
-	for _, msg := range msgs[at+1:] {
-		if msg.Role == chat.RoleUser {
-			break
-		}
+	for _, msg := range answer {
 		t.add(answerEvents(msg)...)
 	}
-	t.addLast(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishStop})
+	t.add(end[:len(end)-1]...)
+	t.addLast(end[len(end)-1])
 	return t, nil
 }
+
+// errNoAnswer ends the replay of a turn that ended without its answer.
+var errNoAnswer = &chat.Error{Code: errAbandoned.Code, Message: "the turn this request started ended before it answered (the server running it stopped, or the turn was stopped), and no server went on with it: your message is in the session's history without an answer; send it again as a new request (a new key), or regenerate the answer"}
 
 // answerEvents are the events that stream a stored message of an answer.
 func answerEvents(msg chat.Message) []chat.Event {

@@ -355,7 +355,7 @@ func settings() []setting {
 			}
 			return nil
 		}},
-		{"REDIS_WAIT_REPLICAS", "redis-wait-replicas", "auto", "replicas of the Redis primary that must acknowledge a turn's claim and its last write (WAIT) before the turn finishes: auto is 1 when the primary has replicas, else none; 0 never waits", func(c *serveConfig, v string) error {
+		{"REDIS_WAIT_REPLICAS", "redis-wait-replicas", "auto", "replicas of the Redis primary that must acknowledge a turn's claim and its last write (WAIT) before the turn finishes: auto is every replica the primary has at start-up (in a Cluster, the session's shard's), so that any promotion keeps the write, else none; 0 never waits", func(c *serveConfig, v string) error {
 			if v == "auto" {
 				c.WaitReplicas = 0
 				return nil

@@ -39,8 +39,12 @@ type Store struct {
 	// budget bounds one round trip, including go-redis's own retries.
 	budget time.Duration
 	// wait is how many replicas acknowledge a turn's claim and last
-	// write (Config.WaitReplicas), within waitTimeout; 0: none.
+	// write (Config.WaitReplicas), within waitTimeout; 0: none. With
+	// Config.WaitReplicas 0 in a Cluster, waitAt says how many for the
+	// primary at an address (its shard's replicas), wait being the
+	// fewest of any shard, for a primary waitAt does not know.
 	wait        int
+	waitAt      map[string]int
 	waitTimeout time.Duration
 
 	locks keyLocks
@@ -86,66 +90,132 @@ func newStore(ctx context.Context, cfg Config) (*Store, error) {
 		r.waitTimeout = time.Second
 	}
 	if r.wait == 0 {
-		r.wait = r.replicas(ctx)
+		r.wait, r.waitAt = r.replicas(ctx)
 	}
 	r.wait = max(r.wait, 0)
 	return r, nil
 }
 
-// replicas is 1 when the primary has a replica, 0 otherwise (or when it
-// cannot tell): the default of Config.WaitReplicas.
-func (r *Store) replicas(ctx context.Context) int {
+// replicas is the default of Config.WaitReplicas: every replica of the
+// primary, so that any replica a failover promotes has the writes a turn
+// finished on (Sentinel may promote any replica it deems good, not the
+// most advanced one: a replica's priority, or replication offsets it read
+// up to a second ago, decide; a Cluster's replicas elect one ranked by
+// offsets gossiped a moment ago). It counts the replicas connected to the
+// primary now (INFO replication); 0 when it cannot tell. In a Cluster it
+// counts each shard's, by the address of every node of the shard (its
+// primary and the replicas the primary lists), which a failover keeps
+// within it; min is the fewest of any shard.
+func (r *Store) replicas(ctx context.Context) (min int, byAddr map[string]int) {
 	ctx, cancel := r.roundTrip(ctx)
 	defer cancel()
-	var info string
-	var err error
-	if c, ok := r.client.(*redis.ClusterClient); ok {
-		// Every shard's primary: one with replicas is enough to say so.
-		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			s, err := n.Info(ctx, "replication").Result()
-			info += s
+	c, ok := r.client.(*redis.ClusterClient)
+	if !ok {
+		info, err := r.client.Info(ctx, "replication").Result()
+		if err != nil {
+			return 0, nil
+		}
+		n, _ := replicasIn(info)
+		return n, nil
+	}
+	var mu sync.Mutex
+	byAddr = map[string]int{}
+	min = -1
+	err := c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		info, err := node.Info(ctx, "replication").Result()
+		if err != nil {
 			return err
-		})
-	} else {
-		info, err = r.client.Info(ctx, "replication").Result()
+		}
+		n, addrs := replicasIn(info)
+		mu.Lock()
+		defer mu.Unlock()
+		byAddr[node.Options().Addr] = n
+		for _, a := range addrs {
+			byAddr[a] = n
+		}
+		if min < 0 || n < min {
+			min = n
+		}
+		return nil
+	})
+	if err != nil || min < 0 {
+		return 0, nil
 	}
-	if err != nil {
-		return 0
-	}
+	return min, byAddr
+}
+
+// replicasIn reads a primary's INFO replication: how many replicas are
+// connected, and their addresses.
+func replicasIn(info string) (n int, addrs []string) {
 	for line := range strings.SplitSeq(info, "\n") {
-		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok && n != "0" {
-			return 1
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "connected_slaves:"); ok {
+			n, _ = strconv.Atoi(v)
+			continue
+		}
+		// slave0:ip=127.0.0.1,port=6380,state=online,offset=...,lag=0
+		name, fields, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "slave") {
+			continue
+		}
+		var ip, port string
+		for f := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "ip":
+				ip = v
+			case "port":
+				port = v
+			}
+		}
+		if ip != "" && port != "" {
+			addrs = append(addrs, net.JoinHostPort(ip, port))
 		}
 	}
-	return 0
+	return n, addrs
 }
 
 // Waits returns how many replicas acknowledge a turn's claim and last
-// write (Config.WaitReplicas as resolved when the store opened).
+// write (Config.WaitReplicas as resolved when the store opened); in a
+// Cluster whose shards have different numbers of replicas, the fewest.
 func (r *Store) Waits() int { return r.wait }
+
+// waitsFor is how many replicas acknowledge a write to the primary at
+// addr.
+func (r *Store) waitsFor(addr string) int {
+	if n, ok := r.waitAt[addr]; ok {
+		return n
+	}
+	return r.wait
+}
 
 // waited runs script like runWrite and then, on the same connection (the
 // node owning the session's slot in a Cluster), WAIT for r.wait replicas:
 // WAIT counts the replicas that have every write the connection made. It
 // returns how many acknowledged, -1 when the wait itself failed.
-func (r *Store) waited(ctx context.Context, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, maybe bool, acked int64) {
-	if r.wait == 0 {
+func (r *Store) waited(ctx context.Context, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, maybe bool, acked int64, want int) {
+	if r.wait == 0 && r.waitAt == nil {
 		cmd, maybe = r.runWrite(ctx, script, keys, args...)
-		return cmd, maybe, 0
+		return cmd, maybe, 0, 0
 	}
 	var node redis.Cmdable = r.client
+	want = r.wait
 	if c, ok := r.client.(*redis.ClusterClient); ok {
 		n, err := c.MasterForKey(ctx, keys[0])
 		if err != nil {
 			cmd = redis.NewCmd(ctx)
 			cmd.SetErr(err)
-			return cmd, false, -1
+			return cmd, false, -1, want
 		}
-		node = n
+		node, want = n, r.waitsFor(n.Options().Addr)
+	}
+	if want == 0 {
+		cmd, maybe = r.runWrite(ctx, script, keys, args...)
+		return cmd, maybe, 0, 0
 	}
 	cmd, maybe = r.runWrite(ctx, script, keys, args...)
 	if cmd.Err() != nil {
-		return cmd, maybe, -1
+		return cmd, maybe, -1, want
 	}
 	// The script ran on some connection; WAIT on another one counts the
 	// replicas that have the replication stream up to that connection's
@@ -157,14 +227,14 @@ func (r *Store) waited(ctx context.Context, script *redis.Script, keys []string,
 	var w *redis.Cmd
 	_, err := node.Pipelined(wctx, func(p redis.Pipeliner) error {
 		p.PExpire(wctx, keys[0], r.cfg.TTL)
-		w = p.Do(wctx, "WAIT", r.wait, r.waitTimeout.Milliseconds())
+		w = p.Do(wctx, "WAIT", want, r.waitTimeout.Milliseconds())
 		return nil
 	})
 	n, werr := w.Int64()
 	if err != nil || werr != nil {
-		return cmd, false, -1
+		return cmd, false, -1, want
 	}
-	return cmd, false, n
+	return cmd, false, n, want
 }
 
 // preload pings Redis and loads the scripts, so that the steady state needs
@@ -519,18 +589,31 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 			cmd   *redis.Cmd
 			maybe bool
 			acked int64
+			want  int
 		)
 		last := o.Turn != nil && *o.Turn == ""
+		if release && rl != nil {
+			rl.releasing.Add(1)
+		}
 		if last {
-			cmd, maybe, acked = r.waited(ctx, script, keys, args...)
+			cmd, maybe, acked, want = r.waited(ctx, script, keys, args...)
 		} else {
 			cmd, maybe = r.runWrite(ctx, script, keys, args...)
 		}
 		reply, err := cmd.Slice()
+		var status string
+		if err == nil {
+			status, _ = reply[0].(string)
+		}
+		if release && rl != nil {
+			if status == "ok" {
+				rl.released.Store(true)
+			}
+			rl.releasing.Add(-1)
+		}
 		if err != nil {
 			return session.Session{}, nil, r.failWrite(id, "write", err, maybe)
 		}
-		status, _ := reply[0].(string)
 		switch status {
 		case "ok":
 			if !exists {
@@ -556,8 +639,8 @@ func (r *Store) mutate(ctx context.Context, id string, fn func(*orchestration.St
 				hist = stringList(reply[1])
 			}
 			listCreated(ctx, o.Lease)
-			if last && acked < int64(r.wait) {
-				return next, hist, fmt.Errorf("redis session store: session %s: %d of %d replica(s) acknowledged the write within %v: %w", id, max(acked, 0), r.wait, r.waitTimeout, session.ErrNotReplicated)
+			if last && acked < int64(want) {
+				return next, hist, fmt.Errorf("redis session store: session %s: %d of %d replica(s) acknowledged the write within %v: %w", id, max(acked, 0), want, r.waitTimeout, session.ErrNotReplicated)
 			}
 			return next, hist, nil
 		case "fenced":
@@ -807,7 +890,7 @@ func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, fr
 		// the replicas, so that a failover keeps the session's lease and
 		// its user message; a claim the replicas are late for goes on, and
 		// the turn's last write tells.
-		cmd, maybe, _ := r.waited(ctx, script, keys, args...)
+		cmd, maybe, _, _ := r.waited(ctx, script, keys, args...)
 		reply, err := cmd.Slice()
 		if err != nil {
 			if sw != nil {
@@ -927,8 +1010,11 @@ type redisLease struct {
 	// it, so that its next write needs no read; only mutate touches it,
 	// under the session's keyLock.
 	seen *session.Session
-	// released: a write released the lease (session.WithRelease).
-	released atomic.Bool
+	// released: a write released the lease (session.WithRelease);
+	// releasing counts such writes under way, which may have released it
+	// already (the write waits for the replicas after its script ran).
+	released  atomic.Bool
+	releasing atomic.Int32
 	// created is when the claim created the session (Unix ms), until the
 	// session is added to its owner's list (listCreated); 0 otherwise.
 	created atomic.Int64
@@ -951,6 +1037,10 @@ func (l *redisLease) Extend(ctx context.Context) error {
 	n, err := scriptExtend.Run(rctx, l.r.client, l.keys[2:], l.token, l.r.lockMillis()).Int64()
 	if err != nil {
 		return l.r.fail(l.id, "extend lease", err)
+	}
+	if n == 0 && l.releasing.Load() > 0 {
+		// The write under way released it, or was fenced: it says which.
+		return nil
 	}
 	if n == 0 {
 		return fmt.Errorf("redis session store: session %s: extend lease: %w", l.id, session.ErrFenced)

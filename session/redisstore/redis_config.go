@@ -55,9 +55,11 @@ type Config struct {
 	WriteTimeout time.Duration
 
 	// WaitReplicas is how many replicas must acknowledge a turn's claim
-	// and its last write (Redis WAIT) before the store returns: 0 means 1
-	// when the primary has replicas when the store opens and none
-	// otherwise; a negative value never waits. A last write that is not
+	// and its last write (Redis WAIT) before the store returns: 0 means
+	// every replica the primary has when the store opens (in a Cluster,
+	// every replica of the shard the session's slot is in), so that a
+	// failover promoting any of them keeps the write, and none without
+	// replicas; a negative value never waits. A last write that is not
 	// acknowledged within WaitTimeout (default 1 s) is kept on the primary
 	// and returned with an error wrapping session.ErrNotReplicated: a
 	// failover before the replicas catch up may lose it.

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -151,5 +152,26 @@ func TestRedisRetriedScriptsApplyOnce(t *testing.T) {
 	}
 	if got, err := r.Get(ctx, started); err != nil || got.Version != 1 {
 		t.Fatalf("after a claim-start that expected another write: %+v %v, want version 1", got, err)
+	}
+}
+
+// TestReplicasIn: a primary's INFO replication gives the number of its
+// connected replicas and their addresses.
+func TestReplicasIn(t *testing.T) {
+	for _, tc := range []struct {
+		info  string
+		n     int
+		addrs []string
+	}{
+		{info: "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n"},
+		{info: "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1,port=6380,state=online,offset=42,lag=0\r\nslave1:ip=10.0.0.7,port=7001,state=wait_bgsave,offset=0,lag=0\r\nmaster_failover_state:no-failover\r\n",
+			n: 2, addrs: []string{"127.0.0.1:6380", "10.0.0.7:7001"}},
+		{info: "# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nslave_repl_offset:3\r\nslave_priority:100\r\nconnected_slaves:0\r\n"},
+		{info: "garbage"},
+	} {
+		n, addrs := replicasIn(tc.info)
+		if n != tc.n || !slices.Equal(addrs, tc.addrs) {
+			t.Errorf("replicasIn(%q) = %d, %v; want %d, %v", tc.info, n, addrs, tc.n, tc.addrs)
+		}
 	}
 }

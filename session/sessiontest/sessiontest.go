@@ -1779,7 +1779,8 @@ func (h *harness) list(t *testing.T) {
 }
 
 // requests: WithRequest records an idempotency key with the turn's first
-// write, and RequestOf finds it with the turn and its user message count.
+// write, and RequestOf finds it with the turn, its user message count and
+// the request's digest.
 func (h *harness) requests(t *testing.T) {
 	s, _ := h.store(t, session.Config{})
 	ctx := t.Context()
@@ -1790,15 +1791,15 @@ func (h *harness) requests(t *testing.T) {
 	}
 	inc := func(st *orchestration.State) error { st.UserMessages++; return nil }
 	stored, _, err := s.UpdateAppend(ctx, id, inc, []chat.Message{{Role: chat.RoleUser, Content: "one"}}, 0,
-		session.WithLease(lease), session.WithOwner("requests"), session.WithTurn("turn-1"), session.WithRequest("msg:1", "turn-1"))
+		session.WithLease(lease), session.WithOwner("requests"), session.WithTurn("turn-1"), session.WithRequest("msg:1", "turn-1", "sha256:d1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, ok := stored.RequestOf("msg:1"); !ok || r.Turn != "turn-1" || r.UserMessages != 1 {
+	if r, ok := stored.RequestOf("msg:1"); !ok || r.Turn != "turn-1" || r.UserMessages != 1 || r.Digest != "sha256:d1" {
 		t.Fatalf("the write returned requests %+v", stored.Requests)
 	}
 	got := must(s.Get(ctx, id))(t)
-	if r, ok := got.RequestOf("msg:1"); !ok || r.Turn != "turn-1" || r.UserMessages != 1 {
+	if r, ok := got.RequestOf("msg:1"); !ok || r.Turn != "turn-1" || r.UserMessages != 1 || r.Digest != "sha256:d1" {
 		t.Fatalf("Get returned requests %+v", got.Requests)
 	}
 	if _, ok := got.RequestOf("msg:2"); ok {
