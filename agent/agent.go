@@ -1037,7 +1037,7 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 			missing = append(missing, s.ID)
 			continue
 		}
-		plan = append(plan, llmorch.Answer{Call: s.Call, Approved: answers[i].Approved, Reason: answers[i].Reason})
+		plan = append(plan, llmorch.Answer{Call: s.Call, Approved: answers[i].Approved, Reason: answers[i].Reason, Offer: s.Offer})
 	}
 	if len(missing) > 0 {
 		return nil, &ApprovalError{Err: ErrApprovalsIncomplete, Index: -1, ID: missing[0],

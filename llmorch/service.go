@@ -203,6 +203,10 @@ type Answer struct {
 	Call     chat.ToolCall
 	Approved bool
 	Reason   string
+	// Offer is what the model call that made the call was offered
+	// (session.Approval.Offer): an approved call is judged against it.
+	// Nil: against the state it runs in.
+	Offer *orchestration.Offer
 }
 
 // DeniedResult is what the model reads for a call a person declined: it
@@ -262,8 +266,9 @@ const saveTimeout = 5 * time.Second
 // lease), and one whose cause is a *chat.Stop (a person's Stop) ends with
 // chat.KindAbort and FinishStopped, the partial answer and usage saved.
 //
-// A call of a tool the orchestration requires approval for
-// (orchestration.Engine.NeedsApproval) is not run: the turn yields it as
+// A call the orchestration holds for approval (orchestration.Engine.Judge:
+// the step of its model call or the step it would run in requires it) is
+// not run: the turn yields it as
 // chat.KindApproval, keeps it in the session (session.Approval) with the
 // step's other results, and ends after that step with FinishApproval. The
 // calls of the same answer that need no approval run as usual. A later
@@ -492,8 +497,12 @@ func (r *run) restart(ctx context.Context) (string, bool, error) {
 		// The calls of a person's answers; the loop carries them out
 		// (answer) with the results the journal has.
 		r.turn.Answers = r.turn.Answers[:0]
-		for _, c := range st.Calls {
-			r.turn.Answers = append(r.turn.Answers, Answer{Call: c, Approved: true})
+		for i, c := range st.Calls {
+			a := Answer{Call: c, Approved: true}
+			if i < len(st.Offers) {
+				a.Offer = st.Offers[i]
+			}
+			r.turn.Answers = append(r.turn.Answers, a)
 		}
 		return "", false, nil
 	}
@@ -753,10 +762,10 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			// Stopped between two calls: no new tool starts.
 			return stop(err)
 		}
-		if i < limit && !r.noTools && slices.Contains(r.client, call.Name) && slices.Contains(r.offer.Tools, call.Name) {
+		if i < limit && !r.noTools && slices.Contains(r.client, call.Name) && !cfg.Engine.Judge(r.offer, r.state, call.Name).Refused {
 			// A call of a client tool the model was offered: the client
 			// runs it; the session keeps it until its result comes.
-			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), Client: true, MessageID: r.turn.message()}
+			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), Client: true, MessageID: r.turn.message(), Offer: r.offerOf(call)}
 			held = append(held, a)
 			r.clientHeld = true
 			if !r.emit(chat.Event{Kind: chat.KindClientCall, ToolCall: &call}) {
@@ -778,7 +787,7 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			r.recordWithStep = false
 		}
 		if res.held {
-			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), MessageID: r.turn.message()}
+			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), MessageID: r.turn.message(), Offer: r.offerOf(call)}
 			held = append(held, a)
 			if !r.emit(chat.Event{Kind: chat.KindApproval, ToolCall: &call, Approval: &chat.Approval{ID: a.ID, ToolCallID: call.ID}}) {
 				return stop(errStopped)
@@ -942,9 +951,13 @@ func (r *run) answer(ctx context.Context) error {
 		}
 		// A call waits for approval only when the model call that made it
 		// was offered its tool (one that was not is refused, never held):
-		// that is the offer it is checked against, whatever the state
-		// did since.
-		r.offer = orchestration.Offer{Tools: []string{call.Name}, Step: r.state.ActiveStep, SequenceIndex: r.state.SequenceIndex}
+		// it is judged against that model call's offer, as the other
+		// calls of its answer were, whatever the state did since.
+		r.offer = orchestration.Offer{Tools: []string{call.Name}, Step: r.state.ActiveStep, SequenceIndex: r.state.SequenceIndex, StepChanges: r.state.StepChanges}
+		if a.Offer != nil {
+			r.offer = *a.Offer
+			r.offer.Tools = []string{call.Name}
+		}
 		r.callState = r.state
 		r.answering, r.recordWithStep = true, true
 		res := r.tool(ctx, call, nil)
@@ -1009,6 +1022,7 @@ func (r *run) journalAnswers(ctx context.Context) error {
 	step := &session.JournalStep{Answers: true}
 	for _, a := range r.turn.Answers {
 		step.Calls = append(step.Calls, a.Call)
+		step.Offers = append(step.Offers, a.Offer)
 		if !a.Approved {
 			step.Results = append(step.Results, DeniedResult(a.Call, a.Reason))
 		}
@@ -1201,8 +1215,9 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 	return out
 }
 
-// runTool executes one call if its model call was offered it (run.offer),
-// and records it when the tool ran, whether it succeeded or failed: the contract appends
+// runTool executes one call if its model call was offered it (run.offer,
+// judged by orchestration.Engine.Judge, which also says whether it waits
+// for approval and advances a sequence), and records it when the tool ran, whether it succeeded or failed: the contract appends
 // every executed tool, and a tool that ran and failed was executed (a web
 // search without a backend still completes its place in a sequence; the
 // model reads the error). A refused call, or one that never reached the tool
@@ -1212,8 +1227,9 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 // tools the model may use.
 func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	cfg := r.s.cfg
-	if !slices.Contains(r.offer.Tools, call.Name) {
-		reason := cfg.Engine.RefusalIn(r.offer, call.Name)
+	judged := cfg.Engine.Judge(r.offer, r.state, call.Name)
+	if judged.Refused {
+		reason := judged.Reason
 		if r.noTools {
 			// The final answer's call offered nothing; the state may offer more.
 			reason += " (this turn has used its model calls: answer with what you have)"
@@ -1224,7 +1240,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		}
 		return toolOutcome{result: refused(call, reason), refused: true}
 	}
-	if !r.answering && cfg.Engine.NeedsApproval(r.state, call.Name) {
+	if !r.answering && judged.Approval {
 		return toolOutcome{held: true, result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "approval_requested", Content: "waiting for the user's approval", NotRun: true}}
 	}
 	if err := ctx.Err(); err != nil {
@@ -1290,6 +1306,13 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		cfg.Telemetry.CountTransition(ctx, cfg.Template.AgentID, dec.PreviousStep, st.State.ActiveStep)
 	}
 	return toolOutcome{result: res, transition: dec.Transition}
+}
+
+// offerOf is the offer a held call is judged against when it is carried
+// out: its model call's step and sequence position, and its own tool (it
+// was offered, or it would not be held).
+func (r *run) offerOf(call chat.ToolCall) *orchestration.Offer {
+	return &orchestration.Offer{Tools: []string{call.Name}, Step: r.offer.Step, SequenceIndex: r.offer.SequenceIndex, StepChanges: r.offer.StepChanges}
 }
 
 // available freezes what can run now, for one model call or one tool call
