@@ -332,6 +332,7 @@ type options struct {
 	attachments  []chat.Attachment
 	results      []chat.ToolResult
 	compacted    []chat.Message
+	callTrail    bool
 	// request is the turn's idempotency key (WithRequest).
 	request string
 }

@@ -124,6 +124,15 @@ func WithAttachments(a []chat.Attachment) Option { return func(o *options) { o.a
 // already has one for is a resent copy and is ignored.
 func WithResults(results []chat.ToolResult) Option { return func(o *options) { o.results = results } }
 
+// WithCallTrail says that the client keeps only OpenAI's chat messages
+// of the conversation (a chat completion without a session), which hold
+// the calls of its own tools and none of the agent's: each call of a
+// client tool then gets an ID that carries the calls of the agent's tools
+// that ran in the turn before it (llmorch.Turn.CallTrail), so that the
+// client's next request, which sends the ID back with the call's result,
+// replays them.
+func WithCallTrail() Option { return func(o *options) { o.callTrail = true } }
+
 // WithCompacted gives messages that came before WithHistory's and that a
 // compaction left out (a Responses API compaction item): the
 // orchestration replays them, so that the turn starts where a session
@@ -167,6 +176,7 @@ func (o options) clientNames() []string {
 // extend gives a turn what the client brought for it.
 func (o options) extend(t llmorch.Turn) llmorch.Turn {
 	t.ClientTools, t.Choice, t.Format, t.Instructions = o.clientTools, o.choice, o.format, o.instructions
+	t.CallTrail = o.callTrail
 	return t
 }
 

@@ -188,6 +188,14 @@ type Turn struct {
 	// Instructions are the client's own instructions, given to the model
 	// after the template's (PromptInput.Client).
 	Instructions string
+	// CallTrail: the client keeps only OpenAI's chat messages (a chat
+	// completion without a session), which hold the calls of its own
+	// tools and none of the agent's. Each call of a client tool then gets
+	// an ID that carries the calls of the agent's tools that ran in the
+	// turn before it (orchestration.TrailID), so that the client's next
+	// request replays them; the turn shows those calls to the client once
+	// the answer that made them is carried out.
+	CallTrail bool
 }
 
 // message is the ID of the answer the turn's output belongs to.
@@ -407,6 +415,9 @@ type run struct {
 	client []string
 	// clientHeld: a call of a client tool was held this turn.
 	clientHeld bool
+	// ran lists, model call by model call, the calls of the agent's tools
+	// that ran in the turn, for the IDs of client calls (Turn.CallTrail).
+	ran [][]string
 }
 
 // errAwaitApproval ends a turn whose step holds calls for approval.
@@ -749,6 +760,11 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		// the result of the latest one when the client was not told it.
 		reached    int
 		unreported *chat.ToolResult
+		// ran: the agent's calls of this answer that ran; trailed: the
+		// held client calls (their index in held) whose IDs get the
+		// turn's trail once the answer is carried out (Turn.CallTrail).
+		ran     []string
+		trailed []int
 	)
 	// stop ends a step that was stopped or whose consumer left: the calls
 	// the client was shown are saved with their results (see saveStopped),
@@ -768,6 +784,11 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), Client: true, MessageID: r.turn.message(), Offer: r.offerOf(call)}
 			held = append(held, a)
 			r.clientHeld = true
+			if r.turn.CallTrail {
+				trailed = append(trailed, len(held)-1)
+				reached++
+				continue
+			}
 			if !r.emit(chat.Event{Kind: chat.KindClientCall, ToolCall: &call}) {
 				return stop(errStopped)
 			}
@@ -798,6 +819,9 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			return res.err
 		}
 		msgs = append(msgs, ToolMessage(res.result))
+		if !res.refused && !res.result.NotRun {
+			ran = append(ran, call.Name)
+		}
 		if res.record != nil {
 			rec = &res
 		}
@@ -814,6 +838,26 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			return stop(errStopped)
 		}
 	}
+	if len(trailed) > 0 {
+		// The answer is carried out: its client calls get their IDs,
+		// with the turn's trail, and are shown.
+		msgs[0].ToolCalls = slices.Clone(msgs[0].ToolCalls)
+		for _, k := range trailed {
+			call := &held[k].Call
+			id := orchestration.TrailID(call.ID, r.ran, ran)
+			for j := range msgs[0].ToolCalls {
+				if msgs[0].ToolCalls[j].ID == call.ID {
+					msgs[0].ToolCalls[j].ID = id
+				}
+			}
+			call.ID = id
+			shown := *call
+			if !r.emit(chat.Event{Kind: chat.KindClientCall, ToolCall: &shown}) {
+				return stop(errStopped)
+			}
+		}
+	}
+	r.ran = append(r.ran, ran)
 	// The turn's last step (an answer without tool calls, the final call,
 	// or calls held for approval, which end the turn) also clears the
 	// session's turn marker, in the same write.

@@ -253,7 +253,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			return
 		}
 		sid, stateless = session.NewID(), true
-		opts = append(opts, agent.Stateless(), agent.WithHistory(history))
+		opts = append(opts, agent.Stateless(), agent.WithHistory(history), agent.WithCallTrail())
 		if !goOn {
 			text = msgs[last].Content
 			if len(msgs[last].Attachments) > 0 {
