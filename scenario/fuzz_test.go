@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentdock-go/agentdock/template"
 )
 
 // FuzzParse feeds arbitrary bytes to the scenario parser; it must never
@@ -26,6 +28,6 @@ func FuzzParse(f *testing.F) {
 				t.Fatal("accepted an event without exactly one kind")
 			}
 		}
-		_, _ = sc.Engine()
+		_, _ = sc.Engine(template.Config{})
 	})
 }
