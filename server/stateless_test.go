@@ -277,4 +277,3 @@ func TestStatelessForeignCalls(t *testing.T) {
 		}
 	})
 }
-
