@@ -24,7 +24,13 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for _, ev := range sc.Events {
-			if (ev.User != nil) == (ev.Tool != nil) && ev.Usage == nil {
+			n := 0
+			for _, set := range []bool{ev.User != nil, ev.Tool != nil, ev.Answer != nil, ev.Usage != nil} {
+				if set {
+					n++
+				}
+			}
+			if n != 1 || ev.Answer != nil && len(ev.Answer) == 0 {
 				t.Fatal("accepted an event without exactly one kind")
 			}
 		}
