@@ -259,11 +259,12 @@ const saveTimeout = 5 * time.Second
 // Each model call is one step. Before it, the orchestration decides the
 // offered tools; after it (onStepFinish), the step's tool calls are executed
 // in order, each one only if that model call was offered it (the calls of
-// one answer are all checked against the same offer, however the earlier
-// ones moved the state), each executed tool is recorded (advancing
-// sequences and re-choosing the step, so the next model call of the same
-// turn sees the new step's tools), and the step's usage is recorded. The step's messages are appended to the history as they
-// complete. All writes are atomic store updates fenced by the turn's lease.
+// one answer are all judged against the same offer, however the earlier
+// ones moved the state: orchestration.Engine.Judge), each executed tool is
+// recorded (advancing a sequence only at the position its model call was
+// offered, and re-choosing the step, so the next model call of the same
+// turn sees the new step's tools), and the step's usage is recorded. The
+// step's messages are appended to the history as they complete. All writes are atomic store updates fenced by the turn's lease.
 //
 // The turn runs under its Budget. Reaching a budget yields a chat.KindLimit
 // event; every budget but MaxToolCalls then ends the turn with its finish
@@ -276,9 +277,9 @@ const saveTimeout = 5 * time.Second
 //
 // A call the orchestration holds for approval (orchestration.Engine.Judge:
 // the step of its model call or the step it would run in requires it) is
-// not run: the turn yields it as
-// chat.KindApproval, keeps it in the session (session.Approval) with the
-// step's other results, and ends after that step with FinishApproval. The
+// not run: the turn yields it as chat.KindApproval, keeps it in the session
+// (session.Approval, with its model call's offer) with the step's other
+// results, and ends after that step with FinishApproval. The
 // calls of the same answer that need no approval run as usual. A later
 // turn carries out the answers (Turn.Answers).
 func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.Seq[chat.Event] {
@@ -1261,8 +1262,9 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 
 // runTool executes one call if its model call was offered it (run.offer,
 // judged by orchestration.Engine.Judge, which also says whether it waits
-// for approval and advances a sequence), and records it when the tool ran, whether it succeeded or failed: the contract appends
-// every executed tool, and a tool that ran and failed was executed (a web
+// for approval and advances a sequence), and records it when the tool
+// ran, whether it succeeded or failed: the contract appends every
+// executed tool, and a tool that ran and failed was executed (a web
 // search without a backend still completes its place in a sequence; the
 // model reads the error). A refused call, or one that never reached the tool
 // (unknown tool, invalid arguments), is not recorded, so the model can
