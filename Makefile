@@ -58,7 +58,7 @@ test-sim: build
 	@if [ -d ../shared/spec/scenarios ]; then \
 		./$(BIN) simulate -q ../shared/spec/scenarios/*.json scenario/testdata/*.json && \
 		./$(BIN) validate -q ../shared/fixtures/agentdock-templates/*/template.json templates/ && \
-		./$(BIN) test -q templates/ transcript/testdata/agentdock; \
+		./$(BIN) test -q templates/ transcript/testdata/agentdock transcript/testdata/parallel; \
 	elif [ "$$CI" = true ]; then echo "../shared is required in CI" >&2; exit 1; \
 	else echo "skipping simulate/validate/test of ../shared: not beside the project"; \
 		./$(BIN) simulate -q scenario/testdata/*.json && ./$(BIN) validate -q templates/ && \

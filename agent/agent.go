@@ -394,6 +394,14 @@ type Input struct {
 	// marked as the client's, unless the template refuses them
 	// (ErrInstructions). They belong to the turn and are not stored.
 	Instructions string
+	// CallTrail says that the client keeps only OpenAI's chat messages of
+	// the conversation (a chat completion without a session), which hold
+	// the calls of its own tools and none of the agent's: each call of a
+	// client tool then gets an ID that carries the calls of the agent's
+	// tools that ran in the turn before it (llmorch.Turn.CallTrail), so
+	// that the client's next request, which sends the ID back with the
+	// call's result, replays them.
+	CallTrail bool
 
 	// Owner names the caller (an API key's fingerprint). Sessions live in
 	// their owner's keyspace (session.Key): the same ID names another
@@ -449,6 +457,9 @@ type options struct {
 	attachments  []chat.Attachment
 	results      []chat.ToolResult
 	compacted    []chat.Message
+	// callTrail: the client keeps only OpenAI's chat messages
+	// (Input.CallTrail).
+	callTrail bool
 	// request is the turn's idempotency key (Input.Key), and digest
 	// what the request asks (requestDigest).
 	request, digest string
@@ -459,7 +470,7 @@ func (in Input) options() options {
 		owner: in.Owner, turnID: in.TurnID, position: in.Position, history: in.History, stateless: in.Stateless,
 		regenerate: in.Regenerate || in.Edit, edit: in.Edit, clientTools: in.ClientTools, choice: in.ToolChoice,
 		format: in.Format, instructions: in.Instructions, attachments: in.Attachments, results: in.Results,
-		compacted: in.Compacted, request: in.Key,
+		compacted: in.Compacted, request: in.Key, callTrail: in.CallTrail,
 	}
 	if o.turnID == "" {
 		o.turnID = session.NewID()
@@ -1114,7 +1125,7 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 			missing = append(missing, s.ID)
 			continue
 		}
-		plan = append(plan, llmorch.Answer{Call: s.Call, Approved: answers[i].Approved, Reason: answers[i].Reason})
+		plan = append(plan, llmorch.Answer{Call: s.Call, Approved: answers[i].Approved, Reason: answers[i].Reason, Offer: s.Offer})
 	}
 	if len(missing) > 0 {
 		return nil, &ApprovalError{Err: ErrApprovalsIncomplete, Index: -1, ID: missing[0],

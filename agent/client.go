@@ -107,6 +107,7 @@ func (o options) clientNames() []string {
 // extend gives a turn what the client brought for it.
 func (o options) extend(t llmorch.Turn) llmorch.Turn {
 	t.ClientTools, t.Choice, t.Format, t.Instructions = o.clientTools, o.choice, o.format, o.instructions
+	t.CallTrail = o.callTrail
 	return t
 }
 
@@ -188,7 +189,7 @@ const NoResult = chat.NotRunPrefix + "the client sent no result for this call."
 // answered; otherwise the ones left out get NoResult. Each result is cut
 // to limit bytes (tools.LimitResult), as a built-in tool's would be: the
 // client's output is stored and sent with every later model request too.
-func clientResults(pending []session.Approval, answered []session.Approval, results []chat.ToolResult, all bool, limit int) (msgs []chat.Message, records []string, decided map[string]bool, err error) {
+func clientResults(pending []session.Approval, answered []session.Approval, results []chat.ToolResult, all bool, limit int) (msgs []chat.Message, records []session.Approval, decided map[string]bool, err error) {
 	byID := map[string]int{}
 	for i, r := range results {
 		if _, dup := byID[r.CallID]; dup {
@@ -226,7 +227,7 @@ func clientResults(pending []session.Approval, answered []session.Approval, resu
 		}
 		msgs = append(msgs, llmorch.ToolMessage(r))
 		if !r.NotRun {
-			records = append(records, p.Call.Name)
+			records = append(records, p)
 		}
 		decided[p.Call.ID] = true
 	}
@@ -235,13 +236,22 @@ func clientResults(pending []session.Approval, answered []session.Approval, resu
 }
 
 // recordResults records calls of client tools whose results came: each
-// as a tool that ran, checked against an offer of its own tool (it was
-// offered when the model made it, or it would not have been held).
-func recordResults(e *orchestration.Engine, s orchestration.State, names []string) (orchestration.State, orchestration.Decision) {
+// as a tool that ran, judged against the offer of the model call that
+// made it (the approval keeps its step and sequence position; the call's
+// tool was offered, or it would not have been held), as the other calls of
+// its answer were. An approval saved without its offer is judged against
+// the state.
+func recordResults(e *orchestration.Engine, s orchestration.State, calls []session.Approval) (orchestration.State, orchestration.Decision) {
 	var last orchestration.Decision
 	prev := s.ActiveStep
-	for _, name := range names {
-		s, last = e.Apply(s, orchestration.ToolUsedIn(name, orchestration.Offer{Tools: []string{name}, Step: s.ActiveStep, SequenceIndex: s.SequenceIndex}))
+	for _, a := range calls {
+		name := a.Call.Name
+		offer := orchestration.Offer{Tools: []string{name}, Step: s.ActiveStep, SequenceIndex: s.SequenceIndex, StepChanges: s.StepChanges}
+		if a.Offer != nil {
+			offer = *a.Offer
+			offer.Tools = []string{name}
+		}
+		s, last = e.Apply(s, orchestration.ToolUsedIn(name, offer))
 	}
 	last.PreviousStep, last.Transition = prev, s.ActiveStep != prev
 	return s, last

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
@@ -36,15 +38,19 @@ func (e *HistoryError) Unwrap() error { return ErrInvalidMessage }
 // CheckHistory reports the first message of msgs that cannot stand in a
 // conversation before a turn's message (a *HistoryError), or nil. Roles are
 // user, assistant and tool; a user message is checked like a turn's
-// message; an assistant message has text or tool calls; its tool calls name
-// the agent's tools (Engine().Tools()), each with an ID used once, and are
-// followed by one tool message per call, answering it by its ID, before the
-// next message of another role. A model provider refuses a conversation that
-// breaks one of these, and the orchestration could not replay it. client
-// names the client tools of the request the conversation came with: their
-// calls may be in it too.
+// message; an assistant message has text or tool calls; its tool calls
+// have a name and an ID used once, and are followed by one tool message per
+// call, answering it by its ID, before the next message of another role. A
+// model provider refuses a conversation that breaks one of these.
+//
+// A call may name any tool: the agent's, one of client (the client tools
+// of the request the conversation came with), or one that neither has (an
+// earlier agent's in a handoff, a client tool an earlier request brought,
+// a name the model made up and was refused). The replay counts the last
+// kind as not run, like a refused call (orchestration.Engine.Replay), and
+// the model reads them as the history they are: one such call must not
+// make a conversation unusable.
 func (n *Agent) CheckHistory(msgs []chat.Message, client []string) error {
-	tools := append(slices.Clone(n.Engine().Tools()), client...)
 	pending := map[string]bool{} // calls of the latest assistant message not answered yet
 	seen := map[string]bool{}
 	unanswered := func(at int) error {
@@ -85,8 +91,10 @@ func (n *Agent) CheckHistory(msgs []chat.Message, client []string) error {
 					return &HistoryError{Index: i, Reason: "a tool call has no ID"}
 				case seen[c.ID]:
 					return &HistoryError{Index: i, Reason: fmt.Sprintf("tool call ID %q is used twice", clipID(c.ID))}
-				case !slices.Contains(tools, c.Name):
-					return &HistoryError{Index: i, Reason: fmt.Sprintf("the agent has no tool %q, and the request brings none of that name (only calls of the agent's tools and of the request's tools can be in the conversation)", clipID(c.Name))}
+				case strings.TrimSpace(c.Name) == "":
+					return &HistoryError{Index: i, Reason: fmt.Sprintf("tool call %q has no tool name", clipID(c.ID))}
+				case len(c.Name) > maxToolName || !utf8.ValidString(c.Name):
+					return &HistoryError{Index: i, Reason: fmt.Sprintf("tool call %q names a tool longer than %d bytes or not UTF-8", clipID(c.ID), maxToolName)}
 				}
 				seen[c.ID] = true
 				pending[c.ID] = true
@@ -102,6 +110,10 @@ func (n *Agent) CheckHistory(msgs []chat.Message, client []string) error {
 	}
 	return unanswered(len(msgs))
 }
+
+// maxToolName bounds the name of a tool a conversation's call names: the
+// name goes back to the model, and no provider takes longer ones.
+const maxToolName = 256
 
 // reason is err's message without the ErrInvalidMessage prefix.
 func reason(err error) string {

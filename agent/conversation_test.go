@@ -306,7 +306,9 @@ func TestCheckHistory(t *testing.T) {
 	}{
 		{"empty", nil, -1, ""},
 		{"a whole conversation", []chat.Message{user, call("c1", "critique"), result("c1"), {Role: chat.RoleAssistant, Content: "done"}, user}, -1, ""},
-		{"a tool the agent lacks", []chat.Message{user, call("c1", "get_weather"), result("c1")}, 1, `no tool "get_weather"`},
+		{"a tool the agent lacks (an earlier agent's, a made-up name): history like any", []chat.Message{user, call("c1", "get_weather"), result("c1")}, -1, ""},
+		{"a call without a tool name", []chat.Message{user, call("c1", ""), result("c1")}, 1, "has no tool name"},
+		{"a tool name no provider takes", []chat.Message{user, call("c1", strings.Repeat("x", 300)), result("c1")}, 1, "longer than 256 bytes"},
 		{"a call without its result", []chat.Message{user, call("c1", "critique"), user}, 1, "has no tool message"},
 		{"a call without its result at the end", []chat.Message{user, call("c1", "critique")}, 1, "has no tool message"},
 		{"a result without its call", []chat.Message{user, result("c9")}, 1, "does not follow"},
@@ -331,7 +333,7 @@ func TestCheckHistory(t *testing.T) {
 	}
 	// Run refuses such a history before anything is stored.
 	id := session.NewID()
-	_, err := agent.Started(n.Run(context.Background(), id, agent.Input{Text: "hi", History: []chat.Message{user, call("c1", "get_weather"), result("c1")}}))
+	_, err := agent.Started(n.Run(context.Background(), id, agent.Input{Text: "hi", History: []chat.Message{user, call("c1", "critique")}}))
 	if !errors.Is(err, agent.ErrInvalidMessage) {
 		t.Fatalf("Run with a bad history: %v", err)
 	}

@@ -20,16 +20,17 @@ import (
 )
 
 // parityTemplate has what makes calls end differently: a sequence that
-// refuses calls out of order, a step that a tool moves to, a tool that
-// waits for approval, and budgets that refuse calls over them and end
-// turns that keep calling tools.
+// refuses calls out of order, a step that a tool moves to, tools that
+// wait for approval everywhere or in one step (which a call of the same
+// answer may leave or enter), and budgets that refuse calls over them and
+// end turns that keep calling tools.
 const parityTemplate = `{"agentId": "parity", "name": "Parity", "nodes": ["llm.openai", "a", "b", "c", "d"],
   "options": {"requireApproval": ["d"], "maxToolCalls": 3, "maxSteps": 3},
   "orchestration": {"steps": [
     {"name": "AfterC", "conditions": [{"type": "tool_used", "value": "c"}, {"type": "not_recently_used", "value": "a", "window": 2}],
-     "availableTools": {"allowed": ["a", "b", "d"]}},
+     "availableTools": {"allowed": ["a", "b", "d"]}, "requireApproval": ["b"]},
     {"name": "Seq", "conditions": [{"type": "message_contains", "value": "seq"}],
-     "sequence": ["a", "b", ["c", "d"]], "availableTools": {"allowed": ["a", "b", "c", "d"]}},
+     "sequence": ["a", "b", ["c", "d"]], "availableTools": {"allowed": ["a", "b", "c", "d"]}, "requireApproval": ["a"]},
     {"name": "Chat", "isDefault": true}
   ]}}`
 

@@ -343,7 +343,7 @@ func TestMCPToolsThroughServe(t *testing.T) {
 	}
 	var warned bool
 	for _, f := range frames {
-		warned = warned || strings.Contains(f.Data, "none of the tools at sequence position 0 (local__echo) can run now")
+		warned = warned || strings.Contains(f.Data, "none of the tools at sequence position 1 (local__echo) can run now")
 	}
 	if !warned {
 		t.Errorf("no warning about the sequence position: %s", dataOf(frames))

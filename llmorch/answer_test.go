@@ -2,6 +2,7 @@ package llmorch_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -127,5 +128,128 @@ func TestUnpassableSequencePosition(t *testing.T) {
 	}
 	if note := model.reqs[1].Note; !strings.Contains(note, "cannot pass position 2 (pubmed_search)") || !strings.Contains(note, "do not try to follow the rest of the sequence") {
 		t.Fatalf("the call's note does not say the sequence stops:\n%s", note)
+	}
+}
+
+// TestParallelApprovalLiveTurn: in a live turn, a call waits for approval
+// when the step of its model call requires it, though an earlier call of
+// the same answer left that step, and when the step it would run in
+// requires it, though its model call's step did not.
+func TestParallelApprovalLiveTurn(t *testing.T) {
+	const tmpl = `{
+  "agentId": "t", "name": "T", "nodes": ["llm.openai", "think", "debate"],
+  "orchestration": {"steps": [
+    {"name": "Strict", "conditions": [{"type": "tool_used", "value": "think"}, {"type": "message_contains", "value": "calm"}], "requireApproval": ["debate"]},
+    {"name": "Thought", "conditions": [{"type": "tool_used", "value": "think"}]},
+    {"name": "Debating", "conditions": [{"type": "message_contains", "value": "debate"}], "requireApproval": ["debate"]},
+    {"name": "Calm", "conditions": [{"type": "message_contains", "value": "calm"}]}
+  ]}
+}`
+	for _, tt := range []struct{ name, message, after string }{
+		{"think leaves the step that requires approval", "debate it", "Thought"},
+		{"think enters a step that requires approval", "stay calm", "Strict"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			model := &scripted{replies: [][]string{{"think", "debate"}}}
+			f, _ := newService(t, tmpl, llmorch.ServiceConfig{Model: model})
+			var held, ran []string
+			finish := ""
+			for _, ev := range collect(f.svc.StreamWithOrchestration(context.Background(), f.start(t, tt.message))) {
+				switch ev.Kind {
+				case chat.KindApproval:
+					held = append(held, ev.ToolCall.Name)
+				case chat.KindToolResult:
+					if !ev.ToolResult.NotRun {
+						ran = append(ran, ev.ToolResult.Name)
+					}
+				case chat.KindDone:
+					finish = ev.FinishReason
+				}
+			}
+			if !slices.Equal(held, []string{"debate"}) || !slices.Equal(ran, []string{"think"}) || finish != chat.FinishApproval {
+				t.Fatalf("held %v, ran %v, finish %q; want debate held, think run, approval", held, ran, finish)
+			}
+			sess, _ := f.store.Get(context.Background(), f.id)
+			if sess.State.ActiveStep != tt.after || len(sess.PendingApprovals()) != 1 {
+				t.Fatalf("step %q, pending %+v", sess.State.ActiveStep, sess.PendingApprovals())
+			}
+			// The held call keeps the offer of its model call, which the
+			// turn that carries it out judges it against.
+			if o := sess.PendingApprovals()[0].Offer; o == nil || !slices.Equal(o.Tools, []string{"debate"}) {
+				t.Fatalf("the approval keeps offer %+v", o)
+			}
+		})
+	}
+}
+
+// TestCallTrail: with Turn.CallTrail, a call of a client tool gets an ID
+// that carries the agent's calls that ran in the turn before it, model
+// call by model call and in its own answer, and is shown once its answer
+// is carried out; the client's messages alone, with that ID, replay to
+// the state the session reaches once the client's result is recorded.
+func TestCallTrail(t *testing.T) {
+	const tmpl = `{
+  "agentId": "t", "name": "T", "nodes": ["llm.openai", "think", "reflect"],
+  "options": {"clientTools": ["client_*"]},
+  "orchestration": {"steps": [
+    {"name": "Edit", "conditions": [{"type": "message_contains", "value": "edit"}], "sequence": ["think", "client_edit", "reflect"]},
+    {"name": "Chat", "isDefault": true}
+  ]}
+}`
+	client := []chat.ToolSpec{{Name: "client_edit"}}
+	tests := []struct {
+		name, message string
+		replies       [][]string
+		before        [][]string
+		own           []string
+		seq           int
+	}{
+		{"a sequence of the agent's tool, then the client's", "edit it", [][]string{{"think"}, {"client_edit"}}, [][]string{{"think"}}, nil, 2},
+		{"the agent's call after the client's in one answer", "hello", [][]string{{"client_edit", "think", "!reflect"}}, nil, []string{"think"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			model := &scripted{replies: tt.replies}
+			f, _ := newService(t, tmpl, llmorch.ServiceConfig{Model: model})
+			turn := f.start(t, tt.message)
+			turn.ClientTools, turn.CallTrail = client, true
+			var shown *chat.ToolCall
+			var order []string
+			for _, ev := range collect(f.svc.StreamWithOrchestration(context.Background(), turn)) {
+				switch ev.Kind {
+				case chat.KindClientCall:
+					shown = ev.ToolCall
+					order = append(order, "client:"+ev.ToolCall.Name)
+				case chat.KindToolResult:
+					order = append(order, "result:"+ev.ToolResult.Name)
+				}
+			}
+			modelID := fmt.Sprintf("c%d0", len(tt.replies)-1)
+			if shown == nil || shown.ID != orchestration.TrailID(modelID, tt.before, tt.own) {
+				t.Fatalf("client call %+v, want the ID %q with its trail", shown, orchestration.TrailID(modelID, tt.before, tt.own))
+			}
+			if order[len(order)-1] != "client:client_edit" {
+				t.Fatalf("events %v: the client call comes once its answer is carried out", order)
+			}
+			sess, _ := f.store.Get(context.Background(), f.id)
+			if p := sess.PendingApprovals(); len(p) != 1 || p[0].Call.ID != shown.ID {
+				t.Fatalf("the session keeps %+v, the client was shown %q", p, shown.ID)
+			}
+			history, _ := f.store.Messages(context.Background(), f.id, 0)
+			if !slices.ContainsFunc(history, func(m chat.Message) bool {
+				return m.Role == chat.RoleAssistant && slices.ContainsFunc(m.ToolCalls, func(c chat.ToolCall) bool { return c.ID == shown.ID })
+			}) {
+				t.Fatalf("the history does not hold the call under its ID: %+v", history)
+			}
+			// What an OpenAI client keeps: its message, the call, its result.
+			kept := []chat.Message{{Role: chat.RoleUser, Content: tt.message},
+				{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{*shown}},
+				{Role: chat.RoleTool, ToolCallID: shown.ID, Content: "edited"}}
+			replayed := f.eng.Replay(orchestration.State{}, kept, []string{"client_edit"})
+			want := slices.Concat(slices.Concat(tt.before...), tt.own, []string{"client_edit"})
+			if replayed.SequenceIndex != tt.seq || !replayed.RecentlyUsedTools.Equal(want...) {
+				t.Fatalf("the client's conversation replays to %s at %d with %v, want position %d with %v", replayed.ActiveStep, replayed.SequenceIndex, replayed.RecentlyUsedTools, tt.seq, want)
+			}
+		})
 	}
 }

@@ -188,6 +188,14 @@ type Turn struct {
 	// Instructions are the client's own instructions, given to the model
 	// after the template's (PromptInput.Client).
 	Instructions string
+	// CallTrail: the client keeps only OpenAI's chat messages (a chat
+	// completion without a session), which hold the calls of its own
+	// tools and none of the agent's. Each call of a client tool then gets
+	// an ID that carries the calls of the agent's tools that ran in the
+	// turn before it (orchestration.TrailID), so that the client's next
+	// request replays them; the turn shows those calls to the client once
+	// the answer that made them is carried out.
+	CallTrail bool
 }
 
 // message is the ID of the answer the turn's output belongs to.
@@ -203,6 +211,10 @@ type Answer struct {
 	Call     chat.ToolCall
 	Approved bool
 	Reason   string
+	// Offer is what the model call that made the call was offered
+	// (session.Approval.Offer): an approved call is judged against it.
+	// Nil: against the state it runs in.
+	Offer *orchestration.Offer
 }
 
 // DeniedResult is what the model reads for a call a person declined: it
@@ -247,11 +259,12 @@ const saveTimeout = 5 * time.Second
 // Each model call is one step. Before it, the orchestration decides the
 // offered tools; after it (onStepFinish), the step's tool calls are executed
 // in order, each one only if that model call was offered it (the calls of
-// one answer are all checked against the same offer, however the earlier
-// ones moved the state), each executed tool is recorded (advancing
-// sequences and re-choosing the step, so the next model call of the same
-// turn sees the new step's tools), and the step's usage is recorded. The step's messages are appended to the history as they
-// complete. All writes are atomic store updates fenced by the turn's lease.
+// one answer are all judged against the same offer, however the earlier
+// ones moved the state: orchestration.Engine.Judge), each executed tool is
+// recorded (advancing a sequence only at the position its model call was
+// offered, and re-choosing the step, so the next model call of the same
+// turn sees the new step's tools), and the step's usage is recorded. The
+// step's messages are appended to the history as they complete. All writes are atomic store updates fenced by the turn's lease.
 //
 // The turn runs under its Budget. Reaching a budget yields a chat.KindLimit
 // event; every budget but MaxToolCalls then ends the turn with its finish
@@ -262,10 +275,11 @@ const saveTimeout = 5 * time.Second
 // lease), and one whose cause is a *chat.Stop (a person's Stop) ends with
 // chat.KindAbort and FinishStopped, the partial answer and usage saved.
 //
-// A call of a tool the orchestration requires approval for
-// (orchestration.Engine.NeedsApproval) is not run: the turn yields it as
-// chat.KindApproval, keeps it in the session (session.Approval) with the
-// step's other results, and ends after that step with FinishApproval. The
+// A call the orchestration holds for approval (orchestration.Engine.Judge:
+// the step of its model call or the step it would run in requires it) is
+// not run: the turn yields it as chat.KindApproval, keeps it in the session
+// (session.Approval, with its model call's offer) with the step's other
+// results, and ends after that step with FinishApproval. The
 // calls of the same answer that need no approval run as usual. A later
 // turn carries out the answers (Turn.Answers).
 func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.Seq[chat.Event] {
@@ -402,6 +416,9 @@ type run struct {
 	client []string
 	// clientHeld: a call of a client tool was held this turn.
 	clientHeld bool
+	// ran lists, model call by model call, the calls of the agent's tools
+	// that ran in the turn, for the IDs of client calls (Turn.CallTrail).
+	ran [][]string
 }
 
 // errAwaitApproval ends a turn whose step holds calls for approval.
@@ -495,8 +512,12 @@ func (r *run) restart(ctx context.Context) (string, bool, error) {
 		// The calls of a person's answers; the loop carries them out
 		// (answer) with the results the journal has.
 		r.turn.Answers = r.turn.Answers[:0]
-		for _, c := range st.Calls {
-			r.turn.Answers = append(r.turn.Answers, Answer{Call: c, Approved: true})
+		for i, c := range st.Calls {
+			a := Answer{Call: c, Approved: true}
+			if i < len(st.Offers) {
+				a.Offer = st.Offers[i]
+			}
+			r.turn.Answers = append(r.turn.Answers, a)
 		}
 		return "", false, nil
 	}
@@ -743,6 +764,11 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		// the result of the latest one when the client was not told it.
 		reached    int
 		unreported *chat.ToolResult
+		// ran: the agent's calls of this answer that ran; trailed: the
+		// held client calls (their index in held) whose IDs get the
+		// turn's trail once the answer is carried out (Turn.CallTrail).
+		ran     []string
+		trailed []int
 	)
 	// stop ends a step that was stopped or whose consumer left: the calls
 	// the client was shown are saved with their results (see saveStopped),
@@ -756,12 +782,17 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			// Stopped between two calls: no new tool starts.
 			return stop(err)
 		}
-		if i < limit && !r.noTools && slices.Contains(r.client, call.Name) && slices.Contains(r.offer.Tools, call.Name) {
+		if i < limit && !r.noTools && slices.Contains(r.client, call.Name) && !cfg.Engine.Judge(r.offer, r.state, call.Name).Refused {
 			// A call of a client tool the model was offered: the client
 			// runs it; the session keeps it until its result comes.
-			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), Client: true, MessageID: r.turn.message()}
+			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), Client: true, MessageID: r.turn.message(), Offer: r.offerOf(call)}
 			held = append(held, a)
 			r.clientHeld = true
+			if r.turn.CallTrail {
+				trailed = append(trailed, len(held)-1)
+				reached++
+				continue
+			}
 			if !r.emit(chat.Event{Kind: chat.KindClientCall, ToolCall: &call}) {
 				return stop(errStopped)
 			}
@@ -781,7 +812,7 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			r.recordWithStep = false
 		}
 		if res.held {
-			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), MessageID: r.turn.message()}
+			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), MessageID: r.turn.message(), Offer: r.offerOf(call)}
 			held = append(held, a)
 			if !r.emit(chat.Event{Kind: chat.KindApproval, ToolCall: &call, Approval: &chat.Approval{ID: a.ID, ToolCallID: call.ID}}) {
 				return stop(errStopped)
@@ -792,6 +823,9 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			return res.err
 		}
 		msgs = append(msgs, ToolMessage(res.result))
+		if !res.refused && !res.result.NotRun {
+			ran = append(ran, call.Name)
+		}
 		if res.record != nil {
 			rec = &res
 		}
@@ -808,6 +842,26 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			return stop(errStopped)
 		}
 	}
+	if len(trailed) > 0 {
+		// The answer is carried out: its client calls get their IDs,
+		// with the turn's trail, and are shown.
+		msgs[0].ToolCalls = slices.Clone(msgs[0].ToolCalls)
+		for _, k := range trailed {
+			call := &held[k].Call
+			id := orchestration.TrailID(call.ID, r.ran, ran)
+			for j := range msgs[0].ToolCalls {
+				if msgs[0].ToolCalls[j].ID == call.ID {
+					msgs[0].ToolCalls[j].ID = id
+				}
+			}
+			call.ID = id
+			shown := *call
+			if !r.emit(chat.Event{Kind: chat.KindClientCall, ToolCall: &shown}) {
+				return stop(errStopped)
+			}
+		}
+	}
+	r.ran = append(r.ran, ran)
 	// The turn's last step (an answer without tool calls, the final call,
 	// or calls held for approval, which end the turn) also clears the
 	// session's turn marker, in the same write.
@@ -945,9 +999,13 @@ func (r *run) answer(ctx context.Context) error {
 		}
 		// A call waits for approval only when the model call that made it
 		// was offered its tool (one that was not is refused, never held):
-		// that is the offer it is checked against, whatever the state
-		// did since.
-		r.offer = orchestration.Offer{Tools: []string{call.Name}, Step: r.state.ActiveStep, SequenceIndex: r.state.SequenceIndex}
+		// it is judged against that model call's offer, as the other
+		// calls of its answer were, whatever the state did since.
+		r.offer = orchestration.Offer{Tools: []string{call.Name}, Step: r.state.ActiveStep, SequenceIndex: r.state.SequenceIndex, StepChanges: r.state.StepChanges}
+		if a.Offer != nil {
+			r.offer = *a.Offer
+			r.offer.Tools = []string{call.Name}
+		}
 		r.callState = r.state
 		r.answering, r.recordWithStep = true, true
 		res := r.tool(ctx, call, nil)
@@ -1012,6 +1070,7 @@ func (r *run) journalAnswers(ctx context.Context) error {
 	step := &session.JournalStep{Answers: true}
 	for _, a := range r.turn.Answers {
 		step.Calls = append(step.Calls, a.Call)
+		step.Offers = append(step.Offers, a.Offer)
 		if !a.Approved {
 			step.Results = append(step.Results, DeniedResult(a.Call, a.Reason))
 		}
@@ -1221,9 +1280,11 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 	return out
 }
 
-// runTool executes one call if its model call was offered it (run.offer),
-// and records it when the tool ran, whether it succeeded or failed: the contract appends
-// every executed tool, and a tool that ran and failed was executed (a web
+// runTool executes one call if its model call was offered it (run.offer,
+// judged by orchestration.Engine.Judge, which also says whether it waits
+// for approval and advances a sequence), and records it when the tool
+// ran, whether it succeeded or failed: the contract appends every
+// executed tool, and a tool that ran and failed was executed (a web
 // search without a backend still completes its place in a sequence; the
 // model reads the error). A refused call, or one that never reached the tool
 // (unknown tool, invalid arguments), is not recorded, so the model can
@@ -1232,8 +1293,9 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 // tools the model may use.
 func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	cfg := r.s.cfg
-	if !slices.Contains(r.offer.Tools, call.Name) {
-		reason := cfg.Engine.RefusalIn(r.offer, call.Name)
+	judged := cfg.Engine.Judge(r.offer, r.state, call.Name)
+	if judged.Refused {
+		reason := judged.Reason
 		if r.noTools {
 			// The final answer's call offered nothing; the state may offer more.
 			reason += " (this turn has used its model calls: answer with what you have)"
@@ -1244,7 +1306,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		}
 		return toolOutcome{result: refused(call, reason), refused: true}
 	}
-	if !r.answering && cfg.Engine.NeedsApproval(r.state, call.Name) {
+	if !r.answering && judged.Approval {
 		return toolOutcome{held: true, result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "approval_requested", Content: "waiting for the user's approval", NotRun: true}}
 	}
 	if err := ctx.Err(); err != nil {
@@ -1320,6 +1382,13 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		cfg.Telemetry.CountTransition(ctx, cfg.Template.AgentID, dec.PreviousStep, st.State.ActiveStep)
 	}
 	return toolOutcome{result: res, transition: dec.Transition}
+}
+
+// offerOf is the offer a held call is judged against when it is carried
+// out: its model call's step and sequence position, and its own tool (it
+// was offered, or it would not be held).
+func (r *run) offerOf(call chat.ToolCall) *orchestration.Offer {
+	return &orchestration.Offer{Tools: []string{call.Name}, Step: r.offer.Step, SequenceIndex: r.offer.SequenceIndex, StepChanges: r.offer.StepChanges}
 }
 
 // available freezes what can run now, for one model call or one tool call

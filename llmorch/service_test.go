@@ -428,7 +428,7 @@ func TestUnavailableToolsNeverOffered(t *testing.T) {
 	for _, ev := range evs {
 		switch ev.Kind {
 		case chat.KindWarning:
-			warned = warned || strings.Contains(ev.Text, `sequence position 0 (critique) can run now`)
+			warned = warned || strings.Contains(ev.Text, `sequence position 1 (critique) can run now`)
 		case chat.KindToolResult:
 			results = append(results, *ev.ToolResult)
 		case chat.KindOrchestration:

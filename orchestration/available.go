@@ -51,7 +51,7 @@ func (e *Engine) OfferWith(s State, available Available, client []string) Offer 
 	if st == nil {
 		return Offer{Tools: append(runnable(e.tools, available), clientOK...)}
 	}
-	o := Offer{Step: st.name, SequenceIndex: k}
+	o := Offer{Step: st.name, SequenceIndex: k, StepChanges: s.StepChanges}
 	stepTools := append(runnable(st.tools, available), clientOK...)
 	if !inSeq {
 		o.Tools = stepTools
@@ -77,9 +77,9 @@ func (e *Engine) OfferWith(s State, available Available, client []string) Offer 
 		return o
 	}
 	o.Tools = stepTools
-	o.Warning = fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) can run now; offering the step's tools instead", s.ActiveStep, k, Group(st.sequence[k]))
+	o.Warning = fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) can run now; offering the step's tools instead", s.ActiveStep, k+1, Group(st.sequence[k]))
 	if len(st.client[k]) > 0 {
-		o.Warning = fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) can run now (the client tools among them come only with a request that brings them); offering the step's tools instead", s.ActiveStep, k, Group(st.sequence[k]))
+		o.Warning = fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) can run now (the client tools among them come only with a request that brings them); offering the step's tools instead", s.ActiveStep, k+1, Group(st.sequence[k]))
 	}
 	return o
 }
@@ -97,7 +97,7 @@ func (e *Engine) offerNow(s State, available Available) Offer {
 	if len(out.Tools) == 0 && st != nil && s.SequenceIndex >= 0 && s.SequenceIndex < len(st.sequence) {
 		group := Group(st.sequence[s.SequenceIndex])
 		out.Tools = filterAvailable(st.tools, available)
-		out.Warning = fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) can run now; offering the step's tools instead", s.ActiveStep, s.SequenceIndex, group)
+		out.Warning = fmt.Sprintf("step %q: none of the tools at sequence position %d (%s) can run now; offering the step's tools instead", s.ActiveStep, s.SequenceIndex+1, group)
 	}
 	return out
 }

@@ -34,8 +34,8 @@ func TestOfferNow(t *testing.T) {
 	}{
 		{"all up, no filter", none, nil, []string{"think", "gh__search", "gh__read", "reflect"}, ""},
 		{"server down, default step", none, down, []string{"think", "reflect"}, ""},
-		{"sequence tool up", research, onlyRead, []string{"think", "gh__read"}, `step "Research": none of the tools at sequence position 0 (gh__search) can run now`},
-		{"server down in a sequence", research, down, []string{"think"}, `step "Research": none of the tools at sequence position 0 (gh__search) can run now`},
+		{"sequence tool up", research, onlyRead, []string{"think", "gh__read"}, `step "Research": none of the tools at sequence position 1 (gh__search) can run now`},
+		{"server down in a sequence", research, down, []string{"think"}, `step "Research": none of the tools at sequence position 1 (gh__search) can run now`},
 		{"all up in a sequence", research, func(string) bool { return true }, []string{"gh__search"}, ""},
 	}
 	for _, tt := range tests {

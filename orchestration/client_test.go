@@ -41,7 +41,7 @@ func TestOfferWithClientTools(t *testing.T) {
 	at := func(msg string, used ...string) State {
 		s, _ := e.Apply(State{}, UserMessage(msg))
 		for _, u := range used {
-			s, _ = e.Apply(s, ToolUsedIn(u, Offer{Tools: []string{u}, Step: s.ActiveStep, SequenceIndex: s.SequenceIndex}))
+			s, _ = e.Apply(s, ToolUsedIn(u, Offer{Tools: []string{u}, Step: s.ActiveStep, SequenceIndex: s.SequenceIndex, StepChanges: s.StepChanges}))
 		}
 		return s
 	}
@@ -58,8 +58,8 @@ func TestOfferWithClientTools(t *testing.T) {
 		{"sequence position 1", at("build it"), all, []string{"client_a"}, ""},
 		{"sequence position 2", at("build it", "client_a"), all, []string{"client_b"}, ""},
 		{"sequence done: the step's tools", at("build it", "client_a", "client_b"), all, []string{"think", "search", "client_a", "client_b", "shell", "get_weather"}, ""},
-		{"the client did not bring the position's tool", at("build it"), []string{"client_b", "shell"}, []string{"think", "search", "client_b", "shell"}, `step "Build": none of the tools at sequence position 0 (client_a) can run now (the client tools`},
-		{"a request without client tools waits too", at("build it"), nil, []string{"think", "search"}, `step "Build": none of the tools at sequence position 0`},
+		{"the client did not bring the position's tool", at("build it"), []string{"client_b", "shell"}, []string{"think", "search", "client_b", "shell"}, `step "Build": none of the tools at sequence position 1 (client_a) can run now (the client tools`},
+		{"a request without client tools waits too", at("build it"), nil, []string{"think", "search"}, `step "Build": none of the tools at sequence position 1`},
 		{"allowed and denied patterns match client tools", at("be careful"), all, []string{"think", "shell"}, ""},
 		{"a client tool named like an agent tool is not offered as one", at("hello"), []string{"search", "shell"}, []string{"think", "search", "shell"}, ""},
 	}

@@ -12,8 +12,9 @@
 //	(engine, state)               -> the tools to offer  Engine.Offer
 //	(engine, state, conversation) -> state               Engine.Replay
 //
-// An Input is a user message, a tool the model used (checked against what
-// the model call that made it was offered: ToolUsedIn), the token usage of
+// An Input is a user message, a tool the model used (judged against what
+// the model call that made it was offered: ToolUsedIn and Judge, the one
+// decision about a call, which every path that makes one asks), the token usage of
 // a model call, or the answer to the latest message dropped and given again
 // (Regenerate, which restores the state's TurnStart); the Decision says
 // whether a tool call is refused (with the text the model receives, naming

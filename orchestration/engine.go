@@ -28,6 +28,12 @@ type State struct {
 	UserMessages int `json:"userMessages"`
 	// TurnToolUses counts the tools executed since the latest user message.
 	TurnToolUses int `json:"turnToolUses"`
+	// StepChanges counts the changes of the active step. An offer keeps
+	// the count of the state it was made in, so that a call tells whether
+	// its model call's step was left since, even for the same step again
+	// (Judge: a step entered in the middle of an answer starts its
+	// sequence with the next model call).
+	StepChanges int `json:"stepChanges,omitempty"`
 	// TokenUsage is the session's cumulative token usage, the spend of
 	// answers that were dropped and given again included (see
 	// RegeneratedUsage).
@@ -61,6 +67,7 @@ type TurnStart struct {
 	LastUserMessage string     `json:"lastUserMessage,omitempty"`
 	UserMessages    int        `json:"userMessages"`
 	TurnToolUses    int        `json:"turnToolUses"`
+	StepChanges     int        `json:"stepChanges,omitempty"`
 	TokenUsage      chat.Usage `json:"tokenUsage"`
 	// Tools is how many entries RecentlyUsedTools had; Dropped lists those
 	// of them that later tool uses pushed out of the history, oldest first.
@@ -165,8 +172,12 @@ type Offer struct {
 	// Step and SequenceIndex are the state's active step (empty when there
 	// is none, or the template no longer has it) and sequence position:
 	// the refusal of a call made under this offer names them.
+	// StepChanges is the state's (State.StepChanges): with the other two
+	// it says whether a call of the answer still runs at the position
+	// its model call was offered (Judge).
 	Step          string
 	SequenceIndex int
+	StepChanges   int `json:",omitempty"`
 	// Blocked is set when the step's sequence is at a position none of
 	// whose tools the runtime provides: the sequence cannot pass it, so
 	// the step offers its tools, and Blocked says why.
@@ -256,16 +267,16 @@ func (e *Engine) Apply(s State, ev Input) (State, Decision) {
 		} else {
 			offer = e.OfferWith(s, ev.Available, ev.Client)
 		}
-		if !slices.Contains(offer.Tools, ev.Tool) {
+		call := e.Judge(offer, s, ev.Tool)
+		if call.Refused {
 			d.Refused = true
-			d.Reason = e.refusal(offer, ev.Tool)
+			d.Reason = call.Reason
 			return s, d
 		}
 		s.TurnStart = s.TurnStart.keepDropped(s.RecentlyUsedTools, e.historyLimit)
 		s.RecentlyUsedTools = s.RecentlyUsedTools.Append(ev.Tool, e.historyLimit)
 		s.TurnToolUses++
-		if st := e.step(s.ActiveStep); st != nil && s.SequenceIndex < len(st.sequence) &&
-			slices.Contains(st.sequence[s.SequenceIndex], ev.Tool) {
+		if call.Advances {
 			s.SequenceIndex++
 			d.Advanced = true
 		}
@@ -283,7 +294,7 @@ func (e *Engine) userMessage(s *State, text string) {
 	s.TurnStart = &TurnStart{
 		ActiveStep: s.ActiveStep, SequenceIndex: s.SequenceIndex,
 		LastUserMessage: s.LastUserMessage, UserMessages: s.UserMessages, TurnToolUses: s.TurnToolUses,
-		TokenUsage: s.TokenUsage, Tools: s.RecentlyUsedTools.Len(),
+		StepChanges: s.StepChanges, TokenUsage: s.TokenUsage, Tools: s.RecentlyUsedTools.Len(),
 	}
 	s.LastUserMessage = text
 	s.UserMessages++
@@ -316,6 +327,7 @@ func (e *Engine) restore(s State) State {
 		ActiveStep: ts.ActiveStep, SequenceIndex: ts.SequenceIndex,
 		RecentlyUsedTools: NewHistory(names...),
 		LastUserMessage:   ts.LastUserMessage, UserMessages: ts.UserMessages, TurnToolUses: ts.TurnToolUses,
+		StepChanges:      ts.StepChanges,
 		TokenUsage:       s.TokenUsage,
 		RegeneratedUsage: s.RegeneratedUsage,
 	}
@@ -343,17 +355,68 @@ func (ts *TurnStart) keepDropped(h History, limit int) *TurnStart {
 	return &next
 }
 
-// NeedsApproval reports whether a call of tool in state s must wait for a
-// person's approval before it runs: the template's options.requireApproval
-// or the active step's requireApproval names it. It decides nothing about
-// whether the tool is offered; the runtime asks it for calls that would
-// run.
+// NeedsApproval reports whether a model call made in state s is told that
+// a call of tool waits for a person's approval: the template's
+// options.requireApproval or the active step's requireApproval names it.
+// It decides nothing about a call the model made: Judge does, with the
+// offer of the model call that made it.
 func (e *Engine) NeedsApproval(s State, tool string) bool {
+	return e.approves(s.ActiveStep, tool)
+}
+
+// approves reports whether options.requireApproval or the requireApproval
+// of the step named step (none when "" or unknown) names tool.
+func (e *Engine) approves(step, tool string) bool {
 	if matchAny(e.approval, tool) {
 		return true
 	}
-	st := e.step(s.ActiveStep)
+	st := e.step(step)
 	return st != nil && matchAny(st.approval, tool)
+}
+
+// Call is the engine's decision on one call of a model answer.
+type Call struct {
+	// Refused: the model call that made it was not offered the tool. It
+	// must not run, nothing records it, and Reason is what the model reads.
+	Refused bool
+	Reason  string
+	// Advances: recording the call moves the active step's sequence one
+	// position on.
+	Advances bool
+	// Approval: the call waits for a person's approval before it runs.
+	Approval bool
+}
+
+// Judge decides the call of tool that a model call made under offer, s
+// being the state the call would run in (after the answer's earlier calls
+// were recorded). It is the one decision about a call, for every path that
+// makes one (a live turn, a replayed conversation, a scenario, a
+// transcript), and it reads the state only where the contract says so:
+//
+//   - the call is refused when offer, the model call's, lacks the tool,
+//     whatever the answer's earlier calls changed since;
+//   - it advances a sequence only when the model call was offered the very
+//     position s is at (offer.Step is s's active step, offer.SequenceIndex
+//     its sequenceIndex, and the step did not change in between, not even
+//     to leave and come back) and the tool is in that position's group:
+//     one answer advances a sequence by one position at most, and a step
+//     entered in the middle of an answer starts its sequence with the next
+//     model call;
+//   - it waits for approval when options.requireApproval, the step of the
+//     model call (offer.Step) or the step active in s requires approval
+//     for it: the stricter of the two steps.
+//
+// Judge is pure: it changes nothing.
+func (e *Engine) Judge(offer Offer, s State, tool string) Call {
+	if !slices.Contains(offer.Tools, tool) {
+		return Call{Refused: true, Reason: e.refusal(offer, tool)}
+	}
+	c := Call{Approval: e.approves(offer.Step, tool) || e.approves(s.ActiveStep, tool)}
+	if st := e.step(offer.Step); st != nil && offer.Step == s.ActiveStep && offer.SequenceIndex == s.SequenceIndex && offer.StepChanges == s.StepChanges &&
+		s.SequenceIndex >= 0 && s.SequenceIndex < len(st.sequence) && slices.Contains(st.sequence[s.SequenceIndex], tool) {
+		c.Advances = true
+	}
+	return c
 }
 
 // Offer returns the tools offered to the model in state s.
@@ -362,7 +425,7 @@ func (e *Engine) Offer(s State) Offer {
 	if st == nil {
 		return Offer{Tools: e.tools}
 	}
-	o := Offer{Tools: st.tools, Step: st.name, SequenceIndex: s.SequenceIndex}
+	o := Offer{Tools: st.tools, Step: st.name, SequenceIndex: s.SequenceIndex, StepChanges: s.StepChanges}
 	if s.SequenceIndex >= 0 && s.SequenceIndex < len(st.offers) {
 		o.Tools, o.Blocked = st.offers[s.SequenceIndex], st.blocked[s.SequenceIndex]
 	}
@@ -443,6 +506,7 @@ func (e *Engine) choose(s *State) {
 		return
 	}
 	s.ActiveStep, s.SequenceIndex = name, 0
+	s.StepChanges++
 	if e.turnScope && chosen >= 0 && e.steps[chosen].hasSequenceMatch() {
 		// Under the opt-in, a step entered because its sequence was just
 		// run starts with that sequence done, instead of asking for it again.

@@ -29,7 +29,12 @@ import "github.com/agentdock-go/agentdock/chat"
 // client names the client tools of the request the conversation comes
 // with (nil: none): their calls are checked against offers made by the
 // same rules as a turn's (OfferWith), and the result a client sent for
-// one records it like a tool that ran.
+// one records it like a tool that ran. A call of a tool that neither the
+// agent nor the request has (an earlier agent's, a name the model made
+// up) is refused like any call its model call was not offered: it counts
+// as not run. An assistant message whose calls carry a trail (TrailID)
+// records the trail's calls first, model call by model call, those of its
+// own answer against the offer its calls are checked against.
 func (e *Engine) Replay(s State, msgs []chat.Message, client []string) State {
 	type call struct {
 		name  string
@@ -47,7 +52,14 @@ func (e *Engine) Replay(s State, msgs []chat.Message, client []string) State {
 			if calls == nil {
 				calls = make(map[string]call)
 			}
+			before, own, trail := trailIn(m.ToolCalls)
+			for _, ran := range before {
+				s = e.recordAnswer(s, e.OfferWith(s, nil, client), ran)
+			}
 			offer := e.OfferWith(s, nil, client)
+			if trail {
+				s = e.recordAnswer(s, offer, own)
+			}
 			for _, c := range m.ToolCalls {
 				calls[c.ID] = call{name: c.Name, offer: offer}
 			}
@@ -62,6 +74,26 @@ func (e *Engine) Replay(s State, msgs []chat.Message, client []string) State {
 			}
 			s, _ = e.Apply(s, ToolUsedIn(c.name, c.offer))
 		}
+	}
+	return s
+}
+
+// trailIn returns the trail the first of calls that carries one carries
+// (see TrailID).
+func trailIn(calls []chat.ToolCall) (before [][]string, own []string, ok bool) {
+	for _, c := range calls {
+		if before, own, ok = trailOf(c.ID); ok {
+			return before, own, true
+		}
+	}
+	return nil, nil, false
+}
+
+// recordAnswer records the calls of one model answer that ran, each
+// judged against offer, the offer of the model call that made them.
+func (e *Engine) recordAnswer(s State, offer Offer, ran []string) State {
+	for _, name := range ran {
+		s, _ = e.Apply(s, ToolUsedIn(name, offer))
 	}
 	return s
 }

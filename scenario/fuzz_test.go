@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentdock-go/agentdock/template"
 )
 
 // FuzzParse feeds arbitrary bytes to the scenario parser; it must never
@@ -22,10 +24,16 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for _, ev := range sc.Events {
-			if (ev.User != nil) == (ev.Tool != nil) && ev.Usage == nil {
+			n := 0
+			for _, set := range []bool{ev.User != nil, ev.Tool != nil, ev.Answer != nil, ev.Usage != nil} {
+				if set {
+					n++
+				}
+			}
+			if n != 1 || ev.Answer != nil && len(ev.Answer) == 0 {
 				t.Fatal("accepted an event without exactly one kind")
 			}
 		}
-		_, _ = sc.Engine()
+		_, _ = sc.Engine(template.Config{})
 	})
 }

@@ -21,6 +21,9 @@ type Step struct {
 	State    orchestration.State
 	Offered  []string
 	Decision orchestration.Decision
+	// Refused lists the tools of an answer event's calls that were
+	// refused, in order.
+	Refused []string
 	// Mismatches lists the expectations that did not hold, each as
 	// "key: expected X, got Y".
 	Mismatches []string
@@ -66,6 +69,8 @@ func Run(ctx context.Context, sc *Scenario, engine *orchestration.Engine, store 
 		var in orchestration.Input
 		var desc string
 		switch {
+		case ev.Answer != nil:
+			desc = "answer " + strings.Join(ev.Answer, " ")
 		case ev.User != nil:
 			in, desc = orchestration.UserMessage(*ev.User), fmt.Sprintf("user %q", *ev.User)
 		case ev.Tool != nil:
@@ -74,7 +79,20 @@ func Run(ctx context.Context, sc *Scenario, engine *orchestration.Engine, store 
 			in, desc = orchestration.UsageReported(*ev.Usage), fmt.Sprintf("usage %d+%d", ev.Usage.Prompt, ev.Usage.Completion)
 		}
 		var dec orchestration.Decision
+		var refused []string
 		sess, err := session.Update(ctx, store, id, func(s *orchestration.State) error {
+			if ev.Answer != nil {
+				// One model call's answer: every call against its offer.
+				refused = nil
+				offer := engine.Offer(*s)
+				for _, tool := range ev.Answer {
+					var d orchestration.Decision
+					if *s, d = engine.Apply(*s, orchestration.ToolUsedIn(tool, offer)); d.Refused {
+						refused = append(refused, tool)
+					}
+				}
+				return nil
+			}
 			var next orchestration.State
 			next, dec = engine.Apply(*s, in)
 			*s = next
@@ -83,7 +101,7 @@ func Run(ctx context.Context, sc *Scenario, engine *orchestration.Engine, store 
 		if err != nil {
 			return rep, fmt.Errorf("%s: events[%d]: %w", sc.File, i, err)
 		}
-		step := Step{Index: i, Event: desc, State: sess.State, Offered: engine.Offer(sess.State).Tools, Decision: dec}
+		step := Step{Index: i, Event: desc, State: sess.State, Offered: engine.Offer(sess.State).Tools, Decision: dec, Refused: refused}
 		step.Mismatches = check(ev, step)
 		rep.Steps = append(rep.Steps, step)
 	}
@@ -120,6 +138,15 @@ func check(ev Event, s Step) []string {
 			add("rejected", want, s.Decision.Refused)
 		}
 	}
+	if ev.Answer != nil {
+		var want []string
+		if x.Refused != nil {
+			want = *x.Refused
+		}
+		if !slices.Equal(want, s.Refused) {
+			add("refused", list(want), list(s.Refused))
+		}
+	}
 	if x.TokenUsage != nil {
 		want := *x.TokenUsage
 		if want.Total == 0 {
@@ -144,6 +171,9 @@ func (r *Report) Print(w io.Writer) {
 		refused := ""
 		if s.Decision.Refused {
 			refused = " REFUSED"
+		}
+		if len(s.Refused) > 0 {
+			refused = " REFUSED " + strings.Join(s.Refused, " ")
 		}
 		fmt.Fprintf(w, "  [%d] %-40s%s -> step=%s seq=%d offered=%s\n",
 			s.Index, clip(s.Event, 40), refused, stepName(s.State.ActiveStep), s.State.SequenceIndex, list(s.Offered))

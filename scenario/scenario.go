@@ -38,10 +38,15 @@ type Scenario struct {
 	File string `json:"-"`
 }
 
-// Event is one step of a scenario: exactly one of User, Tool and Usage.
+// Event is one step of a scenario: exactly one of User, Tool, Answer and
+// Usage.
 type Event struct {
-	User   *string     `json:"user,omitempty"`
-	Tool   *string     `json:"tool,omitempty"`
+	User *string `json:"user,omitempty"`
+	Tool *string `json:"tool,omitempty"`
+	// Answer is one model answer's calls, in order: each is judged
+	// against what that model call was offered (the offer of the state
+	// the event starts from), as a turn judges parallel calls.
+	Answer []string    `json:"answer,omitempty"`
 	Usage  *chat.Usage `json:"usage,omitempty"`
 	Expect Expect      `json:"expect"`
 }
@@ -55,7 +60,10 @@ type Expect struct {
 	RecentlyUsedTools *[]string      `json:"recentlyUsedTools,omitempty"`
 	// Rejected must be true for a tool event that is refused; a refusal
 	// that the scenario does not expect is a mismatch.
-	Rejected   *bool       `json:"rejected,omitempty"`
+	Rejected *bool `json:"rejected,omitempty"`
+	// Refused lists the tools of an answer event's calls that are
+	// refused, in order (absent: none may be).
+	Refused    *[]string   `json:"refused,omitempty"`
 	TokenUsage *chat.Usage `json:"tokenUsage,omitempty"`
 }
 
@@ -98,13 +106,19 @@ func Parse(file string, data []byte) (*Scenario, error) {
 	sc.File = file
 	for i, ev := range sc.Events {
 		n := 0
-		for _, set := range []bool{ev.User != nil, ev.Tool != nil, ev.Usage != nil} {
+		for _, set := range []bool{ev.User != nil, ev.Tool != nil, ev.Answer != nil, ev.Usage != nil} {
 			if set {
 				n++
 			}
 		}
 		if n != 1 {
-			return nil, &ReadError{File: file, Err: fmt.Errorf("events[%d]: an event needs exactly one of user, tool and usage", i)}
+			return nil, &ReadError{File: file, Err: fmt.Errorf("events[%d]: an event needs exactly one of user, tool, answer and usage", i)}
+		}
+		if ev.Answer != nil && len(ev.Answer) == 0 {
+			return nil, &ReadError{File: file, Err: fmt.Errorf("events[%d]: an answer needs at least one call", i)}
+		}
+		if ev.Expect.Refused != nil && ev.Answer == nil {
+			return nil, &ReadError{File: file, Err: fmt.Errorf("events[%d]: expect.refused is for answer events (a tool event expects rejected)", i)}
 		}
 	}
 	if sc.Template == "" && sc.Orchestration == nil && sc.Tools == nil {
@@ -113,15 +127,18 @@ func Parse(file string, data []byte) (*Scenario, error) {
 	return &sc, nil
 }
 
-// Engine compiles the scenario's orchestration: from its template, or from
-// its tools and inline orchestration.
-func (sc *Scenario) Engine() (*orchestration.Engine, error) {
+// Engine compiles the scenario's orchestration: from its template, loaded
+// with cfg as serve loads it (cfg.Provided names the tools the runtime
+// provides: a node naming another is not offered, and a sequence position
+// only such tools fill is blocked, as it is when serving), or from its
+// tools, which are the agent's tools, and inline orchestration.
+func (sc *Scenario) Engine(cfg template.Config) (*orchestration.Engine, error) {
 	if sc.Template != "" {
 		path := sc.Template
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(filepath.Dir(sc.File), path)
 		}
-		results, err := template.LoadPath(path, template.Config{})
+		results, err := template.LoadPath(path, cfg)
 		if err != nil {
 			return nil, &ReadError{File: sc.File, Err: fmt.Errorf("template: %w", err)}
 		}

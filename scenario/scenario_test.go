@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
+
 	"github.com/agentdock-go/agentdock/internal/testenv"
 	"github.com/agentdock-go/agentdock/session"
 )
@@ -21,7 +24,7 @@ func runFiles(t *testing.T, files []string, store session.Store) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			engine, err := sc.Engine()
+			engine, err := sc.Engine(template.Config{Provided: tools.BuiltinNames()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +65,7 @@ func TestMismatchIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := sc.Engine()
+	engine, err := sc.Engine(template.Config{Provided: tools.BuiltinNames()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +90,7 @@ func TestMismatchIsReported(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
 		{"unknown expectation", `{"name":"x","tools":[],"events":[{"user":"a","expect":{"activeStp":"A"}}]}`, `unknown field "activeStp"`},
-		{"two kinds in one event", `{"name":"x","tools":[],"events":[{"user":"a","tool":"b","expect":{}}]}`, `events[0]: an event needs exactly one of user, tool and usage`},
+		{"two kinds in one event", `{"name":"x","tools":[],"events":[{"user":"a","tool":"b","expect":{}}]}`, `events[0]: an event needs exactly one of user, tool, answer and usage`},
 		{"syntax", "{\n\"name\": }", `line 2, column 9: malformed JSON`},
 		{"no agent", `{"name":"x","events":[]}`, `a scenario needs a template, or tools and an orchestration`},
 	}

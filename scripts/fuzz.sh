@@ -27,6 +27,7 @@ GO=${GO:-go}
 targets=(
 	"./orchestration FuzzConditions 30000"
 	"./orchestration FuzzNearest 20000"
+	"./orchestration FuzzTrail 20000"
 	"./template FuzzLoad 40000"
 	"./scenario FuzzParse 30000"
 	"./server/internal/wire FuzzChatBody 40000"

@@ -251,7 +251,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			return
 		}
 		sid, stateless = session.NewID(), true
-		in.Stateless, in.History = true, history
+		in.Stateless, in.History, in.CallTrail = true, history, true
 		if !goOn {
 			text = msgs[last].Content
 			in.Attachments = msgs[last].Attachments

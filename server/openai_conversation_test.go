@@ -154,11 +154,11 @@ func TestOpenAIParameters(t *testing.T) {
 		{"an image", openai.ChatCompletionNewParams{Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
 			openai.TextContentPart("what is this?"), openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: "https://example.com/x.png"}),
 		})}}, nil, "messages[0].content", "unsupported_parameter"},
-		{"a call of a tool the agent lacks", openai.ChatCompletionNewParams{Messages: append(toOpenAI([]chat.Message{
+		{"a call without a tool name", openai.ChatCompletionNewParams{Messages: append(toOpenAI([]chat.Message{
 			{Role: chat.RoleUser, Content: "weather?"},
-			{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{}`)}}},
+			{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "", Arguments: json.RawMessage(`{}`)}}},
 			{Role: chat.RoleTool, ToolCallID: "call_1", Content: "sunny"},
-		}), openai.UserMessage("thanks"))}, nil, "messages[1]", "invalid_message"},
+		}), openai.UserMessage("thanks"))}, nil, "messages[1].tool_calls[0]", "invalid_request"},
 		{"a call without its result", openai.ChatCompletionNewParams{Messages: append(toOpenAI([]chat.Message{
 			{Role: chat.RoleUser, Content: "explore"},
 			{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "brainstorm", Arguments: json.RawMessage(`{}`)}}},

@@ -195,8 +195,11 @@ type JournalStep struct {
 	Usage  chat.Usage `json:"usage,omitzero"`
 	Output int        `json:"output,omitempty"`
 	// Answers: the calls are those a person approved (the turn carries
-	// out the answers before its first model call); Text is empty.
-	Answers bool `json:"answers,omitempty"`
+	// out the answers before its first model call); Text is empty, and
+	// Offers holds, call by call, what the model call that made it was
+	// offered (Approval.Offer; nil where the approval kept none).
+	Answers bool                   `json:"answers,omitempty"`
+	Offers  []*orchestration.Offer `json:"offers,omitempty"`
 	// Results are the results of the calls that ran and completed, in
 	// the order they did. The orchestration has recorded each of them.
 	Results []chat.ToolResult `json:"results,omitempty"`
@@ -212,6 +215,7 @@ func (j *Journal) clone() *Journal {
 		st := *j.Step
 		st.Calls = slices.Clone(st.Calls)
 		st.Results = slices.Clone(st.Results)
+		st.Offers = slices.Clone(st.Offers)
 		c.Step = &st
 	}
 	return &c
@@ -240,6 +244,12 @@ type Approval struct {
 	// stream started under): the turn that carries the decision out goes on
 	// under it, whichever replica or request shape answers.
 	MessageID string `json:"messageId,omitempty"`
+	// Offer is what the model call that made the call was offered (its
+	// step and sequence position, and the call's tool): the call, carried
+	// out later, is judged against it (orchestration.Engine.Judge), as the
+	// other calls of its answer were. Nil in approvals saved before it was
+	// kept: the call is judged against the state it runs in.
+	Offer *orchestration.Offer `json:"offer,omitempty"`
 }
 
 // Approval statuses.

@@ -224,6 +224,10 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 	}
 
 	for _, u := range unknownKeys(t) {
+		if feature := featureKey(u); feature != "" {
+			add(orchestration.SeverityError, u.path, "unknown key; did you mean %q? Read as nothing, it would leave the agent without %s", feature, featureKeys[u.path[:len(u.path)-len(u.key)]+feature])
+			continue
+		}
 		add(orchestration.SeverityWarning, u.path, "%s", orchestration.UnknownKey(u.key, u.known))
 	}
 
@@ -283,6 +287,29 @@ var (
 	agentDockOptionKeys  = []string{"tokenOptimization"}
 	agentDockLLMNodeKeys = []string{"apiKey", "provider", "safetySettings", "useSearchGrounding"}
 )
+
+// featureKeys are the keys whose whole content a misspelling would drop
+// unnoticed, by their path, each with what the agent would lose: a
+// template whose "orchestraton" loaded would run with no steps, one whose
+// "requireAproval" with no approvals. A misspelling of one is an error;
+// other unknown keys outside the orchestration are warnings.
+var featureKeys = map[string]string{
+	"orchestration":           "its orchestration (no steps, no sequences: every tool offered at every call)",
+	"options":                 "its options (budgets, approvals, client tools, step scope...)",
+	"nodes":                   "its tools and model",
+	"mcpServers":              "its MCP servers",
+	"options.requireApproval": "approvals (every call would run unasked)",
+}
+
+// featureKey returns the feature key u is a misspelling of (its nearest
+// known key, when that is a feature key), or "".
+func featureKey(u unknownKey) string {
+	near := orchestration.Nearest(u.key, u.known)
+	if _, ok := featureKeys[u.path[:len(u.path)-len(u.key)]+near]; near == "" || !ok {
+		return ""
+	}
+	return near
+}
 
 type unknownKey struct {
 	path, key string

@@ -110,6 +110,19 @@ func TestValidationErrors(t *testing.T) {
 			`orchestration.steps[0].availableTools.alowed: unknown key; did you mean "allowed"?`},
 		{"misspelt condition value", tmpl(stdNodes, `{"name":"A","conditions":[{"type":"tool_used","value":"think","vaule":"search"}]}`),
 			`orchestration.steps[0].conditions[0].vaule: unknown key; did you mean "value"?`},
+		// Outside it, a misspelling of a key whose whole content it would
+		// drop (the orchestration, the options, the approvals, the tools,
+		// the MCP servers) is an error too.
+		{"misspelt orchestration", `{"agentId":"t","name":"T","nodes":["think"],"orchestraton":{"steps":[{"name":"A","isDefault":true}]}}`,
+			`cognitive.json: orchestraton: unknown key; did you mean "orchestration"? Read as nothing, it would leave the agent without its orchestration`},
+		{"misspelt options", `{"agentId":"t","name":"T","nodes":["think"],"option":{"maxSteps":3}}`,
+			`cognitive.json: option: unknown key; did you mean "options"?`},
+		{"misspelt requireApproval", `{"agentId":"t","name":"T","nodes":["think"],"options":{"requireAproval":["think"]}}`,
+			`cognitive.json: options.requireAproval: unknown key; did you mean "requireApproval"? Read as nothing, it would leave the agent without approvals`},
+		{"misspelt nodes", `{"agentId":"t","name":"T","node":["llm.openai","think"]}`,
+			`cognitive.json: node: unknown key; did you mean "nodes"?`},
+		{"misspelt mcpServers", `{"agentId":"t","name":"T","mcpServer":{"fs":{"command":"x"}}}`,
+			`cognitive.json: mcpServer: unknown key; did you mean "mcpServers"?`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,7 +184,8 @@ func TestValidationWarnings(t *testing.T) {
 		{"unpassable sequence position", tmpl(stdNodes+`, "pubmed_search"`, `{"name":"Med","isDefault":true,"sequence":["search","pubmed_search"]}`),
 			`w.json: orchestration.steps[0] "Med": sequence[1]: no tool of position 2 (pubmed_search) is provided by this runtime, so the sequence cannot pass it`},
 		// Outside the orchestration a misspelt key is a warning with the
-		// nearest known key, at every level.
+		// nearest known key, at every level, unless it would drop a whole
+		// feature (above).
 		{"misspelt top-level key", `{"agentId":"t","name":"T","personalty":"You are terse."}`, `w.json: personalty: unknown key; did you mean "personality"?`},
 		{"misspelt chatSettings key", `{"agentId":"t","name":"T","chatSettings":{"historyLenght":5}}`, `w.json: chatSettings.historyLenght: unknown key; did you mean "historyLength"?`},
 		{"misspelt options key", `{"agentId":"t","name":"T","options":{"maxStep":5}}`, `w.json: options.maxStep: unknown key; did you mean "maxSteps"?`},

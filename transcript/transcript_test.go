@@ -63,6 +63,27 @@ func TestAgentDockTemplates(t *testing.T) {
 	}
 }
 
+// TestParallelAnswers plays the transcripts of answers that make several
+// calls at once (testdata/parallel): a group then the next position, a
+// step entered mid-answer, duplicates, and approvals that an earlier call
+// of the same answer leaves or enters.
+func TestParallelAnswers(t *testing.T) {
+	files, err := Files("testdata/parallel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			rep := runFile(t, f)
+			if rep.Failed() {
+				var b strings.Builder
+				rep.Print(&b)
+				t.Errorf("%s\n%s", strings.Join(rep.Mismatches(), "\n"), b.String())
+			}
+		})
+	}
+}
+
 // parseRun parses a transcript written as if it were in testdata/ (so that
 // relative template paths resolve) and runs it.
 func parseRun(t *testing.T, data string) *Report {

@@ -70,6 +70,25 @@ func TestValidateMisspeltKeys(t *testing.T) {
 	}
 }
 
+// TestValidateMisspeltFeature: a misspelt key that would drop a whole
+// feature (here the orchestration and the approvals) is an error, exit 1,
+// naming the key meant; the template would otherwise load with neither.
+func TestValidateMisspeltFeature(t *testing.T) {
+	code, out := run("validate", "testdata/orchestraton.json")
+	if code != 1 {
+		t.Fatalf("validate exited %d, want 1:\n%s", code, out)
+	}
+	for _, want := range []string{
+		`error: testdata/orchestraton.json: orchestraton: unknown key; did you mean "orchestration"?`,
+		`error: testdata/orchestraton.json: options.requireAproval: unknown key; did you mean "requireApproval"?`,
+		"testdata/orchestraton.json: INVALID (2 errors, 0 warnings)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q\n%s", want, out)
+		}
+	}
+}
+
 func TestValidateShippedTemplates(t *testing.T) {
 	code, out := run("validate", filepath.Join(testenv.ModuleRoot(), "templates"))
 	if code != 0 || !strings.Contains(out, "3 templates: 0 errors, 0 warnings") {

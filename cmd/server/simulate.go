@@ -5,10 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/agentdock-go/agentdock/scenario"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
+	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
 )
 
 // runSimulate plays scenarios against a store. Exit code 0 when every
@@ -19,8 +22,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.SetOutput(stderr)
 	storeURL := fs.String("store", "memory://", "session store: memory:// or redis://[user:pass@]host:port/db")
 	quiet := fs.Bool("q", false, "print only failing scenarios")
+	mcpFile := fs.String("mcp-config", os.Getenv(mcpServersFileEnv), "MCP servers file (env "+mcpServersFileEnv+"): its servers' tools count as provided, as serve counts them")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: agentdock simulate [--store URL] [-q] SCENARIO...")
+		fmt.Fprintln(stderr, "usage: agentdock simulate [--store URL] [--mcp-config FILE] [-q] SCENARIO...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -30,6 +34,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fs.Usage()
 		return 2
 	}
+	servers, err := readMCPServers(*mcpFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "simulate:", err)
+		return 2
+	}
+	// A template is loaded as serve loads it: a node naming a tool the
+	// runtime does not provide is never offered, and a sequence position
+	// only such tools fill is blocked.
+	tcfg := template.Config{Provided: tools.BuiltinNames(), MCPServers: servers.Names()}
 	ttl, err := session.TTLFromEnv()
 	if err != nil {
 		fmt.Fprintln(stderr, "simulate:", err)
@@ -42,15 +55,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	defer store.Close()
 
-	return runFiles(fs.Args(), *quiet, stdout, func(file string) (*scenario.Report, error) { return simulateOne(ctx, file, store) })
+	return runFiles(fs.Args(), *quiet, stdout, func(file string) (*scenario.Report, error) { return simulateOne(ctx, file, tcfg, store) })
 }
 
-func simulateOne(ctx context.Context, file string, store session.Store) (*scenario.Report, error) {
+func simulateOne(ctx context.Context, file string, tcfg template.Config, store session.Store) (*scenario.Report, error) {
 	sc, err := scenario.Load(file)
 	if err != nil {
 		return nil, err
 	}
-	engine, err := sc.Engine()
+	engine, err := sc.Engine(tcfg)
 	if err != nil {
 		return nil, err
 	}

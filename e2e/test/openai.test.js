@@ -99,19 +99,32 @@ test('chat.completions: unsupported parameters are refused, naming them', async 
       },
     );
   }
-  // A conversation holding a call of a tool the agent does not have.
+  // A malformed conversation: a call without its result.
   await assert.rejects(
     client.chat.completions.create({
       model: agent,
       messages: [
         { role: 'user', content: 'weather?' },
         { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{}' } }] },
-        { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
         { role: 'user', content: 'thanks' },
       ],
     }),
-    (err) => err instanceof OpenAI.BadRequestError && err.param === 'messages[1]' && /get_weather/.test(err.message),
+    (err) => err instanceof OpenAI.BadRequestError && err.param === 'messages[1]' && /call_1/.test(err.message),
   );
+  // A conversation holding a call of a tool the agent does not have (an
+  // earlier agent's, a client tool an earlier request brought) is history:
+  // answered, the call counted as not run.
+  const r = await client.chat.completions.create({
+    model: agent,
+    messages: [
+      { role: 'user', content: 'weather?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
+      { role: 'user', content: 'thanks' },
+    ],
+  });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.ok(r.choices[0].message.content.length > 0);
 });
 
 test('responses.create, not streaming, then streaming and chained by previous_response_id', async () => {

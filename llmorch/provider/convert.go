@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -13,6 +15,28 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 )
+
+// maxWireID is the longest call ID both APIs take (OpenAI's limit;
+// Anthropic's is 64), which take letters, digits, '_' and '-' only.
+const maxWireID = 40
+
+// wireID is a call ID as a provider takes it. IDs come from the model, but
+// also from clients (a conversation's own, a client call's with its trail,
+// orchestration.TrailID), which may be longer or use other characters;
+// such an ID is replaced by one made from its hash, the same in every
+// request, so that a call and its result still match.
+func wireID(id string) string {
+	ok := len(id) <= maxWireID
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+	}
+	if ok {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "call_" + base64.RawURLEncoding.EncodeToString(sum[:])[:maxWireID-len("call_")]
+}
 
 // emptySchema is the parameters schema of a tool that declares none; both
 // APIs reject a tool without one.
@@ -92,7 +116,7 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 				} else if !isJSONObject(tc.Arguments) {
 					return nil, nil, fmt.Errorf("messages[%d].toolCalls[%d] (%s): arguments are not a JSON object", i, j, tc.Name)
 				}
-				parts = append(parts, llms.ToolCall{ID: tc.ID, Type: "function",
+				parts = append(parts, llms.ToolCall{ID: wireID(tc.ID), Type: "function",
 					FunctionCall: &llms.FunctionCall{Name: tc.Name, Arguments: args}})
 			}
 			if len(parts) == 0 {
@@ -118,7 +142,7 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 				return nil, nil, fmt.Errorf("messages[%d]: a tool message needs ToolCallID", i)
 			}
 			msgs = append(msgs, llms.MessageContent{Role: llms.ChatMessageTypeTool, Parts: []llms.ContentPart{
-				llms.ToolCallResponse{ToolCallID: msg.ToolCallID, Name: msg.ToolName, Content: msg.Content}}})
+				llms.ToolCallResponse{ToolCallID: wireID(msg.ToolCallID), Name: msg.ToolName, Content: msg.Content}}})
 			if anth {
 				// Each result is its own user message in langchaingo;
 				// the API wants the results of one turn in one message.
@@ -127,7 +151,7 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 					if st.errorResults == nil {
 						st.errorResults = map[string]bool{}
 					}
-					st.errorResults[msg.ToolCallID] = true
+					st.errorResults[wireID(msg.ToolCallID)] = true
 				}
 			}
 		default:

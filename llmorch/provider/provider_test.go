@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
+	"github.com/agentdock-go/agentdock/orchestration"
 )
 
 const secretKey = "sk-test-PLANTED-SECRET-0123456789"
@@ -677,6 +679,66 @@ func TestRequestBodyAnthropic(t *testing.T) {
 	want := []mockllm.ToolResult{{CallID: "c1", Content: "thought"}, {CallID: "c2", Content: "failed", IsError: true}}
 	if !slices.Equal(u.ToolResults, want) || u.Text != "go on" {
 		t.Errorf("user turn = %+v", u)
+	}
+}
+
+// TestLongCallIDs: a call ID a provider would refuse (over 40 bytes, as
+// a client call's ID with its trail is, or with other characters) reaches
+// it as one it takes, the same in the call and in its result, on both
+// APIs, and with the error mark of its result kept (Anthropic's); short
+// IDs pass as they are.
+func TestLongCallIDs(t *testing.T) {
+	srv := mockllm.New()
+	defer srv.Close()
+	long := orchestration.TrailID("call_0123456789abcdefghij", [][]string{{"think", "search"}}, []string{"reflect"})
+	odd := "call.1:x"
+	req := llmorch.Request{System: "sys", Tools: testTools, Messages: []chat.Message{
+		{Role: chat.RoleUser, Content: "plan it"},
+		{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: long, Name: "think"}, {ID: odd, Name: "search"}, {ID: "c3", Name: "critique"}}},
+		{Role: chat.RoleTool, ToolCallID: long, ToolName: "think", Content: "thought"},
+		{Role: chat.RoleTool, ToolCallID: odd, ToolName: "search", Content: "failed", IsError: true},
+		{Role: chat.RoleTool, ToolCallID: "c3", ToolName: "critique", Content: "fine"},
+		{Role: chat.RoleUser, Content: "go on"},
+	}}
+	valid := regexp.MustCompile(`^[A-Za-z0-9_-]{1,40}$`)
+	for _, p := range []string{OpenAI, Anthropic} {
+		m, _ := testModel(t, srv, p, func(c *Config) {
+			if p == Anthropic {
+				c.BaseURL = srv.URL()
+			}
+		})
+		srv.Enqueue(mockllm.TextScript("ok"))
+		if _, err := collect(t, m, t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+		reqs := srv.Requests()
+		r := reqs[len(reqs)-1]
+		var ids, results []string
+		errs := map[string]bool{}
+		for _, msg := range r.Messages {
+			for _, c := range msg.ToolCalls {
+				ids = append(ids, c.ID)
+			}
+			for _, res := range msg.ToolResults {
+				results = append(results, res.CallID)
+				errs[res.CallID] = res.IsError
+			}
+		}
+		if len(ids) != 3 || !slices.Equal(ids, results) || ids[2] != "c3" || ids[0] == long || ids[1] == odd {
+			t.Fatalf("%s: calls %v, results %v", p, ids, results)
+		}
+		for _, id := range ids {
+			if !valid.MatchString(id) {
+				t.Errorf("%s: ID %q", p, id)
+			}
+		}
+		if p == Anthropic && (!errs[ids[1]] || errs[ids[0]]) {
+			// Only Anthropic's wire marks a result as an error.
+			t.Errorf("%s: error marks %v", p, errs)
+		}
+	}
+	if wireID(long) != wireID(long) || wireID(long) == wireID(long+"x") {
+		t.Fatal("wireID is not a function of the ID")
 	}
 }
 

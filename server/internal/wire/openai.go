@@ -365,7 +365,7 @@ func (r *ChatCompletionRequest) Turn() (msg chat.Message, ok bool, results []cha
 }
 
 // toolCall converts one tool call of the conversation; the tool's name is
-// checked by the agent (only its own tools' calls can be replayed).
+// checked by the agent (agent.Agent.CheckHistory).
 func toolCall(id, typ, name, arguments, at string) (chat.ToolCall, *ParamError) {
 	switch {
 	case typ != "" && typ != "function" && typ != "function_call":
