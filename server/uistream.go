@@ -344,6 +344,10 @@ func (m *uiMapper) mapEvent(ev chat.Event) []frame {
 			}
 			add(&uiChunk{Type: "data-restart", Data: d}, src)
 		}
+	case chat.KindGuardrail:
+		if g := ev.Guardrail; g != nil {
+			add(&uiChunk{Type: "data-guardrail", Data: g}, src)
+		}
 	case chat.KindLimit:
 		if l := ev.Limit; l != nil {
 			closeText()
