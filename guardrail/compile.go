@@ -257,7 +257,7 @@ func compileRegex(g *Guardrail, s Spec, add func(field, format string, args ...a
 		add("pattern", "can match text of any length, and an output guardrail holds back as much streamed text as its longest match; bound its repeats, such as [0-9]{13,19} instead of [0-9]+ (at most %d bytes)", maxWindow)
 		return
 	}
-	g.finders = []*finder{newFinder(g.Name, s.Pattern, nil)}
+	g.finders = []*finder{newFinder(CheckRegex, s.Pattern, nil)}
 }
 
 // kindFinders returns the finders of the kinds asked for (all when none
@@ -328,7 +328,7 @@ func compileDeny(g *Guardrail, s Spec, add func(field, format string, args ...an
 		}
 		alts[i] = strings.Join(parts, `[\s\p{Z}]{1,8}`)
 	}
-	f := newFinder(g.Name, `(?i)(?:`+strings.Join(alts, "|")+`)`, validWholeWord)
+	f := newFinder(CheckDeny, `(?i)(?:`+strings.Join(alts, "|")+`)`, validWholeWord)
 	f.starts = newStartSet(firsts, true)
 	g.finders = []*finder{f}
 }
