@@ -30,28 +30,43 @@ func benchAnswer() []string {
 
 // builtins are every built-in check at once, as a demanding template
 // would declare them on output.
-func builtins(tb testing.TB) *Set {
-	return mustSet(tb,
-		Spec{Name: "pii", On: Stages{Output}, Check: CheckPII, Action: Redact},
-		Spec{Name: "secrets", On: Stages{Output}, Check: CheckSecrets, Action: Redact},
-		Spec{Name: "deny", On: Stages{Output}, Check: CheckDeny, Action: Redact, Words: []string{
+func builtins(tb testing.TB) *Set { return mustSet(tb, builtinSpecs()...) }
+
+func builtinSpecs() []Spec {
+	return []Spec{
+		{Name: "pii", On: Stages{Output}, Check: CheckPII, Action: Redact},
+		{Name: "secrets", On: Stages{Output}, Check: CheckSecrets, Action: Redact},
+		{Name: "deny", On: Stages{Output}, Check: CheckDeny, Action: Redact, Words: []string{
 			"forbidden fruit", "confidential", "internal only", "do not share", "password", "ΟΔΟΣ", "café", "secret sauce",
 			"project falcon", "layoffs", "acquisition", "merger", "lawsuit", "salary", "bonus", "ssn", "passport", "visa", "diagnosis", "hiv"}},
-		Spec{Name: "injection", On: Stages{Output}, Check: CheckRegex, Pattern: `(?i)ignore (all )?previous instructions`, Action: Block},
-		Spec{Name: "length", On: Stages{Output}, Check: CheckMaxLength, MaxLength: 100000, Action: Redact},
-	)
+		{Name: "injection", On: Stages{Output}, Check: CheckRegex, Pattern: `(?i)ignore (all )?previous instructions`, Action: Block},
+		{Name: "length", On: Stages{Output}, Check: CheckMaxLength, MaxLength: 100000, Action: Redact},
+	}
 }
 
-// BenchmarkStream measures the built-in checks per streamed chunk: each
-// Write is timed alone, so that the p50 and p99 per chunk are reported
-// beside the mean. "none" is the same stream without guardrails: what the
-// turn does with a chunk then (nothing but pass it on).
+// BenchmarkStream measures the built-in checks per streamed chunk, each
+// check alone and all at once: each Write is timed alone, so that the p50
+// and p99 per chunk are reported beside the mean. "none" is the same
+// stream without guardrails: what the turn does with a chunk then
+// (nothing but pass it on).
 func BenchmarkStream(b *testing.B) {
 	chunks := benchAnswer()
-	for _, tc := range []struct {
+	specs := builtinSpecs()
+	cases := []struct {
 		name string
 		set  *Set
-	}{{"none", nil}, {"builtins", builtins(b)}} {
+	}{{"none", nil}}
+	for _, s := range specs {
+		cases = append(cases, struct {
+			name string
+			set  *Set
+		}{s.Name, mustSet(b, s)})
+	}
+	cases = append(cases, struct {
+		name string
+		set  *Set
+	}{"builtins", builtins(b)})
+	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			per := make([]time.Duration, 0, len(chunks))
 			var sink int

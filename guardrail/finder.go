@@ -274,9 +274,14 @@ func (f *finder) advance(b []byte, pos int, final bool, found func(s, e int)) in
 	for pos < len(b) {
 		if f.token {
 			pos = f.runEnd(b, pos)
-			if pos >= len(b) {
-				break
-			}
+		}
+		if f.starts != nil {
+			// A match begins with one of the literals: none starts before
+			// the first place one does.
+			pos = f.starts.first(b, pos)
+		}
+		if pos >= len(b) {
+			break
 		}
 		s, e, ok := f.search(b, pos)
 		if !ok || s >= limit {

@@ -22,6 +22,8 @@ type playback struct {
 	mu      sync.Mutex
 	replies []reply
 	reqs    []llmorch.Request
+	// yielded counts the text chunks it yielded.
+	yielded int
 }
 
 type reply struct {
@@ -42,6 +44,9 @@ func (m *playback) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[ch
 		}
 		m.mu.Unlock()
 		for _, c := range r.text {
+			m.mu.Lock()
+			m.yielded++
+			m.mu.Unlock()
 			if !yield(chat.Event{Kind: chat.KindTextDelta, Text: c}, nil) {
 				return
 			}

@@ -86,14 +86,22 @@ const JudgeSystem = `You check text for an AI assistant's guardrails. You are gi
 // longer one is judged.
 const maxJudgedText = 32 << 10
 
-// judge answers a model check with the model its guardrail names: one call
-// whose answer is yes or no. Anything else is an error, and the guardrail
-// fails closed (see guardrail.Hit.Unchecked).
-func (s *Service) judge(ctx context.Context, model, prompt, text string) (bool, error) {
-	m, ok := s.cfg.Judges[model]
-	if !ok {
-		return false, fmt.Errorf("no model %q for model checks", model)
+// NewJudge returns the guardrail.Judge that answers model checks with
+// models, by the model each check names ("offline" or an llm.* key of the
+// template's nodeConfigurations): one call, whose answer must be yes or
+// no. Anything else is an error, and the guardrail fails closed (see
+// guardrail.Hit.Unchecked).
+func NewJudge(models map[string]Model) guardrail.Judge {
+	return func(ctx context.Context, model, prompt, text string) (bool, error) {
+		m, ok := models[model]
+		if !ok {
+			return false, fmt.Errorf("no model %q for model checks", model)
+		}
+		return judge(ctx, m, prompt, text)
 	}
+}
+
+func judge(ctx context.Context, m Model, prompt, text string) (bool, error) {
 	in := JudgeInput{Prompt: prompt, Text: clipText(text, maxJudgedText)}
 	req := Request{
 		System:         JudgeSystem,

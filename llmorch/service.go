@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/guardrail"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
@@ -66,8 +67,10 @@ type Service struct {
 	system string
 	// tokens counts requests for the context budget.
 	tokens *tokenCount
-	// guards are the template's guardrails, by step.
+	// guards are the template's guardrails, by step; judge answers their
+	// model checks.
 	guards *guards
+	judge  guardrail.Judge
 }
 
 // NewService checks cfg and returns a Service.
@@ -116,7 +119,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 			return nil, fmt.Errorf("llmorch: a guardrail's model check names the model %q, which ServiceConfig.Judges does not have", m)
 		}
 	}
-	s := &Service{cfg: cfg, guards: guards, tokens: newTokenCount(cfg.Model), system: SystemPrompt(PromptInput{
+	s := &Service{cfg: cfg, guards: guards, judge: NewJudge(cfg.Judges), tokens: newTokenCount(cfg.Model), system: SystemPrompt(PromptInput{
 		Personality: cfg.Template.Personality,
 		Guide:       guide(cfg.Template),
 		Steps:       cfg.Template.Steps(),
