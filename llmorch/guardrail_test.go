@@ -387,7 +387,8 @@ func TestModelCheckOffline(t *testing.T) {
 func TestInputAttachmentsAndHistory(t *testing.T) {
 	f, _ := newService(t, `{"agentId":"g","name":"G","nodes":["llm.openai"],"options":{"guardrails":[
 		{"name":"cards","on":"input","check":"pii","kinds":["credit_card"],"action":"redact"}]}}`, llmorch.ServiceConfig{Model: &playback{}})
-	att := chat.Attachment{Kind: chat.AttachFile, MediaType: "text/plain", URL: "data:text/plain;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"} // "card 4111 1111 1111 1111"
+	// "card 4111 1111 1111 1111", its type in the URL only.
+	att := chat.Attachment{Kind: chat.AttachFile, URL: "data:text/plain;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"}
 	in := f.svc.CheckInput(context.Background(), "", chat.Message{Role: chat.RoleUser, Content: "see file", Attachments: []chat.Attachment{att}},
 		[]chat.Message{{Role: chat.RoleUser, Content: "my card 4111111111111111"}, {Role: chat.RoleAssistant, Content: "noted"}})
 	if in.History[0].Content != "my card [redacted:credit_card]" || in.History[1].Content != "noted" {

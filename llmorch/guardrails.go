@@ -193,14 +193,14 @@ func (s *Service) CheckInput(ctx context.Context, step string, msg chat.Message,
 		if len(m.Attachments) > 0 {
 			m.Attachments = append([]chat.Attachment(nil), m.Attachments...)
 			for i, a := range m.Attachments {
-				text, ok := attachmentText(a)
+				text, media, ok := attachmentText(a)
 				if !ok {
 					continue
 				}
 				r := set.Check(ctx, guardrail.Input, "", text, s.judge)
 				take(r)
 				if r.Changed(text) {
-					m.Attachments[i].URL = "data:" + a.MediaType + ";base64," + base64.StdEncoding.EncodeToString([]byte(r.Text))
+					m.Attachments[i].URL = "data:" + media + ";base64," + base64.StdEncoding.EncodeToString([]byte(r.Text))
 				}
 			}
 		}
@@ -235,32 +235,33 @@ func (s *Service) CheckInput(ctx context.Context, step string, msg chat.Message,
 	return in
 }
 
-// attachmentText is the text of a text attachment given as a data: URL.
-func attachmentText(a chat.Attachment) (string, bool) {
+// attachmentText is the text of a text attachment given as a data: URL,
+// and its media type.
+func attachmentText(a chat.Attachment) (text, media string, ok bool) {
 	rest, ok := strings.CutPrefix(a.URL, "data:")
 	if !ok {
-		return "", false
+		return "", "", false
 	}
 	meta, data, ok := strings.Cut(rest, ",")
 	if !ok {
-		return "", false
+		return "", "", false
 	}
-	media, _, _ := strings.Cut(meta, ";")
+	media, _, _ = strings.Cut(meta, ";")
 	if media == "" {
 		media = a.MediaType
 	}
 	if !textMedia(media) {
-		return "", false
+		return "", "", false
 	}
 	if strings.HasSuffix(meta, ";base64") {
 		b, err := base64.StdEncoding.DecodeString(data)
 		if err != nil {
-			return "", false
+			return "", "", false
 		}
-		return string(b), true
+		return string(b), media, true
 	}
 	s, err := url.PathUnescape(data)
-	return s, err == nil
+	return s, media, err == nil
 }
 
 func textMedia(m string) bool {
