@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/guardrail"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/orchestration"
@@ -229,6 +230,10 @@ func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: options.context: %w", l.ID(), err)
 	}
+	judges, err := judgeModels(cfg, l.Template)
+	if err != nil {
+		return nil, fmt.Errorf("agent %q: guardrails: %w", l.ID(), err)
+	}
 	svcCfg := llmorch.ServiceConfig{
 		Template:  l.Template,
 		Engine:    l.Engine,
@@ -238,6 +243,7 @@ func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
 		Telemetry: cfg.Telemetry,
 		Budget:    cfg.Budget,
 		Context:   policy,
+		Judges:    judges,
 	}
 	svc, err := llmorch.NewService(svcCfg)
 	if err != nil {
@@ -285,6 +291,35 @@ func contextPolicy(cfg Config, t *template.Template, model llmorch.Model) (*llmo
 		p.Summarizer = m
 	}
 	return p, nil
+}
+
+// judgeModels makes the models of the template's model checks
+// (guardrails with check "model"), by the model each names: the offline
+// model, or a model node of the template, which the factory makes as it
+// makes the agent's model.
+func judgeModels(cfg Config, t *template.Template) (map[string]llmorch.Model, error) {
+	specs := slices.Clone(t.Options.Guardrails)
+	for _, st := range t.Steps() {
+		specs = append(specs, st.Guardrails...)
+	}
+	judges := map[string]llmorch.Model{}
+	for _, g := range specs {
+		if g.Check != guardrail.CheckModel || judges[g.Model] != nil {
+			continue
+		}
+		if g.Model == template.GuardrailOffline {
+			judges[g.Model] = offline.New(offline.Config{Name: "offline-judge"})
+			continue
+		}
+		node := *t
+		node.Nodes = []string{g.Model}
+		m, err := cfg.Models(&node)
+		if err != nil {
+			return nil, fmt.Errorf("guardrail %q: model %q: %w", g.Name, g.Model, err)
+		}
+		judges[g.Model] = m
+	}
+	return judges, nil
 }
 
 // ID returns the agent's ID.
@@ -463,6 +498,9 @@ type options struct {
 	// request is the turn's idempotency key (Input.Key), and digest
 	// what the request asks (requestDigest).
 	request, digest string
+	// inputs are the input guardrails' verdicts on the turn's message,
+	// by step (Agent.checkInput).
+	inputs map[string]llmorch.Input
 }
 
 func (in Input) options() options {
@@ -610,6 +648,7 @@ func (n *Agent) recordStoreError(ctx context.Context, e *chat.Error) {
 }
 
 func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, o options) (iter.Seq[chat.Event], error) {
+	o.inputs = map[string]llmorch.Input{}
 	// A message may be attachments alone.
 	if message != "" || len(o.attachments) == 0 {
 		if err := n.checkMessage(message); err != nil {
@@ -837,14 +876,19 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 	engine := n.Engine()
 	window := n.historyWindow()
 	compacts := n.compacts()
-	user := chat.Message{Role: chat.RoleUser, Content: message, Attachments: o.attachments}
 	st := sess.State
+	// The input guardrails of the step the message comes to: what the
+	// session keeps, and answers, is the message as they leave it.
+	input := n.checkInput(ctx, st.ActiveStep, chat.Message{Role: chat.RoleUser, Content: message, Attachments: o.attachments}, o)
+	user := input.Message
+	message, o.history = user.Content, input.History
+	guards := slices.Clone(input.Events)
 	pending := sess.PendingApprovals()
 	client := o.clientNames()
 	// The client's results of its tools' calls, and a result saying it
 	// sent none for the others, in the calls' order; the calls waiting
 	// for approval are denied by the new message.
-	results, records, decided, err := clientResults(pending, sess.Approvals, o.results, false, n.Budget().MaxToolResultBytes)
+	results, records, decided, err := clientResults(pending, sess.Approvals, o.results, false, n.Budget().MaxToolResultBytes, n.guardResults(ctx, st.ActiveStep, &guards))
 	if err != nil {
 		return turnStart{}, err
 	}
@@ -950,13 +994,38 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 				history = steadyStart(trimToUserStart(history), stored.State.UserMessages)
 			}
 			history = wellFormed(trimToUserStart(history), nil)
-			t := llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: stored.State, PreviousStep: dec.PreviousStep, History: append(history, user)}
+			t := llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: stored.State, PreviousStep: dec.PreviousStep, History: append(history, user),
+				Guardrails: guards, Blocked: input.Blocked}
 			if compacts {
 				t.Summary, t.Fallback = summary, n.fallback
 			}
 			return o.extend(t)
 		},
 	}, nil
+}
+
+// checkInput is the service's CheckInput of a turn's message, once per
+// step for a turn whose plan runs twice (session.Starter): a model check
+// asks its model once.
+func (n *Agent) checkInput(ctx context.Context, step string, msg chat.Message, o options) llmorch.Input {
+	if in, ok := o.inputs[step]; ok {
+		return in
+	}
+	in := n.service.CheckInput(ctx, step, msg, o.history)
+	if o.inputs != nil {
+		o.inputs[step] = in
+	}
+	return in
+}
+
+// guardResults checks the results a client sends of its tools' calls
+// with the tool_result guardrails of step, adding their events to events.
+func (n *Agent) guardResults(ctx context.Context, step string, events *[]chat.Event) func(chat.ToolCall, chat.ToolResult) chat.ToolResult {
+	return func(call chat.ToolCall, r chat.ToolResult) chat.ToolResult {
+		r, evs := n.service.CheckToolResult(ctx, step, call, r)
+		*events = append(*events, evs...)
+		return r
+	}
 }
 
 // compacts reports whether the agent's turns keep to a context budget
@@ -1094,7 +1163,7 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 		if p := sess.PendingApprovals(); len(p) > 0 {
 			messageID = messageOf(sess.Approvals, p[0].ID)
 		}
-		return n.answerTurn(key, sess, plan, messageID, o)
+		return n.answerTurn(ctx, key, sess, plan, messageID, o)
 	})
 }
 
@@ -1136,13 +1205,14 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 
 // answerTurn plans the write that records the answers, the results of the
 // denied calls with them, and the turn that carries them out.
-func (n *Agent) answerTurn(key string, sess session.Session, plan []llmorch.Answer, messageID string, o options) (turnStart, error) {
+func (n *Agent) answerTurn(ctx context.Context, key string, sess session.Session, plan []llmorch.Answer, messageID string, o options) (turnStart, error) {
 	decided := map[string]llmorch.Answer{}
 	var denials []chat.Message
 	approved := map[string]bool{}
 	// The client's results of its tools' calls, all of them, recorded in
 	// the first write, before the approved calls run.
-	results, records, clientDecided, err := clientResults(sess.PendingApprovals(), sess.Approvals, o.results, true, n.Budget().MaxToolResultBytes)
+	var guards []chat.Event
+	results, records, clientDecided, err := clientResults(sess.PendingApprovals(), sess.Approvals, o.results, true, n.Budget().MaxToolResultBytes, n.guardResults(ctx, sess.State.ActiveStep, &guards))
 	if err != nil {
 		return turnStart{}, err
 	}
@@ -1209,7 +1279,7 @@ func (n *Agent) answerTurn(key string, sess session.Session, plan []llmorch.Answ
 		// The approved calls get their results in the turn, before the
 		// model is called: keep them in the history the model will see.
 		history = wellFormed(trimToUserStart(history), approved)
-		t := llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan, MessageID: messageID}
+		t := llmorch.Turn{ID: o.turnID, SessionID: key, Lease: lease, State: st.State, PreviousStep: st.State.ActiveStep, History: history, Answers: plan, MessageID: messageID, Guardrails: guards}
 		if compacts {
 			t.Summary, t.Fallback = summary, n.fallback
 		}

@@ -189,7 +189,8 @@ const NoResult = chat.NotRunPrefix + "the client sent no result for this call."
 // answered; otherwise the ones left out get NoResult. Each result is cut
 // to limit bytes (tools.LimitResult), as a built-in tool's would be: the
 // client's output is stored and sent with every later model request too.
-func clientResults(pending []session.Approval, answered []session.Approval, results []chat.ToolResult, all bool, limit int) (msgs []chat.Message, records []session.Approval, decided map[string]bool, err error) {
+// guard, when set, passes each through the tool_result guardrails.
+func clientResults(pending []session.Approval, answered []session.Approval, results []chat.ToolResult, all bool, limit int, guard func(chat.ToolCall, chat.ToolResult) chat.ToolResult) (msgs []chat.Message, records []session.Approval, decided map[string]bool, err error) {
 	byID := map[string]int{}
 	for i, r := range results {
 		if _, dup := byID[r.CallID]; dup {
@@ -224,6 +225,9 @@ func clientResults(pending []session.Approval, answered []session.Approval, resu
 		r.NotRun = r.NotRun || chat.NotRunContent(r.Content)
 		if r.NotRun {
 			r.IsError = true
+		}
+		if guard != nil {
+			r = guard(p.Call, r)
 		}
 		msgs = append(msgs, llmorch.ToolMessage(r))
 		if !r.NotRun {

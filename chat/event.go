@@ -67,6 +67,13 @@ const (
 	// again (its model call is made again, or its tool calls go on with
 	// the results of those that completed), then the rest of the turn.
 	KindRestart Kind = "restart"
+	// KindGuardrail reports that a guardrail of the template matched, in
+	// Guardrail: which one, where and what it did, never the text it
+	// matched. It comes before what the guardrail let through: a redacted
+	// text's delta, a tool call, a tool's result. A block of the input or
+	// the output ends the turn with FinishGuardrail, after a text delta
+	// saying so.
+	KindGuardrail Kind = "guardrail"
 	// KindDone ends a turn; FinishReason says why.
 	KindDone Kind = "done"
 )
@@ -90,6 +97,7 @@ type Event struct {
 	Approval      *Approval   `json:"approval,omitempty"`
 	Compaction    *Compaction `json:"compaction,omitempty"`
 	Restart       *Restart    `json:"restart,omitempty"`
+	Guardrail     *Guardrail  `json:"guardrail,omitempty"`
 	FinishReason  string      `json:"finishReason,omitempty"`
 	// Final marks the turn-total usage event.
 	Final bool `json:"final,omitempty"`
@@ -146,6 +154,27 @@ type Restart struct {
 	// content (text, tool calls and results) stands: everything the
 	// stream showed after it and before this event is void.
 	Since int64 `json:"since"`
+	// Message says what happened, safe to show.
+	Message string `json:"message"`
+}
+
+// Guardrail is a match of one of the template's guardrails
+// (KindGuardrail). It never holds the text that matched.
+type Guardrail struct {
+	// Name is the guardrail's name in the template.
+	Name string `json:"name"`
+	// On is where it matched: input, output, tool_arguments or
+	// tool_result.
+	On string `json:"on"`
+	// Action is what it did: block, redact, approve or log.
+	Action string `json:"action"`
+	// Kind is what matched: a kind of personal data or of secret
+	// ("credit_card", "openai_key"), or the check ("regex", "deny",
+	// "max_length", "model").
+	Kind string `json:"kind"`
+	// ToolCallID and ToolName name the call, at the tool stages.
+	ToolCallID string `json:"toolCallId,omitempty"`
+	ToolName   string `json:"toolName,omitempty"`
 	// Message says what happened, safe to show.
 	Message string `json:"message"`
 }
@@ -229,6 +258,10 @@ const (
 	// FinishToolCalls: the turn ended with calls of client tools, whose
 	// results the client's next request carries (KindClientCall).
 	FinishToolCalls = "tool-calls"
+	// FinishGuardrail: a guardrail blocked the user's message (the model
+	// was not called) or the answer (it stops where the match began); a
+	// KindGuardrail event names it.
+	FinishGuardrail = "guardrail"
 )
 
 // AnswerText is a turn's answer text as its events build it, for an edge

@@ -109,6 +109,10 @@ type Request struct {
 	// compaction): Messages render it as text and no tools are offered; a
 	// model that works on its structure (the offline model) reads it.
 	Summarize *SummaryInput
+	// Judge, when set, makes the call a guardrail's model check:
+	// Messages ask its question about its text, the answer is yes or no,
+	// and no tools are offered; the offline model reads it.
+	Judge *JudgeInput
 }
 
 // Callable returns the tools of r the model may call now: Tools, less

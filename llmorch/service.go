@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/guardrail"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
@@ -46,6 +48,10 @@ type ServiceConfig struct {
 	// Context is the agent's context budget; nil: none (the history the
 	// turn is given is sent as it is).
 	Context *ContextPolicy
+	// Judges are the models of the template's model checks (guardrails
+	// with check "model"), by the model the check names: "offline" or an
+	// llm.* key of the template's nodeConfigurations.
+	Judges map[string]Model
 }
 
 // Service is the LLM orchestration service of one agent: it runs a turn as a
@@ -61,6 +67,10 @@ type Service struct {
 	system string
 	// tokens counts requests for the context budget.
 	tokens *tokenCount
+	// guards are the template's guardrails, by step; judge answers their
+	// model checks.
+	guards *guards
+	judge  guardrail.Judge
 }
 
 // NewService checks cfg and returns a Service.
@@ -100,7 +110,16 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.MaxTokens == 0 {
 		cfg.MaxTokens = node.MaxTokens
 	}
-	s := &Service{cfg: cfg, tokens: newTokenCount(cfg.Model), system: SystemPrompt(PromptInput{
+	guards, judges, err := compileGuards(cfg.Template)
+	if err != nil {
+		return nil, fmt.Errorf("llmorch: the template's guardrails: %w", err)
+	}
+	for _, m := range judges {
+		if cfg.Judges[m] == nil {
+			return nil, fmt.Errorf("llmorch: a guardrail's model check names the model %q, which ServiceConfig.Judges does not have", m)
+		}
+	}
+	s := &Service{cfg: cfg, guards: guards, judge: NewJudge(cfg.Judges), tokens: newTokenCount(cfg.Model), system: SystemPrompt(PromptInput{
 		Personality: cfg.Template.Personality,
 		Guide:       guide(cfg.Template),
 		Steps:       cfg.Template.Steps(),
@@ -196,6 +215,14 @@ type Turn struct {
 	// request replays them; the turn shows those calls to the client once
 	// the answer that made them is carried out.
 	CallTrail bool
+	// Guardrails are the events of the guardrails that matched the
+	// turn's input (CheckInput) or the results a client sent; the turn
+	// yields them first.
+	Guardrails []chat.Event
+	// Blocked, when set, is the notice of a guardrail that blocked the
+	// turn's input: the turn answers with it and does not call the model,
+	// and ends with chat.FinishGuardrail.
+	Blocked string
 }
 
 // message is the ID of the answer the turn's output belongs to.
@@ -419,6 +446,9 @@ type run struct {
 	// ran lists, model call by model call, the calls of the agent's tools
 	// that ran in the turn, for the IDs of client calls (Turn.CallTrail).
 	ran [][]string
+	// argVerdicts are what the tool_arguments guardrails decided about
+	// the step's calls, by call ID.
+	argVerdicts map[string]argumentsVerdict
 }
 
 // errAwaitApproval ends a turn whose step holds calls for approval.
@@ -439,6 +469,14 @@ func (r *run) emit(ev chat.Event) bool {
 
 func (r *run) loop(ctx context.Context) (string, error) {
 	budget := r.s.cfg.Budget
+	for _, ev := range r.turn.Guardrails {
+		if !r.emit(ev) {
+			return "", errStopped
+		}
+	}
+	if r.turn.Blocked != "" {
+		return r.blockInput(ctx)
+	}
 	if r.turn.Resume != nil {
 		if reason, ended, err := r.restart(ctx); ended || err != nil {
 			return reason, err
@@ -470,6 +508,8 @@ func stepEnd(calls []chat.ToolCall, final, clientHeld bool, err error) (string, 
 		return chat.FinishToolCalls, true, nil
 	case errors.Is(err, errAwaitApproval):
 		return chat.FinishApproval, true, nil
+	case errors.Is(err, errGuardrailBlocked):
+		return chat.FinishGuardrail, true, nil
 	case err != nil:
 		return "", true, err
 	case len(calls) == 0 && final:
@@ -617,9 +657,20 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		usage   chat.Usage
 		invalid = map[string]string{} // call ID -> why the call is invalid
 	)
+	// The output guardrails of the step let the text through (a turn
+	// whose answer is in a format shows it once it is checked, below).
+	var og *outputGuard
+	if r.turn.Format == nil {
+		og = r.outputGuard(ctx, snap.ActiveStep)
+	}
 	// over ends the step at the output budget: the text so far is saved
-	// and the calls, whose arguments are incomplete or over it, are not.
+	// (what the guardrails held back is flushed first) and the calls,
+	// whose arguments are incomplete or over it, are not.
 	over := func() error {
+		if og != nil && og.blocked == nil && !r.pass(og, "", true, &text) {
+			r.saveEnd(ctx, text, usage)
+			return errStopped
+		}
 		r.saveEnd(ctx, text, usage)
 		return limitOutput(cfg.Budget.MaxOutputBytes)
 	}
@@ -638,11 +689,23 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 				ev.Text = truncateUTF8(ev.Text, cfg.Budget.MaxOutputBytes-r.output)
 			}
 			r.output += len(ev.Text)
-			text = append(text, ev.Text...)
-			// An answer in a format is shown once it is checked (below).
-			if ev.Text != "" && r.turn.Format == nil && !r.emit(ev) {
-				r.saveEnd(ctx, text, usage)
-				return nil, errStopped
+			switch {
+			case og != nil:
+				if !r.pass(og, ev.Text, false, &text) {
+					r.saveEnd(ctx, text, usage)
+					return nil, errStopped
+				}
+				if og.blocked != nil {
+					r.saveEnd(ctx, text, usage)
+					return nil, errGuardrailBlocked
+				}
+			default:
+				text = append(text, ev.Text...)
+				// An answer in a format is shown once it is checked (below).
+				if ev.Text != "" && r.turn.Format == nil && !r.emit(ev) {
+					r.saveEnd(ctx, text, usage)
+					return nil, errStopped
+				}
 			}
 			if cut {
 				return nil, over()
@@ -670,6 +733,17 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		r.saveEnd(ctx, text, usage)
 		return nil, err
 	}
+	if og != nil {
+		// The step's end: what the guardrails held back goes out.
+		if !r.pass(og, "", true, &text) {
+			r.saveEnd(ctx, text, usage)
+			return nil, errStopped
+		}
+		if og.blocked != nil {
+			r.saveEnd(ctx, text, usage)
+			return nil, errGuardrailBlocked
+		}
+	}
 	if cfg.Context != nil {
 		r.s.tokens.reconcile(r.counted, usage.Prompt)
 	}
@@ -681,9 +755,24 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 				return nil, err
 			}
 		}
-		if len(text) > 0 && !r.emit(chat.Event{Kind: chat.KindTextDelta, Text: string(text)}) {
-			r.saveEnd(ctx, text, usage)
-			return nil, errStopped
+		// The answer, checked, goes through the output guardrails whole.
+		checked := text
+		text = nil
+		if og := r.outputGuard(ctx, snap.ActiveStep); og != nil {
+			if !r.pass(og, string(checked), false, &text) || og.blocked == nil && !r.pass(og, "", true, &text) {
+				r.saveEnd(ctx, text, usage)
+				return nil, errStopped
+			}
+			if og.blocked != nil {
+				r.saveEnd(ctx, text, usage)
+				return nil, errGuardrailBlocked
+			}
+		} else {
+			text = checked
+			if len(text) > 0 && !r.emit(chat.Event{Kind: chat.KindTextDelta, Text: string(text)}) {
+				r.saveEnd(ctx, text, usage)
+				return nil, errStopped
+			}
 		}
 	}
 	return calls, r.onStepFinish(ctx, text, calls, invalid, usage)
@@ -738,6 +827,12 @@ func (r *run) conform(ctx context.Context, req Request, text []byte, usage *chat
 // saves the step's messages.
 func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCall, invalid map[string]string, usage chat.Usage) error {
 	cfg := r.s.cfg
+	if len(calls) > 0 {
+		if invalid == nil {
+			invalid = map[string]string{}
+		}
+		r.guardArguments(ctx, calls, invalid)
+	}
 	if r.turn.Journal && len(calls) > 0 && r.journaled == nil {
 		if err := r.journalStep(ctx, text, calls, invalid, usage); err != nil {
 			return err
@@ -782,7 +877,12 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			// Stopped between two calls: no new tool starts.
 			return stop(err)
 		}
-		if i < limit && !r.noTools && slices.Contains(r.client, call.Name) && !cfg.Engine.Judge(r.offer, r.state, call.Name).Refused {
+		for _, ev := range r.argVerdicts[call.ID].events {
+			if !r.emit(ev) {
+				return stop(errStopped)
+			}
+		}
+		if i < limit && !r.noTools && slices.Contains(r.client, call.Name) && !cfg.Engine.Judge(r.offer, r.state, call.Name).Refused && !strings.HasPrefix(invalid[call.ID], chat.RefusedPrefix) {
 			// A call of a client tool the model was offered: the client
 			// runs it; the session keeps it until its result comes.
 			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), Client: true, MessageID: r.turn.message(), Offer: r.offerOf(call)}
@@ -1191,6 +1291,9 @@ type toolOutcome struct {
 	// record, when set, is the record of a call that ran and is still to
 	// be written, with its step's messages (run.recordWithStep).
 	record *toolRecord
+	// guards are the events of the guardrails that matched the result,
+	// reported before it.
+	guards []chat.Event
 }
 
 // toolRecord is a tool's run as the orchestration records it.
@@ -1206,6 +1309,11 @@ var errStateMoved = errors.New("the session's state changed during the turn")
 // reportTool tells the client a call's result and, when recording it moved
 // the orchestration to another step, what the new step offers.
 func (r *run) reportTool(res toolOutcome) bool {
+	for _, ev := range res.guards {
+		if !r.emit(ev) {
+			return false
+		}
+	}
 	result := res.result
 	if !r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &result}) {
 		return false
@@ -1268,9 +1376,13 @@ func (r *run) tool(ctx context.Context, call chat.ToolCall, invalid map[string]s
 		})
 	}
 	var out toolOutcome
-	if bad {
+	switch {
+	case bad && strings.HasPrefix(why, chat.RefusedPrefix):
+		// A guardrail blocked the call's arguments (guardArguments).
+		out.result, out.refused = chat.ToolResult{CallID: call.ID, Name: call.Name, Content: why, Type: "refused", IsError: true, NotRun: true}, true
+	case bad:
 		out.result = chat.ToolResult{CallID: call.ID, Name: call.Name, Content: why, Type: "invalid_tool_call", IsError: true, NotRun: true}
-	} else {
+	default:
 		out = r.runTool(ctx, call)
 	}
 	if !out.held {
@@ -1306,7 +1418,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		}
 		return toolOutcome{result: refused(call, reason), refused: true}
 	}
-	if !r.answering && judged.Approval {
+	if !r.answering && (judged.Approval || r.argVerdicts[call.ID].approve) {
 		return toolOutcome{held: true, result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "approval_requested", Content: "waiting for the user's approval", NotRun: true}}
 	}
 	if err := ctx.Err(); err != nil {
@@ -1344,6 +1456,14 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		res.NotRun = true
 		return toolOutcome{result: res}
 	}
+	// The tool_result guardrails see the result before anyone else.
+	guarded := toolOutcome{result: res}
+	r.guardResult(ctx, call, &guarded)
+	res = guarded.result
+	withGuards := func(out toolOutcome) toolOutcome {
+		out.guards = guarded.guards
+		return out
+	}
 	used := orchestration.ToolUsedIn(call.Name, r.offer)
 	if r.recordWithStep {
 		// The step's write records the call right after (onStepFinish);
@@ -1355,7 +1475,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		}
 		from := r.state.ActiveStep
 		r.state = st
-		return toolOutcome{result: res, transition: dec.Transition, record: &toolRecord{event: used, from: from}}
+		return withGuards(toolOutcome{result: res, transition: dec.Transition, record: &toolRecord{event: used, from: from}})
 	}
 	var dec orchestration.Decision
 	// The journal keeps the result with the record, until the step's
@@ -1381,7 +1501,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	if dec.Transition {
 		cfg.Telemetry.CountTransition(ctx, cfg.Template.AgentID, dec.PreviousStep, st.State.ActiveStep)
 	}
-	return toolOutcome{result: res, transition: dec.Transition}
+	return withGuards(toolOutcome{result: res, transition: dec.Transition})
 }
 
 // offerOf is the offer a held call is judged against when it is carried

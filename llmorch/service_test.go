@@ -117,7 +117,7 @@ func newFixture(t *testing.T, model *scripted) *fixture {
 // newService is a service for the template tmpl over a new memory store,
 // with cfg's model and knobs. Its tools are the built-in ones, which the
 // template is checked against, unless cfg.Tools gives others.
-func newService(t *testing.T, tmpl string, cfg llmorch.ServiceConfig) (*fixture, *template.Loaded) {
+func newService(t testing.TB, tmpl string, cfg llmorch.ServiceConfig) (*fixture, *template.Loaded) {
 	t.Helper()
 	return newServiceWith(t, tmpl, cfg, nil)
 }
@@ -131,7 +131,7 @@ func newServiceOver(t *testing.T, model *scripted, wrap func(session.Store) sess
 	return f, a
 }
 
-func newServiceWith(t *testing.T, tmpl string, cfg llmorch.ServiceConfig, wrap func(session.Store) session.Store) (*fixture, *template.Loaded) {
+func newServiceWith(t testing.TB, tmpl string, cfg llmorch.ServiceConfig, wrap func(session.Store) session.Store) (*fixture, *template.Loaded) {
 	t.Helper()
 	var tc template.Config
 	if cfg.Tools == nil {
@@ -160,7 +160,7 @@ func newServiceWith(t *testing.T, tmpl string, cfg llmorch.ServiceConfig, wrap f
 }
 
 // start records the user message and returns the turn, as the agent does.
-func (f *fixture) start(t *testing.T, msg string) llmorch.Turn {
+func (f *fixture) start(t testing.TB, msg string) llmorch.Turn {
 	t.Helper()
 	_, lease, err := f.store.Claim(context.Background(), f.id)
 	if err != nil {

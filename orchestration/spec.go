@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+
+	"github.com/agentdock-go/agentdock/guardrail"
 )
 
 // Spec is the "orchestration" node of a template, as written. It is plain
@@ -47,6 +49,10 @@ type Step struct {
 	// whose calls wait for a person's approval while this step is active:
 	// the runtime does not run such a call until someone approves it.
 	RequireApproval []string `json:"requireApproval,omitempty"`
+	// Guardrails are added to the template's (options.guardrails) while
+	// this step is active. The template package checks them (see package
+	// guardrail); the engine does not read them.
+	Guardrails []guardrail.Spec `json:"guardrails,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }

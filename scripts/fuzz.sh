@@ -29,6 +29,8 @@ targets=(
 	"./orchestration FuzzNearest 20000"
 	"./orchestration FuzzTrail 20000"
 	"./template FuzzLoad 40000"
+	"./guardrail FuzzPIIStream 6000"
+	"./guardrail FuzzRegexStream 12000"
 	"./scenario FuzzParse 30000"
 	"./server/internal/wire FuzzChatBody 40000"
 	"./server/internal/wire FuzzParseEventID 40000"

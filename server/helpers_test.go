@@ -53,6 +53,8 @@ type envOptions struct {
 	// templates is the directory of the agents' templates (default
 	// testdata/templates).
 	templates string
+	// tools are added to the cognitive tools.
+	tools []tools.Tool
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -61,7 +63,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.store != nil {
 		store = o.store
 	}
-	reg, err := tools.NewRegistry(tools.CognitiveTools()...)
+	reg, err := tools.NewRegistry(append(tools.CognitiveTools(), o.tools...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -345,6 +345,8 @@ func oaFinish(reason string) string {
 		return "length"
 	case chat.FinishToolCalls:
 		return "tool_calls"
+	case chat.FinishGuardrail:
+		return "content_filter"
 	}
 	return "stop"
 }

@@ -393,6 +393,8 @@ func incompleteReason(reason string, lim *chat.Limit) string {
 		return "turn_timeout"
 	case chat.FinishCancelled:
 		return "cancelled"
+	case chat.FinishGuardrail:
+		return "content_filter"
 	}
 	if lim != nil {
 		return lim.Name

@@ -289,6 +289,10 @@ func (m *uiMapper) add(ev chat.Event, encode bool) [][]byte {
 			m.shown = slices.DeleteFunc(m.shown, func(p shownPart) bool { return p.seq > r.Since })
 			add(&uiChunk{Type: "data-restart", Data: d})
 		}
+	case chat.KindGuardrail:
+		if g := ev.Guardrail; g != nil {
+			add(&uiChunk{Type: "data-guardrail", Data: g})
+		}
 	case chat.KindLimit:
 		if l := ev.Limit; l != nil {
 			closeText()

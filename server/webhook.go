@@ -193,7 +193,7 @@ func (s *Server) runInBackground(t *turns.Turn, webhook string) {
 		case out.Error != nil:
 			out.Status = "failed"
 		case out.FinishReason == string(chat.FinishStop):
-		case out.FinishReason == string(chat.FinishLength):
+		case out.FinishReason == string(chat.FinishLength), out.FinishReason == chat.FinishGuardrail:
 			out.Status = "incomplete"
 		default:
 			out.Status = "cancelled"

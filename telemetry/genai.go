@@ -130,8 +130,33 @@ func (tu *Turn) Observe(ev chat.Event) {
 		if ev.Error != nil {
 			tu.errCode = ev.Error.Code
 		}
+	case chat.KindGuardrail:
+		if g := ev.Guardrail; g != nil {
+			tu.t.recordGuardrail(tu.ctx, tu.span, tu.info.AgentID, g)
+		}
 	case chat.KindDone:
 		tu.finish = ev.FinishReason
+	}
+}
+
+const eventGuardrail = "agentdock.guardrail"
+
+// recordGuardrail counts a guardrail's match and adds it to the turn's
+// span as an event: which guardrail, where, what it did, what matched,
+// never the text. The labels are bounded: guardrails, stages, actions and
+// kinds come from templates and the runtime.
+func (t *Telemetry) recordGuardrail(ctx context.Context, span trace.Span, agentID string, g *chat.Guardrail) {
+	attrs := []attribute.KeyValue{
+		semconv.GenAIAgentID(agentID), AttrGuardrail.String(g.Name), AttrGuardrailStage.String(g.On),
+		AttrGuardrailAction.String(g.Action), AttrGuardrailKind.String(g.Kind),
+	}
+	t.inst.guardrails.Add(ctx, 1, metric.WithAttributes(attrs...))
+	if span.IsRecording() {
+		ev := attrs[1:]
+		if g.ToolName != "" {
+			ev = append(ev, semconv.GenAIToolName(g.ToolName), semconv.GenAIToolCallID(g.ToolCallID))
+		}
+		span.AddEvent(eventGuardrail, withAttrs(ev...))
 	}
 }
 

@@ -52,6 +52,15 @@ const (
 	AttrStreamKind = attribute.Key("agentdock.stream.kind")
 	// AttrStoreOperation labels the store-errors metric.
 	AttrStoreOperation = attribute.Key("agentdock.store.operation")
+	// AttrGuardrail, AttrGuardrailStage, AttrGuardrailAction and
+	// AttrGuardrailKind label a guardrail's match (a span event and the
+	// guardrail-hits metric): its name in the template, the stage
+	// (input, output, tool_arguments, tool_result), what it did and what
+	// matched; never the text.
+	AttrGuardrail       = attribute.Key("agentdock.guardrail.name")
+	AttrGuardrailStage  = attribute.Key("agentdock.guardrail.stage")
+	AttrGuardrailAction = attribute.Key("agentdock.guardrail.action")
+	AttrGuardrailKind   = attribute.Key("agentdock.guardrail.kind")
 )
 
 // Tool outcomes.
@@ -92,6 +101,7 @@ type instruments struct {
 	transitions  metric.Int64Counter
 	streams      metric.Int64UpDownCounter
 	storeErrors  metric.Int64Counter
+	guardrails   metric.Int64Counter
 	// streamKinds holds the attribute option of each stream kind
 	// (TrackStream): the kinds are a few constants, so each set is built
 	// (sorted and hashed) once, not on every stream.
@@ -142,6 +152,9 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	add(err)
 	in.storeErrors, err = m.Int64Counter("agentdock.store.errors", metric.WithUnit("{error}"),
 		metric.WithDescription("Failed session store operations."))
+	add(err)
+	in.guardrails, err = m.Int64Counter("agentdock.guardrail.hits", metric.WithUnit("{hit}"),
+		metric.WithDescription("Matches of the templates' guardrails, by guardrail, stage, action and kind."))
 	add(err)
 	return in, errors.Join(errs...)
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentdock-go/agentdock/guardrail"
 	"github.com/agentdock-go/agentdock/internal/jsonpos"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/tools/mcp/mcpconfig"
@@ -214,6 +215,7 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 		}
 	}
 	checkContext(t, add)
+	checkGuardrails(t, add)
 	for name, nc := range t.NodeConfigurations {
 		if nc.MaxTokens < 0 {
 			add(orchestration.SeverityError, "nodeConfigurations."+name+".maxTokens", "must not be negative, got %d", nc.MaxTokens)
@@ -277,6 +279,43 @@ func checkContext(t *Template, add func(orchestration.Severity, string, string, 
 		}
 	}
 }
+
+// checkGuardrails checks options.guardrails and every step's guardrails
+// (package guardrail reports each problem at its field), that a step's
+// guardrail does not take the name of one of the template's, which is in
+// force with it, and that a model check names a model the template
+// configures.
+func checkGuardrails(t *Template, add func(orchestration.Severity, string, string, ...any)) {
+	check := func(path string, specs []guardrail.Spec) {
+		_, problems := guardrail.Compile(path, specs)
+		for _, p := range problems {
+			add(orchestration.SeverityError, p.Path, "%s", p.Message)
+		}
+		for i, g := range specs {
+			if g.Check != guardrail.CheckModel || g.Model == "" || g.Model == GuardrailOffline {
+				continue
+			}
+			if _, ok := t.NodeConfigurations[g.Model]; !ok || !strings.HasPrefix(g.Model, "llm.") {
+				add(orchestration.SeverityError, fmt.Sprintf("%s[%d].model", path, i), "%q names no model: want %q or an llm.* key of nodeConfigurations, such as \"llm.openai\" with its own \"model\"", g.Model, GuardrailOffline)
+			}
+		}
+	}
+	check("options.guardrails", t.Options.Guardrails)
+	for i, st := range t.Steps() {
+		path := fmt.Sprintf("orchestration.steps[%d] %q: guardrails", i, st.Name)
+		check(path, st.Guardrails)
+		for k, g := range st.Guardrails {
+			if slices.ContainsFunc(t.Options.Guardrails, func(o guardrail.Spec) bool { return o.Name == g.Name && g.Name != "" }) {
+				add(orchestration.SeverityError, fmt.Sprintf("%s[%d].name", path, k), "%q is also the name of a guardrail of options.guardrails, which is in force in this step too; rename one", g.Name)
+			}
+		}
+	}
+}
+
+// GuardrailOffline names the offline model as a model check's model: it
+// answers yes when the text holds one of the phrases the check's prompt
+// puts in double quotes (see package llmorch/offline).
+const GuardrailOffline = "offline"
 
 // AgentDock's own keys that this runtime reads nothing from: a template
 // that carries them is as AgentDock writes it, so they are known, not

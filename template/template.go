@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentdock-go/agentdock/guardrail"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/tools/mcp/mcpconfig"
 )
@@ -140,6 +141,11 @@ type Options struct {
 	// endpoint's default (enqueue on the chat API, reject on /v1). A
 	// request may ask for another (docs/api.md, "Busy sessions").
 	Busy string `json:"busy,omitempty"`
+	// Guardrails check the user's input, the model's output as it
+	// streams, tool calls' arguments and tools' results (docs/
+	// guardrails.md); a step's own guardrails add to them while the step
+	// is active.
+	Guardrails []guardrail.Spec `json:"guardrails,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }

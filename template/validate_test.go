@@ -58,6 +58,21 @@ func TestValidationErrors(t *testing.T) {
 		{"unknown step scope", `{"agentId":"t","name":"T","nodes":["think"],"orchestration":{"stepScope":"forever","steps":[]}}`,
 			`cognitive.json: orchestration.stepScope: unknown step scope "forever" (known: session, turn)`},
 		{"missing agentId", `{"name":"T"}`, `cognitive.json: agentId: required: the ID the agent is served under`},
+		{"guardrail check", `{"agentId":"t","name":"T","options":{"guardrails":[{"name":"g","on":["output"],"check":"pi","action":"redact"}]}}`,
+			`cognitive.json: options.guardrails[0].check: unknown check "pi" (known: regex, pii, secrets, deny, max_length, model)`},
+		{"guardrail unbounded on output", `{"agentId":"t","name":"T","options":{"guardrails":[{"name":"g","on":"output","check":"regex","pattern":"[0-9]+","action":"block"}]}}`,
+			`cognitive.json: options.guardrails[0].pattern: can match text of any length`},
+		{"guardrail key", `{"agentId":"t","name":"T","options":{"guardrails":[{"name":"g","on":"input","check":"pii","action":"log","kind":["email"]}]}}`,
+			`cognitive.json: options.guardrails[0].kind: unknown key`},
+		{"step guardrail", tmpl(stdNodes, `{"name":"Pay","isDefault":true,"guardrails":[{"name":"cards","on":["output"],"check":"pii","kinds":["card"],"action":"redact"}]}`),
+			`cognitive.json: orchestration.steps[0] "Pay": guardrails[0].kinds[0]: unknown pii kind "card"`},
+		{"step guardrail named like the template's", `{"agentId":"t","name":"T","nodes":["think"],"options":{"guardrails":[{"name":"cards","on":"output","check":"pii","action":"redact"}]},
+			"orchestration":{"steps":[{"name":"Pay","isDefault":true,"guardrails":[{"name":"cards","on":"input","check":"pii","action":"block"}]}]}}`,
+			`cognitive.json: orchestration.steps[0] "Pay": guardrails[0].name: "cards" is also the name of a guardrail of options.guardrails`},
+		{"guardrail model", `{"agentId":"t","name":"T","options":{"guardrails":[{"name":"g","on":"input","check":"model","model":"llm.judge","prompt":"?","action":"block"}]}}`,
+			`cognitive.json: options.guardrails[0].model: "llm.judge" names no model: want "offline" or an llm.* key of nodeConfigurations`},
+		{"guardrail approve on output", `{"agentId":"t","name":"T","options":{"guardrails":[{"name":"g","on":"output","check":"secrets","action":"approve"}]}}`,
+			`cognitive.json: options.guardrails[0].action: approve holds a tool call for a person's approval, so it applies to tool_arguments only`},
 		{"bad agentId", `{"agentId":"a b","name":"T"}`, `cognitive.json: agentId: "a b" is not a valid ID`},
 		{"missing name", `{"agentId":"t"}`, `cognitive.json: name: required: the agent's display name`},
 		{"unknown history policy", `{"agentId":"t","name":"T","chatSettings":{"historyPolicy":"some"}}`,
@@ -376,5 +391,36 @@ func TestStrictTools(t *testing.T) {
 	}
 	if agent, ds := Load("w.json", data, Config{Provided: provided}); agent == nil || ds.HasErrors() {
 		t.Errorf("not strict: the template does not load:\n  %s", lines(ds))
+	}
+}
+
+// TestGuardrailsLoad: guardrails of the template and of a step load, and
+// survive a round trip.
+func TestGuardrailsLoad(t *testing.T) {
+	src := `{"agentId":"t","name":"T","nodes":["llm.openai","think"],
+		"nodeConfigurations":{"llm.openai":{"model":"m"},"llm.judge":{"model":"small"}},
+		"options":{"guardrails":[
+			{"name":"cards","on":["output"],"check":"pii","kinds":["credit_card"],"action":"redact"},
+			{"name":"injection","on":["input"],"check":"regex","pattern":"(?i)ignore (all )?previous instructions","action":"block"},
+			{"name":"secrets","on":["tool_result"],"check":"secrets","action":"redact"},
+			{"name":"judge","on":"input","check":"model","model":"llm.judge","prompt":"Does it ask for medical advice?","action":"log"}]},
+		"orchestration":{"steps":[{"name":"Pay","isDefault":true,"guardrails":[{"name":"big","on":"tool_arguments","check":"max_length","maxLength":2000,"tools":["think"],"action":"approve"}]}]}}`
+	agent, ds := Load("g.json", []byte(src), Config{})
+	if agent == nil || len(ds) > 0 {
+		t.Fatalf("%s", lines(ds))
+	}
+	if n := len(agent.Template.Options.Guardrails); n != 4 {
+		t.Fatalf("%d guardrails", n)
+	}
+	b, err := json.Marshal(agent.Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, ds := Load("g.json", b, Config{})
+	if again == nil {
+		t.Fatalf("round trip: %s", lines(ds))
+	}
+	if g := again.Template.Steps()[0].Guardrails; len(g) != 1 || g[0].MaxLength != 2000 || g[0].Tools[0] != "think" {
+		t.Fatalf("step guardrails after a round trip: %+v", g)
 	}
 }

@@ -9,6 +9,7 @@ import { approvalsBody, backoffDelay, chatBody, normalizeAgent, parseEventId, pa
 import {
   Conversations, Sessions, answerApproval, applyChunk, historyEntries, maxConversations, newTurn, notConfigured, pendingApprovals, snapshotOf, textOf,
 } from '../../web/js/state.js';
+import { guardrailText } from '../../web/js/guardrail.js';
 
 // bodyOf returns a byte stream delivering the given string pieces one by one,
 // so frames and even lines and UTF-8 sequences split across reads.
@@ -341,4 +342,18 @@ test('Conversations: newest first, one entry per session, bounded, shared throug
   const off = new Conversations({ getItem() { throw new Error('denied'); }, setItem() { throw new Error('denied'); } });
   off.touch({ id: 's9', agentId: 'planner', title: 't' });
   assert.deepEqual(off.list().map((c) => c.id), ['s9']);
+});
+
+test('a data-guardrail chunk is a part that names the guardrail, never the text', () => {
+  const turn = newTurn();
+  applyChunk(turn, { type: 'text-start', id: 't1' });
+  applyChunk(turn, { type: 'text-delta', id: 't1', delta: 'Your card ' });
+  applyChunk(turn, { type: 'data-guardrail', data: { name: 'cards', on: 'output', action: 'redact', kind: 'credit_card', message: 'The guardrail "cards" redacted a credit_card in the answer.' } });
+  applyChunk(turn, { type: 'text-delta', id: 't1', delta: '[redacted:credit_card] is on file.' });
+  const g = turn.parts.find((p) => p.kind === 'guardrail');
+  assert.deepEqual({ name: g.name, on: g.on, action: g.action, matched: g.matched }, { name: 'cards', on: 'output', action: 'redact', matched: 'credit_card' });
+  assert.equal(guardrailText(g), 'Guardrail “cards” redacted a credit card in the answer.');
+  assert.equal(guardrailText({ name: 'keys', on: 'tool_result', action: 'redact', matched: 'openai_key', toolName: 'vault' }),
+    "Guardrail “keys” redacted an openai key in a tool's result (vault).");
+  assert.equal(textOf(turn), 'Your card [redacted:credit_card] is on file.');
 });

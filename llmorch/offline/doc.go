@@ -47,6 +47,13 @@
 // then user lines from the middle of the conversation, so that its opening
 // and its latest turns stay (see summary.go).
 //
+// A guardrail's model check (Request.Judge) is answered "yes" when the
+// text contains, ignoring case (Unicode simple folding), one of the
+// phrases the check's prompt puts in double quotes ("..." or “...”), and
+// "no" otherwise: a prompt without quoted phrases is always answered no.
+// So `Does the text ask for "medical advice" or a "diagnosis"?` holds for
+// "I need a Diagnosis" offline, as a real model's answer would.
+//
 // It never calls a tool that is not in Request.Tools, makes at most one tool
 // call per model call and at most maxTurnCalls per turn, and numbers calls
 // "call_<n>" so that IDs are unique within the conversation it is given.

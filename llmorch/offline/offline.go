@@ -99,6 +99,16 @@ func (m *Model) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.
 			yield(chat.Event{}, err)
 			return
 		}
+		if req.Judge != nil {
+			// A guardrail's model check: one word.
+			text := judge(*req.Judge)
+			if !yield(chat.Event{Kind: chat.KindTextDelta, Text: text}, nil) {
+				return
+			}
+			u := estimateUsage(req, response{text: text})
+			yield(chat.Event{Kind: chat.KindUsage, Usage: &u}, nil)
+			return
+		}
 		if req.Summarize != nil {
 			// A summarizer's call: the whole summary at once, no pause.
 			text := summarize(req.Summarize)

@@ -4,6 +4,7 @@
 // or style attributes, so the page runs under a CSP of 'self' only.
 
 import { marked } from '../vendor/marked.esm.js';
+import { guardrailLine } from './guardrail.js';
 import DOMPurify from '../vendor/purify.es.mjs';
 import hljs from '../vendor/highlight.core.min.js';
 import bash from '../vendor/highlight.bash.min.js';
@@ -289,6 +290,8 @@ function partView(part) {
         },
       };
     }
+    case 'guardrail':
+      return guardrailLine(h);
     case 'warning': {
       const el = h('p', { class: 'warning', role: 'status' });
       return { el, update: (p) => { el.textContent = `Warning: ${p.message}`; } };

@@ -3,6 +3,8 @@
 // and re-draws only the parts whose rev changed, so a long streaming answer
 // does not rebuild the whole transcript on every delta.
 
+import { guardrailPart } from './guardrail.js';
+
 /** newTurn returns an empty assistant turn. */
 export function newTurn() {
   return {
@@ -183,6 +185,12 @@ export function applyChunk(turn, chunk) {
       if (d.session) turn.sessionUsage = usageOf(d.session);
       changed.usage = true;
       turn.rev++;
+      break;
+    }
+    case 'data-guardrail': {
+      const part = guardrailPart(chunk.data);
+      turn.parts.push(part);
+      touch(turn, part);
       break;
     }
     case 'data-warning': {

@@ -12,12 +12,15 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/llmorch"
+	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
+	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/session"
@@ -38,6 +41,20 @@ type Options struct {
 	Delay time.Duration
 	// Keys, when set, are the API keys (server.KeyAuth).
 	Keys []string
+	// Templates are more template directories to load; Tools are added to
+	// the cognitive tools, for their nodes.
+	Templates []string
+	Tools     []tools.Tool
+}
+
+// GuardrailTemplates is the directory of the agent "guarded" of package
+// server's tests: the issue's three guardrails (card numbers redacted from
+// the answer, a prompt injection blocked, secrets redacted from tools'
+// results), for Options.Templates. Its node "vault" needs a tool of that
+// name in Options.Tools.
+func GuardrailTemplates() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "guardrails")
 }
 
 // Server is a started server.
@@ -54,14 +71,14 @@ type Server struct {
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
 	store := session.NewMemory(session.Config{})
-	reg, err := tools.NewRegistry(tools.CognitiveTools()...)
+	reg, err := tools.NewRegistry(append(tools.CognitiveTools(), o.Tools...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Dir(file)
 	var loaded []*template.Loaded
-	for _, d := range []string{filepath.Join(dir, "..", "..", "testdata", "templates"), filepath.Join(dir, "testdata", "templates")} {
+	for _, d := range append([]string{filepath.Join(dir, "..", "..", "testdata", "templates"), filepath.Join(dir, "testdata", "templates")}, o.Templates...) {
 		results, err := template.LoadPath(d, template.Config{Provided: reg.Names()})
 		if err != nil {
 			t.Fatal(err)
@@ -115,4 +132,38 @@ func Start(t testing.TB, o Options) *Server {
 		store.Close()
 	})
 	return &Server{Server: s, URL: hs.URL, Agents: len(loaded)}
+}
+
+// CardChunks are a model's answer that streams a card number in four
+// chunks, the text around it in the first and the last; CardAnswer is
+// what every client must read of it through the agent "guarded".
+var CardChunks = []string{"Your card 4111 ", "1111 ", "1111 ", "1111 is on file, thanks."}
+
+const CardAnswer = "Your card [redacted:credit_card] is on file, thanks."
+
+// HasCardDigits reports whether s holds a group of CardChunks' digits
+// (with the space after it: a hex ID may hold "1111" by chance).
+func HasCardDigits(s string) bool {
+	return strings.Contains(s, "4111 ") || strings.Contains(s, "1111 ")
+}
+
+// StartGuarded starts a server whose agents run on a scripted
+// OpenAI-compatible model over real HTTP (the returned mock, which
+// records the requests it gets), the agent "guarded" among them
+// (GuardrailTemplates) with its vault tool.
+func StartGuarded(t testing.TB, o Options) (*Server, *mockllm.Server) {
+	t.Helper()
+	mock := mockllm.New()
+	t.Cleanup(mock.Close)
+	model, err := provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: mock.URL() + "/v1", APIKey: "test-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vault := tools.MustNew("vault", "Reads the deployment's settings.", func(context.Context, struct {
+		Name string `json:"name"`
+	}) (string, error) {
+		return "settings: OPENAI_API_KEY=sk-proj-AbC123dEf456GhI789jKl012 region=eu-west", nil
+	})
+	o.Model, o.Templates, o.Tools = model, append(o.Templates, GuardrailTemplates()), append(o.Tools, vault)
+	return Start(t, o), mock
 }
