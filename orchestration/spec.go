@@ -47,6 +47,11 @@ type Step struct {
 	// whose calls wait for a person's approval while this step is active:
 	// the runtime does not run such a call until someone approves it.
 	RequireApproval []string `json:"requireApproval,omitempty"`
+	// Model names the model of this step's model calls: an llm.* key of
+	// the template's nodeConfigurations ("llm.cheap"), which the template
+	// package checks; empty, the agent's own model. The orchestration
+	// reads nothing from it.
+	Model string `json:"model,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }

@@ -59,6 +59,18 @@ type NodeConfig struct {
 	Temperature     *float64 `json:"temperature,omitempty"`
 	MaxTokens       int      `json:"maxTokens,omitempty"`
 	UseCustomAPIKey bool     `json:"useCustomApiKey,omitempty"`
+	// Fallbacks are the llm.* keys of nodeConfigurations whose models
+	// answer, in order, a call of this model that fails before its first
+	// token with an error retrying will not cure soon (an outage, a long
+	// rate limit, a request longer than its context when theirs is
+	// larger). Absent: the server's fallback (LLM_FALLBACK_PROVIDER), if
+	// any; an empty list: none. A fallback's own fallbacks are not
+	// followed: the list is the whole chain.
+	Fallbacks []string `json:"fallbacks,omitzero"`
+	// ContextWindow is the model's context in input tokens (0: unknown):
+	// a request too long for a model goes to a fallback only when both
+	// windows are known and the fallback's is larger.
+	ContextWindow int `json:"contextWindow,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }
@@ -281,6 +293,29 @@ func (t *Template) Provider() (string, NodeConfig) {
 		}
 	}
 	return "", NodeConfig{}
+}
+
+// ModelNode returns the key of the llm.* node of the agent's own model
+// ("llm.openai"), "" when there is none.
+func (t *Template) ModelNode() string {
+	for _, n := range t.Nodes {
+		if strings.HasPrefix(n, "llm.") {
+			return n
+		}
+	}
+	return ""
+}
+
+// StepModels returns the llm.* keys the steps name (step.model), each
+// once, in step order.
+func (t *Template) StepModels() []string {
+	var out []string
+	for _, s := range t.Steps() {
+		if s.Model != "" && !slices.Contains(out, s.Model) {
+			out = append(out, s.Model)
+		}
+	}
+	return out
 }
 
 // MaxSteps returns options.maxSteps or the default.

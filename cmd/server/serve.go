@@ -319,7 +319,7 @@ func modelFactory(cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) 
 		}
 		if fb != nil {
 			log.Info("model", append(attrs, "fallback_provider", fb.Info().Provider, "fallback_model", fb.Info().Model)...)
-			return provider.WithFallback(m, fb), nil
+			return llmorch.Fallbacks(0, llmorch.Candidate{Model: m}, llmorch.Candidate{Model: fb}), nil
 		}
 		log.Info("model", attrs...)
 		return m, nil
