@@ -44,7 +44,9 @@ func newByModel(t *testing.T) *byModel {
 }
 
 // fail queues failures of model (set before the calls that meet them).
-func (b *byModel) fail(model string, s ...mockllm.Script) { b.fails[model] = append(b.fails[model], s...) }
+func (b *byModel) fail(model string, s ...mockllm.Script) {
+	b.fails[model] = append(b.fails[model], s...)
+}
 
 // models lists the models the requests named, in order.
 func (b *byModel) models() []string {

@@ -41,15 +41,15 @@ type callState struct {
 	tr  *transport
 
 	// Response, set by send.
-	status      int
-	retryAfter  time.Duration
-	errType     string
+	status     int
+	retryAfter time.Duration
+	errType    string
 	// contextLength: the error response says the request is longer than
 	// the model's context.
 	contextLength bool
-	sendErr     error
-	body        io.ReadCloser
-	contentType string
+	sendErr       error
+	body          io.ReadCloser
+	contentType   string
 }
 
 type stateKey struct{}
