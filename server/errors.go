@@ -17,6 +17,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/spend"
 	"github.com/gin-gonic/gin"
 )
 
@@ -126,6 +127,10 @@ func turnStartError(err error) *apiError {
 	if errors.As(err, &qe) {
 		return quotaError(qe)
 	}
+	var ex *spend.ExceededError
+	if errors.As(err, &ex) {
+		return budgetError(ex)
+	}
 	var (
 		ae     *apiError
 		apErr  *agent.ApprovalError
@@ -180,6 +185,15 @@ func quotaError(qe *session.QuotaError) *apiError {
 		return newError(http.StatusTooManyRequests, "quota_exceeded", "the sessions of this API key hold %d bytes, its quota (BYTES_PER_OWNER) is %d: delete sessions (DELETE /api/sessions/{id}) or wait for them to expire before starting a new one", qe.Used, qe.Max)
 	}
 	return newError(http.StatusTooManyRequests, "quota_exceeded", "this API key holds %d sessions, its quota (SESSIONS_PER_OWNER): delete sessions (DELETE /api/sessions/{id}) or wait for them to expire before starting a new one", qe.Used)
+}
+
+// budgetError answers a turn whose key spent a budget: 429
+// budget_exceeded naming the limit, what was spent and when it resets,
+// which Retry-After gives too.
+func budgetError(ex *spend.ExceededError) *apiError {
+	e := newError(http.StatusTooManyRequests, "budget_exceeded", "%s", ex.Error())
+	e.RetryAfter = max(time.Until(ex.Resets), time.Second)
+	return e
 }
 
 func errStoreDown() *apiError {

@@ -99,7 +99,6 @@ func (m *Memory) Spent(ctx context.Context, owner string, at time.Time) (day, mo
 	return m.spent["d:"+DayOf(at)+":"+owner], m.spent["m:"+MonthOf(at)+":"+owner], nil
 }
 
-
 // open is checkOpen under m.mu.
 func (m *Memory) open(ctx context.Context) error {
 	m.mu.Lock()
