@@ -338,7 +338,7 @@ var (
 	agentDockKeys        = []string{"maxConcurrency", "isEnabled", "notes"}
 	agentDockChatKeys    = []string{"placeholderText"}
 	agentDockOptionKeys  = []string{"tokenOptimization"}
-	agentDockLLMNodeKeys = []string{"apiKey", "provider", "safetySettings", "useSearchGrounding"}
+	agentDockLLMNodeKeys = []string{"apiKey", "safetySettings", "useSearchGrounding"}
 )
 
 type unknownKey struct {

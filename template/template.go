@@ -55,6 +55,10 @@ type Template struct {
 
 // NodeConfig configures one node; for llm.* nodes, the model.
 type NodeConfig struct {
+	// Provider names the model's provider ("openai", "anthropic", ...);
+	// empty, the provider the key names ("llm.openai": openai). A key
+	// that names no provider ("llm.cheap") needs it.
+	Provider        string   `json:"provider,omitempty"`
 	Model           string   `json:"model,omitempty"`
 	Temperature     *float64 `json:"temperature,omitempty"`
 	MaxTokens       int      `json:"maxTokens,omitempty"`
@@ -283,13 +287,17 @@ func (t *Template) Tools() []string {
 	return out
 }
 
-// Provider returns the provider named by the template's llm.* node (for
-// example "anthropic") and that node's configuration, or "" when there is
-// none.
+// Provider returns the provider of the template's llm.* node (for
+// example "anthropic": its configuration's "provider", else the name
+// after "llm.") and that node's configuration, or "" when there is none.
 func (t *Template) Provider() (string, NodeConfig) {
 	for _, n := range t.Nodes {
 		if p, ok := strings.CutPrefix(n, "llm."); ok {
-			return p, t.NodeConfigurations[n]
+			nc := t.NodeConfigurations[n]
+			if nc.Provider != "" {
+				p = nc.Provider
+			}
+			return p, nc
 		}
 	}
 	return "", NodeConfig{}

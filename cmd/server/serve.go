@@ -321,6 +321,9 @@ func modelFactory(cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) 
 		name, node := t.Provider()
 		setup, err := provider.ConfigFromEnv(name, node.Model, node.Temperature, node.MaxTokens)
 		if err != nil {
+			if key := t.ModelNode(); key != "" && node.Provider == "" {
+				return nil, fmt.Errorf("agent %s: nodeConfigurations[%q]: %w; a key that names no provider needs its \"provider\"", t.AgentID, key, err)
+			}
 			return nil, fmt.Errorf("agent %s: %w", t.AgentID, err)
 		}
 		if !setup.Usable {
