@@ -14,7 +14,10 @@
 // address. durable_test.go retries: the same AI SDK body on two replicas,
 // and again after its replica was SIGKILLed (one turn, one model call);
 // busy sessions on two replicas (enqueue, interrupt); a background run's
-// signed webhook retried after a 500.
+// signed webhook retried after a 500. routing_test.go checks cost
+// control: a model that answers 503 is answered by its fallback, a step's
+// model takes its calls, and token budgets per key hold on two replicas
+// sharing Redis (50 concurrent turns of one key; the figure is logged).
 //
 // The package has no code of its own: only tests and their harness
 // (harness_test.go). The fast tests run in `go test ./faults/`; the slow
