@@ -61,8 +61,8 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 	exec.reg.Store(base)
 	model := &scripted{}
 	agents, err := agent.NewSet(agent.Config{
-		Store:  store,
-		Tools:  exec,
+		Store: store,
+		Tools: exec,
 		// One scripted model answers every configuration, and records
 		// which one each call went to.
 		Models: func(t *template.Template) (llmorch.Model, error) { return &scriptedAs{model, t.ModelNode()}, nil },
