@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/spend"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -275,5 +277,23 @@ func TestMirrorStep(t *testing.T) {
 	n := 4 + int(time.Second/mirrorGrid)
 	if w := s.mirrorStep(st, at(n)); w == nil {
 		t.Fatal("the end not written at the first point after it")
+	}
+}
+
+// TestBudgetExceededOnEveryDoor: a turn refused for its key's budget is
+// 429 budget_exceeded, with the limit, what was spent and when it resets
+// in the message, on the API's routes (turnStartError, with Retry-After)
+// and on the edges' (ErrorStatus: A2A, AG-UI, MCP), wherever it is
+// wrapped.
+func TestBudgetExceededOnEveryDoor(t *testing.T) {
+	resets := time.Now().Add(90 * time.Minute)
+	err := fmt.Errorf("starting: %w", &spend.ExceededError{Limit: spend.LimitDay, Max: 3000, Used: 3120, Resets: resets})
+	e := turnStartError(err)
+	if e.Status != http.StatusTooManyRequests || e.Code != "budget_exceeded" || e.RetryAfter < 89*time.Minute || e.RetryAfter > 90*time.Minute ||
+		!strings.Contains(e.Message, "TOKENS_PER_OWNER_PER_DAY") || !strings.Contains(e.Message, "3120") || !strings.Contains(e.Message, resets.UTC().Format(time.RFC3339)) {
+		t.Errorf("turnStartError = %+v", e)
+	}
+	if status, code, msg := ErrorStatus(err); status != http.StatusTooManyRequests || code != "budget_exceeded" || msg != e.Message {
+		t.Errorf("ErrorStatus = %d %s %q", status, code, msg)
 	}
 }
