@@ -100,7 +100,8 @@ type Event struct {
 	// answered it (a fallback's, when one answered).
 	Model *ModelRef `json:"model,omitempty"`
 	// Models, on the turn-total usage event, is the turn's usage by the
-	// model that spent it, in the order each first answered.
+	// model that spent it, in the order each first answered (absent on a
+	// turn another server took over: KindRestart).
 	Models []ModelUsage `json:"models,omitempty"`
 	// SessionUsage, on a usage event, is the session's cumulative usage
 	// once this usage was recorded, when the sender knows it (the

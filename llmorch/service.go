@@ -372,7 +372,13 @@ func (r *run) end(ctx context.Context, reason string, err error) {
 	}
 	if !r.turnUsage.IsZero() {
 		u, su := r.turnUsage, r.state.TokenUsage
-		if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u, Final: true, SessionUsage: &su, Models: r.byModel}) {
+		ev := chat.Event{Kind: chat.KindUsage, Usage: &u, Final: true, SessionUsage: &su, Models: r.byModel}
+		if r.turn.Resume != nil {
+			// The usage by model of the steps another server ran is not
+			// known here: none rather than a part.
+			ev.Models = nil
+		}
+		if !r.emit(ev) {
 			return
 		}
 	}
