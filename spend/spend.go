@@ -186,6 +186,9 @@ type ExceededError struct {
 	Max    int64
 	Used   int64
 	Resets time.Time
+	// Anonymous: the owner is a server's without API keys, whose
+	// requests all share one budget.
+	Anonymous bool
 }
 
 func (e *ExceededError) Error() string {
@@ -193,8 +196,12 @@ func (e *ExceededError) Error() string {
 	if e.Limit == LimitMonth || e.Limit == LimitKeyMonth {
 		period = "this month (UTC)"
 	}
-	return fmt.Sprintf("this API key has spent %d tokens %s, its budget %s is %d tokens; it resets at %s",
-		e.Used, period, e.Limit, e.Max, e.Resets.UTC().Format(time.RFC3339))
+	who := "this API key has"
+	if e.Anonymous {
+		who = "this server's requests (it has no API keys, so they share one budget) have"
+	}
+	return fmt.Sprintf("%s spent %d tokens %s, its budget %s is %d tokens; it resets at %s",
+		who, e.Used, period, e.Limit, e.Max, e.Resets.UTC().Format(time.RFC3339))
 }
 
 func (e *ExceededError) Unwrap() error { return ErrExceeded }
@@ -204,10 +211,10 @@ func (e *ExceededError) Unwrap() error { return ErrExceeded }
 func (p *Policy) Check(owner string, at time.Time, day, month session.Spending) error {
 	l, dayName, monthName := p.For(owner)
 	if l.PerDay > 0 && day.Tokens >= l.PerDay {
-		return &ExceededError{Limit: dayName, Max: l.PerDay, Used: day.Tokens, Resets: session.DayEnd(at)}
+		return &ExceededError{Limit: dayName, Max: l.PerDay, Used: day.Tokens, Resets: session.DayEnd(at), Anonymous: owner == ""}
 	}
 	if l.PerMonth > 0 && month.Tokens >= l.PerMonth {
-		return &ExceededError{Limit: monthName, Max: l.PerMonth, Used: month.Tokens, Resets: session.MonthEnd(at)}
+		return &ExceededError{Limit: monthName, Max: l.PerMonth, Used: month.Tokens, Resets: session.MonthEnd(at), Anonymous: owner == ""}
 	}
 	return nil
 }

@@ -103,6 +103,9 @@ func TestCheck(t *testing.T) {
 	if !strings.Contains(err.Error(), "TOKENS_PER_OWNER_PER_DAY") || !strings.Contains(err.Error(), "2030-06-01T00:00:00Z") {
 		t.Errorf("message %q", err)
 	}
+	if err := p.Check("", at, session.Spending{Tokens: 3000}, session.Spending{}); err == nil || !strings.Contains(err.Error(), "no API keys") {
+		t.Errorf("the anonymous owner's message: %v", err)
+	}
 	if err := p.Check("k1", at, session.Spending{Tokens: 2999}, session.Spending{Tokens: 2999}); err != nil {
 		t.Errorf("under: %v", err)
 	}
