@@ -443,9 +443,9 @@ type run struct {
 	client []string
 	// clientHeld: a call of a client tool was held this turn.
 	clientHeld bool
-	// model is the model of the step under way and answered the model
-	// that answers its call (a fallback's, after a KindFallback);
-	// byModel is the turn's usage by the model that answered.
+	// model is the model of the step under way; answered, the model that
+	// answers its call (a fallback's, after a KindFallback); byModel, the
+	// turn's usage by the model that answered it.
 	model    StepModel
 	answered chat.ModelRef
 	byModel  []chat.ModelUsage
