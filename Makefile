@@ -53,16 +53,16 @@ mcp-servers:
 # The acceptance commands of the orchestration contract, through the binary,
 # and the templates' transcripts (docs/testing.md): the shipped templates'
 # in templates/*/tests, AgentDock's (which reference ../shared) in
-# transcript/testdata/agentdock.
+# transcript/testdata/agentdock, and the routing example's.
 test-sim: build
 	@if [ -d ../shared/spec/scenarios ]; then \
 		./$(BIN) simulate -q ../shared/spec/scenarios/*.json scenario/testdata/*.json && \
-		./$(BIN) validate -q ../shared/fixtures/agentdock-templates/*/template.json templates/ && \
-		./$(BIN) test -q templates/ transcript/testdata/agentdock transcript/testdata/parallel; \
+		./$(BIN) validate -q ../shared/fixtures/agentdock-templates/*/template.json templates/ examples/routing/template.json && \
+		./$(BIN) test -q templates/ transcript/testdata/agentdock transcript/testdata/parallel examples/routing; \
 	elif [ "$$CI" = true ]; then echo "../shared is required in CI" >&2; exit 1; \
 	else echo "skipping simulate/validate/test of ../shared: not beside the project"; \
-		./$(BIN) simulate -q scenario/testdata/*.json && ./$(BIN) validate -q templates/ && \
-		./$(BIN) test -q templates/; fi
+		./$(BIN) simulate -q scenario/testdata/*.json && ./$(BIN) validate -q templates/ examples/routing/template.json && \
+		./$(BIN) test -q templates/ examples/routing; fi
 
 # examples/mount is built too: the page's test under a path prefix runs it.
 test-e2e: build

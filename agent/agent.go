@@ -27,6 +27,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/spend"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
@@ -100,6 +101,22 @@ type Config struct {
 	// Context is the context budget of the agents whose template does not
 	// set options.context, and the defaults of those that set part of it.
 	Context ContextConfig
+	// Fallbacks are the models that answer, in order, a call of a model
+	// whose configuration names no fallbacks (nodeConfigurations' absent
+	// "fallbacks") when it fails before its first token with an error
+	// retrying will not cure soon (llmorch.Fallbacks): the server's
+	// LLM_FALLBACK_PROVIDER.
+	Fallbacks []llmorch.Candidate
+	// FallbackWait is the longest a call of a model that has a fallback
+	// waits for a rate limit's Retry-After; a longer one goes to the
+	// fallback at once (default DefaultFallbackWait).
+	FallbackWait time.Duration
+	// Spend prices the models and bounds what each owner may spend on
+	// them: a turn that starts when its owner spent a budget is refused
+	// with a *spend.ExceededError (its running turns are never cut). The
+	// store counts every model call's spending when it is a
+	// session.Ledger (Set.Usage reads it), whether or not Spend is set.
+	Spend *spend.Policy
 }
 
 // ContextConfig is the server's context budget (llmorch.ContextPolicy);
@@ -146,6 +163,17 @@ func (c *Config) check() error {
 	}
 	if err := c.Budget.Validate(); err != nil {
 		return fmt.Errorf("agent: Config.Budget: %w", err)
+	}
+	if c.FallbackWait <= 0 {
+		c.FallbackWait = DefaultFallbackWait
+	}
+	if _, ok := c.Store.(session.Ledger); !ok && c.Spend.Bounded() {
+		return fmt.Errorf("agent: Config.Spend sets budgets, but the store (%T) keeps no spending (session.Ledger)", c.Store)
+	}
+	for i, f := range c.Fallbacks {
+		if f.Model == nil {
+			return fmt.Errorf("agent: Config.Fallbacks[%d] has no Model", i)
+		}
 	}
 	switch cc := c.Context; {
 	case cc.MaxInputTokens < 0, cc.MaxInputTokens > 0 && cc.MaxInputTokens < template.MinContextTokens:
@@ -218,15 +246,20 @@ type Agent struct {
 }
 
 func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
-	model, err := cfg.Models(l.Template)
+	b := newModels(cfg, l.Template, newMeter(cfg))
+	model, err := b.of("")
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: model: %w", l.ID(), err)
+	}
+	steps, err := b.steps()
+	if err != nil {
+		return nil, fmt.Errorf("agent %q: %w", l.ID(), err)
 	}
 	tools := cfg.Tools
 	if cfg.ToolsFor != nil {
 		tools = cfg.ToolsFor(l)
 	}
-	policy, err := contextPolicy(cfg, l.Template, model)
+	policy, err := contextPolicy(cfg, l.Template, model, b)
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: options.context: %w", l.ID(), err)
 	}
@@ -235,15 +268,16 @@ func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
 		return nil, fmt.Errorf("agent %q: guardrails: %w", l.ID(), err)
 	}
 	svcCfg := llmorch.ServiceConfig{
-		Template:  l.Template,
-		Engine:    l.Engine,
-		Store:     cfg.Store,
-		Model:     model,
-		Tools:     tools,
-		Telemetry: cfg.Telemetry,
-		Budget:    cfg.Budget,
-		Context:   policy,
-		Judges:    judges,
+		Template:   l.Template,
+		Engine:     l.Engine,
+		Store:      cfg.Store,
+		Model:      model,
+		Tools:      tools,
+		Telemetry:  cfg.Telemetry,
+		Budget:     cfg.Budget,
+		Context:    policy,
+		Judges:     judges,
+		StepModels: steps,
 	}
 	svc, err := llmorch.NewService(svcCfg)
 	if err != nil {
@@ -255,7 +289,7 @@ func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
 // contextPolicy is the agent's context budget: the template's
 // options.context, then cfg's, then the defaults; nil when it is off, or
 // when the model sees no history to compact.
-func contextPolicy(cfg Config, t *template.Template, model llmorch.Model) (*llmorch.ContextPolicy, error) {
+func contextPolicy(cfg Config, t *template.Template, model llmorch.Model, b *models) (*llmorch.ContextPolicy, error) {
 	tc := t.Options.Context
 	if tc == nil {
 		if cfg.Context.Off {
@@ -280,11 +314,8 @@ func contextPolicy(cfg Config, t *template.Template, model llmorch.Model) (*llmo
 	case template.SummarizerOffline:
 		p.Summarizer = offline.New(offline.Config{Name: "offline-summary"})
 	default:
-		// A model node of the template: the factory makes it as it makes
-		// the agent's model, from a template that names that node alone.
-		node := *t
-		node.Nodes = []string{summarizer}
-		m, err := cfg.Models(&node)
+		// A model node of the template, with its fallbacks.
+		m, err := b.of(summarizer)
 		if err != nil {
 			return nil, fmt.Errorf("summarizer %q: %w", summarizer, err)
 		}
@@ -680,7 +711,13 @@ type turnStart struct {
 // write records. A store that is a session.Starter makes that write with
 // the claim when it can (one Redis round trip instead of two).
 func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan func(key string, sess session.Session) (turnStart, error)) (iter.Seq[chat.Event], error) {
-	// Tools learn what they run for (tools.CallFrom).
+	// A turn does not start past its owner's budget; one that started
+	// runs to its end.
+	if err := n.checkBudget(ctx, o.owner); err != nil {
+		return nil, err
+	}
+	// Tools learn what they run for (tools.CallFrom), and the models'
+	// meter whom to charge.
 	ctx = tools.WithCall(ctx, tools.Call{SessionID: sessionID, AgentID: n.ID(), Owner: o.owner, TurnID: o.turnID})
 	store, service, closeStore := n.cfg.Store, n.service, func() {}
 	if o.stateless {

@@ -166,6 +166,10 @@ type Usage struct {
 	// (Anthropic bills it above the price, OpenAI reports none).
 	CacheRead  int64 `json:"cacheRead,omitempty"`
 	CacheWrite int64 `json:"cacheWrite,omitempty"`
+	// Cost is what the tokens cost, in the currency of the server's price
+	// table (MODEL_PRICES), when it prices the model that spent them;
+	// absent otherwise.
+	Cost float64 `json:"cost,omitempty"`
 }
 
 // Add returns the sum of u and v. A zero Total on either side is taken as
@@ -177,6 +181,7 @@ func (u Usage) Add(v Usage) Usage {
 		Total:      u.total() + v.total(),
 		CacheRead:  u.CacheRead + v.CacheRead,
 		CacheWrite: u.CacheWrite + v.CacheWrite,
+		Cost:       u.Cost + v.Cost,
 	}
 }
 

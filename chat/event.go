@@ -60,6 +60,13 @@ const (
 	// Stop, a client that closed its stream), with the reason in Text. The
 	// partial answer is saved and Done follows with FinishStopped.
 	KindAbort Kind = "abort"
+	// KindFallback reports that the model call under way failed before
+	// its first output, with an error retrying would not soon cure (an
+	// outage, a long rate limit, a request longer than its context), and
+	// that the next model of its fallbacks answers the call instead, in
+	// Fallback. It comes from the model (llmorch.Model.Stream) before the
+	// answering model's first event, and the turn's stream carries it on.
+	KindFallback Kind = "fallback"
 	// KindRestart reports that another server took the turn over, in
 	// Restart: the server running it stopped (a replica that died) and
 	// the turn goes on from its last completed step. What the stream
@@ -98,9 +105,17 @@ type Event struct {
 	Compaction    *Compaction `json:"compaction,omitempty"`
 	Restart       *Restart    `json:"restart,omitempty"`
 	Guardrail     *Guardrail  `json:"guardrail,omitempty"`
+	Fallback      *Fallback   `json:"fallback,omitempty"`
 	FinishReason  string      `json:"finishReason,omitempty"`
 	// Final marks the turn-total usage event.
 	Final bool `json:"final,omitempty"`
+	// Model, on the usage event of one model call, names the model that
+	// answered it (a fallback's, when one answered).
+	Model *ModelRef `json:"model,omitempty"`
+	// Models, on the turn-total usage event, is the turn's usage by the
+	// model that spent it, in the order each first answered (absent on a
+	// turn another server took over: KindRestart).
+	Models []ModelUsage `json:"models,omitempty"`
 	// SessionUsage, on a usage event, is the session's cumulative usage
 	// once this usage was recorded, when the sender knows it (the
 	// orchestration service does: it comes back from the write that
@@ -143,6 +158,41 @@ type Compaction struct {
 	// without and with the summary, as the turn counted them.
 	InputBefore int `json:"inputBefore"`
 	InputAfter  int `json:"inputAfter"`
+}
+
+// ModelRef names a model: Config is the key of its configuration in the
+// template's nodeConfigurations ("llm.cheap"; empty for a model the
+// server configures, such as LLM_FALLBACK_PROVIDER's), Provider and
+// Model what it is.
+type ModelRef struct {
+	Config   string `json:"config,omitempty"`
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+}
+
+// String renders m for people: "llm.cheap (openai gpt-4o-mini)".
+func (m ModelRef) String() string {
+	s := m.Provider + " " + m.Model
+	if m.Config != "" {
+		s = m.Config + " (" + s + ")"
+	}
+	return s
+}
+
+// ModelUsage is the usage one model spent (Event.Models).
+type ModelUsage struct {
+	ModelRef
+	Usage Usage `json:"usage"`
+	// Calls counts the model calls it answered.
+	Calls int `json:"calls"`
+}
+
+// Fallback is a model call that another model answers (KindFallback):
+// From failed, with Error, before its first output; To answers.
+type Fallback struct {
+	From  ModelRef `json:"from"`
+	To    ModelRef `json:"to"`
+	Error Error    `json:"error"`
 }
 
 // Restart is a turn that another server took over (KindRestart).

@@ -21,7 +21,10 @@
 // non-idempotent MCP tool (each call runs at most once). failover_test.go
 // fails the Redis primary under load (Sentinel: a SIGKILL, or a manual
 // SENTINEL FAILOVER with two replicas; Cluster: a SIGKILL, or a manual
-// CLUSTER FAILOVER) and checks that no turn that finished stop lost text.
+// CLUSTER FAILOVER) and checks that no turn that finished stop lost text. routing_test.go checks cost
+// control: a model that answers 503 is answered by its fallback, a step's
+// model takes its calls, and token budgets per key hold on two replicas
+// sharing Redis (50 concurrent turns of one key; the figure is logged).
 //
 // The package has no code of its own: only tests and their harness
 // (harness_test.go). The fast tests run in `go test ./faults/`; the slow

@@ -7,6 +7,7 @@ import (
 	"context"
 	"iter"
 	"slices"
+	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
 )
@@ -88,6 +89,11 @@ type Request struct {
 	Temperature *float64
 	// MaxTokens is the max_tokens to send (0: the provider's default).
 	MaxTokens int
+	// RetryWait, when positive, bounds how long the model waits to retry
+	// a failed call (a rate limit's Retry-After): a call that would wait
+	// longer fails at once, marked ErrModelUnavailable. A fallback chain
+	// sets it (Fallbacks), so that another model answers instead.
+	RetryWait time.Duration
 	// MaxOutputBytes, when positive, is what is left of the turn's output
 	// budget: a model stops once the bytes of its text and tool-call
 	// arguments exceed it, without buffering more, and ends its sequence

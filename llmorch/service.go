@@ -52,6 +52,25 @@ type ServiceConfig struct {
 	// with check "model"), by the model the check names: "offline" or an
 	// llm.* key of the template's nodeConfigurations.
 	Judges map[string]Model
+	// StepModels are the models of the steps that name one (a step's
+	// "model"), by step name; the other steps' calls go to Model.
+	StepModels map[string]StepModel
+}
+
+// StepModel is the model of a step's calls and its settings: those of
+// its configuration in the template (nodeConfigurations[Config]).
+type StepModel struct {
+	Model Model
+	// Config is the key of its configuration ("llm.cheap").
+	Config      string
+	Temperature *float64
+	MaxTokens   int
+}
+
+// ref names m's model.
+func (m StepModel) ref() chat.ModelRef {
+	info := m.Model.Info()
+	return chat.ModelRef{Config: m.Config, Provider: info.Provider, Model: info.Model}
 }
 
 // Service is the LLM orchestration service of one agent: it runs a turn as a
@@ -71,6 +90,8 @@ type Service struct {
 	// model checks.
 	guards *guards
 	judge  guardrail.Judge
+	// model is the agent's own model, with the settings of its calls.
+	model StepModel
 }
 
 // NewService checks cfg and returns a Service.
@@ -119,11 +140,17 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 			return nil, fmt.Errorf("llmorch: a guardrail's model check names the model %q, which ServiceConfig.Judges does not have", m)
 		}
 	}
+	for step, m := range cfg.StepModels {
+		if m.Model == nil {
+			return nil, fmt.Errorf("llmorch: ServiceConfig.StepModels[%q] has no Model", step)
+		}
+	}
 	s := &Service{cfg: cfg, guards: guards, judge: NewJudge(cfg.Judges), tokens: newTokenCount(cfg.Model), system: SystemPrompt(PromptInput{
 		Personality: cfg.Template.Personality,
 		Guide:       guide(cfg.Template),
 		Steps:       cfg.Template.Steps(),
 	})}
+	s.model = StepModel{Model: cfg.Model, Config: cfg.Template.ModelNode(), Temperature: cfg.Temperature, MaxTokens: cfg.MaxTokens}
 	switch cfg.Template.Options.ToolFiltering {
 	case template.ToolFilteringStable:
 		s.stable = true
@@ -272,6 +299,14 @@ func ToolMessage(res chat.ToolResult) chat.Message {
 // NewApprovalID returns the ID of a new approval request.
 func NewApprovalID() string { return "approval-" + session.NewID() }
 
+// modelOf is the model of the calls made in step.
+func (s *Service) modelOf(step string) StepModel {
+	if m, ok := s.cfg.StepModels[step]; ok {
+		return m
+	}
+	return s.model
+}
+
 // Budget returns the budget the service's turns run under: the template's
 // options, then ServiceConfig.Budget, then the defaults.
 func (s *Service) Budget() Budget { return s.cfg.Budget }
@@ -378,7 +413,13 @@ func (r *run) end(ctx context.Context, reason string, err error) {
 	}
 	if !r.turnUsage.IsZero() {
 		u, su := r.turnUsage, r.state.TokenUsage
-		if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u, Final: true, SessionUsage: &su}) {
+		ev := chat.Event{Kind: chat.KindUsage, Usage: &u, Final: true, SessionUsage: &su, Models: r.byModel}
+		if r.turn.Resume != nil {
+			// The usage by model of the steps another server ran is not
+			// known here: none rather than a part.
+			ev.Models = nil
+		}
+		if !r.emit(ev) {
 			return
 		}
 	}
@@ -449,6 +490,25 @@ type run struct {
 	// argVerdicts are what the tool_arguments guardrails decided about
 	// the step's calls, by call ID.
 	argVerdicts map[string]argumentsVerdict
+	// model is the model of the step under way; answered, the model that
+	// answers its call (a fallback's, after a KindFallback); byModel, the
+	// turn's usage by the model that answered it.
+	model    StepModel
+	answered chat.ModelRef
+	byModel  []chat.ModelUsage
+}
+
+// spent adds u, the usage of the step under way, to the turn's, and to
+// the model that answered it.
+func (r *run) spent(u chat.Usage) {
+	r.turnUsage = r.turnUsage.Add(u)
+	i := slices.IndexFunc(r.byModel, func(m chat.ModelUsage) bool { return m.ModelRef == r.answered })
+	if i < 0 {
+		r.byModel = append(r.byModel, chat.ModelUsage{ModelRef: r.answered})
+		i = len(r.byModel) - 1
+	}
+	r.byModel[i].Usage = r.byModel[i].Usage.Add(u)
+	r.byModel[i].Calls++
 }
 
 // errAwaitApproval ends a turn whose step holds calls for approval.
@@ -562,6 +622,8 @@ func (r *run) restart(ctx context.Context) (string, bool, error) {
 		return "", false, nil
 	}
 	final := st.Final
+	r.model = r.s.modelOf(r.state.ActiveStep)
+	r.answered = r.model.ref()
 	r.calls++
 	r.output += st.Output
 	r.offer, r.callState, r.noTools = st.Offer, r.state, final
@@ -596,8 +658,10 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		offer.Tools = nil
 	}
 	require := r.turn.Choice.Required && r.calls == 0 && len(offer.Tools) > 0
+	r.model = r.s.modelOf(snap.ActiveStep)
+	r.answered = r.model.ref()
 	noteFormat := r.turn.Format
-	if cfg.Model.Info().Formats {
+	if r.model.Model.Info().Formats {
 		noteFormat = nil
 	}
 	r.offer, r.callState = offer, r.state
@@ -612,8 +676,8 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		System:         r.system,
 		Messages:       r.requestMessages(),
 		Note:           Note(PromptInput{Snapshot: snap, FinalAnswer: final, Require: require, Format: noteFormat}),
-		Temperature:    cfg.Temperature,
-		MaxTokens:      maxTokens(cfg.MaxTokens, remaining),
+		Temperature:    r.model.Temperature,
+		MaxTokens:      maxTokens(r.model.MaxTokens, remaining),
 		MaxOutputBytes: remaining,
 		Orchestration:  &snap,
 		Modes:          r.s.modes,
@@ -724,6 +788,16 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 			}
 		case chat.KindUsage:
 			usage = usage.Add(*ev.Usage)
+		case chat.KindFallback:
+			// Another model answers the call: the client is told which.
+			if ev.Fallback == nil {
+				continue
+			}
+			r.answered = ev.Fallback.To
+			if !r.emit(ev) {
+				r.saveEnd(ctx, text, usage)
+				return nil, errStopped
+			}
 		}
 		if ctx.Err() != nil {
 			break // stop reading the model at once
@@ -809,6 +883,10 @@ func (r *run) conform(ctx context.Context, req Request, text []byte, usage *chat
 			fixed = append(fixed, ev.Text...)
 		case chat.KindUsage:
 			*usage = usage.Add(*ev.Usage)
+		case chat.KindFallback:
+			if ev.Fallback != nil {
+				r.answered = ev.Fallback.To
+			}
 		}
 		if r.output > r.s.cfg.Budget.MaxOutputBytes {
 			return nil, limitOutput(r.s.cfg.Budget.MaxOutputBytes)
@@ -1014,7 +1092,7 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		if rec != nil {
 			r.recorded(ctx, *rec)
 		}
-		r.turnUsage = r.turnUsage.Add(usage)
+		r.spent(usage)
 		r.ended = last && r.turn.ID != ""
 	}
 	r.messages = append(r.messages, msgs...)
@@ -1026,8 +1104,8 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		return errStopped
 	}
 	if !usage.IsZero() {
-		u, su := usage, r.state.TokenUsage
-		if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u, SessionUsage: &su}) {
+		u, su, m := usage, r.state.TokenUsage, r.answered
+		if !r.emit(chat.Event{Kind: chat.KindUsage, Usage: &u, SessionUsage: &su, Model: &m}) {
 			return errStopped
 		}
 	}
@@ -1321,19 +1399,21 @@ func (r *run) reportTool(res toolOutcome) bool {
 	return !res.transition || r.announce(r.snapshot(r.available()))
 }
 
-// stream runs one model call inside its chat span.
+// stream runs one model call, to the step's model (run.model), inside its
+// chat span.
 func (r *run) stream(ctx context.Context, req Request, prevStep string) iter.Seq2[chat.Event, error] {
-	cfg := r.s.cfg
+	cfg, model := r.s.cfg, r.model.Model
 	if cfg.Telemetry == nil {
-		return cfg.Model.Stream(ctx, req)
+		return model.Stream(ctx, req)
 	}
 	return func(yield func(chat.Event, error) bool) {
-		info := cfg.Model.Info()
+		info := model.Info()
 		ctx, span := cfg.Telemetry.StartChat(ctx, telemetry.ChatInfo{
 			AgentID:      cfg.Template.AgentID,
 			SessionID:    r.turn.SessionID,
 			Provider:     info.Provider,
 			Model:        info.Model,
+			Config:       r.model.Config,
 			Temperature:  req.Temperature,
 			MaxTokens:    req.MaxTokens,
 			Call:         r.calls,
@@ -1344,7 +1424,7 @@ func (r *run) stream(ctx context.Context, req Request, prevStep string) iter.Seq
 			Note:         req.Note,
 		})
 		defer span.End()
-		for ev, err := range cfg.Model.Stream(ctx, req) {
+		for ev, err := range model.Stream(ctx, req) {
 			span.Observe(ev, err)
 			if !yield(ev, err) {
 				return
@@ -1638,7 +1718,9 @@ func (r *run) saveEndWith(ctx context.Context, msgs []chat.Message, usage chat.U
 	}
 	if err == nil {
 		r.state = st.State
-		r.turnUsage = r.turnUsage.Add(usage)
+		if !usage.IsZero() {
+			r.spent(usage)
+		}
 		r.ended = true
 	}
 }

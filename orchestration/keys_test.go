@@ -26,7 +26,7 @@ func TestUnknownOrchestrationKeys(t *testing.T) {
 		{"condition", `{"steps": [{"name": "B", "conditions": [{"type": "tool_used", "value": "a", "windw": 2}]}]}`,
 			"orchestration.steps[0].conditions[0].windw", `did you mean "window"?`},
 		{"no near key", `{"steps": [{"name": "B", "isDefault": true, "zzzzzzzz": 1}]}`,
-			"orchestration.steps[0].zzzzzzzz", "unknown key (known: name, description, conditions, availableTools, sequence, isDefault, requireApproval, guardrails)"},
+			"orchestration.steps[0].zzzzzzzz", "unknown key (known: name, description, conditions, availableTools, sequence, isDefault, requireApproval, guardrails, model)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

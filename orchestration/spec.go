@@ -53,6 +53,11 @@ type Step struct {
 	// this step is active. The template package checks them (see package
 	// guardrail); the engine does not read them.
 	Guardrails []guardrail.Spec `json:"guardrails,omitempty"`
+	// Model names the model of this step's model calls: an llm.* key of
+	// the template's nodeConfigurations ("llm.cheap"), which the template
+	// package checks; empty, the agent's own model. The orchestration
+	// reads nothing from it.
+	Model string `json:"model,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }

@@ -37,6 +37,7 @@ targets=(
 	"./server/internal/wire FuzzOpenAIBodies 30000"
 	"./session/redisstore FuzzParseRedisURL 20000"
 	"./session FuzzCursor 20000"
+	"./spend FuzzParsePrices 30000"
 	"./server/internal/wire FuzzApprovalAnswers 30000"
 	"./server/internal/wire FuzzDecodeCompaction 20000"
 	"./llmorch/provider FuzzOpenAIStream 6000"

@@ -1,10 +1,15 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/gin-gonic/gin"
 )
 
@@ -122,4 +127,23 @@ func (s *Server) getAgent(c *gin.Context) {
 		d.Orchestration = oi
 	}
 	c.JSON(http.StatusOK, d)
+}
+
+// getUsage answers GET /api/usage: what the caller's key spent on models
+// today and this month (UTC), with its budgets and when they reset
+// (agent.Set.Usage).
+func (s *Server) getUsage(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+	defer cancel()
+	r, err := s.rt.Agents().Usage(ctx, ownerOf(c))
+	if err != nil {
+		if errors.Is(err, session.ErrUnavailable) {
+			abortWith(c, turns.ErrStoreDown())
+			return
+		}
+		s.log.Error("reading what a key spent", "err", err)
+		abortWith(c, newError(http.StatusNotImplemented, "usage_unavailable", "this server's session store keeps no spending"))
+		return
+	}
+	c.JSON(http.StatusOK, r)
 }

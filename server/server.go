@@ -311,6 +311,7 @@ func (s *Server) routes(full bool) *gin.Engine {
 	api.GET("/sessions/:id/stream", s.resumeStream)
 	api.POST("/sessions/:id/stop", s.stopTurn)
 	api.GET("/sessions/:id/turns/:turnId", s.getTurn)
+	api.GET("/usage", s.getUsage)
 
 	v1 := e.Group("/v1", guard)
 	v1.GET("/models", s.listModels)

@@ -51,6 +51,16 @@ type uiUsage struct {
 	usageTotals
 	Final   bool         `json:"final"`
 	Session *usageTotals `json:"session,omitempty"`
+	// Model is the model that answered the step's call; Models, on the
+	// turn's final usage, the turn's usage by model.
+	Model  *chat.ModelRef `json:"model,omitempty"`
+	Models []uiModelUsage `json:"models,omitempty"`
+}
+
+type uiModelUsage struct {
+	chat.ModelRef
+	Usage usageTotals `json:"usage"`
+	Calls int         `json:"calls"`
 }
 
 // usageTotals is a token count as clients read it: prompt counts the
@@ -62,6 +72,9 @@ type usageTotals struct {
 	Total      int64 `json:"total"`
 	CacheRead  int64 `json:"cacheRead,omitempty"`
 	CacheWrite int64 `json:"cacheWrite,omitempty"`
+	// Cost is what the tokens cost when the server prices the models
+	// (MODEL_PRICES; absent otherwise).
+	Cost float64 `json:"cost,omitempty"`
 	// Regenerated, in a session's usage, is the part of it spent on
 	// answers that were dropped and given again (absent when none).
 	Regenerated *usageTotals `json:"regenerated,omitempty"`
@@ -72,7 +85,7 @@ type usageTotals struct {
 }
 
 func totalsOf(u chat.Usage) usageTotals {
-	return usageTotals{Prompt: u.Prompt, Completion: u.Completion, Total: totalOf(u), CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}
+	return usageTotals{Prompt: u.Prompt, Completion: u.Completion, Total: totalOf(u), CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Cost: u.Cost}
 }
 
 // uiCompaction is a chat.Compaction on the wire: the turns a summary
@@ -257,12 +270,19 @@ func (m *uiMapper) add(ev chat.Event, encode bool) [][]byte {
 		if ev.Usage == nil {
 			return nil
 		}
-		u := uiUsage{usageTotals: totalsOf(*ev.Usage), Final: ev.Final}
+		u := uiUsage{usageTotals: totalsOf(*ev.Usage), Final: ev.Final, Model: ev.Model}
 		if su := ev.SessionUsage; su != nil {
 			st := totalsOf(*su)
 			u.Session = &st
 		}
+		for _, m := range ev.Models {
+			u.Models = append(u.Models, uiModelUsage{ModelRef: m.ModelRef, Usage: totalsOf(m.Usage), Calls: m.Calls})
+		}
 		add(&uiChunk{Type: "data-usage", Data: u})
+	case chat.KindFallback:
+		if ev.Fallback != nil {
+			add(&uiChunk{Type: "data-fallback", Data: ev.Fallback})
+		}
 	case chat.KindWarning:
 		add(&uiChunk{Type: "data-warning", Data: uiWarning{Message: ev.Text}})
 	case chat.KindCompaction:

@@ -4,11 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/spend"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -144,5 +149,22 @@ func TestRawErrorJSON(t *testing.T) {
 			body.Error.Code != tc.code || body.Error.Message != tc.message || body.Error.Type != "invalid_request_error" {
 			t.Errorf("%q: %s %v %+v (%v)", tc.in, res.Status, res.Header, body, err)
 		}
+	}
+}
+
+// TestBudgetExceededOnEveryDoor: a turn refused for its key's budget is
+// 429 budget_exceeded, with the limit, what was spent and when it resets
+// in the message and Retry-After, wherever it is wrapped: every door
+// answers turns.Describe's problem.
+func TestBudgetExceededOnEveryDoor(t *testing.T) {
+	resets := time.Now().Add(90 * time.Minute)
+	err := fmt.Errorf("starting: %w", &spend.ExceededError{Limit: spend.LimitDay, Max: 3000, Used: 3120, Resets: resets})
+	e := turns.Describe(err)
+	if e.Status != http.StatusTooManyRequests || e.Code != "budget_exceeded" || e.RetryAfter < 89*time.Minute || e.RetryAfter > 90*time.Minute ||
+		!strings.Contains(e.Message, "TOKENS_PER_OWNER_PER_DAY") || !strings.Contains(e.Message, "3120") || !strings.Contains(e.Message, resets.UTC().Format(time.RFC3339)) {
+		t.Errorf("turns.Describe = %+v", e)
+	}
+	if !errors.Is(err, err) {
+		t.Fatal("unreachable")
 	}
 }

@@ -39,6 +39,10 @@ type Memory struct {
 	// queues are the sessions' queues of waiting messages (Queuer), under
 	// a lock of their own.
 	queues memQueues
+	// spent are the owners' counts (Ledger), by period and owner, under
+	// a lock of their own.
+	spendMu sync.Mutex
+	spent   map[string]Spending
 
 	stop chan struct{}
 	done chan struct{}

@@ -234,6 +234,9 @@ type ChatInfo struct {
 	SessionID string
 	Provider  string
 	Model     string
+	// Config is the key of the model's configuration in the template
+	// ("llm.openai", "llm.cheap"), when it has one.
+	Config string
 	// Temperature and MaxTokens are the request's settings (nil/0: unset).
 	Temperature *float64
 	MaxTokens   int
@@ -269,6 +272,10 @@ type Chat struct {
 	text            strings.Builder // only with content capture
 	err             error
 	ended           bool
+	// answered is the model that answered, when a fallback did
+	// (chat.KindFallback); fallbacks names the models that failed first.
+	answered  string
+	fallbacks []string
 }
 
 // StartChat opens the chat span of a model call; run the call under the
@@ -296,6 +303,9 @@ func (t *Telemetry) StartChat(ctx context.Context, info ChatInfo) (context.Conte
 		)
 		if snap.ActiveStep != info.PreviousStep {
 			span.SetAttributes(AttrPreviousStep.String(info.PreviousStep))
+		}
+		if info.Config != "" {
+			span.SetAttributes(AttrModelConfig.String(info.Config))
 		}
 		if info.Temperature != nil {
 			span.SetAttributes(semconv.GenAIRequestTemperature(*info.Temperature))
@@ -340,6 +350,15 @@ func (c *Chat) Observe(ev chat.Event, err error) {
 	case chat.KindUsage:
 		if ev.Usage != nil {
 			c.usage = c.usage.Add(*ev.Usage)
+		}
+	case chat.KindFallback:
+		if f := ev.Fallback; f != nil {
+			c.answered = f.To.Model
+			c.fallbacks = append(c.fallbacks, f.From.String())
+			c.span.AddEvent("fallback", trace.WithAttributes(
+				attribute.String("agentdock.model.from", f.From.String()),
+				attribute.String("agentdock.model.to", f.To.String()),
+				semconv.ErrorTypeKey.String(f.Error.Code)))
 		}
 	}
 }
@@ -391,6 +410,10 @@ func (c *Chat) End() {
 	}
 	c.span.SetAttributes(usageAttrs(c.usage)...)
 	c.span.SetAttributes(semconv.GenAIResponseFinishReasons(finish))
+	if c.answered != "" {
+		// The model that answered, which the request did not name.
+		c.span.SetAttributes(semconv.GenAIResponseModel(c.answered), AttrFallbackFrom.StringSlice(c.fallbacks))
+	}
 	if c.t.content {
 		c.span.SetAttributes(semconv.GenAIOutputMessagesKey.String(marshalOutput(c.text.String(), c.calls, finish)))
 	}

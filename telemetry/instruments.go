@@ -40,6 +40,12 @@ const (
 	AttrRefused = attribute.Key("agentdock.tool.refused")
 	// AttrToolOutcome is one of the Outcome* values.
 	AttrToolOutcome = attribute.Key("agentdock.tool.outcome")
+	// AttrModelConfig is the key of a model call's configuration in the
+	// template ("llm.openai", "llm.cheap").
+	AttrModelConfig = attribute.Key("agentdock.model.config")
+	// AttrFallbackFrom lists the models that failed before the one that
+	// answered a model call (chat.KindFallback).
+	AttrFallbackFrom = attribute.Key("agentdock.model.fallback_from")
 	// AttrModelCall numbers a turn's model calls from 1.
 	AttrModelCall = attribute.Key("agentdock.turn.model_call")
 	// AttrModelCalls and AttrToolCalls count a turn's model and tool calls.

@@ -224,6 +224,7 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 			add(orchestration.SeverityWarning, "nodeConfigurations."+name+".temperature", "%g is outside the usual range 0..2", *nc.Temperature)
 		}
 	}
+	checkModels(t, add)
 
 	for _, u := range unknownKeys(t) {
 		if feature := featureKey(u); feature != "" {
@@ -312,6 +313,62 @@ func checkGuardrails(t *Template, add func(orchestration.Severity, string, strin
 	}
 }
 
+// checkModels checks the models the template routes to: each step's
+// model and each model's fallbacks must name an llm.* key of
+// nodeConfigurations.
+func checkModels(t *Template, add func(orchestration.Severity, string, string, ...any)) {
+	isModel := func(key string) bool {
+		_, ok := t.NodeConfigurations[key]
+		return ok && strings.HasPrefix(key, "llm.")
+	}
+	known := func() string {
+		var keys []string
+		for k := range t.NodeConfigurations {
+			if strings.HasPrefix(k, "llm.") {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) == 0 {
+			return "none: add one, such as \"llm.cheap\": {\"model\": \"gpt-4o-mini\"}"
+		}
+		sort.Strings(keys)
+		return strings.Join(keys, ", ")
+	}
+	for i, s := range t.Steps() {
+		if s.Model != "" && !isModel(s.Model) {
+			add(orchestration.SeverityError, fmt.Sprintf("orchestration.steps[%d] %q: model", i, s.Name),
+				"%q names no model: want an llm.* key of nodeConfigurations (known: %s)", s.Model, known())
+		}
+	}
+	names := make([]string, 0, len(t.NodeConfigurations))
+	for name := range t.NodeConfigurations {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		nc := t.NodeConfigurations[name]
+		path := "nodeConfigurations." + name
+		if nc.ContextWindow < 0 {
+			add(orchestration.SeverityError, path+".contextWindow", "must not be negative, got %d", nc.ContextWindow)
+		}
+		if len(nc.Fallbacks) > 0 && !strings.HasPrefix(name, "llm.") {
+			add(orchestration.SeverityError, path+".fallbacks", "only a model (an llm.* node) has fallbacks")
+			continue
+		}
+		for i, f := range nc.Fallbacks {
+			p := fmt.Sprintf("%s.fallbacks[%d]", path, i)
+			switch {
+			case f == name:
+				add(orchestration.SeverityError, p, "%q is the model itself", f)
+			case !isModel(f):
+				add(orchestration.SeverityError, p, "%q names no model: want an llm.* key of nodeConfigurations (known: %s)", f, known())
+			case slices.Contains(nc.Fallbacks[:i], f):
+				add(orchestration.SeverityError, p, "%q is listed twice", f)
+			}
+		}
+	}
+}
+
 // GuardrailOffline names the offline model as a model check's model: it
 // answers yes when the text holds one of the phrases the check's prompt
 // puts in double quotes (see package llmorch/offline).
@@ -324,7 +381,7 @@ var (
 	agentDockKeys        = []string{"maxConcurrency", "isEnabled", "notes"}
 	agentDockChatKeys    = []string{"placeholderText"}
 	agentDockOptionKeys  = []string{"tokenOptimization"}
-	agentDockLLMNodeKeys = []string{"apiKey", "provider", "safetySettings", "useSearchGrounding"}
+	agentDockLLMNodeKeys = []string{"apiKey", "safetySettings", "useSearchGrounding"}
 )
 
 // featureKeys are the keys whose whole content a misspelling would drop

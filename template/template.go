@@ -56,10 +56,26 @@ type Template struct {
 
 // NodeConfig configures one node; for llm.* nodes, the model.
 type NodeConfig struct {
+	// Provider names the model's provider ("openai", "anthropic", ...);
+	// empty, the provider the key names ("llm.openai": openai). A key
+	// that names no provider ("llm.cheap") needs it.
+	Provider        string   `json:"provider,omitempty"`
 	Model           string   `json:"model,omitempty"`
 	Temperature     *float64 `json:"temperature,omitempty"`
 	MaxTokens       int      `json:"maxTokens,omitempty"`
 	UseCustomAPIKey bool     `json:"useCustomApiKey,omitempty"`
+	// Fallbacks are the llm.* keys of nodeConfigurations whose models
+	// answer, in order, a call of this model that fails before its first
+	// token with an error retrying will not cure soon (an outage, a long
+	// rate limit, a request longer than its context when theirs is
+	// larger). Absent: the server's fallback (LLM_FALLBACK_PROVIDER), if
+	// any; an empty list: none. A fallback's own fallbacks are not
+	// followed: the list is the whole chain.
+	Fallbacks []string `json:"fallbacks,omitzero"`
+	// ContextWindow is the model's context in input tokens (0: unknown):
+	// a request too long for a model goes to a fallback only when both
+	// windows are known and the fallback's is larger.
+	ContextWindow int `json:"contextWindow,omitempty"`
 
 	Extra map[string]json.RawMessage `json:"-"`
 }
@@ -277,16 +293,43 @@ func (t *Template) Tools() []string {
 	return out
 }
 
-// Provider returns the provider named by the template's llm.* node (for
-// example "anthropic") and that node's configuration, or "" when there is
-// none.
+// Provider returns the provider of the template's llm.* node (for
+// example "anthropic": its configuration's "provider", else the name
+// after "llm.") and that node's configuration, or "" when there is none.
 func (t *Template) Provider() (string, NodeConfig) {
 	for _, n := range t.Nodes {
 		if p, ok := strings.CutPrefix(n, "llm."); ok {
-			return p, t.NodeConfigurations[n]
+			nc := t.NodeConfigurations[n]
+			if nc.Provider != "" {
+				p = nc.Provider
+			}
+			return p, nc
 		}
 	}
 	return "", NodeConfig{}
+}
+
+// ModelNode returns the key of the llm.* node of the agent's own model
+// ("llm.openai"), "" when there is none.
+func (t *Template) ModelNode() string {
+	for _, n := range t.Nodes {
+		if strings.HasPrefix(n, "llm.") {
+			return n
+		}
+	}
+	return ""
+}
+
+// StepModels returns the llm.* keys the steps name (step.model), each
+// once, in step order.
+func (t *Template) StepModels() []string {
+	var out []string
+	for _, s := range t.Steps() {
+		if s.Model != "" && !slices.Contains(out, s.Model) {
+			out = append(out, s.Model)
+		}
+	}
+	return out
 }
 
 // MaxSteps returns options.maxSteps or the default.

@@ -48,7 +48,9 @@ type TurnReport struct {
 
 // Call is one model call: what the orchestration offered and where it was.
 type Call struct {
-	Offered       []string
+	Offered []string
+	// Model is the llm.* key of the model the call went to.
+	Model         string
 	Step          string
 	SequenceIndex int
 	// Answered is false for a call the transcript had no answer for.

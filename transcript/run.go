@@ -61,9 +61,11 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 	exec.reg.Store(base)
 	model := &scripted{}
 	agents, err := agent.NewSet(agent.Config{
-		Store:  store,
-		Tools:  exec,
-		Models: func(*template.Template) (llmorch.Model, error) { return model, nil },
+		Store: store,
+		Tools: exec,
+		// One scripted model answers every configuration, and records
+		// which one each call went to.
+		Models: func(t *template.Template) (llmorch.Model, error) { return &scriptedAs{model, t.ModelNode()}, nil },
 		Logger: quiet,
 	}, []*template.Loaded{loaded})
 	if err != nil {
@@ -267,12 +269,22 @@ func (m *scripted) Info() llmorch.Info {
 	return llmorch.Info{Provider: "transcript", Model: "scripted"}
 }
 
-func (m *scripted) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.Event, error] {
+// scriptedAs is the scripted model as the configuration key names it.
+type scriptedAs struct {
+	*scripted
+	key string
+}
+
+func (m *scriptedAs) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.Event, error] {
+	return m.stream(ctx, req, m.key)
+}
+
+func (m *scripted) stream(ctx context.Context, req llmorch.Request, key string) iter.Seq2[chat.Event, error] {
 	return func(yield func(chat.Event, error) bool) {
 		m.mu.Lock()
 		n := len(m.calls)
 		callable := req.Callable()
-		call := Call{Offered: make([]string, len(callable)), Request: req}
+		call := Call{Offered: make([]string, len(callable)), Model: key, Request: req}
 		for i, t := range callable {
 			call.Offered[i] = t.Name
 		}
@@ -406,6 +418,19 @@ func check(t Turn, tp *TurnReport) []Mismatch {
 				add(call(k+1), "offered", fmt.Sprintf("no model call %d", k+1), list(sorted(tp.Calls[k].Offered)))
 			case !sameSet(want[k], tp.Calls[k].Offered):
 				add(call(k+1), "offered", list(sorted(want[k])), list(sorted(tp.Calls[k].Offered)))
+			}
+		}
+	}
+	if x.Models != nil {
+		want := *x.Models
+		for k := 0; k < max(len(want), last); k++ {
+			switch {
+			case k >= last:
+				add(call(k+1), "models", want[k], fmt.Sprintf("no model call %d", k+1))
+			case k >= len(want):
+				add(call(k+1), "models", fmt.Sprintf("no model call %d", k+1), tp.Calls[k].Model)
+			case want[k] != tp.Calls[k].Model:
+				add(call(k+1), "models", want[k], tp.Calls[k].Model)
 			}
 		}
 	}

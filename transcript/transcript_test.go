@@ -385,3 +385,37 @@ func TestDocsExample(t *testing.T) {
 		t.Fatalf("the third model call's last message: %+v\nwant the refusal %q", last, want)
 	}
 }
+
+// TestPerStepModels: a step that names a model ("model": "llm.cheap") has
+// its calls go to that configuration's model, the other steps' to the
+// agent's own, and an expectation of the models that does not hold fails
+// naming the call.
+func TestPerStepModels(t *testing.T) {
+	rep := runFile(t, "../examples/routing/tests/routing.json")
+	if rep.Failed() {
+		var b strings.Builder
+		rep.Print(&b)
+		t.Fatalf("%s\n%s", strings.Join(rep.Mismatches(), "\n"), b.String())
+	}
+	if got := []string{rep.Turns[0].Calls[0].Model, rep.Turns[0].Calls[1].Model}; got[0] != "llm.cheap" || got[1] != "llm.openai" {
+		t.Errorf("models %v", got)
+	}
+	tr, err := Load("../examples/routing/tests/routing.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Turns[0].Expect.Models = &[]string{"llm.openai", "llm.openai"}
+	rep, err = Run(t.Context(), tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.Mismatches(), "\n")
+	for _, want := range []string{
+		"model call 1 of 3: models: expected llm.openai, got llm.cheap",
+		"model call 3 of 3: models: expected no model call 3, got llm.openai",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("mismatches lack %q:\n%s", want, got)
+		}
+	}
+}

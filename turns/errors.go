@@ -12,6 +12,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/spend"
 )
 
 // Problem is an error as every door answers it: an HTTP status, a stable
@@ -105,6 +106,7 @@ func Describe(err error) *Problem {
 	var (
 		p      *Problem
 		ce     *chat.Error
+		ex     *spend.ExceededError
 		qe     *session.QuotaError
 		apErr  *agent.ApprovalError
 		ctErr  *agent.ClientToolError
@@ -119,6 +121,11 @@ func Describe(err error) *Problem {
 		return chatProblem(ce)
 	case errors.As(err, &qe):
 		return quotaProblem(qe)
+	case errors.As(err, &ex):
+		// Retry-After says when the budget resets, as the message does.
+		p := NewProblem(http.StatusTooManyRequests, "budget_exceeded", "%s", ex.Error())
+		p.RetryAfter = max(time.Until(ex.Resets), time.Second)
+		return p
 	case errors.Is(err, agent.ErrInvalidSessionID):
 		return ErrBadSessionID("the session ID")
 	case errors.Is(err, agent.ErrInvalidMessage):

@@ -22,6 +22,7 @@ import (
 	"github.com/agentdock-go/agentdock/server"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
+	"github.com/agentdock-go/agentdock/spend"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
 	"github.com/agentdock-go/agentdock/tools/mcp"
@@ -93,6 +94,16 @@ type serveConfig struct {
 	// Quotas holds SESSIONS_PER_OWNER, BYTES_PER_OWNER and the memory
 	// store's caps, as session.Config takes them (a quota of -1 is off).
 	Quotas session.Config
+	// Spend holds TOKENS_PER_OWNER_PER_DAY, TOKENS_PER_OWNER_PER_MONTH
+	// and MODEL_PRICES; KeyLimits are the keys' own budgets from
+	// API_KEYS_FILE, by key (serve turns them into Spend.Owners).
+	Spend     spend.Policy
+	KeyLimits map[string]keyLimits
+	// The server's fallback model (LLM_FALLBACK_*), every model's
+	// fallback unless its template names its own, and how long a call
+	// that has a fallback waits for a rate limit (LLM_FALLBACK_WAIT).
+	FallbackProvider, FallbackModel, FallbackBaseURL, FallbackKey string
+	FallbackWait                                                  time.Duration
 
 	// ConfigFile is the file read, "" for none.
 	ConfigFile string
@@ -204,12 +215,13 @@ func settings() []setting {
 			c.APIKeys = append(c.APIKeys, splitList(v)...)
 			return nil
 		}},
-		{"API_KEYS_FILE", "api-keys-file", "", "a file of API keys, one per line (# comments)", func(c *serveConfig, v string) error {
+		{"API_KEYS_FILE", "api-keys-file", "", "a file of API keys, one per line (# comments), each optionally followed by its own budgets: tokens_per_day=N tokens_per_month=N (0: none)", func(c *serveConfig, v string) error {
 			if v == "" {
 				return nil
 			}
-			keys, err := readKeysFile(v)
+			keys, limits, err := readKeysFile(v)
 			c.APIKeys = append(c.APIKeys, keys...)
+			c.KeyLimits = limits
 			return err
 		}},
 		{"API_KEY_SECRET", "", "", "secret of the key fingerprints that own sessions; set the same on every replica so that sessions in Redis keep their owner across restarts (default: random per process)", str(func(c *serveConfig) *string { return &c.APIKeySecret })},
@@ -345,6 +357,17 @@ func settings() []setting {
 			}
 			return nil
 		}},
+		{"TOKENS_PER_OWNER_PER_DAY", "tokens-per-owner-per-day", "0", "tokens one API key's turns may spend on models in a UTC day (cached input at its price's rate when MODEL_PRICES prices the model); a turn that starts past it gets 429 budget_exceeded, a running turn is never cut (0: no budget)", func(c *serveConfig, v string) error {
+			return num(func(c *serveConfig) *int64 { return &c.Spend.Default.PerDay })(c, v)
+		}},
+		{"TOKENS_PER_OWNER_PER_MONTH", "tokens-per-owner-per-month", "0", "tokens one API key's turns may spend on models in a UTC month, as TOKENS_PER_OWNER_PER_DAY (0: no budget)", func(c *serveConfig, v string) error {
+			return num(func(c *serveConfig) *int64 { return &c.Spend.Default.PerMonth })(c, v)
+		}},
+		{"MODEL_PRICES", "model-prices", "", "prices of models per million tokens, input/cached input/output: gpt-4o-mini=0.15/0.075/0.60,gpt-4o=2.50/1.25/10 (a model's name, or provider/name); usage then carries its cost, and budgets count cached input at its rate; none by default", func(c *serveConfig, v string) error {
+			p, err := spend.ParsePrices(v)
+			c.Spend.Prices = p
+			return err
+		}},
 		{"MEMORY_STORE_MAX_SESSIONS", "memory-store-max-sessions", strconv.Itoa(session.DefaultMaxSessions), "sessions the memory store holds; beyond it sessions are evicted, least recently used first, from the owner holding the largest share", positive(func(c *serveConfig) *int { return &c.Quotas.MaxSessions })},
 		{"MEMORY_STORE_MAX_BYTES", "memory-store-max-bytes", strconv.Itoa(session.DefaultMaxBytes), "bytes the memory store's sessions hold; beyond it sessions are evicted as beyond MEMORY_STORE_MAX_SESSIONS", func(c *serveConfig, v string) error {
 			if err := num(func(c *serveConfig) *int64 { return &c.Quotas.MaxBytes })(c, v); err != nil {
@@ -385,6 +408,35 @@ func settings() []setting {
 			}
 			if c.ModelIdle == 0 {
 				c.ModelIdle = -1 // provider.Config: negative is no bound
+			}
+			return nil
+		}},
+		{"LLM_FALLBACK_PROVIDER", "", "", "the server's fallback model, which answers a model call that fails before its first token with an outage, a long rate limit or a timeout, for every model whose template names no fallbacks: openai, anthropic or offline; none by default", func(c *serveConfig, v string) error {
+			switch v {
+			case "", "offline", provider.OpenAI, provider.Anthropic:
+				c.FallbackProvider = v
+				return nil
+			}
+			return fmt.Errorf("want openai, anthropic or offline, got %q", v)
+		}},
+		{"LLM_FALLBACK_MODEL", "", "", "the fallback's model (required with openai or anthropic)", str(func(c *serveConfig) *string { return &c.FallbackModel })},
+		{"LLM_FALLBACK_BASE_URL", "", "", "the fallback's base URL (default: the provider's own)", func(c *serveConfig, v string) error {
+			c.FallbackBaseURL = v
+			if v == "" {
+				return nil
+			}
+			if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return errors.New("not an http(s) URL")
+			}
+			return nil
+		}},
+		{"LLM_FALLBACK_API_KEY", "", "", "the fallback's key (default: OPENAI_API_KEY or ANTHROPIC_API_KEY, as the provider)", str(func(c *serveConfig) *string { return &c.FallbackKey })},
+		{"LLM_FALLBACK_WAIT", "llm-fallback-wait", agent.DefaultFallbackWait.String(), "longest wait for a rate limit's Retry-After in a model call that has a fallback; a longer one goes to the fallback at once", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.FallbackWait })(c, v); err != nil {
+				return err
+			}
+			if c.FallbackWait <= 0 {
+				return errors.New("must be positive")
 			}
 			return nil
 		}},
@@ -559,6 +611,12 @@ func loadServeConfig(args []string, env configEnv, stderr io.Writer) (*serveConf
 	if cfg.MetricsRequireKey && len(cfg.APIKeys) == 0 {
 		probs = append(probs, "METRICS_REQUIRE_KEY: needs API_KEYS or API_KEYS_FILE")
 	}
+	if cfg.FallbackProvider != "" && cfg.FallbackProvider != "offline" && cfg.FallbackModel == "" {
+		probs = append(probs, fmt.Sprintf("LLM_FALLBACK_MODEL: required with LLM_FALLBACK_PROVIDER=%s (the fallback's model)", cfg.FallbackProvider))
+	}
+	if len(cfg.KeyLimits) > 0 && len(cfg.APIKeys) == 0 {
+		probs = append(probs, "API_KEYS_FILE: its budgets need keys")
+	}
 	if cfg.MaxTurnEvents > 0 && cfg.MaxTurnEvents < 16 {
 		probs = append(probs, fmt.Sprintf("MAX_TURN_EVENTS: must be at least 16, got %d", cfg.MaxTurnEvents))
 	}
@@ -649,25 +707,78 @@ func validEnvName(k string) bool {
 	return true
 }
 
-// readKeysFile reads API keys, one per line; blank lines and # comments are
-// skipped.
-func readKeysFile(path string) ([]string, error) {
+// keyLimits are an API key's own budgets (API_KEYS_FILE); nil keeps
+// TOKENS_PER_OWNER_PER_DAY or _MONTH.
+type keyLimits struct{ day, month *int64 }
+
+// limits are l over def.
+func (l keyLimits) over(def spend.Limits) spend.Limits {
+	if l.day != nil {
+		def.PerDay = *l.day
+	}
+	if l.month != nil {
+		def.PerMonth = *l.month
+	}
+	return def
+}
+
+// readKeysFile reads API keys, one per line, each optionally followed by
+// its own budgets (tokens_per_day=N tokens_per_month=N, 0 for none);
+// blank lines and # comments are skipped. Errors name the line, never a
+// key.
+func readKeysFile(path string) ([]string, map[string]keyLimits, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading the keys: %w", err)
+		return nil, nil, fmt.Errorf("reading the keys: %w", err)
 	}
-	var keys []string
+	var (
+		keys   []string
+		limits map[string]keyLimits
+		probs  []string
+		n      int
+	)
 	for line := range strings.Lines(string(data)) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
+		n++
+		fields := strings.Fields(line)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
 			continue
 		}
-		keys = append(keys, line)
+		key := fields[0]
+		keys = append(keys, key)
+		var l keyLimits
+		for _, f := range fields[1:] {
+			if strings.HasPrefix(f, "#") {
+				break
+			}
+			name, v, _ := strings.Cut(f, "=")
+			num, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || num < 0 {
+				probs = append(probs, fmt.Sprintf("%s:%d: %s: want a non-negative whole number of tokens, got %q", path, n, name, v))
+				continue
+			}
+			switch name {
+			case "tokens_per_day":
+				l.day = &num
+			case "tokens_per_month":
+				l.month = &num
+			default:
+				probs = append(probs, fmt.Sprintf("%s:%d: unknown setting %q after the key (known: tokens_per_day, tokens_per_month)", path, n, name))
+			}
+		}
+		if l.day != nil || l.month != nil {
+			if limits == nil {
+				limits = map[string]keyLimits{}
+			}
+			limits[key] = l
+		}
+	}
+	if len(probs) > 0 {
+		return nil, nil, errors.New(strings.Join(probs, "; "))
 	}
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("%s holds no key", path)
+		return nil, nil, fmt.Errorf("%s holds no key", path)
 	}
-	return keys, nil
+	return keys, limits, nil
 }
 
 func splitList(v string) []string {
@@ -720,8 +831,11 @@ func redact(name, value string) string {
 	if upper == "METRICS_REQUIRE_KEY" {
 		return value
 	}
+	// A count of tokens (TOKENS_PER_OWNER_PER_DAY, CONTEXT_MAX_INPUT_TOKENS)
+	// is no secret.
+	countsTokens := strings.Contains(upper, "TOKENS")
 	for _, s := range []string{"KEY", "PASSWORD", "SECRET", "TOKEN", "CREDENTIAL"} {
-		if strings.Contains(upper, s) && !strings.HasSuffix(upper, "_FILE") {
+		if strings.Contains(upper, s) && !strings.HasSuffix(upper, "_FILE") && !(s == "TOKEN" && countsTokens) {
 			return redacted
 		}
 	}

@@ -269,6 +269,10 @@ func TestRedact(t *testing.T) {
 		{"OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer tok,x-team=a", "authorization=" + redacted + ",x-team=" + redacted},
 		{"REDIS_URL", "redis://u:pw@[bad", "[unparsable URL withheld]"},
 		{"ADDR", ":8080", ":8080"},
+		{"TOKENS_PER_OWNER_PER_DAY", "3000", "3000"},
+		{"CONTEXT_MAX_INPUT_TOKENS", "32000", "32000"},
+		{"LLM_FALLBACK_API_KEY", "sk-fb", redacted},
+		{"GITHUB_TOKEN", "ghp", redacted},
 	} {
 		if got := redact(tc.name, tc.in); got != tc.want {
 			t.Errorf("redact(%s, %q) = %q, want %q", tc.name, tc.in, got, tc.want)

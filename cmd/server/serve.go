@@ -25,6 +25,7 @@ import (
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/mcpserver"
 	"github.com/agentdock-go/agentdock/session/redisstore"
+	"github.com/agentdock-go/agentdock/spend"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/telemetry/otelsetup"
 	"github.com/agentdock-go/agentdock/template"
@@ -136,12 +137,23 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if shared != nil {
 		streamed = turns.StreamedSteps(shared)
 	}
+	auth, err := keyAuth(cfg)
+	if err != nil {
+		return err
+	}
+	fallbacks, err := defaultFallbacks(cfg, tel, log)
+	if err != nil {
+		return err
+	}
 	agents, err := agent.NewSet(agent.Config{
 		StreamedSteps: streamed,
 		ToolsFor:      mcpRT.toolsFor,
 		Store:         store,
 		Tools:         registry,
 		Models:        modelFactory(cfg, tel, log),
+		Fallbacks:     fallbacks,
+		FallbackWait:  cfg.FallbackWait,
+		Spend:         spendPolicy(cfg, auth),
 		Logger:        log,
 		Telemetry:     tel,
 
@@ -170,7 +182,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		rt.Shutdown(sctx)
 		return err
 	}
-	scfg, err := serverConfig(cfg, kind, log)
+	scfg, err := serverConfig(cfg, kind, auth, log)
 	if err != nil {
 		return err
 	}
@@ -215,9 +227,30 @@ func runtimeConfig(cfg *serveConfig, agents *agent.Set, shared turnlog.Log, log 
 	}
 }
 
+// keyAuth is the check of the API keys, nil without keys.
+func keyAuth(cfg *serveConfig) (*server.KeyAuth, error) {
+	if len(cfg.APIKeys) == 0 {
+		return nil, nil
+	}
+	return server.NewKeyAuth(cfg.APIKeys, []byte(cfg.APIKeySecret))
+}
+
+// spendPolicy is what each key may spend: the default budgets, and the
+// keys' own from API_KEYS_FILE under their owners' names.
+func spendPolicy(cfg *serveConfig, auth *server.KeyAuth) *spend.Policy {
+	p := cfg.Spend
+	if auth != nil && len(cfg.KeyLimits) > 0 {
+		p.Owners = map[string]spend.Limits{}
+		for key, l := range cfg.KeyLimits {
+			p.Owners[auth.Fingerprint(key)] = l.over(p.Default)
+		}
+	}
+	return &p
+}
+
 // serverConfig turns the security and limit settings into server.Config
 // hooks and values.
-func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.Config, error) {
+func serverConfig(cfg *serveConfig, storeKind string, auth *server.KeyAuth, log *slog.Logger) (server.Config, error) {
 	sc := server.Config{
 		MaxBodyBytes:        cfg.MaxBodyBytes,
 		Heartbeat:           cfg.Heartbeat,
@@ -231,11 +264,8 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 		CORSOrigins:         cfg.CORSOrigins,
 		MetricsRequireOwner: cfg.MetricsRequireKey,
 	}
-	if len(cfg.APIKeys) > 0 {
-		auth, err := server.NewKeyAuth(cfg.APIKeys, []byte(cfg.APIKeySecret))
-		if err != nil {
-			return sc, err
-		}
+	if auth != nil {
+		var err error
 		sc.Owner = auth.Owner
 		if cfg.AuthFailures > 0 {
 			if sc.AuthThrottle, err = server.NewAuthThrottle(cfg.AuthFailures, cfg.AuthFailureBurst, 0); err != nil {
@@ -313,6 +343,9 @@ func modelFactory(cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) 
 		name, node := t.Provider()
 		setup, err := provider.ConfigFromEnv(name, node.Model, node.Temperature, node.MaxTokens)
 		if err != nil {
+			if key := t.ModelNode(); key != "" && node.Provider == "" {
+				return nil, fmt.Errorf("agent %s: nodeConfigurations[%q]: %w; a key that names no provider needs its \"provider\"", t.AgentID, key, err)
+			}
 			return nil, fmt.Errorf("agent %s: %w", t.AgentID, err)
 		}
 		if !setup.Usable {
@@ -335,17 +368,23 @@ func modelFactory(cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) 
 		if setup.Note != "" {
 			attrs = append(attrs, "why", setup.Note)
 		}
-		fb, err := fallbackModel(cfg, tel)
-		if err != nil {
-			return nil, err
-		}
-		if fb != nil {
-			log.Info("model", append(attrs, "fallback_provider", fb.Info().Provider, "fallback_model", fb.Info().Model)...)
-			return provider.WithFallback(m, fb), nil
+		if key := t.ModelNode(); key != "" {
+			attrs = append(attrs, "config", key)
 		}
 		log.Info("model", attrs...)
 		return m, nil
 	}
+}
+
+// defaultFallbacks are the models that answer for any model whose
+// template names no fallbacks: the server's fallback model, if any.
+func defaultFallbacks(cfg *serveConfig, tel *telemetry.Telemetry, log *slog.Logger) ([]llmorch.Candidate, error) {
+	fb, err := fallbackModel(cfg, tel)
+	if err != nil || fb == nil {
+		return nil, err
+	}
+	log.Info("fallback model", "provider", fb.Info().Provider, "model", fb.Info().Model, "wait", cfg.FallbackWait)
+	return []llmorch.Candidate{{Model: fb}}, nil
 }
 
 // providerClient is the HTTP client of provider calls: they become child
@@ -368,24 +407,21 @@ func providerClient(tel *telemetry.Telemetry) *http.Client {
 // LLM_FALLBACK_MODEL, LLM_FALLBACK_BASE_URL and LLM_FALLBACK_API_KEY (default:
 // the provider's own key variable). Nil when none is configured.
 func fallbackModel(cfg *serveConfig, tel *telemetry.Telemetry) (llmorch.Model, error) {
-	name := strings.TrimSpace(os.Getenv("LLM_FALLBACK_PROVIDER"))
+	name := cfg.FallbackProvider
 	switch name {
 	case "":
 		return nil, nil
 	case "offline":
 		return offline.New(offline.Config{Delay: cfg.OfflineDelay}), nil
-	case provider.OpenAI, provider.Anthropic:
-	default:
-		return nil, fmt.Errorf("LLM_FALLBACK_PROVIDER=%q: want openai, anthropic or offline", name)
 	}
-	key := os.Getenv("LLM_FALLBACK_API_KEY")
+	key := cfg.FallbackKey
 	if key == "" {
 		key = os.Getenv(strings.ToUpper(name) + "_API_KEY")
 	}
 	m, err := provider.New(provider.Config{
 		Provider:    name,
-		Model:       os.Getenv("LLM_FALLBACK_MODEL"),
-		BaseURL:     os.Getenv("LLM_FALLBACK_BASE_URL"),
+		Model:       cfg.FallbackModel,
+		BaseURL:     cfg.FallbackBaseURL,
 		APIKey:      key,
 		HTTPClient:  providerClient(tel),
 		IdleTimeout: cfg.ModelIdle,

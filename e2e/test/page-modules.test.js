@@ -164,6 +164,19 @@ test('applyChunk keeps the cached input the server reports, summed per call', ()
   assert.deepEqual(turn.usage, { prompt: 6100, completion: 3, total: 6103, cacheRead: 4992, final: true });
 });
 
+test('applyChunk keeps the cost the server reports, summed per call', () => {
+  const turn = newTurn();
+  applyChunk(turn, { type: 'data-usage', data: { prompt: 1000, completion: 10, total: 1010, cost: 0.0002, final: false } });
+  applyChunk(turn, { type: 'data-usage', data: { prompt: 1000, completion: 10, total: 1010, cost: 0.0003, final: false,
+    model: { config: 'llm.cheap', provider: 'openai', model: 'gpt-4o-mini' }, session: { prompt: 2000, completion: 20, total: 2020, cost: 0.0005 } } });
+  assert.ok(Math.abs(turn.usage.cost - 0.0005) < 1e-12);
+  assert.deepEqual(turn.sessionUsage, { prompt: 2000, completion: 20, total: 2020, cost: 0.0005 });
+  // An unpriced model's usage carries no cost.
+  const plain = newTurn();
+  applyChunk(plain, { type: 'data-usage', data: { prompt: 3, completion: 2, total: 5, final: true } });
+  assert.deepEqual(plain.usage, { prompt: 3, completion: 2, total: 5, final: true });
+});
+
 test('applyChunk ignores malformed chunks', () => {
   const turn = newTurn();
   for (const c of [null, 1, 'x', {}, { type: 7 }, { type: 'text-end', id: 'nope' }]) applyChunk(turn, c);

@@ -49,7 +49,7 @@ const (
 func tokens(b int) int { return (b + 3) / 4 }
 
 // prefixCache keeps what it takes to compute Prefix: every earlier
-// request's items. It is the handler's, under its lock.
+// request's items, of one model. It is the handler's, under its lock.
 type prefixCache struct {
 	seen [][]byte // every earlier request, its items joined
 	prev [][]byte // the previous request's items

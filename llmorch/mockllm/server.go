@@ -55,8 +55,10 @@ type Config struct {
 	// PrefixCache answers every request's usage as a provider's prompt
 	// cache would (Prefix; Request.Prefix records it): the input tokens
 	// of the request and those of its longest start in common with an
-	// earlier request, whatever the script says. It keeps every request
-	// the server received: for one conversation at a time, not for load.
+	// earlier request, whatever the script says. Each model has a cache
+	// of its own, as at a provider: a request shares only with earlier
+	// requests to its model. It keeps every request the server received:
+	// for one conversation at a time, not for load.
 	PrefixCache bool
 }
 
@@ -163,7 +165,7 @@ type handler struct {
 	mu       sync.Mutex
 	queue    []Script
 	recorded []Request
-	cache    *prefixCache // Config.PrefixCache
+	cache    map[string]*prefixCache // Config.PrefixCache, by model
 }
 
 func newHandler(cfg Config) *handler {
@@ -176,7 +178,7 @@ func newHandler(cfg Config) *handler {
 	}
 	h.queue = append(h.queue, cfg.Queue...)
 	if cfg.PrefixCache {
-		h.cache = &prefixCache{}
+		h.cache = map[string]*prefixCache{}
 	}
 	return h
 }
@@ -205,7 +207,12 @@ func (h *handler) take(req *Request) Script {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cache != nil {
-		p := h.cache.observe(req.API, req.Body)
+		c := h.cache[req.Model]
+		if c == nil {
+			c = &prefixCache{}
+			h.cache[req.Model] = c
+		}
+		p := c.observe(req.API, req.Body)
 		req.Prefix = &p
 	}
 	if h.maxRecorded > 0 {

@@ -28,11 +28,22 @@ type callError struct {
 
 func (e *callError) Error() string { return e.ce.Error() }
 
+// Unwrap gives the *chat.Error, the context's error when the call was
+// cancelled, and, for a failure that retrying will not cure soon (it
+// reaches the caller after the retries), llmorch.ErrModelUnavailable or
+// llmorch.ErrContextLength, which a fallback chain reads.
 func (e *callError) Unwrap() []error {
+	errs := []error{e.ce}
 	if e.ctxErr != nil {
-		return []error{e.ce, e.ctxErr}
+		return append(errs, e.ctxErr)
 	}
-	return []error{e.ce}
+	switch e.ce.Code {
+	case CodeUnavailable, CodeRateLimited, CodeTimeout:
+		errs = append(errs, llmorch.ErrModelUnavailable)
+	case CodeContextLength:
+		errs = append(errs, llmorch.ErrContextLength)
+	}
+	return errs
 }
 
 func (m *model) fail(code string, retryable bool, format string, args ...any) *callError {
@@ -77,6 +88,8 @@ func (m *model) statusFailure(st *callState) *callError {
 		e = m.fail(CodeAuth, false, "the provider refused the credentials (%s)", detail)
 	case s == http.StatusRequestTimeout || s >= 500:
 		e = m.fail(CodeUnavailable, true, "the provider is unavailable (%s)", detail)
+	case st.contextLength && (s == http.StatusBadRequest || s == http.StatusRequestEntityTooLarge):
+		e = m.fail(CodeContextLength, false, "the request is longer than the model's context (%s)", detail)
 	case s == http.StatusNotFound:
 		e = m.fail(CodeProviderError, false, "the provider does not know this model or endpoint (%s)", detail)
 	default:

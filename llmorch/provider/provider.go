@@ -95,6 +95,9 @@ const (
 	CodeInvalidRequest  = "invalid_request"
 	CodeInvalidToolCall = "invalid_tool_call"
 	CodeOutputLimit     = "output_limit"
+	// CodeContextLength: the provider refused the request as longer than
+	// the model's context.
+	CodeContextLength = "context_length_exceeded"
 )
 
 // Defaults applied by New.

@@ -742,42 +742,6 @@ func TestLongCallIDs(t *testing.T) {
 	}
 }
 
-func TestFallback(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	primarySrv, fallbackSrv := mockllm.New(), mockllm.New()
-	defer primarySrv.Close()
-	defer fallbackSrv.Close()
-	primary, _ := testModel(t, primarySrv, OpenAI, func(c *Config) { c.MaxRetries = -1 })
-	fallback, _ := testModel(t, fallbackSrv, Anthropic)
-	fm := WithFallback(primary, fallback)
-	if fm.Info() != primary.Info() {
-		t.Errorf("Info = %+v", fm.Info())
-	}
-
-	primarySrv.Enqueue(mockllm.ErrorScript(503, 0))
-	fallbackSrv.Enqueue(mockllm.TextScript("from ", "fallback"))
-	evs, err := collect(t, fm, t.Context(), userReq("hi"))
-	if err != nil || textOf(evs) != "from fallback" {
-		t.Fatalf("text = %q, err = %v", textOf(evs), err)
-	}
-
-	// After output started, the primary's failure stands.
-	primarySrv.Enqueue(mockllm.Script{Text: []string{"part", "rest"}, Fail: mockllm.FailAbort, FailAfter: 1})
-	before := len(fallbackSrv.Requests())
-	evs, err = collect(t, fm, t.Context(), userReq("hi"))
-	if textOf(evs) != "part" || code(err) != CodeUnavailable || len(fallbackSrv.Requests()) != before {
-		t.Errorf("text = %q, err = %v, fallback used: %v", textOf(evs), err, len(fallbackSrv.Requests()) != before)
-	}
-
-	// Both fail: the fallback's error, mentioning the primary's.
-	primarySrv.Enqueue(mockllm.ErrorScript(503, 0))
-	fallbackSrv.Enqueue(mockllm.ErrorScript(401, 0))
-	_, err = collect(t, fm, t.Context(), userReq("hi"))
-	if code(err) != CodeAuth || !strings.Contains(err.Error(), "primary failed") {
-		t.Errorf("err = %v", err)
-	}
-}
-
 func TestConfigValidation(t *testing.T) {
 	good := Config{Provider: OpenAI, Model: "m", APIKey: "k"}
 	cases := []struct {

@@ -49,10 +49,14 @@ func (m *model) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.
 				yield(chat.Event{}, cerr)
 				return
 			}
-			wait, ok := m.backoff(attempt, cerr.retryAfter)
+			limit := m.cfg.MaxRetryDelay
+			if req.RetryWait > 0 && req.RetryWait < limit {
+				limit = req.RetryWait
+			}
+			wait, ok := m.backoff(attempt, cerr.retryAfter, limit)
 			if !ok {
 				cerr.ce.Message += " (asked to wait " + cerr.retryAfter.Round(time.Millisecond).String() +
-					", over the limit of " + m.cfg.MaxRetryDelay.String() + ")"
+					", over the limit of " + limit.String() + ")"
 				yield(chat.Event{}, cerr)
 				return
 			}
@@ -65,15 +69,16 @@ func (m *model) Stream(ctx context.Context, req llmorch.Request) iter.Seq2[chat.
 }
 
 // backoff returns the wait before the next attempt: the server's
-// Retry-After when given (false when it is over MaxRetryDelay), else an
-// exponential delay with jitter, bounded by MaxRetryDelay.
-func (m *model) backoff(attempt int, retryAfter time.Duration) (time.Duration, bool) {
+// Retry-After when given (false when it is over limit: MaxRetryDelay, or
+// the request's RetryWait), else an exponential delay with jitter,
+// bounded by limit.
+func (m *model) backoff(attempt int, retryAfter, limit time.Duration) (time.Duration, bool) {
 	if retryAfter > 0 {
-		return retryAfter, retryAfter <= m.cfg.MaxRetryDelay
+		return retryAfter, retryAfter <= limit
 	}
 	d := m.cfg.RetryBaseDelay << (attempt - 1)
 	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
-	return min(d, m.cfg.MaxRetryDelay), true
+	return min(d, limit), true
 }
 
 // attempt sends the request once and streams the answer. emitted says

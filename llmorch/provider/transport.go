@@ -41,12 +41,15 @@ type callState struct {
 	tr  *transport
 
 	// Response, set by send.
-	status      int
-	retryAfter  time.Duration
-	errType     string
-	sendErr     error
-	body        io.ReadCloser
-	contentType string
+	status     int
+	retryAfter time.Duration
+	errType    string
+	// contextLength: the error response says the request is longer than
+	// the model's context.
+	contextLength bool
+	sendErr       error
+	body          io.ReadCloser
+	contentType   string
 }
 
 type stateKey struct{}
@@ -131,6 +134,7 @@ func (st *callState) send(ctx context.Context) {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		_ = resp.Body.Close()
 		st.errType = errorType(data)
+		st.contextLength = contextExceeded(st.errType, data)
 		return
 	}
 	st.body = resp.Body
@@ -397,6 +401,28 @@ func errorType(data []byte) string {
 		return body.Error.Type
 	}
 	return ""
+}
+
+// contextExceeded reports whether an error response says the request is
+// longer than the model's context: OpenAI's code context_length_exceeded,
+// or the message OpenAI-compatible servers and Anthropic write ("maximum
+// context length", "prompt is too long"). Only whether it says so is
+// kept, never the message.
+func contextExceeded(errType string, data []byte) bool {
+	if errType == "context_length_exceeded" {
+		return true
+	}
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &body) != nil {
+		return false
+	}
+	msg := strings.ToLower(body.Error.Message)
+	return strings.Contains(msg, "maximum context length") || strings.Contains(msg, "prompt is too long") ||
+		strings.Contains(msg, "context length") && strings.Contains(msg, "exceed")
 }
 
 // isIdentifier reports whether s looks like an error code (letters,

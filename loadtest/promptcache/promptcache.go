@@ -5,7 +5,10 @@
 // real agent, the real provider over HTTP (the OpenAI wire, restricting
 // tools with allowed_tools) and the real tools, against a mock model with
 // a prefix cache (mockllm.WithPrefixCache), once per tool filtering mode
-// (template.ToolFilteringStable, template.ToolFilteringFilter).
+// (template.ToolFilteringStable, template.ToolFilteringFilter). RunRouted
+// plays it with some modes on another model (a step's "model"), and
+// Result.ByModel splits the figures by model, since each has a cache of
+// its own.
 //
 // The figures are bytes and tokens, not times: a run is deterministic, and
 // the same on any machine. They back the acceptance test of the stable
@@ -25,6 +28,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/session"
@@ -63,6 +67,8 @@ type Result struct {
 	// Wire and Filtering are the run's provider wire format
 	// (provider.OpenAI, provider.Anthropic) and tool filtering mode.
 	Wire, Filtering string
+	// Cheap are the modes whose calls went to llm.cheap (RunRouted).
+	Cheap []string
 	// Requests are the model requests the mock received, in order, each
 	// with its Prefix.
 	Requests []mockllm.Request
@@ -87,6 +93,21 @@ func (r Result) Totals() (shared, shareable, input, cached int) {
 		cached += p.CachedTokens
 	}
 	return shared, shareable, input, cached
+}
+
+// ByModel splits the run by the model its requests named, in the order
+// each was first called: each model has a prompt cache of its own.
+func (r Result) ByModel() []Result {
+	var out []Result
+	for _, q := range r.Requests {
+		i := slices.IndexFunc(out, func(m Result) bool { return m.Requests[0].Model == q.Model })
+		if i < 0 {
+			out = append(out, Result{Wire: r.Wire, Filtering: r.Filtering})
+			i = len(out) - 1
+		}
+		out[i].Requests = append(out[i].Requests, q)
+	}
+	return out
 }
 
 // Written sums the input tokens the requests wrote to the cache (Anthropic
@@ -121,7 +142,25 @@ func Run(ctx context.Context, filtering string, extra ...Turn) (Result, error) {
 // allowed_tools) or provider.Anthropic (without, and with cache
 // breakpoints in stable mode).
 func RunWire(ctx context.Context, wire, filtering string, extra ...Turn) (Result, error) {
-	res := Result{Wire: wire, Filtering: filtering}
+	return run(ctx, wire, filtering, nil, extra...)
+}
+
+// Cheap and Strong are the models of a routed run (RunRouted): llm.cheap's
+// and the agent's own.
+const (
+	Cheap  = "gpt-4o-mini"
+	Strong = "gpt-4o"
+)
+
+// RunRouted is Run with the calls of the modes in cheap made by another
+// model, llm.cheap (its step's "model"), and the others by the agent's
+// own: each model's prompt cache sees only its own requests.
+func RunRouted(ctx context.Context, filtering string, cheap []string) (Result, error) {
+	return run(ctx, provider.OpenAI, filtering, cheap)
+}
+
+func run(ctx context.Context, wire, filtering string, cheap []string, extra ...Turn) (Result, error) {
+	res := Result{Wire: wire, Filtering: filtering, Cheap: cheap}
 	searx := httptest.NewServer(http.HandlerFunc(searxng))
 	defer searx.Close()
 	mock := mockllm.New(mockllm.WithPrefixCache())
@@ -133,6 +172,19 @@ func RunWire(ctx context.Context, wire, filtering string, extra ...Turn) (Result
 	model, err := provider.New(pc)
 	if err != nil {
 		return res, err
+	}
+	models := agent.Model(model)
+	if len(cheap) > 0 {
+		// One provider model per configuration, by the model it names.
+		models = func(t *template.Template) (llmorch.Model, error) {
+			c := pc
+			if _, nc := t.Provider(); nc.Model == Cheap {
+				c.Model = Cheap
+			} else {
+				c.Model = Strong
+			}
+			return provider.New(c)
+		}
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	reg, err := tools.Builtin(tools.BuiltinConfig{Search: search.Config{SearXNGURL: searx.URL}, Logger: quiet})
@@ -153,9 +205,17 @@ func RunWire(ctx context.Context, wire, filtering string, extra ...Turn) (Result
 		return res, diags.Err()
 	}
 	a.Template.Options.ToolFiltering = filtering
+	if len(cheap) > 0 {
+		a.Template.NodeConfigurations["llm.cheap"] = template.NodeConfig{Provider: provider.OpenAI, Model: Cheap}
+		for i, s := range a.Template.Orchestration.Steps {
+			if slices.Contains(cheap, s.Name) {
+				a.Template.Orchestration.Steps[i].Model = "llm.cheap"
+			}
+		}
+	}
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
-	set, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: agent.Model(model), Logger: quiet}, []*template.Loaded{a})
+	set, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: models, Logger: quiet}, []*template.Loaded{a})
 	if err != nil {
 		return res, err
 	}

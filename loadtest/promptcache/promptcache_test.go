@@ -97,3 +97,51 @@ func TestRefusedOnTheWire(t *testing.T) {
 		t.Errorf("the model read %+v after its call", last)
 	}
 }
+
+// TestRoutedByModel: with the gathering modes on llm.cheap, their calls go
+// to the cheap model and the others to the agent's own, each model's
+// prompt cache sees only its own requests, and the figure is reported per
+// model: routing by step costs the cache what the other model's turns
+// held.
+func TestRoutedByModel(t *testing.T) {
+	cheap := []string{"ComparisonMode", "ResearchMode"}
+	r, err := RunRouted(t.Context(), template.ToolFilteringStable, cheap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byModel := r.ByModel()
+	if len(byModel) != 2 {
+		t.Fatalf("%d models called, want 2", len(byModel))
+	}
+	calls := map[string]int{}
+	for i, q := range r.Requests {
+		calls[q.Model]++
+		mode := Conversation[i/4].Mode
+		if want := Strong; slices.Contains(cheap, mode) != (q.Model == Cheap) {
+			if slices.Contains(cheap, mode) {
+				want = Cheap
+			}
+			t.Errorf("call %d (%s) went to %s, want %s", i+1, mode, q.Model, want)
+		}
+	}
+	if calls[Cheap] != 12 || calls[Strong] != 28 {
+		t.Errorf("calls by model %v, want 12 to %s and 28 to %s", calls, Cheap, Strong)
+	}
+	whole, err := Run(t.Context(), template.ToolFilteringStable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, cachedWhole := whole.Totals()
+	var input, cached int
+	for _, m := range byModel {
+		_, _, in, c := m.Totals()
+		input, cached = input+in, cached+c
+		t.Logf("%s: %d calls, %d input tokens, %d cached (%.1f %%)", m.Requests[0].Model, len(m.Requests), in, c, 100*float64(c)/float64(in))
+	}
+	if r.Session.Prompt != int64(input) || r.Session.CacheRead != int64(cached) {
+		t.Errorf("session usage %+v, want the models' %d input tokens of which %d cached", r.Session, input, cached)
+	}
+	if cached >= cachedWhole {
+		t.Errorf("routed: %d tokens cached, one model: %d; each model's cache holds only its own requests", cached, cachedWhole)
+	}
+}

@@ -34,6 +34,10 @@
 // trip; a session over a quota is deleted again); the bytes of later
 // writes are added in batches (see owners.go for what it counts late).
 //
+// What owners spend on models (session.Ledger) is counted in two hashes
+// per owner, PREFIX:spend:{D}:d:DAY and :m:MONTH, added to by one script
+// per model call (spend.go).
+//
 // # A turn's start
 //
 // Store is a session.Starter: ClaimStart claims the session and records

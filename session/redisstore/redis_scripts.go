@@ -423,7 +423,7 @@ var allScripts = []*redis.Script{
 	scriptUpdate, scriptGet, scriptAppend,
 	scriptMessages, scriptDelete, scriptExtend, scriptRelease,
 	scriptClaim, scriptUpdateAppend, scriptClaimStart, scriptIndex,
-	scriptQueue,
+	scriptQueue, scriptSpend,
 }
 
 // scriptIndex adds a session to its owner's list (list.go), KEYS[1], in one

@@ -91,6 +91,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 		{"Title", h.title},
 		{"List", h.list},
 		{"Journal", h.journal},
+		{"Ledger", h.ledger},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

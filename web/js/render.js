@@ -74,14 +74,20 @@ export function h(tag, attrs = {}, ...children) {
 const fmt = (n) => Number(n).toLocaleString('en-US');
 
 /**
- * usageText says "1,234 tokens (1,000 in, 234 out)", and how much of the
- * input the provider's prompt cache served: "(1,000 in, 800 cached, 234 out)".
+ * usageText says "1,234 tokens (1,000 in, 234 out)", how much of the
+ * input the provider's prompt cache served: "(1,000 in, 800 cached, 234
+ * out)", and, when the server prices the models (MODEL_PRICES), what
+ * the tokens cost, in its prices' currency: "· cost 0.0012".
  */
 export function usageText(u) {
   if (!u) return '—';
   const cached = u.cacheRead ? `, ${fmt(u.cacheRead)} cached` : '';
-  return `${fmt(u.total)} tokens (${fmt(u.prompt)} in${cached}, ${fmt(u.completion)} out)`;
+  const cost = u.cost ? ` · cost ${costText(u.cost)}` : '';
+  return `${fmt(u.total)} tokens (${fmt(u.prompt)} in${cached}, ${fmt(u.completion)} out)${cost}`;
 }
+
+/** costText shows a cost with four significant digits: 0.001234, 12.35. */
+const costText = (c) => Number(c).toLocaleString('en-US', { maximumSignificantDigits: 4 });
 
 /**
  * userMessage renders what the user sent, as plain text, with an Edit

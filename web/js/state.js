@@ -60,16 +60,18 @@ export function snapshotOf(d) {
 /**
  * usageOf normalizes a token count. prompt counts the cached input too;
  * cacheRead and cacheWrite, the parts of it the provider's prompt cache
- * served and stored, are kept only when the server sent them.
+ * served and stored, and cost, when the server prices the models, are
+ * kept only when the server sent them.
  */
 export function usageOf(d) {
   const u = { prompt: num(d?.prompt), completion: num(d?.completion), total: num(d?.total) || num(d?.prompt) + num(d?.completion) };
-  return withCache(u, num(d?.cacheRead), num(d?.cacheWrite));
+  return withCache(u, num(d?.cacheRead), num(d?.cacheWrite), num(d?.cost));
 }
 
-function withCache(u, read, write) {
+function withCache(u, read, write, cost) {
   if (read) u.cacheRead = read;
   if (write) u.cacheWrite = write;
+  if (cost) u.cost = cost;
   return u;
 }
 
@@ -180,7 +182,7 @@ export function applyChunk(turn, chunk) {
           completion: turn.usage.completion + u.completion,
           total: turn.usage.total + u.total,
           final: false,
-        }, num(turn.usage.cacheRead) + num(u.cacheRead), num(turn.usage.cacheWrite) + num(u.cacheWrite));
+        }, num(turn.usage.cacheRead) + num(u.cacheRead), num(turn.usage.cacheWrite) + num(u.cacheWrite), num(turn.usage.cost) + num(u.cost));
       }
       if (d.session) turn.sessionUsage = usageOf(d.session);
       changed.usage = true;

@@ -122,6 +122,9 @@ func (s *StandIn) UnmarshalJSON(b []byte) error {
 type Expect struct {
 	// Offered is, per model call, the set of tools offered to the model.
 	Offered *[][]string `json:"offered,omitempty"`
+	// Models is, per model call, the llm.* key of nodeConfigurations
+	// whose model it went to: the agent's own, or its step's ("model").
+	Models *[]string `json:"models,omitempty"`
 	// Refused lists, in order, the tools of the calls the orchestration
 	// refused during the turn.
 	Refused *[]string `json:"refused,omitempty"`
