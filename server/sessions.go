@@ -160,7 +160,7 @@ type sessionView struct {
 	// Orchestration is the snapshot of the state under the session's agent
 	// (null when that agent is no longer served).
 	Orchestration *chat.Snapshot `json:"orchestration"`
-	Usage         usageTotals    `json:"usage"`
+	Usage         wire.Totals    `json:"usage"`
 	Messages      []chat.Message `json:"messages"`
 	// Turn is the session's latest turn while its stream is kept.
 	Turn *turnView `json:"turn"`
@@ -256,15 +256,15 @@ func (s *Server) getSession(c *gin.Context) {
 	u := st.TokenUsage
 	v := sessionView{
 		ID: c.Param("id"), Agent: sess.Agent, Title: sess.Title, CreatedAt: sess.CreatedAt, LastAccessed: sess.LastAccessed,
-		State: st, Usage: totalsOf(u),
+		State: st, Usage: wire.TotalsOf(u),
 		Messages: msgs,
 	}
 	if u := sess.SummarizerUsage; !u.IsZero() {
-		su := totalsOf(u)
+		su := wire.TotalsOf(u)
 		v.Usage.Summarizer = &su
 	}
 	if r := st.RegeneratedUsage; !r.IsZero() {
-		rt := totalsOf(r)
+		rt := wire.TotalsOf(r)
 		v.Usage.Regenerated = &rt
 	}
 	if v.Messages == nil {

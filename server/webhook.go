@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -283,4 +284,15 @@ func clipped(s string) string {
 		n--
 	}
 	return s[:n] + "..."
+}
+
+// openAIWebhook is the OpenAI door's webhook of background responses: the
+// server's (WebhookURL), nil when there is none.
+func (s *Server) openAIWebhook() func(owner, event string, data json.RawMessage) {
+	if s.cfg.WebhookURL == "" {
+		return nil
+	}
+	return func(owner, event string, data json.RawMessage) {
+		s.callWebhook(s.cfg.WebhookURL, webhookEvent{Type: event, Timestamp: time.Now().UTC(), Data: data})
+	}
 }
