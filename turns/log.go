@@ -53,6 +53,9 @@ type turn struct {
 	// this replica's first event).
 	continued bool
 	restarts  []int64
+	// loaded is the seq of the last event a turn taken over loaded from
+	// the shared log: its copy there goes on after it.
+	loaded int64
 	// ended is closed by finish.
 	ended chan struct{}
 

@@ -127,7 +127,12 @@ func (r *Runtime) goOnTaken(h *agent.Takeover, key string, st turnlog.Status, ev
 	cancel := func(cause error) { stopWithRuntime(); cancelCtx(cause) }
 	t := newTurn(h.Turn(), sessionID, h.Agent(), h.Owner(), cancel, r.cfg.MaxEvents, r.cfg.DisconnectGrace)
 	t.continued, t.restarts = true, st.Restarts
-	t.events, t.nextSeq = events, st.Last+1
+	t.events, t.nextSeq, t.loaded = events, st.Last+1, st.Last
+	if st.Last == 0 {
+		// Its replica died before any event reached the shared log: the
+		// turn begins here, as every turn does.
+		t.add(chat.Event{Kind: chat.KindStart, Start: &chat.Start{Turn: t.id, Message: t.id}})
+	}
 	evs := h.Run(ctx, func() int64 { last, _ := t.state(); return last })
 	started := make(chan error, 1)
 	r.runTurn(t, func(yield func(chat.Event, error) bool) {

@@ -149,7 +149,7 @@ type mirrorState struct {
 func (r *Runtime) mirror(t *turn) <-chan struct{} {
 	st := &mirrorState{t: t, ref: turnlog.Ref{Session: t.key, Turn: t.id}, done: make(chan struct{}), lastWrite: time.Now()}
 	if t.continued {
-		st.sent, _ = t.state()
+		st.sent = t.loaded
 	} else if err := r.cfg.Log.Open(turnlog.Meta{Ref: st.ref, Owner: t.owner, AgentID: t.agentID}); err != nil {
 		r.log.Warn("shared turn log: opening the turn failed; its stream can be resumed on this replica only", "session", t.sessionID, "turn", t.id, "err", err)
 		close(st.done)
