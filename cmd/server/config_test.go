@@ -22,7 +22,8 @@ func testConfigEnv(t *testing.T) configEnv {
 }
 
 // clearConfigEnv unsets every variable the configuration reads, so the
-// machine's environment cannot change a test's outcome.
+// machine's environment cannot change a test's outcome; search goes to
+// the package's fake Wikipedia (TestMain), never the network.
 func clearConfigEnv(t *testing.T) {
 	for _, s := range settings() {
 		t.Setenv(s.env, "")
@@ -32,6 +33,7 @@ func clearConfigEnv(t *testing.T) {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
+	t.Setenv("WIKIPEDIA_URL", wikipedia.URL)
 }
 
 func writeFile(t *testing.T, name, data string) string {

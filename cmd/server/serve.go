@@ -106,6 +106,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
+	logSearch(log, toolCfg.Search)
 	mcpServers, err := readMCPServers(os.Getenv(mcpServersFileEnv))
 	if err != nil {
 		return err
