@@ -26,8 +26,9 @@ const problems = []; // page errors and failed requests, reported by the tests
 before(async () => {
   if (skip) return;
   mkdirSync(artifacts, { recursive: true });
-  // Without a search backend the search tool fails, which the error-card test relies on.
-  server = await startServer({ env: { SEARXNG_URL: undefined, TAVILY_API_KEY: undefined, BRAVE_API_KEY: undefined, SERPER_API_KEY: undefined, SEARCH_PROVIDER: undefined } });
+  // Search turned off (SEARCH_PROVIDER=none): the search tool fails with a
+  // notice, which the not-configured test relies on.
+  server = await startServer({ env: { SEARXNG_URL: undefined, TAVILY_API_KEY: undefined, BRAVE_API_KEY: undefined, SERPER_API_KEY: undefined, SEARCH_PROVIDER: 'none' } });
   // A fresh profile per run: no cache, no sessionStorage from an earlier run.
   userDataDir = mkdtempSync(join(tmpdir(), 'agentdock-e2e-'));
   context = await chromium.launchPersistentContext(userDataDir, {
@@ -229,7 +230,7 @@ test('phone width: one column, agent picker behind a toggle, keyboard sends', { 
 test('a search that is not configured is a calm notice, and the turn goes on', { skip }, async () => {
   const page = await openPage();
   await pickAgent(page, 'cognitive-reasoner');
-  // ResearchMode starts with search, which has no backend configured here.
+  // ResearchMode starts with search, which is turned off here.
   const answer = await sendAndWait(page, 'Research the history of electric cars');
   const cards = answer.locator('section.tool-card');
   assert.deepEqual(await cards.evaluateAll((els) => els.map((e) => `${e.dataset.tool}:${e.dataset.state}`)),

@@ -17,7 +17,7 @@ let browser;
 before(async () => {
   if (skip) return;
   // Words every 25 ms, so that an answer is still streaming when it is
-  // stopped; no search backend, so that search says it is not configured.
+  // stopped; no search provider, so that search asks the fake Wikipedia.
   server = await startServer({ env: { OFFLINE_MODEL_DELAY_MS: '25', SEARXNG_URL: undefined, TAVILY_API_KEY: undefined, BRAVE_API_KEY: undefined, SERPER_API_KEY: undefined, SEARCH_PROVIDER: undefined } });
   browser = await launch();
   await browser.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.base });
@@ -95,8 +95,8 @@ test('approve and deny: the planner asks before a web search; the answer goes on
   await card.locator('button[data-action="approve"]').click();
   await idle(page);
   assert.equal(await page.locator('#log article.msg.assistant:not(.greeting)').count(), 1, 'the approved answer did not go on in the same message');
-  assert.equal(await card.getAttribute('data-state'), 'output-error');
-  assert.match(await card.locator('.tool-notice').innerText(), /not configured/);
+  assert.equal(await card.getAttribute('data-state'), 'output-available');
+  assert.match(await card.locator('.tool-output').textContent(), /Search results from Wikipedia/);
   assert.ok((await answer.locator('.answer').last().innerText()).trim().length > 0, 'no answer after the approval');
   view = await session(page, 'planner');
   assert.ok(view.state.recentlyUsedTools.includes('search'), 'the approved search was not recorded');
