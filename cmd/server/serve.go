@@ -47,7 +47,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // agents, store and settings, served over stdio as MCP tools instead of
 // HTTP.
 func serveCommand(ctx context.Context, cmd string, args []string, stderr io.Writer) int {
-	cfg, err := loadServeConfig(args, osConfigEnv(), stderr)
+	cfg, err := loadCommandConfig(cmd, args, osConfigEnv(), stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
