@@ -110,8 +110,12 @@ func openAIErrorType(status int) string {
 // isOpenAIPath reports whether a request is for the OpenAI-compatible API.
 func isOpenAIPath(p string) bool { return p == "/v1" || strings.HasPrefix(p, "/v1/") }
 
-// abortWith answers e and stops the handler chain.
+// abortWith answers e and stops the handler chain. An error a retry
+// cannot cure says x-should-retry: false (retry.go).
 func abortWith(c *gin.Context, e *apiError) {
+	if !retryable(e.Code) {
+		c.Header("X-Should-Retry", "false")
+	}
 	if e.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
@@ -290,6 +294,27 @@ func (s *Server) answerStartError(c *gin.Context, agentID string, err error) {
 	abortWith(c, e)
 }
 
+// startErrorAt names the request field a 400 of a turn's start points at
+// (the agent reports it without knowing the request's shape): message for
+// what is wrong with the new message (its length, its text, its
+// attachments), list for the conversation's tool results and
+// instructions. Other errors are returned as they are.
+func startErrorAt(e *apiError, message, list string) *apiError {
+	if e.Param != "" || e.Status != http.StatusBadRequest {
+		return e
+	}
+	at := *e
+	switch e.Code {
+	case "invalid_message", "unsupported_attachment":
+		at.Param = message
+	case "invalid_tool_results", "instructions_refused":
+		at.Param = list
+	default:
+		return e
+	}
+	return &at
+}
+
 // approvalError maps an answer that does not fit the session's waiting
 // calls.
 func approvalError(e *agent.ApprovalError) *apiError {
@@ -320,6 +345,10 @@ func turnErrorStatus(e *chat.Error) *apiError {
 		status = http.StatusTooManyRequests
 	case "internal_error", "stream_gap", llmorch.CodeLeaseLost:
 		status = http.StatusInternalServerError
+	case llmorch.CodeInvalidOutput:
+		// The request's response format was not met, also after a repair:
+		// a 4xx that no client retries (a retry would bill the turn again).
+		status = http.StatusUnprocessableEntity
 	}
 	return &apiError{Status: status, Code: e.Code, Message: e.Message}
 }
@@ -332,4 +361,13 @@ func mustJSON(v any) []byte {
 		panic("server: marshalling a stream chunk: " + err.Error())
 	}
 	return b
+}
+
+// inputParam names a Responses input's message at position i: "input"
+// when the input is a string, else "input[i].content".
+func inputParam(body *wire.ResponsesRequest, i int) string {
+	if len(body.Input) > 0 && body.Input[0] == '"' {
+		return "input"
+	}
+	return fmt.Sprintf("input[%d].content", i)
 }

@@ -194,7 +194,8 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		reqKey    string // the Idempotency-Key, with a session
 		opts      = cr.options()
 		stateless bool
-		goOn      bool // no new message: the turn goes on from the results
+		goOn      bool   // no new message: the turn goes on from the results
+		at        string // the new message's field, for errors
 	)
 	if c.GetHeader("X-Session-Id") != "" || body.User != "" {
 		// A session keeps the conversation: the request adds its last
@@ -226,7 +227,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		if len(msg.Attachments) > 0 {
 			opts = append(opts, agent.WithAttachments(msg.Attachments))
 		}
-		text, goOn = msg.Content, !ok
+		text, goOn, at = msg.Content, !ok, fmt.Sprintf("messages[%d].content", len(body.Messages)-1)
 	} else {
 		// No session: the messages are the conversation.
 		msgs, index, pe := body.Conversation()
@@ -252,7 +253,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			abortWith(c, e)
 			return
 		}
-		sid, stateless = session.NewID(), true
+		sid, stateless, at = session.NewID(), true, fmt.Sprintf("messages[%d].content", index[last])
 		opts = append(opts, agent.Stateless(), agent.WithHistory(history))
 		if !goOn {
 			text = msgs[last].Content
@@ -290,6 +291,9 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		}
 	}
 	if err != nil {
+		if e := turnStartError(err); e.Status < 500 {
+			err = startErrorAt(e, at, "messages")
+		}
 		s.answerStartError(c, node.ID(), err)
 		return
 	}

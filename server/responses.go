@@ -633,7 +633,7 @@ func (s *Server) startResponse(ctx context.Context, owner, key string, body *wir
 		if e.Status >= 500 {
 			s.log.Error("starting a turn", "agent", node.ID(), "err", err)
 		}
-		return nil, e
+		return nil, startErrorAt(e, inputParam(body, index[last]), "input")
 	}
 	base := s.responseBase(node, t, body, cr, metadata, stored)
 	if !stateless {

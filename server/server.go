@@ -16,8 +16,9 @@
 // file refers only to files before it, and to the Server of server.go that
 // every file hangs its methods on):
 //
-//   - errors.go, config.go, security.go, rawerrors.go, otel.go: the API's
-//     errors, the configuration, the request checks, telemetry of requests.
+//   - errors.go, retry.go, config.go, security.go, rawerrors.go, otel.go:
+//     the API's errors and which of them a client should retry, the
+//     configuration, the request checks, telemetry of requests.
 //   - uistream.go: a turn's frames, made from its events once (the AI SDK's
 //     UI message stream, or an edge's events).
 //   - turns.go: a turn's log of frames, its live readers, the registry.
