@@ -207,7 +207,7 @@ test('model output with HTML executes nothing', { skip }, async () => {
   await page.close();
 });
 
-test('phone width: one column, agent picker behind a toggle, keyboard sends', { skip }, async () => {
+test('phone width: one column, agent picker in a drawer, keyboard sends', { skip }, async () => {
   const page = await openPage({ width: 390, height: 844 });
   assert.equal(await page.isVisible('#agents-toggle'), true, 'no agents toggle at phone width');
   assert.equal(await page.isVisible('#agent-list'), false, 'the agent list is not collapsed at phone width');
@@ -220,9 +220,9 @@ test('phone width: one column, agent picker behind a toggle, keyboard sends', { 
   assert.equal(await page.isVisible('[data-o="offered"]'), false, 'the status panel is not folded at phone width');
   const answer = await sendAndWait(page, '[offline:echo] small **screen**');
   assert.equal(await answer.locator('.answer strong').textContent(), 'screen');
-  assert.match(await page.textContent('#status-summary'), /tokens$/, 'the folded status line shows no usage');
+  assert.match(await page.textContent('#topbar-status'), /tokens$/, 'the top bar shows no usage');
   await page.screenshot({ path: join(artifacts, 'phone.png') });
-  await page.click('#status-details > summary');
+  await page.click('#status-toggle');
   assert.equal(await page.isVisible('[data-o="offered"]'), true, 'the status panel does not unfold');
   await page.close();
 });
@@ -253,8 +253,10 @@ test('keyboard: skip link, visible focus, Enter on an agent and on a suggestion'
   await page.keyboard.press('Tab');
   assert.equal(await page.evaluate(() => document.activeElement?.className), 'skip-link', 'the first Tab stop is not the skip link');
   await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'new-chat', 'the second Tab stop is not New conversation');
+  await page.keyboard.press('Tab');
   const first = await page.evaluate(() => document.activeElement?.dataset.agent);
-  assert.ok(first, 'the second Tab stop is not an agent');
+  assert.ok(first, 'the third Tab stop is not an agent');
   const outline = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
   assert.notEqual(outline, 'none', 'keyboard focus is not visible');
   // Walk to the Cognitive Reasoner and pick it with Enter.
