@@ -210,6 +210,10 @@ func chatProblem(e *chat.Error) *Problem {
 		status = http.StatusInternalServerError
 	case ErrTurnGone.Code:
 		status = http.StatusGone
+	case llmorch.CodeInvalidOutput:
+		// The request's response format was not met, also after a repair:
+		// a 4xx that no client retries (a retry would bill the turn again).
+		status = http.StatusUnprocessableEntity
 	}
 	return &Problem{Status: status, Code: e.Code, Message: e.Message}
 }

@@ -78,7 +78,8 @@ func (r *Runtime) Start(ctx context.Context, in Input) (*Turn, error) {
 		return nil, NewProblem(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", in.Agent)
 	}
 	if r.cfg.MaxMessageBytes > 0 && len(in.Text) > r.cfg.MaxMessageBytes {
-		return nil, ParamProblem(http.StatusBadRequest, "invalid_message", "message", "the message is %d bytes; the limit is %d", len(in.Text), r.cfg.MaxMessageBytes)
+		// The door names the field (its request's shape).
+		return nil, NewProblem(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(in.Text), r.cfg.MaxMessageBytes)
 	}
 	if in.Busy != "" && !template.ValidBusy(in.Busy) {
 		return nil, ParamProblem(http.StatusBadRequest, "invalid_busy", "busy", "busy must be %s, %s or %s, got %q", template.BusyReject, template.BusyEnqueue, template.BusyInterrupt, in.Busy)

@@ -530,8 +530,14 @@ func osConfigEnv() configEnv {
 // loadServeConfig reads the flags, the environment and the configuration
 // file, validates every value and reports every problem at once.
 func loadServeConfig(args []string, env configEnv, stderr io.Writer) (*serveConfig, error) {
+	return loadCommandConfig("serve", args, env, stderr)
+}
+
+// loadCommandConfig is loadServeConfig for a command that takes serve's
+// flags ("mcp serve"), which its usage names.
+func loadCommandConfig(cmd string, args []string, env configEnv, stderr io.Writer) (*serveConfig, error) {
 	all := settings()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	flagVals := map[string]*string{}
 	for _, s := range all {
@@ -549,7 +555,7 @@ func loadServeConfig(args []string, env configEnv, stderr io.Writer) (*serveConf
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+		return nil, fmt.Errorf("%s takes no arguments, got %q", cmd, fs.Args())
 	}
 	setFlags := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { setFlags[f.Name] = true })
@@ -812,34 +818,45 @@ var printedEnv = []string{
 	"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
 	"GEMINI_API_KEY", "GOOGLE_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "CEREBRAS_API_KEY", "OPENROUTER_API_KEY",
 	"SEARCH_PROVIDER", "SEARXNG_URL", "TAVILY_API_KEY", "TAVILY_BASE_URL", "BRAVE_API_KEY", "BRAVE_BASE_URL",
-	"SERPER_API_KEY", "SERPER_BASE_URL", mcpServersFileEnv,
+	"SERPER_API_KEY", "SERPER_BASE_URL", "WIKIPEDIA_URL", mcpServersFileEnv,
+	"LLM_FALLBACK_PROVIDER", "LLM_FALLBACK_MODEL", "LLM_FALLBACK_BASE_URL", "LLM_FALLBACK_API_KEY",
 	"MCP_MAX_TOOLS", "MCP_MAX_TOOL_PAGES", "MCP_MAX_SCHEMA_BYTES", "MCP_MAX_AGENT_SCHEMA_BYTES",
 }
 
 // redacted replaces a secret value.
 const redacted = "[redacted]"
 
-// redact returns value as it may be printed: secrets (keys, passwords,
-// tokens, the API keys) are replaced whole, URLs lose their password and
-// any query parameter that looks like a credential, and OTLP header lists
-// keep only their names.
+// secretSettings are the settings and variables whose values are secrets,
+// printed as [redacted] whole. The list, not a pattern of their names,
+// decides: CONTEXT_MAX_INPUT_TOKENS holds no token, and a secret setting
+// added later must be added here (TestSecretsListed makes sure every
+// name that looks like one was decided).
+var secretSettings = map[string]bool{
+	"API_KEYS": true, "API_KEY_SECRET": true, "WEBHOOK_SECRET": true, "REDIS_PASSWORD": true,
+	"OPENAI_API_KEY": true, "ANTHROPIC_API_KEY": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true,
+	"GROQ_API_KEY": true, "DEEPSEEK_API_KEY": true, "CEREBRAS_API_KEY": true, "OPENROUTER_API_KEY": true,
+	"LLM_FALLBACK_API_KEY": true, "TAVILY_API_KEY": true, "BRAVE_API_KEY": true, "SERPER_API_KEY": true,
+}
+
+// headerSettings are the OTLP variables of name=value header lists, whose
+// values are credentials: printed with their names only.
+var headerSettings = map[string]bool{
+	"OTEL_EXPORTER_OTLP_HEADERS": true, "OTEL_EXPORTER_OTLP_TRACES_HEADERS": true,
+	"OTEL_EXPORTER_OTLP_METRICS_HEADERS": true, "OTEL_EXPORTER_OTLP_LOGS_HEADERS": true,
+}
+
+// redact returns value as it may be printed: the values of
+// secretSettings are replaced whole, those of headerSettings keep only
+// their names, and a URL loses its password and any query parameter that
+// looks like a credential.
 func redact(name, value string) string {
 	if value == "" {
 		return ""
 	}
-	upper := strings.ToUpper(name)
-	if upper == "METRICS_REQUIRE_KEY" {
-		return value
+	if secretSettings[name] {
+		return redacted
 	}
-	// A count of tokens (TOKENS_PER_OWNER_PER_DAY, CONTEXT_MAX_INPUT_TOKENS)
-	// is no secret.
-	countsTokens := strings.Contains(upper, "TOKENS")
-	for _, s := range []string{"KEY", "PASSWORD", "SECRET", "TOKEN", "CREDENTIAL"} {
-		if strings.Contains(upper, s) && !strings.HasSuffix(upper, "_FILE") && !(s == "TOKEN" && countsTokens) {
-			return redacted
-		}
-	}
-	if strings.HasSuffix(upper, "HEADERS") {
+	if headerSettings[name] {
 		var out []string
 		for _, kv := range strings.Split(value, ",") {
 			k, _, _ := strings.Cut(kv, "=")

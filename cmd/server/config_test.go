@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +24,8 @@ func testConfigEnv(t *testing.T) configEnv {
 }
 
 // clearConfigEnv unsets every variable the configuration reads, so the
-// machine's environment cannot change a test's outcome.
+// machine's environment cannot change a test's outcome; search goes to
+// the package's fake Wikipedia (TestMain), never the network.
 func clearConfigEnv(t *testing.T) {
 	for _, s := range settings() {
 		t.Setenv(s.env, "")
@@ -32,6 +35,7 @@ func clearConfigEnv(t *testing.T) {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
+	t.Setenv("WIKIPEDIA_URL", wikipedia.URL)
 }
 
 func writeFile(t *testing.T, name, data string) string {
@@ -271,11 +275,40 @@ func TestRedact(t *testing.T) {
 		{"ADDR", ":8080", ":8080"},
 		{"TOKENS_PER_OWNER_PER_DAY", "3000", "3000"},
 		{"CONTEXT_MAX_INPUT_TOKENS", "32000", "32000"},
+		{"WEBHOOK_SECRET", "whsec", redacted},
 		{"LLM_FALLBACK_API_KEY", "sk-fb", redacted},
-		{"GITHUB_TOKEN", "ghp", redacted},
+		{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-key=abc", "x-key=" + redacted},
 	} {
 		if got := redact(tc.name, tc.in); got != tc.want {
 			t.Errorf("redact(%s, %q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestSecretsListed: every setting or printed variable whose name looks
+// like a secret's was decided: it is in secretSettings, or reviewed here
+// as holding none. The pattern only asks the question; the list answers.
+func TestSecretsListed(t *testing.T) {
+	notSecret := map[string]string{
+		"API_KEYS_FILE":              "a path; the file holds the keys",
+		"METRICS_REQUIRE_KEY":        "a boolean",
+		"CONTEXT_MAX_INPUT_TOKENS":   "a number of tokens",
+		"TOKENS_PER_OWNER_PER_DAY":   "a number of tokens",
+		"TOKENS_PER_OWNER_PER_MONTH": "a number of tokens",
+	}
+	names := slices.Clone(printedEnv)
+	for _, s := range settings() {
+		names = append(names, s.env)
+	}
+	looks := regexp.MustCompile(`KEY|SECRET|PASSWORD|TOKEN|CREDENTIAL`)
+	for _, n := range names {
+		if looks.MatchString(n) && !secretSettings[n] && notSecret[n] == "" {
+			t.Errorf("%s looks like a secret: add it to secretSettings, or to this test's notSecret with why it is not", n)
+		}
+	}
+	for n := range secretSettings {
+		if !slices.Contains(names, n) {
+			t.Errorf("secretSettings lists %s, which is no setting and is not printed", n)
 		}
 	}
 }
@@ -293,7 +326,9 @@ func TestConfigPrintoutRedacts(t *testing.T) {
 		"SESSION_STORE":              "redis://app:store-pass-planted@127.0.0.1:6379/0",
 		"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer otlp-token-planted",
 		"TAVILY_API_KEY":             "tvly-planted",
+		"LLM_FALLBACK_API_KEY":       "sk-fallback-planted",
 	}
+	t.Setenv("CONTEXT_MAX_INPUT_TOKENS", "12345")
 	for k, v := range secrets {
 		t.Setenv(k, v)
 	}
@@ -309,12 +344,13 @@ func TestConfigPrintoutRedacts(t *testing.T) {
 		}
 		slog.New(h).LogAttrs(context.Background(), slog.LevelInfo, "configuration", cfg.attrs(os.LookupEnv, os.Environ())...)
 		out := buf.String()
-		for _, planted := range []string{"sk-planted-openai", "sk-ant-planted", "client-key-planted", "fingerprint-secret-planted", "redis-pass-planted", "store-pass-planted", "otlp-token-planted", "tvly-planted"} {
+		for _, planted := range []string{"sk-planted-openai", "sk-ant-planted", "client-key-planted", "fingerprint-secret-planted", "redis-pass-planted", "store-pass-planted", "otlp-token-planted", "tvly-planted", "sk-fallback-planted"} {
 			if strings.Contains(out, planted) {
 				t.Errorf("%s printout shows %s:\n%s", format, planted, out)
 			}
 		}
-		for _, want := range []string{"SHUTDOWN_TIMEOUT", "25s (default)", "OPENAI_API_KEY", "2 keys [redacted]", "redis://app:xxxxx@127.0.0.1:6379/0", "OTEL_EXPORTER_OTLP_HEADERS"} {
+		for _, want := range []string{"SHUTDOWN_TIMEOUT", "25s (default)", "OPENAI_API_KEY", "2 keys [redacted]", "redis://app:xxxxx@127.0.0.1:6379/0", "OTEL_EXPORTER_OTLP_HEADERS",
+			"12345 (env)", "LLM_FALLBACK_API_KEY"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s printout lacks %q:\n%s", format, want, out)
 			}

@@ -49,7 +49,7 @@ func TestMCPServeApprovals(t *testing.T) {
 				t.Fatalf("asked %q; want one question about the search", questions)
 			}
 			answer, _ := out["answer"].(string)
-			if res.IsError || out["finishReason"] != "stop" || !strings.Contains(answer, "not configured") {
+			if res.IsError || out["finishReason"] != "stop" || !strings.Contains(answer, "Search results from Wikipedia") {
 				t.Fatalf("after the approval: error %v, %v, %q; want stop and the search's answer", res.IsError, out["finishReason"], answer)
 			}
 		})

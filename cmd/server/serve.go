@@ -51,7 +51,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // agents, store and settings, served over stdio as MCP tools instead of
 // HTTP.
 func serveCommand(ctx context.Context, cmd string, args []string, stderr io.Writer) int {
-	cfg, err := loadServeConfig(args, osConfigEnv(), stderr)
+	cfg, err := loadCommandConfig(cmd, args, osConfigEnv(), stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -114,6 +114,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
+	logSearch(log, toolCfg.Search)
 	mcpServers, err := readMCPServers(os.Getenv(mcpServersFileEnv))
 	if err != nil {
 		return err

@@ -7,7 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { approvalsBody, backoffDelay, chatBody, normalizeAgent, parseEventId, parseSSE, stopTurn } from '../../web/js/api.js';
 import {
-  Conversations, Sessions, answerApproval, applyChunk, historyEntries, maxConversations, newTurn, notConfigured, pendingApprovals, snapshotOf, textOf,
+  Conversations, Sessions, answerApproval, applyChunk, conversationTime, groupConversations, historyEntries, maxConversations, newTurn, notConfigured,
+  pendingApprovals, searchSource, snapshotOf, textOf,
 } from '../../web/js/state.js';
 import { guardrailText } from '../../web/js/guardrail.js';
 
@@ -369,4 +370,40 @@ test('a data-guardrail chunk is a part that names the guardrail, never the text'
   assert.equal(guardrailText({ name: 'keys', on: 'tool_result', action: 'redact', matched: 'openai_key', toolName: 'vault' }),
     "Guardrail “keys” redacted an openai key in a tool's result (vault).");
   assert.equal(textOf(turn), 'Your card [redacted:credit_card] is on file.');
+test('groupConversations sorts by the local calendar: Today, Yesterday, the week, earlier', () => {
+  const now = new Date(2026, 2, 12, 15, 0).getTime();
+  const at = (d, h, m = 0) => new Date(2026, 2, d, h, m).getTime();
+  const list = [
+    { id: 'week', updatedAt: at(8, 10) },
+    { id: 'midnight', updatedAt: at(12, 0) },
+    { id: 'yesterday-late', updatedAt: at(11, 23, 59) },
+    { id: 'future', updatedAt: at(12, 18) },
+    { id: 'old', updatedAt: new Date(2025, 11, 24, 10).getTime() },
+    { id: 'eight-days', updatedAt: at(4, 12) },
+    { id: 'undated', updatedAt: 0 },
+  ];
+  assert.deepEqual(groupConversations(list, now).map((g) => [g.label, g.items.map((c) => c.id)]), [
+    ['Today', ['future', 'midnight']],
+    ['Yesterday', ['yesterday-late']],
+    ['Previous 7 days', ['week']],
+    ['Earlier', ['eight-days', 'old', 'undated']],
+  ]);
+  assert.deepEqual(groupConversations([], now), []);
+});
+
+test('conversationTime says the time, the weekday within the week, the date before', () => {
+  const now = new Date(2026, 2, 12, 15, 0).getTime();
+  assert.equal(conversationTime(new Date(2026, 2, 12, 9, 30).getTime(), now, 'en-US'), '9:30 AM');
+  assert.equal(conversationTime(new Date(2026, 2, 11, 18, 10).getTime(), now, 'en-US'), '6:10 PM');
+  assert.equal(conversationTime(new Date(2026, 2, 8, 11, 0).getTime(), now, 'en-US'), 'Sun 11:00 AM');
+  assert.equal(conversationTime(new Date(2026, 0, 5, 11, 0).getTime(), now, 'en-US'), 'Jan 5');
+  assert.equal(conversationTime(new Date(2025, 11, 24, 11, 0).getTime(), now, 'en-US'), 'Dec 24, 2025');
+  assert.equal(conversationTime(0, now, 'en-US'), '');
+});
+
+test('searchSource reads where search results come from and how many there are', () => {
+  assert.deepEqual(searchSource('## Search results from Wikipedia: heat pumps\n\n1. [Heat pump](https://x)\n   A heat pump…\n\n2. [Ground source](https://y)\n'), { source: 'Wikipedia', count: 2 });
+  assert.deepEqual(searchSource('## Search results: zzqx\n\nNo results found. Try a broader query.\n'), { source: '', count: 0 });
+  assert.equal(searchSource('### Critique\n\n1. [not a search](https://x)'), null);
+  assert.equal(searchSource(undefined), null);
 });

@@ -21,8 +21,12 @@ import (
 // WriteProblem answers p as JSON: {"error": {"code", "message"}}, and under
 // /v1 OpenAI's shape {"error": {"message", "type", "param", "code"}}, which
 // OpenAI clients raise as their own error objects. Retry-After goes with a
-// problem that says when to try again.
+// problem that says when to try again, and x-should-retry: false with one
+// a retry cannot cure (Retryable).
 func WriteProblem(w http.ResponseWriter, r *http.Request, p *turns.Problem) {
+	if !Retryable(p.Code) {
+		w.Header().Set("X-Should-Retry", "false")
+	}
 	if p.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((p.RetryAfter+time.Second-1)/time.Second)))
 	}

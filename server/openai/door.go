@@ -24,6 +24,7 @@ import (
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/responses"
 	"github.com/agentdock-go/agentdock/server/door"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/turns"
 )
@@ -127,3 +128,33 @@ func mustJSON(v any) []byte {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// startErrorAt names the request field a 400 of a turn's start points at
+// (the agent reports it without knowing the request's shape): message for
+// what is wrong with the new message (its length, its text, its
+// attachments), list for the conversation's tool results and
+// instructions. Other errors are returned as they are.
+func startErrorAt(e *turns.Problem, message, list string) *turns.Problem {
+	if e.Param != "" || e.Status != http.StatusBadRequest {
+		return e
+	}
+	at := *e
+	switch e.Code {
+	case "invalid_message", "unsupported_attachment":
+		at.Param = message
+	case "invalid_tool_results", "instructions_refused":
+		at.Param = list
+	default:
+		return e
+	}
+	return &at
+}
+
+// inputParam is the field of the Responses input item i's content: the
+// whole input when it is one string.
+func inputParam(body *wire.ResponsesRequest, i int) string {
+	if len(body.Input) > 0 && body.Input[0] == '"' {
+		return "input"
+	}
+	return fmt.Sprintf("input[%d].content", i)
+}

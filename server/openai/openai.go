@@ -195,7 +195,8 @@ func (d *Door) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		reqKey    string // the Idempotency-Key, with a session
 		in        = turns.Input{Input: cr.input(), Agent: node.ID(), DefaultBusy: template.BusyReject}
 		stateless bool
-		goOn      bool // no new message: the turn goes on from the results
+		goOn      bool   // no new message: the turn goes on from the results
+		at        string // the new message's field, for errors
 	)
 	in.Owner = owner
 	if r.Header.Get("X-Session-Id") != "" || body.User != "" {
@@ -223,7 +224,7 @@ func (d *Door) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		in.Key, in.Attachments = reqKey, msg.Attachments
-		text, goOn = msg.Content, !ok
+		text, goOn, at = msg.Content, !ok, fmt.Sprintf("messages[%d].content", len(body.Messages)-1)
 	} else {
 		// No session: the messages are the conversation.
 		msgs, index, pe := body.Conversation()
@@ -249,7 +250,7 @@ func (d *Door) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			door.WriteProblem(w, r, e)
 			return
 		}
-		sid, stateless = session.NewID(), true
+		sid, stateless, at = session.NewID(), true, fmt.Sprintf("messages[%d].content", index[last])
 		in.Stateless, in.History, in.CallTrail = true, history, true
 		if !goOn {
 			text = msgs[last].Content
@@ -265,6 +266,9 @@ func (d *Door) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := d.rt.Start(r.Context(), in)
 	if err != nil {
+		if p := turns.Describe(err); p.Status < 500 {
+			err = startErrorAt(p, at, "messages")
+		}
 		door.StartError(w, r, d.log, node.ID(), err)
 		return
 	}

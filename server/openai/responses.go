@@ -624,7 +624,7 @@ func (d *Door) startResponse(ctx context.Context, owner, key string, body *wire.
 		if e.Status >= 500 {
 			d.log.Error("starting a turn", "agent", node.ID(), "err", err)
 		}
-		return nil, e
+		return nil, startErrorAt(e, inputParam(body, index[last]), "input")
 	}
 	base := d.responseBase(node, t, body, cr, metadata, stored)
 	if !stateless {

@@ -439,3 +439,70 @@ export class Conversations {
     }
   }
 }
+
+const dayMs = 24 * 60 * 60 * 1000;
+
+// startOfDay is the local midnight that begins t's day.
+function startOfDay(t) {
+  const d = new Date(t);
+  d.setHours(0, 0, 0, 0);
+  return d.getTime();
+}
+
+// daysBefore is the local midnight n calendar days before the day of t
+// (a day is not always 24 hours long: daylight saving time).
+function daysBefore(t, n) {
+  const d = new Date(startOfDay(t));
+  d.setDate(d.getDate() - n);
+  return d.getTime();
+}
+
+/** The groups of the conversation list, newest first. */
+export const conversationGroups = ['Today', 'Yesterday', 'Previous 7 days', 'Earlier'];
+
+/**
+ * groupConversations sorts conversations ({updatedAt} in ms) into the
+ * groups a person scans by, on the local calendar of now: Today,
+ * Yesterday, Previous 7 days, Earlier. It returns [{label, items}] without
+ * empty groups, each newest first; a conversation dated after now (another
+ * machine's clock) counts as today.
+ */
+export function groupConversations(list, now = Date.now()) {
+  const today = startOfDay(now);
+  const yesterday = daysBefore(now, 1);
+  const week = daysBefore(now, 7);
+  const groups = conversationGroups.map((label) => ({ label, items: [] }));
+  for (const c of [...list].sort((a, b) => (b.updatedAt || 0) - (a.updatedAt || 0))) {
+    const t = c.updatedAt || 0;
+    const i = t >= today ? 0 : t >= yesterday ? 1 : t >= week ? 2 : 3;
+    groups[i].items.push(c);
+  }
+  return groups.filter((g) => g.items.length > 0);
+}
+
+/**
+ * conversationTime says when a conversation was last active, as its group
+ * needs: the time for Today and Yesterday ("2:05 PM"), the weekday and
+ * time within the week ("Mon 2:05 PM"), the date before ("Mar 5", with
+ * the year when it is not now's). '' for a conversation without a date.
+ */
+export function conversationTime(t, now = Date.now(), locale = undefined) {
+  if (!t) return '';
+  const time = new Intl.DateTimeFormat(locale, { hour: 'numeric', minute: '2-digit' }).format(t);
+  if (t >= daysBefore(now, 1)) return time;
+  if (t >= daysBefore(now, 7)) return `${new Intl.DateTimeFormat(locale, { weekday: 'short' }).format(t)} ${time}`;
+  const sameYear = new Date(t).getFullYear() === new Date(now).getFullYear();
+  return new Intl.DateTimeFormat(locale, { month: 'short', day: 'numeric', ...(sameYear ? {} : { year: 'numeric' }) }).format(t);
+}
+
+/**
+ * searchSource reads where a search result comes from off its heading
+ * ("## Search results from Wikipedia: …") and how many results it lists:
+ * {source, count}, or null for a result of another shape.
+ */
+export function searchSource(content) {
+  const m = /^#{1,6}\s*Search results(?: from ([^:\n]+))?:/.exec(String(content ?? ''));
+  if (!m) return null;
+  const count = (String(content).match(/^\d+\.\s+\[/gm) ?? []).length;
+  return { source: m[1]?.trim() ?? '', count };
+}
