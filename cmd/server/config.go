@@ -20,6 +20,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/mcpserver"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/template"
@@ -71,6 +72,11 @@ type serveConfig struct {
 	QueueWait time.Duration
 	// mcpStdio serves MCP over stdio instead of HTTP (agentdock mcp serve).
 	mcpStdio bool
+	// The MCP edge's sessions (mcpserver.Config's fields of the same
+	// names; -1: no bound).
+	MCPMaxSessions      int
+	MCPSessionsPerOwner int
+	MCPSessionIdle      time.Duration
 
 	MaxBodyBytes    int64
 	MaxMessageBytes int
@@ -280,6 +286,21 @@ func settings() []setting {
 		{"WEBHOOK_ATTEMPTS", "webhook-attempts", strconv.Itoa(server.DefaultWebhookAttempts), "calls of one webhook at most: the first, and retries after a failure 1 s, 2 s, 4 s ... later", intv(func(c *serveConfig) *int { return &c.WebhookAttempts })},
 		{"MAX_QUEUE", "max-queue", strconv.Itoa(server.DefaultMaxQueue), "messages that may wait for a session's running turn (busy policy enqueue); one more gets 409 session_queue_full", intv(func(c *serveConfig) *int { return &c.MaxQueue })},
 		{"QUEUE_WAIT", "queue-wait", server.DefaultQueueWait.String(), "longest wait of a message for a busy session (enqueue, interrupt) before 409 session_busy", dur(func(c *serveConfig) *time.Duration { return &c.QueueWait })},
+		{"MCP_MAX_SESSIONS", "mcp-max-sessions", strconv.Itoa(mcpserver.DefaultMaxSessions), "MCP sessions /mcp holds at once; an initialize past it gets a JSON-RPC error (HTTP 503); 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MCPMaxSessions })(c, v), &c.MCPMaxSessions)
+		}},
+		{"MCP_SESSIONS_PER_OWNER", "mcp-sessions-per-owner", strconv.Itoa(mcpserver.DefaultSessionsPerOwner), "MCP sessions one API key (without keys, one client address) holds at once; an initialize past it gets a JSON-RPC error (HTTP 429); 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MCPSessionsPerOwner })(c, v), &c.MCPSessionsPerOwner)
+		}},
+		{"MCP_SESSION_IDLE_TIMEOUT", "mcp-session-idle-timeout", mcpserver.DefaultSessionIdle.String(), "how long an MCP session without a request is kept before it is closed (its agent session stays, for a new MCP session to continue by sessionId)", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.MCPSessionIdle })(c, v); err != nil {
+				return err
+			}
+			if c.MCPSessionIdle < time.Second {
+				return errors.New("must be at least 1s")
+			}
+			return nil
+		}},
 		{"A2A_DEFAULT_AGENT", "a2a-default-agent", "", "the agent that answers A2A messages to /a2a naming none (message.metadata.agent); none by default", func(c *serveConfig, v string) error {
 			c.A2ADefaultAgent = v
 			return nil
@@ -453,6 +474,15 @@ func settings() []setting {
 		{"WRITE_TIMEOUT", "write-timeout", server.DefaultWriteTimeout.String(), "longest ordinary (non-stream) answer", dur(func(c *serveConfig) *time.Duration { return &c.WriteTimeout })},
 		{"SHUTDOWN_TIMEOUT", "shutdown-timeout", server.DefaultShutdownTimeout.String(), "longest graceful shutdown after SIGTERM", dur(func(c *serveConfig) *time.Duration { return &c.ShutdownTimeout })},
 	}
+}
+
+// noBound turns a setting's 0 ("no bound") into -1, as the packages take
+// it, once it parsed (err nil).
+func noBound(err error, n *int) error {
+	if err == nil && *n == 0 {
+		*n = -1
+	}
+	return err
 }
 
 // configFileEnv names the configuration file when --config is not given.

@@ -163,7 +163,8 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return err
 	}
-	scfg.Edges = []server.Edge{a2aEdge, agui.New(), mcpserver.New(mcpserver.Config{Logger: log})}
+	scfg.Edges = []server.Edge{a2aEdge, agui.New(), mcpserver.New(mcpserver.Config{Logger: log,
+		MaxSessions: cfg.MCPMaxSessions, SessionsPerOwner: cfg.MCPSessionsPerOwner, SessionIdle: cfg.MCPSessionIdle})}
 	srv, err := server.New(scfg)
 	if err != nil {
 		return err
