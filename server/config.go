@@ -59,6 +59,12 @@ type Config struct {
 	// (responses/redisstore on the session store's Redis). Nil: an in-memory
 	// store of this server (responses.DefaultTTL, bounded).
 	Responses responses.Store
+	// CompactionSecret signs the compaction items of POST
+	// /v1/responses/compact (HMAC-SHA256), so that only the items this
+	// server (or a replica with the same secret) made are taken back: a
+	// forged one could carry a summary of any size to the model. Empty: a
+	// random secret of this process, whose items no other process takes.
+	CompactionSecret string
 	// Compactor makes the compactions of POST /v1/responses/compact (nil:
 	// agent.Summarizing, the agent's own context machinery, which
 	// summarizes the turns beyond the kept ones; for an agent whose

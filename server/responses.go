@@ -516,7 +516,7 @@ func (s *Server) startResponse(ctx context.Context, owner, key string, body *wir
 	if pe != nil {
 		return nil, bodyError(pe)
 	}
-	in, pe := body.Conversation()
+	in, pe := body.Conversation(s.compactionKey)
 	if pe != nil {
 		return nil, bodyError(pe)
 	}

@@ -94,7 +94,7 @@ func (s *Server) compactResponse(c *gin.Context) {
 	}
 	var dropped []chat.Message
 	if !isAbsentJSON(body.Input) {
-		in, pe := body.Conversation()
+		in, pe := body.Conversation(s.compactionKey)
 		if pe != nil {
 			abortWith(c, bodyError(pe))
 			return
@@ -116,7 +116,7 @@ func (s *Server) compactResponse(c *gin.Context) {
 		abortWith(c, newError(http.StatusBadGateway, "compaction_failed", "the conversation could not be compacted"))
 		return
 	}
-	content, err := wire.EncodeCompaction(wire.Compaction{Messages: append(dropped, comp.Dropped...), Summary: comp.Summary})
+	content, err := wire.EncodeCompaction(wire.Compaction{Messages: append(dropped, comp.Dropped...), Summary: comp.Summary}, s.compactionKey)
 	if err != nil {
 		abortWith(c, newError(http.StatusInternalServerError, "internal_error", "the compaction could not be encoded"))
 		return

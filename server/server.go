@@ -38,6 +38,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/gin-gonic/gin"
@@ -72,6 +74,8 @@ type Server struct {
 	recorders sync.WaitGroup
 	// webhookKey signs webhook calls (Config.WebhookSecret).
 	webhookKey []byte
+	// compactionKey signs compaction items (Config.CompactionSecret).
+	compactionKey wire.CompactionKey
 	// takeovers are the turns of dead replicas this one is taking over.
 	takeovers takeovers
 
@@ -117,6 +121,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("server: WebhookSecret: %w", err)
 		}
 		s.webhookKey = k
+	}
+	s.compactionKey = wire.CompactionKey(cfg.CompactionSecret)
+	if cfg.CompactionSecret == "" {
+		s.compactionKey = make(wire.CompactionKey, 32)
+		_, _ = rand.Read(s.compactionKey)
 	}
 	if cfg.WebhookURL != "" {
 		if err := s.checkWebhook(cfg.WebhookURL); err != nil {

@@ -49,8 +49,10 @@ type serveConfig struct {
 	OfflineDelay time.Duration
 
 	// APIKeys are never printed; APIKeySecret keys their fingerprints.
-	APIKeys           []string
-	APIKeySecret      string
+	APIKeys      []string
+	APIKeySecret string
+	// CompactionSecret signs the Responses API's compaction items.
+	CompactionSecret  string
 	MetricsRequireKey bool
 	RateLimitRPS      float64
 	RateLimitBurst    int
@@ -218,6 +220,7 @@ func settings() []setting {
 			return err
 		}},
 		{"API_KEY_SECRET", "", "", "secret of the key fingerprints that own sessions; set the same on every replica so that sessions in Redis keep their owner across restarts (default: random per process)", str(func(c *serveConfig) *string { return &c.APIKeySecret })},
+		{"COMPACTION_SECRET", "", "", "signs the compaction items of /v1/responses/compact (HMAC-SHA256), so that only the server's own are taken back; set the same on every replica (default: random per process)", str(func(c *serveConfig) *string { return &c.CompactionSecret })},
 		{"METRICS_REQUIRE_KEY", "metrics-require-key", "false", "put /metrics behind the API keys", func(c *serveConfig, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {

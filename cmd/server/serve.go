@@ -209,6 +209,7 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 		ShutdownTimeout:     cfg.ShutdownTimeout,
 		CORSOrigins:         cfg.CORSOrigins,
 		MetricsRequireOwner: cfg.MetricsRequireKey,
+		CompactionSecret:    cfg.CompactionSecret,
 	}
 	if len(cfg.APIKeys) > 0 {
 		auth, err := server.NewKeyAuth(cfg.APIKeys, []byte(cfg.APIKeySecret))
@@ -226,6 +227,9 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 		}
 	} else if cfg.MetricsRequireKey {
 		return sc, errors.New("METRICS_REQUIRE_KEY needs API_KEYS or API_KEYS_FILE")
+	}
+	if cfg.CompactionSecret == "" && storeKind != "memory" {
+		log.Warn("COMPACTION_SECRET is not set: the compaction items of /v1/responses/compact are signed with a random per-process secret, so other replicas refuse them, and so does this one after a restart")
 	}
 	if cfg.RateLimitRPS > 0 {
 		lim, err := server.NewRateLimiter(cfg.RateLimitRPS, cfg.RateLimitBurst, 0)
