@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/orchestration"
@@ -99,7 +100,26 @@ type Config struct {
 	// Context is the context budget of the agents whose template does not
 	// set options.context, and the defaults of those that set part of it.
 	Context ContextConfig
+	// MaxAttachmentsInContext bounds the images and files a model request
+	// carries: the newest ones (llmorch.ServiceConfig.MaxAttachments;
+	// default llmorch.DefaultMaxAttachments, negative: no bound).
+	MaxAttachmentsInContext int
+	// AttachmentURLs is where an attachment may be by URL:
+	// AttachmentURLsPublic (the default), https URLs whose host resolves
+	// to public addresses only, since the model's provider fetches them
+	// and a self-hosted one would fetch from the machines beside it; or
+	// AttachmentURLsNone, data: URLs only.
+	AttachmentURLs string
+	// Resolver resolves the hosts of attachment URLs (default
+	// net.DefaultResolver).
+	Resolver netguard.Resolver
 }
+
+// The values of Config.AttachmentURLs.
+const (
+	AttachmentURLsPublic = "public"
+	AttachmentURLsNone   = "none"
+)
 
 // ContextConfig is the server's context budget (llmorch.ContextPolicy);
 // a template's options.context overrides it field by field.
@@ -153,6 +173,13 @@ func (c *Config) check() error {
 		return fmt.Errorf("agent: Config.Context.KeepTurns: want a positive number of turns, got %d", cc.KeepTurns)
 	case cc.Summarizer != "" && cc.Summarizer != template.SummarizerOffline:
 		return fmt.Errorf("agent: Config.Context.Summarizer: want \"\" (the agent's model) or %q, got %q", template.SummarizerOffline, cc.Summarizer)
+	}
+	switch c.AttachmentURLs {
+	case "":
+		c.AttachmentURLs = AttachmentURLsPublic
+	case AttachmentURLsPublic, AttachmentURLsNone:
+	default:
+		return fmt.Errorf("agent: Config.AttachmentURLs: want %q or %q, got %q", AttachmentURLsPublic, AttachmentURLsNone, c.AttachmentURLs)
 	}
 	return nil
 }
@@ -238,6 +265,8 @@ func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
 		Telemetry: cfg.Telemetry,
 		Budget:    cfg.Budget,
 		Context:   policy,
+
+		MaxAttachments: cfg.MaxAttachmentsInContext,
 	}
 	svc, err := llmorch.NewService(svcCfg)
 	if err != nil {
@@ -520,7 +549,7 @@ func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, op
 			return nil, err
 		}
 	}
-	if err := n.checkOptions(o); err != nil {
+	if err := n.checkOptions(ctx, o); err != nil {
 		return nil, err
 	}
 	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
@@ -971,7 +1000,7 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 	if len(answers) == 0 && o.results == nil {
 		return nil, &ApprovalError{Err: ErrInvalidApproval, Index: -1, Msg: "no answers: approvals must list at least one {id, approved}"}
 	}
-	if err := n.checkOptions(o); err != nil {
+	if err := n.checkOptions(ctx, o); err != nil {
 		return nil, err
 	}
 	for i, a := range answers {

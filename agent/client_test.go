@@ -130,7 +130,12 @@ func TestClientOptionsRefused(t *testing.T) {
 		{"a client tool named think", []agent.Option{agent.WithClientTools([]chat.ToolSpec{{Name: "think"}})}, agent.ErrClientTools},
 		{"tool_choice naming client_b at client_a's position", []agent.Option{agent.WithClientTools(clientSpecs),
 			agent.WithToolChoice(orchestration.ToolChoice{Only: []string{"client_b"}, Required: true})}, agent.ErrToolChoice},
-		{"an image the model takes", []agent.Option{agent.WithAttachments([]chat.Attachment{{Kind: chat.AttachImage, URL: "https://example.com/x.png"}})}, nil},
+		{"an image the model takes", []agent.Option{agent.WithAttachments([]chat.Attachment{{Kind: chat.AttachImage, URL: "https://93.184.215.14/x.png"}})}, nil},
+		// The provider fetches an image's URL: none that leads beside it.
+		{"an image on the metadata service", []agent.Option{agent.WithAttachments([]chat.Attachment{{Kind: chat.AttachImage, URL: "http://169.254.169.254/latest/meta-data/"}})}, agent.ErrAttachment},
+		{"an image over https on the metadata service", []agent.Option{agent.WithAttachments([]chat.Attachment{{Kind: chat.AttachImage, URL: "https://169.254.169.254/x.png"}})}, agent.ErrAttachment},
+		{"an image on loopback", []agent.Option{agent.WithAttachments([]chat.Attachment{{Kind: chat.AttachImage, URL: "https://localhost:8080/x.png"}})}, agent.ErrAttachment},
+		{"an image on a private network, in the history", []agent.Option{agent.Stateless(), agent.WithHistory([]chat.Message{{Role: chat.RoleUser, Content: "see", Attachments: []chat.Attachment{{Kind: chat.AttachImage, URL: "https://[fd00:ec2::254]/x.png"}}}})}, agent.ErrAttachment},
 	} {
 		_, err := agent.Started(n.Run(ctx, session.NewID(), "build it", tt.opts...))
 		if tt.want == nil && err == nil {

@@ -6,9 +6,14 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"image"
+	"image/png"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 )
@@ -93,4 +98,106 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// noisePNG is a PNG of w x h opaque pixels of noise, not compressed: it
+// is as large as its pixels (w*h*3 bytes and a little).
+func noisePNG(t *testing.T, w, h int) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	_, _ = rand.Read(img.Pix)
+	for i := 3; i < len(img.Pix); i += 4 {
+		img.Pix[i] = 0xff // opaque: written as RGB, 3 bytes a pixel
+	}
+	var b bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.NoCompression}).Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// imageTurn posts a turn of the AI SDK's shape with one image part.
+func imageTurn(t *testing.T, base, sid, text, url string) *stream {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"id": sid, "messages": []any{map[string]any{"role": "user", "id": "m-" + text,
+		"parts": []any{map[string]any{"type": "text", "text": text}, map[string]any{"type": "file", "mediaType": "image/png", "url": url}}}}})
+	req, err := http.NewRequest(http.MethodPost, base+"/api/chat/"+agentID, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return open(t, req)
+}
+
+// TestImageTurns: turns of a 700 KB image on one session, 25 in make
+// faults and 12 in make test. Each model
+// request carries the newest MAX_ATTACHMENTS_IN_CONTEXT (8) images, the
+// older ones a line saying so, and the 25th request's tokens (images as
+// OpenAI counts them) stay under the context budget; before, the 25th
+// request carried all 25 images, 23 MB. An image URL on the metadata
+// service, loopback or a private address is refused with 400, and so is
+// an image whose data is not base64.
+func TestImageTurns(t *testing.T) {
+	m := newModel(t)
+	srv := startServer(t, modelEnv(m)...)
+	const sid = "image-turns-session-1"
+	raw := noisePNG(t, 485, 485) // 485 x 485 x 3 bytes: 705 KB
+	url := "data:image/png;base64," + base64.StdEncoding.EncodeToString(raw)
+	t.Logf("the image: %d KB, %d KB as a data URL", len(raw)>>10, len(url)>>10)
+	turns := 12
+	if os.Getenv("AGENTDOCK_SLOW_FAULTS") == "1" {
+		turns = 25
+	}
+	for i := 1; i <= turns; i++ {
+		frames := imageTurn(t, srv.URL(), sid, fmt.Sprintf("picture %d", i), url)
+		if frames.Status != http.StatusOK {
+			t.Fatalf("turn %d: %d %s", i, frames.Status, frames.Body)
+		}
+		if r := requireEnd(t, frames.All(30*time.Second)); r != "stop" {
+			t.Fatalf("turn %d: finish %q", i, r)
+		}
+	}
+	reqs := m.Requests()
+	last := reqs[len(reqs)-1]
+	images := strings.Count(string(last.Body), `"type":"image_url"`)
+	omittedLines := strings.Count(string(last.Body), "is no longer shown")
+	// OpenAI counts a 485 x 485 image as one 512-pixel tile: 85 + 170.
+	const perImage = 85 + 170
+	textBytes := len(last.Body) - images*len(url)
+	tokens := images*perImage + textBytes/4
+	t.Logf("the %dth model request: %d bytes (%.1f MB), %d images, %d lines for the older ones; about %d tokens (images %d each), the budget 32000",
+		turns, len(last.Body), float64(len(last.Body))/mib, images, omittedLines, tokens, perImage)
+	if images != 8 || omittedLines != turns-8 {
+		t.Errorf("the last request carries %d images and %d lines for older ones; want 8 and %d", images, omittedLines, turns-8)
+	}
+	if tokens > 32000 || len(last.Body) > 8*len(url)+256<<10 {
+		t.Errorf("the last request is %d bytes, about %d tokens; want under the budget's 32000 tokens and 8 images' bytes", len(last.Body), tokens)
+	}
+	view, _, _ := getSession(t, srv.URL(), sid)
+	kept := 0
+	for _, msg := range view.Messages {
+		kept += len(msg.Attachments)
+	}
+	if kept != turns {
+		t.Errorf("the session keeps %d images, want all %d", kept, turns)
+	}
+
+	for _, tc := range []struct{ name, url, want string }{
+		{"http on the metadata service", "http://169.254.169.254/latest/meta-data/iam/security-credentials/", "https"},
+		{"https on the metadata service", "https://169.254.169.254/latest/meta-data/", "not a public address"},
+		{"loopback by name", "https://localhost:8080/admin.png", "not a public address"},
+		{"a private address", "https://10.0.0.7/x.png", "not a public address"},
+		{"IPv6 loopback", "https://[::1]/x.png", "not a public address"},
+		{"data that is not base64", "data:image/png;base64,this is not base64!", "not base64"},
+	} {
+		before := len(m.Requests())
+		s := imageTurn(t, srv.URL(), "image-refused-1", "look", tc.url)
+		t.Logf("%s: %d %s", tc.name, s.Status, clip(s.Body, 240))
+		if s.Status != http.StatusBadRequest || !strings.Contains(s.Body, tc.want) {
+			t.Errorf("%s: %d %s; want 400 saying %q", tc.name, s.Status, s.Body, tc.want)
+		}
+		if len(m.Requests()) != before {
+			t.Errorf("%s: the model got a request", tc.name)
+		}
+	}
 }

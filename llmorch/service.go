@@ -46,6 +46,10 @@ type ServiceConfig struct {
 	// Context is the agent's context budget; nil: none (the history the
 	// turn is given is sent as it is).
 	Context *ContextPolicy
+	// MaxAttachments bounds the images and files a model request carries:
+	// the newest ones; an older one is a line in its message saying what
+	// was there (default DefaultMaxAttachments; negative: no bound).
+	MaxAttachments int
 }
 
 // Service is the LLM orchestration service of one agent: it runs a turn as a
@@ -93,6 +97,9 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		}
 	}
 	cfg.Budget = templateBudget(cfg.Template).Or(cfg.Budget).Or(DefaultBudget)
+	if cfg.MaxAttachments == 0 {
+		cfg.MaxAttachments = DefaultMaxAttachments
+	}
 	_, node := cfg.Template.Provider()
 	if cfg.Temperature == nil {
 		cfg.Temperature = node.Temperature

@@ -84,9 +84,13 @@ type serveConfig struct {
 	MaxMessageBytes int
 	// MaxAttachmentBytes bounds one image or file of a message as sent.
 	MaxAttachmentBytes int
-	MaxTurnEvents      int
-	StreamRetention    time.Duration
-	Heartbeat          time.Duration
+	// MaxAttachmentsInContext and AttachmentURLs: agent.Config's fields
+	// of the same names.
+	MaxAttachmentsInContext int
+	AttachmentURLs          string
+	MaxTurnEvents           int
+	StreamRetention         time.Duration
+	Heartbeat               time.Duration
 	// Budget bounds every turn (templates override it field by field).
 	Budget llmorch.Budget
 	// Context is the context budget (templates override it field by
@@ -319,6 +323,16 @@ func settings() []setting {
 		}},
 		{"MAX_MESSAGE_BYTES", "max-message-bytes", "32768", "longest user message; longer ones get 400 invalid_message", intv(func(c *serveConfig) *int { return &c.MaxMessageBytes })},
 		{"MAX_ATTACHMENT_BYTES", "max-attachment-bytes", "5242880", "largest image or file of a message, as sent (its data: URL); a stored session keeps each once, with its message; larger ones get 400", intv(func(c *serveConfig) *int { return &c.MaxAttachmentBytes })},
+		{"MAX_ATTACHMENTS_IN_CONTEXT", "max-attachments-in-context", strconv.Itoa(llmorch.DefaultMaxAttachments), "images and files a model request carries, the newest of the conversation; an older one is a line in its message saying it is no longer shown (the session keeps it); 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MaxAttachmentsInContext })(c, v), &c.MaxAttachmentsInContext)
+		}},
+		{"ATTACHMENT_URLS", "attachment-urls", agent.AttachmentURLsPublic, "where an image or file may be by URL (the model's provider fetches it): public, https URLs whose host resolves to public addresses only (no loopback, private, link-local or metadata address); none, data: URLs only", func(c *serveConfig, v string) error {
+			if v != agent.AttachmentURLsPublic && v != agent.AttachmentURLsNone {
+				return fmt.Errorf("want %s or %s, got %q", agent.AttachmentURLsPublic, agent.AttachmentURLsNone, v)
+			}
+			c.AttachmentURLs = v
+			return nil
+		}},
 		{"MAX_TURN_EVENTS", "max-turn-events", strconv.Itoa(server.DefaultMaxTurnEvents), "frames kept per turn for resuming", intv(func(c *serveConfig) *int { return &c.MaxTurnEvents })},
 		{"STREAM_RETENTION", "stream-retention", server.DefaultStreamRetention.String(), "how long a finished turn's frames are kept for resuming", dur(func(c *serveConfig) *time.Duration { return &c.StreamRetention })},
 		{"SESSION_LOCK_TTL", "session-lock-ttl", session.DefaultLockTTL.String(), "how long a turn's hold on its session outlives a replica that died mid-turn (renewed every third of it)", func(c *serveConfig, v string) error {

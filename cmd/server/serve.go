@@ -142,6 +142,9 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		MaxAttachmentBytes: cfg.MaxAttachmentBytes,
 		Budget:             cfg.Budget,
 		Context:            cfg.Context,
+
+		MaxAttachmentsInContext: cfg.MaxAttachmentsInContext,
+		AttachmentURLs:          cfg.AttachmentURLs,
 		// Three renewals per lease: a slow round trip or two does not lose
 		// it.
 		LeaseRenewal: cfg.LockTTL / 3,

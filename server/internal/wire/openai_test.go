@@ -95,6 +95,10 @@ func TestChatConversation(t *testing.T) {
 
 	for _, tt := range []struct{ body, param string }{
 		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0].image_url"},
+		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://169.254.169.254/latest/meta-data/"}}]}]}`, "messages[0].content[0].image_url"},
+		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,not base64!"}}]}]}`, "messages[0].content[0].image_url"},
+		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAA"}}]}]}`, "messages[0].content[0].image_url"},
+		{`{"messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:application/pdf;base64,@@@@"}}]}]}`, "messages[0].content[0]"},
 		{`{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "messages[0].content[0]"},
 		{`{"messages":[{"role":"user"}]}`, "messages[0].content"},
 		{`{"messages":[{"role":"function","name":"f","content":"x"}]}`, "messages[0].role"},

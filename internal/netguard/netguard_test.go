@@ -1,0 +1,79 @@
+package netguard
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// resolver answers from a table.
+type resolver map[string][]string
+
+func (r resolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	list, ok := r[host]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	var out []netip.Addr
+	for _, a := range list {
+		out = append(out, netip.MustParseAddr(a))
+	}
+	return out, nil
+}
+
+func TestPublic(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"8.8.8.8": true, "93.184.215.14": true, "2606:4700::1111": true,
+		"127.0.0.1": false, "::1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false,
+		"169.254.169.254": false, "fd00:ec2::254": false, "fe80::1": false, "0.0.0.0": false, "::": false,
+		"100.64.0.1": false, "255.255.255.255": false, "224.0.0.1": false, "::ffff:127.0.0.1": false,
+		"::ffff:169.254.169.254": false, "64:ff9b::a9fe:a9fe": false, "2002:a9fe:a9fe::1": false, "192.0.2.1": false,
+	} {
+		if got := Public(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("Public(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+func TestCheckURL(t *testing.T) {
+	r := resolver{
+		"images.example.com": {"93.184.215.14"},
+		"mixed.example.com":  {"93.184.215.14", "10.0.0.5"},
+		"metadata.internal":  {"169.254.169.254"},
+	}
+	for _, tc := range []struct {
+		url  string
+		want string // "" allowed, else in the error
+	}{
+		{"https://images.example.com/cat.png", ""},
+		{"https://93.184.215.14/cat.png", ""},
+		{"http://169.254.169.254/latest/meta-data/", "only https"},
+		{"http://images.example.com/cat.png", "only https"},
+		{"https://169.254.169.254/latest/meta-data/", "not a public address"},
+		{"https://[::1]:8443/x", "not a public address"},
+		{"https://[::ffff:10.0.0.1]/x", "not a public address"},
+		{"https://localhost/x", "not a public address"},
+		{"https://api.localhost/x", "not a public address"},
+		{"https://metadata.internal/x", "resolves to 169.254.169.254"},
+		{"https://mixed.example.com/x", "resolves to 10.0.0.5"},
+		{"https://nowhere.example.com/x", "does not resolve"},
+		{"https://user:pw@images.example.com/x", "credentials"},
+		{"ftp://images.example.com/x", "only https"},
+		{"not a url", "not an absolute URL"},
+		{"https:opaque", "not an absolute URL"},
+	} {
+		err := CheckURL(context.Background(), r, tc.url)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.url, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v; want an error saying %q", tc.url, err, tc.want)
+		}
+		if err != nil && strings.Contains(tc.want, "public") && !errors.Is(err, ErrNotPublic) {
+			t.Errorf("%s: %v does not wrap ErrNotPublic", tc.url, err)
+		}
+	}
+}
