@@ -363,6 +363,9 @@ type options struct {
 	compacted    []chat.Message
 	// request is the turn's idempotency key (WithRequest).
 	request string
+	// brings is the Weight of the user message the turn stores, charged
+	// against its owner's bytes quota before it starts.
+	brings int64
 }
 
 // WithRequest gives the turn an idempotency key (a client's
@@ -552,6 +555,7 @@ func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, op
 	if err := n.checkOptions(ctx, o); err != nil {
 		return nil, err
 	}
+	o.brings = session.MessageWeight(chat.Message{Role: chat.RoleUser, Content: message, Attachments: o.attachments})
 	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
 		return n.startTurn(ctx, key, message, sess, o)
 	})
@@ -597,7 +601,9 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan fun
 	// The session lives in its owner's keyspace: another owner using the
 	// same ID has a session of its own.
 	key := session.Key(o.owner, sessionID)
-	claimOpts := []session.UpdateOption{session.WithOwner(o.owner), session.WithAgent(n.ID())}
+	// A turn adds to its owner's bytes: refused when its message would
+	// take the owner past its quota.
+	claimOpts := []session.UpdateOption{session.WithOwner(o.owner), session.WithAgent(n.ID()), session.Charged(o.brings)}
 	// A turn another replica can take over keeps a journal, which its
 	// first write starts.
 	journals := n.cfg.StreamedSteps != nil && !o.stateless

@@ -11,11 +11,13 @@ import (
 	"image/png"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
+	"github.com/agentdock-go/agentdock/session/redistest"
 )
 
 // What a client sends must not grow a model request past the context
@@ -119,6 +121,12 @@ func noisePNG(t *testing.T, w, h int) []byte {
 // imageTurn posts a turn of the AI SDK's shape with one image part.
 func imageTurn(t *testing.T, base, sid, text, url string) *stream {
 	t.Helper()
+	return keyedImageTurn(t, base, "", sid, text, url)
+}
+
+// keyedImageTurn is imageTurn with an API key ("": none).
+func keyedImageTurn(t *testing.T, base, key, sid, text, url string) *stream {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{"id": sid, "messages": []any{map[string]any{"role": "user", "id": "m-" + text,
 		"parts": []any{map[string]any{"type": "text", "text": text}, map[string]any{"type": "file", "mediaType": "image/png", "url": url}}}}})
 	req, err := http.NewRequest(http.MethodPost, base+"/api/chat/"+agentID, bytes.NewReader(body))
@@ -126,6 +134,9 @@ func imageTurn(t *testing.T, base, sid, text, url string) *stream {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("X-Api-Key", key)
+	}
 	return open(t, req)
 }
 
@@ -199,5 +210,54 @@ func TestImageTurns(t *testing.T) {
 		if len(m.Requests()) != before {
 			t.Errorf("%s: the model got a request", tc.name)
 		}
+	}
+}
+
+// TestByteQuotaLiveSession: one session of a key, a 700 KB image a turn,
+// against BYTES_PER_OWNER of 2 MB, on each store. The turn whose message
+// would take the key past the quota is refused with 429 quota_exceeded
+// (before, a session reached 11.2 MB: only a new session was checked,
+// and images were not counted), the session stays within the quota and
+// its answers, and another key's turns go on.
+func TestByteQuotaLiveSession(t *testing.T) {
+	raw := noisePNG(t, 485, 485)
+	url := "data:image/png;base64," + base64.StdEncoding.EncodeToString(raw)
+	const quota = 2 << 20
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			env := []string{"BYTES_PER_OWNER=" + strconv.Itoa(quota)}
+			if store == "redis" {
+				env = append(env, "SESSION_STORE="+redistest.Start(t).URL())
+			}
+			srv := keyed(t, env...)
+			const sid = "quota-live-session-1"
+			turns, refused := 0, ""
+			for i := 1; i <= 12 && refused == ""; i++ {
+				s := keyedImageTurn(t, srv.URL(), "key-alice", sid, fmt.Sprintf("picture %d", i), url)
+				switch {
+				case s.Status == http.StatusOK:
+					requireEnd(t, s.All(30*time.Second))
+					turns++
+				case s.Status == http.StatusTooManyRequests && strings.Contains(s.Body, "quota_exceeded"):
+					refused = s.Body
+				default:
+					t.Fatalf("turn %d: %d %s", i, s.Status, s.Body)
+				}
+			}
+			st, body, _ := keyedRequest(t, http.MethodGet, srv.URL()+"/api/sessions/"+sid, "key-alice", "")
+			t.Logf("%s: %d turns of a %d KB image taken, then: %s; the session is %d bytes as JSON (GET: %d), the quota %d",
+				store, turns, len(url)>>10, clip(refused, 220), len(body), st, quota)
+			if refused == "" {
+				t.Fatalf("12 turns of %d KB each were taken against a quota of %d bytes", len(url)>>10, quota)
+			}
+			// The session's JSON is its weight and a little; the answers
+			// are the mock's default, a few bytes each.
+			if len(body) > quota+16<<10 {
+				t.Errorf("the session holds %d bytes; want no more than the quota (%d) and the answers", len(body), quota)
+			}
+			if st, body := completion(t, srv.URL(), "key-bob", "bob-session-1"); st != http.StatusOK {
+				t.Errorf("another key's turn: %d %s", st, body)
+			}
+		})
 	}
 }

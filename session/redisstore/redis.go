@@ -780,6 +780,11 @@ func (r *Store) prepare(id string, fresh session.Session, o session.WriteOptions
 // claim is Claim, and ClaimStart when sw is not nil: fresh is the session
 // the claim creates when id has none.
 func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, fresh session.Session, sw *start) (session.Session, session.Lease, *session.Started, error) {
+	if o.Charged {
+		if err := r.admitTurn(ctx, o.Owner, o.Brings); err != nil {
+			return session.Session{}, nil, nil, err
+		}
+	}
 	deadline := time.Now().Add(r.cfg.LockWait)
 	now := fresh.CreatedAt
 	freshData := encode(fresh)
