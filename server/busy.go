@@ -19,14 +19,9 @@ import (
 // template.BusyInterrupt stops the running turn, on whichever replica runs
 // it (its partial answer is saved), and starts the message's turn at once.
 
-// queuePoll is how often a queued message looks whether its turn came: a
-// replica cannot hear another's release, so it asks the store, one round
-// trip per waiting message per poll.
+// queuePoll is how often a message that interrupts a turn, or waits on a
+// store without queues, looks whether the session is free.
 const queuePoll = 50 * time.Millisecond
-
-// queueTicketTTL is how long a queued message's ticket outlives its last
-// renewal: a replica that died with it queued holds the queue that long.
-const queueTicketTTL = 5 * time.Second
 
 // busyPolicy is a request's busy policy: the one it asks for (the chat
 // body's busy, or the X-Busy header), else its agent's options.busy,
@@ -99,11 +94,10 @@ func (s *Server) readSession(ctx context.Context, key string) (session.Session, 
 }
 
 // enqueue queues the message in the store and starts its turn when the
-// turns queued before it started and the session is free. The message
-// leaves the queue when its turn starts, or when its client goes away.
+// turns queued before it started and the session is free
+// (session.Waiters: it waits on the store's notices, not by polling).
 func (s *Server) enqueue(ctx context.Context, key string, start func() (*turn, error)) (*turn, error) {
-	q, ok := s.cfg.Store.(session.Queuer)
-	if !ok {
+	if s.waiters == nil {
 		// A store without queues: the message waits for the session,
 		// in no particular order with others that wait.
 		deadline := time.Now().Add(s.cfg.QueueWait)
@@ -116,49 +110,31 @@ func (s *Server) enqueue(ctx context.Context, key string, start func() (*turn, e
 			}
 		}
 	}
-	ticket := session.NewID()
-	pos, err := q.Enqueue(ctx, key, ticket, s.cfg.MaxQueue, queueTicketTTL)
-	if errors.Is(err, session.ErrQueueFull) {
+	var t *turn
+	err := s.waiters.Wait(ctx, key, s.cfg.MaxQueue, time.Now().Add(s.cfg.QueueWait), func() (bool, error) {
+		var err error
+		t, err = start()
+		if errors.Is(err, session.ErrBusy) {
+			return false, nil
+		}
+		return true, err
+	})
+	switch {
+	case errors.Is(err, session.ErrQueueFull):
 		return nil, newError(http.StatusConflict, "session_queue_full", "a turn is running on this session and %d messages wait for it already (MAX_QUEUE); wait for them, or send with busy: interrupt", s.cfg.MaxQueue)
+	case errors.Is(err, session.ErrTooManyWaiting):
+		return nil, newError(http.StatusTooManyRequests, "too_many_queued", "this API key has as many messages waiting for busy sessions as it may (MAX_QUEUED_PER_OWNER); wait for them, or send with busy: reject")
+	case errors.Is(err, session.ErrWaitedTooLong):
+		return nil, errWaitedTooLong()
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := q.Leave(lctx, key, ticket); err != nil {
-			s.log.Warn("leaving a session's queue; the ticket expires by itself", "err", err)
-		}
-	}()
-	deadline := time.Now().Add(s.cfg.QueueWait)
-	for {
-		if pos == 0 {
-			if t, err := start(); !errors.Is(err, session.ErrBusy) {
-				return t, err
-			}
-		}
-		if err := pause(ctx, deadline); err != nil {
-			return nil, err
-		}
-		if pos, err = q.Position(ctx, key, ticket, queueTicketTTL); err != nil {
-			return nil, err
-		}
-		if pos < 0 {
-			// The ticket expired (the store did not answer for a while):
-			// queue again, at the end.
-			if pos, err = q.Enqueue(ctx, key, ticket, s.cfg.MaxQueue+1, queueTicketTTL); err != nil {
-				return nil, err
-			}
-		}
-	}
+	return t, err
 }
 
 // pause waits queuePoll, or returns why the wait is over: the client went
 // away, or the deadline (QueueWait) passed.
 func pause(ctx context.Context, deadline time.Time) error {
 	if time.Now().After(deadline) {
-		return newError(http.StatusConflict, "session_busy", "a turn is running on this session and the message waited for it longer than QUEUE_WAIT; send it again, or with busy: interrupt")
+		return errWaitedTooLong()
 	}
 	select {
 	case <-ctx.Done():
@@ -166,6 +142,10 @@ func pause(ctx context.Context, deadline time.Time) error {
 	case <-time.After(queuePoll):
 		return nil
 	}
+}
+
+func errWaitedTooLong() *apiError {
+	return newError(http.StatusConflict, "session_busy", "a turn is running on this session and the message waited for it longer than QUEUE_WAIT; send it again, or with busy: interrupt")
 }
 
 // queued is how many messages wait in the session's queue (0 when the

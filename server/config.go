@@ -123,6 +123,11 @@ type Config struct {
 	// (enqueue, interrupt; default 10 min) before it is answered 409
 	// session_busy.
 	QueueWait time.Duration
+	// MaxQueuedPerOwner bounds the messages of one owner that wait for
+	// busy sessions in this process at once (default
+	// session.DefaultMaxWaitingPerOwner; negative: no bound): one more is
+	// answered 429 too_many_queued.
+	MaxQueuedPerOwner int
 
 	// WebhookHosts are the hosts ("host" or "host:port") that background
 	// runs' webhooks may be posted to; none (the default) calls no

@@ -78,6 +78,9 @@ type Server struct {
 	compactionKey wire.CompactionKey
 	// takeovers are the turns of dead replicas this one is taking over.
 	takeovers takeovers
+	// waiters wait for busy sessions (busy.go); nil when the store keeps
+	// no queues.
+	waiters *session.Waiters
 
 	// base is the context of every turn; cancelled only when Serve ends.
 	base     context.Context
@@ -121,6 +124,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("server: WebhookSecret: %w", err)
 		}
 		s.webhookKey = k
+	}
+	if q, ok := cfg.Store.(session.Queuer); ok {
+		s.waiters = session.NewWaiters(q, session.WaitersConfig{MaxPerOwner: cfg.MaxQueuedPerOwner})
 	}
 	s.compactionKey = wire.CompactionKey(cfg.CompactionSecret)
 	if cfg.CompactionSecret == "" {

@@ -314,6 +314,7 @@ func (m *Memory) releaseWith(id string, o WriteOptions) {
 	if l, ok := o.Lease.(*memLease); ok && l.m == m {
 		l.released = true
 	}
+	m.released(id, m.cfg.Now())
 }
 
 // fence returns ErrFenced when l no longer holds session id. m.mu is held.
@@ -543,6 +544,7 @@ func (l *memLease) Release(ctx context.Context) error {
 	defer l.m.mu.Unlock()
 	if cur, ok := l.m.leases[l.id]; ok && cur.token == l.token {
 		delete(l.m.leases, l.id)
+		l.m.released(l.id, l.m.cfg.Now())
 	}
 	return nil
 }

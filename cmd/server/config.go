@@ -70,8 +70,9 @@ type serveConfig struct {
 	WebhookURL      string
 	WebhookAttempts int
 	// Busy sessions (server.Config's fields of the same names).
-	MaxQueue  int
-	QueueWait time.Duration
+	MaxQueue          int
+	QueueWait         time.Duration
+	MaxQueuedPerOwner int
 	// mcpStdio serves MCP over stdio instead of HTTP (agentdock mcp serve).
 	mcpStdio bool
 	// The MCP edge's sessions (mcpserver.Config's fields of the same
@@ -292,6 +293,9 @@ func settings() []setting {
 		{"WEBHOOK_URL", "webhook-url", "", "the webhook of background runs that name none (chat API and /v1/responses); its host must be in WEBHOOK_HOSTS; none by default", str(func(c *serveConfig) *string { return &c.WebhookURL })},
 		{"WEBHOOK_ATTEMPTS", "webhook-attempts", strconv.Itoa(server.DefaultWebhookAttempts), "calls of one webhook at most: the first, and retries after a failure 1 s, 2 s, 4 s ... later", intv(func(c *serveConfig) *int { return &c.WebhookAttempts })},
 		{"MAX_QUEUE", "max-queue", strconv.Itoa(server.DefaultMaxQueue), "messages that may wait for a session's running turn (busy policy enqueue); one more gets 409 session_queue_full", intv(func(c *serveConfig) *int { return &c.MaxQueue })},
+		{"MAX_QUEUED_PER_OWNER", "max-queued-per-owner", strconv.Itoa(session.DefaultMaxWaitingPerOwner), "messages of one API key (without keys, of everyone) that may wait for busy sessions at once on this replica; one more gets 429 too_many_queued; 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MaxQueuedPerOwner })(c, v), &c.MaxQueuedPerOwner)
+		}},
 		{"QUEUE_WAIT", "queue-wait", server.DefaultQueueWait.String(), "longest wait of a message for a busy session (enqueue, interrupt) before 409 session_busy", dur(func(c *serveConfig) *time.Duration { return &c.QueueWait })},
 		{"MCP_MAX_SESSIONS", "mcp-max-sessions", strconv.Itoa(mcpserver.DefaultMaxSessions), "MCP sessions /mcp holds at once; an initialize past it gets a JSON-RPC error (HTTP 503); 0: no bound", func(c *serveConfig, v string) error {
 			return noBound(intv(func(c *serveConfig) *int { return &c.MCPMaxSessions })(c, v), &c.MCPMaxSessions)

@@ -201,10 +201,12 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 		ReadTimeout:     cfg.ReadTimeout,
 		MaxQueue:        cfg.MaxQueue,
 		QueueWait:       cfg.QueueWait,
-		WebhookHosts:    chatWebhookHosts(cfg),
-		WebhookSecret:   cfg.WebhookSecret,
-		WebhookURL:      cfg.WebhookURL,
-		WebhookAttempts: cfg.WebhookAttempts,
+
+		MaxQueuedPerOwner: cfg.MaxQueuedPerOwner,
+		WebhookHosts:      chatWebhookHosts(cfg),
+		WebhookSecret:     cfg.WebhookSecret,
+		WebhookURL:        cfg.WebhookURL,
+		WebhookAttempts:   cfg.WebhookAttempts,
 		// A replica that finds a turn abandoned waits for its lease to
 		// expire before saving what it streamed.
 		RecoverWait:         cfg.LockTTL + 5*time.Second,

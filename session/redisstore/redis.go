@@ -50,6 +50,8 @@ type Store struct {
 	// books are the bytes written that the owners' index does not count
 	// yet (owners.go).
 	books ownerBooks
+	// watch hears the queues' notices (queue.go).
+	watch queueWatch
 }
 
 // maxConflicts bounds the compare-and-set retries of one write; reaching it
@@ -215,7 +217,7 @@ func (r *Store) Client() redis.UniversalClient { return r.client }
 func (r *Store) key(id, kind string) string { return r.prefix + ":{" + id + "}:" + kind }
 
 func (r *Store) keys(id string) []string {
-	return []string{r.key(id, "state"), r.key(id, "messages"), r.key(id, "lease")}
+	return []string{r.key(id, "state"), r.key(id, "messages"), r.key(id, "lease"), r.key(id, "queue")}
 }
 
 // runWrite runs one of the store's write scripts. When a round trip fails
@@ -915,6 +917,7 @@ func (r *Store) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.budget)
 	r.flush(ctx)
 	cancel()
+	r.watch.close()
 	return r.client.Close()
 }
 
