@@ -14,7 +14,15 @@
 // address. durable_test.go retries: the same AI SDK body on two replicas,
 // and again after its replica was SIGKILLed (one turn, one model call);
 // busy sessions on two replicas (enqueue, interrupt); a background run's
-// signed webhook retried after a 500.
+// signed webhook retried after a 500. Issue 55's, each printing its
+// figures: mcp_sessions_test.go floods /mcp with initialize requests
+// against an RSS bound and the session caps, and sets a sessionless
+// tools/list's CPU beside GET /api/agents'; budget_test.go sends a forged
+// compaction item, 700 KB images turn after turn (the model request's
+// size), and a live session past BYTES_PER_OWNER on both stores;
+// queue_test.go counts Redis's commands while hundreds of messages wait
+// for busy sessions; webhook_tenants_test.go has two keys post to one
+// webhook receiver.
 //
 // The package has no code of its own: only tests and their harness
 // (harness_test.go). The fast tests run in `go test ./faults/`; the slow

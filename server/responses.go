@@ -468,8 +468,8 @@ func (s *Server) createResponse(c *gin.Context) {
 		// It runs on; GET /v1/responses/{id} reads it, and
 		// POST /v1/responses/{id}/cancel stops it. The server's webhook
 		// hears when it ends.
-		if s.cfg.WebhookURL != "" {
-			s.responseWebhook(rs.run)
+		if url := s.webhookURL(ownerOf(c)); url != "" {
+			s.responseWebhook(ownerOf(c), url, rs.run)
 		}
 		c.JSON(http.StatusOK, rs.run.base)
 		return
@@ -872,13 +872,13 @@ func (s *Server) getResponse(c *gin.Context) {
 	}
 }
 
-// responseWebhook calls the server's webhook with a background response's
-// final object once its run ends.
-func (s *Server) responseWebhook(run *responseRun) {
+// responseWebhook calls owner's webhook, url, with a background
+// response's final object once its run ends.
+func (s *Server) responseWebhook(owner, url string, run *responseRun) {
 	s.recorders.Add(1)
 	go func() {
 		defer s.recorders.Done()
 		<-run.done
-		s.callWebhook(s.cfg.WebhookURL, webhookEvent{Type: "response.completed", Timestamp: time.Now().UTC(), Data: json.RawMessage(run.final)})
+		s.callWebhook(owner, url, webhookEvent{Type: "response.completed", Timestamp: time.Now().UTC(), Data: json.RawMessage(run.final)})
 	}()
 }

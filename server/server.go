@@ -134,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 		_, _ = rand.Read(s.compactionKey)
 	}
 	if cfg.WebhookURL != "" {
-		if err := s.checkWebhook(cfg.WebhookURL); err != nil {
+		if err := s.checkWebhook("", cfg.WebhookURL); err != nil {
 			return nil, fmt.Errorf("server: WebhookURL: %w", err)
 		}
 	}

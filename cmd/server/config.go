@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
@@ -49,7 +50,10 @@ type serveConfig struct {
 	OfflineDelay time.Duration
 
 	// APIKeys are never printed; APIKeySecret keys their fingerprints.
+	// KeyWebhooks are the webhook settings the keys file gives some keys,
+	// by key.
 	APIKeys      []string
+	KeyWebhooks  map[string]server.Key
 	APIKeySecret string
 	// CompactionSecret signs the Responses API's compaction items.
 	CompactionSecret  string
@@ -216,12 +220,20 @@ func settings() []setting {
 			c.APIKeys = append(c.APIKeys, splitList(v)...)
 			return nil
 		}},
-		{"API_KEYS_FILE", "api-keys-file", "", "a file of API keys, one per line (# comments)", func(c *serveConfig, v string) error {
+		{"API_KEYS_FILE", "api-keys-file", "", "a file of API keys, one per line (# comments), each optionally followed by its own webhook-secret=..., webhook-hosts=host[:port],... and webhook-url=...", func(c *serveConfig, v string) error {
 			if v == "" {
 				return nil
 			}
 			keys, err := readKeysFile(v)
-			c.APIKeys = append(c.APIKeys, keys...)
+			for _, k := range keys {
+				c.APIKeys = append(c.APIKeys, k.Key)
+				if k.WebhookSecret != "" || len(k.WebhookHosts) > 0 || k.WebhookURL != "" {
+					if c.KeyWebhooks == nil {
+						c.KeyWebhooks = map[string]server.Key{}
+					}
+					c.KeyWebhooks[k.Key] = k
+				}
+			}
 			return err
 		}},
 		{"API_KEY_SECRET", "", "", "secret of the key fingerprints that own sessions; set the same on every replica so that sessions in Redis keep their owner across restarts (default: random per process)", str(func(c *serveConfig) *string { return &c.APIKeySecret })},
@@ -606,6 +618,12 @@ func loadServeConfig(args []string, env configEnv, stderr io.Writer) (*serveConf
 		}
 	}
 	cfg.APIKeys = slices.Compact(slices.Sorted(slices.Values(cfg.APIKeys)))
+	probs = append(probs, checkKeyWebhooks(cfg)...)
+	for _, h := range webhookHosts(cfg) {
+		if err := netguard.CheckHost(h); err != nil {
+			probs = append(probs, "WEBHOOK_HOSTS / A2A_PUSH_HOSTS: "+err.Error())
+		}
+	}
 	if cfg.MetricsRequireKey && len(cfg.APIKeys) == 0 {
 		probs = append(probs, "METRICS_REQUIRE_KEY: needs API_KEYS or API_KEYS_FILE")
 	}
@@ -700,24 +718,76 @@ func validEnvName(k string) bool {
 }
 
 // readKeysFile reads API keys, one per line; blank lines and # comments are
-// skipped.
-func readKeysFile(path string) ([]string, error) {
+// skipped. A key may be followed, after spaces, by its own webhook
+// settings: webhook-secret=SECRET, webhook-hosts=HOST[:PORT],... and
+// webhook-url=URL (server.Key). Errors name the line, never the key.
+func readKeysFile(path string) ([]server.Key, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the keys: %w", err)
 	}
-	var keys []string
+	var (
+		keys  []server.Key
+		probs []string
+	)
+	n := 0
 	for line := range strings.Lines(string(data)) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
+		n++
+		fields := strings.Fields(line)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
 			continue
 		}
-		keys = append(keys, line)
+		k := server.Key{Key: fields[0]}
+		for _, f := range fields[1:] {
+			name, v, ok := strings.Cut(f, "=")
+			switch {
+			case ok && name == "webhook-secret" && v != "":
+				k.WebhookSecret = v
+			case ok && name == "webhook-hosts" && v != "":
+				k.WebhookHosts = splitList(v)
+				for _, h := range k.WebhookHosts {
+					if err := netguard.CheckHost(h); err != nil {
+						probs = append(probs, fmt.Sprintf("%s:%d: webhook-hosts: %v", path, n, err))
+					}
+				}
+			case ok && name == "webhook-url" && v != "":
+				k.WebhookURL = v
+			default:
+				probs = append(probs, fmt.Sprintf("%s:%d: %q after the key is not one of webhook-secret=, webhook-hosts=, webhook-url=", path, n, strings.SplitN(f, "=", 2)[0]))
+			}
+		}
+		keys = append(keys, k)
 	}
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("%s holds no key", path)
+		probs = append(probs, path+" holds no key")
+	}
+	if len(probs) > 0 {
+		return keys, errors.New(strings.Join(probs, "; "))
 	}
 	return keys, nil
+}
+
+// checkKeyWebhooks reports the keys' webhook settings that cannot work:
+// hosts with no secret to sign with, a URL on no allowed host.
+func checkKeyWebhooks(c *serveConfig) []string {
+	var probs []string
+	for _, k := range c.KeyWebhooks {
+		// A key is never named: the line of the keys file is.
+		if len(k.WebhookHosts) > 0 && k.WebhookSecret == "" && c.WebhookSecret == "" {
+			probs = append(probs, "API_KEYS_FILE: a key with webhook-hosts needs webhook-secret (or WEBHOOK_SECRET), which signs its webhooks")
+		}
+		if k.WebhookURL == "" {
+			continue
+		}
+		hosts := k.WebhookHosts
+		if len(hosts) == 0 {
+			hosts = webhookHosts(c)
+		}
+		if u, err := url.Parse(k.WebhookURL); err != nil || u.Host == "" || !netguard.HostAllowed(u, hosts) {
+			probs = append(probs, fmt.Sprintf("API_KEYS_FILE: a key's webhook-url %q is not on its webhook-hosts (or WEBHOOK_HOSTS)", redactURL(k.WebhookURL)))
+		}
+	}
+	return probs
 }
 
 func splitList(v string) []string {

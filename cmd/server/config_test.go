@@ -372,3 +372,36 @@ func TestConfigurationDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysFileWebhooks: a key of the keys file may carry its own webhook
+// secret, hosts and URL; what cannot work is reported by line, never
+// naming the key.
+func TestKeysFileWebhooks(t *testing.T) {
+	clearConfigEnv(t)
+	keys := writeFile(t, "keys", "# tenants\nkey-alpha webhook-secret=whsec_c2VjcmV0LWE= webhook-hosts=hooks.alpha.example,10.0.0.9:8443 webhook-url=https://hooks.alpha.example/in\nkey-beta\n")
+	t.Setenv("API_KEYS_FILE", keys)
+	cfg, err := loadServeConfig(nil, testConfigEnv(t), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.KeyWebhooks["key-alpha"]
+	if strings.Join(cfg.APIKeys, ",") != "key-alpha,key-beta" || a.WebhookSecret != "whsec_c2VjcmV0LWE=" || strings.Join(a.WebhookHosts, ",") != "hooks.alpha.example,10.0.0.9:8443" || a.WebhookURL != "https://hooks.alpha.example/in" {
+		t.Fatalf("keys %q, alpha's webhooks %+v", cfg.APIKeys, a)
+	}
+	if _, ok := cfg.KeyWebhooks["key-beta"]; ok {
+		t.Error("beta has webhooks of its own")
+	}
+	for _, tc := range []struct{ line, want string }{
+		{"key-x webhook-color=red", `"webhook-color" after the key`},
+		{"key-x webhook-hosts=http://h.example", "webhook-hosts"},
+		{"key-x webhook-hosts=h.example", "needs webhook-secret"},
+		{"key-x webhook-secret=s webhook-hosts=h.example webhook-url=https://other.example/x", "is not on its webhook-hosts"},
+		{"key-x webhook-secret=s webhook-hosts=h.example webhook-url=https://h.example:8443/x", "is not on its webhook-hosts"},
+	} {
+		t.Setenv("API_KEYS_FILE", writeFile(t, "bad-keys", tc.line+"\n"))
+		_, err := loadServeConfig(nil, testConfigEnv(t), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "key-x") {
+			t.Errorf("%q: %v; want an error saying %q, not naming the key", tc.line, err, tc.want)
+		}
+	}
+}

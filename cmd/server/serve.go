@@ -162,7 +162,13 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
 		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
 	}
-	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
+	var pushHostsOfKey func(string) []string
+	for _, k := range cfg.KeyWebhooks {
+		if len(k.WebhookHosts) > 0 {
+			pushHostsOfKey = pushHostsOf(scfg.Webhooks)
+		}
+	}
+	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), PushHostsOf: pushHostsOfKey, DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -217,11 +223,18 @@ func serverConfig(cfg *serveConfig, storeKind string, log *slog.Logger) (server.
 		CompactionSecret:    cfg.CompactionSecret,
 	}
 	if len(cfg.APIKeys) > 0 {
-		auth, err := server.NewKeyAuth(cfg.APIKeys, []byte(cfg.APIKeySecret))
+		keys := make([]server.Key, len(cfg.APIKeys))
+		for i, k := range cfg.APIKeys {
+			keys[i] = server.Key{Key: k}
+			if own, ok := cfg.KeyWebhooks[k]; ok {
+				keys[i] = own
+			}
+		}
+		auth, err := server.NewKeys(keys, []byte(cfg.APIKeySecret))
 		if err != nil {
 			return sc, err
 		}
-		sc.Owner = auth.Owner
+		sc.Owner, sc.Webhooks = auth.Owner, auth.Webhooks
 		if cfg.AuthFailures > 0 {
 			if sc.AuthThrottle, err = server.NewAuthThrottle(cfg.AuthFailures, cfg.AuthFailureBurst, 0); err != nil {
 				return sc, err
@@ -398,4 +411,13 @@ func chatWebhookHosts(cfg *serveConfig) []string {
 		return nil
 	}
 	return webhookHosts(cfg)
+}
+
+// pushHostsOf gives the A2A edge each owner's hosts: its key's own
+// webhook-hosts, else webhookHosts.
+func pushHostsOf(auth func(string) server.OwnerWebhooks) func(owner string) []string {
+	if auth == nil {
+		return nil
+	}
+	return func(owner string) []string { return auth(owner).Hosts }
 }

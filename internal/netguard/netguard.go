@@ -1,5 +1,9 @@
-// Package netguard tells the addresses a server may have a URL fetched
-// from on a user's behalf: public ones only. A URL a user gives (an
+// Package netguard tells where a server may reach on a user's behalf. A
+// URL a user gives for others to fetch may point at public addresses
+// only (CheckURL); a webhook may be posted to the hosts and ports of an
+// allow-list only (HostAllowed).
+//
+// Public addresses: A URL a user gives (an
 // image's, which the model's provider fetches) must not reach the
 // machines beside the server: loopback, private and link-local networks,
 // a cloud's metadata service (169.254.169.254, fd00:ec2::254), a
@@ -15,6 +19,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -103,4 +108,44 @@ func CheckURL(ctx context.Context, r Resolver, raw string) error {
 		}
 	}
 	return nil
+}
+
+// CheckHost checks an allow-list entry of hosts: "host" (a name or an
+// IP address) or "host:port".
+func CheckHost(entry string) error {
+	host, port := entry, ""
+	if h, p, err := net.SplitHostPort(entry); err == nil {
+		host, port = h, p
+	}
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: the port must be 1 to 65535", entry)
+		}
+	}
+	if host == "" || strings.ContainsAny(host, "/?#@ ") || strings.Contains(strings.Trim(host, "[]"), "[") {
+		return fmt.Errorf("%q is not a host or host:port", entry)
+	}
+	return nil
+}
+
+// HostAllowed reports whether u's host and port are on the allow-list
+// hosts: an entry "host:port" allows that port only, and a bare "host"
+// its scheme's default port only (443 for https, 80 for http), so that
+// allowing a receiver does not open every service of its machine.
+func HostAllowed(u *url.URL, hosts []string) bool {
+	host, port := u.Hostname(), u.Port()
+	def := map[string]string{"https": "443", "http": "80"}[strings.ToLower(u.Scheme)]
+	if port == "" {
+		port = def
+	}
+	for _, h := range hosts {
+		eh, ep, err := net.SplitHostPort(h)
+		if err != nil {
+			eh, ep = strings.Trim(h, "[]"), def
+		}
+		if ep != "" && ep == port && strings.EqualFold(eh, host) {
+			return true
+		}
+	}
+	return false
 }

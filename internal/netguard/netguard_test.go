@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -74,6 +75,39 @@ func TestCheckURL(t *testing.T) {
 		}
 		if err != nil && strings.Contains(tc.want, "public") && !errors.Is(err, ErrNotPublic) {
 			t.Errorf("%s: %v does not wrap ErrNotPublic", tc.url, err)
+		}
+	}
+}
+
+func TestHostAllowed(t *testing.T) {
+	hosts := []string{"hooks.example.com", "10.0.0.5:8443", "[::1]:9000", "plain.example.com:80"}
+	for raw, want := range map[string]bool{
+		"https://hooks.example.com/x":      true,
+		"https://hooks.example.com:443/x":  true,
+		"https://HOOKS.example.com/x":      true,
+		"https://hooks.example.com:8443/x": false, // a bare host: its default port only
+		"http://hooks.example.com/x":       true,  // port 80, http's default
+		"http://hooks.example.com:443/x":   false,
+		"https://10.0.0.5:8443/x":          true,
+		"https://10.0.0.5/x":               false,
+		"http://[::1]:9000/x":              true,
+		"http://[::1]:9001/x":              false,
+		"http://plain.example.com/x":       true,
+		"https://plain.example.com/x":      false,
+		"https://other.example.com/x":      false,
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := HostAllowed(u, hosts); got != want {
+			t.Errorf("%s: %v, want %v", raw, got, want)
+		}
+	}
+	for entry, ok := range map[string]bool{"example.com": true, "example.com:8443": true, "10.0.0.1": true, "[::1]:80": true,
+		"example.com:0": false, "example.com:99999": false, "http://example.com": false, "": false, "a b": false} {
+		if err := CheckHost(entry); (err == nil) != ok {
+			t.Errorf("CheckHost(%q): %v", entry, err)
 		}
 	}
 }
