@@ -51,6 +51,7 @@ targets=(
 	"./server/agui FuzzInput 5000"
 	"./server/mcpserver FuzzRequestState 6000"
 	"./server/mcpserver FuzzPlainToolsList 20000"
+	"./internal/netguard FuzzCheckURL 20000"
 )
 
 log=$(mktemp)

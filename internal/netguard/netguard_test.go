@@ -111,3 +111,30 @@ func TestHostAllowed(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCheckURL: whatever URL a user sends, CheckURL does not panic, and
+// one it allows is https to a public address (a name resolving to
+// 93.184.215.14 here).
+func FuzzCheckURL(f *testing.F) {
+	for _, s := range []string{"https://images.example.com/a.png", "http://169.254.169.254/", "https://[::ffff:127.0.0.1]/", "https://0x7f.1/", "https://user@host/", "https://%31%32%37.0.0.1/"} {
+		f.Add(s)
+	}
+	r := resolver{"images.example.com": {"93.184.215.14"}}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if CheckURL(context.Background(), r, raw) != nil {
+			return
+		}
+		u, err := url.Parse(raw)
+		if err != nil || !strings.EqualFold(u.Scheme, "https") {
+			t.Fatalf("%q allowed", raw)
+		}
+		if a, err := netip.ParseAddr(u.Hostname()); err == nil && !Public(a) {
+			t.Fatalf("%q allowed: %s is not public", raw, a)
+		}
+		if _, known := r[u.Hostname()]; !known {
+			if _, err := netip.ParseAddr(u.Hostname()); err != nil {
+				t.Fatalf("%q allowed: %q resolves to nothing", raw, u.Hostname())
+			}
+		}
+	})
+}
