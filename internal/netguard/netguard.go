@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Resolver looks up a host's addresses (net.DefaultResolver is one).
@@ -64,6 +65,9 @@ func Public(addr netip.Addr) bool {
 	return true
 }
 
+// lookupTimeout bounds CheckURL's resolution of a host.
+const lookupTimeout = 5 * time.Second
+
 // ErrNotPublic is wrapped by CheckURL's error for a URL whose host is, or
 // resolves to, an address that is not public.
 var ErrNotPublic = errors.New("not a public address")
@@ -91,6 +95,8 @@ func CheckURL(ctx context.Context, r Resolver, raw string) error {
 	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") || strings.HasSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), ".localhost") {
 		return fmt.Errorf("the host %s is %w", host, ErrNotPublic)
 	}
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
 	addrs, err := r.LookupNetIP(ctx, "ip", host)
 	if err != nil {
 		var dns *net.DNSError
