@@ -114,7 +114,7 @@ HARNESS = bin/loadtest -bin $(BIN) -relay-bin bin/relay
 bench: bench-go bench-load bench-soak bench-cache
 
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./orchestration ./guardrail ./session/... ./llmorch/... ./tools/... ./turnlog/... ./agent ./server ./telemetry
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./orchestration ./guardrail ./session/... ./llmorch/... ./tools/... ./turnlog/... ./agent ./server ./server/mcpserver ./telemetry
 	$(GO) test -run '^$$' -bench StopAcrossReplicas -benchtime=200x -count=1 ./faults
 
 # The harness, the relay (built as make build builds agentdock, so that the

@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/guardrail"
+	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/orchestration"
@@ -117,7 +118,26 @@ type Config struct {
 	// store counts every model call's spending when it is a
 	// session.Ledger (Set.Usage reads it), whether or not Spend is set.
 	Spend *spend.Policy
+	// MaxAttachmentsInContext bounds the images and files a model request
+	// carries: the newest ones (llmorch.ServiceConfig.MaxAttachments;
+	// default llmorch.DefaultMaxAttachments, negative: no bound).
+	MaxAttachmentsInContext int
+	// AttachmentURLs is where an attachment may be by URL:
+	// AttachmentURLsPublic (the default), https URLs whose host resolves
+	// to public addresses only, since the model's provider fetches them
+	// and a self-hosted one would fetch from the machines beside it; or
+	// AttachmentURLsNone, data: URLs only.
+	AttachmentURLs string
+	// Resolver resolves the hosts of attachment URLs (default
+	// net.DefaultResolver).
+	Resolver netguard.Resolver
 }
+
+// The values of Config.AttachmentURLs.
+const (
+	AttachmentURLsPublic = "public"
+	AttachmentURLsNone   = "none"
+)
 
 // ContextConfig is the server's context budget (llmorch.ContextPolicy);
 // a template's options.context overrides it field by field.
@@ -182,6 +202,13 @@ func (c *Config) check() error {
 		return fmt.Errorf("agent: Config.Context.KeepTurns: want a positive number of turns, got %d", cc.KeepTurns)
 	case cc.Summarizer != "" && cc.Summarizer != template.SummarizerOffline:
 		return fmt.Errorf("agent: Config.Context.Summarizer: want \"\" (the agent's model) or %q, got %q", template.SummarizerOffline, cc.Summarizer)
+	}
+	switch c.AttachmentURLs {
+	case "":
+		c.AttachmentURLs = AttachmentURLsPublic
+	case AttachmentURLsPublic, AttachmentURLsNone:
+	default:
+		return fmt.Errorf("agent: Config.AttachmentURLs: want %q or %q, got %q", AttachmentURLsPublic, AttachmentURLsNone, c.AttachmentURLs)
 	}
 	return nil
 }
@@ -278,6 +305,8 @@ func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
 		Context:    policy,
 		Judges:     judges,
 		StepModels: steps,
+
+		MaxAttachments: cfg.MaxAttachmentsInContext,
 	}
 	svc, err := llmorch.NewService(svcCfg)
 	if err != nil {
@@ -532,6 +561,9 @@ type options struct {
 	// inputs are the input guardrails' verdicts on the turn's message,
 	// by step (Agent.checkInput).
 	inputs map[string]llmorch.Input
+	// brings is the Weight of the user message the turn stores, charged
+	// against its owner's bytes quota before it starts.
+	brings int64
 }
 
 func (in Input) options() options {
@@ -686,12 +718,13 @@ func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, o 
 			return nil, err
 		}
 	}
-	if err := n.checkOptions(o); err != nil {
+	if err := n.checkOptions(ctx, o); err != nil {
 		return nil, err
 	}
 	if o.request != "" {
 		o.digest = requestDigest(message, o)
 	}
+	o.brings = session.MessageWeight(chat.Message{Role: chat.RoleUser, Content: message, Attachments: o.attachments})
 	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
 		return n.startTurn(ctx, key, message, sess, o)
 	})
@@ -732,7 +765,9 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan fun
 	// The session lives in its owner's keyspace: another owner using the
 	// same ID has a session of its own.
 	key := session.Key(o.owner, sessionID)
-	claimOpts := []session.UpdateOption{session.WithOwner(o.owner), session.WithAgent(n.ID())}
+	// A turn adds to its owner's bytes: refused when its message would
+	// take the owner past its quota.
+	claimOpts := []session.UpdateOption{session.WithOwner(o.owner), session.WithAgent(n.ID()), session.Charged(o.brings)}
 	// A turn another replica can take over keeps a journal, which its
 	// first write starts.
 	journals := n.cfg.StreamedSteps != nil && !o.stateless
@@ -1165,7 +1200,7 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 	if len(answers) == 0 && o.results == nil {
 		return nil, &ApprovalError{Err: ErrInvalidApproval, Index: -1, Msg: "no answers: approvals must list at least one {id, approved}"}
 	}
-	if err := n.checkOptions(o); err != nil {
+	if err := n.checkOptions(ctx, o); err != nil {
 		return nil, err
 	}
 	for i, a := range answers {

@@ -55,6 +55,10 @@ type ServiceConfig struct {
 	// StepModels are the models of the steps that name one (a step's
 	// "model"), by step name; the other steps' calls go to Model.
 	StepModels map[string]StepModel
+	// MaxAttachments bounds the images and files a model request carries:
+	// the newest ones; an older one is a line in its message saying what
+	// was there (default DefaultMaxAttachments; negative: no bound).
+	MaxAttachments int
 }
 
 // StepModel is the model of a step's calls and its settings: those of
@@ -124,6 +128,9 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		}
 	}
 	cfg.Budget = templateBudget(cfg.Template).Or(cfg.Budget).Or(DefaultBudget)
+	if cfg.MaxAttachments == 0 {
+		cfg.MaxAttachments = DefaultMaxAttachments
+	}
 	_, node := cfg.Template.Provider()
 	if cfg.Temperature == nil {
 		cfg.Temperature = node.Temperature
@@ -1774,16 +1781,28 @@ type storeFailure struct {
 func (f *storeFailure) Error() string { return f.err.Error() }
 func (f *storeFailure) Unwrap() error { return f.err }
 
+// message says what the session keeps. A write whose fate is unknown
+// (session.ErrMaybeApplied) may have saved its step, the answer's last
+// one included: the message says what is saved for sure and that the
+// rest may be, never that nothing is when all may be.
 func (f *storeFailure) message() string {
-	kept := "your message is saved, but none of this answer"
+	sure := "your message is saved"
 	if f.saved > 0 {
-		kept = fmt.Sprintf("your message and the first %d step(s) of this answer are saved, but not the rest", f.saved)
+		sure = fmt.Sprintf("your message and the first %d step(s) of this answer are saved", f.saved)
 	}
-	msg := "the session store stopped answering and the turn stopped: " + kept
+	ran := ""
+	if f.tool {
+		ran = " (a tool of that step ran)"
+	}
 	if errors.Is(f.err, session.ErrMaybeApplied) {
-		msg += "; the store may still apply the last write it received, so read the session (GET /api/sessions/:id) before sending your message again"
+		return "the session store stopped answering and the turn stopped: " + sure + "; the write of the next step" + ran +
+			" reached the store but was not acknowledged, so it may be saved too, and with it the rest of this answer when it was the last: read the session (GET /api/sessions/:id) before sending your message again"
 	}
-	return msg
+	rest := "none of this answer"
+	if f.saved > 0 {
+		rest = "not the rest"
+	}
+	return "the session store stopped answering and the turn stopped: " + sure + ", but " + rest + ran
 }
 
 // CodeNotReplicated is the code of a turn whose last write the session

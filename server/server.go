@@ -32,6 +32,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/server/door"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/server/openai"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
@@ -103,8 +105,13 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.webhookKey = k
 	}
+	compactionKey := wire.CompactionKey(cfg.CompactionSecret)
+	if cfg.CompactionSecret == "" {
+		compactionKey = make(wire.CompactionKey, 32)
+		_, _ = rand.Read(compactionKey)
+	}
 	if cfg.WebhookURL != "" {
-		if err := s.checkWebhook(cfg.WebhookURL); err != nil {
+		if err := s.checkWebhook("", cfg.WebhookURL); err != nil {
 			return nil, fmt.Errorf("server: WebhookURL: %w", err)
 		}
 	}
@@ -128,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 	// server/openai), always served.
 	oa, err := openai.New(openai.Config{
 		Responses: cfg.Responses, Compactor: cfg.Compactor, Heartbeat: cfg.Heartbeat, MaxMessageBytes: cfg.MaxBodyBytes,
-		Started: s.started, Telemetry: cfg.Telemetry, Logger: cfg.Logger, Webhook: s.openAIWebhook(),
+		Started: s.started, Telemetry: cfg.Telemetry, Logger: cfg.Logger, Webhook: s.openAIWebhook(), CompactionKey: compactionKey,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

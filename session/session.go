@@ -405,6 +405,11 @@ type WriteOptions struct {
 	Request Request
 	// Journal, when set, changes Session.Journal (WithJournal).
 	Journal func(*Journal) error
+	// Charged: a Claim starts a turn that adds to its owner's bytes,
+	// Brings of them with its message, and is refused when they would
+	// take the owner past its BytesPerOwner (Charged).
+	Charged bool
+	Brings  int64
 }
 
 // WithApprovals makes an Update or UpdateAppend replace the session's
@@ -586,6 +591,18 @@ func WithOwner(owner string) UpdateOption { return func(o *WriteOptions) { o.Own
 // WithAgent sets the agent of a session that the write creates.
 func WithAgent(id string) UpdateOption { return func(o *WriteOptions) { o.Agent = id } }
 
+// Charged marks a Claim (or ClaimStart) that starts a turn, whose writes
+// add to the owner's bytes, brings of them with its message (its
+// MessageWeight): when the owner's sessions and that message would pass
+// Config.BytesPerOwner, the claim fails with a *QuotaError and takes no
+// lease, on an existing session as on a new one. A claim that only
+// finishes what a turn left (recovering it) is not charged, and no write
+// of a turn is ever refused midway: a turn started under the quota may
+// pass it by its answer, which the turn budgets bound.
+func Charged(brings int64) UpdateOption {
+	return func(o *WriteOptions) { o.Charged, o.Brings = true, brings }
+}
+
 // DropLastAnswer makes UpdateAppend drop the answer to the history's last
 // user message (every message after it) before it appends, in the same
 // atomic write; the history it returns is what is left, which ends with
@@ -656,9 +673,10 @@ type Config struct {
 	// 10000 sessions and 256 MiB, as Weight counts them; negative: none):
 	// a write that would create a session for an owner that holds as many
 	// sessions, or as many bytes, fails with a *QuotaError and creates
-	// nothing. Sessions that exist keep working: a quota is checked when a
-	// session is created, never in the middle of a turn. The anonymous
-	// owner "" (a server without API keys) has no quota.
+	// nothing; so does a turn's claim (Charged) of an existing session
+	// once the owner holds its bytes. A quota is never checked in the
+	// middle of a turn. The anonymous owner "" (a server without API keys)
+	// has no quota.
 	SessionsPerOwner int
 	BytesPerOwner    int64
 	// Now is the clock (default time.Now); tests replace it.
@@ -718,8 +736,10 @@ func (c Config) WithDefaults() Config {
 type QuotaError struct {
 	// Limit is the quota reached: QuotaSessions or QuotaBytes.
 	Limit string
-	// Max is the quota; Used is what the owner held when refused.
-	Max, Used int64
+	// Max is the quota; Used is what the owner held when refused, and
+	// Adding what the refused turn's message would have added (0 for a
+	// new session).
+	Max, Used, Adding int64
 }
 
 // The quotas of QuotaError.Limit.
@@ -729,6 +749,9 @@ const (
 )
 
 func (e *QuotaError) Error() string {
+	if e.Limit == QuotaBytes && e.Adding > 0 && e.Used < e.Max {
+		return fmt.Sprintf("owner quota reached: its sessions hold %d bytes and the turn's message %d more, past its quota of %d (Config.BytesPerOwner)", e.Used, e.Adding, e.Max)
+	}
 	if e.Limit == QuotaBytes {
 		return fmt.Sprintf("owner quota reached: its sessions hold %d bytes, its quota is %d (Config.BytesPerOwner)", e.Used, e.Max)
 	}
@@ -748,6 +771,16 @@ func (c Config) Admit(owner string, sessions int, bytes int64) error {
 		return &QuotaError{Limit: QuotaSessions, Max: int64(c.SessionsPerOwner), Used: int64(sessions)}
 	case c.BytesPerOwner > 0 && bytes >= c.BytesPerOwner:
 		return &QuotaError{Limit: QuotaBytes, Max: c.BytesPerOwner, Used: bytes}
+	}
+	return nil
+}
+
+// AdmitTurn says whether owner, whose sessions weigh bytes, may start a
+// turn (a Charged claim) whose message brings more under c's bytes
+// quota: nil, or the *QuotaError.
+func (c Config) AdmitTurn(owner string, bytes, brings int64) error {
+	if owner != "" && c.BytesPerOwner > 0 && (bytes >= c.BytesPerOwner || bytes+brings > c.BytesPerOwner) {
+		return &QuotaError{Limit: QuotaBytes, Max: c.BytesPerOwner, Used: bytes, Adding: brings}
 	}
 	return nil
 }
@@ -781,6 +814,9 @@ func MessageWeight(m chat.Message) int64 {
 	n := 48 + len(m.Role) + len(m.Content) + len(m.ToolCallID) + len(m.ToolName)
 	for _, c := range m.ToolCalls {
 		n += 48 + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	for _, a := range m.Attachments {
+		n += 48 + len(a.Kind) + len(a.URL) + len(a.MediaType) + len(a.Filename) + len(a.Detail)
 	}
 	return int64(n)
 }

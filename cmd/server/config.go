@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/mcpserver"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/spend"
@@ -50,8 +52,13 @@ type serveConfig struct {
 	OfflineDelay time.Duration
 
 	// APIKeys are never printed; APIKeySecret keys their fingerprints.
-	APIKeys           []string
-	APIKeySecret      string
+	// KeyWebhooks are the webhook settings the keys file gives some keys,
+	// by key.
+	APIKeys      []string
+	KeyWebhooks  map[string]server.Key
+	APIKeySecret string
+	// CompactionSecret signs the Responses API's compaction items.
+	CompactionSecret  string
 	MetricsRequireKey bool
 	RateLimitRPS      float64
 	RateLimitBurst    int
@@ -69,18 +76,28 @@ type serveConfig struct {
 	WebhookURL      string
 	WebhookAttempts int
 	// Busy sessions (server.Config's fields of the same names).
-	MaxQueue  int
-	QueueWait time.Duration
+	MaxQueue          int
+	QueueWait         time.Duration
+	MaxQueuedPerOwner int
 	// mcpStdio serves MCP over stdio instead of HTTP (agentdock mcp serve).
 	mcpStdio bool
+	// The MCP edge's sessions (mcpserver.Config's fields of the same
+	// names; -1: no bound).
+	MCPMaxSessions      int
+	MCPSessionsPerOwner int
+	MCPSessionIdle      time.Duration
 
 	MaxBodyBytes    int64
 	MaxMessageBytes int
 	// MaxAttachmentBytes bounds one image or file of a message as sent.
 	MaxAttachmentBytes int
-	MaxTurnEvents      int
-	StreamRetention    time.Duration
-	Heartbeat          time.Duration
+	// MaxAttachmentsInContext and AttachmentURLs: agent.Config's fields
+	// of the same names.
+	MaxAttachmentsInContext int
+	AttachmentURLs          string
+	MaxTurnEvents           int
+	StreamRetention         time.Duration
+	Heartbeat               time.Duration
 	// Budget bounds every turn (templates override it field by field).
 	Budget llmorch.Budget
 	// Context is the context budget (templates override it field by
@@ -215,16 +232,25 @@ func settings() []setting {
 			c.APIKeys = append(c.APIKeys, splitList(v)...)
 			return nil
 		}},
-		{"API_KEYS_FILE", "api-keys-file", "", "a file of API keys, one per line (# comments), each optionally followed by its own budgets: tokens_per_day=N tokens_per_month=N (0: none)", func(c *serveConfig, v string) error {
+		{"API_KEYS_FILE", "api-keys-file", "", "a file of API keys, one per line (# comments), each optionally followed by its own budgets (tokens_per_day=N tokens_per_month=N, 0: none) and webhook settings (webhook-secret=..., webhook-hosts=host[:port],... and webhook-url=...)", func(c *serveConfig, v string) error {
 			if v == "" {
 				return nil
 			}
 			keys, limits, err := readKeysFile(v)
-			c.APIKeys = append(c.APIKeys, keys...)
 			c.KeyLimits = limits
+			for _, k := range keys {
+				c.APIKeys = append(c.APIKeys, k.Key)
+				if k.WebhookSecret != "" || len(k.WebhookHosts) > 0 || k.WebhookURL != "" {
+					if c.KeyWebhooks == nil {
+						c.KeyWebhooks = map[string]server.Key{}
+					}
+					c.KeyWebhooks[k.Key] = k
+				}
+			}
 			return err
 		}},
 		{"API_KEY_SECRET", "", "", "secret of the key fingerprints that own sessions; set the same on every replica so that sessions in Redis keep their owner across restarts (default: random per process)", str(func(c *serveConfig) *string { return &c.APIKeySecret })},
+		{"COMPACTION_SECRET", "", "", "signs the compaction items of /v1/responses/compact (HMAC-SHA256), so that only the server's own are taken back; set the same on every replica (default: random per process)", str(func(c *serveConfig) *string { return &c.CompactionSecret })},
 		{"METRICS_REQUIRE_KEY", "metrics-require-key", "false", "put /metrics behind the API keys", func(c *serveConfig, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -292,7 +318,25 @@ func settings() []setting {
 		{"WEBHOOK_URL", "webhook-url", "", "the webhook of background runs that name none (chat API and /v1/responses); its host must be in WEBHOOK_HOSTS; none by default", str(func(c *serveConfig) *string { return &c.WebhookURL })},
 		{"WEBHOOK_ATTEMPTS", "webhook-attempts", strconv.Itoa(server.DefaultWebhookAttempts), "calls of one webhook at most: the first, and retries after a failure 1 s, 2 s, 4 s ... later", intv(func(c *serveConfig) *int { return &c.WebhookAttempts })},
 		{"MAX_QUEUE", "max-queue", strconv.Itoa(turns.DefaultMaxQueue), "messages that may wait for a session's running turn (busy policy enqueue); one more gets 409 session_queue_full", intv(func(c *serveConfig) *int { return &c.MaxQueue })},
+		{"MAX_QUEUED_PER_OWNER", "max-queued-per-owner", strconv.Itoa(session.DefaultMaxWaitingPerOwner), "messages of one API key (without keys, of everyone) that may wait for busy sessions at once on this replica; one more gets 429 too_many_queued; 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MaxQueuedPerOwner })(c, v), &c.MaxQueuedPerOwner)
+		}},
 		{"QUEUE_WAIT", "queue-wait", turns.DefaultQueueWait.String(), "longest wait of a message for a busy session (enqueue, interrupt) before 409 session_busy", dur(func(c *serveConfig) *time.Duration { return &c.QueueWait })},
+		{"MCP_MAX_SESSIONS", "mcp-max-sessions", strconv.Itoa(mcpserver.DefaultMaxSessions), "MCP sessions /mcp holds at once; an initialize past it gets a JSON-RPC error (HTTP 503); 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MCPMaxSessions })(c, v), &c.MCPMaxSessions)
+		}},
+		{"MCP_SESSIONS_PER_OWNER", "mcp-sessions-per-owner", strconv.Itoa(mcpserver.DefaultSessionsPerOwner), "MCP sessions one API key (without keys, one client address) holds at once; an initialize past it gets a JSON-RPC error (HTTP 429); 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MCPSessionsPerOwner })(c, v), &c.MCPSessionsPerOwner)
+		}},
+		{"MCP_SESSION_IDLE_TIMEOUT", "mcp-session-idle-timeout", mcpserver.DefaultSessionIdle.String(), "how long an MCP session without a request is kept before it is closed (its agent session stays, for a new MCP session to continue by sessionId)", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.MCPSessionIdle })(c, v); err != nil {
+				return err
+			}
+			if c.MCPSessionIdle < time.Second {
+				return errors.New("must be at least 1s")
+			}
+			return nil
+		}},
 		{"A2A_DEFAULT_AGENT", "a2a-default-agent", "", "the agent that answers A2A messages to /a2a naming none (message.metadata.agent); none by default", func(c *serveConfig, v string) error {
 			c.A2ADefaultAgent = v
 			return nil
@@ -308,6 +352,16 @@ func settings() []setting {
 		}},
 		{"MAX_MESSAGE_BYTES", "max-message-bytes", "32768", "longest user message; longer ones get 400 invalid_message", intv(func(c *serveConfig) *int { return &c.MaxMessageBytes })},
 		{"MAX_ATTACHMENT_BYTES", "max-attachment-bytes", "5242880", "largest image or file of a message, as sent (its data: URL); a stored session keeps each once, with its message; larger ones get 400", intv(func(c *serveConfig) *int { return &c.MaxAttachmentBytes })},
+		{"MAX_ATTACHMENTS_IN_CONTEXT", "max-attachments-in-context", strconv.Itoa(llmorch.DefaultMaxAttachments), "images and files a model request carries, the newest of the conversation; an older one is a line in its message saying it is no longer shown (the session keeps it); 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MaxAttachmentsInContext })(c, v), &c.MaxAttachmentsInContext)
+		}},
+		{"ATTACHMENT_URLS", "attachment-urls", agent.AttachmentURLsPublic, "where an image or file may be by URL (the model's provider fetches it): public, https URLs whose host resolves to public addresses only (no loopback, private, link-local or metadata address); none, data: URLs only", func(c *serveConfig, v string) error {
+			if v != agent.AttachmentURLsPublic && v != agent.AttachmentURLsNone {
+				return fmt.Errorf("want %s or %s, got %q", agent.AttachmentURLsPublic, agent.AttachmentURLsNone, v)
+			}
+			c.AttachmentURLs = v
+			return nil
+		}},
 		{"MAX_TURN_EVENTS", "max-turn-events", strconv.Itoa(turns.DefaultMaxEvents), "frames kept per turn for resuming", intv(func(c *serveConfig) *int { return &c.MaxTurnEvents })},
 		{"STREAM_RETENTION", "stream-retention", turns.DefaultRetention.String(), "how long a finished turn's frames are kept for resuming", dur(func(c *serveConfig) *time.Duration { return &c.StreamRetention })},
 		{"SESSION_LOCK_TTL", "session-lock-ttl", session.DefaultLockTTL.String(), "how long a turn's hold on its session outlives a replica that died mid-turn (renewed every third of it)", func(c *serveConfig, v string) error {
@@ -508,6 +562,15 @@ func settings() []setting {
 	}
 }
 
+// noBound turns a setting's 0 ("no bound") into -1, as the packages take
+// it, once it parsed (err nil).
+func noBound(err error, n *int) error {
+	if err == nil && *n == 0 {
+		*n = -1
+	}
+	return err
+}
+
 // configFileEnv names the configuration file when --config is not given.
 const configFileEnv = "AGENTDOCK_CONFIG"
 
@@ -614,6 +677,12 @@ func loadCommandConfig(cmd string, args []string, env configEnv, stderr io.Write
 		}
 	}
 	cfg.APIKeys = slices.Compact(slices.Sorted(slices.Values(cfg.APIKeys)))
+	probs = append(probs, checkKeyWebhooks(cfg)...)
+	for _, h := range webhookHosts(cfg) {
+		if err := netguard.CheckHost(h); err != nil {
+			probs = append(probs, "WEBHOOK_HOSTS / A2A_PUSH_HOSTS: "+err.Error())
+		}
+	}
 	if cfg.MetricsRequireKey && len(cfg.APIKeys) == 0 {
 		probs = append(probs, "METRICS_REQUIRE_KEY: needs API_KEYS or API_KEYS_FILE")
 	}
@@ -728,17 +797,18 @@ func (l keyLimits) over(def spend.Limits) spend.Limits {
 	return def
 }
 
-// readKeysFile reads API keys, one per line, each optionally followed by
-// its own budgets (tokens_per_day=N tokens_per_month=N, 0 for none);
-// blank lines and # comments are skipped. Errors name the line, never a
-// key.
-func readKeysFile(path string) ([]string, map[string]keyLimits, error) {
+// readKeysFile reads API keys, one per line; blank lines and # comments
+// are skipped. A key may be followed, after spaces, by its own budgets
+// (tokens_per_day=N tokens_per_month=N, 0 for none) and its own webhook
+// settings: webhook-secret=SECRET, webhook-hosts=HOST[:PORT],... and
+// webhook-url=URL (server.Key). Errors name the line, never a key.
+func readKeysFile(path string) ([]server.Key, map[string]keyLimits, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the keys: %w", err)
 	}
 	var (
-		keys   []string
+		keys   []server.Key
 		limits map[string]keyLimits
 		probs  []string
 		n      int
@@ -749,33 +819,46 @@ func readKeysFile(path string) ([]string, map[string]keyLimits, error) {
 		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
 			continue
 		}
-		key := fields[0]
-		keys = append(keys, key)
+		k := server.Key{Key: fields[0]}
 		var l keyLimits
 		for _, f := range fields[1:] {
 			if strings.HasPrefix(f, "#") {
 				break
 			}
-			name, v, _ := strings.Cut(f, "=")
-			num, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || num < 0 {
-				probs = append(probs, fmt.Sprintf("%s:%d: %s: want a non-negative whole number of tokens, got %q", path, n, name, v))
-				continue
-			}
-			switch name {
-			case "tokens_per_day":
-				l.day = &num
-			case "tokens_per_month":
-				l.month = &num
+			name, v, ok := strings.Cut(f, "=")
+			switch {
+			case ok && (name == "tokens_per_day" || name == "tokens_per_month"):
+				num, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || num < 0 {
+					probs = append(probs, fmt.Sprintf("%s:%d: %s: want a non-negative whole number of tokens, got %q", path, n, name, v))
+					continue
+				}
+				if name == "tokens_per_day" {
+					l.day = &num
+				} else {
+					l.month = &num
+				}
+			case ok && name == "webhook-secret" && v != "":
+				k.WebhookSecret = v
+			case ok && name == "webhook-hosts" && v != "":
+				k.WebhookHosts = splitList(v)
+				for _, h := range k.WebhookHosts {
+					if err := netguard.CheckHost(h); err != nil {
+						probs = append(probs, fmt.Sprintf("%s:%d: webhook-hosts: %v", path, n, err))
+					}
+				}
+			case ok && name == "webhook-url" && v != "":
+				k.WebhookURL = v
 			default:
-				probs = append(probs, fmt.Sprintf("%s:%d: unknown setting %q after the key (known: tokens_per_day, tokens_per_month)", path, n, name))
+				probs = append(probs, fmt.Sprintf("%s:%d: unknown setting %q after the key (known: tokens_per_day=, tokens_per_month=, webhook-secret=, webhook-hosts=, webhook-url=)", path, n, strings.SplitN(f, "=", 2)[0]))
 			}
 		}
+		keys = append(keys, k)
 		if l.day != nil || l.month != nil {
 			if limits == nil {
 				limits = map[string]keyLimits{}
 			}
-			limits[key] = l
+			limits[k.Key] = l
 		}
 	}
 	if len(probs) > 0 {
@@ -785,6 +868,29 @@ func readKeysFile(path string) ([]string, map[string]keyLimits, error) {
 		return nil, nil, fmt.Errorf("%s holds no key", path)
 	}
 	return keys, limits, nil
+}
+
+// checkKeyWebhooks reports the keys' webhook settings that cannot work:
+// hosts with no secret to sign with, a URL on no allowed host.
+func checkKeyWebhooks(c *serveConfig) []string {
+	var probs []string
+	for _, k := range c.KeyWebhooks {
+		// A key is never named: the line of the keys file is.
+		if len(k.WebhookHosts) > 0 && k.WebhookSecret == "" && c.WebhookSecret == "" {
+			probs = append(probs, "API_KEYS_FILE: a key with webhook-hosts needs webhook-secret (or WEBHOOK_SECRET), which signs its webhooks")
+		}
+		if k.WebhookURL == "" {
+			continue
+		}
+		hosts := k.WebhookHosts
+		if len(hosts) == 0 {
+			hosts = webhookHosts(c)
+		}
+		if u, err := url.Parse(k.WebhookURL); err != nil || u.Host == "" || !netguard.HostAllowed(u, hosts) {
+			probs = append(probs, fmt.Sprintf("API_KEYS_FILE: a key's webhook-url %q is not on its webhook-hosts (or WEBHOOK_HOSTS)", redactURL(k.WebhookURL)))
+		}
+	}
+	return probs
 }
 
 func splitList(v string) []string {
@@ -832,7 +938,7 @@ const redacted = "[redacted]"
 // added later must be added here (TestSecretsListed makes sure every
 // name that looks like one was decided).
 var secretSettings = map[string]bool{
-	"API_KEYS": true, "API_KEY_SECRET": true, "WEBHOOK_SECRET": true, "REDIS_PASSWORD": true,
+	"API_KEYS": true, "API_KEY_SECRET": true, "WEBHOOK_SECRET": true, "COMPACTION_SECRET": true, "REDIS_PASSWORD": true,
 	"OPENAI_API_KEY": true, "ANTHROPIC_API_KEY": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true,
 	"GROQ_API_KEY": true, "DEEPSEEK_API_KEY": true, "CEREBRAS_API_KEY": true, "OPENROUTER_API_KEY": true,
 	"LLM_FALLBACK_API_KEY": true, "TAVILY_API_KEY": true, "BRAVE_API_KEY": true, "SERPER_API_KEY": true,

@@ -358,35 +358,90 @@ func TestConfigPrintoutRedacts(t *testing.T) {
 	}
 }
 
-// TestConfigurationDocumented: docs/configuration.md lists every setting,
-// and every limit of issue 41 on a line with its default.
+// TestConfigurationDocumented: docs/configuration.md lists every setting
+// on a row of its own with its default (a duration in any of its
+// spellings), and the limits the packages read themselves with theirs.
 func TestConfigurationDocumented(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(doc), "\n")
+	// row is the table row whose variable column is name.
 	row := func(name string) string {
 		for _, l := range lines {
-			if strings.Contains(l, "`"+name+"`") {
+			if strings.Contains(l, "| `"+name+"` |") || strings.HasPrefix(l, "| `"+name+"` |") {
 				return l
 			}
 		}
 		return ""
 	}
+	// listed reports whether r gives def in backquotes: the same text, or
+	// the same duration.
+	listed := func(r, def string) bool {
+		if strings.Contains(r, "`"+def+"`") {
+			return true
+		}
+		want, err := time.ParseDuration(def)
+		if err != nil {
+			return false
+		}
+		parts := strings.Split(r, "`")
+		for i := 1; i < len(parts); i += 2 {
+			if d, err := time.ParseDuration(parts[i]); err == nil && d == want {
+				return true
+			}
+		}
+		return false
+	}
 	for _, s := range settings() {
-		if row(s.env) == "" {
-			t.Errorf("docs/configuration.md does not list %s", s.env)
+		r := row(s.env)
+		switch {
+		case r == "":
+			t.Errorf("docs/configuration.md has no row for %s", s.env)
+		case s.def != "" && !listed(r, s.def):
+			t.Errorf("docs/configuration.md: %s is not listed with its default %s: %q", s.env, s.def, r)
 		}
 	}
 	for name, def := range map[string]string{
-		"SESSIONS_PER_OWNER": "10000", "BYTES_PER_OWNER": "268435456",
-		"MEMORY_STORE_MAX_SESSIONS": "100000", "MEMORY_STORE_MAX_BYTES": "1073741824",
-		"MAX_TOOL_RESULT_BYTES": "65536", "AUTH_FAILURES_PER_MINUTE": "10", "AUTH_FAILURE_BURST": "20",
 		"MCP_MAX_TOOLS": "1000", "MCP_MAX_TOOL_PAGES": "100", "MCP_MAX_SCHEMA_BYTES": "65536", "MCP_MAX_AGENT_SCHEMA_BYTES": "262144",
+		"SESSION_TTL_SECONDS": "86400", "TOOL_TIMEOUT": "30s", "OFFLINE_MODEL_DELAY_MS": "15",
 	} {
-		if r := row(name); !strings.Contains(r, "`"+def+"`") {
+		if r := row(name); !listed(r, def) {
 			t.Errorf("docs/configuration.md: %s is not listed with its default %s: %q", name, def, r)
+		}
+	}
+}
+
+// TestKeysFileWebhooks: a key of the keys file may carry its own webhook
+// secret, hosts and URL; what cannot work is reported by line, never
+// naming the key.
+func TestKeysFileWebhooks(t *testing.T) {
+	clearConfigEnv(t)
+	keys := writeFile(t, "keys", "# tenants\nkey-alpha webhook-secret=whsec_c2VjcmV0LWE= webhook-hosts=hooks.alpha.example,10.0.0.9:8443 webhook-url=https://hooks.alpha.example/in\nkey-beta\n")
+	t.Setenv("API_KEYS_FILE", keys)
+	cfg, err := loadServeConfig(nil, testConfigEnv(t), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.KeyWebhooks["key-alpha"]
+	if strings.Join(cfg.APIKeys, ",") != "key-alpha,key-beta" || a.WebhookSecret != "whsec_c2VjcmV0LWE=" || strings.Join(a.WebhookHosts, ",") != "hooks.alpha.example,10.0.0.9:8443" || a.WebhookURL != "https://hooks.alpha.example/in" {
+		t.Fatalf("keys %q, alpha's webhooks %+v", cfg.APIKeys, a)
+	}
+	if _, ok := cfg.KeyWebhooks["key-beta"]; ok {
+		t.Error("beta has webhooks of its own")
+	}
+	for _, tc := range []struct{ line, want string }{
+		{"key-x webhook-color=red", `"webhook-color" after the key`},
+		{"key-x webhook-hosts=http://h.example", "webhook-hosts"},
+		{"key-x webhook-hosts=h.example", "needs webhook-secret"},
+		{"key-x webhook-secret=s webhook-hosts=h.example webhook-url=https://other.example/x", "is not on its webhook-hosts"},
+		{"key-x webhook-secret=s webhook-hosts=h.example webhook-url=https://h.example:8443/x", "is not on its webhook-hosts"},
+	} {
+		t.Setenv("API_KEYS_FILE", writeFile(t, "bad-keys", tc.line+"\n"))
+		_, err := loadServeConfig(nil, testConfigEnv(t), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "key-x") {
+			t.Errorf("%q: %v; want an error saying %q, not naming the key", tc.line, err, tc.want)
 		}
 	}
 }

@@ -162,6 +162,9 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		MaxAttachmentBytes: cfg.MaxAttachmentBytes,
 		Budget:             cfg.Budget,
 		Context:            cfg.Context,
+
+		MaxAttachmentsInContext: cfg.MaxAttachmentsInContext,
+		AttachmentURLs:          cfg.AttachmentURLs,
 		// Three renewals per lease: a slow round trip or two does not lose
 		// it.
 		LeaseRenewal: cfg.LockTTL / 3,
@@ -192,11 +195,18 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
 		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
 	}
-	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
+	var pushHostsOfKey func(string) []string
+	for _, k := range cfg.KeyWebhooks {
+		if len(k.WebhookHosts) > 0 {
+			pushHostsOfKey = pushHostsOf(scfg.Webhooks)
+		}
+	}
+	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), PushHostsOf: pushHostsOfKey, DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
 	if err != nil {
 		return err
 	}
-	scfg.Doors = []door.Door{a2aEdge, agui.New(), mcpserver.New(mcpserver.Config{Logger: log})}
+	scfg.Doors = []door.Door{a2aEdge, agui.New(), mcpserver.New(mcpserver.Config{Logger: log,
+		MaxSessions: cfg.MCPMaxSessions, SessionsPerOwner: cfg.MCPSessionsPerOwner, SessionIdle: cfg.MCPSessionIdle})}
 	srv, err := server.New(scfg)
 	if err != nil {
 		return err
@@ -222,6 +232,8 @@ func runtimeConfig(cfg *serveConfig, agents *agent.Set, shared turnlog.Log, log 
 		DisconnectGrace: cfg.DisconnectGrace,
 		MaxQueue:        cfg.MaxQueue,
 		QueueWait:       cfg.QueueWait,
+		// MAX_QUEUED_PER_OWNER's 0 is -1 here: no bound.
+		MaxQueuedPerOwner: cfg.MaxQueuedPerOwner,
 		// A replica that finds a turn abandoned waits for its lease to
 		// expire before saving what it streamed.
 		RecoverWait: cfg.LockTTL + 5*time.Second,
@@ -233,7 +245,14 @@ func keyAuth(cfg *serveConfig) (*server.KeyAuth, error) {
 	if len(cfg.APIKeys) == 0 {
 		return nil, nil
 	}
-	return server.NewKeyAuth(cfg.APIKeys, []byte(cfg.APIKeySecret))
+	keys := make([]server.Key, len(cfg.APIKeys))
+	for i, k := range cfg.APIKeys {
+		keys[i] = server.Key{Key: k}
+		if own, ok := cfg.KeyWebhooks[k]; ok {
+			keys[i] = own
+		}
+	}
+	return server.NewKeys(keys, []byte(cfg.APIKeySecret))
 }
 
 // spendPolicy is what each key may spend: the default budgets, and the
@@ -264,10 +283,11 @@ func serverConfig(cfg *serveConfig, storeKind string, auth *server.KeyAuth, log 
 		ShutdownTimeout:     cfg.ShutdownTimeout,
 		CORSOrigins:         cfg.CORSOrigins,
 		MetricsRequireOwner: cfg.MetricsRequireKey,
+		CompactionSecret:    cfg.CompactionSecret,
 	}
 	if auth != nil {
 		var err error
-		sc.Owner = auth.Owner
+		sc.Owner, sc.Webhooks = auth.Owner, auth.Webhooks
 		if cfg.AuthFailures > 0 {
 			if sc.AuthThrottle, err = server.NewAuthThrottle(cfg.AuthFailures, cfg.AuthFailureBurst, 0); err != nil {
 				return sc, err
@@ -278,6 +298,9 @@ func serverConfig(cfg *serveConfig, storeKind string, auth *server.KeyAuth, log 
 		}
 	} else if cfg.MetricsRequireKey {
 		return sc, errors.New("METRICS_REQUIRE_KEY needs API_KEYS or API_KEYS_FILE")
+	}
+	if cfg.CompactionSecret == "" && storeKind != "memory" {
+		log.Warn("COMPACTION_SECRET is not set: the compaction items of /v1/responses/compact are signed with a random per-process secret, so other replicas refuse them, and so does this one after a restart")
 	}
 	if cfg.RateLimitRPS > 0 {
 		lim, err := server.NewRateLimiter(cfg.RateLimitRPS, cfg.RateLimitBurst, 0)
@@ -447,4 +470,13 @@ func chatWebhookHosts(cfg *serveConfig) []string {
 		return nil
 	}
 	return webhookHosts(cfg)
+}
+
+// pushHostsOf gives the A2A edge each owner's hosts: its key's own
+// webhook-hosts, else webhookHosts.
+func pushHostsOf(auth func(string) server.OwnerWebhooks) func(owner string) []string {
+	if auth == nil {
+		return nil
+	}
+	return func(owner string) []string { return auth(owner).Hosts }
 }

@@ -40,6 +40,10 @@ type Config struct {
 	// Webhook, when set, is told of a background response's end: the
 	// event's type ("response.completed"), its owner and its data.
 	Webhook func(owner, event string, data json.RawMessage)
+	// CompactionKey signs the compaction items of POST
+	// /v1/responses/compact, and a conversation's item is read only when
+	// it bears its signature (wire.CompactionKey). Required.
+	CompactionKey wire.CompactionKey
 	// Heartbeat is the interval of SSE comments on idle streams.
 	// Required.
 	Heartbeat time.Duration
@@ -73,6 +77,8 @@ func New(cfg Config) (*Door, error) {
 		return nil, fmt.Errorf("openai: Config.Responses is required")
 	case cfg.Compactor == nil:
 		return nil, fmt.Errorf("openai: Config.Compactor is required")
+	case len(cfg.CompactionKey) == 0:
+		return nil, fmt.Errorf("openai: Config.CompactionKey is required")
 	case cfg.Heartbeat <= 0, cfg.MaxMessageBytes <= 0:
 		return nil, fmt.Errorf("openai: Config.Heartbeat and Config.MaxMessageBytes must be positive")
 	}

@@ -519,7 +519,7 @@ func (d *Door) startResponse(ctx context.Context, owner, key string, body *wire.
 	if pe != nil {
 		return nil, door.BodyProblem(pe)
 	}
-	in, pe := body.Conversation()
+	in, pe := body.Conversation(d.cfg.CompactionKey)
 	if pe != nil {
 		return nil, door.BodyProblem(pe)
 	}

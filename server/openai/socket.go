@@ -95,7 +95,7 @@ func (d *Door) compactResponse(w http.ResponseWriter, r *http.Request) {
 	}
 	var dropped []chat.Message
 	if !isAbsentJSON(body.Input) {
-		in, pe := body.Conversation()
+		in, pe := body.Conversation(d.cfg.CompactionKey)
 		if pe != nil {
 			door.WriteProblem(w, r, door.BodyProblem(pe))
 			return
@@ -117,7 +117,7 @@ func (d *Door) compactResponse(w http.ResponseWriter, r *http.Request) {
 		door.WriteProblem(w, r, turns.NewProblem(http.StatusBadGateway, "compaction_failed", "the conversation could not be compacted"))
 		return
 	}
-	content, err := wire.EncodeCompaction(wire.Compaction{Messages: append(dropped, comp.Dropped...), Summary: comp.Summary})
+	content, err := wire.EncodeCompaction(wire.Compaction{Messages: append(dropped, comp.Dropped...), Summary: comp.Summary}, d.cfg.CompactionKey)
 	if err != nil {
 		door.WriteProblem(w, r, turns.NewProblem(http.StatusInternalServerError, "internal_error", "the compaction could not be encoded"))
 		return
