@@ -340,7 +340,8 @@ type options struct {
 // Idempotency-Key, the AI SDK's user message ID): the turn's first write
 // records it in the session with the message, atomically
 // (session.WithRequest), and a turn with a key the session already keeps
-// does not start: Run yields a *DuplicateError naming the turn the key
+// does not start: Run (or Answer, whose first write records the answers
+// with the key) yields a *DuplicateError naming the turn the key
 // started. A client retrying a request whose reply it lost (its
 // connection, or the replica serving it, died) thus never runs the turn,
 // nor stores its message, twice. Keys are kept for the session's lifetime,
@@ -745,8 +746,11 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 		return turnStart{}, err
 	}
 	var denials []chat.Message
-	for _, a := range pending {
-		if !a.Client {
+	for i, a := range pending {
+		// The approvals of one agent's calls share the call that asked
+		// it, which gets one result.
+		shared := slices.ContainsFunc(pending[:i], func(b session.Approval) bool { return b.Call.ID == a.Call.ID })
+		if !a.Client && !shared {
 			denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, DeniedByNewMessage)))
 		}
 	}
@@ -996,6 +1000,11 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 		return nil, fmt.Errorf("opening session: %w", err)
 	}
 	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
+		if o.request != "" {
+			if r, ok := sess.RequestOf(o.request); ok {
+				return turnStart{}, &DuplicateError{Request: r}
+			}
+		}
 		plan, err := planAnswers(sess.Approvals, answers)
 		if err != nil {
 			return turnStart{}, err
@@ -1037,6 +1046,17 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 			missing = append(missing, s.ID)
 			continue
 		}
+		if s.Agent != "" {
+			// A call of an agent the session's call asked: the call runs
+			// again with the decisions on all of its agent's calls.
+			d := chat.Decision{ID: s.ID, Approved: answers[i].Approved, Reason: answers[i].Reason}
+			if k := slices.IndexFunc(plan, func(a llmorch.Answer) bool { return a.Call.ID == s.Call.ID && a.Decisions != nil }); k >= 0 {
+				plan[k].Decisions = append(plan[k].Decisions, d)
+				continue
+			}
+			plan = append(plan, llmorch.Answer{Call: s.Call, Approved: true, Decisions: []chat.Decision{d}})
+			continue
+		}
 		plan = append(plan, llmorch.Answer{Call: s.Call, Approved: answers[i].Approved, Reason: answers[i].Reason})
 	}
 	if len(missing) > 0 {
@@ -1058,7 +1078,17 @@ func (n *Agent) answerTurn(key string, sess session.Session, plan []llmorch.Answ
 	if err != nil {
 		return turnStart{}, err
 	}
+	// byID are the decisions on the calls of agents the session's calls
+	// asked (session.Approval.Agent), recorded approval by approval.
+	byID := map[string]chat.Decision{}
 	for _, a := range plan {
+		for _, d := range a.Decisions {
+			byID[d.ID] = d
+		}
+		if a.Decisions != nil {
+			approved[a.Call.ID] = true
+			continue
+		}
 		decided[a.Call.ID] = a
 		if a.Approved {
 			approved[a.Call.ID] = true
@@ -1087,13 +1117,24 @@ func (n *Agent) answerTurn(key string, sess session.Session, plan []llmorch.Answ
 		}
 	}
 	compacts := n.compacts()
-	write := session.Write{Update: update, Messages: denials, Window: -1, Options: []session.UpdateOption{
+	var request []session.UpdateOption
+	if o.request != "" {
+		request = append(request, session.WithRequest(o.request, o.turnID))
+	}
+	write := session.Write{Update: update, Messages: denials, Window: -1, Options: append(request,
 		session.WithTurn(o.turnID),
 		session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
 			cur = markClient(cur, clientDecided)
 			for i := range cur {
+				if d, ok := byID[cur[i].ID]; ok && cur[i].Agent != "" && cur[i].Status == session.ApprovalPending {
+					cur[i].Status, cur[i].Reason = session.ApprovalDenied, d.Reason
+					if d.Approved {
+						cur[i].Status = session.ApprovalApproved
+					}
+					continue
+				}
 				a, ok := decided[cur[i].Call.ID]
-				if !ok || cur[i].Status != session.ApprovalPending {
+				if !ok || cur[i].Status != session.ApprovalPending || cur[i].Agent != "" {
 					continue
 				}
 				cur[i].Status, cur[i].Reason = session.ApprovalDenied, a.Reason
@@ -1106,7 +1147,7 @@ func (n *Agent) answerTurn(key string, sess session.Session, plan []llmorch.Answ
 			}
 			return llmorch.KeepAnswered(cur), nil
 		}),
-	}}
+	)}
 	window := n.historyWindow()
 	if compacts {
 		window = -1

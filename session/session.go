@@ -192,6 +192,9 @@ type JournalStep struct {
 	// Answers: the calls are those a person approved (the turn carries
 	// out the answers before its first model call); Text is empty.
 	Answers bool `json:"answers,omitempty"`
+	// Decisions are the person's answers that the calls carry to the
+	// agents they asked (Approval.Agent), by call ID.
+	Decisions map[string][]chat.Decision `json:"decisions,omitempty"`
 	// Results are the results of the calls that ran and completed, in
 	// the order they did. The orchestration has recorded each of them.
 	Results []chat.ToolResult `json:"results,omitempty"`
@@ -235,6 +238,13 @@ type Approval struct {
 	// stream started under): the turn that carries the decision out goes on
 	// under it, whichever replica or request shape answers.
 	MessageID string `json:"messageId,omitempty"`
+	// Agent is set for a call that an agent the session's turn asked
+	// made (chat.Approval.Agent): it names that agent, AgentCall is its
+	// call, and Call is the session's call that asked it (an agent
+	// tool's), which the answer runs again with the decisions. Several
+	// approvals may share one Call.
+	Agent     string         `json:"agent,omitempty"`
+	AgentCall *chat.ToolCall `json:"agentCall,omitempty"`
 }
 
 // Approval statuses.
@@ -873,4 +883,16 @@ func ValidID(id string) bool {
 		}
 	}
 	return true
+}
+
+// ChildID is the ID of the session in which the session that owner calls
+// parentID asks another agent, through its tool named tool (an agent
+// tool): one conversation per parent session and tool, so that a second
+// call continues what the first began, under the same owner. It is a
+// digest, so that it says nothing of the parent's ID to whoever sees it
+// (a remote agent's contextId), and the parent's session can always
+// find its children again.
+func ChildID(owner, parentID, tool string) string {
+	d := sha256.Sum256([]byte(Key(owner, parentID) + "\x00" + tool))
+	return "child-" + hex.EncodeToString(d[:16])
 }
