@@ -86,8 +86,10 @@ func (t *Turn) Stop() {
 
 // Start starts a turn of agentID on the owner's session sessionID with the
 // user's message; it returns once the turn started (its session claimed),
-// or with the error that kept it from starting (see ErrorStatus).
-func (s *Server) Start(ctx context.Context, owner, agentID, sessionID, message string) (*Turn, error) {
+// or with the error that kept it from starting (see ErrorStatus). opts
+// are the agent's (agent.WithRequest, say: the error is then the agent's
+// *agent.DuplicateError when the key already started a turn).
+func (s *Server) Start(ctx context.Context, owner, agentID, sessionID, message string, opts ...agent.Option) (*Turn, error) {
 	node, err := s.edgeAgent(agentID)
 	if err != nil {
 		return nil, err
@@ -95,8 +97,8 @@ func (s *Server) Start(ctx context.Context, owner, agentID, sessionID, message s
 	if s.cfg.MaxMessageBytes > 0 && len(message) > s.cfg.MaxMessageBytes {
 		return nil, newError(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(message), s.cfg.MaxMessageBytes)
 	}
-	t, err := s.run(ctx, node, sessionID, owner, turnMode{keepEvents: true, raw: true}, func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error] {
-		return node.Run(ctx, sessionID, message, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
+	t, err := s.run(ctx, node, sessionID, owner, turnMode{keepEvents: true, raw: true}, func(ctx context.Context, turnID string, more ...agent.Option) iter.Seq2[chat.Event, error] {
+		return node.Run(ctx, sessionID, message, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...), more...)...)
 	})
 	if err != nil {
 		return nil, err
@@ -106,13 +108,13 @@ func (s *Server) Start(ctx context.Context, owner, agentID, sessionID, message s
 
 // Answer starts the turn that carries out answers to the session's calls
 // that wait for approval (agent.Agent.Answer), like Start.
-func (s *Server) Answer(ctx context.Context, owner, agentID, sessionID string, answers []agent.ApprovalAnswer) (*Turn, error) {
+func (s *Server) Answer(ctx context.Context, owner, agentID, sessionID string, answers []agent.ApprovalAnswer, opts ...agent.Option) (*Turn, error) {
 	node, err := s.edgeAgent(agentID)
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.run(ctx, node, sessionID, owner, turnMode{keepEvents: true, raw: true}, func(ctx context.Context, turnID string, opts ...agent.Option) iter.Seq2[chat.Event, error] {
-		return node.Answer(ctx, sessionID, answers, append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...)...)
+	t, err := s.run(ctx, node, sessionID, owner, turnMode{keepEvents: true, raw: true}, func(ctx context.Context, turnID string, more ...agent.Option) iter.Seq2[chat.Event, error] {
+		return node.Answer(ctx, sessionID, answers, append(append([]agent.Option{agent.WithOwner(owner), agent.WithTurnID(turnID)}, opts...), more...)...)
 	})
 	if err != nil {
 		return nil, err

@@ -169,6 +169,9 @@ type sessionView struct {
 	// Queued is how many messages wait for the running turn (busy policy
 	// enqueue).
 	Queued int `json:"queued"`
+	// Children are the sessions of the agents this session's agent asked
+	// (its agent tools; see children.go).
+	Children []childView `json:"children"`
 }
 
 type approvalView struct {
@@ -177,6 +180,10 @@ type approvalView struct {
 	ToolName    string          `json:"toolName"`
 	Input       json.RawMessage `json:"input"`
 	RequestedAt time.Time       `json:"requestedAt"`
+	// AgentCall is the call of an agent the session's call asked, when
+	// that agent waits for the approval (ToolCallID is then the session's
+	// call, an agent tool's).
+	AgentCall *agentCallView `json:"agentCall,omitempty"`
 }
 
 type turnView struct {
@@ -285,8 +292,10 @@ func (s *Server) getSession(c *gin.Context) {
 		if len(in) == 0 {
 			in = json.RawMessage("{}")
 		}
-		v.PendingApprovals = append(v.PendingApprovals, approvalView{ApprovalID: a.ID, ToolCallID: a.Call.ID, ToolName: a.Call.Name, Input: in, RequestedAt: a.RequestedAt})
+		v.PendingApprovals = append(v.PendingApprovals, approvalView{ApprovalID: a.ID, ToolCallID: a.Call.ID, ToolName: a.Call.Name, Input: in, RequestedAt: a.RequestedAt,
+			AgentCall: agentCallOf(a)})
 	}
+	v.Children = s.children(ctx, ownerOf(c), c.Param("id"), n, served)
 	if served {
 		snap := n.Engine().Snapshot(st)
 		v.Orchestration = &snap

@@ -129,9 +129,13 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if turns != nil {
 		streamed = server.StreamedSteps(turns)
 	}
+	// Agent tools run their child turns on the server, which is made
+	// once the agents are.
+	runner := &serverRunner{store: store}
+	delegates := newAgentTools(cfg, runner, loaded, mcpRT.toolsFor, log)
 	agents, err := agent.NewSet(agent.Config{
 		StreamedSteps: streamed,
-		ToolsFor:      mcpRT.toolsFor,
+		ToolsFor:      delegates.toolsFor,
 		Store:         store,
 		Tools:         registry,
 		Models:        modelFactory(cfg, tel, log),
@@ -146,6 +150,9 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		// it.
 		LeaseRenewal: cfg.LockTTL / 3,
 	}, loaded)
+	if err == nil {
+		err = delegates.err
+	}
 	if err != nil {
 		return err
 	}
@@ -159,7 +166,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
 		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
 	}
-	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
+	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), DefaultAgent: cfg.A2ADefaultAgent, MaxCallDepth: cfg.AgentCallDepth, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -168,6 +175,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return err
 	}
+	runner.srv = srv
 	if cfg.mcpStdio {
 		// agentdock mcp serve: the agents as tools over stdin and stdout.
 		log.Info("serving MCP over stdio", "agents", len(agents.List()), "store", kind)
@@ -274,6 +282,7 @@ func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]
 		byID[r.Loaded.ID()] = len(out)
 		out = append(out, r.Loaded)
 	}
+	out = checkAgentTools(out, log)
 	if len(out) == 0 {
 		return nil, errors.New("no template loaded")
 	}
