@@ -287,7 +287,7 @@ func (x *exchange) send(ctx, ectx context.Context, method string, params any) it
 		sc := bufio.NewScanner(io.LimitReader(resp.Body, maxStreamBytes))
 		sc.Buffer(make([]byte, 64<<10), maxEventBytes)
 		var event bytes.Buffer
-		for sc.Scan() {
+		for !k.over && sc.Scan() {
 			line := sc.Bytes()
 			if len(line) == 0 {
 				if event.Len() > 0 {
@@ -297,9 +297,6 @@ func (x *exchange) send(ctx, ectx context.Context, method string, params any) it
 						}
 					}
 					event.Reset()
-					if k.over {
-						return
-					}
 				}
 				continue
 			}
@@ -310,7 +307,7 @@ func (x *exchange) send(ctx, ectx context.Context, method string, params any) it
 				event.Write(bytes.TrimPrefix(d, []byte(" ")))
 			}
 		}
-		if err := sc.Err(); err != nil && ectx.Err() == nil {
+		if err := sc.Err(); err != nil && ectx.Err() == nil && !k.over {
 			if errors.Is(err, bufio.ErrTooLong) {
 				err = fmt.Errorf("an event of its stream is over %s", tools.FormatBytes(maxEventBytes))
 			}
