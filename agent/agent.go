@@ -171,6 +171,11 @@ func NewSet(cfg Config, loaded []*template.Loaded) (*Set, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	// The agents the templates' agent tools ask are among them, and do not
+	// ask one another in a circle (package tools/agenttool runs them).
+	if err := template.CheckAgents(loaded).Err(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	a := &Set{cfg: cfg, byID: make(map[string]*Agent)}
 	for _, l := range loaded {
 		if _, dup := a.byID[l.ID()]; dup {
