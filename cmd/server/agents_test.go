@@ -392,55 +392,68 @@ func TestAgentToolStop(t *testing.T) {
 // TestAgentToolApproval: a call the probe holds for approval is asked of
 // the lead's client (the approval names the probe and its call) and
 // answered through the lead's chat endpoint; the probe goes on, and its
-// answer is the lead's result.
+// answer is the lead's result. The probe is on the lead's server, or on
+// another one over A2A.
 func TestAgentToolApproval(t *testing.T) {
 	asker := `{"agentId": "probe", "name": "Probe", "description": "Searches, with approval.", "nodes": ["llm.openai", "search", "think"], "options": {"requireApproval": ["search"]}}`
-	s := startAgentServer(t, listen(t), map[string]string{"lead": leadTemplate, "probe": asker})
-	cs := chatStream(t, s.url, "lead", `{"sessionId": "approve-lead-1", "message": "Search the web for green tea prices"}`, nil)
-	var approval chunk
-	for _, c := range cs {
-		if c.Type == "tool-approval-request" {
-			approval = c
+	for _, remote := range []bool{false, true} {
+		name, who := "local", "probe"
+		if remote {
+			name, who = "remote", "Probe" // the remote agent's card names it
 		}
-	}
-	var asked []agentPart
-	for _, p := range agentParts(cs) {
-		if p.Event.Type == "approval" {
-			asked = append(asked, p)
-		}
-	}
-	if approval.ApprovalID == "" || len(asked) != 1 || asked[0].Event.Approval == nil || asked[0].Event.Approval.ID != approval.ApprovalID || asked[0].Event.ToolCall.Name != "search" {
-		t.Fatalf("approval %+v, the probe's %+v: want one, for the probe's search", approval, asked)
-	}
-	var lead sessionView
-	getJSON(t, s.url+"/api/sessions/approve-lead-1", &lead)
-	if len(lead.PendingApprovals) != 1 || lead.PendingApprovals[0].ToolName != "ask_probe" || lead.PendingApprovals[0].AgentCall == nil ||
-		lead.PendingApprovals[0].AgentCall.Agent != "probe" || lead.PendingApprovals[0].AgentCall.ToolName != "search" {
-		t.Fatalf("the lead's pending approvals %+v: want the probe's search under ask_probe", lead.PendingApprovals)
-	}
-	cs = chatStream(t, s.url, "lead", `{"sessionId": "approve-lead-1", "approvals": [{"id": "`+approval.ApprovalID+`", "approved": true}]}`, nil)
-	var result string
-	var searched bool
-	for _, c := range cs {
-		if c.Type == "tool-output-available" && c.ToolCallID == approval.ToolCallID && c.Output != nil {
-			result = c.Output.Content
-		}
-	}
-	for _, p := range agentParts(cs) {
-		searched = searched || p.Event.Type == "tool-result" && p.Event.ToolResult != nil
-	}
-	if !searched || result == "" {
-		t.Fatalf("after the approval: the probe searched %v, the lead's result %q", searched, result)
-	}
-	getJSON(t, s.url+"/api/sessions/approve-lead-1", &lead)
-	var probe sessionView
-	getJSON(t, s.url+"/api/sessions/"+lead.Children[0].SessionID, &probe)
-	if len(lead.PendingApprovals) != 0 || len(probe.PendingApprovals) != 0 || !slices.Equal(probe.State.RecentlyUsedTools, []string{"search"}) ||
-		!slices.Equal(lead.State.RecentlyUsedTools, []string{"ask_probe", "critique"}) {
-		t.Fatalf("after: lead %+v, probe %+v", lead, probe)
-	}
-	if probe.Messages[len(probe.Messages)-1].Content != result {
-		t.Errorf("the lead's result %q is not the probe's answer %q", result, probe.Messages[len(probe.Messages)-1].Content)
+		t.Run(name, func(t *testing.T) {
+			s := startAgentServer(t, listen(t), map[string]string{"lead": leadTemplate, "probe": asker})
+			child := s // the server of the probe's session
+			if remote {
+				s = startAgentServer(t, listen(t), map[string]string{"lead": strings.Replace(leadTemplate, `{"agent": "probe",`, `{"a2a": "`+child.url+`/a2a/probe",`, 1)})
+			}
+			cs := chatStream(t, s.url, "lead", `{"sessionId": "approve-lead-1", "message": "Search the web for green tea prices"}`, nil)
+			var approval chunk
+			for _, c := range cs {
+				if c.Type == "tool-approval-request" {
+					approval = c
+				}
+			}
+			var asked []agentPart
+			for _, p := range agentParts(cs) {
+				if p.Event.Type == "approval" {
+					asked = append(asked, p)
+				}
+			}
+			if approval.ApprovalID == "" || len(asked) != 1 || asked[0].Event.Approval == nil || asked[0].Event.Approval.ID != approval.ApprovalID || asked[0].Event.ToolCall.Name != "search" {
+				t.Fatalf("approval %+v, the probe's %+v: want one, for the probe's search", approval, asked)
+			}
+			var lead sessionView
+			getJSON(t, s.url+"/api/sessions/approve-lead-1", &lead)
+			if len(lead.PendingApprovals) != 1 || lead.PendingApprovals[0].ToolName != "ask_probe" || lead.PendingApprovals[0].AgentCall == nil ||
+				lead.PendingApprovals[0].AgentCall.Agent != who || lead.PendingApprovals[0].AgentCall.ToolName != "search" {
+				t.Fatalf("the lead's pending approvals %+v: want the probe's search under ask_probe", lead.PendingApprovals)
+			}
+			cs = chatStream(t, s.url, "lead", `{"sessionId": "approve-lead-1", "approvals": [{"id": "`+approval.ApprovalID+`", "approved": true}]}`, nil)
+			var result string
+			var searched bool
+			for _, c := range cs {
+				if c.Type == "tool-output-available" && c.ToolCallID == approval.ToolCallID && c.Output != nil {
+					result = c.Output.Content
+				}
+			}
+			for _, p := range agentParts(cs) {
+				searched = searched || p.Event.Type == "tool-result" && p.Event.ToolResult != nil
+			}
+			if !searched || result == "" {
+				t.Fatalf("after the approval: the probe searched %v, the lead's result %q", searched, result)
+			}
+			getJSON(t, s.url+"/api/sessions/approve-lead-1", &lead)
+			var probe sessionView
+			getJSON(t, child.url+"/api/sessions/"+session.ChildID("", "approve-lead-1", "ask_probe"), &probe)
+			if len(lead.PendingApprovals) != 0 || len(probe.PendingApprovals) != 0 || !slices.Equal(probe.State.RecentlyUsedTools, []string{"search"}) ||
+				!slices.Equal(lead.State.RecentlyUsedTools, []string{"ask_probe", "critique"}) {
+				t.Fatalf("after: lead %+v, probe %+v", lead, probe)
+			}
+			if !strings.HasPrefix(result, probe.Messages[len(probe.Messages)-1].Content) {
+				t.Errorf("the lead's result %q is not the probe's answer %q", result, probe.Messages[len(probe.Messages)-1].Content)
+			}
+		})
 	}
 }
 

@@ -307,8 +307,12 @@ func argument(raw json.RawMessage) (string, error) {
 			return "", fmt.Errorf("unknown field %q; the only field is \"message\"", clip(k, 64))
 		}
 	}
+	raw, ok := args["message"]
+	if !ok {
+		return "", errors.New(`"message" is required: what to ask`)
+	}
 	var m string
-	if err := json.Unmarshal(args["message"], &m); err != nil {
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return "", errors.New(`"message" must be a string`)
 	}
 	switch {
