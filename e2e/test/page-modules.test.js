@@ -342,3 +342,29 @@ test('Conversations: newest first, one entry per session, bounded, shared throug
   off.touch({ id: 's9', agentId: 'planner', title: 't' });
   assert.deepEqual(off.list().map((c) => c.id), ['s9']);
 });
+
+test('applyChunk folds the work of an asked agent under the call that asked it', () => {
+  const turn = newTurn();
+  const agent = (event) => ({ type: 'data-agent', transient: true, data: { toolCallId: 'c1', toolName: 'ask_probe', agent: 'probe', event } });
+  for (const c of [
+    { type: 'tool-input-available', toolCallId: 'c1', toolName: 'ask_probe', input: { message: 'tea?' } },
+    agent({ type: 'tool-call', toolCall: { id: 'p1', name: 'search', arguments: { q: 'tea' } } }),
+    agent({ type: 'tool-result', toolResult: { callId: 'p1', name: 'search', content: 'x', isError: true } }),
+    agent({ type: 'text-delta', text: 'Tea ' }),
+    agent({ type: 'text-delta', text: 'cools.' }),
+    agent({ type: 'approval', toolCall: { id: 'p2', name: 'fetch', arguments: { url: 'u' } }, approval: { id: 'a1', toolCallId: 'p2' } }),
+    { type: 'tool-approval-request', toolCallId: 'c1', approvalId: 'a1' },
+  ]) applyChunk(turn, c);
+  const [part] = turn.parts;
+  assert.equal(turn.parts.length, 1);
+  assert.deepEqual(part.agent, { name: 'probe', text: 'Tea cools.', calls: [{ id: 'p1', name: 'search', state: 'failed' }],
+    asks: { approvalId: 'a1', agent: 'probe', toolName: 'fetch', input: { url: 'u' } }, failed: '' });
+  assert.equal(part.state, 'approval-requested');
+
+  // A restored session says the same of a call that still waits.
+  const [, entry] = historyEntries(
+    [{ role: 'user', content: 'tea?' }, { role: 'assistant', toolCalls: [{ id: 'c1', name: 'ask_probe', arguments: { message: 'tea?' } }] }],
+    { pendingApprovals: [{ approvalId: 'a1', toolCallId: 'c1', toolName: 'ask_probe', agentCall: { agent: 'probe', toolName: 'fetch', input: { url: 'u' } } }] });
+  assert.deepEqual(entry.turn.parts[0].agent.asks, { approvalId: 'a1', agent: 'probe', toolName: 'fetch', input: { url: 'u' } });
+  assert.equal(entry.turn.parts[0].state, 'approval-requested');
+});
