@@ -31,11 +31,17 @@ type serverRunner struct {
 }
 
 func (r *serverRunner) Start(ctx context.Context, req agenttool.Request) (agenttool.Turn, error) {
+	if t, ok := r.started(ctx, req); ok {
+		return t, nil
+	}
 	t, err := r.srv.Start(ctx, req.Owner, req.Agent, req.Session, req.Message, agent.WithRequest(req.Key))
 	return r.turn(ctx, req, t, err)
 }
 
 func (r *serverRunner) Answer(ctx context.Context, req agenttool.Request, decisions []chat.Decision) (agenttool.Turn, error) {
+	if t, ok := r.started(ctx, req); ok {
+		return t, nil
+	}
 	answers := make([]agent.ApprovalAnswer, len(decisions))
 	for i, d := range decisions {
 		answers[i] = agent.ApprovalAnswer{ID: d.ID, Approved: d.Approved, Reason: d.Reason}
@@ -44,18 +50,40 @@ func (r *serverRunner) Answer(ctx context.Context, req agenttool.Request, decisi
 	return r.turn(ctx, req, t, err)
 }
 
+// started is the turn the request's key started on the session already:
+// a call run again after its caller was taken over follows the turn its
+// first run started, before it claims the session (which that turn, its
+// replica dead, may still hold), so that following it takes it over here
+// once its lease expired rather than saving its partial answer.
+func (r *serverRunner) started(ctx context.Context, req agenttool.Request) (agenttool.Turn, bool) {
+	sess, err := r.srv.Session(ctx, req.Owner, req.Session)
+	if err != nil {
+		return nil, false // new, or unreadable: Start says
+	}
+	if sr, ok := sess.RequestOf(req.Key); ok {
+		return r.existing(ctx, req, sr.Turn), true
+	}
+	return nil, false
+}
+
+// existing follows turn id, which the request's key started: wherever it
+// runs or ran, or from the session once no replica keeps it.
+func (r *serverRunner) existing(ctx context.Context, req agenttool.Request, id string) agenttool.Turn {
+	if found, _, err := r.srv.TurnStatus(ctx, req.Owner, req.Session, id); err == nil && !found {
+		if t, err := agenttool.Answered(ctx, r.store, req.Owner, req.Session, req.Key); err == nil {
+			return t
+		}
+	}
+	return &followedTurn{r: r, req: req, id: id}
+}
+
 // turn is what Start and Answer give: the turn started, or the one the
-// request's key started before (followed wherever it runs, or read from
-// the session once no replica keeps it).
+// request's key started before.
 func (r *serverRunner) turn(ctx context.Context, req agenttool.Request, t *server.Turn, err error) (agenttool.Turn, error) {
 	var dup *agent.DuplicateError
 	switch {
 	case errors.As(err, &dup):
-		id := dup.Request.Turn
-		if found, _, ferr := r.srv.TurnStatus(ctx, req.Owner, req.Session, id); ferr == nil && !found {
-			return agenttool.Answered(ctx, r.store, req.Owner, req.Session, req.Key)
-		}
-		return &followedTurn{r: r, req: req, id: id}, nil
+		return r.existing(ctx, req, dup.Request.Turn), nil
 	case err != nil:
 		_, code, msg := server.ErrorStatus(err)
 		return nil, fmt.Errorf("%s: %s", code, msg)

@@ -170,6 +170,12 @@ func (d *Direct) run(ctx context.Context, r Request, begin func(context.Context,
 		return t, nil
 	}
 	d.mu.Unlock()
+	// The key's turn ended already (the call runs again): its answer.
+	if sess, err := d.Agents.Store().Get(ctx, session.Key(r.Owner, r.Session)); err == nil {
+		if _, ok := sess.RequestOf(r.Key); ok {
+			return Answered(ctx, d.Agents.Store(), r.Owner, r.Session, r.Key)
+		}
+	}
 	// The turn outlives the call that starts it (its context's values go
 	// on, not its end): it is stopped by Stop.
 	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
