@@ -1207,7 +1207,7 @@ type toolOutcome struct {
 	pending []chat.Approval
 	// usage is what the tool spent on models (chat.ToolResult.Usage).
 	usage chat.Usage
-	err  error // a store failure: ends the turn
+	err   error // a store failure: ends the turn
 	// record, when set, is the record of a call that ran and is still to
 	// be written, with its step's messages (run.recordWithStep).
 	record *toolRecord
