@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/internal/testenv"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/server"
@@ -499,6 +500,14 @@ func TestAgentToolCycleAtLoad(t *testing.T) {
 	code, vout := run("validate", filepath.Join(dir, "self", "template.json"))
 	if code != 1 || !strings.Contains(vout, "the cycle self -> self") {
 		t.Errorf("validate of the self-naming template: exit %d\n%s", code, vout)
+	}
+	code, vout = run("validate", filepath.Join(dir, "a"), filepath.Join(dir, "b"))
+	if code != 1 || !strings.Contains(vout, "agents.ask_b.agent: the cycle a -> b -> a") || !strings.Contains(vout, "agents.ask_a.agent: the cycle a -> b -> a") {
+		t.Errorf("validate of a and b: exit %d\n%s", code, vout)
+	}
+	// A template asking a shipped agent validates alone.
+	if code, vout = run("validate", filepath.Join(testenv.ModuleRoot(), "templates", "research-lead", "template.json")); code != 0 {
+		t.Errorf("validate of research-lead alone: exit %d\n%s", code, vout)
 	}
 }
 
