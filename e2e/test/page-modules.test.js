@@ -358,8 +358,16 @@ test('applyChunk folds the work of an asked agent under the call that asked it',
   const [part] = turn.parts;
   assert.equal(turn.parts.length, 1);
   assert.deepEqual(part.agent, { name: 'probe', text: 'Tea cools.', calls: [{ id: 'p1', name: 'search', state: 'failed' }],
-    asks: { approvalId: 'a1', agent: 'probe', toolName: 'fetch', input: { url: 'u' } }, failed: '' });
+    asks: { approvalId: 'a1', agent: 'probe', toolName: 'fetch', input: { url: 'u' } }, failed: '', steps: [] });
   assert.equal(part.state, 'approval-requested');
+
+  // The agent's turn taken over by another server: its step shows again.
+  const taken = newTurn();
+  for (const ev of [{ type: 'step-start' }, { type: 'text-delta', text: 'First step. ' }, { type: 'step-start' }, { type: 'text-delta', text: 'Cut sho' },
+    { type: 'restart', restart: { step: 2, since: 9 } }, { type: 'step-start' }, { type: 'text-delta', text: 'Second step.' }]) {
+    applyChunk(taken, agent(ev));
+  }
+  assert.equal(taken.parts[0].agent.text, 'First step. Second step.');
 
   // A restored session says the same of a call that still waits.
   const [, entry] = historyEntries(

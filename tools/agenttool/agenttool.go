@@ -465,7 +465,7 @@ func (a *answer) add(ctx context.Context, ev chat.Event) bool {
 // the caller's client: what it says and does, not its bookkeeping.
 func forwarded(k chat.Kind) bool {
 	switch k {
-	case chat.KindTextDelta, chat.KindToolCall, chat.KindToolResult, chat.KindOrchestration, chat.KindApproval,
+	case chat.KindStepStart, chat.KindTextDelta, chat.KindToolCall, chat.KindToolResult, chat.KindOrchestration, chat.KindApproval,
 		chat.KindWarning, chat.KindLimit, chat.KindError, chat.KindRestart, chat.KindToolProgress, chat.KindAbort:
 		return true
 	}

@@ -131,8 +131,8 @@ func TestLocal(t *testing.T) {
 	if res.IsError || res.Content != "Tea cools." || res.Usage == nil || res.Usage.Total != 15 {
 		t.Fatalf("result %+v", res)
 	}
-	if len(progress) != 2 || progress[0].Agent != "probe" || progress[0].Event.Text != "Tea " {
-		t.Fatalf("progress %+v: want the two text events", progress)
+	if len(progress) != 3 || progress[0].Event.Kind != chat.KindStepStart || progress[1].Agent != "probe" || progress[1].Event.Text != "Tea " {
+		t.Fatalf("progress %+v: want the step and its two text events", progress)
 	}
 	r := f.requests[0]
 	if r.Agent != "probe" || r.Message != "why does tea cool?" || !strings.HasPrefix(r.Session, "child-") || !strings.HasPrefix(r.Key, "agent-call-") {

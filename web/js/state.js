@@ -244,8 +244,21 @@ export function applyChunk(turn, chunk) {
  * turn show as their tool calls' progress only.
  */
 export function foldAgentEvent(part, agent, ev) {
-  const sub = (part.agent ??= { name: agent, text: '', calls: [], asks: null, failed: '' });
+  const sub = (part.agent ??= { name: agent, text: '', calls: [], asks: null, failed: '', steps: [] });
   switch (ev.type) {
+    case 'step-start':
+      sub.steps.push(sub.text.length);
+      break;
+    case 'restart': {
+      // Another server took the agent's turn over: the steps from
+      // ev.restart.step on are shown again.
+      const k = Number(ev.restart?.step ?? 0);
+      if (k >= 1 && k <= sub.steps.length) {
+        sub.text = sub.text.slice(0, sub.steps[k - 1]);
+        sub.steps.length = k - 1;
+      }
+      break;
+    }
     case 'text-delta':
       sub.text += String(ev.text ?? '');
       break;
