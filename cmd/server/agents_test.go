@@ -347,6 +347,7 @@ func TestAgentToolRemote(t *testing.T) {
 func TestAgentToolStop(t *testing.T) {
 	s := startAgentServer(t, listen(t), map[string]string{"lead": leadTemplate, "probe": probeTemplate}, "probe")
 	stopped := false
+	var stopAt time.Time
 	cs := chatStream(t, s.url, "lead", `{"sessionId": "stop-lead-1", "message": "Think about why tea cools faster in a wide cup"}`, func(c chunk) {
 		if c.Type == "data-agent" && !stopped {
 			var p agentPart
@@ -354,7 +355,7 @@ func TestAgentToolStop(t *testing.T) {
 			if p.Event.Type != "text-delta" {
 				return
 			}
-			stopped = true
+			stopped, stopAt = true, time.Now()
 			res, err := http.Post(s.url+"/api/sessions/stop-lead-1/stop", "application/json", nil)
 			if err != nil {
 				t.Error(err)
@@ -366,6 +367,9 @@ func TestAgentToolStop(t *testing.T) {
 	if !stopped {
 		t.Fatal("the probe's text never streamed")
 	}
+	// For the record, not asserted: from the stop to the lead's last frame,
+	// after the probe's turn ended.
+	t.Logf("the stop's request to the lead's finish, the probe's turn ended before it: %s", time.Since(stopAt).Round(time.Millisecond))
 	var aborts []string
 	for _, p := range agentParts(cs) {
 		if p.Event.Type == "abort" {

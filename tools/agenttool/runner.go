@@ -85,11 +85,13 @@ func Answered(ctx context.Context, store session.Store, owner, sessionID, key st
 		return nil, errors.New("the session no longer keeps the answer")
 	}
 	e := ended{text: text}
-	// A turn that ended waiting for approvals still waits for those of
-	// its answer that nobody answered.
-	for _, a := range sess.PendingApprovals() {
-		if a.MessageID == r.Turn && !a.Client {
-			e.pending = append(e.pending, a)
+	// A turn that ended waiting for approvals waits for them still when it
+	// is the session's latest: a later turn would have denied them.
+	if n := len(sess.Requests); n > 0 && sess.Requests[n-1].Key == key {
+		for _, a := range sess.PendingApprovals() {
+			if !a.Client {
+				e.pending = append(e.pending, a)
+			}
 		}
 	}
 	return e, nil
