@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
 )
@@ -439,5 +441,56 @@ func TestRemoteBounds(t *testing.T) {
 	res, _ := call(t, tb, "plan", `{"message": "x"}`)
 	if !res.IsError || !strings.Contains(res.Content, "took longer than 1s (AGENT_CALL_TIMEOUT)") || !cancelled.Load() {
 		t.Fatalf("a remote past the timeout: cancelled %v, %+v", cancelled.Load(), res)
+	}
+}
+
+// TestAnswered: a key's turn that no runner keeps any more is read from
+// the session: its answer, and, when it is the session's latest turn, the
+// approvals it waits for.
+func TestAnswered(t *testing.T) {
+	ctx := context.Background()
+	store := session.NewMemory(session.Config{})
+	defer store.Close()
+	key := session.Key("", "child-session-1")
+	write := func(request, turn string, msgs ...chat.Message) {
+		t.Helper()
+		_, _, err := store.UpdateAppend(ctx, key, func(s *orchestration.State) error {
+			s.UserMessages++
+			return nil
+		}, msgs, 0, session.WithRequest(request, turn))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := chat.ToolCall{ID: "c1", Name: "search", Arguments: json.RawMessage(`{}`)}
+	write("k1", "turn-1", chat.Message{Role: chat.RoleUser, Content: "first"}, chat.Message{Role: chat.RoleAssistant, Content: "One."})
+	write("k2", "turn-2", chat.Message{Role: chat.RoleUser, Content: "second"}, chat.Message{Role: chat.RoleAssistant, Content: "Searching.", ToolCalls: []chat.ToolCall{call}})
+	if _, err := session.Update(ctx, store, key, func(*orchestration.State) error { return nil }, session.WithApprovals(func([]session.Approval) ([]session.Approval, error) {
+		return []session.Approval{{ID: "approval-1", Call: call, Status: session.ApprovalPending}}, nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	events := func(k string) []chat.Event {
+		turn, err := Answered(ctx, store, "", "child-session-1", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []chat.Event
+		for ev, err := range turn.Events(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, ev)
+		}
+		return out
+	}
+	if evs := events("k1"); len(evs) != 2 || evs[0].Text != "One." || evs[1].FinishReason != chat.FinishStop {
+		t.Fatalf("the first turn: %+v", evs)
+	}
+	if evs := events("k2"); len(evs) != 3 || evs[0].Text != "Searching." || evs[1].Approval == nil || evs[1].Approval.ID != "approval-1" || evs[2].FinishReason != chat.FinishApproval {
+		t.Fatalf("the latest turn, waiting: %+v", evs)
+	}
+	if _, err := Answered(ctx, store, "", "child-session-1", "k3"); err == nil {
+		t.Fatal("a key the session does not keep was answered")
 	}
 }
