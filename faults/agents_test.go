@@ -110,7 +110,7 @@ func TestAgentToolParentKilled(t *testing.T) {
 	if calls != 1 || !slices.Equal(lead.State.RecentlyUsedTools.Slice(), []string{"ask_probe"}) {
 		t.Fatalf("the lead's history has %d ask_probe calls, recent %v; want the one call, recorded once", calls, lead.State.RecentlyUsedTools.Slice())
 	}
-	probe := requireConsistent(t, b.URL(), session.ChildID("", sid, "ask_probe"))
+	probe := requireConsistent(t, b.URL(), session.ChildID("", sid, "ask_probe", "probe"))
 	var users, answers int
 	for _, msg := range probe.Messages {
 		switch msg.Role {

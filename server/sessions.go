@@ -435,7 +435,7 @@ func (s *Server) children(ctx context.Context, owner, id string, n *agent.Agent,
 		if !a.Local() {
 			continue
 		}
-		child := session.ChildID(owner, id, name)
+		child := session.ChildID(owner, id, name, a.Agent)
 		if _, err := s.cfg.Store.Get(ctx, session.Key(owner, child)); err == nil {
 			out = append(out, childView{Tool: name, Agent: a.Agent, SessionID: child})
 		}

@@ -886,13 +886,14 @@ func ValidID(id string) bool {
 }
 
 // ChildID is the ID of the session in which the session that owner calls
-// parentID asks another agent, through its tool named tool (an agent
-// tool): one conversation per parent session and tool, so that a second
-// call continues what the first began, under the same owner. It is a
-// digest, so that it says nothing of the parent's ID to whoever sees it
-// (a remote agent's contextId), and the parent's session can always
-// find its children again.
-func ChildID(owner, parentID, tool string) string {
-	d := sha256.Sum256([]byte(Key(owner, parentID) + "\x00" + tool))
+// parentID asks agent (another agent of the server; "" for a remote
+// agent, whose conversation this ID names on its server), through its
+// tool named tool (an agent tool): one conversation per parent session,
+// tool and agent, so that a second call continues what the first began,
+// under the same owner. It is a digest, so that it says nothing of the
+// parent's ID to whoever sees it (a remote agent's contextId), and the
+// parent's session can always find its children again.
+func ChildID(owner, parentID, tool, agent string) string {
+	d := sha256.Sum256([]byte(Key(owner, parentID) + "\x00" + tool + "\x00" + agent))
 	return "child-" + hex.EncodeToString(d[:16])
 }

@@ -101,6 +101,15 @@ func startAgentServer(t *testing.T, ln net.Listener, templates map[string]string
 	return &agentServer{url: hs.URL, srv: srv, store: store, logs: logs}
 }
 
+// childOf is the probe's session of the lead's session sid: on the lead's
+// server, or, remote, the context on the probe's.
+func childOf(remote bool, sid string) string {
+	if remote {
+		return session.ChildID("", sid, "ask_probe", "")
+	}
+	return session.ChildID("", sid, "ask_probe", "probe")
+}
+
 func listen(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -328,7 +337,7 @@ func TestAgentToolRemote(t *testing.T) {
 		}
 	}
 	var remoteCtx sessionView
-	getJSON(t, b.url+"/api/sessions/"+session.ChildID("", "remote-lead-1", "ask_probe"), &remoteCtx)
+	getJSON(t, b.url+"/api/sessions/"+session.ChildID("", "remote-lead-1", "ask_probe", ""), &remoteCtx)
 	var users []string
 	for _, m := range remoteCtx.Messages {
 		if m.Role == "user" {
@@ -450,7 +459,7 @@ func TestAgentToolApproval(t *testing.T) {
 			}
 			getJSON(t, s.url+"/api/sessions/approve-lead-1", &lead)
 			var probe sessionView
-			getJSON(t, child.url+"/api/sessions/"+session.ChildID("", "approve-lead-1", "ask_probe"), &probe)
+			getJSON(t, child.url+"/api/sessions/"+childOf(remote, "approve-lead-1"), &probe)
 			if len(lead.PendingApprovals) != 0 || len(probe.PendingApprovals) != 0 || !slices.Equal(probe.State.RecentlyUsedTools, []string{"search"}) ||
 				!slices.Equal(lead.State.RecentlyUsedTools, []string{"ask_probe", "critique"}) {
 				t.Fatalf("after: lead %+v, probe %+v", lead, probe)

@@ -194,7 +194,7 @@ func (r *remote) ask(ctx context.Context, c tools.Call, message string) answer {
 	msg := map[string]any{
 		"messageId": session.NewID(),
 		"role":      "ROLE_USER",
-		"contextId": session.ChildID(c.Owner, c.SessionID, r.name),
+		"contextId": session.ChildID(c.Owner, c.SessionID, r.name, ""),
 		"parts":     []any{map[string]any{"text": message}},
 	}
 	if c.Decisions != nil {

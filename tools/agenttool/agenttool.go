@@ -339,7 +339,7 @@ func requestKey(c tools.Call, decisions bool) string {
 // askLocal asks a local agent: a turn in the child session, or the turn
 // that carries out the caller's decisions on the child's approvals.
 func (t *tool) askLocal(ctx context.Context, c tools.Call, message string) answer {
-	child := session.ChildID(c.Owner, c.SessionID, t.name)
+	child := session.ChildID(c.Owner, c.SessionID, t.name, t.agent)
 	req := Request{Owner: c.Owner, Agent: t.agent, Session: child, Message: message, Key: requestKey(c, c.Decisions != nil)}
 	var (
 		turn Turn
