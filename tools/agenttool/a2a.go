@@ -90,6 +90,13 @@ func newRemote(cfg *Config, name string, a template.AgentTool) (*remote, error) 
 	return r, nil
 }
 
+// shown is the agent's URL as a model or a person may read it: without
+// its query, which may carry a credential.
+func (r *remote) shown() string {
+	u := url.URL{Scheme: r.base.Scheme, Host: r.base.Host, Path: r.base.Path}
+	return u.String()
+}
+
 // card is the part of an agent card the client reads.
 type card struct {
 	Name                string `json:"name"`
@@ -189,7 +196,7 @@ func (r *remote) ask(ctx context.Context, c tools.Call, message string) answer {
 	}
 	if err != nil {
 		r.cfg.Logger.WarnContext(ctx, "remote agent unreachable", "tool", r.name, "err", err)
-		return answer{agent: who, failure: fmt.Sprintf("the remote agent %s cannot be asked: %s", r.base.Redacted(), err)}
+		return answer{agent: who, failure: fmt.Sprintf("the remote agent %s cannot be asked: %s", r.shown(), err)}
 	}
 	msg := map[string]any{
 		"messageId": session.NewID(),

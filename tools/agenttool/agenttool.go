@@ -181,8 +181,8 @@ func New(cfg Config, t *template.Template) (*Toolbox, error) {
 			}
 			tl.agent = a.Agent
 			if desc == "" && cfg.Agents != nil {
-				if at, ok := cfg.Agents(a.Agent); ok {
-					desc = strings.TrimSpace(at.Name + ": " + at.Description)
+				if asked, ok := cfg.Agents(a.Agent); ok {
+					desc = strings.TrimSpace(asked.Name + ": " + asked.Description)
 				}
 			}
 			if desc == "" {
@@ -196,7 +196,7 @@ func New(cfg Config, t *template.Template) (*Toolbox, error) {
 			}
 			tl.remote = r
 			if desc == "" {
-				desc = fmt.Sprintf("Ask the remote agent at %s (an A2A agent).", r.base.Redacted())
+				desc = fmt.Sprintf("Ask the remote agent at %s (an A2A agent).", r.shown())
 			}
 		}
 		tl.spec = chat.ToolSpec{Name: name, Description: desc, Parameters: parameters(tl.who())}
