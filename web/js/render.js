@@ -185,13 +185,15 @@ function toolCard(part) {
   const approval = h('div', { class: 'approval', hidden: true });
   const notice = h('p', { class: 'tool-notice', role: 'status', hidden: true });
   const sub = subAnswer();
-  const el = h('section', { class: 'tool-card', 'aria-label': `Tool ${part.toolName}` }, details, sub.el, notice, approval);
+  const el = h('section', { class: 'tool-card', 'aria-label': `Tool ${part.toolName}` }, details, notice, approval);
   let asked = '';
   return {
     el,
     update(p) {
       el.dataset.state = p.state;
       el.dataset.tool = p.toolName;
+      // Only the call of an agent tool gets the fold of the agent's work.
+      if (p.agent && !sub.el.parentNode) details.after(sub.el);
       sub.update(p);
       name.textContent = p.toolName;
       status.textContent = statusOf(p);
