@@ -43,7 +43,7 @@ var (
 	// ErrNotLastMessage: Regenerate named a message that is not the
 	// session's last user message; only the last answer can be replaced.
 	ErrNotLastMessage = errors.New("only the answer to the session's last user message can be regenerated")
-	// ErrDuplicate: the turn's idempotency key (WithRequest) already
+	// ErrDuplicate: the turn's idempotency key (Input.Key) already
 	// started a turn on the session; a *DuplicateError names it.
 	ErrDuplicate = errors.New("this request already started a turn on the session")
 )
@@ -226,6 +226,11 @@ type Set struct {
 func NewSet(cfg Config, loaded []*template.Loaded) (*Set, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
+	}
+	// The agents the templates' agent tools ask are among them, and do not
+	// ask one another in a circle (package tools/agenttool runs them).
+	if err := template.CheckAgents(loaded).Err(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a := &Set{cfg: cfg, byID: make(map[string]*Agent)}
 	for _, l := range loaded {
@@ -722,7 +727,7 @@ func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, o 
 		return nil, err
 	}
 	if o.request != "" {
-		o.digest = requestDigest(message, o)
+		o.digest = requestDigest(message, nil, o)
 	}
 	o.brings = session.MessageWeight(chat.Message{Role: chat.RoleUser, Content: message, Attachments: o.attachments})
 	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
@@ -965,8 +970,11 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 		return turnStart{}, err
 	}
 	var denials []chat.Message
-	for _, a := range pending {
-		if !a.Client {
+	for i, a := range pending {
+		// The approvals of one agent's calls share the call that asked
+		// it, which gets one result.
+		shared := slices.ContainsFunc(pending[:i], func(b session.Approval) bool { return b.Call.ID == a.Call.ID })
+		if !a.Client && !shared {
 			denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, DeniedByNewMessage)))
 		}
 	}
@@ -1203,6 +1211,9 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 	if err := n.checkOptions(ctx, o); err != nil {
 		return nil, err
 	}
+	if o.request != "" {
+		o.digest = requestDigest("", answers, o)
+	}
 	for i, a := range answers {
 		switch {
 		case len(a.Reason) > MaxApprovalReasonBytes:
@@ -1225,6 +1236,11 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 		return nil, fmt.Errorf("opening session: %w", err)
 	}
 	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
+		if o.request != "" {
+			if r, ok := sess.RequestOf(o.request); ok {
+				return turnStart{}, &DuplicateError{Request: r}
+			}
+		}
 		plan, err := planAnswers(sess.Approvals, answers)
 		if err != nil {
 			return turnStart{}, err
@@ -1266,6 +1282,17 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 			missing = append(missing, s.ID)
 			continue
 		}
+		if s.Agent != "" {
+			// A call of an agent the session's call asked: the call runs
+			// again with the decisions on all of its agent's calls.
+			d := chat.Decision{ID: s.ID, Approved: answers[i].Approved, Reason: answers[i].Reason}
+			if k := slices.IndexFunc(plan, func(a llmorch.Answer) bool { return a.Call.ID == s.Call.ID && a.Decisions != nil }); k >= 0 {
+				plan[k].Decisions = append(plan[k].Decisions, d)
+				continue
+			}
+			plan = append(plan, llmorch.Answer{Call: s.Call, Approved: true, Decisions: []chat.Decision{d}, Offer: s.Offer})
+			continue
+		}
 		plan = append(plan, llmorch.Answer{Call: s.Call, Approved: answers[i].Approved, Reason: answers[i].Reason, Offer: s.Offer})
 	}
 	if len(missing) > 0 {
@@ -1288,7 +1315,17 @@ func (n *Agent) answerTurn(ctx context.Context, key string, sess session.Session
 	if err != nil {
 		return turnStart{}, err
 	}
+	// byID are the decisions on the calls of agents the session's calls
+	// asked (session.Approval.Agent), recorded approval by approval.
+	byID := map[string]chat.Decision{}
 	for _, a := range plan {
+		for _, d := range a.Decisions {
+			byID[d.ID] = d
+		}
+		if a.Decisions != nil {
+			approved[a.Call.ID] = true
+			continue
+		}
 		decided[a.Call.ID] = a
 		if a.Approved {
 			approved[a.Call.ID] = true
@@ -1317,13 +1354,24 @@ func (n *Agent) answerTurn(ctx context.Context, key string, sess session.Session
 		}
 	}
 	compacts := n.compacts()
-	write := session.Write{Update: update, Messages: denials, Window: -1, Options: []session.UpdateOption{
+	var request []session.UpdateOption
+	if o.request != "" {
+		request = append(request, session.WithRequest(o.request, o.turnID, o.digest))
+	}
+	write := session.Write{Update: update, Messages: denials, Window: -1, Options: append(request,
 		session.WithTurn(o.turnID),
 		session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
 			cur = markClient(cur, clientDecided)
 			for i := range cur {
+				if d, ok := byID[cur[i].ID]; ok && cur[i].Agent != "" && cur[i].Status == session.ApprovalPending {
+					cur[i].Status, cur[i].Reason = session.ApprovalDenied, d.Reason
+					if d.Approved {
+						cur[i].Status = session.ApprovalApproved
+					}
+					continue
+				}
 				a, ok := decided[cur[i].Call.ID]
-				if !ok || cur[i].Status != session.ApprovalPending {
+				if !ok || cur[i].Status != session.ApprovalPending || cur[i].Agent != "" {
 					continue
 				}
 				cur[i].Status, cur[i].Reason = session.ApprovalDenied, a.Reason
@@ -1336,7 +1384,7 @@ func (n *Agent) answerTurn(ctx context.Context, key string, sess session.Session
 			}
 			return llmorch.KeepAnswered(cur), nil
 		}),
-	}}
+	)}
 	window := n.historyWindow()
 	if compacts {
 		window = -1

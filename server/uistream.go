@@ -30,6 +30,18 @@ type uiChunk struct {
 	// FinishReason is one of the AI SDK's reasons: stop, length, error,
 	// other.
 	FinishReason string `json:"finishReason,omitempty"`
+	// Transient marks a data part the AI SDK hands to onData without
+	// adding it to the message.
+	Transient bool `json:"transient,omitempty"`
+}
+
+// uiAgent is a data-agent part: an event of the turn of an agent that a
+// tool call asked (chat.KindToolProgress), under the call.
+type uiAgent struct {
+	ToolCallID string      `json:"toolCallId"`
+	ToolName   string      `json:"toolName"`
+	Agent      string      `json:"agent"`
+	Event      *chat.Event `json:"event"`
 }
 
 type uiToolOutput struct {
@@ -192,6 +204,13 @@ func (m *uiMapper) add(ev chat.Event, encode bool) [][]byte {
 		}
 		closeText()
 		add(&uiChunk{Type: "tool-approval-request", ApprovalID: ev.Approval.ID, ToolCallID: ev.Approval.ToolCallID})
+	case chat.KindToolProgress:
+		if p := ev.Progress; p != nil && p.Event != nil {
+			// The asked agent's work, nested under the call; transient,
+			// since the call's output is its answer.
+			closeText()
+			add(&uiChunk{Type: "data-agent", Data: uiAgent{ToolCallID: p.CallID, ToolName: p.Name, Agent: p.Agent, Event: p.Event}, Transient: true})
+		}
 	case chat.KindAbort:
 		closeText()
 		add(&uiChunk{Type: "abort", Reason: ev.Text})

@@ -125,7 +125,7 @@ type Request struct {
 	// follows that user message in the history.
 	UserMessages int `json:"userMessages"`
 	// Digest identifies what the request asked (its message, attachments
-	// and the rest; see agent.WithRequest), so that the key sent again
+	// and the rest; see agent.Input.Key), so that the key sent again
 	// with another request is told apart from a retry. Empty for a key
 	// recorded without one, which matches any request.
 	Digest string `json:"digest,omitempty"`
@@ -200,6 +200,9 @@ type JournalStep struct {
 	// offered (Approval.Offer; nil where the approval kept none).
 	Answers bool                   `json:"answers,omitempty"`
 	Offers  []*orchestration.Offer `json:"offers,omitempty"`
+	// Decisions are the person's answers that the calls carry to the
+	// agents they asked (Approval.Agent), by call ID.
+	Decisions map[string][]chat.Decision `json:"decisions,omitempty"`
 	// Results are the results of the calls that ran and completed, in
 	// the order they did. The orchestration has recorded each of them.
 	Results []chat.ToolResult `json:"results,omitempty"`
@@ -250,6 +253,13 @@ type Approval struct {
 	// other calls of its answer were. Nil in approvals saved before it was
 	// kept: the call is judged against the state it runs in.
 	Offer *orchestration.Offer `json:"offer,omitempty"`
+	// Agent is set for a call that an agent the session's turn asked
+	// made (chat.Approval.Agent): it names that agent, AgentCall is its
+	// call, and Call is the session's call that asked it (an agent
+	// tool's), which the answer runs again with the decisions. Several
+	// approvals may share one Call.
+	Agent     string         `json:"agent,omitempty"`
+	AgentCall *chat.ToolCall `json:"agentCall,omitempty"`
 }
 
 // Approval statuses.
@@ -925,4 +935,17 @@ func ValidID(id string) bool {
 		}
 	}
 	return true
+}
+
+// ChildID is the ID of the session in which the session that owner calls
+// parentID asks agent (another agent of the server; "" for a remote
+// agent, whose conversation this ID names on its server), through its
+// tool named tool (an agent tool): one conversation per parent session,
+// tool and agent, so that a second call continues what the first began,
+// under the same owner. It is a digest, so that it says nothing of the
+// parent's ID to whoever sees it (a remote agent's contextId), and the
+// parent's session can always find its children again.
+func ChildID(owner, parentID, tool, agent string) string {
+	d := sha256.Sum256([]byte(Key(owner, parentID) + "\x00" + tool + "\x00" + agent))
+	return "child-" + hex.EncodeToString(d[:16])
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/agentdock-go/agentdock/spend"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/tools/agenttool"
 	"github.com/agentdock-go/agentdock/tools/mcp"
 	"github.com/agentdock-go/agentdock/turns"
 )
@@ -69,6 +70,10 @@ type serveConfig struct {
 	A2APushHosts []string
 	// A2ADefaultAgent answers A2A messages to /a2a that name no agent.
 	A2ADefaultAgent string
+	// AgentCallDepth and AgentCallTimeout bound agent tools
+	// (agenttool.Config's MaxDepth and Timeout).
+	AgentCallDepth   int
+	AgentCallTimeout time.Duration
 	// Webhooks of background runs (server.Config's fields of the same
 	// names); WebhookHosts is one allow-list with A2APushHosts.
 	WebhookHosts    []string
@@ -339,6 +344,23 @@ func settings() []setting {
 		}},
 		{"A2A_DEFAULT_AGENT", "a2a-default-agent", "", "the agent that answers A2A messages to /a2a naming none (message.metadata.agent); none by default", func(c *serveConfig, v string) error {
 			c.A2ADefaultAgent = v
+			return nil
+		}},
+		{"AGENT_CALL_DEPTH", "agent-call-depth", strconv.Itoa(agenttool.DefaultMaxDepth), "how deep agent tools may nest: a call that would be deeper (counting every agent asked, on this server or another, whose A2A requests carry the depth) is refused, and so is an A2A request that comes deeper (1 to 32)", func(c *serveConfig, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 32 {
+				return fmt.Errorf("want a whole number from 1 to 32, got %q", v)
+			}
+			c.AgentCallDepth = n
+			return nil
+		}},
+		{"AGENT_CALL_TIMEOUT", "agent-call-timeout", agenttool.DefaultTimeout.String(), "longest call of an agent tool (the asked agent's turn, or a remote agent's task); the asked turn is then stopped and the call fails", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.AgentCallTimeout })(c, v); err != nil {
+				return err
+			}
+			if c.AgentCallTimeout < time.Second {
+				return errors.New("must be at least 1s")
+			}
 			return nil
 		}},
 		{"MAX_BODY_BYTES", "max-body-bytes", strconv.Itoa(server.DefaultMaxBodyBytes), "largest request body; larger ones get 413", func(c *serveConfig, v string) error {

@@ -91,7 +91,7 @@ func TestValidateMisspeltFeature(t *testing.T) {
 
 func TestValidateShippedTemplates(t *testing.T) {
 	code, out := run("validate", filepath.Join(testenv.ModuleRoot(), "templates"))
-	if code != 0 || !strings.Contains(out, "3 templates: 0 errors, 0 warnings") {
+	if code != 0 || !strings.Contains(out, "4 templates: 0 errors, 0 warnings") {
 		t.Fatalf("validate templates/ exited %d:\n%s", code, out)
 	}
 }

@@ -146,9 +146,13 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return err
 	}
+	// Agent tools run their child turns on the runtime, which is made
+	// once the agents are.
+	runner := &runtimeRunner{store: store}
+	delegates := newAgentTools(cfg, runner, loaded, mcpRT.toolsFor, log)
 	agents, err := agent.NewSet(agent.Config{
 		StreamedSteps: streamed,
-		ToolsFor:      mcpRT.toolsFor,
+		ToolsFor:      delegates.toolsFor,
 		Store:         store,
 		Tools:         registry,
 		Models:        modelFactory(cfg, tel, log),
@@ -169,6 +173,9 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		// it.
 		LeaseRenewal: cfg.LockTTL / 3,
 	}, loaded)
+	if err == nil {
+		err = delegates.err
+	}
 	if err != nil {
 		return err
 	}
@@ -177,6 +184,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		return err
 	}
 	mcpRT.reportStart(ctx, log)
+	runner.rt = rt
 	if cfg.mcpStdio {
 		// agentdock mcp serve: the agents as tools over stdin and stdout.
 		log.Info("serving MCP over stdio", "agents", len(agents.List()), "store", kind)
@@ -201,7 +209,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 			pushHostsOfKey = pushHostsOf(scfg.Webhooks)
 		}
 	}
-	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), PushHostsOf: pushHostsOfKey, DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
+	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), PushHostsOf: pushHostsOfKey, DefaultAgent: cfg.A2ADefaultAgent, MaxCallDepth: cfg.AgentCallDepth, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -350,6 +358,7 @@ func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]
 		byID[r.Loaded.ID()] = len(out)
 		out = append(out, r.Loaded)
 	}
+	out = checkAgentTools(out, log)
 	if len(out) == 0 {
 		return nil, errors.New("no template loaded")
 	}

@@ -248,6 +248,23 @@ test('a search that is not configured is a calm notice, and the turn goes on', {
   await page.close();
 });
 
+test('Research Lead: the Research Assistant it asks answers in a fold under the call', { skip }, async () => {
+  const page = await openPage();
+  await pickAgent(page, 'research-lead');
+  const answer = await sendAndWait(page, 'Fact-check: the Great Wall of China is visible from the Moon');
+  const cards = answer.locator('section.tool-card');
+  assert.deepEqual(await cards.evaluateAll((els) => els.map((e) => e.dataset.tool)), ['ask_researcher', 'critique']);
+  const fold = cards.first().locator('details.sub-answer');
+  assert.equal(await fold.locator('summary').textContent(), "research-assistant's answer");
+  assert.equal(await fold.evaluate((d) => d.open), false, 'the sub-answer is not folded');
+  assert.equal(await cards.nth(1).locator('details.sub-answer').count(), 0, 'a tool that asks no agent has a fold');
+  await fold.locator('summary').click();
+  assert.match(await fold.locator('.sub-answer-calls').innerText(), /search[\s\S]*critique/);
+  assert.match(await fold.locator('.sub-answer-text').innerText(), /Great Wall/);
+  await cards.first().screenshot({ path: join(artifacts, 'sub-answer.png') });
+  await page.close();
+});
+
 test('keyboard: skip link, visible focus, Enter on an agent and on a suggestion', { skip }, async () => {
   const page = await openPage();
   await page.keyboard.press('Tab');

@@ -370,6 +370,8 @@ test('a data-guardrail chunk is a part that names the guardrail, never the text'
   assert.equal(guardrailText({ name: 'keys', on: 'tool_result', action: 'redact', matched: 'openai_key', toolName: 'vault' }),
     "Guardrail “keys” redacted an openai key in a tool's result (vault).");
   assert.equal(textOf(turn), 'Your card [redacted:credit_card] is on file.');
+});
+
 test('groupConversations sorts by the local calendar: Today, Yesterday, the week, earlier', () => {
   const now = new Date(2026, 2, 12, 15, 0).getTime();
   const at = (d, h, m = 0) => new Date(2026, 2, d, h, m).getTime();
@@ -406,4 +408,38 @@ test('searchSource reads where search results come from and how many there are',
   assert.deepEqual(searchSource('## Search results: zzqx\n\nNo results found. Try a broader query.\n'), { source: '', count: 0 });
   assert.equal(searchSource('### Critique\n\n1. [not a search](https://x)'), null);
   assert.equal(searchSource(undefined), null);
+});
+
+test('applyChunk folds the work of an asked agent under the call that asked it', () => {
+  const turn = newTurn();
+  const agent = (event) => ({ type: 'data-agent', transient: true, data: { toolCallId: 'c1', toolName: 'ask_probe', agent: 'probe', event } });
+  for (const c of [
+    { type: 'tool-input-available', toolCallId: 'c1', toolName: 'ask_probe', input: { message: 'tea?' } },
+    agent({ type: 'tool-call', toolCall: { id: 'p1', name: 'search', arguments: { q: 'tea' } } }),
+    agent({ type: 'tool-result', toolResult: { callId: 'p1', name: 'search', content: 'x', isError: true } }),
+    agent({ type: 'text-delta', text: 'Tea ' }),
+    agent({ type: 'text-delta', text: 'cools.' }),
+    agent({ type: 'approval', toolCall: { id: 'p2', name: 'fetch', arguments: { url: 'u' } }, approval: { id: 'a1', toolCallId: 'p2' } }),
+    { type: 'tool-approval-request', toolCallId: 'c1', approvalId: 'a1' },
+  ]) applyChunk(turn, c);
+  const [part] = turn.parts;
+  assert.equal(turn.parts.length, 1);
+  assert.deepEqual(part.agent, { name: 'probe', text: 'Tea cools.', calls: [{ id: 'p1', name: 'search', state: 'failed' }],
+    asks: { approvalId: 'a1', agent: 'probe', toolName: 'fetch', input: { url: 'u' } }, failed: '', steps: [] });
+  assert.equal(part.state, 'approval-requested');
+
+  // The agent's turn taken over by another server: its step shows again.
+  const taken = newTurn();
+  for (const ev of [{ type: 'step-start' }, { type: 'text-delta', text: 'First step. ' }, { type: 'step-start' }, { type: 'text-delta', text: 'Cut sho' },
+    { type: 'restart', restart: { step: 2, since: 9 } }, { type: 'step-start' }, { type: 'text-delta', text: 'Second step.' }]) {
+    applyChunk(taken, agent(ev));
+  }
+  assert.equal(taken.parts[0].agent.text, 'First step. Second step.');
+
+  // A restored session says the same of a call that still waits.
+  const [, entry] = historyEntries(
+    [{ role: 'user', content: 'tea?' }, { role: 'assistant', toolCalls: [{ id: 'c1', name: 'ask_probe', arguments: { message: 'tea?' } }] }],
+    { pendingApprovals: [{ approvalId: 'a1', toolCallId: 'c1', toolName: 'ask_probe', agentCall: { agent: 'probe', toolName: 'fetch', input: { url: 'u' } } }] });
+  assert.deepEqual(entry.turn.parts[0].agent.asks, { approvalId: 'a1', agent: 'probe', toolName: 'fetch', input: { url: 'u' } });
+  assert.equal(entry.turn.parts[0].state, 'approval-requested');
 });

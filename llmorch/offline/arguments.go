@@ -574,6 +574,10 @@ func (g *generator) text(s *schema, path string, index int) (any, error) {
 	switch {
 	case s.Format != "":
 		v = formatted(s.Format, tp, index)
+	case name == "message" && index < 0:
+		// What to tell another agent (an agent tool): the user's request
+		// itself, which the asked agent acts on as the user's.
+		v = tp.message
 	case nameHas(name, []string{"lang", "locale"}):
 		v = "en"
 	case nameHas(name, []string{"url", "link", "uri"}):

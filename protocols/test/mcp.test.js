@@ -91,7 +91,7 @@ test('the TypeScript SDK client calls an agent over agentdock mcp serve (stdio)'
   await client.connect(transport);
   try {
     const { tools } = await client.listTools();
-    assert.deepEqual(tools.map((t) => t.name).sort(), ['cognitive-reasoner', 'planner', 'research-assistant']);
+    assert.deepEqual(tools.map((t) => t.name).sort(), ['cognitive-reasoner', 'planner', 'research-assistant', 'research-lead']);
     const notes = [];
     const res = await client.callTool({ name: 'cognitive-reasoner', arguments: { message: 'Compare tea and coffee for a morning routine' } }, undefined, {
       onprogress: (p) => notes.push(p.message),

@@ -42,6 +42,7 @@ import (
 	"github.com/agentdock-go/agentdock/responses"
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/tools/agenttool"
 	"github.com/agentdock-go/agentdock/turns"
 )
 
@@ -73,6 +74,10 @@ type Config struct {
 	// (message.metadata.agent); empty: such a message is refused. A
 	// client that knows only the server's card (the A2A TCK) needs it.
 	DefaultAgent string
+	// MaxCallDepth refuses a request deeper in agent calls than this (its
+	// agenttool.DepthHeader): agents of servers that ask one another end
+	// there (default agenttool.DefaultMaxDepth; AGENT_CALL_DEPTH).
+	MaxCallDepth int
 	// Name, Description and Version describe the server on its card
 	// (defaults: "agentdock", a sentence, "1").
 	Name, Description, Version string
@@ -137,6 +142,9 @@ func New(cfg Config) (*Edge, error) {
 	}
 	if cfg.Index == nil {
 		cfg.Index = NewMemoryIndex(0)
+	}
+	if cfg.MaxCallDepth <= 0 {
+		cfg.MaxCallDepth = agenttool.DefaultMaxDepth
 	}
 	return &Edge{cfg: cfg, tasks: taskStore{s: cfg.Tasks, index: cfg.Index}}, nil
 }

@@ -444,12 +444,18 @@ func (e *Edge) follow(ctx context.Context, turn *turns.Turn, p *progress, text *
 				p.note("step " + ev.Orchestration.ActiveStep)
 			}
 		case chat.KindApproval:
-			args := ev.ToolCall.Arguments
+			call, who := ev.ToolCall, ""
+			if c := ev.Approval.Call; c != nil {
+				call, who = c, ev.Approval.Agent+": "
+			}
+			args := call.Arguments
 			if len(args) == 0 {
 				args = json.RawMessage("{}")
 			}
-			r.pending = append(r.pending, Pending{ID: ev.Approval.ID, ToolName: ev.ToolCall.Name, Arguments: args})
-			p.note(ev.ToolCall.Name + " waits for approval")
+			r.pending = append(r.pending, Pending{ID: ev.Approval.ID, ToolName: call.Name, Arguments: args})
+			p.note(who + call.Name + " waits for approval")
+		case chat.KindToolProgress:
+			p.agent(ev.Progress)
 		case chat.KindError:
 			failure = ev.Error
 		case chat.KindDone:
@@ -580,6 +586,8 @@ type progress struct {
 	n     float64
 	chars int
 	sent  int
+	// asked are the calls whose agent's answering was noted.
+	asked map[string]bool
 }
 
 func (p *progress) note(msg string) {
@@ -589,6 +597,26 @@ func (p *progress) note(msg string) {
 	}
 	p.n++
 	_ = p.req.Session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p.n, Message: msg})
+}
+
+// agent notes the work of an agent a tool call asked: its tool calls,
+// and that it answers.
+func (p *progress) agent(pr *chat.Progress) {
+	if pr == nil || pr.Event == nil {
+		return
+	}
+	switch ev := pr.Event; ev.Kind {
+	case chat.KindToolCall:
+		p.note(pr.Agent + ": calling " + ev.ToolCall.Name)
+	case chat.KindTextDelta:
+		if !p.asked[pr.CallID] {
+			if p.asked == nil {
+				p.asked = map[string]bool{}
+			}
+			p.asked[pr.CallID] = true
+			p.note(pr.Agent + " is answering")
+		}
+	}
 }
 
 // text notes the answer's growth, once per 200 bytes.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -1079,7 +1080,7 @@ func (h *harness) journal(t *testing.T) {
 	want.Step.Results = []chat.ToolResult{result}
 	if j := got.Journal; j == nil || j.Writes != want.Writes || j.Step == nil || j.Step.Text != step.Text || len(j.Step.Calls) != 2 ||
 		string(j.Step.Calls[0].Arguments) != `{"q":"go"}` || j.Step.Invalid["c2"] != "unknown tool" || j.Step.Offer.Step != "research" ||
-		len(j.Step.Offer.Tools) != 1 || j.Step.Usage.Prompt != 7 || j.Step.Output != 12 || len(j.Step.Results) != 1 || j.Step.Results[0] != result {
+		len(j.Step.Offer.Tools) != 1 || j.Step.Usage.Prompt != 7 || j.Step.Output != 12 || len(j.Step.Results) != 1 || !reflect.DeepEqual(j.Step.Results[0], result) {
 		t.Fatalf("the journal read back: %+v; want %+v", got.Journal, want)
 	}
 	// The step's write: the journal goes on without the step.

@@ -204,6 +204,7 @@ function toolCard(part) {
     h('p', { class: 'label tool-output-label', text: 'Output' }), output);
   const approval = h('div', { class: 'approval', hidden: true });
   const notice = h('p', { class: 'tool-notice', role: 'status', hidden: true });
+  const sub = subAnswer();
   const el = h('section', { class: 'tool-card', 'aria-label': `Tool ${part.toolName}` }, details, notice, approval);
   let asked = '';
   return {
@@ -211,6 +212,9 @@ function toolCard(part) {
     update(p) {
       el.dataset.state = p.state;
       el.dataset.tool = p.toolName;
+      // Only the call of an agent tool gets the fold of the agent's work.
+      if (p.agent && !sub.el.parentNode) details.after(sub.el);
+      sub.update(p);
       name.textContent = p.toolName;
       status.textContent = statusOf(p);
       source.textContent = sourceOf(p);
@@ -249,9 +253,13 @@ function toolCard(part) {
       if (p.state === 'approval-requested' && asked !== p.approvalId) {
         asked = p.approvalId;
         const reasonId = `reason-${p.approvalId}`;
+        // An asked agent's call says which agent asks, and for what.
+        const asks = p.agent?.asks?.approvalId === p.approvalId ? p.agent.asks : null;
         approval.replaceChildren(
-          h('p', { class: 'approval-question' }, 'The agent wants to run ', h('strong', { text: p.toolName }), ' with:'),
-          argumentList(p.input, p.inputText),
+          asks
+            ? h('p', { class: 'approval-question' }, h('strong', { text: asks.agent }), ' (asked by this call) wants to run ', h('strong', { text: asks.toolName }), ' with:')
+            : h('p', { class: 'approval-question' }, 'The agent wants to run ', h('strong', { text: p.toolName }), ' with:'),
+          asks ? argumentList(asks.input) : argumentList(p.input, p.inputText),
           h('p', { class: 'approval-allow', text: 'Allow it?' }),
           h('label', { class: 'sr-only', for: reasonId, text: 'Reason (optional)' }),
           h('input', { id: reasonId, class: 'approval-reason', type: 'text', placeholder: 'Reason (optional)', maxlength: '500', autocomplete: 'off' }),
@@ -263,6 +271,30 @@ function toolCard(part) {
         asked = '';
         approval.replaceChildren(h('p', { class: 'approval-answer muted', text: p.approved ? 'Approved; running it…' : `Denied${p.reason ? `: ${p.reason}` : ''}.` }));
       }
+    },
+  };
+}
+
+// subAnswer is the work of the agent a tool call asked (an agent tool),
+// folded under the card while it streams and after: its tool calls, then
+// its answer. Nothing shows for other tools.
+function subAnswer() {
+  const title = h('span', { class: 'sub-answer-title' });
+  const calls = h('ul', { class: 'sub-answer-calls' });
+  const text = h('div', { class: 'md sub-answer-text' });
+  const el = h('details', { class: 'sub-answer', hidden: true }, h('summary', {}, title), calls, text);
+  return {
+    el,
+    update(p) {
+      const a = p.agent;
+      el.hidden = !a;
+      if (!a) return;
+      const running = p.state === 'input-available' || p.state === 'input-streaming';
+      title.textContent = `${a.name}'s answer${running ? ' (working…)' : ''}`;
+      calls.replaceChildren(...a.calls.map((c) => h('li', { 'data-state': c.state }, h('span', { class: 'tool-name', text: c.name }), ` ${c.state}`)));
+      calls.hidden = a.calls.length === 0;
+      renderMarkdown(text, a.failed ? `${a.text}\n\n*${a.failed}*` : a.text);
+      el.classList.toggle('streaming', running);
     },
   };
 }

@@ -195,6 +195,14 @@ export function applyChunk(turn, chunk) {
       touch(turn, part);
       break;
     }
+    case 'data-agent': {
+      // The work of an agent a tool call asked, folded into the call's part.
+      const d = chunk.data ?? {};
+      const part = toolPart(turn, d);
+      foldAgentEvent(part, String(d.agent ?? ''), d.event ?? {});
+      touch(turn, part);
+      break;
+    }
     case 'data-warning': {
       const part = { kind: 'warning', message: String(chunk.data?.message ?? '') };
       turn.parts.push(part);
@@ -237,6 +245,55 @@ export function applyChunk(turn, chunk) {
       break;
   }
   return changed;
+}
+
+/**
+ * foldAgentEvent adds one event of an asked agent's turn to the sub-answer
+ * of the tool part that asked it: its text, its tool calls and their
+ * outcome, the approval it waits for. The events of agents it asked in
+ * turn show as their tool calls' progress only.
+ */
+export function foldAgentEvent(part, agent, ev) {
+  const sub = (part.agent ??= { name: agent, text: '', calls: [], asks: null, failed: '', steps: [] });
+  switch (ev.type) {
+    case 'step-start':
+      sub.steps.push(sub.text.length);
+      break;
+    case 'restart': {
+      // Another server took the agent's turn over: the steps from
+      // ev.restart.step on are shown again.
+      const k = Number(ev.restart?.step ?? 0);
+      if (k >= 1 && k <= sub.steps.length) {
+        sub.text = sub.text.slice(0, sub.steps[k - 1]);
+        sub.steps.length = k - 1;
+      }
+      break;
+    }
+    case 'text-delta':
+      sub.text += String(ev.text ?? '');
+      break;
+    case 'tool-call':
+      sub.calls.push({ id: String(ev.toolCall?.id ?? ''), name: String(ev.toolCall?.name ?? 'tool'), state: 'running' });
+      break;
+    case 'tool-result': {
+      const c = sub.calls.findLast((x) => x.id === String(ev.toolResult?.callId ?? ''));
+      if (c) c.state = ev.toolResult?.isError ? 'failed' : 'done';
+      break;
+    }
+    case 'approval':
+      sub.asks = {
+        approvalId: String(ev.approval?.id ?? ''),
+        agent: String(ev.approval?.agent || agent),
+        toolName: String(ev.approval?.call?.name ?? ev.toolCall?.name ?? 'tool'),
+        input: ev.approval?.call?.arguments ?? ev.toolCall?.arguments,
+      };
+      break;
+    case 'error':
+      sub.failed = String(ev.error?.message ?? 'it failed');
+      break;
+    default:
+      break;
+  }
 }
 
 /**
@@ -342,6 +399,11 @@ export function historyEntries(messages, { dropAfterLastUser = false, pendingApp
   const last = out.findLast((e) => 'turn' in e)?.turn;
   for (const a of Array.isArray(waiting) ? waiting : []) {
     if (last && last.parts.some((p) => p.kind === 'tool' && p.toolCallId === a?.toolCallId)) {
+      if (a.agentCall) {
+        // An asked agent's call: the card says which agent asks, for what.
+        applyChunk(last, { type: 'data-agent', data: { toolCallId: a.toolCallId, agent: a.agentCall.agent,
+          event: { type: 'approval', toolCall: { name: a.agentCall.toolName, arguments: a.agentCall.input }, approval: { id: a.approvalId } } } });
+      }
       applyChunk(last, { type: 'tool-approval-request', toolCallId: a.toolCallId, approvalId: a.approvalId });
     }
   }
