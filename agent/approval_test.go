@@ -17,6 +17,7 @@ import (
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
 )
 
 // scriptedModel answers each model call with the next entry of its
@@ -69,6 +70,11 @@ func (m *scriptedModel) last() llmorch.Request {
 
 func call(id, name string) chat.Event {
 	return chat.Event{Kind: chat.KindToolCall, ToolCall: &chat.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(`{"x":1}`)}}
+}
+
+// toolbox gives every agent tb (Options.ToolsFor).
+func toolbox(tb tools.Toolbox) func(*template.Loaded) tools.Toolbox {
+	return func(*template.Loaded) tools.Toolbox { return tb }
 }
 
 // countingTools runs any call of its names and counts the runs.
@@ -129,7 +135,7 @@ func newApprovalRig(t *testing.T, src string) *approvalRig {
 	store := session.NewMemory(session.Config{})
 	t.Cleanup(func() { store.Close() })
 	r := &approvalRig{t: t, store: store, model: &scriptedModel{}, tools: &countingTools{names: a.Template.Tools()}, id: session.NewID()}
-	agents, err := agent.NewSet(agent.Config{Store: store, Tools: r.tools, Models: func(*template.Template) (llmorch.Model, error) { return r.model, nil }}, []*template.Loaded{a})
+	agents, err := agent.NewSet(agent.Options{Store: store, ToolsFor: toolbox(r.tools), Models: func(*template.Template) (llmorch.Model, error) { return r.model, nil }}, []*template.Loaded{a})
 	if err != nil {
 		t.Fatal(err)
 	}

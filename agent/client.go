@@ -42,7 +42,7 @@ var (
 	// (options.clientInstructions "refuse").
 	ErrInstructions = errors.New("the agent does not take a client's instructions")
 	// ErrAttachment: an attachment the agent's model does not take, or
-	// one over Config.MaxAttachmentBytes; an *AttachmentError says which.
+	// one over Options.MaxAttachmentBytes; an *AttachmentError says which.
 	ErrAttachment = errors.New("attachment refused")
 )
 
