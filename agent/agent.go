@@ -8,6 +8,14 @@
 // error), the templates' MCP servers started, their agent tools made, the
 // warnings returned for the caller to show. `agentdock serve` loads its
 // agents through it. NewSet makes a Set of templates already read.
+//
+// A turn is Agent.Run with an Input, ranged over. The turn runtime
+// (package turns) runs turns across replicas on top of this package; what
+// only it needs is here too, since it reaches into a turn's session: the
+// takeover of a turn whose replica died (Set.TakeOver, Takeover), the
+// recovery of its streamed steps (Set.RecoverTurn, StreamReader,
+// StreamedStep, Recovery) and the stored answer of an idempotent retry
+// (AnswerTo). A program that runs its turns itself needs none of them.
 package agent
 
 import (
@@ -611,7 +619,7 @@ type Input struct {
 	// History is messages that come before the turn's message, as a
 	// client holds its conversation: they are added to the session's
 	// history ahead of the message, and replayed through the
-	// orchestration (see Agent.Replay), so that the turn starts in the
+	// orchestration (orchestration.Engine.Replay), so that the turn starts in the
 	// step, sequence position and offer those messages lead to. They must
 	// pass Agent.CheckHistory. Compacted is messages that came before
 	// History's and that a compaction left out (a Responses API
@@ -1136,7 +1144,7 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 		// it, which gets one result.
 		shared := slices.ContainsFunc(pending[:i], func(b session.Approval) bool { return b.Call.ID == a.Call.ID })
 		if !a.Client && !shared {
-			denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, DeniedByNewMessage)))
+			denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, deniedByNewMessage)))
 		}
 	}
 	denials = append(results, denials...)
@@ -1158,7 +1166,7 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 			cur = markClient(cur, decided)
 			for i := range cur {
 				if cur[i].Status == session.ApprovalPending {
-					cur[i].Status, cur[i].Reason = session.ApprovalDenied, DeniedByNewMessage
+					cur[i].Status, cur[i].Reason = session.ApprovalDenied, deniedByNewMessage
 				}
 			}
 			return llmorch.KeepAnswered(cur), nil
@@ -1195,8 +1203,8 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 			return nil
 		}
 		*s, _ = recordResults(engine, *s, records)
-		*s = n.Replay(*s, o.compacted, client)
-		*s = n.Replay(*s, o.history, client)
+		*s = n.Engine().Replay(*s, o.compacted, client)
+		*s = n.Engine().Replay(*s, o.history, client)
 		*s, dec = engine.Apply(*s, orchestration.UserMessage(message))
 		return nil
 	}
@@ -1309,9 +1317,9 @@ func (n *Agent) historyWindow() int {
 	return -1 // all
 }
 
-// DeniedByNewMessage is the reason of a call denied because the user sent
+// deniedByNewMessage is the reason of a call denied because the user sent
 // a new message while it waited for approval.
-const DeniedByNewMessage = "the user sent a new message"
+const deniedByNewMessage = "the user sent a new message"
 
 // errApprovalsMoved: the session's pending approvals changed under the
 // lease, which only a store edited by hand does.
@@ -1362,8 +1370,8 @@ type ApprovalError struct {
 func (e *ApprovalError) Error() string { return e.Msg }
 func (e *ApprovalError) Unwrap() error { return e.Err }
 
-// MaxApprovalReasonBytes bounds the reason of an answer.
-const MaxApprovalReasonBytes = 2000
+// maxApprovalReasonBytes bounds the reason of an answer.
+const maxApprovalReasonBytes = 2000
 
 func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers []ApprovalAnswer, o options) (iter.Seq[chat.Event], error) {
 	if len(answers) == 0 && o.results == nil {
@@ -1377,8 +1385,8 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 	}
 	for i, a := range answers {
 		switch {
-		case len(a.Reason) > MaxApprovalReasonBytes:
-			return nil, &ApprovalError{Err: ErrInvalidApproval, Index: i, ID: a.ID, Msg: fmt.Sprintf("the reason is %d bytes; the limit is %d", len(a.Reason), MaxApprovalReasonBytes)}
+		case len(a.Reason) > maxApprovalReasonBytes:
+			return nil, &ApprovalError{Err: ErrInvalidApproval, Index: i, ID: a.ID, Msg: fmt.Sprintf("the reason is %d bytes; the limit is %d", len(a.Reason), maxApprovalReasonBytes)}
 		case !utf8.ValidString(a.Reason):
 			return nil, &ApprovalError{Err: ErrInvalidApproval, Index: i, ID: a.ID, Msg: "the reason is not valid UTF-8"}
 		}

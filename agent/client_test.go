@@ -109,7 +109,7 @@ func TestClientCallHeldAndAnswered(t *testing.T) {
 		t.Fatalf("the model call after the result was offered %v", got)
 	}
 	history, _ := store.Messages(ctx, id, 0)
-	replayed := n.Replay(orchestration.State{}, history, []string{"client_a", "client_b"})
+	replayed := n.Engine().Replay(orchestration.State{}, history, []string{"client_a", "client_b"})
 	if replayed.SequenceIndex != sess.State.SequenceIndex || !replayed.RecentlyUsedTools.Equal(sess.State.RecentlyUsedTools.Slice()...) {
 		t.Fatalf("the history replays to %+v, the session holds %+v", replayed, sess.State)
 	}

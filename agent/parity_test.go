@@ -250,7 +250,7 @@ func TestReplayParity(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if diff := sameState(r.node.Replay(orchestration.State{}, history, nil), sess.State); diff != "" {
+				if diff := sameState(r.node.Engine().Replay(orchestration.State{}, history, nil), sess.State); diff != "" {
 					t.Fatalf("conversation %d: %s\nhistory %+v", i, diff, history)
 				}
 			}

@@ -21,10 +21,6 @@ import (
 // mcpServersFileEnv names the server-wide MCP servers file.
 const mcpServersFileEnv = "MCP_SERVERS_FILE"
 
-// mcpStartWait bounds how long serve waits for the MCP servers' first start
-// before it listens; a server still starting then is offered once ready.
-const mcpStartWait = 15 * time.Second
-
 // readMCPServers reads the MCP servers file at path ("" for none). Every
 // problem is reported, each naming the server and the field.
 func readMCPServers(path string) (mcpconfig.Servers, error) {

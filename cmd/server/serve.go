@@ -136,10 +136,11 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	// once the agents are.
 	runner := &runtimeRunner{store: store}
 	agents, err := loadAgents(ctx, cfg.TemplatesDir, agent.Options{
-		Builtin:      builtin,
-		MCP:          manager,
-		MCPStartWait: mcpStartWait,
-		AgentTools:   agenttool.Config{Runner: runner, MaxDepth: cfg.AgentCallDepth, Timeout: cfg.AgentCallTimeout, Logger: log},
+		Builtin: builtin,
+		// A server still starting after agent.DefaultMCPStartWait is
+		// offered once ready.
+		MCP:        manager,
+		AgentTools: agenttool.Config{Runner: runner, MaxDepth: cfg.AgentCallDepth, Timeout: cfg.AgentCallTimeout, Logger: log},
 
 		StreamedSteps: streamed,
 		Store:         store,
