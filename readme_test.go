@@ -1,5 +1,5 @@
 // The README's commands, run as a newcomer types them from the repository
-// root. This file is the only one of its package: the README is the
+// root. The package holds only doc.go besides: the README is the
 // module's, not a package's.
 package agentdock_test
 

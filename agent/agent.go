@@ -2,10 +2,20 @@
 // message into a streamed turn (Agent.Run) with the orchestration, the tools,
 // the model and the session store around it.
 //
-// Load makes the Set of agents of a template directory in one call: the
-// tools given once and every node checked against them, the templates' MCP
-// servers started, the warnings returned for the caller to show. NewSet is
-// the same from templates already loaded, with every setting of Config.
+// Load makes the Set of agents of a template directory in one call, with
+// the Options that configure every agent: the built-in tools and the Go
+// tools given, every node checked against them (a misspelt one is an
+// error), the templates' MCP servers started, their agent tools made, the
+// warnings returned for the caller to show. `agentdock serve` loads its
+// agents through it. NewSet makes a Set of templates already read.
+//
+// A turn is Agent.Run with an Input, ranged over. The turn runtime
+// (package turns) runs turns across replicas on top of this package; what
+// only it needs is here too, since it reaches into a turn's session: the
+// takeover of a turn whose replica died (Set.TakeOver, Takeover), the
+// recovery of its streamed steps (Set.RecoverTurn, StreamReader,
+// StreamedStep, Recovery) and the stored answer of an idempotent retry
+// (AnswerTo). A program that runs its turns itself needs none of them.
 package agent
 
 import (
@@ -13,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"iter"
 	"log/slog"
 	"slices"
@@ -32,6 +43,7 @@ import (
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/tools/agenttool"
 )
 
 // Errors a turn (Agent.Run) yields before it starts.
@@ -69,12 +81,55 @@ func Model(m llmorch.Model) ModelFactory {
 	return func(*template.Template) (llmorch.Model, error) { return m, nil }
 }
 
-// Config is shared by the agents of a Set.
-type Config struct {
-	Store  session.Store
-	Tools  tools.Toolbox
+// Options configure the agents of a Set: Load and LoadFS read templates
+// with them, NewSet takes templates already read. The zero value runs the
+// templates with the built-in tools on the offline model, in memory.
+type Options struct {
+	// Tools are Go tools the templates may name, beside the built-in
+	// ones (package tools: think, reflect, critique, debate, brainstorm,
+	// compare and search), each once; one with a built-in's name replaces
+	// it. A tool that no template names is never offered, and a warning
+	// naming it is logged.
+	Tools []tools.Tool
+	// Builtin configures the built-in tools: search's backend and the
+	// timeout of every tool call (tools.BuiltinConfigFromEnv reads them
+	// from the environment, as serve does). The zero value's search
+	// answers each call with how to configure a backend.
+	Builtin tools.BuiltinConfig
+	// MCP runs the templates' MCP servers (Load only; NewSet runs none):
+	// mcp.NewManager(mcp.Config{}) of package tools/mcp, with the servers
+	// every agent may use added under scope "" beforehand. Nil: a
+	// template with mcpServers is an error. The Set's Close closes it,
+	// and so does a Load that fails.
+	MCP MCP
+	// MCPStartWait bounds how long Load waits for the MCP servers' first
+	// start (default DefaultMCPStartWait): a server still starting then
+	// is a warning, and its tools are offered once it is ready.
+	MCPStartWait time.Duration
+	// AgentTools configures the tools of the templates' agents entries
+	// (package tools/agenttool). Its Runner runs the turns of the local
+	// agents they ask: nil, the Set runs them itself, in this process
+	// (Direct), not durable beyond it; a server gives its turn runtime.
+	// Its Agents and Logger default to the Set's templates and Logger.
+	AgentTools agenttool.Config
+	// ToolsFor, when set, gives each agent its tools in place of all of
+	// the above: for a harness that stands in for the tools (package
+	// transcript). Load then checks the nodes against no tool.
+	ToolsFor func(*template.Loaded) tools.Toolbox
+
+	// Models makes each template's model (Model(m): m for every one);
+	// nil: the offline model.
 	Models ModelFactory
+	// Store keeps the sessions; nil: a memory store.
+	Store session.Store
+	// Logger records the loading's warnings, the MCP servers' starts and
+	// failures, the tool calls and the turns' troubles; nil:
+	// slog.Default().
 	Logger *slog.Logger
+	// Telemetry records an invoke_agent span per turn (with the model and
+	// tool spans under it) and the turn metrics; nil records nothing.
+	Telemetry *telemetry.Telemetry
+
 	// MaxMessageBytes bounds a user message (default 32 KiB).
 	MaxMessageBytes int
 	// MaxAttachmentBytes bounds one attachment of a message as sent (its
@@ -84,9 +139,6 @@ type Config struct {
 	// LeaseRenewal is how often a running turn extends its session lease
 	// (default 10 s; keep it well under the store's LockTTL).
 	LeaseRenewal time.Duration
-	// Telemetry records an invoke_agent span per turn (with the model and
-	// tool spans under it) and the turn metrics; nil records nothing.
-	Telemetry *telemetry.Telemetry
 	// Budget bounds every turn (llmorch.Budget); a template's options
 	// override it field by field, and unset fields take
 	// llmorch.DefaultBudget.
@@ -94,11 +146,8 @@ type Config struct {
 	// StreamedSteps, when set, reads what a turn streamed, step by step
 	// (the server's shared turn log): a turn whose replica died before its
 	// last write is recovered from it by the session's next turn or by
-	// Agents.RecoverTurn. Nil: such a turn's unsaved steps are lost.
+	// Set.RecoverTurn. Nil: such a turn's unsaved steps are lost.
 	StreamedSteps StreamReader
-	// ToolsFor, when set, gives each agent tools of its own instead of
-	// Tools: a template's own MCP servers serve that agent only.
-	ToolsFor func(*template.Loaded) tools.Toolbox
 	// Context is the context budget of the agents whose template does not
 	// set options.context, and the defaults of those that set part of it.
 	Context ContextConfig
@@ -131,9 +180,20 @@ type Config struct {
 	// Resolver resolves the hosts of attachment URLs (default
 	// net.DefaultResolver).
 	Resolver netguard.Resolver
+
+	// Shipped, for Load, are templates read before path's, from the root
+	// of the file system (a server's own: package templates' FS); one
+	// whose agentId a template at path has is replaced by it. Load's path
+	// "" then reads Shipped's alone.
+	Shipped fs.FS
+	// SkipInvalid makes Load leave out a template with errors (and one
+	// whose agent tools ask an agent left out) instead of failing: its
+	// errors are among the diagnostics Load returns, and Load fails only
+	// when no template is left. A server serves its other agents.
+	SkipInvalid bool
 }
 
-// The values of Config.AttachmentURLs.
+// The values of Options.AttachmentURLs.
 const (
 	AttachmentURLsPublic = "public"
 	AttachmentURLsNone   = "none"
@@ -158,19 +218,13 @@ type ContextConfig struct {
 // DefaultMaxMessageBytes bounds a user message unless configured.
 const DefaultMaxMessageBytes = 32 << 10
 
-func (c *Config) check() error {
-	var missing []string
+// check fills the defaults of o and checks it.
+func (c *Options) check() error {
 	if c.Store == nil {
-		missing = append(missing, "Store")
-	}
-	if c.Tools == nil {
-		missing = append(missing, "Tools")
+		c.Store = session.NewMemory(session.Config{})
 	}
 	if c.Models == nil {
-		missing = append(missing, "Models")
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("agent: Config needs %s", strings.Join(missing, ", "))
+		c.Models = Model(offline.New(offline.Config{}))
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -182,76 +236,195 @@ func (c *Config) check() error {
 		c.LeaseRenewal = 10 * time.Second
 	}
 	if err := c.Budget.Validate(); err != nil {
-		return fmt.Errorf("agent: Config.Budget: %w", err)
+		return fmt.Errorf("agent: Options.Budget: %w", err)
 	}
 	if c.FallbackWait <= 0 {
 		c.FallbackWait = DefaultFallbackWait
 	}
 	if _, ok := c.Store.(session.Ledger); !ok && c.Spend.Bounded() {
-		return fmt.Errorf("agent: Config.Spend sets budgets, but the store (%T) keeps no spending (session.Ledger)", c.Store)
+		return fmt.Errorf("agent: Options.Spend sets budgets, but the store (%T) keeps no spending (session.Ledger)", c.Store)
 	}
 	for i, f := range c.Fallbacks {
 		if f.Model == nil {
-			return fmt.Errorf("agent: Config.Fallbacks[%d] has no Model", i)
+			return fmt.Errorf("agent: Options.Fallbacks[%d] has no Model", i)
 		}
 	}
 	switch cc := c.Context; {
 	case cc.MaxInputTokens < 0, cc.MaxInputTokens > 0 && cc.MaxInputTokens < template.MinContextTokens:
-		return fmt.Errorf("agent: Config.Context.MaxInputTokens: want at least %d, got %d", template.MinContextTokens, cc.MaxInputTokens)
+		return fmt.Errorf("agent: Options.Context.MaxInputTokens: want at least %d, got %d", template.MinContextTokens, cc.MaxInputTokens)
 	case cc.KeepTurns < 0:
-		return fmt.Errorf("agent: Config.Context.KeepTurns: want a positive number of turns, got %d", cc.KeepTurns)
+		return fmt.Errorf("agent: Options.Context.KeepTurns: want a positive number of turns, got %d", cc.KeepTurns)
 	case cc.Summarizer != "" && cc.Summarizer != template.SummarizerOffline:
-		return fmt.Errorf("agent: Config.Context.Summarizer: want \"\" (the agent's model) or %q, got %q", template.SummarizerOffline, cc.Summarizer)
+		return fmt.Errorf("agent: Options.Context.Summarizer: want \"\" (the agent's model) or %q, got %q", template.SummarizerOffline, cc.Summarizer)
 	}
 	switch c.AttachmentURLs {
 	case "":
 		c.AttachmentURLs = AttachmentURLsPublic
 	case AttachmentURLsPublic, AttachmentURLsNone:
 	default:
-		return fmt.Errorf("agent: Config.AttachmentURLs: want %q or %q, got %q", AttachmentURLsPublic, AttachmentURLsNone, c.AttachmentURLs)
+		return fmt.Errorf("agent: Options.AttachmentURLs: want %q or %q, got %q", AttachmentURLsPublic, AttachmentURLsNone, c.AttachmentURLs)
 	}
 	return nil
 }
 
 // Set is the set of agents a server hosts.
 type Set struct {
-	cfg  Config
+	cfg  Options
 	list []*Agent
 	byID map[string]*Agent
 	// mcp runs the MCP servers of a Set that Load made (nil otherwise).
 	mcp MCP
 }
 
-// NewSet builds an Agent for every loaded template. Agent IDs must be unique.
-func NewSet(cfg Config, loaded []*template.Loaded) (*Set, error) {
-	if err := cfg.check(); err != nil {
-		return nil, err
+// NewSet makes the agents of templates already read (template.Load,
+// template.LoadPath...), with their tools as Options says: the built-in
+// tools and Options.Tools, and their agent tools; it runs no MCP servers
+// (Load does), so a template with mcpServers needs Options.ToolsFor. The
+// templates' nodes are as checked as the template.Config they were read
+// with; Load reads and checks them with Options. Agent IDs must be unique.
+func NewSet(opts Options, loaded []*template.Loaded) (*Set, error) {
+	var registry *tools.Registry
+	if opts.ToolsFor == nil {
+		for _, l := range loaded {
+			if len(l.Template.MCPServers) > 0 {
+				return nil, fmt.Errorf("agent: %s: mcpServers: NewSet runs no MCP servers (Load runs them, with Options.MCP)", l.File)
+			}
+		}
+		var err error
+		if registry, err = opts.registry(); err != nil {
+			return nil, err
+		}
 	}
 	// The agents the templates' agent tools ask are among them, and do not
-	// ask one another in a circle (package tools/agenttool runs them).
+	// ask one another in a circle.
 	if err := template.CheckAgents(loaded).Err(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	a := &Set{cfg: cfg, byID: make(map[string]*Agent)}
-	for _, l := range loaded {
-		if _, dup := a.byID[l.ID()]; dup {
-			return nil, fmt.Errorf("agent %q is defined twice (%s)", l.ID(), l.File)
-		}
-		n, err := newAgent(cfg, l)
+	return assemble(opts, loaded, registry, nil)
+}
+
+// registry is the built-in tools and o.Tools, which replace the built-ins
+// of the same name.
+func (o Options) registry() (*tools.Registry, error) {
+	builtin, err := tools.BuiltinTools(o.Builtin)
+	if err != nil {
+		return nil, fmt.Errorf("agent: Options.Builtin: %w", err)
+	}
+	all := slices.DeleteFunc(builtin, func(b tools.Tool) bool {
+		return slices.ContainsFunc(o.Tools, func(t tools.Tool) bool { return t.Spec().Name == b.Spec().Name })
+	})
+	log := cmp.Or(o.Builtin.Logger, o.Logger, slog.Default())
+	reg, err := tools.NewRegistryWithConfig(tools.Config{Timeout: o.Builtin.Timeout, Logger: log}, append(all, o.Tools...)...)
+	if err != nil {
+		return nil, fmt.Errorf("agent: Options.Tools: %w", err)
+	}
+	return reg, nil
+}
+
+// assemble makes the Set of loaded, whose CheckAgents passed: each
+// agent's tools are opts.ToolsFor's, or registry's (its MCP servers' when
+// mcpTools has the agent) with its agent tools beside them.
+func assemble(opts Options, loaded []*template.Loaded, registry *tools.Registry, mcpTools map[string]tools.Toolbox) (*Set, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	set := &Set{cfg: opts, byID: make(map[string]*Agent)}
+	toolsFor := opts.ToolsFor
+	if toolsFor == nil {
+		warnUnnamed(opts, loaded)
+		delegates, err := agentTools(opts, set, loaded)
 		if err != nil {
 			return nil, err
 		}
-		a.byID[n.ID()] = n
-		a.list = append(a.list, n)
+		toolsFor = func(l *template.Loaded) tools.Toolbox {
+			var base tools.Toolbox = registry
+			if tb, ok := mcpTools[l.ID()]; ok {
+				base = tb
+			}
+			if tb, ok := delegates[l.ID()]; ok {
+				return tools.Join(base, tb)
+			}
+			return base
+		}
 	}
-	sort.SliceStable(a.list, func(i, j int) bool {
-		ti, tj := a.list[i].Template(), a.list[j].Template()
+	for _, l := range loaded {
+		if _, dup := set.byID[l.ID()]; dup {
+			return nil, fmt.Errorf("agent %q is defined twice (%s)", l.ID(), l.File)
+		}
+		n, err := newAgent(opts, l, toolsFor(l))
+		if err != nil {
+			return nil, err
+		}
+		set.byID[n.ID()] = n
+		set.list = append(set.list, n)
+	}
+	sort.SliceStable(set.list, func(i, j int) bool {
+		ti, tj := set.list[i].Template(), set.list[j].Template()
 		if ti.Priority != tj.Priority {
 			return ti.Priority > tj.Priority
 		}
 		return ti.Name < tj.Name
 	})
-	return a, nil
+	return set, nil
+}
+
+// agentTools makes the agent tools of each template that has some, by
+// agent ID; their local agents' turns run on opts.AgentTools.Runner, or on
+// set's agents in this process.
+func agentTools(opts Options, set *Set, loaded []*template.Loaded) (map[string]tools.Toolbox, error) {
+	cfg := agentToolsConfig(opts, set, loaded)
+	out := map[string]tools.Toolbox{}
+	var errs []error
+	for _, l := range loaded {
+		if len(l.Template.Agents) == 0 {
+			continue
+		}
+		tb, err := agenttool.New(cfg, l.Template)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", l.File, err))
+			continue
+		}
+		out[l.ID()] = tb
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return out, nil
+}
+
+// agentToolsConfig is opts.AgentTools with its defaults: set's agents run
+// the local agents' turns (set may be nil when only the configuration's
+// errors are asked for), loaded's templates describe them.
+func agentToolsConfig(opts Options, set *Set, loaded []*template.Loaded) agenttool.Config {
+	cfg := opts.AgentTools
+	if cfg.Runner == nil {
+		cfg.Runner = &Direct{Agents: set}
+	}
+	if cfg.Agents == nil {
+		byID := map[string]*template.Template{}
+		for _, l := range loaded {
+			byID[l.ID()] = l.Template
+		}
+		cfg.Agents = func(id string) (*template.Template, bool) {
+			t, ok := byID[id]
+			return t, ok
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = opts.Logger
+	}
+	return cfg
+}
+
+// warnUnnamed logs each of opts.Tools that no template names: it is
+// never offered, which is likely a node missing from a template.
+func warnUnnamed(opts Options, loaded []*template.Loaded) {
+	for _, t := range opts.Tools {
+		name := t.Spec().Name
+		if !slices.ContainsFunc(loaded, func(l *template.Loaded) bool { return slices.Contains(l.Template.Nodes, name) }) {
+			opts.Logger.Warn("a tool given to the agents is named by no template's nodes, so no agent is offered it", "tool", name)
+		}
+	}
 }
 
 // List returns the agents, highest template priority first, then by name.
@@ -268,7 +441,7 @@ func (a *Set) Store() session.Store { return a.cfg.Store }
 
 // Agent runs one agent.
 type Agent struct {
-	cfg     Config
+	cfg     Options
 	agent   *template.Loaded
 	model   llmorch.Model
 	service *llmorch.Service
@@ -277,7 +450,7 @@ type Agent struct {
 	svcCfg llmorch.ServiceConfig
 }
 
-func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
+func newAgent(cfg Options, l *template.Loaded, tools tools.Toolbox) (*Agent, error) {
 	b := newModels(cfg, l.Template, newMeter(cfg))
 	model, err := b.of("")
 	if err != nil {
@@ -286,10 +459,6 @@ func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
 	steps, err := b.steps()
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: %w", l.ID(), err)
-	}
-	tools := cfg.Tools
-	if cfg.ToolsFor != nil {
-		tools = cfg.ToolsFor(l)
 	}
 	policy, err := contextPolicy(cfg, l.Template, model, b)
 	if err != nil {
@@ -323,7 +492,7 @@ func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
 // contextPolicy is the agent's context budget: the template's
 // options.context, then cfg's, then the defaults; nil when it is off, or
 // when the model sees no history to compact.
-func contextPolicy(cfg Config, t *template.Template, model llmorch.Model, b *models) (*llmorch.ContextPolicy, error) {
+func contextPolicy(cfg Options, t *template.Template, model llmorch.Model, b *models) (*llmorch.ContextPolicy, error) {
 	tc := t.Options.Context
 	if tc == nil {
 		if cfg.Context.Off {
@@ -362,7 +531,7 @@ func contextPolicy(cfg Config, t *template.Template, model llmorch.Model, b *mod
 // (guardrails with check "model"), by the model each names: the offline
 // model, or a model node of the template, which the factory makes as it
 // makes the agent's model.
-func judgeModels(cfg Config, t *template.Template) (map[string]llmorch.Model, error) {
+func judgeModels(cfg Options, t *template.Template) (map[string]llmorch.Model, error) {
 	specs := slices.Clone(t.Options.Guardrails)
 	for _, st := range t.Steps() {
 		specs = append(specs, st.Guardrails...)
@@ -427,7 +596,7 @@ type Input struct {
 	// Text is the user's message; Attachments the images and files it
 	// carries (a message may be attachments alone). Each attachment must
 	// be of a kind the agent's model takes and within
-	// Config.MaxAttachmentBytes (ErrAttachment).
+	// Options.MaxAttachmentBytes (ErrAttachment).
 	Text        string
 	Attachments []chat.Attachment
 	// Answers answer the session's calls that wait for approval: every
@@ -450,7 +619,7 @@ type Input struct {
 	// History is messages that come before the turn's message, as a
 	// client holds its conversation: they are added to the session's
 	// history ahead of the message, and replayed through the
-	// orchestration (see Agent.Replay), so that the turn starts in the
+	// orchestration (orchestration.Engine.Replay), so that the turn starts in the
 	// step, sequence position and offer those messages lead to. They must
 	// pass Agent.CheckHistory. Compacted is messages that came before
 	// History's and that a compaction left out (a Responses API
@@ -509,7 +678,7 @@ type Input struct {
 	Owner string
 	// TurnID names the turn (its stream's ID, for example), so that a
 	// turn that dies can be recovered from what it streamed under that
-	// name (Config.StreamedSteps). Empty: a random ID.
+	// name (Options.StreamedSteps). Empty: a random ID.
 	TurnID string
 	// Key is the turn's idempotency key (a client's Idempotency-Key, the
 	// AI SDK's user message ID): the turn's first write records it in the
@@ -529,7 +698,7 @@ type Input struct {
 	Key string
 	// Position is the position of the turn's stream (the seq of the last
 	// event the server logged of it so far), so that, when the store is
-	// shared by replicas (Config.StreamedSteps), each write records how
+	// shared by replicas (Options.StreamedSteps), each write records how
 	// far the saved answer reaches in the stream: a replica that finds the
 	// turn interrupted takes it over, or rebuilds what is missing, from
 	// exactly there (session.Journal.Frame).
@@ -975,7 +1144,7 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 		// it, which gets one result.
 		shared := slices.ContainsFunc(pending[:i], func(b session.Approval) bool { return b.Call.ID == a.Call.ID })
 		if !a.Client && !shared {
-			denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, DeniedByNewMessage)))
+			denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, deniedByNewMessage)))
 		}
 	}
 	denials = append(results, denials...)
@@ -997,7 +1166,7 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 			cur = markClient(cur, decided)
 			for i := range cur {
 				if cur[i].Status == session.ApprovalPending {
-					cur[i].Status, cur[i].Reason = session.ApprovalDenied, DeniedByNewMessage
+					cur[i].Status, cur[i].Reason = session.ApprovalDenied, deniedByNewMessage
 				}
 			}
 			return llmorch.KeepAnswered(cur), nil
@@ -1034,8 +1203,8 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 			return nil
 		}
 		*s, _ = recordResults(engine, *s, records)
-		*s = n.Replay(*s, o.compacted, client)
-		*s = n.Replay(*s, o.history, client)
+		*s = n.Engine().Replay(*s, o.compacted, client)
+		*s = n.Engine().Replay(*s, o.history, client)
 		*s, dec = engine.Apply(*s, orchestration.UserMessage(message))
 		return nil
 	}
@@ -1148,9 +1317,9 @@ func (n *Agent) historyWindow() int {
 	return -1 // all
 }
 
-// DeniedByNewMessage is the reason of a call denied because the user sent
+// deniedByNewMessage is the reason of a call denied because the user sent
 // a new message while it waited for approval.
-const DeniedByNewMessage = "the user sent a new message"
+const deniedByNewMessage = "the user sent a new message"
 
 // errApprovalsMoved: the session's pending approvals changed under the
 // lease, which only a store edited by hand does.
@@ -1201,8 +1370,8 @@ type ApprovalError struct {
 func (e *ApprovalError) Error() string { return e.Msg }
 func (e *ApprovalError) Unwrap() error { return e.Err }
 
-// MaxApprovalReasonBytes bounds the reason of an answer.
-const MaxApprovalReasonBytes = 2000
+// maxApprovalReasonBytes bounds the reason of an answer.
+const maxApprovalReasonBytes = 2000
 
 func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers []ApprovalAnswer, o options) (iter.Seq[chat.Event], error) {
 	if len(answers) == 0 && o.results == nil {
@@ -1216,8 +1385,8 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 	}
 	for i, a := range answers {
 		switch {
-		case len(a.Reason) > MaxApprovalReasonBytes:
-			return nil, &ApprovalError{Err: ErrInvalidApproval, Index: i, ID: a.ID, Msg: fmt.Sprintf("the reason is %d bytes; the limit is %d", len(a.Reason), MaxApprovalReasonBytes)}
+		case len(a.Reason) > maxApprovalReasonBytes:
+			return nil, &ApprovalError{Err: ErrInvalidApproval, Index: i, ID: a.ID, Msg: fmt.Sprintf("the reason is %d bytes; the limit is %d", len(a.Reason), maxApprovalReasonBytes)}
 		case !utf8.ValidString(a.Reason):
 			return nil, &ApprovalError{Err: ErrInvalidApproval, Index: i, ID: a.ID, Msg: "the reason is not valid UTF-8"}
 		}

@@ -37,11 +37,7 @@ func shipped(t *testing.T) []*template.Loaded {
 
 func newAgents(t testing.TB, store session.Store, models agent.ModelFactory, loaded []*template.Loaded) *agent.Set {
 	t.Helper()
-	reg, err := tools.Builtin(tools.BuiltinConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: models}, loaded)
+	a, err := agent.NewSet(agent.Options{Store: store, Models: models}, loaded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +298,7 @@ func (m *recordingModel) Stream(_ context.Context, req llmorch.Request) iter.Seq
 func TestRunIsLazy(t *testing.T) {
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
-	n := gatedNode(t, store, agent.Config{}, newGatedModel())
+	n := gatedNode(t, store, agent.Options{}, newGatedModel())
 	id := session.NewID()
 	_ = n.Run(context.Background(), id, agent.Text("never ranged"))
 	if _, _, err := store.Claim(context.Background(), id); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/tools"
 )
 
 // scriptedModel answers each model call with the next entry of its
@@ -69,6 +70,15 @@ func (m *scriptedModel) last() llmorch.Request {
 
 func call(id, name string) chat.Event {
 	return chat.Event{Kind: chat.KindToolCall, ToolCall: &chat.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(`{"x":1}`)}}
+}
+
+// deniedByNewMessage is the reason docs/api.md gives a call denied by a
+// new user message.
+const deniedByNewMessage = "the user sent a new message"
+
+// toolbox gives every agent tb (Options.ToolsFor).
+func toolbox(tb tools.Toolbox) func(*template.Loaded) tools.Toolbox {
+	return func(*template.Loaded) tools.Toolbox { return tb }
 }
 
 // countingTools runs any call of its names and counts the runs.
@@ -129,7 +139,7 @@ func newApprovalRig(t *testing.T, src string) *approvalRig {
 	store := session.NewMemory(session.Config{})
 	t.Cleanup(func() { store.Close() })
 	r := &approvalRig{t: t, store: store, model: &scriptedModel{}, tools: &countingTools{names: a.Template.Tools()}, id: session.NewID()}
-	agents, err := agent.NewSet(agent.Config{Store: store, Tools: r.tools, Models: func(*template.Template) (llmorch.Model, error) { return r.model, nil }}, []*template.Loaded{a})
+	agents, err := agent.NewSet(agent.Options{Store: store, ToolsFor: toolbox(r.tools), Models: func(*template.Template) (llmorch.Model, error) { return r.model, nil }}, []*template.Loaded{a})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,12 +329,12 @@ func TestNewMessageDeniesPending(t *testing.T) {
 		t.Fatalf("ran %v", got)
 	}
 	ap := r.approvals()
-	if ap[0].Status != session.ApprovalDenied || ap[0].Reason != agent.DeniedByNewMessage {
+	if ap[0].Status != session.ApprovalDenied || ap[0].Reason != deniedByNewMessage {
 		t.Fatalf("approvals %+v", ap)
 	}
 	msgs := r.model.last().Messages
 	n := len(msgs)
-	if msgs[n-1].Content != "never mind" || msgs[n-2].Role != chat.RoleTool || !strings.Contains(msgs[n-2].Content, agent.DeniedByNewMessage) || len(msgs[n-3].ToolCalls) != 1 {
+	if msgs[n-1].Content != "never mind" || msgs[n-2].Role != chat.RoleTool || !strings.Contains(msgs[n-2].Content, deniedByNewMessage) || len(msgs[n-3].ToolCalls) != 1 {
 		t.Fatalf("the model got %+v", msgs)
 	}
 	_, err := agent.Started(r.node.Run(context.Background(), r.id, agent.Input{Answers: []agent.ApprovalAnswer{{ID: ap[0].ID, Approved: true}}}))
@@ -435,7 +445,7 @@ func TestStopAfterARunningCall(t *testing.T) {
 	if !sess.State.RecentlyUsedTools.Equal("think") {
 		t.Fatalf("recorded %v, want [think]", sess.State.RecentlyUsedTools)
 	}
-	if replayed := r.node.Replay(orchestration.State{}, msgs, nil); !replayed.RecentlyUsedTools.Equal("think") || replayed.UserMessages != sess.State.UserMessages {
+	if replayed := r.node.Engine().Replay(orchestration.State{}, msgs, nil); !replayed.RecentlyUsedTools.Equal("think") || replayed.UserMessages != sess.State.UserMessages {
 		t.Fatalf("replayed %+v, session %+v", replayed, sess.State)
 	}
 }

@@ -42,7 +42,7 @@ var (
 	// (options.clientInstructions "refuse").
 	ErrInstructions = errors.New("the agent does not take a client's instructions")
 	// ErrAttachment: an attachment the agent's model does not take, or
-	// one over Config.MaxAttachmentBytes; an *AttachmentError says which.
+	// one over Options.MaxAttachmentBytes; an *AttachmentError says which.
 	ErrAttachment = errors.New("attachment refused")
 )
 
@@ -113,14 +113,14 @@ func (o options) extend(t llmorch.Turn) llmorch.Turn {
 	return t
 }
 
-// MaxClientTools bounds the client tools of one request.
-const MaxClientTools = 128
+// maxClientTools bounds the client tools of one request.
+const maxClientTools = 128
 
 // checkClient checks what the client brought that does not depend on
 // the session.
 func (n *Agent) checkClient(ctx context.Context, o options) error {
-	if len(o.clientTools) > MaxClientTools {
-		return &ClientToolError{Index: MaxClientTools, Msg: fmt.Sprintf("%d client tools; at most %d are taken", len(o.clientTools), MaxClientTools)}
+	if len(o.clientTools) > maxClientTools {
+		return &ClientToolError{Index: maxClientTools, Msg: fmt.Sprintf("%d client tools; at most %d are taken", len(o.clientTools), maxClientTools)}
 	}
 	agentTools := n.Template().Tools()
 	for i, t := range o.clientTools {
@@ -195,15 +195,15 @@ func (n *Agent) checkChoice(st orchestration.State, o options) error {
 	return nil
 }
 
-// NoResult is the result a call of a client tool gets when the client
+// noResult is the result a call of a client tool gets when the client
 // goes on without sending one.
-const NoResult = chat.NotRunPrefix + "the client sent no result for this call."
+const noResult = chat.NotRunPrefix + "the client sent no result for this call."
 
 // clientResults matches the client's results with the session's calls
 // that wait for them. It returns the tool messages in the calls' order,
 // the records they make, and which calls they answer (the call's ID ->
 // whether the client sent its result). all: every waiting call must be
-// answered; otherwise the ones left out get NoResult. Each result is cut
+// answered; otherwise the ones left out get noResult. Each result is cut
 // to limit bytes (tools.LimitResult), as a built-in tool's would be: the
 // client's output is stored and sent with every later model request too.
 // guard, when set, passes each through the tool_result guardrails.
@@ -232,7 +232,7 @@ func clientResults(pending []session.Approval, answered []session.Approval, resu
 			if all {
 				return nil, nil, nil, &ResultError{Index: -1, CallID: p.Call.ID, Msg: fmt.Sprintf("the call %q of the client tool %q waits for its result; send the result of every call the last answer made", clipID(p.Call.ID), clipID(p.Call.Name))}
 			}
-			msgs = append(msgs, llmorch.ToolMessage(chat.ToolResult{CallID: p.Call.ID, Name: p.Call.Name, Content: NoResult, Type: "no_result", IsError: true, NotRun: true}))
+			msgs = append(msgs, llmorch.ToolMessage(chat.ToolResult{CallID: p.Call.ID, Name: p.Call.Name, Content: noResult, Type: "no_result", IsError: true, NotRun: true}))
 			decided[p.Call.ID] = false
 			continue
 		}
@@ -303,8 +303,8 @@ func (n *Agent) historyContinue(key string, sess session.Session, o options) (tu
 	}
 	client := o.clientNames()
 	update := func(s *orchestration.State) error {
-		*s = n.Replay(*s, o.compacted, client)
-		*s = n.Replay(*s, o.history, client)
+		*s = n.Engine().Replay(*s, o.compacted, client)
+		*s = n.Engine().Replay(*s, o.history, client)
 		return nil
 	}
 	st := sess.State

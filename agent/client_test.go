@@ -109,7 +109,7 @@ func TestClientCallHeldAndAnswered(t *testing.T) {
 		t.Fatalf("the model call after the result was offered %v", got)
 	}
 	history, _ := store.Messages(ctx, id, 0)
-	replayed := n.Replay(orchestration.State{}, history, []string{"client_a", "client_b"})
+	replayed := n.Engine().Replay(orchestration.State{}, history, []string{"client_a", "client_b"})
 	if replayed.SequenceIndex != sess.State.SequenceIndex || !replayed.RecentlyUsedTools.Equal(sess.State.RecentlyUsedTools.Slice()...) {
 		t.Fatalf("the history replays to %+v, the session holds %+v", replayed, sess.State)
 	}
@@ -204,10 +204,6 @@ func TestAttachmentURLs(t *testing.T) {
 	models := func(*template.Template) (llmorch.Model, error) {
 		return provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: mock.URL() + "/v1"})
 	}
-	reg, err := tools.Builtin(tools.BuiltinConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	byURL := []chat.Attachment{{Kind: chat.AttachImage, URL: "https://images.example.com/x.png"}}
 	byData := []chat.Attachment{{Kind: chat.AttachImage, URL: "data:image/png;base64,AAAA"}}
 	for _, tc := range []struct {
@@ -225,7 +221,7 @@ func TestAttachmentURLs(t *testing.T) {
 	} {
 		store := session.NewMemory(session.Config{})
 		defer store.Close()
-		set, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: models, AttachmentURLs: tc.urls, Resolver: fakeResolver(tc.resolves)}, []*template.Loaded{a})
+		set, err := agent.NewSet(agent.Options{Store: store, Models: models, AttachmentURLs: tc.urls, Resolver: fakeResolver(tc.resolves)}, []*template.Loaded{a})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +236,7 @@ func TestAttachmentURLs(t *testing.T) {
 			t.Errorf("%s: %v; refused %v, want %v", tc.name, err, got, tc.refused)
 		}
 	}
-	if _, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: reg, Models: models, AttachmentURLs: "any"}, []*template.Loaded{a}); err == nil {
+	if _, err := agent.NewSet(agent.Options{Store: session.NewMemory(session.Config{}), Models: models, AttachmentURLs: "any"}, []*template.Loaded{a}); err == nil {
 		t.Error("AttachmentURLs \"any\" accepted")
 	}
 }

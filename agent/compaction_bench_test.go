@@ -84,7 +84,7 @@ func BenchmarkCompactionTurn(b *testing.B) {
 				}
 				return benchModel{o200k}, nil
 			}
-			set, err := agent.NewSet(agent.Config{Store: store, Tools: &longTools{countingTools{names: []string{"think", "reflect", "critique"}}},
+			set, err := agent.NewSet(agent.Options{Store: store, ToolsFor: toolbox(&longTools{countingTools{names: []string{"think", "reflect", "critique"}}}),
 				Models: models, Logger: quietLogger()}, []*template.Loaded{a})
 			if err != nil {
 				b.Fatal(err)

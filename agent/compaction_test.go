@@ -118,7 +118,7 @@ func runLong(t *testing.T, store session.Store, context string) *longRun {
 		}
 		return provider.New(provider.Config{Provider: provider.OpenAI, Model: "gpt-4o-mini", BaseURL: r.mock.URL() + "/v1", APIKey: "test-key"})
 	}
-	set, err := agent.NewSet(agent.Config{Store: store, Tools: &longTools{countingTools{names: tools}}, Models: models, Logger: quietLogger()}, []*template.Loaded{a})
+	set, err := agent.NewSet(agent.Options{Store: store, ToolsFor: toolbox(&longTools{countingTools{names: tools}}), Models: models, Logger: quietLogger()}, []*template.Loaded{a})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch"
-	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
 )
 
@@ -133,18 +132,6 @@ func clipID(s string) string {
 	return s
 }
 
-// Replay returns st after the orchestration followed msgs, a conversation
-// that passed CheckHistory: the state a session that had that conversation
-// holds, by the rules of orchestration.Engine.Replay (each call checked
-// against the offer of the model call that made it; a tool message marked
-// NotRun, a call that never ran, records nothing; a call that ran and
-// failed is recorded). Token usage is not in a conversation and stays as
-// it was. client names the client tools of the request the conversation
-// came with (nil: none).
-func (n *Agent) Replay(st orchestration.State, msgs []chat.Message, client []string) orchestration.State {
-	return n.Engine().Replay(st, msgs, client)
-}
-
 var errOptions = errors.New("agent: Input.Regenerate and Input.Edit cannot be combined with History or Stateless")
 
 func (n *Agent) checkOptions(ctx context.Context, o options) error {
@@ -172,17 +159,18 @@ func (n *Agent) turnStore() (session.Store, *llmorch.Service, error) {
 	return store, svc, nil
 }
 
-// Compact fits a conversation a client holds (msgs, which must pass
+// compact fits a conversation a client holds (msgs, which must pass
 // CheckHistory) to the agent's context budget, as a turn does before a
 // model call: when the request it would make passes the budget, its oldest
 // whole turns beyond the kept ones are summarized (llmorch.ContextPolicy).
 // prev is the summary entry the conversation starts with, one an earlier
-// Compact returned, or nil. Nothing is stored and the orchestration is not
-// involved: it is the machinery for a client that keeps its conversation
-// itself (the Responses API's compact). It fails when the agent's budget
+// compact returned, or nil. Nothing is stored and the orchestration is not
+// involved. No door uses it now (the Responses API's compact goes through
+// a Compactor: Summarizing); its tests keep llmorch.Service.Compact
+// honest until one does or it goes. It fails when the agent's budget
 // is off, and returns the conversation as it was, with the error, when
 // no summary can be made.
-func (n *Agent) Compact(ctx context.Context, prev *chat.Message, msgs []chat.Message) (llmorch.Compacted, error) {
+func (n *Agent) compact(ctx context.Context, prev *chat.Message, msgs []chat.Message) (llmorch.Compacted, error) {
 	if err := n.CheckHistory(msgs, nil); err != nil {
 		return llmorch.Compacted{}, err
 	}

@@ -51,7 +51,7 @@ func TestStatelessTurnMatchesSessionTurn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			replayed := n.Replay(orchestration.State{}, history, nil)
+			replayed := n.Engine().Replay(orchestration.State{}, history, nil)
 			live := sess.State
 			if replayed.ActiveStep != live.ActiveStep || replayed.SequenceIndex != live.SequenceIndex ||
 				!replayed.RecentlyUsedTools.Equal(live.RecentlyUsedTools.Slice()...) ||
@@ -218,7 +218,7 @@ func TestRegenerate(t *testing.T) {
 	if st.RegeneratedUsage.IsZero() || st.TokenUsage.Total <= was.TokenUsage.Total {
 		t.Fatalf("usage %+v, regenerated %+v: both answers' spend must be kept, the dropped one's reported", st.TokenUsage, st.RegeneratedUsage)
 	}
-	if replayed := n.Replay(orchestration.State{}, after, nil); !replayed.RecentlyUsedTools.Equal(st.RecentlyUsedTools.Slice()...) || replayed.ActiveStep != st.ActiveStep || replayed.SequenceIndex != st.SequenceIndex {
+	if replayed := n.Engine().Replay(orchestration.State{}, after, nil); !replayed.RecentlyUsedTools.Equal(st.RecentlyUsedTools.Slice()...) || replayed.ActiveStep != st.ActiveStep || replayed.SequenceIndex != st.SequenceIndex {
 		t.Fatalf("replaying the history gives %+v, the session has %+v", replayed, st)
 	}
 

@@ -64,7 +64,7 @@ func Example_customModel() {
 		"agentId": "researcher", "name": "Researcher", "nodes": ["llm.openai", "lookup", "summarize"],
 		"orchestration": {"steps": [{"name": "Research", "isDefault": true,
 			"availableTools": {"allowed": ["lookup", "summarize"]}, "sequence": ["lookup", "summarize"]}]}}`)}}
-	agents, _, err := agent.LoadFS(context.Background(), researcher, "researcher.json", agent.Options{Tools: []tools.Tool{lookup, summarize}, Model: diligent{}})
+	agents, _, err := agent.LoadFS(context.Background(), researcher, "researcher.json", agent.Options{Tools: []tools.Tool{lookup, summarize}, Models: agent.Model(diligent{})})
 	if err != nil {
 		panic(err)
 	}

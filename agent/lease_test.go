@@ -19,7 +19,6 @@ import (
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/session/redistest"
 	"github.com/agentdock-go/agentdock/template"
-	"github.com/agentdock-go/agentdock/tools"
 )
 
 // gatedModel blocks each call until the test lets it answer (or the call's
@@ -81,17 +80,13 @@ func waitLog(t *testing.T, logs *syncBuffer, want string) {
 
 const plainTemplate = `{"agentId": "plain", "name": "Plain", "nodes": ["llm.openai"], "chatSettings": {"historyPolicy": "lastN", "historyLength": 4}}`
 
-func gatedNode(t testing.TB, store session.Store, cfg agent.Config, model llmorch.Model) *agent.Agent {
+func gatedNode(t testing.TB, store session.Store, cfg agent.Options, model llmorch.Model) *agent.Agent {
 	t.Helper()
 	a, ds := template.Load("plain.json", []byte(plainTemplate), template.Config{})
 	if a == nil {
 		t.Fatal(ds.Err())
 	}
-	reg, err := tools.Builtin(tools.BuiltinConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Store, cfg.Tools = store, reg
+	cfg.Store = store
 	cfg.Models = func(*template.Template) (llmorch.Model, error) { return model, nil }
 	agents, err := agent.NewSet(cfg, []*template.Loaded{a})
 	if err != nil {
@@ -143,7 +138,7 @@ func TestLeaseReleasedAfterRedisComesBack(t *testing.T) {
 	defer store.Close()
 	logs := &syncBuffer{}
 	model := newGatedModel()
-	n := gatedNode(t, store, agent.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}, model)
+	n := gatedNode(t, store, agent.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}, model)
 	id := session.NewID()
 
 	done := startTurn(t, n, id, privateMessage)
@@ -193,7 +188,7 @@ func TestLeaseReleaseGivesUpAtExpiry(t *testing.T) {
 	defer store.Close()
 	logs := &syncBuffer{}
 	model := newGatedModel()
-	n := gatedNode(t, store, agent.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}, model)
+	n := gatedNode(t, store, agent.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}, model)
 
 	done := startTurn(t, n, session.NewID(), privateMessage)
 	<-model.started
@@ -216,7 +211,7 @@ func TestLeaseFreeWhenDoneArrives(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			store := st.open(t)
 			defer store.Close()
-			n := gatedNode(t, store, agent.Config{}, &recordingModel{})
+			n := gatedNode(t, store, agent.Options{}, &recordingModel{})
 			id := session.NewID()
 			for i := range 3 {
 				events, err := agent.Started(n.Run(context.Background(), id, agent.Text("hello")))
@@ -304,7 +299,7 @@ func TestLeaseRenewal(t *testing.T) {
 	store := &extendCounting{Store: mem, extended: make(chan struct{}, 1)}
 	logs := &syncBuffer{}
 	model := newGatedModel()
-	n := gatedNode(t, store, agent.Config{LeaseRenewal: 5 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))}, model)
+	n := gatedNode(t, store, agent.Options{LeaseRenewal: 5 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))}, model)
 	id := session.NewID()
 
 	done := startTurn(t, n, id, "a long turn")
@@ -341,7 +336,7 @@ func TestOpenTurnGoroutines(t *testing.T) {
 	defer store.Close()
 	model := newGatedModel()
 	model.started = make(chan struct{}, 100)
-	n := gatedNode(t, store, agent.Config{}, model)
+	n := gatedNode(t, store, agent.Options{}, model)
 	const turns = 50
 	before := runtime.NumGoroutine()
 	var done []<-chan []chat.Event

@@ -5,38 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
+	"time"
 
-	"github.com/agentdock-go/agentdock/llmorch"
-	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/orchestration"
-	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/tools/agenttool"
 	"github.com/agentdock-go/agentdock/tools/mcp/mcpconfig"
 )
 
-// Options are what Load gives the agents it loads. The zero value runs
-// templates without tools on the offline model, in memory.
-type Options struct {
-	// Tools are the Go tools the templates may name, each once. A node
-	// naming neither one of them nor a tool of an MCP server is an error.
-	Tools []tools.Tool
-	// Model is every agent's model; nil: the offline model.
-	Model llmorch.Model
-	// Store keeps the sessions; nil: a memory store.
-	Store session.Store
-	// MCP runs the templates' MCP servers: mcp.NewManager(mcp.Config{})
-	// of package tools/mcp, with the servers every agent may use added
-	// under scope "" beforehand. Nil: a template with mcpServers is an
-	// error. The Set's Close closes it, and so does a Load that fails.
-	MCP MCP
-	// Logger records the MCP servers' starts and failures and the tool
-	// calls; nil: slog.Default().
-	Logger *slog.Logger
-}
+// DefaultMCPStartWait is Options.MCPStartWait's default.
+const DefaultMCPStartWait = 15 * time.Second
 
 // MCP runs MCP servers for Load; *mcp.Manager of package tools/mcp is
 // one. It is an interface so that a program without MCP servers links
@@ -51,27 +33,49 @@ type MCP interface {
 	Start(ctx context.Context)
 	WaitStarted(ctx context.Context) error
 	// AgentTools returns the tools of an agent (builtin's and its
-	// servers'), the nodes naming a tool a ready server does not list,
-	// and the servers that are not running.
-	AgentTools(builtin *tools.Registry, agentID string, nodes []string) (tb tools.Toolbox, missing, down mcpconfig.Problems)
+	// servers'), given its template's nodes, with the errors (nodes that
+	// misspell a tool their ready server lists) and the warnings (nodes
+	// naming a tool their ready server does not list, servers not
+	// running) their first start shows; a problem's path is
+	// "nodes[i]", i a position in nodes, or "mcpServers.<name>".
+	AgentTools(builtin *tools.Registry, agentID string, nodes []string) (tb tools.Toolbox, errs, warnings mcpconfig.Problems)
 	// Close ends the servers within ctx.
 	Close(ctx context.Context) error
 }
 
 // Load loads the templates at path (a template file, or a directory of
-// template.json and */template.json), checks them against opts.Tools and
-// the MCP servers, and returns their agents, with the MCP servers running
-// until the Set's Close. ctx bounds the servers' first start.
+// template.json and */template.json; with Options.Shipped, those first),
+// checks them against the tools of opts (the built-in tools, opts.Tools,
+// the agents entries and the MCP servers), and returns their agents, with
+// the MCP servers running until the Set's Close. ctx bounds the servers'
+// first start.
 //
-// Anything that would make an agent differ from its template is an error:
-// a template that does not validate, a node naming a tool nobody provides
-// or a tool its MCP server does not list. The warnings are what runs
-// nonetheless (an unknown key, which is read as nothing; an MCP server
-// that did not start, whose tools are offered once it runs): show them.
+// What would make an agent differ from its template by a slip is an
+// error: a template that does not validate, a node that misspells a tool
+// (one an MCP server lists included), an agents entry that asks an agent
+// not loaded. The warnings are what runs nonetheless: show them. They
+// are an unknown key, which is read as nothing; a node naming a tool that
+// nobody provides and that resembles none, which is never offered (a tool
+// this runtime lacks, as AgentDock's templates name); an MCP server that
+// did not start, whose tools are offered once it runs. A Go tool of
+// opts.Tools that no template names is logged as a warning.
+//
+// This is how `agentdock serve` loads its agents: the shipped templates
+// (Options.Shipped) and TEMPLATES_DIR's, leaving out those with errors
+// (Options.SkipInvalid).
 func Load(ctx context.Context, path string, opts Options) (*Set, orchestration.Diagnostics, error) {
-	return load(ctx, opts, func(cfg template.Config) ([]template.Result, error) {
-		return template.LoadPath(path, cfg)
-	}, true)
+	var sources []source
+	if opts.Shipped != nil {
+		sources = append(sources, source{read: func(cfg template.Config) ([]template.Result, error) {
+			return template.LoadFS(opts.Shipped, ".", cfg)
+		}})
+	}
+	if path != "" || opts.Shipped == nil {
+		sources = append(sources, source{onDisk: true, read: func(cfg template.Config) ([]template.Result, error) {
+			return template.LoadPath(path, cfg)
+		}})
+	}
+	return load(ctx, opts, sources)
 }
 
 // LoadFS is Load for the templates at root of fsys (an embed.FS, say). A
@@ -79,12 +83,37 @@ func Load(ctx context.Context, path string, opts Options) (*Set, orchestration.D
 // program's working directory, as there is no directory of the template
 // to resolve it against.
 func LoadFS(ctx context.Context, fsys fs.FS, root string, opts Options) (*Set, orchestration.Diagnostics, error) {
-	return load(ctx, opts, func(cfg template.Config) ([]template.Result, error) {
+	var sources []source
+	if opts.Shipped != nil {
+		sources = append(sources, source{read: func(cfg template.Config) ([]template.Result, error) {
+			return template.LoadFS(opts.Shipped, ".", cfg)
+		}})
+	}
+	sources = append(sources, source{read: func(cfg template.Config) ([]template.Result, error) {
 		return template.LoadFS(fsys, root, cfg)
-	}, false)
+	}})
+	return load(ctx, opts, sources)
 }
 
-func load(ctx context.Context, opts Options, read func(template.Config) ([]template.Result, error), onDisk bool) (_ *Set, _ orchestration.Diagnostics, err error) {
+// source is where Load reads templates; a later source's template
+// replaces an earlier one's of the same agent ID.
+type source struct {
+	read func(template.Config) ([]template.Result, error)
+	// onDisk: the templates' files are on disk, and their MCP servers'
+	// relative paths resolve against their directories.
+	onDisk bool
+}
+
+// loading is one Load under way: the templates kept so far and what was
+// found.
+type loading struct {
+	opts   Options
+	loaded []*template.Loaded
+	onDisk map[*template.Loaded]bool
+	diags  orchestration.Diagnostics
+}
+
+func load(ctx context.Context, opts Options, sources []source) (_ *Set, _ orchestration.Diagnostics, err error) {
 	if opts.MCP != nil {
 		defer func() {
 			if err != nil {
@@ -92,122 +121,201 @@ func load(ctx context.Context, opts Options, read func(template.Config) ([]templ
 			}
 		}()
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
+	if err := opts.check(); err != nil {
+		return nil, nil, err
 	}
-	registry, err := tools.NewRegistryWithConfig(tools.Config{Logger: log}, opts.Tools...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("agent: Options.Tools: %w", err)
+	l := &loading{opts: opts, onDisk: map[*template.Loaded]bool{}}
+	var registry *tools.Registry
+	var provided []string // nil: nodes are not checked (ToolsFor)
+	if opts.ToolsFor == nil {
+		if registry, err = opts.registry(); err != nil {
+			return nil, nil, err
+		}
+		provided = append([]string{}, registry.Names()...)
 	}
 	var shared []string
 	if opts.MCP != nil {
 		shared = opts.MCP.Names()
 	}
-	provided := append([]string{}, registry.Names()...) // not nil: checked
-	results, err := read(template.Config{Provided: provided, Strict: true, MCPServers: shared})
-	if err != nil {
-		return nil, nil, fmt.Errorf("agent: %w", err)
+	if err := l.read(sources, template.Config{Provided: provided, MCPServers: shared}); err != nil {
+		return nil, nil, err
 	}
-	var all orchestration.Diagnostics
-	var loaded []*template.Loaded
-	for _, r := range results {
-		all = append(all, r.Diagnostics...)
-		if r.Loaded != nil {
-			loaded = append(loaded, r.Loaded)
+	if err := l.checkAgents(); err != nil {
+		return nil, nil, err
+	}
+	var mcpTools map[string]tools.Toolbox
+	if opts.ToolsFor == nil {
+		if mcpTools, err = l.startMCP(ctx, registry); err != nil {
+			return nil, nil, err
+		}
+		// The agent tools' own configuration (a remote agent's URL from
+		// the environment) is checked before the Set is made.
+		cfg := agentToolsConfig(opts, nil, l.loaded)
+		if err := l.drop(func(t *template.Loaded) (orchestration.Diagnostics, bool) {
+			if len(t.Template.Agents) == 0 {
+				return nil, false
+			}
+			_, err := agenttool.New(cfg, t.Template)
+			if err == nil {
+				return nil, false
+			}
+			return orchestration.Diagnostics{{Severity: orchestration.SeverityError, File: t.File, Message: err.Error()}}, true
+		}); err != nil {
+			return nil, nil, err
+		}
+		if err := l.checkAgents(); err != nil {
+			return nil, nil, err
 		}
 	}
-	if err := all.Err(); err != nil {
-		return nil, nil, fmt.Errorf("agent: %w", err)
+	if len(l.loaded) == 0 {
+		return nil, nil, errors.New("agent: no template loaded")
 	}
-	for _, a := range loaded {
-		if len(a.Template.Agents) > 0 {
-			// Agent tools need a runner of turns, which Load does not make.
-			return nil, nil, fmt.Errorf("agent: %s: agents: Load does not run agent tools; make the Set with NewSet, giving Config.ToolsFor the tools of package tools/agenttool (agenttool.Direct runs their turns)", a.File)
-		}
-	}
-	warnings := all.Warnings()
-
-	toolsets, down, err := startMCP(ctx, opts.MCP, registry, loaded, onDisk)
-	if err != nil {
-		return nil, nil, fmt.Errorf("agent: %w", err)
-	}
-	warnings = append(warnings, down...)
-	cfg := Config{Store: opts.Store, Tools: registry, Models: Model(opts.Model), Logger: log}
-	if cfg.Store == nil {
-		cfg.Store = session.NewMemory(session.Config{})
-	}
-	if opts.Model == nil {
-		cfg.Models = Model(offline.New(offline.Config{}))
-	}
-	if toolsets != nil {
-		cfg.ToolsFor = func(a *template.Loaded) tools.Toolbox { return toolsets[a.ID()] }
-	}
-	set, err := NewSet(cfg, loaded)
+	set, err := assemble(opts, l.loaded, registry, mcpTools)
 	if err != nil {
 		return nil, nil, err
 	}
 	set.mcp = opts.MCP
-	return set, warnings, nil
+	return set, l.diags, nil
 }
 
-// startMCP registers the templates' MCP servers with m, starts them and
-// waits for their first start: each agent's tools, and the servers not
-// running as warnings. A node naming a tool its ready server does not
-// list is an error.
-func startMCP(ctx context.Context, m MCP, registry *tools.Registry, loaded []*template.Loaded, onDisk bool) (map[string]tools.Toolbox, orchestration.Diagnostics, error) {
-	if m == nil {
-		for _, a := range loaded {
-			if len(a.Template.MCPServers) > 0 {
-				return nil, nil, fmt.Errorf("%s: mcpServers: no Options.MCP to run them (give mcp.NewManager(mcp.Config{}) of package tools/mcp)", a.File)
-			}
+// read reads every source with cfg, keeping each template that loads: one
+// of a later source replaces the template of an earlier one with the same
+// agent ID.
+func (l *loading) read(sources []source, cfg template.Config) error {
+	for _, src := range sources {
+		results, err := src.read(cfg)
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
 		}
-		return nil, nil, nil
+		first := len(l.loaded) // this source's first template
+		for _, r := range results {
+			l.diags = append(l.diags, r.Diagnostics...)
+			if r.Loaded == nil {
+				continue
+			}
+			// template.LoadPath and LoadFS report two templates of one
+			// source with the same ID.
+			if at := slices.IndexFunc(l.loaded[:first], func(t *template.Loaded) bool { return t.ID() == r.Loaded.ID() }); at >= 0 {
+				l.opts.Logger.Info("template replaces a shipped one", "agent", r.Loaded.ID(), "file", r.File, "replaced", l.loaded[at].File)
+				delete(l.onDisk, l.loaded[at])
+				l.loaded[at] = r.Loaded
+			} else {
+				l.loaded = append(l.loaded, r.Loaded)
+			}
+			l.onDisk[r.Loaded] = src.onDisk
+		}
 	}
-	fail := func(err error) (map[string]tools.Toolbox, orchestration.Diagnostics, error) { return nil, nil, err }
-	for _, a := range loaded {
-		servers := a.Template.MCPServers
+	if err := l.diags.Err(); err != nil && !l.opts.SkipInvalid {
+		return fmt.Errorf("agent: %w", err)
+	}
+	return nil
+}
+
+// drop leaves out the templates bad finds at fault, adding its
+// diagnostics: under SkipInvalid, or it fails with them.
+func (l *loading) drop(bad func(*template.Loaded) (orchestration.Diagnostics, bool)) error {
+	var ds orchestration.Diagnostics
+	l.loaded = slices.DeleteFunc(l.loaded, func(t *template.Loaded) bool {
+		d, out := bad(t)
+		ds = append(ds, d...)
+		return out
+	})
+	l.diags = append(l.diags, ds...)
+	if err := ds.Err(); err != nil && !l.opts.SkipInvalid {
+		return fmt.Errorf("agent: %w", err)
+	}
+	return nil
+}
+
+// checkAgents leaves out, until none is left to, the templates whose
+// agent tools ask an agent that is not loaded or close a circle
+// (template.CheckAgents): a template that asks a left-out one goes in
+// turn.
+func (l *loading) checkAgents() error {
+	for {
+		ds := template.CheckAgents(l.loaded)
+		if len(ds) == 0 {
+			return nil
+		}
+		files := map[string]orchestration.Diagnostics{}
+		for _, d := range ds {
+			files[d.File] = append(files[d.File], d)
+		}
+		if err := l.drop(func(t *template.Loaded) (orchestration.Diagnostics, bool) {
+			d, ok := files[t.File]
+			return d, ok
+		}); err != nil {
+			return err
+		}
+	}
+}
+
+// startMCP registers the templates' MCP servers with the MCP runtime,
+// starts them and waits for their first start, and returns each agent's
+// tools: a node misspelling a tool its ready server lists leaves its
+// template out (or fails), and the rest of what the start shows is
+// warnings.
+func (l *loading) startMCP(ctx context.Context, registry *tools.Registry) (map[string]tools.Toolbox, error) {
+	m := l.opts.MCP
+	if m == nil {
+		return nil, l.drop(func(t *template.Loaded) (orchestration.Diagnostics, bool) {
+			if len(t.Template.MCPServers) == 0 {
+				return nil, false
+			}
+			return orchestration.Diagnostics{{Severity: orchestration.SeverityError, File: t.File, Path: "mcpServers",
+				Message: "no Options.MCP to run them (give mcp.NewManager(mcp.Config{}) of package tools/mcp)"}}, true
+		})
+	}
+	for _, t := range l.loaded {
+		servers := t.Template.MCPServers
 		if len(servers) == 0 {
 			continue
 		}
-		if onDisk && a.File != "" {
+		if l.onDisk[t] && t.File != "" {
 			// Absolute: a relative path joined to "." would lose its "./"
 			// and name a command's package, not the template's directory.
-			dir, err := filepath.Abs(filepath.Dir(a.File))
+			dir, err := filepath.Abs(filepath.Dir(t.File))
 			if err != nil {
-				return fail(err)
+				return nil, err
 			}
 			servers = servers.Resolve(dir)
 		}
-		if err := m.Add(a.ID(), servers); err != nil {
-			return fail(fmt.Errorf("%s: %w", a.File, err))
+		if err := m.Add(t.ID(), servers); err != nil {
+			return nil, fmt.Errorf("agent: %s: %w", t.File, err)
 		}
 	}
-	// The servers outlive ctx, which bounds their first start only.
+	// The servers outlive ctx, which bounds their first start only; a
+	// server still starting after MCPStartWait is a warning.
 	m.Start(context.WithoutCancel(ctx))
-	if err := m.WaitStarted(ctx); err != nil {
-		return fail(fmt.Errorf("waiting for the MCP servers to start: %w", err))
+	wait := l.opts.MCPStartWait
+	if wait <= 0 {
+		wait = DefaultMCPStartWait
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := m.WaitStarted(wctx); err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("agent: waiting for the MCP servers to start: %w", err)
 	}
 	toolsets := map[string]tools.Toolbox{}
-	var warnings orchestration.Diagnostics
-	var missing []error
-	for _, a := range loaded {
-		tb, miss, down := m.AgentTools(registry, a.ID(), a.Template.Tools())
-		toolsets[a.ID()] = tb
-		for _, p := range miss {
-			missing = append(missing, fmt.Errorf("%s: %s", a.File, p))
-		}
-		for _, p := range down {
-			d := orchestration.Diagnostic{Severity: orchestration.SeverityWarning, File: a.File, Path: p.Path, Message: p.Message}
-			if !slices.Contains(warnings, d) {
-				warnings = append(warnings, d)
+	err := l.drop(func(t *template.Loaded) (orchestration.Diagnostics, bool) {
+		tb, errs, warnings := m.AgentTools(registry, t.ID(), t.Template.Nodes)
+		toolsets[t.ID()] = tb
+		for _, p := range warnings {
+			d := orchestration.Diagnostic{Severity: orchestration.SeverityWarning, File: t.File, Path: p.Path, Message: p.Message}
+			if !slices.Contains(l.diags, d) {
+				l.diags = append(l.diags, d)
 			}
 		}
-	}
-	if len(missing) > 0 {
-		return fail(errors.Join(missing...))
-	}
-	return toolsets, warnings, nil
+		var ds orchestration.Diagnostics
+		for _, p := range errs {
+			ds = append(ds, orchestration.Diagnostic{Severity: orchestration.SeverityError, File: t.File, Path: p.Path, Message: p.Message})
+		}
+		return ds, len(ds) > 0
+	})
+	maps.DeleteFunc(toolsets, func(id string, _ tools.Toolbox) bool {
+		return !slices.ContainsFunc(l.loaded, func(t *template.Loaded) bool { return t.ID() == id })
+	})
+	return toolsets, err
 }
 
 // Close ends the MCP servers Load started, child processes included,

@@ -15,23 +15,23 @@ import (
 	"github.com/agentdock-go/agentdock/tools"
 )
 
-// DefaultFallbackWait is Config.FallbackWait's default: a rate limit
+// DefaultFallbackWait is Options.FallbackWait's default: a rate limit
 // that asks a model with a fallback to wait longer goes to the fallback.
 const DefaultFallbackWait = 5 * time.Second
 
 // models builds an agent's models, one per llm.* key of its template
-// (its own, its steps', its summarizer's): each from Config.Models, with
+// (its own, its steps', its summarizer's): each from Options.Models, with
 // its fallbacks (llmorch.Fallbacks) and its calls charged to the turn's
 // owner (meter). A key's model is built once per agent.
 type models struct {
-	cfg   Config
+	cfg   Options
 	t     *template.Template
 	base  map[string]llmorch.Model
 	built map[string]llmorch.Model
 	meter *meter
 }
 
-func newModels(cfg Config, t *template.Template, m *meter) *models {
+func newModels(cfg Options, t *template.Template, m *meter) *models {
 	return &models{cfg: cfg, t: t, base: map[string]llmorch.Model{}, built: map[string]llmorch.Model{}, meter: m}
 }
 
@@ -104,7 +104,7 @@ func (b *models) steps() (map[string]llmorch.StepModel, error) {
 }
 
 // meter charges every model call's usage to the turn's owner: it gives
-// the usage its cost (Config.Spend's prices) and adds what the call spent
+// the usage its cost (Options.Spend's prices) and adds what the call spent
 // to the owner's counts in the store (session.Ledger), so that budgets
 // and GET /api/usage see every model call, the summarizer's and a
 // fallback's included. A nil *meter charges nothing.
@@ -118,7 +118,7 @@ type meter struct {
 // when the turn was cancelled (its last call was spent all the same).
 const spendWrite = 5 * time.Second
 
-func newMeter(cfg Config) *meter {
+func newMeter(cfg Options) *meter {
 	ledger, _ := cfg.Store.(session.Ledger)
 	var prices spend.Prices
 	if cfg.Spend != nil {
@@ -191,7 +191,7 @@ func (m *meter) charge(ctx context.Context, model chat.ModelRef, u chat.Usage) f
 }
 
 // checkBudget refuses a turn of owner that would start past one of its
-// budgets (Config.Spend): a *spend.ExceededError.
+// budgets (Options.Spend): a *spend.ExceededError.
 func (n *Agent) checkBudget(ctx context.Context, owner string) error {
 	p := n.cfg.Spend
 	if !p.Bounded() {
@@ -206,7 +206,7 @@ func (n *Agent) checkBudget(ctx context.Context, owner string) error {
 }
 
 // Usage reports what owner spent on models today and this month (UTC),
-// with its budgets (Config.Spend). It fails when the store keeps no
+// with its budgets (Options.Spend). It fails when the store keeps no
 // spending (session.Ledger).
 func (a *Set) Usage(ctx context.Context, owner string) (spend.Report, error) {
 	ledger, ok := a.cfg.Store.(session.Ledger)

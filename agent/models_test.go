@@ -137,15 +137,11 @@ func (f fixedUsage) Stream(context.Context, llmorch.Request) iter.Seq2[chat.Even
 func TestBudgetAndCost(t *testing.T) {
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
-	reg, err := tools.Builtin(tools.BuiltinConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// 20 fresh input tokens, 60 cached at a tenth of the price, 40 out:
 	// 66 tokens for the budget, 106 micro-units of cost.
 	model := fixedUsage{chat.Usage{Prompt: 80, CacheRead: 60, Completion: 40}}
 	policy := &spend.Policy{Default: spend.Limits{PerDay: 100}, Prices: spend.Prices{"priced": {Input: 1, CachedInput: 0.1, Output: 2}}}
-	set, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: agent.Model(model), Spend: policy}, shipped(t))
+	set, err := agent.NewSet(agent.Options{Store: store, Models: agent.Model(model), Spend: policy}, shipped(t))
 	if err != nil {
 		t.Fatal(err)
 	}

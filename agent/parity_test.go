@@ -111,7 +111,7 @@ func newParityRig(t *testing.T, store session.Store) *parityRig {
 		t.Fatal(ds.Err())
 	}
 	r := &parityRig{t: t, store: store, model: &scriptedModel{}, tools: &parityTools{countingTools: countingTools{names: []string{"a", "b", "c", "d"}}, holding: make(chan struct{}, 1)}, kinds: map[string]int{}}
-	agents, err := agent.NewSet(agent.Config{Store: store, Tools: r.tools, Models: func(*template.Template) (llmorch.Model, error) { return r.model, nil }}, []*template.Loaded{a})
+	agents, err := agent.NewSet(agent.Options{Store: store, ToolsFor: toolbox(r.tools), Models: func(*template.Template) (llmorch.Model, error) { return r.model, nil }}, []*template.Loaded{a})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestReplayParity(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if diff := sameState(r.node.Replay(orchestration.State{}, history, nil), sess.State); diff != "" {
+				if diff := sameState(r.node.Engine().Replay(orchestration.State{}, history, nil), sess.State); diff != "" {
 					t.Fatalf("conversation %d: %s\nhistory %+v", i, diff, history)
 				}
 			}

@@ -20,7 +20,7 @@ import (
 // turn's first write and cleared by its last, and whoever next holds the
 // session's lease while the marker is set either takes the turn over
 // (TakeOver: the turn goes on) or rebuilds the unsaved steps from what the
-// turn streamed (Config.StreamedSteps) and saves them.
+// turn streamed (Options.StreamedSteps) and saves them.
 //
 // The history and the stream agree on where the saved part ends: a turn
 // that keeps a journal records with each write the frame of its stream
@@ -55,7 +55,7 @@ type Recovery struct {
 
 // recoverTurn saves the part of the answer of sess's turn that the history
 // lacks and clears the session's turn marker, under lease.
-func recoverTurn(ctx context.Context, cfg Config, key string, sess session.Session, lease session.Lease) (Recovery, error) {
+func recoverTurn(ctx context.Context, cfg Options, key string, sess session.Session, lease session.Lease) (Recovery, error) {
 	turn, j := sess.Turn, sess.Journal
 	rec := Recovery{Turn: turn}
 	var msgs []chat.Message
@@ -247,7 +247,7 @@ func stepMessages(st StreamedStep, answered map[string]bool) []chat.Message {
 // RecoverTurn saves the partial answer of the last turn of the session
 // with store key key when that turn ended without its last write (its
 // replica died, or the store stopped answering), from what it streamed
-// (Config.StreamedSteps). It takes the session's lease, waiting up to wait
+// (Options.StreamedSteps). It takes the session's lease, waiting up to wait
 // for it: the dead turn's lease lasts until it expires. It does nothing
 // when the session's last turn ended properly, and returns session.ErrBusy
 // when the lease stays taken (the turn may be alive after all).

@@ -75,7 +75,7 @@ func BenchmarkRedisTextTurn(b *testing.B) {
 	count := &commandCount{}
 	store.Client().AddHook(count)
 	model := &markModel{count: count}
-	n := gatedNode(b, store, agent.Config{}, model)
+	n := gatedNode(b, store, agent.Options{}, model)
 	id := session.NewID()
 	var before, total int64
 	var lat []time.Duration
@@ -123,7 +123,7 @@ func TestRedisTurnStartsInOneRoundTrip(t *testing.T) {
 	count := &commandCount{}
 	store.Client().AddHook(count)
 	model := &markModel{count: count}
-	n := gatedNode(t, store, agent.Config{}, model)
+	n := gatedNode(t, store, agent.Options{}, model)
 	id := session.NewID()
 	turn := func(message string) int64 {
 		t.Helper()

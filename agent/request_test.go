@@ -46,7 +46,7 @@ func TestRequestRetriedAfterDeath(t *testing.T) {
 				store := open(t, cfg)
 				defer store.Close()
 				model := newGatedModel()
-				n := gatedNode(t, store, agent.Config{}, model)
+				n := gatedNode(t, store, agent.Options{}, model)
 				ctx := t.Context()
 
 				// What the agent records of the request, from a turn of

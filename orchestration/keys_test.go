@@ -68,6 +68,28 @@ func TestNearest(t *testing.T) {
 	}
 }
 
+// TestSlip: a tool name one edit away (two from ten runes) is a slip;
+// a name two edits from a short one is another thing.
+func TestSlip(t *testing.T) {
+	known := []string{"think", "search", "github", "weather", "create_issue"}
+	for _, tt := range []struct{ name, want string }{
+		{"thnik", "think"}, // a swap
+		{"serch", "search"},
+		{"Search", "search"},
+		{"wether", "weather"},
+		{"gitlab", ""}, // two edits from github: another server
+		{"fetch", ""},
+		{"create_isue", "create_issue"},
+		{"creat_isue", "create_issue"}, // two edits, ten runes
+		{"pubmed_search", ""},
+		{"", ""},
+	} {
+		if got := Slip(tt.name, known); got != tt.want {
+			t.Errorf("Slip(%q) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
 // FuzzNearest: the edit distance behind Nearest is a distance on any
 // input: zero exactly between equal strings (of UTF-8: other bytes count as
 // one rune, U+FFFD), symmetric, and at most the longer length.

@@ -289,6 +289,25 @@ func Nearest(key string, known []string) string {
 	return best
 }
 
+// Slip returns the entry of known that name is a slip of the keyboard
+// for: one edit away (two for a name of ten runes or more), case ignored;
+// "" when none is. It is stricter than Nearest because it judges names,
+// where a near miss is often another thing (gitlab is not github), and
+// its verdict stops a template from loading. Ties go to the earlier entry.
+func Slip(name string, known []string) string {
+	limit := 1
+	if len([]rune(name)) >= 10 {
+		limit = 2
+	}
+	best, bestD := "", limit+1
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
 // editDistance is the optimal string alignment distance between a and b,
 // counted in runes.
 func editDistance(a, b string) int {

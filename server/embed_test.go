@@ -60,8 +60,8 @@ func TestToolSeesSessionAndMiddlewareValues(t *testing.T) {
 		t.Fatal(ds.Err())
 	}
 	store := session.NewMemory(session.Config{})
-	agents, err := agent.NewSet(agent.Config{
-		Store: store, Tools: reg, Logger: slog.New(slog.DiscardHandler),
+	agents, err := agent.NewSet(agent.Options{
+		Store: store, ToolsFor: func(*template.Loaded) tools.Toolbox { return reg }, Logger: slog.New(slog.DiscardHandler),
 		Models: func(*template.Template) (llmorch.Model, error) { return callsOnce{tool: "whoami"}, nil },
 	}, []*template.Loaded{a})
 	if err != nil {

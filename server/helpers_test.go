@@ -90,12 +90,12 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.model != nil {
 		model = o.model
 	}
-	agents, err := agent.NewSet(agent.Config{
-		Store:  store,
-		Tools:  reg,
-		Models: func(*template.Template) (llmorch.Model, error) { return model, nil },
-		Logger: slog.New(slog.DiscardHandler),
-		Budget: o.budget,
+	agents, err := agent.NewSet(agent.Options{
+		Store:    store,
+		ToolsFor: func(*template.Loaded) tools.Toolbox { return reg },
+		Models:   func(*template.Template) (llmorch.Model, error) { return model, nil },
+		Logger:   slog.New(slog.DiscardHandler),
+		Budget:   o.budget,
 	}, loaded)
 	if err != nil {
 		t.Fatal(err)

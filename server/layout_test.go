@@ -16,7 +16,7 @@ import (
 // the stream finds no handler in it, and a change to a route cannot reach
 // into the turn log.
 var layers = [][]string{
-	{"errors.go", "retry.go", "config.go", "security.go", "rawerrors.go", "otel.go"},
+	{"errors.go", "config.go", "security.go", "rawerrors.go", "otel.go"},
 	{"uistream.go"},
 	{"stream.go", "idempotency.go"},
 	{"chat.go", "sessions.go", "resume.go", "info.go", "openapi.go", "webhook.go"},

@@ -1,16 +1,20 @@
-// Package server is the HTTP API of agentdock: the AI SDK chat stream
-// (POST /api/chat/:agentId) with resumable turns, the agents and sessions
-// endpoints, health checks, metrics and the chat page, and the doors of the
-// other protocols it serves beside them (package server/door: the
+// Package server is agentdock's HTTP server, on gin: the API under /api
+// (the agents; the web chat's stream, POST /api/chat/:agentId, with its
+// approvals and background runs; the sessions, their streams, stops and
+// turns; the usage), health checks, metrics, the OpenAPI document and the
+// chat page (package web), with the doors of the other protocols mounted
+// beside them behind the same checks (package server/door: the
 // OpenAI-compatible endpoints of server/openai, always served, and A2A,
-// AG-UI and MCP, as Config.Doors says). docs/api.md is its reference.
+// AG-UI and MCP as Config.Doors says). docs/api.md is its reference.
 //
-// The turns run on the turn runtime (package turns, Config.Runtime), under
-// a context of the runtime's, not the request's: a client that disconnects
-// does not stop its turn. The chat stream maps each turn's events to AI SDK
-// chunks as it writes them (uistream.go), through
-// github.com/r3labs/sse/v2 (stream.go); a client that reconnects with
-// Last-Event-ID gets exactly the frames it missed, from any replica.
+// It runs no turn itself: the turn runtime does (package turns,
+// Config.Runtime; docs/turns.md), under a context of its own, so that a
+// client that disconnects does not stop its turn. The web chat's stream is
+// the AI SDK's UI message stream, mapped from each turn's chat.Event as it
+// is written (uistream.go) and written as SSE by github.com/r3labs/sse/v2
+// (stream.go; docs/design/sse.md): a client that reconnects with
+// Last-Event-ID ("<turnId>:<n>") gets exactly the frames it missed, from
+// any replica.
 //
 // The files, each one concern, in the order they build on each other (a
 // file refers only to files before it, and to the Server of server.go that

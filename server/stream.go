@@ -18,8 +18,8 @@ import (
 
 // A connection's frames go out through github.com/r3labs/sse/v2 in
 // sessions, each an r3labs stream and ServeHTTP on the same response, held
-// only while there is something to write (docs/api.md, "Implementation
-// notes", has the library's traps this avoids). A frame is handed to
+// only while there is something to write (docs/design/sse.md has the
+// library's traps this avoids). A frame is handed to
 // r3labs once: by the turn's goroutine to a connection that has every
 // frame so far (live), else by the handler as it catches up with the
 // turn's log. Nothing waits for a client: the turn hands over with

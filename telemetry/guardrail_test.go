@@ -9,7 +9,6 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
-	"github.com/agentdock-go/agentdock/tools"
 )
 
 // TestGuardrailTelemetry: a guardrail's match is an event on the turn's
@@ -26,11 +25,7 @@ func TestGuardrailTelemetry(t *testing.T) {
 	if l == nil {
 		t.Fatal(ds)
 	}
-	reg, err := tools.NewRegistry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	agents, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: offlineModels, Telemetry: rec.tel}, []*template.Loaded{l})
+	agents, err := agent.NewSet(agent.Options{Store: store, Models: offlineModels, Telemetry: rec.tel}, []*template.Loaded{l})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,11 +89,7 @@ func offlineModels(*template.Template) (llmorch.Model, error) {
 // node builds the agents over store with the real tools and returns one.
 func node(t testing.TB, store session.Store, tel *telemetry.Telemetry, models agent.ModelFactory, id string) *agent.Agent {
 	t.Helper()
-	reg, err := tools.Builtin(tools.BuiltinConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agents, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: models, Telemetry: tel}, shipped(t))
+	agents, err := agent.NewSet(agent.Options{Store: store, Models: models, Telemetry: tel}, shipped(t))
 	if err != nil {
 		t.Fatal(err)
 	}

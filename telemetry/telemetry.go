@@ -3,7 +3,7 @@
 //
 // A Telemetry (New, from the tracer and meter providers of one's choice, or
 // otelsetup.Setup, from the standard OTEL_* environment) is what the agent
-// (agent.Config.Telemetry) and the orchestration service
+// (agent.Options.Telemetry) and the orchestration service
 // (llmorch.ServiceConfig.Telemetry) use to record one span tree per turn
 // following the OpenTelemetry GenAI semantic conventions:
 //

@@ -25,13 +25,13 @@ import (
 // Config says what the runtime offers the templates it loads.
 type Config struct {
 	// Provided names the tools the runtime can run. A node naming another
-	// tool is a warning, and that tool is never offered. Nil skips the check.
+	// tool is a warning, as the orchestration contract has it (AgentDock's
+	// templates name tools this runtime lacks), and that tool is never
+	// offered; but a node that misspells a provided tool, an agents entry
+	// or an MCP server (an edit or two away: orchestration.Slip) is an
+	// error naming the one meant, since the start must not leave a tool
+	// silently unoffered for a slip. Nil skips the check.
 	Provided []string
-	// Strict makes a node naming a tool that is not provided an error: a
-	// runtime that lists every tool it has (agent.Load) knows such a node
-	// for a misspelling, which must stop the start rather than leave the
-	// tool silently unoffered.
-	Strict bool
 	// HistoryLimit is how many tool uses a session keeps when the template
 	// does not say (options.historyLimit); default 100.
 	HistoryLimit int
@@ -145,12 +145,12 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 		}
 		if cfg.Provided != nil && !provided[n] && !slices.Contains(unavailable, n) {
 			unavailable = append(unavailable, n)
-			if cfg.Strict {
+			if meant := misspelt(t, cfg, n); meant != "" {
 				list := strings.Join(cfg.Provided, ", ")
 				if list == "" {
 					list = "none"
 				}
-				add(orchestration.SeverityError, fmt.Sprintf("nodes[%d]", i), "tool %q is not provided (provided: %s); check its spelling", n, list)
+				add(orchestration.SeverityError, fmt.Sprintf("nodes[%d]", i), "tool %q is not provided; did you mean %q? (provided: %s)", n, meant, list)
 				continue
 			}
 			add(orchestration.SeverityWarning, fmt.Sprintf("nodes[%d]", i), "tool %q is not provided by this runtime; it will not be offered to the model", n)
@@ -466,6 +466,24 @@ func mcpNode(t *Template, cfg Config, node string) bool {
 	}
 	_, own := t.MCPServers[server]
 	return own || slices.Contains(cfg.MCPServers, server)
+}
+
+// misspelt returns what node, which names a tool nobody provides, is a
+// slip for: a provided tool or an agents entry, or, for an MCP tool's name
+// whose server is configured nowhere, the same tool of a server that is;
+// "" when it resembles none (a tool this runtime lacks).
+func misspelt(t *Template, cfg Config, node string) string {
+	if server, tool, ok := mcpconfig.SplitToolName(node); ok {
+		if near := orchestration.Slip(server, append(slices.Clone(cfg.MCPServers), t.MCPServers.Names()...)); near != "" {
+			return mcpconfig.ToolName(near, tool)
+		}
+	}
+	known := slices.Clone(cfg.Provided)
+	for name := range t.Agents {
+		known = append(known, name)
+	}
+	sort.Strings(known[len(cfg.Provided):])
+	return orchestration.Slip(node, known)
 }
 
 // Load parses and compiles the template in data.

@@ -390,19 +390,37 @@ func TestContextOption(t *testing.T) {
 	}
 }
 
-// TestStrictTools: a runtime that lists every tool it has (Config.Strict)
-// gets a node naming another one as an error, which stops the load; the
-// same template without Strict loads with a warning.
-func TestStrictTools(t *testing.T) {
-	data := []byte(tmpl(stdNodes+`, "pubmed_serch"`, ``))
+// TestMisspeltTools: a node that misspells a provided tool, an agents
+// entry or an MCP server is an error naming the one meant, which stops
+// the load; a node naming a tool that resembles none (a tool this runtime
+// lacks, as AgentDock's templates name) loads with a warning, as the
+// orchestration contract has it.
+func TestMisspeltTools(t *testing.T) {
 	provided := []string{"think", "search", "critique", "debate"}
-	agent, ds := Load("w.json", data, Config{Provided: provided, Strict: true})
-	want := `error: w.json: nodes[5]: tool "pubmed_serch" is not provided (provided: think, search, critique, debate); check its spelling`
-	if agent != nil || !strings.Contains(lines(ds), want) {
-		t.Errorf("strict: agent %v, diagnostics:\n  %s\nwant %s", agent != nil, lines(ds), want)
-	}
-	if agent, ds := Load("w.json", data, Config{Provided: provided}); agent == nil || ds.HasErrors() {
-		t.Errorf("not strict: the template does not load:\n  %s", lines(ds))
+	for _, tt := range []struct {
+		name, nodes, extra, want string
+	}{
+		{"misspelt tool", `"serch"`, ``,
+			`error: w.json: nodes[5]: tool "serch" is not provided; did you mean "search"? (provided: think, search, critique, debate)`},
+		{"swapped letters", `"thnik"`, ``,
+			`error: w.json: nodes[5]: tool "thnik" is not provided; did you mean "think"?`},
+		{"misspelt MCP server", `"gitub__create_issue"`, `"mcpServers": {"github": {"command": "x"}}, `,
+			`error: w.json: nodes[5]: tool "gitub__create_issue" is not provided; did you mean "github__create_issue"?`},
+		{"misspelt agents entry", `"ask_prob"`, `"agents": {"ask_probe": {"agent": "probe"}}, `,
+			`error: w.json: nodes[5]: tool "ask_prob" is not provided; did you mean "ask_probe"?`},
+		{"a tool this runtime lacks", `"pubmed_serch"`, ``,
+			`warning: w.json: nodes[5]: tool "pubmed_serch" is not provided by this runtime; it will not be offered to the model`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := strings.Replace(tmpl(stdNodes+`, `+tt.nodes, ``), `"nodes"`, tt.extra+`"nodes"`, 1)
+			agent, ds := Load("w.json", []byte(src), Config{Provided: provided})
+			if !strings.Contains(lines(ds), tt.want) {
+				t.Fatalf("diagnostics:\n  %s\nwant %s", lines(ds), tt.want)
+			}
+			if loads := !strings.HasPrefix(tt.want, "error"); (agent != nil) != loads {
+				t.Errorf("loaded: %v, want %v", agent != nil, loads)
+			}
+		})
 	}
 }
 

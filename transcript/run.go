@@ -86,15 +86,14 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 		execs[l.ID()] = &switchable{}
 		execs[l.ID()].reg.Store(base)
 	}
-	runner := &recorder{direct: &agenttool.Direct{}}
+	runner := &recorder{direct: &agent.Direct{}}
 	byID := map[string]*template.Loaded{}
 	for _, l := range all {
 		byID[l.ID()] = l
 	}
 	var toolErr error
-	agents, err := agent.NewSet(agent.Config{
+	agents, err := agent.NewSet(agent.Options{
 		Store: store,
-		Tools: base,
 		ToolsFor: func(l *template.Loaded) tools.Toolbox {
 			if len(l.Template.Agents) == 0 {
 				return execs[l.ID()]
@@ -261,7 +260,7 @@ func loadAsked(tr *Transcript, main *template.Loaded, provided []string) ([]*tem
 // recorder is the asked agents' Runner: Direct's turns, whose events it
 // also gathers into each agent's report of the current turn.
 type recorder struct {
-	direct   *agenttool.Direct
+	direct   *agent.Direct
 	mu       sync.Mutex
 	reports  map[string]*TurnReport
 	sessions map[string]string // agent -> the store key of its latest session

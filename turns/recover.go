@@ -12,7 +12,7 @@ import (
 )
 
 // StreamedSteps reads a turn's steps from the turn log replicas share
-// (Config.Log): it is agent.Config.StreamedSteps for a deployment with
+// (Config.Log): it is agent.Options.StreamedSteps for a deployment with
 // one, so that a turn whose replica died is recovered from what it
 // streamed (docs/deploying.md). A log that lost some of the turn's events
 // after `after` (more than MaxEvents) yields nothing, rather than a history

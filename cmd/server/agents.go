@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"log/slog"
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/session"
-	"github.com/agentdock-go/agentdock/template"
-	"github.com/agentdock-go/agentdock/tools"
 	"github.com/agentdock-go/agentdock/tools/agenttool"
 	"github.com/agentdock-go/agentdock/turns"
 )
@@ -117,74 +114,4 @@ func (c *childTurn) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = c.t.Stop(ctx)
-}
-
-// agentTools makes each agent's agent tools (its template's agents) and
-// joins them to its other tools (tools).
-type agentTools struct {
-	cfg    agenttool.Config
-	tools  func(*template.Loaded) tools.Toolbox
-	loaded map[string]*template.Loaded
-	err    error
-}
-
-func newAgentTools(cfg *serveConfig, runner agenttool.Runner, loaded []*template.Loaded, base func(*template.Loaded) tools.Toolbox, log *slog.Logger) *agentTools {
-	a := &agentTools{tools: base, loaded: map[string]*template.Loaded{}}
-	for _, l := range loaded {
-		a.loaded[l.ID()] = l
-	}
-	a.cfg = agenttool.Config{
-		Runner:   runner,
-		MaxDepth: cfg.AgentCallDepth,
-		Timeout:  cfg.AgentCallTimeout,
-		Logger:   log,
-		Agents: func(id string) (*template.Template, bool) {
-			l, ok := a.loaded[id]
-			if !ok {
-				return nil, false
-			}
-			return l.Template, true
-		},
-	}
-	return a
-}
-
-// toolsFor is agent.Config.ToolsFor.
-func (a *agentTools) toolsFor(l *template.Loaded) tools.Toolbox {
-	base := a.tools(l)
-	if len(l.Template.Agents) == 0 {
-		return base
-	}
-	tb, err := agenttool.New(a.cfg, l.Template)
-	if err != nil {
-		a.err = errors.Join(a.err, fmt.Errorf("%s: %w", l.File, err))
-		return base
-	}
-	return tools.Join(base, tb)
-}
-
-// checkAgentTools drops the templates whose agent tools name an agent that
-// is not loaded or close a cycle (template.CheckAgents), logging why, until
-// none does: a template that names a dropped one is dropped in turn.
-func checkAgentTools(loaded []*template.Loaded, log *slog.Logger) []*template.Loaded {
-	for {
-		ds := template.CheckAgents(loaded)
-		if len(ds) == 0 {
-			return loaded
-		}
-		bad := map[string]bool{}
-		for _, d := range ds {
-			log.Error("template error", "problem", d.String())
-			bad[d.File] = true
-		}
-		var keep []*template.Loaded
-		for _, l := range loaded {
-			if bad[l.File] {
-				log.Error("template skipped", "file", l.File)
-				continue
-			}
-			keep = append(keep, l)
-		}
-		loaded = keep
-	}
 }

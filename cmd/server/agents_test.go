@@ -24,7 +24,6 @@ import (
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
-	"github.com/agentdock-go/agentdock/tools"
 	"github.com/agentdock-go/agentdock/tools/agenttool"
 	"github.com/agentdock-go/agentdock/turns"
 )
@@ -53,40 +52,24 @@ func startAgentServer(t *testing.T, ln net.Listener, templates map[string]string
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	registry, err := tools.Builtin(tools.BuiltinConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	results, err := template.LoadPath(dir, template.Config{Provided: registry.Names()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var loaded []*template.Loaded
-	for _, r := range results {
-		if r.Loaded == nil {
-			t.Fatalf("%s: %v", r.File, r.Diagnostics)
-		}
-		loaded = append(loaded, r.Loaded)
-	}
-	loaded = checkAgentTools(loaded, log)
 	store := session.NewMemory(session.Config{})
 	runner := &runtimeRunner{store: store}
 	cfg := &serveConfig{AgentCallDepth: agenttool.DefaultMaxDepth, AgentCallTimeout: time.Minute}
-	delegates := newAgentTools(cfg, runner, loaded, func(*template.Loaded) tools.Toolbox { return registry }, log)
-	agents, err := agent.NewSet(agent.Config{
-		Store: store, Tools: registry, ToolsFor: delegates.toolsFor, Logger: log,
+	agents, diags, err := agent.Load(t.Context(), dir, agent.Options{
+		Store: store, Logger: log,
+		AgentTools: agenttool.Config{Runner: runner, MaxDepth: cfg.AgentCallDepth, Timeout: cfg.AgentCallTimeout, Logger: log},
 		Models: func(tt *template.Template) (llmorch.Model, error) {
 			if slices.Contains(slow, tt.AgentID) {
 				return offline.New(offline.Config{Delay: 20 * time.Millisecond}), nil
 			}
 			return offline.New(offline.Config{}), nil
 		},
-	}, loaded)
-	if err == nil {
-		err = delegates.err
-	}
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(diags) > 0 {
+		t.Fatalf("the templates load with %v", diags)
 	}
 	edge, err := a2a.New(a2a.Config{MaxCallDepth: cfg.AgentCallDepth, Logger: log})
 	if err != nil {
@@ -494,13 +477,13 @@ func TestAgentToolCycleAtLoad(t *testing.T) {
 		}
 	}
 	var logs syncBuffer
-	loaded, err := loadAgents(dir, tools.BuiltinNames(), nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	agents, err := loadAgents(t.Context(), dir, agent.Options{}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, l := range loaded {
-		ids = append(ids, l.ID())
+	for _, a := range agents.List() {
+		ids = append(ids, a.ID())
 	}
 	for _, gone := range []string{"self", "a", "b", "c"} {
 		if slices.Contains(ids, gone) {

@@ -96,7 +96,7 @@ type serveConfig struct {
 	MaxMessageBytes int
 	// MaxAttachmentBytes bounds one image or file of a message as sent.
 	MaxAttachmentBytes int
-	// MaxAttachmentsInContext and AttachmentURLs: agent.Config's fields
+	// MaxAttachmentsInContext and AttachmentURLs: agent.Options' fields
 	// of the same names.
 	MaxAttachmentsInContext int
 	AttachmentURLs          string

@@ -21,10 +21,6 @@ import (
 // mcpServersFileEnv names the server-wide MCP servers file.
 const mcpServersFileEnv = "MCP_SERVERS_FILE"
 
-// mcpStartWait bounds how long serve waits for the MCP servers' first start
-// before it listens; a server still starting then is offered once ready.
-const mcpStartWait = 15 * time.Second
-
 // readMCPServers reads the MCP servers file at path ("" for none). Every
 // problem is reported, each naming the server and the field.
 func readMCPServers(path string) (mcpconfig.Servers, error) {
@@ -38,17 +34,9 @@ func readMCPServers(path string) (mcpconfig.Servers, error) {
 	return servers, nil
 }
 
-// mcpRuntime is the serve command's MCP servers: the manager and each
-// agent's toolset.
-type mcpRuntime struct {
-	manager  *mcp.Manager
-	builtin  *tools.Registry
-	toolsets map[string]*mcp.Toolbox
-}
-
-// newMCPRuntime registers the server-wide servers; templates' own are added
-// with addAgents once the templates are loaded.
-func newMCPRuntime(servers mcpconfig.Servers, builtin *tools.Registry, timeout time.Duration, log *slog.Logger) (*mcpRuntime, error) {
+// newMCPManager is the MCP runtime of serve, with the server-wide servers
+// registered; agent.Load adds the templates' own and starts them all.
+func newMCPManager(servers mcpconfig.Servers, timeout time.Duration, log *slog.Logger) (*mcp.Manager, error) {
 	cfg, err := mcp.LimitsFromEnv(mcp.Config{Timeout: timeout, Logger: log})
 	if err != nil {
 		return nil, err
@@ -57,90 +45,31 @@ func newMCPRuntime(servers mcpconfig.Servers, builtin *tools.Registry, timeout t
 	if err := m.Add("", servers); err != nil {
 		return nil, err
 	}
-	return &mcpRuntime{manager: m, builtin: builtin, toolsets: map[string]*mcp.Toolbox{}}, nil
+	return m, nil
 }
 
-// addAgents registers the servers of each loaded template under its agent
-// ID; a relative cwd is taken from the template's directory.
-func (r *mcpRuntime) addAgents(loaded []*template.Loaded) error {
-	for _, a := range loaded {
-		if len(a.Template.MCPServers) == 0 {
-			continue
+// mcpStatus is server.Config.MCPServers: each agent's MCP servers, as its
+// toolbox sees them.
+func mcpStatus(m *mcp.Manager) func(agentID string) []server.MCPServer {
+	return func(agentID string) []server.MCPServer {
+		sts := m.AgentStatus(agentID)
+		if len(sts) == 0 {
+			return nil
 		}
-		dir := ""
-		if a.File != "" {
-			dir = filepath.Dir(a.File)
-		}
-		if err := r.manager.Add(a.ID(), a.Template.MCPServers.Resolve(dir)); err != nil {
-			return fmt.Errorf("template %s: %w", a.File, err)
-		}
-	}
-	return nil
-}
-
-// toolsFor is agent.Config.ToolsFor: the built-in tools plus the agent's MCP
-// servers (the server-wide ones and its template's own).
-func (r *mcpRuntime) toolsFor(a *template.Loaded) tools.Toolbox {
-	ts := r.manager.Toolbox(r.builtin, a.ID(), a.Template.Tools())
-	if len(ts.Status()) == 0 {
-		return r.builtin // no MCP server: nothing can be unavailable
-	}
-	r.toolsets[a.ID()] = ts
-	return ts
-}
-
-// status is server.Config.MCPServers.
-func (r *mcpRuntime) status(agentID string) []server.MCPServer {
-	ts, ok := r.toolsets[agentID]
-	if !ok {
-		return nil
-	}
-	sts := ts.Status()
-	if len(sts) == 0 {
-		return nil
-	}
-	out := make([]server.MCPServer, len(sts))
-	for i, st := range sts {
-		// Clients read it: the host's paths (the server's command, its
-		// stderr) stay in the log and `agentdock mcp list`.
-		out[i] = server.MCPServer{
-			Name: st.Name, Scope: st.Scope, Transport: st.Transport, State: st.State, Error: tools.HidePaths(st.Error),
-			Since: st.Since, Restarts: st.Restarts, ProtocolVersion: st.ProtocolVersion, Tools: st.Tools,
-			MissingTools: st.MissingTools, Limits: st.Limits,
-		}
-		for _, sk := range st.Skipped {
-			out[i].Skipped = append(out[i].Skipped, sk.Name+": "+sk.Reason)
-		}
-	}
-	return out
-}
-
-// reportStart waits (bounded) for the servers' first start and logs, per
-// agent, the nodes naming a tool their ready server does not list.
-func (r *mcpRuntime) reportStart(ctx context.Context, log *slog.Logger) {
-	if len(r.manager.Status()) == 0 {
-		return
-	}
-	wctx, cancel := context.WithTimeout(ctx, mcpStartWait)
-	defer cancel()
-	if err := r.manager.WaitStarted(wctx); err != nil {
-		log.Warn("MCP servers still starting; their tools are offered once they are ready", "waited", mcpStartWait)
-	}
-	for id, ts := range r.toolsets {
-		for _, st := range ts.Status() {
-			if len(st.MissingTools) > 0 {
-				log.Warn("template names tools its MCP server does not list; they are not offered", "agent", id, "mcp_server", st.Name, "tools", st.MissingTools)
+		out := make([]server.MCPServer, len(sts))
+		for i, st := range sts {
+			// Clients read it: the host's paths (the server's command, its
+			// stderr) stay in the log and `agentdock mcp list`.
+			out[i] = server.MCPServer{
+				Name: st.Name, Scope: st.Scope, Transport: st.Transport, State: st.State, Error: tools.HidePaths(st.Error),
+				Since: st.Since, Restarts: st.Restarts, ProtocolVersion: st.ProtocolVersion, Tools: st.Tools,
+				MissingTools: st.MissingTools, Limits: st.Limits,
+			}
+			for _, sk := range st.Skipped {
+				out[i].Skipped = append(out[i].Skipped, sk.Name+": "+sk.Reason)
 			}
 		}
-	}
-}
-
-// close ends every MCP server (and child process) within timeout.
-func (r *mcpRuntime) close(timeout time.Duration, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := r.manager.Close(ctx); err != nil {
-		log.Warn("closing MCP servers", "err", err)
+		return out
 	}
 }
 
@@ -298,11 +227,18 @@ func checkMCPServers(ctx context.Context, w io.Writer, servers mcpconfig.Servers
 		fmt.Fprintf(w, "warning: %s: mcpServers.%s: the MCP server is not running (%s), so its tools are not offered: %s\n", where, st.Name, st.State, firstLine(st.Error))
 		warns++
 	}
+	// The same judgement as serve's (agent.Load): a node misspelling a
+	// tool its ready server lists is an error.
 	builtin, _ := tools.NewRegistry()
 	for _, a := range loaded {
-		for _, st := range m.Toolbox(builtin, a.File, a.Template.Tools()).Status() {
-			for _, n := range st.MissingTools {
-				fmt.Fprintf(w, "warning: %s: nodes: %q: MCP server %q does not list this tool; it lists %s\n", a.File, n, st.Name, strings.Join(st.Tools, ", "))
+		_, bad, notes := m.AgentTools(builtin, a.File, a.Template.Nodes)
+		for _, p := range bad {
+			fmt.Fprintf(w, "error: %s: %s\n", a.File, p)
+			errs++
+		}
+		for _, p := range notes {
+			if strings.HasPrefix(p.Path, "nodes") {
+				fmt.Fprintf(w, "warning: %s: %s\n", a.File, p)
 				warns++
 			}
 		}

@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/internal/testenv"
 )
 
@@ -76,7 +79,7 @@ func TestValidateMCP(t *testing.T) {
 	}
 	for _, want := range []string{
 		`warning: MCP_SERVERS_FILE: mcpServers.broken: the MCP server is not running (restarting), so its tools are not offered: connecting: `,
-		`warning: ` + filepath.Join(templates, "files", "template.json") + `: nodes: "fs__no_such_tool": MCP server "fs" does not list this tool; it lists fs__create_directory, `,
+		`warning: ` + filepath.Join(templates, "files", "template.json") + `: nodes[2]: "fs__no_such_tool": MCP server "fs" does not list this tool (it lists fs__create_directory, `,
 		"1 templates: 0 errors, 2 warnings",
 	} {
 		if !strings.Contains(out, want) {
@@ -85,6 +88,32 @@ func TestValidateMCP(t *testing.T) {
 	}
 	if strings.Contains(out, "everything__echo") {
 		t.Errorf("a node of a server-wide server counted as missing:\n%s", out)
+	}
+
+	// A node one slip from a tool its server lists is an error, in
+	// validate and in serve (which skips the template), as a misspelt Go
+	// tool is.
+	tplFile := filepath.Join(templates, "files", "template.json")
+	src, _ := os.ReadFile(tplFile)
+	if err := os.WriteFile(tplFile, []byte(strings.Replace(string(src), "fs__no_such_tool", "fs__read_txt_file", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := tplFile + `: nodes[2]: "fs__read_txt_file": MCP server "fs" does not list this tool; did you mean "fs__read_text_file"?`
+	if code, out = run("validate", templates); code != 1 || !strings.Contains(out, "error: "+want) {
+		t.Errorf("validate of a misspelt MCP tool: exit %d\n%s", code, out)
+	}
+	m, err := newMCPManager(nil, 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	agents, err := loadAgents(t.Context(), templates, agent.Options{MCP: m}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAgents(agents, 10*time.Second, slog.New(slog.DiscardHandler))
+	if _, ok := agents.Get("files"); ok || !strings.Contains(logs.String(), strings.ReplaceAll(want, `"`, `\"`)) {
+		t.Errorf("serve loaded the template with a misspelt MCP tool:\n%s", logs.String())
 	}
 
 	bad := filepath.Join(t.TempDir(), "bad.json")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 )
 
@@ -80,12 +81,12 @@ func TestOnlyOpenAIConfigured(t *testing.T) {
 // shippedAgents are the IDs of the embedded templates.
 func shippedAgents(t *testing.T) []string {
 	t.Helper()
-	agents, err := loadAgents("", nil, nil, slog.New(slog.DiscardHandler))
+	agents, err := loadAgents(t.Context(), "", agent.Options{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, a := range agents {
+	for _, a := range agents.List() {
 		ids = append(ids, a.ID())
 	}
 	if len(ids) < 3 {

@@ -31,6 +31,7 @@ import (
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/templates"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/tools/agenttool"
 	"github.com/agentdock-go/agentdock/turnlog"
 	"github.com/agentdock-go/agentdock/turns"
 	"github.com/agentdock-go/agentdock/web"
@@ -105,35 +106,20 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	}
 	defer back.close()
 	store, kind, shared, stored := back.sessions, back.kind, back.turns, back.responses
-	toolCfg, err := tools.BuiltinConfigFromEnv()
+	builtin, err := tools.BuiltinConfigFromEnv()
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
-	toolCfg.Logger = log
-	registry, err := tools.Builtin(toolCfg)
-	if err != nil {
-		return fmt.Errorf("tools: %w", err)
-	}
-	logSearch(log, toolCfg.Search)
+	builtin.Logger = log
+	logSearch(log, builtin.Search)
 	mcpServers, err := readMCPServers(os.Getenv(mcpServersFileEnv))
 	if err != nil {
 		return err
 	}
-	mcpRT, err := newMCPRuntime(mcpServers, registry, toolCfg.Timeout, log)
+	manager, err := newMCPManager(mcpServers, builtin.Timeout, log)
 	if err != nil {
 		return err
 	}
-	loaded, err := loadAgents(cfg.TemplatesDir, registry.Names(), mcpRT.manager.Names(), log)
-	if err != nil {
-		return err
-	}
-	// The MCP servers start now and end, child processes included, after
-	// the HTTP server has drained its turns.
-	if err := mcpRT.addAgents(loaded); err != nil {
-		return err
-	}
-	mcpRT.manager.Start(ctx)
-	defer mcpRT.close(cfg.ShutdownTimeout, log)
 	var streamed agent.StreamReader
 	if shared != nil {
 		streamed = turns.StreamedSteps(shared)
@@ -149,17 +135,19 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	// Agent tools run their child turns on the runtime, which is made
 	// once the agents are.
 	runner := &runtimeRunner{store: store}
-	delegates := newAgentTools(cfg, runner, loaded, mcpRT.toolsFor, log)
-	agents, err := agent.NewSet(agent.Config{
+	agents, err := loadAgents(ctx, cfg.TemplatesDir, agent.Options{
+		Builtin: builtin,
+		// A server still starting after agent.DefaultMCPStartWait is
+		// offered once ready.
+		MCP:        manager,
+		AgentTools: agenttool.Config{Runner: runner, MaxDepth: cfg.AgentCallDepth, Timeout: cfg.AgentCallTimeout, Logger: log},
+
 		StreamedSteps: streamed,
-		ToolsFor:      delegates.toolsFor,
 		Store:         store,
-		Tools:         registry,
 		Models:        modelFactory(cfg, tel, log),
 		Fallbacks:     fallbacks,
 		FallbackWait:  cfg.FallbackWait,
 		Spend:         spendPolicy(cfg, auth),
-		Logger:        log,
 		Telemetry:     tel,
 
 		MaxMessageBytes:    cfg.MaxMessageBytes,
@@ -172,18 +160,17 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		// Three renewals per lease: a slow round trip or two does not lose
 		// it.
 		LeaseRenewal: cfg.LockTTL / 3,
-	}, loaded)
-	if err == nil {
-		err = delegates.err
-	}
+	}, log)
 	if err != nil {
 		return err
 	}
+	// The MCP servers end, child processes included, after the HTTP
+	// server has drained its turns.
+	defer closeAgents(agents, cfg.ShutdownTimeout, log)
 	rt, err := turns.New(runtimeConfig(cfg, agents, shared, log))
 	if err != nil {
 		return err
 	}
-	mcpRT.reportStart(ctx, log)
 	runner.rt = rt
 	if cfg.mcpStdio {
 		// agentdock mcp serve: the agents as tools over stdin and stdout.
@@ -199,7 +186,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		return err
 	}
 	scfg.Runtime, scfg.Logger, scfg.WebFS, scfg.Telemetry = rt, log, web.FS(), tel
-	scfg.MCPServers, scfg.Responses = mcpRT.status, stored
+	scfg.MCPServers, scfg.Responses = mcpStatus(manager), stored
 	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
 		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
 	}
@@ -320,49 +307,41 @@ func serverConfig(cfg *serveConfig, storeKind string, auth *server.KeyAuth, log 
 	return sc, nil
 }
 
-// loadAgents loads the embedded templates, then TEMPLATES_DIR's. A template
-// with errors is reported with every message and skipped; one whose agentId
-// is taken replaces the shipped one.
-func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]*template.Loaded, error) {
-	tcfg := template.Config{Provided: provided, MCPServers: mcpServers}
-	results, err := template.LoadFS(templates.FS(), ".", tcfg)
-	if err != nil {
-		return nil, fmt.Errorf("embedded templates: %w", err)
-	}
-	if dir != "" {
-		extra, err := template.LoadPath(dir, tcfg)
-		if err != nil {
-			return nil, fmt.Errorf("TEMPLATES_DIR: %w", err)
-		}
-		results = append(results, extra...)
-	}
-	byID := map[string]int{}
-	var out []*template.Loaded
-	for _, r := range results {
-		for _, d := range r.Diagnostics {
-			if d.Severity == orchestration.SeverityError {
-				log.Error("template error", "problem", d.String())
-			} else {
-				log.Warn("template warning", "problem", d.String())
+// loadAgents loads the shipped templates, then TEMPLATES_DIR's (dir),
+// through agent.Load, as an embedder loads them: a template with errors
+// is logged with every message and skipped (the others are served); one
+// whose agentId a shipped one has replaces it.
+func loadAgents(ctx context.Context, dir string, opts agent.Options, log *slog.Logger) (*agent.Set, error) {
+	opts.Shipped, opts.SkipInvalid, opts.Logger = templates.FS(), true, log
+	agents, diags, err := agent.Load(ctx, dir, opts)
+	var skipped []string
+	for _, d := range diags {
+		if d.Severity == orchestration.SeverityError {
+			log.Error("template error", "problem", d.String())
+			if !slices.Contains(skipped, d.File) {
+				skipped = append(skipped, d.File)
 			}
+		} else {
+			log.Warn("template warning", "problem", d.String())
 		}
-		if r.Loaded == nil {
-			log.Error("template skipped", "file", r.File)
-			continue
-		}
-		if i, dup := byID[r.Loaded.ID()]; dup {
-			log.Info("template replaces a shipped one", "agent", r.Loaded.ID(), "file", r.File)
-			out[i] = r.Loaded
-			continue
-		}
-		byID[r.Loaded.ID()] = len(out)
-		out = append(out, r.Loaded)
 	}
-	out = checkAgentTools(out, log)
-	if len(out) == 0 {
-		return nil, errors.New("no template loaded")
+	for _, f := range skipped {
+		log.Error("template skipped", "file", f)
 	}
-	return out, nil
+	if err != nil {
+		return nil, fmt.Errorf("templates: %w", err)
+	}
+	return agents, nil
+}
+
+// closeAgents ends the agents' MCP servers, child processes included,
+// within timeout.
+func closeAgents(agents *agent.Set, timeout time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := agents.Close(ctx); err != nil {
+		log.Warn("closing MCP servers", "err", err)
+	}
 }
 
 // modelFactory picks each template's model: its provider when a key (or a

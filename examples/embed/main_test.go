@@ -61,8 +61,8 @@ func TestMisspeltToolFailsAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct{ name, from, to, want string }{
-		{"go tool", `"weather"`, `"weathr"`, `travel.json: nodes[1]: tool "weathr" is not provided (provided: packing, weather); check its spelling`},
-		{"mcp tool", `"guide__sights"`, `"guide__sight"`, `nodes: "guide__sight": MCP server "guide" does not list this tool (it lists guide__sights); check its spelling`},
+		{"go tool", `"weather"`, `"weathr"`, `travel.json: nodes[1]: tool "weathr" is not provided; did you mean "weather"?`},
+		{"mcp tool", `"guide__sights"`, `"guide__sight"`, `travel.json: nodes[3]: "guide__sight": MCP server "guide" does not list this tool; did you mean "guide__sights"? (it lists guide__sights)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			misspelt := strings.ReplaceAll(string(data), tt.from, tt.to)

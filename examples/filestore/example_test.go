@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/examples/filestore"
-	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
@@ -35,16 +34,12 @@ func Example() {
 	weather := tools.MustNew("weather", "Reports the weather in a city.", func(ctx context.Context, in Weather) (string, error) {
 		return "sunny in " + in.City, nil
 	})
-	toolbox, err := tools.NewRegistry(weather)
-	if err != nil {
-		log.Fatal(err)
-	}
 	tmpl, diags := template.Load("forecaster.json", []byte(`{"agentId": "forecaster", "name": "Forecaster",
-		"personality": "You report the weather.", "nodes": ["llm.openai", "weather"]}`), template.Config{Provided: toolbox.Names()})
+		"personality": "You report the weather.", "nodes": ["llm.openai", "weather"]}`), template.Config{Provided: []string{"weather"}})
 	if tmpl == nil {
 		log.Fatal(diags.Err())
 	}
-	agents, err := agent.NewSet(agent.Config{Store: store, Tools: toolbox, Models: agent.Model(offline.New(offline.Config{}))}, []*template.Loaded{tmpl})
+	agents, err := agent.NewSet(agent.Options{Store: store, Tools: []tools.Tool{weather}}, []*template.Loaded{tmpl})
 	if err != nil {
 		log.Fatal(err)
 	}

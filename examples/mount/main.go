@@ -78,8 +78,8 @@ func newAgentServer() (*server.Server, error) {
 		return "You are signed in as " + userFrom(ctx) + ".", nil
 	})
 	agents, warnings, err := agent.LoadFS(context.Background(), templates, "concierge.json", agent.Options{
-		Tools: []tools.Tool{currentUser},
-		Model: offline.New(offline.Config{Delay: offline.DefaultDelay}),
+		Tools:  []tools.Tool{currentUser},
+		Models: agent.Model(offline.New(offline.Config{Delay: offline.DefaultDelay})),
 	})
 	if err != nil {
 		return nil, err

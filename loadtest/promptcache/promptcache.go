@@ -187,7 +187,8 @@ func run(ctx context.Context, wire, filtering string, cheap []string, extra ...T
 		}
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	reg, err := tools.Builtin(tools.BuiltinConfig{Search: search.Config{SearXNGURL: searx.URL}, Logger: quiet})
+	builtin := tools.BuiltinConfig{Search: search.Config{SearXNGURL: searx.URL}, Logger: quiet}
+	reg, err := tools.Builtin(builtin)
 	if err != nil {
 		return res, err
 	}
@@ -215,7 +216,7 @@ func run(ctx context.Context, wire, filtering string, cheap []string, extra ...T
 	}
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
-	set, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: models, Logger: quiet}, []*template.Loaded{a})
+	set, err := agent.NewSet(agent.Options{Store: store, Builtin: builtin, Models: models, Logger: quiet}, []*template.Loaded{a})
 	if err != nil {
 		return res, err
 	}

@@ -173,6 +173,8 @@ type Manager struct {
 	stop    context.CancelFunc
 	baseCtx context.Context // the servers' context, from Start
 	wg      sync.WaitGroup
+	// agents are the toolboxes AgentTools made, by agent ID.
+	agents map[string]*Toolbox
 }
 
 // key identifies a server: its name within a scope ("" for the servers of

@@ -94,11 +94,11 @@ func Start(t testing.TB, o Options) *Server {
 	if model == nil {
 		model = offline.New(offline.Config{Delay: o.Delay})
 	}
-	agents, err := agent.NewSet(agent.Config{
-		Store:  store,
-		Tools:  reg,
-		Models: func(*template.Template) (llmorch.Model, error) { return model, nil },
-		Logger: slog.New(slog.DiscardHandler),
+	agents, err := agent.NewSet(agent.Options{
+		Store:    store,
+		ToolsFor: func(*template.Loaded) tools.Toolbox { return reg },
+		Models:   func(*template.Template) (llmorch.Model, error) { return model, nil },
+		Logger:   slog.New(slog.DiscardHandler),
 	}, loaded)
 	if err != nil {
 		t.Fatal(err)
