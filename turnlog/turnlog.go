@@ -1,6 +1,8 @@
-// Package turnlog keeps the SSE frames of a turn so that a client can resume
-// its stream after a disconnect, from the replica that runs the turn or from
-// any other one.
+// Package turnlog keeps the frames of a turn (each one event of the turn,
+// chat.Event's JSON, as package turns writes them) so that a client can
+// resume its stream after a disconnect, from the replica that runs the turn
+// or from any other one. The log does not read its frames: it numbers,
+// keeps, and hands them back.
 //
 // A turn is started once (Start), receives its frames in order (Append),
 // and ends with Finish (which may carry the last frames); readers ask for the frames after the last sequence
@@ -111,8 +113,9 @@ func (m Meta) Validate() error {
 	return nil
 }
 
-// Frame is one SSE frame: Seq counts from 1 without holes within a turn,
-// Data is one SSE data payload (single-line JSON or [DONE]; never empty).
+// Frame is one frame of a turn: Seq counts from 1 without holes within a
+// turn, Data is its payload (package turns writes one event's JSON; never
+// empty).
 // Data is shared, not copied: neither the writer nor readers may modify it.
 type Frame struct {
 	Seq  int64
