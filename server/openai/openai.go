@@ -312,7 +312,9 @@ func chatClient(body *wire.ChatCompletionRequest) (clientRequest, *turns.Problem
 	if pe != nil {
 		return clientRequest{}, door.BodyProblem(pe)
 	}
-	return newClientRequest(tools, choice, wf, "response_format", instructions)
+	cr, e := newClientRequest(tools, choice, wf, "response_format", instructions)
+	cr.oneCall = body.OneCallPerAnswer()
+	return cr, e
 }
 
 // openAIModel finds the agent an OpenAI request names as its model.

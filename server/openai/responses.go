@@ -539,6 +539,7 @@ func (d *Door) startResponse(ctx context.Context, owner, key string, body *wire.
 	if e != nil {
 		return nil, e
 	}
+	cr.oneCall = body.OneCallPerAnswer()
 	msgs, index := in.Messages, in.Index
 	if prior != nil {
 		// The input goes on from the connection's conversation; its
@@ -654,7 +655,7 @@ func (d *Door) responseBase(node *agent.Agent, t *turns.Turn, body *wire.Respons
 	base := oaResponse{
 		ID: responseID(t.ID()), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
 		Background: body.Background,
-		Metadata:   metadata, Model: node.ID(), Output: []any{}, ParallelToolCalls: true, Store: stored,
+		Metadata:   metadata, Model: node.ID(), Output: []any{}, ParallelToolCalls: !cr.oneCall, Store: stored,
 		Temperature: templateTemperature(node), TopP: 1, ServiceTier: "default",
 		MaxToolCalls: ptr(int64(budget.MaxSteps * budget.MaxToolCalls)),
 		Text:         textConfig(cr.format), ToolChoice: body.ToolChoice, Tools: []oaFunctionTool{}, Truncation: "disabled",

@@ -43,13 +43,12 @@ var responsesParams = map[string]paramRule{
 	"model": anyValue, "input": anyValue, "stream": anyValue, "store": anyValue,
 	"previous_response_id": anyValue, "conversation": anyValue, "metadata": anyValue,
 	"tools": anyValue, "tool_choice": anyValue, "text": anyValue, "instructions": anyValue, "background": anyValue,
-	"prompt_cache_key": anyValue, "safety_identifier": anyValue,
+	"prompt_cache_key": anyValue, "safety_identifier": anyValue, "parallel_tool_calls": anyValue,
 	// Refused unless they ask for nothing the server cannot do.
-	"include":             {includesNothing, `include may only name output the agent never produces (reasoning.encrypted_content, hosted tools' results, input images); logprobs are not supported`},
-	"prompt":              {never, "prompt templates are not supported: the agent's template gives its prompt"},
-	"top_logprobs":        {isNumber(0), "top_logprobs is not supported (logprobs are not)"},
-	"moderation":          {never, "moderation is not supported"},
-	"parallel_tool_calls": {isTrue, "parallel_tool_calls false is not supported: a model answer may call several tools, each checked against the step's offer"},
+	"include":      {includesNothing, `include may only name output the agent never produces (reasoning.encrypted_content, hosted tools' results, input images); logprobs are not supported`},
+	"prompt":       {never, "prompt templates are not supported: the agent's template gives its prompt"},
+	"top_logprobs": {isNumber(0), "top_logprobs is not supported (logprobs are not)"},
+	"moderation":   {never, "moderation is not supported"},
 	// Accepted and ignored (docs/api.md says why for each).
 	"max_output_tokens": anyValue, "max_tool_calls": anyValue, "temperature": anyValue,
 	"top_p": anyValue, "prompt_cache_retention": anyValue,
@@ -83,6 +82,15 @@ type ResponsesRequest struct {
 	Background        bool    `json:"background"`
 	PromptCacheKey    *string `json:"prompt_cache_key"`
 	SafetyIdentifier  *string `json:"safety_identifier"`
+	// ParallelToolCalls is parallel_tool_calls (nil: absent, which is
+	// true).
+	ParallelToolCalls *bool `json:"parallel_tool_calls"`
+}
+
+// OneCallPerAnswer reports whether the request turns parallel tool calls
+// off (parallel_tool_calls: false): one call of each model answer runs.
+func (r *ResponsesRequest) OneCallPerAnswer() bool {
+	return r.ParallelToolCalls != nil && !*r.ParallelToolCalls
 }
 
 // Tools returns the client's function tools.
