@@ -9,6 +9,8 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/openai/openai-go/v3/packages/param"
+	oar "github.com/openai/openai-go/v3/responses"
 )
 
 const thinkArgs = `{"topic": "t", "reasoning": "r"}`
@@ -85,4 +87,48 @@ func TestParallelToolCallsMustBeABoolean(t *testing.T) {
 			t.Errorf("%s: error %q does not name parallel_tool_calls", path, v.Error.Message)
 		}
 	}
+}
+
+// fedBack is what a client that keeps the conversation sends back of a
+// response's output: its messages as assistant messages, and every other
+// item (the agent's agentdock:tool_call items, function calls) verbatim.
+func fedBack(r *oar.Response) oar.ResponseInputParam {
+	var items oar.ResponseInputParam
+	for _, it := range r.Output {
+		if it.Type == "message" {
+			items = append(items, oar.ResponseInputItemParamOfMessage(it.Content[0].Text, oar.EasyInputMessageRoleAssistant))
+			continue
+		}
+		items = append(items, param.Override[oar.ResponseInputItemUnionParam](json.RawMessage(it.RawJSON())))
+	}
+	return items
+}
+
+// toolItem is an agentdock:tool_call item as a client reads it.
+type toolItem struct {
+	Type      string  `json:"type"`
+	Status    string  `json:"status"`
+	CallID    string  `json:"call_id"`
+	Name      string  `json:"name"`
+	Arguments string  `json:"arguments"`
+	Output    *string `json:"output"`
+	NotRun    bool    `json:"not_run"`
+	Answer    int     `json:"answer"`
+}
+
+// toolItems returns a response's agentdock:tool_call items.
+func toolItems(t *testing.T, r *oar.Response) []toolItem {
+	t.Helper()
+	var out []toolItem
+	for _, it := range r.Output {
+		if it.Type != "agentdock:tool_call" {
+			continue
+		}
+		var ti toolItem
+		if err := json.Unmarshal([]byte(it.RawJSON()), &ti); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ti)
+	}
+	return out
 }
