@@ -67,12 +67,24 @@ func TestLineTransport(t *testing.T) {
 		got = append(got, r)
 	}
 	want := []reply{
-		{"2.0", nil, struct{ Code int64 `json:"code"` }{jsonrpc.CodeParseError}},
-		{"2.0", nil, struct{ Code int64 `json:"code"` }{jsonrpc.CodeInvalidRequest}},
-		{"2.0", nil, struct{ Code int64 `json:"code"` }{jsonrpc.CodeInvalidRequest}},
-		{"2.0", "a", struct{ Code int64 `json:"code"` }{jsonrpc.CodeInvalidRequest}},
-		{"2.0", nil, struct{ Code int64 `json:"code"` }{jsonrpc.CodeInvalidRequest}},
-		{"2.0", nil, struct{ Code int64 `json:"code"` }{jsonrpc.CodeParseError}},
+		{"2.0", nil, struct {
+			Code int64 `json:"code"`
+		}{jsonrpc.CodeParseError}},
+		{"2.0", nil, struct {
+			Code int64 `json:"code"`
+		}{jsonrpc.CodeInvalidRequest}},
+		{"2.0", nil, struct {
+			Code int64 `json:"code"`
+		}{jsonrpc.CodeInvalidRequest}},
+		{"2.0", "a", struct {
+			Code int64 `json:"code"`
+		}{jsonrpc.CodeInvalidRequest}},
+		{"2.0", nil, struct {
+			Code int64 `json:"code"`
+		}{jsonrpc.CodeInvalidRequest}},
+		{"2.0", nil, struct {
+			Code int64 `json:"code"`
+		}{jsonrpc.CodeParseError}},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d error replies %+v, want %d", len(got), got, len(want))
