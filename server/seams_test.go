@@ -106,14 +106,15 @@ func fedBack(r *oar.Response) oar.ResponseInputParam {
 
 // toolItem is an agentdock:tool_call item as a client reads it.
 type toolItem struct {
-	Type      string  `json:"type"`
-	Status    string  `json:"status"`
-	CallID    string  `json:"call_id"`
-	Name      string  `json:"name"`
-	Arguments string  `json:"arguments"`
-	Output    *string `json:"output"`
-	NotRun    bool    `json:"not_run"`
-	Answer    int     `json:"answer"`
+	Type       string  `json:"type"`
+	Status     string  `json:"status"`
+	CallID     string  `json:"call_id"`
+	Name       string  `json:"name"`
+	Arguments  string  `json:"arguments"`
+	Output     *string `json:"output"`
+	NotRun     bool    `json:"not_run"`
+	ApprovalID string  `json:"approval_id"`
+	Answer     int     `json:"answer"`
 }
 
 // toolItems returns a response's agentdock:tool_call items.
@@ -131,4 +132,85 @@ func toolItems(t *testing.T, r *oar.Response) []toolItem {
 		out = append(out, ti)
 	}
 	return out
+}
+
+// TestHeldApprovalSaysSo: a turn that holds a call for approval does not
+// answer an empty stop. A chat completion, streaming or not, with a
+// session or without, ends with finish_reason tool_calls, and its
+// agentdock extension has finishReason approval, the held call and its
+// approval; without a session it also warns that nothing can approve it.
+// A response is incomplete (approval), its call an agentdock:tool_call
+// item ending incomplete with the approval's ID.
+func TestHeldApprovalSaysSo(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	msgs := []any{map[string]any{"role": "user", "content": "critique: remote work"}}
+	for _, c := range []struct {
+		name    string
+		headers []string
+	}{{"without a session", nil}, {"with a session", []string{"X-Session-Id", "held-" + session.NewID()}}} {
+		t.Run("completion "+c.name, func(t *testing.T) {
+			var v struct {
+				Choices []struct {
+					FinishReason string `json:"finish_reason"`
+				} `json:"choices"`
+				AgentDock oaExtended `json:"agentdock"`
+			}
+			getJSON(t, e.do(http.MethodPost, "/v1/chat/completions", jsonBody(map[string]any{"model": "approver", "messages": msgs}), c.headers...), http.StatusOK, &v)
+			ext := v.AgentDock
+			if v.Choices[0].FinishReason != "tool_calls" || ext.FinishReason != chat.FinishApproval {
+				t.Fatalf("finish_reason %q, agentdock.finishReason %q", v.Choices[0].FinishReason, ext.FinishReason)
+			}
+			if len(ext.Approvals) != 1 || ext.Approvals[0].ID == "" || len(ext.ToolCalls) != 1 || ext.ToolCalls[0].Name != "critique" || ext.Approvals[0].ToolCallID != ext.ToolCalls[0].ID {
+				t.Fatalf("approvals %+v, calls %+v", ext.Approvals, ext.ToolCalls)
+			}
+			if warned := strings.Contains(ext.Warning, "without a session"); warned != (c.headers == nil) {
+				t.Fatalf("warning %q", ext.Warning)
+			}
+		})
+		t.Run("streaming completion "+c.name, func(t *testing.T) {
+			res := e.do(http.MethodPost, "/v1/chat/completions", jsonBody(map[string]any{"model": "approver", "messages": msgs, "stream": true}), c.headers...)
+			defer res.Body.Close()
+			type chunk struct {
+				Choices []struct {
+					FinishReason *string `json:"finish_reason"`
+				} `json:"choices"`
+				AgentDock *oaExtended `json:"agentdock"`
+			}
+			var finish chunk
+			r := newSSEReader(res.Body)
+			for ev, ok := r.next(); ok; ev, ok = r.next() {
+				var ch chunk
+				if ev.Data != "[DONE]" && json.Unmarshal([]byte(ev.Data), &ch) == nil && len(ch.Choices) > 0 && ch.Choices[0].FinishReason != nil {
+					finish = ch
+				}
+			}
+			if len(finish.Choices) == 0 || *finish.Choices[0].FinishReason != "tool_calls" || finish.AgentDock == nil ||
+				finish.AgentDock.FinishReason != chat.FinishApproval || len(finish.AgentDock.Approvals) != 1 ||
+				strings.Contains(finish.AgentDock.Warning, "without a session") != (c.headers == nil) {
+				t.Fatalf("finish chunk %+v", finish)
+			}
+		})
+	}
+	t.Run("response with store false", func(t *testing.T) {
+		var r struct {
+			Status            string `json:"status"`
+			IncompleteDetails struct {
+				Reason string `json:"reason"`
+			} `json:"incomplete_details"`
+			Output []toolItem `json:"output"`
+		}
+		getJSON(t, e.do(http.MethodPost, "/v1/responses", jsonBody(map[string]any{"model": "approver", "input": "critique: remote work", "store": false})), http.StatusOK, &r)
+		if r.Status != "incomplete" || r.IncompleteDetails.Reason != "approval" {
+			t.Fatalf("status %q %+v", r.Status, r.IncompleteDetails)
+		}
+		var held []toolItem
+		for _, it := range r.Output {
+			if it.Type == "agentdock:tool_call" {
+				held = append(held, it)
+			}
+		}
+		if len(held) != 1 || held[0].Name != "critique" || held[0].Status != "incomplete" || held[0].ApprovalID == "" || held[0].Output != nil {
+			t.Fatalf("items %+v", r.Output)
+		}
+	})
 }
