@@ -74,7 +74,8 @@ test-e2e: build
 # The protocols' own tools against the binary (protocols/README.md): the
 # official A2A JS client (two replicas on a redis-server of its own), AG-UI's
 # HttpAgent, MCP's conformance suite (run with bun from npm) and the MCP
-# TypeScript SDK over stdio, and the docs' client examples.
+# TypeScript SDK over stdio, the OpenAI Agents SDK over /v1/responses and
+# /v1/chat/completions, and the docs' client examples.
 test-protocols: build
 	@if [ -f protocols/package.json ]; then cd protocols && npm ci --no-audit --no-fund --loglevel=error && AGENTDOCK_BIN=../bin/agentdock node --test; fi
 

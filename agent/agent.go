@@ -663,6 +663,11 @@ type Input struct {
 	// marked as the client's, unless the template refuses them
 	// (ErrInstructions). They belong to the turn and are not stored.
 	Instructions string
+	// OneCallPerAnswer runs at most one tool call of each model answer
+	// (OpenAI's parallel_tool_calls: false): the model is asked for one,
+	// and the calls an answer makes after its first get a refusal it
+	// reads (llmorch.Turn.OneCallPerAnswer).
+	OneCallPerAnswer bool
 	// CallTrail says that the client keeps only OpenAI's chat messages of
 	// the conversation (a chat completion without a session), which hold
 	// the calls of its own tools and none of the agent's: each call of a
@@ -729,6 +734,8 @@ type options struct {
 	// callTrail: the client keeps only OpenAI's chat messages
 	// (Input.CallTrail).
 	callTrail bool
+	// oneCall: one tool call per answer (Input.OneCallPerAnswer).
+	oneCall bool
 	// request is the turn's idempotency key (Input.Key), and digest
 	// what the request asks (requestDigest).
 	request, digest string
@@ -745,7 +752,7 @@ func (in Input) options() options {
 		owner: in.Owner, turnID: in.TurnID, position: in.Position, history: in.History, stateless: in.Stateless,
 		regenerate: in.Regenerate || in.Edit, edit: in.Edit, clientTools: in.ClientTools, choice: in.ToolChoice,
 		format: in.Format, instructions: in.Instructions, attachments: in.Attachments, results: in.Results,
-		compacted: in.Compacted, request: in.Key, callTrail: in.CallTrail,
+		compacted: in.Compacted, request: in.Key, callTrail: in.CallTrail, oneCall: in.OneCallPerAnswer,
 	}
 	if o.turnID == "" {
 		o.turnID = session.NewID()

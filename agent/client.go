@@ -109,7 +109,7 @@ func (o options) clientNames() []string {
 // extend gives a turn what the client brought for it.
 func (o options) extend(t llmorch.Turn) llmorch.Turn {
 	t.ClientTools, t.Choice, t.Format, t.Instructions = o.clientTools, o.choice, o.format, o.instructions
-	t.CallTrail = o.callTrail
+	t.CallTrail, t.OneCallPerAnswer = o.callTrail, o.oneCall
 	return t
 }
 

@@ -73,7 +73,7 @@ func (o options) duplicate(sess session.Session) error {
 // requestDigest identifies what a turn's request asks: the message and
 // every option that changes the turn (attachments, the conversation or
 // results sent with it, regenerate or edit, the client's tools, tool
-// choice, response format and instructions). The turn's ID, owner and
+// choice, response format, instructions and one call per answer). The turn's ID, owner and
 // stream position are not part of it: a retry differs in those.
 func requestDigest(message string, answers []ApprovalAnswer, o options) string {
 	h := sha256.New()
@@ -90,7 +90,8 @@ func requestDigest(message string, answers []ApprovalAnswer, o options) string {
 		Format       *llmorch.Format          `json:"f,omitempty"`
 		Instructions string                   `json:"i,omitempty"`
 		Answers      []ApprovalAnswer         `json:"d,omitempty"`
-	}{message, o.attachments, o.history, o.compacted, o.results, o.regenerate, o.edit, o.clientTools, o.choice, o.format, o.instructions, answers})
+		OneCall      bool                     `json:"o,omitempty"`
+	}{message, o.attachments, o.history, o.compacted, o.results, o.regenerate, o.edit, o.clientTools, o.choice, o.format, o.instructions, answers, o.oneCall})
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 

@@ -176,6 +176,19 @@ func refusedOverLimit(call chat.ToolCall, max, made int) chat.ToolResult {
 			max, made, made-max-1, max)}
 }
 
+// refusedParallel is the result of an answer's second call on a turn
+// that runs one call per answer (Turn.OneCallPerAnswer), which stands for
+// every call after the first.
+func refusedParallel(call chat.ToolCall, made int) chat.ToolResult {
+	notRun := "this call was not run"
+	if made > 2 {
+		notRun = fmt.Sprintf("this call and the %d after it were not run", made-2)
+	}
+	return chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "refused", IsError: true, NotRun: true,
+		Content: fmt.Sprintf("Refused: this conversation runs one tool call per answer (the client turned parallel tool calls off); this answer made %d, so only the first ran and %s. Make one call per answer: call it again on its own if you still need it.",
+			made, notRun)}
+}
+
 // truncateUTF8 cuts s to at most n bytes without splitting a character.
 func truncateUTF8(s string, n int) string {
 	if n >= len(s) {

@@ -85,8 +85,13 @@ type Request struct {
 	Require bool
 	// Format, when set, is the format the answer must be in (see
 	// Format); the model may still call tools.
-	Format      *Format
-	Temperature *float64
+	Format *Format
+	// OneCallPerAnswer asks the model for at most one tool call per
+	// answer (Turn.OneCallPerAnswer): a provider that takes it is told
+	// (OpenAI's parallel_tool_calls: false, Anthropic's
+	// disable_parallel_tool_use); the runtime enforces it either way.
+	OneCallPerAnswer bool
+	Temperature      *float64
 	// MaxTokens is the max_tokens to send (0: the provider's default).
 	MaxTokens int
 	// RetryWait, when positive, bounds how long the model waits to retry

@@ -30,6 +30,9 @@ type PromptInput struct {
 	// the answer (the note's).
 	Require bool
 	Format  *Format
+	// OneCall says that one tool call of an answer runs, the others are
+	// refused (Turn.OneCallPerAnswer; the note's).
+	OneCall bool
 }
 
 // ClientHeading opens the client's instructions in a system prompt.
@@ -121,6 +124,9 @@ func Note(in PromptInput) string {
 		fmt.Fprintf(&b, "Call one of these tools now: %s\n", strings.Join(snap.OfferedTools, ", "))
 	default:
 		fmt.Fprintf(&b, "Tools you may use now: %s\n", strings.Join(snap.OfferedTools, ", "))
+	}
+	if in.OneCall && !in.FinalAnswer && len(snap.OfferedTools) > 0 {
+		b.WriteString("Make at most one tool call in this answer: only the first call of an answer runs.\n")
 	}
 	if in.Format != nil {
 		b.WriteString(in.Format.instruction())

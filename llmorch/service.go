@@ -241,6 +241,13 @@ type Turn struct {
 	// Instructions are the client's own instructions, given to the model
 	// after the template's (PromptInput.Client).
 	Instructions string
+	// OneCallPerAnswer: at most one tool call of each model answer runs
+	// (a client's parallel_tool_calls: false). The model is asked for one
+	// call (Request.OneCallPerAnswer, and the note); when an answer makes
+	// more all the same, the first is carried out and the next gets a
+	// refusal the model reads (refusedParallel), standing for the rest,
+	// as for calls over MaxToolCalls.
+	OneCallPerAnswer bool
 	// CallTrail: the client keeps only OpenAI's chat messages (a chat
 	// completion without a session), which hold the calls of its own
 	// tools and none of the agent's. Each call of a client tool then gets
@@ -691,7 +698,7 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	req := Request{
 		System:         r.system,
 		Messages:       r.requestMessages(),
-		Note:           Note(PromptInput{Snapshot: snap, FinalAnswer: final, Require: require, Format: noteFormat}),
+		Note:           Note(PromptInput{Snapshot: snap, FinalAnswer: final, Require: require, Format: noteFormat, OneCall: r.turn.OneCallPerAnswer}),
 		Temperature:    r.model.Temperature,
 		MaxTokens:      maxTokens(r.model.MaxTokens, remaining),
 		MaxOutputBytes: remaining,
@@ -699,6 +706,9 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		Modes:          r.s.modes,
 		Require:        require,
 		Format:         r.turn.Format,
+		// Only a call that may call tools is told: a request without
+		// tools may not name parallel_tool_calls at all (OpenAI).
+		OneCallPerAnswer: r.turn.OneCallPerAnswer && len(offer.Tools) > 0,
 	}
 	if r.s.stable {
 		// The whole tool set, in the engine's order and then the
@@ -934,13 +944,22 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 	}
 	// Over MaxToolCalls, the first excess call stands for all of them: it
 	// gets the refusal naming the limit, and the rest leave no trace in the
-	// history, which a turn must never fill.
+	// history, which a turn must never fill. A turn that runs one call per
+	// answer (OneCallPerAnswer) treats the calls after the first the same
+	// way, with a refusal naming the client's setting instead: it is no
+	// budget reached, so no limit is reported.
 	made, limit := len(calls), cfg.Budget.MaxToolCalls
-	if made > limit {
-		calls = calls[:limit+1]
+	over := func(call chat.ToolCall) chat.ToolResult { return refusedOverLimit(call, limit, made) }
+	if r.turn.OneCallPerAnswer && limit > 1 {
+		limit = 1
+		over = func(call chat.ToolCall) chat.ToolResult { return refusedParallel(call, made) }
+	} else if made > limit {
 		if !r.emit(chat.Event{Kind: chat.KindLimit, Limit: limitToolCalls(limit, made)}) {
 			return errStopped
 		}
+	}
+	if made > limit {
+		calls = calls[:limit+1]
 	}
 	msgs := []chat.Message{assistantMessage(text, calls)}
 	var (
@@ -999,7 +1018,7 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 		reached++
 		var res toolOutcome
 		if i == limit {
-			res.result = refusedOverLimit(call, limit, made)
+			res.result = over(call)
 		} else {
 			r.recordWithStep = i == len(calls)-1
 			res = r.tool(ctx, call, invalid)

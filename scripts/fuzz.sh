@@ -40,6 +40,7 @@ targets=(
 	"./spend FuzzParsePrices 30000"
 	"./server/internal/wire FuzzApprovalAnswers 30000"
 	"./server/internal/wire FuzzDecodeCompaction 20000"
+	"./server/mcpserver FuzzLineTransport 20000"
 	"./llmorch/provider FuzzOpenAIStream 6000"
 	"./llmorch/provider FuzzAnthropicStream 6000"
 	"./llmorch/provider FuzzTextChunk 40000"

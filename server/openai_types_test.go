@@ -74,8 +74,9 @@ type oaExtended struct {
 	Error         *chat.Error          `json:"error,omitempty"`
 	// Approval: the call of toolCall waits for a person's approval
 	// (answer it with POST /api/chat/:agentId, docs/api.md).
-	Approval     *chat.Approval `json:"approval,omitempty"`
-	FinishReason string         `json:"finishReason,omitempty"`
+	Approval     *chat.Approval  `json:"approval,omitempty"`
+	FinishReason string          `json:"finishReason,omitempty"`
+	Approvals    []chat.Approval `json:"approvals,omitempty"`
 	// ToolCalls and ToolResults list a whole turn's tool activity in a
 	// non-streaming answer.
 	ToolCalls   []chat.ToolCall   `json:"toolCalls,omitempty"`

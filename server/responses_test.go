@@ -27,14 +27,13 @@ func input(text string) oar.ResponseNewParamsInputUnion {
 	return oar.ResponseNewParamsInputUnion{OfString: openai.String(text)}
 }
 
-// itemTypes lists a response's output item types, with a function call's
-// name.
+// itemTypes lists a response's output item types, with a call's name.
 func itemTypes(r *oar.Response) []string {
 	var out []string
 	for _, it := range r.Output {
 		switch it.Type {
-		case "function_call":
-			out = append(out, "function_call:"+it.Name)
+		case "function_call", "agentdock:tool_call":
+			out = append(out, it.Type+":"+it.Name)
 		default:
 			out = append(out, it.Type)
 		}
@@ -43,9 +42,10 @@ func itemTypes(r *oar.Response) []string {
 }
 
 // TestResponsesNonStreaming: the official Go client reads a stored
-// response: the agent's tool calls as function_call items each followed by
-// its function_call_output, then the answer as a message; the conversation
-// is a session holding the answer, and GET returns the same object.
+// response: the agent's tool calls as agentdock:tool_call items, each with
+// its result (the server ran them: no function_call, which is a call for
+// the client), then the answer as a message; the conversation is a
+// session holding the answer, and GET returns the same object.
 func TestResponsesNonStreaming(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	client := e.openai()
@@ -58,15 +58,12 @@ func TestResponsesNonStreaming(t *testing.T) {
 	if r.Status != "completed" || r.Object != "response" || r.Model != "explorer" || !strings.HasPrefix(r.ID, "resp_") || r.Metadata["ticket"] != "42" {
 		t.Fatalf("response %s", r.RawJSON())
 	}
-	if got, want := itemTypes(r), []string{"function_call:brainstorm", "function_call_output", "function_call:compare", "function_call_output", "message"}; !slices.Equal(got, want) {
+	if got, want := itemTypes(r), []string{"agentdock:tool_call:brainstorm", "agentdock:tool_call:compare", "message"}; !slices.Equal(got, want) {
 		t.Fatalf("output items %v, want %v", got, want)
 	}
-	for i, it := range r.Output {
-		if it.Type == "function_call_output" && (it.CallID != r.Output[i-1].CallID || it.Output.OfString == "") {
-			t.Fatalf("output %d does not answer the call before it: %s", i, it.RawJSON())
-		}
-		if it.Type == "function_call" && !json.Valid([]byte(it.Arguments.OfString)) {
-			t.Fatalf("arguments %q", it.Arguments.OfString)
+	for i, it := range toolItems(t, r) {
+		if it.Status != "completed" || it.CallID == "" || it.Output == nil || *it.Output == "" || !json.Valid([]byte(it.Arguments)) || it.Answer != i+1 {
+			t.Fatalf("tool call item %+v", it)
 		}
 	}
 	sid := r.Conversation.ID
@@ -157,9 +154,7 @@ func TestResponsesStreaming(t *testing.T) {
 		t.Fatalf("items left open %v, final %s", open, final.RawJSON())
 	}
 	wantTypes := []string{"response.created", "response.in_progress",
-		"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
 		"response.output_item.added", "response.output_item.done",
-		"response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
 		"response.output_item.added", "response.output_item.done",
 		"response.output_item.added", "response.content_part.added", "response.output_text.delta", "response.output_text.done", "response.content_part.done", "response.output_item.done",
 		"response.completed"}
@@ -244,19 +239,7 @@ func TestResponsesStateless(t *testing.T) {
 	}
 	// The client keeps the conversation: its first message, the output
 	// items it got back, and a new message.
-	items := oar.ResponseInputParam{oar.ResponseInputItemParamOfMessage(explore, oar.EasyInputMessageRoleUser)}
-	for _, it := range first.Output {
-		switch it.Type {
-		case "function_call":
-			items = append(items, oar.ResponseInputItemParamOfFunctionCall(it.Arguments.OfString, it.CallID, it.Name))
-		case "function_call_output":
-			out := oar.ResponseInputItemParamOfFunctionCallOutput(it.Output.OfString)
-			out.OfFunctionCallOutput.CallID = openai.String(it.CallID)
-			items = append(items, out)
-		case "message":
-			items = append(items, oar.ResponseInputItemParamOfMessage(it.Content[0].Text, oar.EasyInputMessageRoleAssistant))
-		}
-	}
+	items := append(oar.ResponseInputParam{oar.ResponseInputItemParamOfMessage(explore, oar.EasyInputMessageRoleUser)}, fedBack(first)...)
 	items = append(items, oar.ResponseInputItemParamOfMessage("Which one is cheapest?", oar.EasyInputMessageRoleUser))
 	sessions := e.store.(*session.Memory).Len()
 	var res *http.Response

@@ -166,24 +166,12 @@ func TestStatelessForeignCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		items := oar.ResponseInputParam{oar.ResponseInputItemParamOfMessage("Please edit my draft", oar.EasyInputMessageRoleUser)}
-		var refusal string
-		for _, it := range first.Output {
-			switch it.Type {
-			case "function_call":
-				items = append(items, oar.ResponseInputItemParamOfFunctionCall(it.Arguments.OfString, it.CallID, it.Name))
-			case "function_call_output":
-				refusal = it.Output.OfString
-				out := oar.ResponseInputItemParamOfFunctionCallOutput(it.Output.OfString)
-				out.OfFunctionCallOutput.CallID = openai.String(it.CallID)
-				items = append(items, out)
-			case "message":
-				items = append(items, oar.ResponseInputItemParamOfMessage(it.Content[0].Text, oar.EasyInputMessageRoleAssistant))
-			}
+		items := append(oar.ResponseInputParam{oar.ResponseInputItemParamOfMessage("Please edit my draft", oar.EasyInputMessageRoleUser)}, fedBack(first)...)
+		calls := toolItems(t, first)
+		if len(calls) != 1 || calls[0].Output == nil || !strings.HasPrefix(*calls[0].Output, "Refused: ") || !calls[0].NotRun {
+			t.Fatalf("the call of a tool the agent lacks got %+v", calls)
 		}
-		if !strings.HasPrefix(refusal, "Refused: ") {
-			t.Fatalf("the call of a tool the agent lacks got %q", refusal)
-		}
+		refusal := *calls[0].Output
 		mock.Enqueue(mockllm.TextScript("Here is the plan."))
 		second, err := client.Responses.New(ctx, oar.ResponseNewParams{Model: "editor", Store: openai.Bool(false),
 			Input: oar.ResponseNewParamsInputUnion{OfInputItemList: append(items, oar.ResponseInputItemParamOfMessage("then edit it", oar.EasyInputMessageRoleUser))}})

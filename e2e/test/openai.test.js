@@ -134,11 +134,15 @@ test('responses.create, not streaming, then streaming and chained by previous_re
   assert.ok(r1.output_text.length > 0, 'output_text is assembled by the client');
   const types = r1.output.map((i) => i.type);
   assert.equal(types.at(-1), 'message');
-  const calls = r1.output.filter((i) => i.type === 'function_call');
-  assert.ok(calls.some((c) => c.name === 'search'), `function_call items: ${types}`);
+  // The agent's own calls ran on the server: each is an
+  // agentdock:tool_call item with its output, never a function_call
+  // (a call the client would have to run).
+  assert.ok(!types.includes('function_call'), `no function_call items: ${types}`);
+  const calls = r1.output.filter((i) => i.type === 'agentdock:tool_call');
+  assert.ok(calls.some((c) => c.name === 'search'), `agentdock:tool_call items: ${types}`);
   for (const c of calls) {
-    const out = r1.output.find((i) => i.type === 'function_call_output' && i.call_id === c.call_id);
-    assert.ok(out, `the output of ${c.name}`);
+    assert.equal(c.status, 'completed');
+    assert.ok(typeof c.output === 'string' && c.output.length > 0, `the output of ${c.name}`);
     assert.doesNotThrow(() => JSON.parse(c.arguments));
   }
   assert.equal(r1.metadata.run, 'e2e');

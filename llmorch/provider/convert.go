@@ -209,8 +209,8 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 		opts = append(opts, llms.WithTools(tools))
 		switch {
 		case anth:
-			if req.Require {
-				st.anthropicChoice = anthropicRequired(req)
+			if req.Require || req.OneCallPerAnswer {
+				st.anthropicChoice = anthropicChoice(req)
 			}
 		case m.cfg.RestrictsTools && req.Offered != nil:
 			opts = append(opts, llms.WithToolChoice(allowedTools(req)))
@@ -218,6 +218,7 @@ func (m *model) convert(req llmorch.Request, st *callState) ([]llms.MessageConte
 			opts = append(opts, llms.WithToolChoice(requiredTool(req)))
 		}
 	}
+	st.oneCall = req.OneCallPerAnswer && !anth
 	return msgs, opts, nil
 }
 
@@ -232,14 +233,23 @@ func requiredTool(req llmorch.Request) any {
 	return "required"
 }
 
-// anthropicRequired is Anthropic's tool_choice of a call that must call
-// a tool (langchaingo does not send one; the transport sets it).
-func anthropicRequired(req llmorch.Request) json.RawMessage {
-	if c := req.Callable(); len(c) == 1 {
-		b, _ := json.Marshal(map[string]string{"type": "tool", "name": c[0].Name})
-		return b
+// anthropicChoice is Anthropic's tool_choice of a call that must call a
+// tool or may make one call only (langchaingo does not send one; the
+// transport sets it): the tool, any tool or auto, with
+// disable_parallel_tool_use for one call.
+func anthropicChoice(req llmorch.Request) json.RawMessage {
+	choice := map[string]any{"type": "auto"}
+	if req.Require {
+		choice["type"] = "any"
+		if c := req.Callable(); len(c) == 1 {
+			choice["type"], choice["name"] = "tool", c[0].Name
+		}
 	}
-	return json.RawMessage(`{"type":"any"}`)
+	if req.OneCallPerAnswer {
+		choice["disable_parallel_tool_use"] = true
+	}
+	b, _ := json.Marshal(choice)
+	return b
 }
 
 // appendNote puts the call's note after the conversation, on the user's

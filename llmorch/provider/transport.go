@@ -34,6 +34,10 @@ type callState struct {
 	parts           map[string]json.RawMessage
 	format          *llmorch.Format
 	anthropicChoice json.RawMessage
+	// oneCall: the call asks for at most one tool call
+	// (llmorch.Request.OneCallPerAnswer), sent as OpenAI's
+	// parallel_tool_calls: false (Anthropic's is in anthropicChoice).
+	oneCall bool
 
 	// The request langchaingo built, taken by the transport and sent by
 	// send, and the transport that took it.
@@ -145,7 +149,7 @@ func (st *callState) send(ctx context.Context) {
 // temperature when none was asked for, Anthropic messages merged by role.
 func (t *transport) patch(req *http.Request, st *callState) (*http.Request, error) {
 	needBody := st != nil && (st.dropTemperature || ((st.mergeRoles || st.cache) && t.wire == Anthropic) ||
-		len(st.parts) > 0 || st.format != nil && t.wire == OpenAI || st.anthropicChoice != nil)
+		len(st.parts) > 0 || (st.format != nil || st.oneCall) && t.wire == OpenAI || st.anthropicChoice != nil)
 	if !t.keyless && !needBody {
 		return req, nil
 	}
@@ -190,6 +194,10 @@ func (t *transport) patchBody(data []byte, st *callState) ([]byte, error) {
 	}
 	if st.format != nil && t.wire == OpenAI {
 		body["response_format"] = responseFormat(st.format)
+	}
+	if _, tools := body["tools"]; st.oneCall && tools && t.wire == OpenAI {
+		// OpenAI refuses parallel_tool_calls on a request without tools.
+		body["parallel_tool_calls"] = json.RawMessage("false")
 	}
 	if st.anthropicChoice != nil && t.wire == Anthropic {
 		body["tool_choice"] = st.anthropicChoice

@@ -32,8 +32,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -208,12 +210,18 @@ const sessionless = "2026-07-28"
 
 // Stdio serves the agents of rt over stdin and stdout until ctx ends or
 // the client closes its end, as the anonymous owner "" (the process's
-// user).
+// user). A line that is not a JSON-RPC message is answered with a JSON-RPC
+// error and the server reads on (lineTransport).
 func Stdio(ctx context.Context, rt *turns.Runtime, cfg Config) error {
+	return serveLines(ctx, rt, cfg, os.Stdin, os.Stdout)
+}
+
+// serveLines is Stdio over in and out.
+func serveLines(ctx context.Context, rt *turns.Runtime, cfg Config, in io.Reader, out io.Writer) error {
 	e := New(cfg)
 	e.rt = rt
 	e.process = rand.Text()
-	return e.newServer().Run(ctx, &mcp.StdioTransport{})
+	return e.newServer().Run(ctx, lineTransport{in: in, out: out})
 }
 
 // newServer is the MCP server of every session and request: a call's

@@ -20,6 +20,8 @@ type clientRequest struct {
 	choice       orchestration.ToolChoice
 	format       *llmorch.Format
 	instructions string
+	// oneCall: parallel_tool_calls false (agent.Input.OneCallPerAnswer).
+	oneCall bool
 }
 
 // newClientRequest compiles the request's format (formatParam names it in
@@ -38,7 +40,7 @@ func newClientRequest(tools []chat.ToolSpec, choice orchestration.ToolChoice, wf
 
 // input is a turn's input with what the request brought.
 func (c clientRequest) input() agent.Input {
-	return agent.Input{ClientTools: c.tools, ToolChoice: c.choice, Format: c.format, Instructions: c.instructions}
+	return agent.Input{ClientTools: c.tools, ToolChoice: c.choice, Format: c.format, Instructions: c.instructions, OneCallPerAnswer: c.oneCall}
 }
 
 // names returns the names of the client's tools.

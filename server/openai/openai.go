@@ -133,6 +133,10 @@ type oaExtended struct {
 	// (answer it with POST /api/chat/:agentId, docs/api.md).
 	Approval     *chat.Approval `json:"approval,omitempty"`
 	FinishReason string         `json:"finishReason,omitempty"`
+	// Approvals are the turn's calls held for approval, on the answer
+	// that ends with them (finishReason approval): the non-streaming
+	// completion and the stream's finish chunk.
+	Approvals []chat.Approval `json:"approvals,omitempty"`
 	// ToolCalls and ToolResults list a whole turn's tool activity in a
 	// non-streaming answer.
 	ToolCalls   []chat.ToolCall   `json:"toolCalls,omitempty"`
@@ -312,7 +316,9 @@ func chatClient(body *wire.ChatCompletionRequest) (clientRequest, *turns.Problem
 	if pe != nil {
 		return clientRequest{}, door.BodyProblem(pe)
 	}
-	return newClientRequest(tools, choice, wf, "response_format", instructions)
+	cr, e := newClientRequest(tools, choice, wf, "response_format", instructions)
+	cr.oneCall = body.OneCallPerAnswer()
+	return cr, e
 }
 
 // openAIModel finds the agent an OpenAI request names as its model.
@@ -340,13 +346,21 @@ func checkHistory(node *agent.Agent, history []chat.Message, index []int, param 
 	return turns.ParamProblem(http.StatusBadRequest, "invalid_message", at, "%s: %s", at, he.Reason)
 }
 
+// noSessionApproval says why a stateless completion's held calls stay
+// unrun: the approval is answered in a session, and it has none.
+const noSessionApproval = "the answer ends on tool calls that wait for a person's approval (agentdock.approvals), which a conversation without a session cannot give: they did not run. Send conversations whose tools need approval with a session (x-session-id or user) and answer them through POST /api/chat/:agentId."
+
 var errNoReader = &chat.Error{Code: "client_gone", Message: "the client went away, and a turn without a session has no other reader; it was stopped"}
 
+// oaFinish is OpenAI's finish_reason of the turn's. A turn that holds
+// calls for approval ended on tool calls that have not run: tool_calls
+// (the agentdock extension has them, finishReason approval, and the
+// approvals), as the AI SDK's door says tool-calls, never a plain stop.
 func oaFinish(reason string) string {
 	switch reason {
 	case chat.FinishLength, chat.FinishMaxSteps, chat.FinishTimeout:
 		return "length"
-	case chat.FinishToolCalls:
+	case chat.FinishToolCalls, chat.FinishApproval:
 		return "tool_calls"
 	case chat.FinishGuardrail:
 		return "content_filter"
@@ -385,6 +399,10 @@ func (d *Door) completion(w http.ResponseWriter, r *http.Request, t *turns.Turn,
 			calls = append(calls, oaToolCallOf(ev.ToolCall))
 		case chat.KindToolResult:
 			ext.ToolResults = append(ext.ToolResults, *ev.ToolResult)
+		case chat.KindApproval:
+			if ev.Approval != nil {
+				ext.Approvals = append(ext.Approvals, *ev.Approval)
+			}
 		case chat.KindOrchestration:
 			ext.Orchestration = ev.Orchestration
 		case chat.KindLimit:
@@ -411,6 +429,9 @@ func (d *Door) completion(w http.ResponseWriter, r *http.Request, t *turns.Turn,
 		return
 	}
 	ext.FinishReason = reason
+	if len(ext.Approvals) > 0 && sessionID == "" {
+		ext.Warning = noSessionApproval
+	}
 	reply := oaReplyMessage{Role: "assistant", ToolCalls: calls}
 	if text.Len() > 0 || len(calls) == 0 {
 		reply.Content = ptr(text.String())
@@ -481,7 +502,10 @@ func (d *Door) streamCompletion(w http.ResponseWriter, r *http.Request, t *turns
 	sendError := func(e *chat.Error) {
 		send(door.ProblemBody(&turns.Problem{Status: http.StatusBadGateway, Code: e.Code, Message: e.Message}, true))
 	}
-	var failed *chat.Error
+	var (
+		failed    *chat.Error
+		approvals []chat.Approval
+	)
 	clientCalls := 0
 	err := door.Follow(r.Context(), d.rt, t, 0, d.cfg.Heartbeat, func(ev chat.Event) {
 		switch ev.Kind {
@@ -498,6 +522,9 @@ func (d *Door) streamCompletion(w http.ResponseWriter, r *http.Request, t *turns
 		case chat.KindToolResult:
 			send(chunk(oaDelta{}, nil, &oaExtended{ToolResult: ev.ToolResult}))
 		case chat.KindApproval:
+			if ev.Approval != nil {
+				approvals = append(approvals, *ev.Approval)
+			}
 			send(chunk(oaDelta{}, nil, &oaExtended{ToolCall: ev.ToolCall, Approval: ev.Approval}))
 		case chat.KindOrchestration:
 			send(chunk(oaDelta{}, nil, &oaExtended{Orchestration: ev.Orchestration}))
@@ -518,7 +545,11 @@ func (d *Door) streamCompletion(w http.ResponseWriter, r *http.Request, t *turns
 			sendError(ev.Error)
 		case chat.KindDone:
 			reason := ev.FinishReason
-			finish(reason, &oaExtended{FinishReason: reason, Error: failed})
+			ext := &oaExtended{FinishReason: reason, Error: failed, Approvals: approvals}
+			if len(approvals) > 0 && sessionID == "" {
+				ext.Warning = noSessionApproval
+			}
+			finish(reason, ext)
 		}
 	}, func() {
 		_, _ = w.Write([]byte(": heartbeat\n\n"))

@@ -26,8 +26,11 @@ import (
 // response is one turn: of a session when it is stored (its conversation
 // is that session, continued by previous_response_id or named by
 // conversation), of a throwaway session otherwise. Its output items are
-// the turn's text runs (message), the agent's tool calls (function_call)
-// and their results (function_call_output), in the order they happened.
+// the turn's text runs (message), the calls of the agent's own tools with
+// their results (agentdock:tool_call: the server ran them, so they are
+// not function_call items, which a client takes as calls for it to run)
+// and the calls of the client's tools (function_call), in the order they
+// happened.
 //
 // The object is built twice from the same events: by a recorder that
 // follows the turn to its end whatever the client does and stores the
@@ -189,6 +192,30 @@ type oaFunctionCall struct {
 	Arguments string `json:"arguments"`
 }
 
+// oaToolCallItem is a call of one of the agent's own tools (a built-in,
+// an MCP server's, an agent's) and its result: the server ran it, or
+// refused it, so it is an item of the implementor's own type
+// (wire.ToolCallItem), as the Open Responses spec asks of items that are
+// no part of it, and never a function_call. It is added when the call is
+// made (in_progress, output null) and done with its result (completed),
+// or, for a call held for a person's approval or stopped before it ran,
+// incomplete with no output. Answer numbers the model answer that made
+// it, from 1 in the response: the calls of one answer share it, so that
+// the item fed back as input rebuilds the answer as the agent had it.
+type oaToolCallItem struct {
+	ID         string  `json:"id"`
+	Type       string  `json:"type"`
+	Status     string  `json:"status"`
+	CallID     string  `json:"call_id"`
+	Name       string  `json:"name"`
+	Arguments  string  `json:"arguments"`
+	Output     *string `json:"output"`
+	IsError    bool    `json:"is_error,omitempty"`
+	NotRun     bool    `json:"not_run,omitempty"`
+	ApprovalID string  `json:"approval_id,omitempty"`
+	Answer     int     `json:"answer,omitempty"`
+}
+
 type oaFunctionCallOutput struct {
 	ID     string `json:"id"`
 	Type   string `json:"type"`
@@ -219,18 +246,28 @@ type oaRespEvent struct {
 // stream events that build them. Item IDs derive from the turn ID and the
 // item's position, so two builders fed the same events agree.
 type respBuilder struct {
-	resp    oaResponse
-	msg     *oaMessageItem // the open message item
-	msgAt   int            // its output index
-	text    strings.Builder
+	resp  oaResponse
+	msg   *oaMessageItem // the open message item
+	msgAt int            // its output index
+	text  strings.Builder
+	// calls are the agentdock:tool_call items waiting for their result,
+	// by call ID; answer counts the model answers so far.
+	calls   map[string]toolItemAt
+	answer  int
 	failure *chat.Error
 	limit   *chat.Limit
 	reason  string
 	usage   chat.Usage
 }
 
+// toolItemAt is an open agentdock:tool_call item and its output index.
+type toolItemAt struct {
+	item *oaToolCallItem
+	at   int
+}
+
 func newRespBuilder(base oaResponse) *respBuilder {
-	b := &respBuilder{resp: base}
+	b := &respBuilder{resp: base, calls: map[string]toolItemAt{}}
 	b.resp.Output = []any{}
 	ext := *base.AgentDock
 	b.resp.AgentDock = &ext
@@ -261,20 +298,42 @@ func (b *respBuilder) add(ev chat.Event) []oaRespEvent {
 		}
 		b.text.WriteString(ev.Text)
 		out = append(out, oaRespEvent{Type: "response.output_text.delta", ItemID: b.msg.ID, OutputIndex: ptr(b.msgAt), ContentIndex: ptr(0), Delta: ptr(ev.Text), Logprobs: &[]any{}})
+	case chat.KindStepStart:
+		b.answer++
 	case chat.KindStepFinish:
 		out = b.closeMessage("completed")
-	case chat.KindToolCall, chat.KindClientCall:
-		// A client call is the same item without an output after it:
-		// the client runs it and sends its function_call_output.
+	case chat.KindToolCall:
+		// A call the server runs (or refuses): its result completes it.
 		if ev.ToolCall == nil {
 			return nil
 		}
 		out = b.closeMessage("completed")
 		call := ev.ToolCall
-		args := string(call.Arguments)
-		if args == "" {
-			args = "{}"
+		item := &oaToolCallItem{ID: b.itemID("tc"), Type: wire.ToolCallItem, Status: "in_progress", CallID: call.ID, Name: call.Name,
+			Arguments: argumentsText(call.Arguments), Answer: b.answer}
+		at := len(b.resp.Output)
+		b.resp.Output = append(b.resp.Output, item)
+		b.calls[call.ID] = toolItemAt{item, at}
+		out = append(out, oaRespEvent{Type: "response.output_item.added", OutputIndex: ptr(at), Item: *item})
+	case chat.KindApproval:
+		// The call waits for a person's approval: it ends here, without
+		// output, naming the approval (answered through /api/chat).
+		if ev.Approval == nil {
+			return nil
 		}
+		if open, ok := b.calls[ev.Approval.ToolCallID]; ok {
+			open.item.ApprovalID = ev.Approval.ID
+			out = b.closeCall(ev.Approval.ToolCallID, "incomplete")
+		}
+	case chat.KindClientCall:
+		// A call of the client's tool: the client runs it and sends its
+		// function_call_output.
+		if ev.ToolCall == nil {
+			return nil
+		}
+		out = b.closeMessage("completed")
+		call := ev.ToolCall
+		args := argumentsText(call.Arguments)
 		item := &oaFunctionCall{ID: b.itemID("fc"), Type: "function_call", Status: "in_progress", CallID: call.ID, Name: call.Name}
 		at := len(b.resp.Output)
 		b.resp.Output = append(b.resp.Output, item)
@@ -290,6 +349,12 @@ func (b *respBuilder) add(ev chat.Event) []oaRespEvent {
 			return nil
 		}
 		out = b.closeMessage("completed")
+		if open, ok := b.calls[r.CallID]; ok {
+			open.item.Output, open.item.IsError, open.item.NotRun = ptr(r.Content), r.IsError, r.NotRun || chat.NotRunContent(r.Content)
+			return append(out, b.closeCall(r.CallID, "completed")...)
+		}
+		// The result of a call this response did not show (a turn that
+		// carries out an earlier answer's approvals).
 		item := &oaFunctionCallOutput{ID: b.itemID("fco"), Type: "function_call_output", Status: "in_progress", CallID: r.CallID, Output: r.Content}
 		at := len(b.resp.Output)
 		b.resp.Output = append(b.resp.Output, item)
@@ -318,14 +383,37 @@ func (b *respBuilder) add(ev chat.Event) []oaRespEvent {
 		} else {
 			b.failure = &chat.Error{Code: "internal_error", Message: "the turn failed"}
 		}
-		out = b.closeMessage("incomplete")
+		out = append(b.closeMessage("incomplete"), b.closeCalls()...)
 	case chat.KindDone:
 		b.reason = ev.FinishReason
 		status := "completed"
 		if ev.FinishReason != chat.FinishStop {
 			status = "incomplete"
 		}
-		out = b.closeMessage(status)
+		out = append(b.closeMessage(status), b.closeCalls()...)
+	}
+	return out
+}
+
+// closeCall ends the open agentdock:tool_call item of the call id.
+func (b *respBuilder) closeCall(id, status string) []oaRespEvent {
+	open := b.calls[id]
+	delete(b.calls, id)
+	open.item.Status = status
+	return []oaRespEvent{{Type: "response.output_item.done", OutputIndex: ptr(open.at), Item: *open.item}}
+}
+
+// closeCalls ends the tool call items still open when the turn ends
+// (stopped, failed): incomplete, without output, in output order.
+func (b *respBuilder) closeCalls() []oaRespEvent {
+	ids := make([]string, 0, len(b.calls))
+	for id := range b.calls {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(x, y string) int { return b.calls[x].at - b.calls[y].at })
+	var out []oaRespEvent
+	for _, id := range ids {
+		out = append(out, b.closeCall(id, "incomplete")...)
 	}
 	return out
 }
@@ -357,6 +445,7 @@ func (b *respBuilder) closeMessage(status string) []oaRespEvent {
 // completed.
 func (b *respBuilder) finish(now time.Time) oaResponse {
 	b.closeMessage("incomplete")
+	b.closeCalls()
 	r := b.resp
 	r.AgentDock.FinishReason = b.reason
 	r.AgentDock.Limit = b.limit
@@ -539,6 +628,7 @@ func (d *Door) startResponse(ctx context.Context, owner, key string, body *wire.
 	if e != nil {
 		return nil, e
 	}
+	cr.oneCall = body.OneCallPerAnswer()
 	msgs, index := in.Messages, in.Index
 	if prior != nil {
 		// The input goes on from the connection's conversation; its
@@ -654,7 +744,7 @@ func (d *Door) responseBase(node *agent.Agent, t *turns.Turn, body *wire.Respons
 	base := oaResponse{
 		ID: responseID(t.ID()), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
 		Background: body.Background,
-		Metadata:   metadata, Model: node.ID(), Output: []any{}, ParallelToolCalls: true, Store: stored,
+		Metadata:   metadata, Model: node.ID(), Output: []any{}, ParallelToolCalls: !cr.oneCall, Store: stored,
 		Temperature: templateTemperature(node), TopP: 1, ServiceTier: "default",
 		MaxToolCalls: ptr(int64(budget.MaxSteps * budget.MaxToolCalls)),
 		Text:         textConfig(cr.format), ToolChoice: body.ToolChoice, Tools: []oaFunctionTool{}, Truncation: "disabled",

@@ -124,19 +124,24 @@ func (d *Door) compactResponse(w http.ResponseWriter, r *http.Request) {
 	}
 	id := "cmp_" + session.NewID()
 	out := oaCompaction{ID: id, Object: "response.compaction", CreatedAt: time.Now().Unix(),
-		Output: append([]any{oaCompactionItem{ID: id + "_0", Type: "compaction", EncryptedContent: content, CreatedBy: node.ID()}}, outputItems(id, comp.Kept)...)}
+		Output: append([]any{oaCompactionItem{ID: id + "_0", Type: "compaction", EncryptedContent: content, CreatedBy: node.ID()}}, outputItems(id, comp.Kept, node.Engine().Tools())...)}
 	out.Usage = oaResponseUsage{InputTokens: comp.Usage.Prompt, OutputTokens: comp.Usage.Completion, TotalTokens: wire.TotalOf(comp.Usage)}
 	out.Usage.InputTokensDetails.CachedTokens = comp.Usage.CacheRead
 	door.WriteJSON(w, http.StatusOK, out)
 }
 
 // outputItems turns messages into Responses items, which an input takes
-// back as they are: user and assistant messages, function calls and their
-// outputs. IDs are prefix and the item's position.
-func outputItems(prefix string, msgs []chat.Message) []any {
+// back as they are: user and assistant messages, the calls of own (the
+// agent's tools) with their results as agentdock:tool_call items (the
+// calls of each assistant message one answer), and other calls (the
+// client's) as function calls with their outputs. IDs are prefix and the
+// item's position.
+func outputItems(prefix string, msgs []chat.Message, own []string) []any {
 	var out []any
 	id := func(kind string) string { return kind + "_" + prefix + "_" + strconv.Itoa(len(out)+1) }
-	for _, m := range msgs {
+	shown := map[string]bool{} // the calls whose results are in their agentdock:tool_call item
+	answer := 0
+	for i, m := range msgs {
 		switch m.Role {
 		case chat.RoleUser:
 			content := []any{}
@@ -163,11 +168,31 @@ func outputItems(prefix string, msgs []chat.Message) []any {
 			if m.Content != "" {
 				out = append(out, oaMessageItem{ID: id("msg"), Type: "message", Status: "completed", Role: "assistant", Content: []oaOutputText{*newOutputText(m.Content)}})
 			}
+			if len(m.ToolCalls) > 0 {
+				answer++
+			}
 			for _, call := range m.ToolCalls {
-				out = append(out, oaFunctionCall{ID: id("fc"), Type: "function_call", Status: "completed", CallID: call.ID, Name: call.Name, Arguments: argumentsText(call.Arguments)})
+				if !slices.Contains(own, call.Name) {
+					out = append(out, oaFunctionCall{ID: id("fc"), Type: "function_call", Status: "completed", CallID: call.ID, Name: call.Name, Arguments: argumentsText(call.Arguments)})
+					continue
+				}
+				item := oaToolCallItem{ID: id("tc"), Type: wire.ToolCallItem, Status: "incomplete", CallID: call.ID, Name: call.Name, Arguments: argumentsText(call.Arguments), Answer: answer}
+				for _, r := range msgs[i+1:] {
+					if r.Role != chat.RoleTool {
+						break
+					}
+					if r.ToolCallID == call.ID {
+						item.Status, item.Output, item.IsError, item.NotRun = "completed", ptr(r.Content), r.IsError, r.NotRun
+						shown[call.ID] = true
+						break
+					}
+				}
+				out = append(out, item)
 			}
 		case chat.RoleTool:
-			out = append(out, oaFunctionCallOutput{ID: id("fco"), Type: "function_call_output", Status: "completed", CallID: m.ToolCallID, Output: m.Content})
+			if !shown[m.ToolCallID] {
+				out = append(out, oaFunctionCallOutput{ID: id("fco"), Type: "function_call_output", Status: "completed", CallID: m.ToolCallID, Output: m.Content})
+			}
 		}
 	}
 	return out

@@ -108,11 +108,6 @@ func isNumber(want float64) func(json.RawMessage) bool {
 	}
 }
 
-func isTrue(raw json.RawMessage) bool {
-	var b bool
-	return json.Unmarshal(raw, &b) == nil && b
-}
-
 func isFalse(raw json.RawMessage) bool {
 	var b bool
 	return json.Unmarshal(raw, &b) == nil && !b
@@ -151,7 +146,7 @@ func never(json.RawMessage) bool { return false }
 var chatParams = map[string]paramRule{
 	// Honoured.
 	"model": anyValue, "messages": anyValue, "stream": anyValue, "stream_options": anyValue, "user": anyValue,
-	"tools": anyValue, "tool_choice": anyValue, "response_format": anyValue,
+	"tools": anyValue, "tool_choice": anyValue, "response_format": anyValue, "parallel_tool_calls": anyValue,
 	// Refused unless they ask for nothing the server cannot do.
 	"functions":          {isEmptyArray, "functions (deprecated) are not supported: send them as tools"},
 	"function_call":      {isString("auto"), `function_call (deprecated) is not supported: use tool_choice ("auto" is accepted)`},
@@ -167,8 +162,7 @@ var chatParams = map[string]paramRule{
 	"temperature": anyValue, "top_p": anyValue, "presence_penalty": anyValue, "frequency_penalty": anyValue,
 	"seed": anyValue, "max_tokens": anyValue, "max_completion_tokens": anyValue, "reasoning_effort": anyValue,
 	"verbosity": anyValue, "service_tier": anyValue, "metadata": anyValue, "store": anyValue, "prediction": anyValue,
-	"parallel_tool_calls": {isTrue, "parallel_tool_calls false is not supported: a model answer may call several tools, each checked against the step's offer"},
-	"safety_identifier":   anyValue, "prompt_cache_key": anyValue,
+	"safety_identifier": anyValue, "prompt_cache_key": anyValue,
 	"prompt_cache_retention": anyValue,
 }
 
@@ -185,6 +179,15 @@ type ChatCompletionRequest struct {
 	ToolsParam     json.RawMessage `json:"tools"`
 	ToolChoice     json.RawMessage `json:"tool_choice"`
 	ResponseFormat json.RawMessage `json:"response_format"`
+	// ParallelToolCalls is parallel_tool_calls (nil: absent, which is
+	// true).
+	ParallelToolCalls *bool `json:"parallel_tool_calls"`
+}
+
+// OneCallPerAnswer reports whether the request turns parallel tool calls
+// off (parallel_tool_calls: false): one call of each model answer runs.
+func (r *ChatCompletionRequest) OneCallPerAnswer() bool {
+	return r.ParallelToolCalls != nil && !*r.ParallelToolCalls
 }
 
 // Tools returns the client's tools.

@@ -20,7 +20,7 @@ func TestChatCompletionParams(t *testing.T) {
 		{`{"model":"a","tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":true}`, "", ""},
 		{`{"model":"a","functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
 		{`{"model":"a","function_call":"none"}`, "function_call", "unsupported_parameter"},
-		{`{"model":"a","parallel_tool_calls":false}`, "parallel_tool_calls", "unsupported_parameter"},
+		{`{"model":"a","parallel_tool_calls":false}`, "", ""},
 		{`{"model":"a","n":3}`, "n", "unsupported_parameter"},
 		{`{"model":"a","stop":["x"]}`, "stop", "unsupported_parameter"},
 		{`{"model":"a","logit_bias":{"50256":-100}}`, "logit_bias", "unsupported_parameter"},
@@ -46,6 +46,18 @@ func TestChatCompletionParams(t *testing.T) {
 	var je *JSONError
 	if _, err := ParseChatCompletion([]byte(`{"model": 5}`)); !errors.As(err, &je) || je.Line != 1 {
 		t.Errorf("a type error: %v", err)
+	}
+	if _, err := ParseChatCompletion([]byte(`{"model":"a","parallel_tool_calls":"no"}`)); !errors.As(err, &je) {
+		t.Errorf("parallel_tool_calls that is not a boolean: %v", err)
+	}
+	for body, one := range map[string]bool{`{"model":"a"}`: false, `{"parallel_tool_calls":true}`: false, `{"parallel_tool_calls":null}`: false, `{"parallel_tool_calls":false}`: true} {
+		r, err := ParseChatCompletion([]byte(body))
+		if err != nil || r.OneCallPerAnswer() != one {
+			t.Errorf("%s: one call per answer %v (%v), want %v", body, r != nil && r.OneCallPerAnswer(), err, one)
+		}
+		if rr, err := ParseResponses([]byte(body)); err != nil || rr.OneCallPerAnswer() != one {
+			t.Errorf("responses %s: one call per answer %v (%v), want %v", body, rr != nil && rr.OneCallPerAnswer(), err, one)
+		}
 	}
 }
 
@@ -185,7 +197,6 @@ func TestResponsesInput(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct{ body, param string }{
-		{`{"parallel_tool_calls":false}`, "parallel_tool_calls"},
 		{`{"include":["message.output_text.logprobs"]}`, "include"},
 		{`{"include":["something.new"]}`, "include"},
 		{`{"prompt":{"id":"pmpt_1"}}`, "prompt"},

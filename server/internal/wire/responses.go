@@ -43,13 +43,12 @@ var responsesParams = map[string]paramRule{
 	"model": anyValue, "input": anyValue, "stream": anyValue, "store": anyValue,
 	"previous_response_id": anyValue, "conversation": anyValue, "metadata": anyValue,
 	"tools": anyValue, "tool_choice": anyValue, "text": anyValue, "instructions": anyValue, "background": anyValue,
-	"prompt_cache_key": anyValue, "safety_identifier": anyValue,
+	"prompt_cache_key": anyValue, "safety_identifier": anyValue, "parallel_tool_calls": anyValue,
 	// Refused unless they ask for nothing the server cannot do.
-	"include":             {includesNothing, `include may only name output the agent never produces (reasoning.encrypted_content, hosted tools' results, input images); logprobs are not supported`},
-	"prompt":              {never, "prompt templates are not supported: the agent's template gives its prompt"},
-	"top_logprobs":        {isNumber(0), "top_logprobs is not supported (logprobs are not)"},
-	"moderation":          {never, "moderation is not supported"},
-	"parallel_tool_calls": {isTrue, "parallel_tool_calls false is not supported: a model answer may call several tools, each checked against the step's offer"},
+	"include":      {includesNothing, `include may only name output the agent never produces (reasoning.encrypted_content, hosted tools' results, input images); logprobs are not supported`},
+	"prompt":       {never, "prompt templates are not supported: the agent's template gives its prompt"},
+	"top_logprobs": {isNumber(0), "top_logprobs is not supported (logprobs are not)"},
+	"moderation":   {never, "moderation is not supported"},
 	// Accepted and ignored (docs/api.md says why for each).
 	"max_output_tokens": anyValue, "max_tool_calls": anyValue, "temperature": anyValue,
 	"top_p": anyValue, "prompt_cache_retention": anyValue,
@@ -83,6 +82,15 @@ type ResponsesRequest struct {
 	Background        bool    `json:"background"`
 	PromptCacheKey    *string `json:"prompt_cache_key"`
 	SafetyIdentifier  *string `json:"safety_identifier"`
+	// ParallelToolCalls is parallel_tool_calls (nil: absent, which is
+	// true).
+	ParallelToolCalls *bool `json:"parallel_tool_calls"`
+}
+
+// OneCallPerAnswer reports whether the request turns parallel tool calls
+// off (parallel_tool_calls: false): one call of each model answer runs.
+func (r *ResponsesRequest) OneCallPerAnswer() bool {
+	return r.ParallelToolCalls != nil && !*r.ParallelToolCalls
 }
 
 // Tools returns the client's function tools.
@@ -174,9 +182,15 @@ func (r *ResponsesRequest) MetadataMap() (map[string]string, *ParamError) {
 	return m, nil
 }
 
+// ToolCallItem is the type of the Responses items that are calls of the
+// agent's own tools with their results: the server ran them, so they are
+// not function_call items (the calls a client runs). The Open Responses
+// spec gives items of an implementor's own the implementor's prefix.
+const ToolCallItem = "agentdock:tool_call"
+
 // inputItem is one item of a Responses input list: a message (type
-// "message", or no type), a function_call, a function_call_output or a
-// compaction.
+// "message", or no type), a function_call, a function_call_output, an
+// agentdock:tool_call or a compaction.
 type inputItem struct {
 	Type             string          `json:"type"`
 	Role             string          `json:"role"`
@@ -186,7 +200,16 @@ type inputItem struct {
 	Arguments        *string         `json:"arguments"`
 	Output           json.RawMessage `json:"output"`
 	EncryptedContent string          `json:"encrypted_content"`
+	// An agentdock:tool_call's.
+	IsError bool `json:"is_error"`
+	NotRun  bool `json:"not_run"`
+	Answer  int  `json:"answer"`
 }
+
+// notAnswered is the result of an agentdock:tool_call fed back without
+// output: the call waited for approval, or the turn stopped before it
+// ran. The conversation holds it as a call that did not run.
+const notAnswered = chat.NotRunPrefix + "this call did not run: it waited for a person's approval, or its turn stopped before it ran."
 
 // Input is a Responses input as the agent takes it.
 type Input struct {
@@ -207,9 +230,14 @@ type Input struct {
 // user message; a list's message items (system and developer messages are
 // the client's instructions, Input.Instructions), function_call items
 // (joined to the assistant message before them), function_call_output
-// items and a compaction item (first) become what Input holds. The
-// request's instructions parameter comes before the messages'. A
-// compaction item must be one signed with key (DecodeCompaction).
+// items, agentdock:tool_call items and a compaction item (first) become
+// what Input holds. An agentdock:tool_call is a call (joined to the
+// assistant message before it, as a function_call) and its result: the
+// items of one model answer (the same answer, one after another) are one
+// assistant message with their calls, followed by their results, as the
+// agent had them. The request's instructions parameter comes before the
+// messages'. A compaction item must be one signed with key
+// (DecodeCompaction).
 func (r *ResponsesRequest) Conversation(key CompactionKey) (in Input, err *ParamError) {
 	var instructions []string
 	if r.InstructionsParam != nil && *r.InstructionsParam != "" {
@@ -230,12 +258,59 @@ func (r *ResponsesRequest) Conversation(key CompactionKey) (in Input, err *Param
 	}
 	msgs, index := in.Messages, in.Index
 	defer func() { in.Messages, in.Index = msgs, index }()
+	// The results of the open answer's agentdock:tool_call items, which
+	// follow its assistant message once the answer's last item is read.
+	var (
+		results      []chat.Message
+		resultsAt    []int
+		answer, last int // the open answer and the input position of its last item
+	)
+	flush := func() {
+		msgs, index = append(msgs, results...), append(index, resultsAt...)
+		results, resultsAt, answer = nil, nil, 0
+	}
 	for i, raw := range items {
 		at := fmt.Sprintf("input[%d]", i)
 		var it inputItem
 		if json.Unmarshal(raw, &it) != nil {
 			return in, paramErrorf(at, "invalid_request", "an input item must be an object")
 		}
+		if it.Type == ToolCallItem {
+			args := ""
+			if it.Arguments != nil {
+				args = *it.Arguments
+			}
+			call, pe := toolCall(it.CallID, "function", it.Name, args, at)
+			if pe != nil {
+				return in, pe
+			}
+			text := notAnswered
+			if !isAbsent(it.Output) {
+				if text, _, pe = content(it.Output, at+".output", false, "input_text", "output_text"); pe != nil {
+					return in, pe
+				}
+			}
+			result := chat.Message{Role: chat.RoleTool, ToolCallID: call.ID, ToolName: call.Name, Content: text,
+				IsError: it.IsError || text == notAnswered, NotRun: it.NotRun || chat.NotRunContent(text)}
+			if answer == 0 || it.Answer != answer || last != i-1 {
+				// Another answer: the open one's results come first,
+				// then this one's message: the text just before it, or
+				// a message of its calls alone.
+				flush()
+				if n := len(msgs); n == 0 || msgs[n-1].Role != chat.RoleAssistant || len(msgs[n-1].ToolCalls) > 0 {
+					msgs, index = append(msgs, chat.Message{Role: chat.RoleAssistant}), append(index, i)
+				}
+				answer = it.Answer
+			}
+			msgs[len(msgs)-1].ToolCalls = append(msgs[len(msgs)-1].ToolCalls, call)
+			results, resultsAt, last = append(results, result), append(resultsAt, i), i
+			if it.Answer == 0 {
+				// No answer named: the item is an answer of its own.
+				flush()
+			}
+			continue
+		}
+		flush()
 		switch it.Type {
 		case "", "message":
 			var cm chat.Message
@@ -306,9 +381,10 @@ func (r *ResponsesRequest) Conversation(key CompactionKey) (in Input, err *Param
 			msgs = append(msgs, chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID, ToolName: name, Content: text, NotRun: chat.NotRunContent(text)})
 			index = append(index, i)
 		default:
-			return in, paramErrorf(at+".type", "unsupported_parameter", "input items of type %q are not supported (message, function_call, function_call_output and compaction are)", clipParam(it.Type))
+			return in, paramErrorf(at+".type", "unsupported_parameter", "input items of type %q are not supported (message, function_call, function_call_output, %s and compaction are)", clipParam(it.Type), ToolCallItem)
 		}
 	}
+	flush()
 	if len(msgs) == 0 {
 		return in, paramErrorf("input", "invalid_message", "input has no message")
 	}
