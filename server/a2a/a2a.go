@@ -463,7 +463,7 @@ func attachments(m *Message) ([]chat.Attachment, *rpcError) {
 		}
 		a, pe := wire.Attachment(wire.FilePart{URL: p.URL, Raw: p.Raw, MediaType: p.MediaType, Filename: p.Filename}, fmt.Sprintf("message.parts[%d]", i))
 		if pe != nil {
-			return nil, errf(codeInvalidParams, "%s", pe.Error())
+			return nil, &rpcError{Code: codeInvalidParams, Message: pe.Error(), Data: map[string]any{"code": pe.Code}}
 		}
 		out = append(out, a)
 	}

@@ -468,6 +468,11 @@ func (d *Door) createResponse(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Session-Id", rs.sid)
 	}
 	w.Header().Set("X-Turn-Id", rs.t.ID())
+	if rs.t.Replayed() {
+		// A retry gets the response its request started (docs/api.md,
+		// "Idempotent requests").
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
 	if body.Stream {
 		d.streamResponse(w, r, rs.t, rs.run)
 		return
