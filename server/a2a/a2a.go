@@ -14,9 +14,14 @@
 // message on the task whose data part answers the approvals continues it
 // with the turn that carries them out. tasks/cancel stops the task's turn
 // on whichever replica runs it, and a subscription follows the turn from
-// any replica (turns.Runtime.Turn). Tasks are kept in Config.Tasks (the
-// Responses API's store: on Redis, every replica's), under the caller's
-// owner: another API key's task is not found.
+// any replica (turns.Runtime.Turn). A message's messageId is its turn's
+// idempotency key: sent again, it gets the task the first one started.
+// Its file parts are the turn's attachments, and the agent's options.busy
+// decides what a message for a busy context gets, as on every door. A turn
+// started through another door is the read-only task
+// "<sessionId>.<turnId>" (turntask.go). Tasks are kept in Config.Tasks
+// (the Responses API's store: on Redis, every replica's), under the
+// caller's owner: another API key's task is not found.
 //
 // docs/a2a.md is the reference.
 package a2a
@@ -535,9 +540,6 @@ type started struct {
 	// the task then.
 	done  chan struct{}
 	final Task
-	// replayed: the message was sent before, and rec is the task it
-	// started (turn is nil once that turn is no longer running).
-	replayed bool
 }
 
 // begin starts the task a message asks for: a new task, or the next turn
@@ -562,8 +564,10 @@ func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*start
 		in   = turns.Input{Input: agent.Input{Owner: c.owner, Key: requestKey(m.MessageID)}, Busy: busyOf(c, p)}
 	)
 	if m.TaskID != "" {
-		if prev, ok, rerr := e.sentBefore(ctx, c.owner, m.TaskID, m); rerr != nil || ok {
-			return e.replayOr(ctx, c.owner, prev, rerr)
+		if prev, ok, rerr := e.sentBefore(ctx, c.owner, m.TaskID, m); rerr != nil {
+			return nil, rerr
+		} else if ok {
+			return e.replay(ctx, c.owner, prev)
 		}
 		var rerr *rpcError
 		if rec, rerr = e.continuable(ctx, c, m); rerr != nil {
@@ -598,8 +602,10 @@ func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*start
 			return nil, errf(codeInvalidParams, "message.contextId %q is not a valid context: want 8 to 128 letters, digits, '-' or '_'", clip(contextID))
 		default:
 			taskID = taskFor(contextID, m.MessageID)
-			if prev, ok, rerr := e.sentBefore(ctx, c.owner, taskID, m); rerr != nil || ok {
-				return e.replayOr(ctx, c.owner, prev, rerr)
+			if prev, ok, rerr := e.sentBefore(ctx, c.owner, taskID, m); rerr != nil {
+				return nil, rerr
+			} else if ok {
+				return e.replay(ctx, c.owner, prev)
 			}
 		}
 		rec = record{Agent: n.ID(), Task: Task{ID: taskID, ContextID: contextID}}
@@ -662,15 +668,12 @@ func (e *Edge) sentBefore(ctx context.Context, owner, taskID string, m *Message)
 	return rec, false, nil
 }
 
-// replayOr answers a message sent again with the task the first one
-// started (or with rerr, when it is not the same message): as it stands,
-// and, while its turn runs, followed to its end (the first message's
-// watcher records it).
-func (e *Edge) replayOr(ctx context.Context, owner string, rec record, rerr *rpcError) (*started, *rpcError) {
-	if rerr != nil {
-		return nil, rerr
-	}
-	st := &started{rec: rec, done: make(chan struct{}), final: rec.Task, replayed: true}
+// replay answers a message sent again with the task the first one
+// started: as it stands, and, while its turn runs, followed to its end
+// (the first message's watcher records it). Its turn is nil once that
+// turn no longer runs.
+func (e *Edge) replay(ctx context.Context, owner string, rec record) (*started, *rpcError) {
+	st := &started{rec: rec, done: make(chan struct{}), final: rec.Task}
 	if rec.Task.Status.State != StateWorking {
 		close(st.done)
 		return st, nil
