@@ -4,8 +4,14 @@
 //	POST /api/agui/{agent}   body: RunAgentInput; answer: an SSE stream of AG-UI events
 //
 // A run is a turn of the session its threadId names: the last user message
-// of the input is the turn's message (the session keeps the conversation;
-// the client's earlier messages are its copy). The turn's chat.Events
+// of the input is the turn's message, its image and document parts the
+// turn's attachments (the session keeps the conversation; the client's
+// earlier messages are its copy). The input's tools are the turn's client
+// tools: a call of one ends the run, and the next run's tool messages for
+// those calls carry the results. An Idempotency-Key header makes a retry
+// get the run its first attempt started, and the agent's options.busy
+// decides what a run for a busy thread gets, as on every door. The
+// turn's chat.Events
 // become RUN_STARTED, STEP_STARTED/STEP_FINISHED around each model call,
 // TEXT_MESSAGE_START/CONTENT/END, TOOL_CALL_START/ARGS/END and
 // TOOL_CALL_RESULT, STATE_SNAPSHOT with the orchestration (active step,
