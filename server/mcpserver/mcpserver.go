@@ -15,7 +15,10 @@
 // through elicitation when the client supports it (from 2026-07-28 as an
 // input-required result, which the client answers by calling again, and
 // before it by elicitation/create); otherwise the result says what waits,
-// and a call with the approvals argument answers it.
+// and a call with the approvals argument answers it. A call's idempotency
+// key and busy policy come from its _meta (MetaIdempotencyKey, MetaBusy)
+// or, over HTTP, its Idempotency-Key and X-Busy headers, with the rules of
+// every door; its result names its turn.
 // API keys and owners apply: an MCP session belongs to the key that opened
 // it, and sessions are in that key's keyspace.
 //
