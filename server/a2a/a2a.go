@@ -14,9 +14,14 @@
 // message on the task whose data part answers the approvals continues it
 // with the turn that carries them out. tasks/cancel stops the task's turn
 // on whichever replica runs it, and a subscription follows the turn from
-// any replica (turns.Runtime.Turn). Tasks are kept in Config.Tasks (the
-// Responses API's store: on Redis, every replica's), under the caller's
-// owner: another API key's task is not found.
+// any replica (turns.Runtime.Turn). A message's messageId is its turn's
+// idempotency key: sent again, it gets the task the first one started.
+// Its file parts are the turn's attachments, and the agent's options.busy
+// decides what a message for a busy context gets, as on every door. A turn
+// started through another door is the read-only task
+// "<sessionId>.<turnId>" (turntask.go). Tasks are kept in Config.Tasks
+// (the Responses API's store: on Redis, every replica's), under the
+// caller's owner: another API key's task is not found.
 //
 // docs/a2a.md is the reference.
 package a2a
@@ -24,6 +29,8 @@ package a2a
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +48,7 @@ import (
 	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/agentdock-go/agentdock/responses"
 	"github.com/agentdock-go/agentdock/server/door"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/tools/agenttool"
 	"github.com/agentdock-go/agentdock/turns"
@@ -330,6 +338,8 @@ type call struct {
 	agentID string // from the URL; "" at /a2a
 	method  string
 	params  json.RawMessage
+	// busy is the request's X-Busy header.
+	busy string
 }
 
 // The methods. A streaming method writes through emit; the others return
@@ -447,6 +457,51 @@ func messageText(m *Message) string {
 	return strings.Join(parts, "\n\n")
 }
 
+// attachments reads the message's file parts (a url, or raw bytes with
+// their mediaType) as the turn's attachments, by the rules of every door
+// (wire.Attachment); the agent checks the rest as the turn starts.
+func attachments(m *Message) ([]chat.Attachment, *rpcError) {
+	var out []chat.Attachment
+	for i, p := range m.Parts {
+		if p.URL == "" && p.Raw == "" {
+			continue
+		}
+		a, pe := wire.Attachment(wire.FilePart{URL: p.URL, Raw: p.Raw, MediaType: p.MediaType, Filename: p.Filename}, fmt.Sprintf("message.parts[%d]", i))
+		if pe != nil {
+			return nil, &rpcError{Code: codeInvalidParams, Message: pe.Error(), Data: map[string]any{"code": pe.Code}}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// busyOf is the busy policy a message asks for: message.metadata.busy,
+// else params.metadata.busy, else the request's X-Busy header; "" takes
+// the agent's options.busy (turns.Input.Policy).
+func busyOf(c call, p *SendMessageRequest) string {
+	for _, m := range []map[string]any{p.Message.Metadata, p.Metadata} {
+		if s, ok := m["busy"].(string); ok && s != "" {
+			return s
+		}
+	}
+	return c.busy
+}
+
+// requestKey is the idempotency key of a message (agent.Input.Key): a
+// digest of its messageId, which A2A makes unique per message, so that a
+// client that sends a message again (its answer lost) gets the task the
+// first one started instead of a second turn. taskFor is the ID of the
+// task a new message starts in a context the client named: the same
+// digest, so that the retry finds it.
+func requestKey(messageID string) string { return "a2a:" + digest(messageID) }
+
+func taskFor(contextID, messageID string) string { return digest(contextID + "\x00" + messageID) }
+
+func digest(s string) string {
+	d := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(d[:16])
+}
+
 // answers reads the approvals a message answers: a data part
 // {"approvals": [{"id", "approved", "reason"}]}.
 func answers(m *Message) ([]agent.ApprovalAnswer, *rpcError) {
@@ -488,7 +543,9 @@ type started struct {
 }
 
 // begin starts the task a message asks for: a new task, or the next turn
-// of an input-required one. Its watcher records the turn's end.
+// of an input-required one. Its watcher records the turn's end. A message
+// sent again (the same messageId: a client retrying) gets the task the
+// first one started, followed to its end, and starts no turn.
 func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*started, *rpcError) {
 	m := p.Message
 	if m == nil {
@@ -504,8 +561,14 @@ func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*start
 		rec  record
 		turn *turns.Turn
 		err  error
+		in   = turns.Input{Input: agent.Input{Owner: c.owner, Key: requestKey(m.MessageID)}, Busy: busyOf(c, p)}
 	)
 	if m.TaskID != "" {
+		if prev, ok, rerr := e.sentBefore(ctx, c.owner, m.TaskID, m); rerr != nil {
+			return nil, rerr
+		} else if ok {
+			return e.replay(ctx, c.owner, prev)
+		}
 		var rerr *rpcError
 		if rec, rerr = e.continuable(ctx, c, m); rerr != nil {
 			return nil, rerr
@@ -517,24 +580,37 @@ func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*start
 		if list == nil {
 			return nil, errf(codeInvalidParams, "task %s waits for approvals: the message needs a data part {\"approvals\": [{\"id\", \"approved\", \"reason\"}]} (the ids are in the task's status message)", m.TaskID)
 		}
-		turn, err = e.rt.Start(ctx, turns.Input{Input: agent.Input{Answers: list, Owner: c.owner}, Agent: rec.Agent, Session: rec.Task.ContextID})
+		in.Answers, in.Agent, in.Session = list, rec.Agent, rec.Task.ContextID
+		turn, err = e.rt.Start(ctx, in)
 	} else {
 		n, rerr := e.agentFor(c, p)
 		if rerr != nil {
 			return nil, rerr
 		}
-		text := messageText(m)
-		if text == "" {
-			return nil, errf(codeInvalidParams, "message.parts: the message has no text part; this server reads text")
+		if in.Attachments, rerr = attachments(m); rerr != nil {
+			return nil, rerr
 		}
-		contextID := m.ContextID
-		if contextID == "" {
+		in.Text = messageText(m)
+		if in.Text == "" && len(in.Attachments) == 0 {
+			return nil, errf(codeInvalidParams, "message.parts: the message has no text part and no file part; this server reads text and files")
+		}
+		contextID, taskID := m.ContextID, session.NewID()
+		switch {
+		case contextID == "":
 			contextID = session.NewID()
-		} else if !session.ValidID(contextID) {
+		case !session.ValidID(contextID):
 			return nil, errf(codeInvalidParams, "message.contextId %q is not a valid context: want 8 to 128 letters, digits, '-' or '_'", clip(contextID))
+		default:
+			taskID = taskFor(contextID, m.MessageID)
+			if prev, ok, rerr := e.sentBefore(ctx, c.owner, taskID, m); rerr != nil {
+				return nil, rerr
+			} else if ok {
+				return e.replay(ctx, c.owner, prev)
+			}
 		}
-		rec = record{Agent: n.ID(), Task: Task{ID: session.NewID(), ContextID: contextID}}
-		turn, err = e.rt.Start(ctx, turns.Input{Input: agent.Input{Text: text, Owner: c.owner}, Agent: n.ID(), Session: contextID})
+		rec = record{Agent: n.ID(), Task: Task{ID: taskID, ContextID: contextID}}
+		in.Agent, in.Session = n.ID(), contextID
+		turn, err = e.rt.Start(ctx, in)
 	}
 	if err != nil {
 		return nil, fromServer(err)
@@ -548,6 +624,9 @@ func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*start
 		rec.Task.Metadata = map[string]any{}
 	}
 	rec.Task.Metadata["agent"] = rec.Agent
+	// The turn is the session's like any: GET /api/sessions/{contextId}/
+	// turns/{turnId} reads its status, /stream its events.
+	rec.Task.Metadata["turnId"] = turn.ID()
 	if err := e.tasks.put(ctx, c.owner, rec); err != nil {
 		turn.Stop(context.WithoutCancel(ctx))
 		e.cfg.Logger.Error("a2a: storing a task", "task", rec.Task.ID, "err", err)
@@ -563,6 +642,61 @@ func (e *Edge) begin(ctx context.Context, c call, p *SendMessageRequest) (*start
 	}
 	e.watching.Add(1)
 	go e.watch(c.owner, st)
+	return st, nil
+}
+
+// sentBefore reads the task m was already sent to: the task of that ID,
+// when its history holds a message of m's messageId. The same messageId
+// with other parts is refused: a messageId names one message.
+func (e *Edge) sentBefore(ctx context.Context, owner, taskID string, m *Message) (record, bool, *rpcError) {
+	rec, err := e.tasks.get(ctx, owner, taskID)
+	if err != nil {
+		return rec, false, nil
+	}
+	for _, h := range rec.Task.History {
+		if h.MessageID != m.MessageID {
+			continue
+		}
+		was, _ := json.Marshal(h.Parts)
+		now, _ := json.Marshal(m.Parts)
+		if !bytes.Equal(was, now) {
+			return rec, false, &rpcError{Code: codeInvalidParams, Data: map[string]any{"code": "idempotency_key_reused"},
+				Message: fmt.Sprintf("message %q was already sent to task %s with other parts; a messageId names one message: send a new one with a new messageId", clip(m.MessageID), rec.Task.ID)}
+		}
+		return rec, true, nil
+	}
+	return rec, false, nil
+}
+
+// replay answers a message sent again with the task the first one
+// started: as it stands, and, while its turn runs, followed to its end
+// (the first message's watcher records it). Its turn is nil once that
+// turn no longer runs.
+func (e *Edge) replay(ctx context.Context, owner string, rec record) (*started, *rpcError) {
+	st := &started{rec: rec, done: make(chan struct{}), final: rec.Task}
+	if rec.Task.Status.State != StateWorking {
+		close(st.done)
+		return st, nil
+	}
+	t, err := e.rt.Turn(ctx, owner, rec.Task.ContextID, rec.Turn)
+	if err != nil {
+		// No longer kept: its end is recorded, or about to be.
+		st.final = e.settled(ctx, owner, rec, 2*time.Second).Task
+		close(st.done)
+		return st, nil
+	}
+	st.turn = t
+	e.watching.Add(1)
+	go func() {
+		defer e.watching.Done()
+		defer close(st.done)
+		for _, err := range t.Events(context.WithoutCancel(ctx), 0) {
+			if err != nil {
+				break
+			}
+		}
+		st.final = e.settled(context.WithoutCancel(ctx), owner, rec, 10*time.Second).Task
+	}()
 	return st, nil
 }
 
@@ -668,7 +802,7 @@ func (e *Edge) sendStream(ctx context.Context, c call, p *SendMessageRequest, em
 		return err
 	}
 	task := st.rec.Task
-	if !emit(StreamResponse{Task: &task}) {
+	if !emit(StreamResponse{Task: &task}) || st.turn == nil {
 		return nil
 	}
 	return relay(newTracker(st.rec.Task), st.turn.Events(ctx, 0), emit)
@@ -693,6 +827,9 @@ func relay(k *tracker, events iter.Seq2[chat.Event, error], emit func(StreamResp
 // getTask serves GetTask: the task with at most historyLength messages of
 // its history (nil: all).
 func (e *Edge) getTask(ctx context.Context, owner, id string, historyLength *int) (any, *rpcError) {
+	if _, _, ok := turnTask(id); ok {
+		return e.turnView(ctx, owner, id)
+	}
 	rec, err := e.tasks.get(ctx, owner, id)
 	if err != nil {
 		return nil, e.storeErr(err, id)
@@ -730,6 +867,9 @@ func (e *Edge) settled(ctx context.Context, owner string, rec record, wait time.
 // canceled at once: its calls stay unanswered, and the context's next
 // message denies them.
 func (e *Edge) cancel(ctx context.Context, owner, id string) (any, *rpcError) {
+	if _, _, ok := turnTask(id); ok {
+		return e.cancelTurn(ctx, owner, id)
+	}
 	rec, err := e.tasks.get(ctx, owner, id)
 	if err != nil {
 		return nil, e.storeErr(err, id)
@@ -756,6 +896,9 @@ func (e *Edge) cancel(ctx context.Context, owner, id string) (any, *rpcError) {
 // subscribe serves SubscribeToTask: the task as it stands, then the
 // updates of its running turn, read from whichever replica runs it.
 func (e *Edge) subscribe(ctx context.Context, owner, id string, emit func(StreamResponse) bool) *rpcError {
+	if _, _, ok := turnTask(id); ok {
+		return e.subscribeTurn(ctx, owner, id, emit)
+	}
 	rec, err := e.tasks.get(ctx, owner, id)
 	if err != nil {
 		return e.storeErr(err, id)

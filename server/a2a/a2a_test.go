@@ -173,6 +173,12 @@ func TestApprovalIsInputRequired(t *testing.T) {
 	if done.ID != tk.ID || done.Status.State != a2a.StateCompleted || answerText(done) == "" {
 		t.Fatalf("after the answer: %s %s %q", done.ID, done.Status.State, answerText(done))
 	}
+	// The same message again is a client's retry: it gets the task, and
+	// no turn; another message on the completed task is refused.
+	if again := task(t, rpc(t, s.URL+"/a2a/gatekeeper", "", "SendMessage", map[string]any{"message": ans})); again.ID != tk.ID || again.Status.State != a2a.StateCompleted || answerText(again) != answerText(done) {
+		t.Fatalf("the answer sent again: %s %s %q", again.ID, again.Status.State, answerText(again))
+	}
+	ans["messageId"] = "m-ok-again"
 	again := rpc(t, s.URL+"/a2a/gatekeeper", "", "SendMessage", map[string]any{"message": ans})
 	if again.Error == nil || again.Error.Code != -32004 {
 		t.Fatalf("answering a completed task: %+v", again)
@@ -335,7 +341,10 @@ func TestErrorsSayWhatAndWhere(t *testing.T) {
 		{"no id", "/a2a", `{"jsonrpc":"2.0","method":"GetTask","params":{"id":"x"}}`, -32600, "id must be"},
 		{"method", "/a2a", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`, -32601, "SendMessage"},
 		{"no agent", "/a2a", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`, -32602, "message.metadata.agent"},
-		{"no text", "/a2a/plain", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"url":"http://x"}]}}}`, -32602, "no text part"},
+		{"no text", "/a2a/plain", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"data":{"x":1}}]}}}`, -32602, "no text part and no file part"},
+		{"http file", "/a2a/plain", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"},{"url":"http://x"}]}}}`, -32602, `message.parts[1]: want an https URL or a data: URL, not "http://x"`},
+		{"raw without type", "/a2a/plain", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"aGk="}]}}}`, -32602, "message.parts[0]: a file part with raw bytes needs its media type"},
+		{"raw not base64", "/a2a/plain", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"not base64!","mediaType":"text/plain"}]}}}`, -32602, "message.parts[0]: the data of the data: URL is not base64"},
 		{"bad context", "/a2a/plain", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","contextId":"a b","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`, -32602, "contextId"},
 		{"no task", "/a2a", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"0123456789abcdef"}}`, -32001, "no task"},
 		{"push host", "/a2a", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"0123456789abcdef","url":"http://elsewhere/hook"}}`, -32001, "no task"},

@@ -109,7 +109,7 @@ func (e *Edge) jsonRPC(w http.ResponseWriter, r *http.Request, agentID string) {
 		return
 	}
 	s := newSSE(w)
-	c := call{owner: door.Owner(r), agentID: agentID, method: req.Method, params: req.Params}
+	c := call{owner: door.Owner(r), agentID: agentID, method: req.Method, params: req.Params, busy: r.Header.Get("X-Busy")}
 	result, rerr := e.invoke(ctx, c, func(ev StreamResponse) bool {
 		return s.send(rpcResponse{JSONRPC: "2.0", ID: id, Result: ev})
 	})
@@ -222,7 +222,7 @@ func (e *Edge) rest(w http.ResponseWriter, r *http.Request, agentID, sub string)
 		restRPCError(w, derr)
 		return
 	}
-	c := call{owner: door.Owner(r), agentID: agentID}
+	c := call{owner: door.Owner(r), agentID: agentID, busy: r.Header.Get("X-Busy")}
 	var params any
 	switch {
 	case sub == "message:send" && r.Method == http.MethodPost:

@@ -2,16 +2,18 @@ package a2a
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
 // FuzzRequest feeds arbitrary bodies to what reads a request: the JSON-RPC
-// envelope, the params of each method, the approvals of a message, the
-// list's page token and timestamp. Nothing panics, an error always says
+// envelope, the params of each method, the approvals and file parts of a
+// message, the list's page token and timestamp. Nothing panics, an error always says
 // something, and a request read without error has a method and an ID.
 func FuzzRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"},{"data":{"approvals":[{"id":"a","approved":true}]}}]}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"aGk=","mediaType":"text/plain"},{"url":"https://example.com/a.png"},{"url":"http://x"}]}}}`,
 		`{"jsonrpc":"2.0","id":"x","method":"ListTasks","params":{"pageSize":2,"pageToken":"b2Zmc2V0OjI","statusTimestampAfter":"2026-01-01T00:00:00Z"}}`,
 		`[{"jsonrpc":"2.0"}]`, `{"id":null}`, `{`, `{"jsonrpc":"2.0","id":-1,"method":"GetTask","params":null}`,
 	} {
@@ -31,6 +33,15 @@ func FuzzRequest(f *testing.F) {
 		var send SendMessageRequest
 		if decodeParams(req.Params, &send) == nil && send.Message != nil {
 			_ = messageText(send.Message)
+			atts, aerr := attachments(send.Message)
+			if aerr != nil && (aerr.Message == "" || aerr.Data["code"] == "") {
+				t.Fatalf("an attachment refused without saying why: %+v", aerr)
+			}
+			for _, a := range atts {
+				if !strings.HasPrefix(a.URL, "data:") && !strings.HasPrefix(a.URL, "https://") {
+					t.Fatalf("an attachment by %q from %s", a.URL, req.Params)
+				}
+			}
 			if list, aerr := answers(send.Message); aerr == nil {
 				for _, a := range list {
 					if a.ID == "" {

@@ -4,8 +4,14 @@
 //	POST /api/agui/{agent}   body: RunAgentInput; answer: an SSE stream of AG-UI events
 //
 // A run is a turn of the session its threadId names: the last user message
-// of the input is the turn's message (the session keeps the conversation;
-// the client's earlier messages are its copy). The turn's chat.Events
+// of the input is the turn's message, its image and document parts the
+// turn's attachments (the session keeps the conversation; the client's
+// earlier messages are its copy). The input's tools are the turn's client
+// tools: a call of one ends the run, and the next run's tool messages for
+// those calls carry the results. An Idempotency-Key header makes a retry
+// get the run its first attempt started, and the agent's options.busy
+// decides what a run for a busy thread gets, as on every door. The
+// turn's chat.Events
 // become RUN_STARTED, STEP_STARTED/STEP_FINISHED around each model call,
 // TEXT_MESSAGE_START/CONTENT/END, TOOL_CALL_START/ARGS/END and
 // TOOL_CALL_RESULT, STATE_SNAPSHOT with the orchestration (active step,
@@ -22,12 +28,10 @@
 package agui
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,6 +40,7 @@ import (
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/server/door"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/turns"
 )
@@ -58,13 +63,39 @@ type RunAgentInput struct {
 	RunID    string        `json:"runId"`
 	Messages []Message     `json:"messages"`
 	Resume   []ResumeEntry `json:"resume,omitempty"`
+	// Tools are the front-end's tools: the client tools of the turn.
+	Tools []Tool `json:"tools,omitempty"`
+	// ForwardedProps may carry {"busy": "reject" | "enqueue" |
+	// "interrupt"}.
+	ForwardedProps json.RawMessage `json:"forwardedProps,omitempty"`
 }
 
-// Message is a message of the input; only user messages' text is read.
+// Message is a message of the input: a user message's text and media, an
+// assistant message's tool calls, a tool message's result.
 type Message struct {
 	ID      string          `json:"id"`
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// ToolCalls are an assistant message's calls.
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// ToolCallID and Error are a tool message's.
+	ToolCallID string `json:"toolCallId,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// ToolCall is a call of an assistant message.
+type ToolCall struct {
+	ID       string `json:"id"`
+	Function struct {
+		Name string `json:"name"`
+	} `json:"function"`
+}
+
+// Tool is a front-end tool: the client runs it.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
 }
 
 // ResumeEntry answers one interrupt of the previous run.
@@ -75,33 +106,74 @@ type ResumeEntry struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
-// text is a user message's text: a string, or its text parts.
-func (m Message) text() string {
-	var s string
-	if json.Unmarshal(m.Content, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(m.Content, &parts) != nil {
-		return ""
-	}
-	var out []string
-	for _, p := range parts {
-		if p.Type == "text" && p.Text != "" {
-			out = append(out, p.Text)
-		}
-	}
-	return strings.Join(out, "\n\n")
+// part is a content part: AG-UI 1.0's text, image, audio, video and
+// document parts (a media part's source is inline data, a URL or a file
+// ID), and the binary part of the versions before it.
+type part struct {
+	Type   string `json:"type"`
+	Text   string `json:"text"`
+	Source *struct {
+		Type     string `json:"type"`
+		Value    string `json:"value"`
+		MimeType string `json:"mimeType"`
+	} `json:"source"`
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data"`
+	URL      string `json:"url"`
+	Filename string `json:"filename"`
 }
 
-// badRequest answers an input that cannot start a run, before the stream.
-func badRequest(w http.ResponseWriter, status int, code, format string, args ...any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": fmt.Sprintf(format, args...)}})
+// content reads a message's content: a string, or parts whose text is
+// joined and whose images and documents are attachments (by the rules of
+// every door, wire.Attachment); at names the message in errors.
+func content(raw json.RawMessage, at string) (string, []chat.Attachment, *turns.Problem) {
+	var s string
+	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &s) == nil {
+		return s, nil, nil
+	}
+	var parts []part
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", nil, turns.ParamProblem(http.StatusBadRequest, "invalid_message", at, "%s: content must be a string or a list of parts", at)
+	}
+	var (
+		texts []string
+		atts  []chat.Attachment
+	)
+	for i, p := range parts {
+		pat := fmt.Sprintf("%s[%d]", at, i)
+		var fp wire.FilePart
+		switch p.Type {
+		case "text":
+			if p.Text != "" {
+				texts = append(texts, p.Text)
+			}
+			continue
+		case "image", "document":
+			if p.Source == nil {
+				return "", nil, turns.ParamProblem(http.StatusBadRequest, "invalid_message", pat, "%s: a %s part needs its source", pat, p.Type)
+			}
+			switch p.Source.Type {
+			case "data":
+				fp = wire.FilePart{Raw: p.Source.Value, MediaType: p.Source.MimeType}
+			case "url":
+				fp = wire.FilePart{URL: p.Source.Value, MediaType: p.Source.MimeType}
+			default:
+				return "", nil, turns.ParamProblem(http.StatusBadRequest, "unsupported_attachment", pat, "%s: a source of type %q is not taken (there is no file store here); send the content inline (data) or by https URL (url)", pat, p.Source.Type)
+			}
+		case "binary":
+			fp = wire.FilePart{Raw: p.Data, URL: p.URL, MediaType: p.MimeType, Filename: p.Filename}
+		case "audio", "video":
+			return "", nil, turns.ParamProblem(http.StatusBadRequest, "unsupported_attachment", pat, "%s: %s parts are not taken; the agents' models read text, images and documents", pat, p.Type)
+		default:
+			return "", nil, turns.ParamProblem(http.StatusBadRequest, "invalid_message", pat, "%s: unknown part type %q", pat, p.Type)
+		}
+		a, pe := wire.Attachment(fp, pat)
+		if pe != nil {
+			return "", nil, door.BodyProblem(pe)
+		}
+		atts = append(atts, a)
+	}
+	return strings.Join(texts, "\n\n"), atts, nil
 }
 
 // answers maps resume entries to approval answers.
@@ -132,71 +204,155 @@ func answers(resume []ResumeEntry) ([]agent.ApprovalAnswer, error) {
 	return out, nil
 }
 
-// inputError is an input that cannot start a run: a code and a message.
-type inputError struct{ code, msg string }
+// clientTools reads the front-end tools.
+func clientTools(tools []Tool) ([]chat.ToolSpec, *turns.Problem) {
+	var out []chat.ToolSpec
+	for i, t := range tools {
+		params := t.Parameters
+		var obj map[string]json.RawMessage
+		switch {
+		case len(params) == 0 || string(params) == "null":
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		case json.Unmarshal(params, &obj) != nil:
+			return nil, turns.ParamProblem(http.StatusBadRequest, "invalid_request", fmt.Sprintf("tools[%d].parameters", i), "tools[%d].parameters must be a JSON Schema object", i)
+		}
+		out = append(out, chat.ToolSpec{Name: t.Name, Description: t.Description, Parameters: params})
+	}
+	return out, nil
+}
 
-// parseInput reads a run's body: the input, and either the user's text or
-// the answers its resume entries carry.
-func parseInput(data []byte) (in *RunAgentInput, text string, list []agent.ApprovalAnswer, e *inputError) {
-	in = new(RunAgentInput)
+// results are the front-end tools' results the input brings: the tool
+// messages after its last user message that answer calls of the input's
+// tools (the client's copy of the thread holds the results of the agent's
+// own tools too, which the session has).
+func results(in *RunAgentInput) ([]chat.ToolResult, *turns.Problem) {
+	client := map[string]bool{}
+	for _, t := range in.Tools {
+		client[t.Name] = true
+	}
+	from := 0
+	for i, m := range in.Messages {
+		if m.Role == "user" {
+			from = i + 1
+		}
+	}
+	calls := map[string]bool{}
+	var out []chat.ToolResult
+	for i, m := range in.Messages[from:] {
+		switch m.Role {
+		case "assistant":
+			for _, c := range m.ToolCalls {
+				if client[c.Function.Name] {
+					calls[c.ID] = true
+				}
+			}
+		case "tool":
+			if !calls[m.ToolCallID] {
+				continue
+			}
+			at := fmt.Sprintf("messages[%d].content", from+i)
+			text, _, p := content(m.Content, at)
+			if p != nil {
+				return nil, p
+			}
+			r := chat.ToolResult{CallID: m.ToolCallID, Content: text}
+			if m.Error != "" {
+				r.IsError, r.Content = true, strings.TrimSpace(text+"\n"+m.Error)
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// parse reads a run's body: the input, and the agent's input it brings
+// (the user's message, the answers its resume entries carry, or the
+// results of the front-end tools' calls, with those tools).
+func parse(data []byte) (*RunAgentInput, agent.Input, *turns.Problem) {
+	var ai agent.Input
+	in := new(RunAgentInput)
 	if err := json.Unmarshal(data, in); err != nil {
-		return nil, "", nil, &inputError{"invalid_json", "the body is not a RunAgentInput: " + err.Error()}
+		return nil, ai, turns.NewProblem(http.StatusBadRequest, "invalid_json", "the body is not a RunAgentInput: %s", err.Error())
 	}
 	switch {
 	case !session.ValidID(in.ThreadID):
-		return nil, "", nil, &inputError{"invalid_thread_id", "threadId is the session: want 8 to 128 letters, digits, '-' or '_'"}
+		return nil, ai, turns.ParamProblem(http.StatusBadRequest, "invalid_thread_id", "threadId", "threadId is the session: want 8 to 128 letters, digits, '-' or '_'")
 	case in.RunID == "" || len(in.RunID) > 256:
-		return nil, "", nil, &inputError{"invalid_request", "runId is required (at most 256 bytes)"}
+		return nil, ai, turns.ParamProblem(http.StatusBadRequest, "invalid_request", "runId", "runId is required (at most 256 bytes)")
 	}
 	if len(in.Resume) > 0 {
 		list, err := answers(in.Resume)
 		if err != nil {
-			return nil, "", nil, &inputError{"invalid_resume", err.Error()}
+			return nil, ai, turns.ParamProblem(http.StatusBadRequest, "invalid_resume", "resume", "%s", err.Error())
 		}
-		return in, "", list, nil
+		ai.Answers = list
+		return in, ai, nil
 	}
-	for i := len(in.Messages) - 1; i >= 0; i-- {
-		if in.Messages[i].Role == "user" {
-			text = in.Messages[i].text()
-			break
+	var p *turns.Problem
+	if ai.ClientTools, p = clientTools(in.Tools); p != nil {
+		return nil, ai, p
+	}
+	last := len(in.Messages) - 1
+	if last >= 0 && in.Messages[last].Role == "user" {
+		if ai.Text, ai.Attachments, p = content(in.Messages[last].Content, fmt.Sprintf("messages[%d].content", last)); p != nil {
+			return nil, ai, p
 		}
+		if strings.TrimSpace(ai.Text) == "" && len(ai.Attachments) == 0 {
+			return nil, ai, turns.ParamProblem(http.StatusBadRequest, "invalid_message", "messages", "the last user message has neither text nor an image or document")
+		}
+		return in, ai, nil
 	}
-	if strings.TrimSpace(text) == "" {
-		return nil, "", nil, &inputError{"invalid_message", "messages must end with a user message that has text (or resume answers the previous run's interrupts)"}
+	if ai.Results, p = results(in); p != nil {
+		return nil, ai, p
 	}
-	return in, text, nil, nil
+	if len(ai.Results) == 0 {
+		return nil, ai, turns.ParamProblem(http.StatusBadRequest, "invalid_message", "messages", "messages must end with a user message that has text (or an image or document), or with the results of the calls of the input's tools (or resume answers the previous run's interrupts)")
+	}
+	return in, ai, nil
+}
+
+// busyOf is the busy policy a run asks for: forwardedProps.busy, else
+// the X-Busy header; "" takes the agent's options.busy.
+func busyOf(r *http.Request, in *RunAgentInput) string {
+	var fp struct {
+		Busy string `json:"busy"`
+	}
+	if json.Unmarshal(in.ForwardedProps, &fp) == nil && fp.Busy != "" {
+		return fp.Busy
+	}
+	return r.Header.Get("X-Busy")
 }
 
 func (e *Edge) run(w http.ResponseWriter, r *http.Request) {
 	agentID := r.PathValue("agent")
 	if _, ok := e.rt.Agents().Get(agentID); !ok {
-		badRequest(w, http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", agentID)
+		door.WriteProblem(w, r, turns.NewProblem(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", agentID))
 		return
 	}
-	data, err := io.ReadAll(r.Body)
+	data, p := door.ReadBody(r)
+	if p != nil {
+		door.WriteProblem(w, r, p)
+		return
+	}
+	in, ai, p := parse(data)
+	if p != nil {
+		door.WriteProblem(w, r, p)
+		return
+	}
+	ai.Owner = door.Owner(r)
+	if ai.Key, p = door.IdempotencyKey(r); p != nil {
+		door.WriteProblem(w, r, p)
+		return
+	}
+	turn, err := e.rt.Start(r.Context(), turns.Input{Input: ai, Agent: agentID, Session: in.ThreadID, Busy: busyOf(r, in)})
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			badRequest(w, http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over the limit of %d bytes", mbe.Limit)
-		}
+		door.StartError(w, r, slog.Default(), agentID, err)
 		return
 	}
-	in, text, list, perr := parseInput(data)
-	if perr != nil {
-		badRequest(w, http.StatusBadRequest, perr.code, "%s", perr.msg)
-		return
-	}
-	owner := door.Owner(r)
-	var turn *turns.Turn
-	if list != nil {
-		turn, err = e.rt.Start(r.Context(), turns.Input{Input: agent.Input{Answers: list, Owner: owner}, Agent: agentID, Session: in.ThreadID})
-	} else {
-		turn, err = e.rt.Start(r.Context(), turns.Input{Input: agent.Input{Text: text, Owner: owner}, Agent: agentID, Session: in.ThreadID})
-	}
-	if err != nil {
-		p := turns.Describe(err)
-		badRequest(w, p.Status, p.Code, "%s", p.Message)
-		return
+	if turn.Replayed() {
+		// A retry (the same Idempotency-Key) gets the run its request
+		// started, from its first event.
+		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	e.stream(w, r, turn, in)
 }
@@ -269,7 +425,10 @@ func (m *mapper) add(ev chat.Event) []event {
 			out = append(out, event{"type": "TEXT_MESSAGE_START", "messageId": m.textID, "role": "assistant"})
 		}
 		out = append(out, event{"type": "TEXT_MESSAGE_CONTENT", "messageId": m.textID, "delta": ev.Text})
-	case chat.KindToolCall:
+	case chat.KindToolCall, chat.KindClientCall:
+		// A client call is a front-end tool's: the run ends after it
+		// (finishReason tool-calls), and the client's next run brings
+		// its result as a tool message.
 		out = m.toolCall(m.closeText(out), ev.ToolCall)
 	case chat.KindToolResult:
 		out = m.closeText(out)
@@ -335,28 +494,18 @@ func (m *mapper) done(reason string) []event {
 // stream writes the run's events until the turn ends; a client that goes
 // away stops the turn.
 func (e *Edge) stream(w http.ResponseWriter, r *http.Request, turn *turns.Turn, in *RunAgentInput) {
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Set("X-Session-Id", in.ThreadID)
-	w.WriteHeader(http.StatusOK)
-	var buf bytes.Buffer
+	s := door.Open(w)
+	s.Header().Set("X-Session-Id", in.ThreadID)
+	// The turn is the session's like any: GET /api/sessions/{threadId}/
+	// turns/{turnId} reads its status, /stream its events.
+	s.Header().Set("X-Turn-Id", turn.ID())
 	send := func(evs ...event) bool {
-		buf.Reset()
-		for _, ev := range evs {
+		vs := make([]any, len(evs))
+		for i, ev := range evs {
 			ev["timestamp"] = time.Now().UnixMilli()
-			data, _ := json.Marshal(ev)
-			buf.WriteString("data: ")
-			buf.Write(data)
-			buf.WriteString("\n\n")
+			vs[i] = ev
 		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
+		return s.Send(vs...)
 	}
 	m := &mapper{threadID: in.ThreadID, runID: in.RunID, started: map[string]bool{}}
 	if !send(event{"type": "RUN_STARTED", "threadId": in.ThreadID, "runId": in.RunID}) {

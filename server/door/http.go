@@ -128,14 +128,20 @@ const MaxIdempotencyKey = 256
 // IdempotencyKey is a request's Idempotency-Key header as the turn's key
 // (agent.Input.Key, "key:" and the header), "" without one.
 func IdempotencyKey(r *http.Request) (string, *turns.Problem) {
-	h := r.Header.Get("Idempotency-Key")
-	if h == "" {
+	return Key(r.Header.Get("Idempotency-Key"), "Idempotency-Key", "the Idempotency-Key header")
+}
+
+// Key is a client's idempotency key k as the turn's key ("key:" and k:
+// the same key names the same request whichever door carries it), "" for
+// none; param and what name where it came from in an error.
+func Key(k, param, what string) (string, *turns.Problem) {
+	if k == "" {
 		return "", nil
 	}
-	if len(h) > MaxIdempotencyKey || !Printable(h) {
-		return "", turns.ParamProblem(http.StatusBadRequest, "invalid_idempotency_key", "Idempotency-Key", "the Idempotency-Key header must be 1 to %d printable ASCII characters", MaxIdempotencyKey)
+	if len(k) > MaxIdempotencyKey || !Printable(k) {
+		return "", turns.ParamProblem(http.StatusBadRequest, "invalid_idempotency_key", param, "%s must be 1 to %d printable ASCII characters", what, MaxIdempotencyKey)
 	}
-	return "key:" + h, nil
+	return "key:" + k, nil
 }
 
 // Printable reports whether s is printable ASCII.

@@ -15,7 +15,10 @@
 // through elicitation when the client supports it (from 2026-07-28 as an
 // input-required result, which the client answers by calling again, and
 // before it by elicitation/create); otherwise the result says what waits,
-// and a call with the approvals argument answers it.
+// and a call with the approvals argument answers it. A call's idempotency
+// key and busy policy come from its _meta (MetaIdempotencyKey, MetaBusy)
+// or, over HTTP, its Idempotency-Key and X-Busy headers, with the rules of
+// every door; its result names its turn.
 // API keys and owners apply: an MCP session belongs to the key that opened
 // it, and sessions are in that key's keyspace.
 //
@@ -134,6 +137,12 @@ func (e *Edge) Routes(rt *turns.Runtime) []door.Route {
 		}
 	})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			// A tool call's answer is written when its turn ends (after
+			// it waited for a busy session, maybe): the server's write
+			// timeout must not cut it.
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		}
 		owner := door.Owner(r)
 		r = r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner))
 		rw := &rpcErrors{ResponseWriter: w}
@@ -287,8 +296,11 @@ type Answer struct {
 
 // Output is a tool's structured result.
 type Output struct {
-	Answer       string `json:"answer"`
-	SessionID    string `json:"sessionId"`
+	Answer    string `json:"answer"`
+	SessionID string `json:"sessionId"`
+	// TurnID names the call's last turn, which GET /api/sessions/
+	// {sessionId}/turns/{turnId} reads like any.
+	TurnID       string `json:"turnId,omitempty"`
 	FinishReason string `json:"finishReason"`
 	// PendingApprovals are the calls that wait for approval when the turn
 	// ended for them.
@@ -336,7 +348,11 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 	if err != nil {
 		return invalid(err.Error()), Output{}, nil
 	}
-	var turn *turns.Turn
+	ti := turns.Input{Input: agent.Input{Owner: owner}, Agent: agentID, Session: sid}
+	var pe *turns.Problem
+	if ti.Key, ti.Busy, pe = callOptions(req); pe != nil {
+		return invalid(pe.Message), Output{}, nil
+	}
 	switch {
 	case len(req.Params.InputResponses) > 0:
 		// The person's answers to the approvals the last result asked
@@ -345,18 +361,20 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 		if bad != nil {
 			return invalid(bad.Error()), Output{SessionID: sid}, nil
 		}
-		turn, err = e.rt.Start(ctx, turns.Input{Input: agent.Input{Answers: list, Owner: owner}, Agent: agentID, Session: sid})
+		// The call is the first one again, its key too: the key is the
+		// first call's, which started the turn these answers go on from.
+		ti.Answers, ti.Key = list, ""
 	case len(in.Approvals) > 0:
-		list := make([]agent.ApprovalAnswer, len(in.Approvals))
+		ti.Answers = make([]agent.ApprovalAnswer, len(in.Approvals))
 		for i, a := range in.Approvals {
-			list[i] = agent.ApprovalAnswer{ID: a.ID, Approved: a.Approved, Reason: a.Reason}
+			ti.Answers[i] = agent.ApprovalAnswer{ID: a.ID, Approved: a.Approved, Reason: a.Reason}
 		}
-		turn, err = e.rt.Start(ctx, turns.Input{Input: agent.Input{Answers: list, Owner: owner}, Agent: agentID, Session: sid})
 	case strings.TrimSpace(in.Message) == "":
 		return invalid("message is required (or approvals, to answer held calls)"), Output{}, nil
 	default:
-		turn, err = e.rt.Start(ctx, turns.Input{Input: agent.Input{Text: in.Message, Owner: owner}, Agent: agentID, Session: sid})
+		ti.Text = in.Message
 	}
+	turn, err := e.rt.Start(ctx, ti)
 	if err != nil {
 		return errorResult(err), Output{SessionID: sid}, nil
 	}
@@ -366,7 +384,7 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 	text.WriteString(st.Answer) // what the calls this one answers gave
 	for {
 		r := e.follow(ctx, turn, p, &text)
-		out.FinishReason = r.finish
+		out.FinishReason, out.TurnID = r.finish, turn.ID()
 		if r.err != nil {
 			res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: r.err.Error()}}}
 			out.Answer = text.String()
@@ -401,6 +419,33 @@ func (e *Edge) call(ctx context.Context, req *mcp.CallToolRequest, owner, agentI
 		msg = "(the agent gave no text; finish reason " + out.FinishReason + ")"
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, out, nil
+}
+
+// The _meta keys of a tools/call this server reads.
+const (
+	// MetaIdempotencyKey is the call's idempotency key, as the
+	// Idempotency-Key header over HTTP: a call sent again with the same
+	// key gets the answer of the turn the first one started.
+	MetaIdempotencyKey = "agentdock/idempotencyKey"
+	// MetaBusy is the call's busy policy, as the X-Busy header over HTTP.
+	MetaBusy = "agentdock/busy"
+)
+
+// callOptions reads what a call asks of its turn beside its arguments:
+// its idempotency key and busy policy, from its _meta, else (over HTTP)
+// its Idempotency-Key and X-Busy headers.
+func callOptions(req *mcp.CallToolRequest) (key, busy string, p *turns.Problem) {
+	meta := req.Params.GetMeta()
+	k, _ := meta[MetaIdempotencyKey].(string)
+	busy, _ = meta[MetaBusy].(string)
+	if h := req.Extra; h != nil && h.Header != nil {
+		if k == "" {
+			k = h.Header.Get("Idempotency-Key")
+		}
+		busy = cmp.Or(busy, h.Header.Get("X-Busy"))
+	}
+	key, p = door.Key(k, MetaIdempotencyKey, "the idempotency key (_meta "+MetaIdempotencyKey+", or the Idempotency-Key header)")
+	return key, busy, p
 }
 
 // invalid is the result of a call whose arguments say what is wrong.

@@ -19,6 +19,7 @@ import (
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/turns"
 )
 
@@ -541,7 +542,11 @@ func (d *Door) createResponse(w http.ResponseWriter, r *http.Request) {
 		door.WriteProblem(w, r, e)
 		return
 	}
-	rs, e := d.startResponse(r.Context(), door.Owner(r), key, body, nil)
+	// The answer (or the stream's first event) comes when the turn ran (or
+	// started, after a wait for a busy session): the server's write
+	// timeout must not cut it.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	rs, e := d.startResponse(r.Context(), door.Owner(r), key, r.Header.Get("X-Busy"), body, nil)
 	if e != nil {
 		door.WriteProblem(w, r, e)
 		return
@@ -552,6 +557,11 @@ func (d *Door) createResponse(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Session-Id", rs.sid)
 	}
 	w.Header().Set("X-Turn-Id", rs.t.ID())
+	if rs.t.Replayed() {
+		// A retry gets the response its request started (docs/api.md,
+		// "Idempotent requests").
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
 	if body.Stream {
 		d.streamResponse(w, r, rs.t, rs.run)
 		return
@@ -594,8 +604,9 @@ type responseStart struct {
 // response.create of the WebSocket mode). prior, when not nil, is the
 // conversation of the store: false response the request continues from
 // (a WebSocket connection keeps it): the input follows it.
-// key is the request's idempotency key (idempotencyKey), "" for none.
-func (d *Door) startResponse(ctx context.Context, owner, key string, body *wire.ResponsesRequest, prior []chat.Message) (*responseStart, *turns.Problem) {
+// key is the request's idempotency key (idempotencyKey), "" for none;
+// busy its busy policy (X-Busy), "" for the agent's options.busy.
+func (d *Door) startResponse(ctx context.Context, owner, key, busy string, body *wire.ResponsesRequest, prior []chat.Message) (*responseStart, *turns.Problem) {
 	node, e := d.openAIModel(body.Model)
 	if e != nil {
 		return nil, e
@@ -708,7 +719,11 @@ func (d *Door) startResponse(ctx context.Context, owner, key string, body *wire.
 	if !goOn {
 		tin.Text, tin.Attachments = msgs[last].Content, msgs[last].Attachments
 	}
-	t, err := d.rt.Start(ctx, turns.Input{Input: tin, Agent: node.ID(), Session: sid})
+	ti := turns.Input{Input: tin, Agent: node.ID(), Session: sid, DefaultBusy: template.BusyReject}
+	if !stateless {
+		ti.Busy = busy
+	}
+	t, err := d.rt.Start(ctx, ti)
 	if err != nil {
 		e := turns.Describe(err)
 		if e.Status >= 500 {

@@ -334,7 +334,7 @@ func (d *Door) responsesSocket(w http.ResponseWriter, r *http.Request) {
 		}
 		var rs *responseStart
 		if e == nil {
-			rs, e = d.startResponse(ctx, owner, "", body, prior)
+			rs, e = d.startResponse(ctx, owner, "", "", body, prior)
 		}
 		if e != nil {
 			if prior != nil {

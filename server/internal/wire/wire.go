@@ -100,17 +100,12 @@ func (r *ChatRequest) Attachments() ([]chat.Attachment, *ParamError) {
 			if p.Type != "file" {
 				continue
 			}
-			at := fmt.Sprintf("messages[%d].parts[%d].url", i, j)
-			mt, pe := checkURL(p.URL, at)
+			if p.URL == "" {
+				return nil, paramErrorf(fmt.Sprintf("messages[%d].parts[%d].url", i, j), "invalid_message", "want an https URL or a data: URL, not %q", "")
+			}
+			a, pe := Attachment(FilePart{URL: p.URL, MediaType: p.MediaType, Filename: p.Filename}, fmt.Sprintf("messages[%d].parts[%d].url", i, j))
 			if pe != nil {
 				return nil, pe
-			}
-			if mt == "" {
-				mt = p.MediaType
-			}
-			a := chat.Attachment{Kind: chat.AttachFile, URL: p.URL, MediaType: mt, Filename: p.Filename}
-			if strings.HasPrefix(mt, "image/") {
-				a.Kind = chat.AttachImage
 			}
 			out = append(out, a)
 		}
