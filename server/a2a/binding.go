@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/tools/agenttool"
@@ -108,15 +107,15 @@ func (e *Edge) jsonRPC(w http.ResponseWriter, r *http.Request, agentID string) {
 		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: id, Error: derr})
 		return
 	}
-	s := newSSE(w)
+	s := door.Open(w)
 	c := call{owner: door.Owner(r), agentID: agentID, method: req.Method, params: req.Params, busy: r.Header.Get("X-Busy")}
 	result, rerr := e.invoke(ctx, c, func(ev StreamResponse) bool {
-		return s.send(rpcResponse{JSONRPC: "2.0", ID: id, Result: ev})
+		return s.Send(rpcResponse{JSONRPC: "2.0", ID: id, Result: ev})
 	})
 	switch {
-	case s.started && rerr != nil:
-		s.send(rpcResponse{JSONRPC: "2.0", ID: id, Error: rerr})
-	case s.started:
+	case s.Started() && rerr != nil:
+		s.Send(rpcResponse{JSONRPC: "2.0", ID: id, Error: rerr})
+	case s.Started():
 	case rerr != nil:
 		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: id, Error: rerr})
 	case result == nil:
@@ -125,51 +124,6 @@ func (e *Edge) jsonRPC(w http.ResponseWriter, r *http.Request, agentID string) {
 	default:
 		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: id, Result: result})
 	}
-}
-
-// sseWriter starts an SSE response at its first event.
-type sseWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	started bool
-	failed  bool
-}
-
-func newSSE(w http.ResponseWriter) *sseWriter {
-	rc := http.NewResponseController(w)
-	// A blocking SendMessage waits for its whole turn, a stream lasts as
-	// long: neither may be cut by the server's write timeout.
-	_ = rc.SetWriteDeadline(time.Time{})
-	return &sseWriter{w: w, rc: rc}
-}
-
-// send writes one event; false once the client is gone.
-func (s *sseWriter) send(v any) bool {
-	if s.failed {
-		return false
-	}
-	if !s.started {
-		s.started = true
-		h := s.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		s.w.WriteHeader(http.StatusOK)
-	}
-	data, _ := json.Marshal(v)
-	var b bytes.Buffer
-	b.Grow(len(data) + 8)
-	b.WriteString("data: ")
-	b.Write(data)
-	b.WriteString("\n\n")
-	if _, err := s.w.Write(b.Bytes()); err != nil {
-		s.failed = true
-		return false
-	}
-	if err := s.rc.Flush(); err != nil {
-		s.failed = true
-	}
-	return !s.failed
 }
 
 // restStatus maps an error code to the HTTP+JSON binding's status and
@@ -304,12 +258,12 @@ func (e *Edge) rest(w http.ResponseWriter, r *http.Request, agentID, sub string)
 		}
 		c.params = data
 	}
-	s := newSSE(w)
-	result, rerr := e.invoke(ctx, c, func(ev StreamResponse) bool { return s.send(ev) })
+	s := door.Open(w)
+	result, rerr := e.invoke(ctx, c, func(ev StreamResponse) bool { return s.Send(ev) })
 	switch {
-	case s.started && rerr != nil:
-		s.send(map[string]any{"error": map[string]any{"code": rerr.Code, "message": rerr.Message}})
-	case s.started:
+	case s.Started() && rerr != nil:
+		s.Send(map[string]any{"error": map[string]any{"code": rerr.Code, "message": rerr.Message}})
+	case s.Started():
 	case rerr != nil:
 		restRPCError(w, rerr)
 	case c.method == "DeleteTaskPushNotificationConfig":

@@ -37,6 +37,10 @@ func Open(w http.ResponseWriter) *EventStream {
 // Header is the response's header, to set before the first event.
 func (s *EventStream) Header() http.Header { return s.w.Header() }
 
+// Started reports whether the stream's headers are out: after it, an
+// error can only be told as an event.
+func (s *EventStream) Started() bool { return s.started }
+
 // Send writes and flushes events, each v as one JSON "data:" line; it
 // reports false once the client is gone.
 func (s *EventStream) Send(vs ...any) bool {

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -445,36 +444,13 @@ func (d *Door) completion(w http.ResponseWriter, r *http.Request, t *turns.Turn,
 	})
 }
 
-// openEventStream starts an SSE response that the OpenAI-compatible
-// streams write themselves: no deadline (the http.Server's WriteTimeout
-// and ReadTimeout would cut a long stream), the SSE headers, the status.
-func openEventStream(w http.ResponseWriter) *http.ResponseController {
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
-	_ = rc.SetReadDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	return rc
-}
-
 // streamCompletion streams the turn as chat.completion.chunk objects.
 func (d *Door) streamCompletion(w http.ResponseWriter, r *http.Request, t *turns.Turn, model, sessionID string, includeUsage bool) {
 	defer d.cfg.Telemetry.TrackStream(r.Context(), "openai")()
-	rc := openEventStream(w)
+	es := door.Open(w)
 
 	id, created := "chatcmpl-"+t.ID(), time.Now().Unix()
-	var buf bytes.Buffer
-	send := func(v any) {
-		buf.Reset()
-		buf.WriteString("data: ")
-		buf.Write(mustJSON(v))
-		buf.WriteString("\n\n")
-		_, _ = w.Write(buf.Bytes())
-		_ = rc.Flush()
-	}
+	send := func(v any) { es.Send(v) }
 	chunk := func(delta oaDelta, finish *string, ext *oaExtended) oaChunk {
 		return oaChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, SystemFingerprint: "agentdock",
 			Choices: []oaChunkChoice{{Index: 0, Delta: delta, FinishReason: finish}}, AgentDock: ext}
@@ -491,10 +467,9 @@ func (d *Door) streamCompletion(w http.ResponseWriter, r *http.Request, t *turns
 			send(oaChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, SystemFingerprint: "agentdock",
 				Choices: []oaChunkChoice{}, Usage: ptr(oaUsageOf(usage))})
 		}
-		// Not flushed: the handler returns right after, and net/http
-		// writes [DONE] with the response's end in one write, so that a
-		// client that stops at [DONE] can keep the connection.
-		_, _ = w.Write([]byte("data: [DONE]\n\n"))
+		// Not flushed (Last): a client that stops at [DONE] keeps its
+		// connection.
+		es.Last("[DONE]")
 		finished = true
 	}
 	// sendError writes an error object the way OpenAI streams errors; OpenAI
@@ -551,10 +526,7 @@ func (d *Door) streamCompletion(w http.ResponseWriter, r *http.Request, t *turns
 			}
 			finish(reason, ext)
 		}
-	}, func() {
-		_, _ = w.Write([]byte(": heartbeat\n\n"))
-		_ = rc.Flush()
-	})
+	}, func() { es.Heartbeat() })
 	if err != nil && !finished {
 		if ce, ok := err.(*chat.Error); ok {
 			sendError(ce)

@@ -880,25 +880,18 @@ func (d *Door) recordResponse(t *turns.Turn, base oaResponse, owner string, stor
 // SSE. The last one carries the recorder's final object.
 func (d *Door) streamResponse(w http.ResponseWriter, r *http.Request, t *turns.Turn, run *responseRun) {
 	defer d.cfg.Telemetry.TrackStream(r.Context(), "openai")()
-	rc := openEventStream(w)
-
-	var buf bytes.Buffer
+	es := door.Open(w)
 	send := func(ev oaRespEvent) error {
-		buf.Reset()
-		buf.WriteString("event: ")
-		buf.WriteString(ev.Type)
-		buf.WriteString("\ndata: ")
-		buf.Write(mustJSON(ev))
-		buf.WriteString("\n\n")
-		_, _ = w.Write(buf.Bytes())
-		return rc.Flush()
+		if !es.SendNamed(ev.Type, ev) {
+			return errStreamGone
+		}
+		return nil
 	}
-	tick := func() {
-		_, _ = w.Write([]byte(": heartbeat\n\n"))
-		_ = rc.Flush()
-	}
-	d.sendResponseEvents(r.Context(), t, run, send, tick, nil)
+	d.sendResponseEvents(r.Context(), t, run, send, func() { es.Heartbeat() }, nil)
 }
+
+// errStreamGone is a send's error once the client's stream is gone.
+var errStreamGone = errors.New("the client's stream is gone")
 
 // sendResponseEvents sends a response's events, numbered from 0, through
 // send (SSE, or a WebSocket connection), and its final object last. tick
