@@ -10,6 +10,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -185,6 +187,27 @@ func (r *remote) header(req *http.Request, ctx context.Context) {
 	req.Header.Set(DepthHeader, strconv.Itoa(Depth(ctx)))
 }
 
+// messageID names the message of call c: the same for the same call of
+// the same turn (a retry, or a takeover that goes on with the call), so
+// that the remote, which takes a messageId as its idempotency key, runs
+// it once; its answers to approvals are another message. A call outside
+// a turn gets a new ID.
+func messageID(c tools.Call) string {
+	if c.TurnID == "" || c.ToolCallID == "" {
+		return session.NewID()
+	}
+	h := sha256.New()
+	for _, part := range []string{c.Owner, c.SessionID, c.TurnID, c.ToolCallID} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	if c.Decisions != nil {
+		d, _ := json.Marshal(c.Decisions)
+		h.Write(d)
+	}
+	return "call-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
 // ask asks the remote agent: a message in the child context, or, with
 // the caller's decisions, the answers to the approvals its task waits
 // for.
@@ -199,7 +222,7 @@ func (r *remote) ask(ctx context.Context, c tools.Call, message string) answer {
 		return answer{agent: who, failure: fmt.Sprintf("the remote agent %s cannot be asked: %s", r.shown(), err)}
 	}
 	msg := map[string]any{
-		"messageId": session.NewID(),
+		"messageId": messageID(c),
 		"role":      "ROLE_USER",
 		"contextId": session.ChildID(c.Owner, c.SessionID, r.name, ""),
 		"parts":     []any{map[string]any{"text": message}},

@@ -494,3 +494,33 @@ func TestAnswered(t *testing.T) {
 		t.Fatal("a key the session does not keep was answered")
 	}
 }
+
+// TestMessageID: a call's message to a remote agent has one ID for the
+// call of its turn (the remote's idempotency key), another for each of
+// its answers to approvals, and a new one outside a turn.
+func TestMessageID(t *testing.T) {
+	call := tools.Call{Owner: "o", SessionID: "s", TurnID: "t1", ToolCallID: "c1"}
+	approved := call
+	approved.Decisions = []chat.Decision{{ID: "a1", Approved: true}}
+	denied := call
+	denied.Decisions = []chat.Decision{{ID: "a1", Approved: false}}
+	other := call
+	other.ToolCallID = "c2"
+	otherOwner := call
+	otherOwner.Owner = "p"
+	if messageID(call) != messageID(call) {
+		t.Error("the same call got two message IDs")
+	}
+	ids := map[string]string{}
+	for name, c := range map[string]tools.Call{"call": call, "approved": approved, "denied": denied, "other call": other, "other owner": otherOwner} {
+		id := messageID(c)
+		if prev, ok := ids[id]; ok {
+			t.Errorf("%s and %s share the message ID %s", name, prev, id)
+		}
+		ids[id] = name
+	}
+	outside := tools.Call{SessionID: "s"}
+	if messageID(outside) == messageID(outside) {
+		t.Error("two calls outside a turn share a message ID")
+	}
+}
