@@ -209,12 +209,17 @@ func base(r *http.Request) string {
 	return scheme + "://" + r.Host + prefix
 }
 
+// inputModes are the media types a message may carry: text and data
+// parts, and file parts, which become the turn's attachments (images,
+// and documents the model reads as files).
+var inputModes = []string{"text/plain", "application/json", "image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"}
+
 func (e *Edge) card(r *http.Request, name, desc, endpoint string, skills []AgentSkill) AgentCard {
 	c := AgentCard{
 		Name: name, Description: desc, Version: e.cfg.Version,
 		SupportedInterfaces: []AgentInterface{{URL: endpoint, ProtocolBinding: "JSONRPC", ProtocolVersion: ProtocolVersion}},
 		Capabilities:        AgentCapabilities{Streaming: true, PushNotifications: len(e.cfg.PushHosts) > 0 || e.cfg.PushHostsOf != nil},
-		DefaultInputModes:   []string{"text/plain", "application/json"},
+		DefaultInputModes:   inputModes,
 		DefaultOutputModes:  []string{"text/plain", "application/json"},
 		Skills:              skills,
 	}
