@@ -81,7 +81,8 @@ type Config struct {
 	// attachment once, with its message.
 	MaxAttachmentBytes int
 	// LeaseRenewal is how often a running turn extends its session lease
-	// (default 10 s; keep it well under the store's LockTTL).
+	// (default a third of session.DefaultLockTTL; keep it well under the
+	// store's LockTTL).
 	LeaseRenewal time.Duration
 	// Telemetry records an invoke_agent span per turn (with the model and
 	// tool spans under it) and the turn metrics; nil records nothing.
@@ -159,7 +160,7 @@ func (c *Config) check() error {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if c.LeaseRenewal <= 0 {
-		c.LeaseRenewal = 10 * time.Second
+		c.LeaseRenewal = session.DefaultLockTTL / 3
 	}
 	if err := c.Budget.Validate(); err != nil {
 		return fmt.Errorf("agent: Config.Budget: %w", err)

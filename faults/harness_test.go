@@ -168,6 +168,9 @@ func tryStartServer(t testing.TB, tdir string, extra []string) (*serverProc, err
 		"LOG_FORMAT=json",
 		"TEMPLATES_DIR=" + tdir,
 		"SESSION_STORE=memory://",
+		// Stop waits 5 s for the exit: a turn still running with the
+		// memory store is waited for 1.5 s, then cancelled.
+		"SHUTDOWN_TIMEOUT=3s",
 		"OTEL_TRACES_EXPORTER=none",
 		"OTEL_METRICS_EXPORTER=none",
 		"OTEL_LOGS_EXPORTER=none",

@@ -118,6 +118,9 @@ func (s *Server) streamTurn(c *gin.Context, t *turns.Turn, seen seen) {
 		}
 		heartbeat.Reset(s.cfg.Heartbeat)
 		for len(conn.out) == 0 {
+			if conn.ended {
+				return // ended with no chunk (closeWith)
+			}
 			events, done, err := t.Next(ctx, conn.read, heartbeat.C, s.rt.Closing())
 			switch {
 			case err != nil:
@@ -127,7 +130,7 @@ func (s *Server) streamTurn(c *gin.Context, t *turns.Turn, seen seen) {
 			case done, ctx.Err() != nil:
 				return // every event is written, or nobody reads them
 			case isClosed(s.rt.Closing()):
-				conn.closeWith(turns.ErrShutdown)
+				conn.closeWith(s.rt.StreamEnd())
 			default:
 				conn.out = append(conn.out, &sse.Event{Comment: []byte("heartbeat")})
 				heartbeat.Reset(s.cfg.Heartbeat)
@@ -400,13 +403,19 @@ type frameEvent struct {
 // (and recovered under its lease) or its session deleted. Otherwise (the
 // shared log unreadable, the server shutting down before the turn ended,
 // events lost) the turn may still hold its session, and a client told it
-// finished would get 409 for its next message: it may resume instead.
+// finished would get 409 for its next message: it may resume instead. A
+// turn that goes on on another replica (turns.ErrHandedOver) ends the
+// response with no chunk: the client resumes there, as after a cut
+// connection.
 func (c *sseConn) closeWith(e *chat.Error) {
+	c.ended = true
+	if e.Code == turns.ErrHandedOver.Code {
+		return
+	}
 	c.out = append(c.out, &sse.Event{Data: mustJSON(uiChunk{Type: "error", ErrorText: e.Code + ": " + e.Message})})
 	if turns.Over(e) {
 		c.out = append(c.out, &sse.Event{Data: mustJSON(uiChunk{Type: "finish", FinishReason: "error"})}, &sse.Event{Data: doneData})
 	}
-	c.ended = true
 }
 
 func isClosed(c <-chan struct{}) bool {

@@ -668,7 +668,7 @@ type Config struct {
 // Defaults.
 const (
 	DefaultTTL         = 24 * time.Hour
-	DefaultLockTTL     = 30 * time.Second
+	DefaultLockTTL     = 10 * time.Second
 	DefaultMaxMessages = 1000
 	DefaultMaxSessions = 100000
 	DefaultWriteRetry  = 15 * time.Second

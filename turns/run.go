@@ -32,6 +32,11 @@ func (r *Runtime) run(ctx context.Context, node *agent.Agent, sessionID string, 
 	cancel := func(cause error) { stopWithRuntime(); cancelCtx(cause) }
 	in.TurnID = session.NewID()
 	t := newTurn(in.TurnID, sessionID, node.ID(), in.Owner, cancel, r.cfg.MaxEvents, r.cfg.DisconnectGrace)
+	if r.handsOver() && !in.Stateless {
+		// A stateless conversation's session is the request's own: it
+		// cannot go on elsewhere.
+		tctx = t.makeHandable(tctx)
+	}
 	started := make(chan error, 1)
 	// The turn's writes record how far its log reaches (an event of this
 	// replica's log, numbered as in the shared one).
@@ -75,6 +80,17 @@ func (r *Runtime) runTurn(t *turn, events iter.Seq2[chat.Event, error], started 
 		if !registered {
 			return
 		}
+		if !finished && v == nil && t.handingOff.Load() {
+			// Handed over (handover.go): this replica's readers get the
+			// end of their stream once the mirror marked the turn handed
+			// over in the shared log, where it goes on.
+			r.turns.handedOver(t)
+			t.finishHandedOver()
+			if mirrored != nil {
+				<-mirrored
+			}
+			return
+		}
 		if !finished {
 			t.add(chat.Event{Kind: chat.KindError, Error: &chat.Error{Code: "internal_error", Message: "the turn failed"}})
 			t.addLast(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishError})
@@ -95,7 +111,12 @@ func (r *Runtime) runTurn(t *turn, events iter.Seq2[chat.Event, error], started 
 				return
 			}
 			if !r.turns.register(t) {
-				t.cancel(ErrShutdown)
+				if t.continued {
+					// A takeover: it goes on elsewhere.
+					t.cut()
+				} else {
+					t.cancel(ErrShutdown)
+				}
 				draining = true
 				answer(ErrShuttingDown)
 				continue
@@ -126,8 +147,14 @@ func (r *Runtime) goOnTaken(h *agent.Takeover, key string, st turnlog.Status, ev
 	stopWithRuntime := context.AfterFunc(r.base, func() { cancelCtx(ErrShutdown) })
 	cancel := func(cause error) { stopWithRuntime(); cancelCtx(cause) }
 	t := newTurn(h.Turn(), sessionID, h.Agent(), h.Owner(), cancel, r.cfg.MaxEvents, r.cfg.DisconnectGrace)
-	t.continued, t.restarts = true, st.Restarts
+	t.continued, t.restarts, t.sharedLast = true, st.Restarts, st.Last
 	t.events, t.nextSeq = events, st.Last+1
+	if st.Last == 0 {
+		// Its replica died before the turn's first events reached the
+		// shared log: its stream starts here, as every turn's does.
+		t.add(chat.Event{Kind: chat.KindStart, Start: &chat.Start{Turn: h.Turn(), Message: h.Turn()}})
+	}
+	ctx = t.makeHandable(ctx)
 	evs := h.Run(ctx, func() int64 { last, _ := t.state(); return last })
 	started := make(chan error, 1)
 	r.runTurn(t, func(yield func(chat.Event, error) bool) {

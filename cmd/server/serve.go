@@ -201,7 +201,11 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		return err
 	}
 	context.AfterFunc(ctx, func() {
-		log.Info("shutting down: new turns are refused, running turns end with a final event", "timeout", cfg.ShutdownTimeout)
+		if shared != nil {
+			log.Info("shutting down: new turns are refused, running turns are handed to the other replicas", "timeout", cfg.ShutdownTimeout)
+			return
+		}
+		log.Info("shutting down: new turns are refused, running turns are waited for, then cancelled with their partial answers saved", "timeout", cfg.ShutdownTimeout)
 	})
 	log.Info("serving", "addr", cfg.Addr, "agents", len(agents.List()), "store", kind, "api_keys", len(cfg.APIKeys) > 0)
 	return srv.Serve(ctx, ln)
@@ -218,6 +222,11 @@ func runtimeConfig(cfg *serveConfig, agents *agent.Set, shared turnlog.Log, log 
 		MaxEvents:       cfg.MaxTurnEvents,
 		Retention:       cfg.StreamRetention,
 		Heartbeat:       cfg.Heartbeat,
+		// A turn's writer shows a sign of life five times per lease, and
+		// a reader elsewhere checks as often: a dead replica is noticed
+		// within about 3/5 of the lease, whose expiry then lets another
+		// replica take the turn over.
+		Liveness:        cfg.LockTTL / 5,
 		DisconnectGrace: cfg.DisconnectGrace,
 		MaxQueue:        cfg.MaxQueue,
 		QueueWait:       cfg.QueueWait,
