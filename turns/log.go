@@ -55,9 +55,9 @@ type turn struct {
 	// this replica's first event).
 	continued bool
 	restarts  []int64
-	// sharedLast is the seq of the last event the shared log had when
-	// this replica took the turn over: its copy goes on after it.
-	sharedLast int64
+	// loaded is the seq of the last event a turn taken over loaded from
+	// the shared log: its copy there goes on after it.
+	loaded int64
 	// ended is closed by finish.
 	ended chan struct{}
 	// handable: the turn can be handed to another replica (handover.go);

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/turnlog"
 )
@@ -146,16 +147,19 @@ func (r *Runtime) goOnTaken(h *agent.Takeover, key string, st turnlog.Status, ev
 	ctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(r.base))
 	stopWithRuntime := context.AfterFunc(r.base, func() { cancelCtx(ErrShutdown) })
 	cancel := func(cause error) { stopWithRuntime(); cancelCtx(cause) }
+	// A turn taken over can be handed over again (handover.go).
+	signal, handOverNow := context.WithCancel(context.Background())
+	ctx = llmorch.WithHandOver(ctx, signal)
 	t := newTurn(h.Turn(), sessionID, h.Agent(), h.Owner(), cancel, r.cfg.MaxEvents, r.cfg.DisconnectGrace)
-	t.continued, t.restarts, t.sharedLast = true, st.Restarts, st.Last
-	t.events, t.nextSeq = events, st.Last+1
+	t.continued, t.restarts = true, st.Restarts
+	t.events, t.nextSeq, t.loaded = events, st.Last+1, st.Last
 	if st.Last == 0 {
-		// Its replica died before the turn's first events reached the
-		// shared log: its stream starts here, as every turn's does.
-		t.add(chat.Event{Kind: chat.KindStart, Start: &chat.Start{Turn: h.Turn(), Message: h.Turn()}})
+		// Its replica died before any event reached the shared log: the
+		// turn begins here, as every turn does.
+		t.add(chat.Event{Kind: chat.KindStart, Start: &chat.Start{Turn: t.id, Message: t.id}})
 	}
-	ctx = t.makeHandable(ctx)
 	evs := h.Run(ctx, func() int64 { last, _ := t.state(); return last })
+	t.handable, t.signal, t.signalNow = true, signal, handOverNow
 	started := make(chan error, 1)
 	r.runTurn(t, func(yield func(chat.Event, error) bool) {
 		for ev := range evs {

@@ -152,8 +152,7 @@ type Runtime struct {
 	// closing is closed when streams must end (shutdown).
 	closing   chan struct{}
 	closeOnce sync.Once
-	// unwatch ends the watches of the shared log: stop requests from
-	// other replicas, and turns they handed over.
+	// unwatch ends the watch for stop requests from other replicas.
 	unwatch func()
 }
 
@@ -169,8 +168,7 @@ func New(cfg Config) (*Runtime, error) {
 		closing: make(chan struct{}),
 	}
 	r.base, r.stopBase = context.WithCancel(context.Background())
-	unwatchStops, unwatchHandOvers := r.watchStops(), r.watchHandOvers()
-	r.unwatch = func() { unwatchStops(); unwatchHandOvers() }
+	r.unwatch = r.watchStops()
 	return r, nil
 }
 
@@ -226,14 +224,17 @@ func (r *Runtime) StreamEnd() *chat.Error {
 }
 
 // watchStops cancels the turns this replica runs when a stop request for
-// one arrives through the shared turn log.
+// one arrives through the shared turn log; it also takes over the turns
+// other replicas hand over (watchHandOvers).
 func (r *Runtime) watchStops() (cancel func()) {
 	if r.cfg.Log == nil {
 		return func() {}
 	}
-	return r.cfg.Log.WatchStops(func(ref turnlog.Ref) {
+	unwatch := r.cfg.Log.WatchStops(func(ref turnlog.Ref) {
 		if t := r.turns.get(ref.Turn); t != nil && t.key == ref.Session {
 			t.cancel(chat.StoppedByUser)
 		}
 	})
+	unwatchHandOvers := r.watchHandOvers()
+	return func() { unwatch(); unwatchHandOvers() }
 }

@@ -146,11 +146,11 @@ type mirrorState struct {
 //
 // A turn taken over (turn.continued) is already this replica's in the
 // shared log (turnlog.Taker.TakeOver): its copy starts after the frames
-// the shared log had.
+// it holds, which came from there.
 func (r *Runtime) mirror(t *turn) <-chan struct{} {
 	st := &mirrorState{t: t, ref: turnlog.Ref{Session: t.key, Turn: t.id}, done: make(chan struct{}), lastWrite: time.Now()}
 	if t.continued {
-		st.sent = t.sharedLast
+		st.sent = t.loaded
 	} else if err := r.cfg.Log.Open(turnlog.Meta{Ref: st.ref, Owner: t.owner, AgentID: t.agentID}); err != nil {
 		r.log.Warn("shared turn log: opening the turn failed; its stream can be resumed on this replica only", "session", t.sessionID, "turn", t.id, "err", err)
 		close(st.done)
