@@ -8,7 +8,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN GOWORK=off CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w" -o /out/agentdock ./cmd/server
+RUN GOWORK=off CGO_ENABLED=0 go build -tags nomsgpack -trimpath -buildvcs=false -ldflags="-s -w" -o /out/agentdock ./cmd/server
 
 # Runtime: a static binary on a distroless base, as a non-root user.
 FROM gcr.io/distroless/static-debian12:nonroot

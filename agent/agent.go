@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/guardrail"
+	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/orchestration"
@@ -42,7 +43,7 @@ var (
 	// ErrNotLastMessage: Regenerate named a message that is not the
 	// session's last user message; only the last answer can be replaced.
 	ErrNotLastMessage = errors.New("only the answer to the session's last user message can be regenerated")
-	// ErrDuplicate: the turn's idempotency key (WithRequest) already
+	// ErrDuplicate: the turn's idempotency key (Input.Key) already
 	// started a turn on the session; a *DuplicateError names it.
 	ErrDuplicate = errors.New("this request already started a turn on the session")
 )
@@ -118,7 +119,26 @@ type Config struct {
 	// store counts every model call's spending when it is a
 	// session.Ledger (Set.Usage reads it), whether or not Spend is set.
 	Spend *spend.Policy
+	// MaxAttachmentsInContext bounds the images and files a model request
+	// carries: the newest ones (llmorch.ServiceConfig.MaxAttachments;
+	// default llmorch.DefaultMaxAttachments, negative: no bound).
+	MaxAttachmentsInContext int
+	// AttachmentURLs is where an attachment may be by URL:
+	// AttachmentURLsPublic (the default), https URLs whose host resolves
+	// to public addresses only, since the model's provider fetches them
+	// and a self-hosted one would fetch from the machines beside it; or
+	// AttachmentURLsNone, data: URLs only.
+	AttachmentURLs string
+	// Resolver resolves the hosts of attachment URLs (default
+	// net.DefaultResolver).
+	Resolver netguard.Resolver
 }
+
+// The values of Config.AttachmentURLs.
+const (
+	AttachmentURLsPublic = "public"
+	AttachmentURLsNone   = "none"
+)
 
 // ContextConfig is the server's context budget (llmorch.ContextPolicy);
 // a template's options.context overrides it field by field.
@@ -184,6 +204,13 @@ func (c *Config) check() error {
 	case cc.Summarizer != "" && cc.Summarizer != template.SummarizerOffline:
 		return fmt.Errorf("agent: Config.Context.Summarizer: want \"\" (the agent's model) or %q, got %q", template.SummarizerOffline, cc.Summarizer)
 	}
+	switch c.AttachmentURLs {
+	case "":
+		c.AttachmentURLs = AttachmentURLsPublic
+	case AttachmentURLsPublic, AttachmentURLsNone:
+	default:
+		return fmt.Errorf("agent: Config.AttachmentURLs: want %q or %q, got %q", AttachmentURLsPublic, AttachmentURLsNone, c.AttachmentURLs)
+	}
 	return nil
 }
 
@@ -200,6 +227,11 @@ type Set struct {
 func NewSet(cfg Config, loaded []*template.Loaded) (*Set, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
+	}
+	// The agents the templates' agent tools ask are among them, and do not
+	// ask one another in a circle (package tools/agenttool runs them).
+	if err := template.CheckAgents(loaded).Err(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a := &Set{cfg: cfg, byID: make(map[string]*Agent)}
 	for _, l := range loaded {
@@ -279,6 +311,8 @@ func newAgent(cfg Config, l *template.Loaded) (*Agent, error) {
 		Context:    policy,
 		Judges:     judges,
 		StepModels: steps,
+
+		MaxAttachments: cfg.MaxAttachmentsInContext,
 	}
 	svc, err := llmorch.NewService(svcCfg)
 	if err != nil {
@@ -533,6 +567,9 @@ type options struct {
 	// inputs are the input guardrails' verdicts on the turn's message,
 	// by step (Agent.checkInput).
 	inputs map[string]llmorch.Input
+	// brings is the Weight of the user message the turn stores, charged
+	// against its owner's bytes quota before it starts.
+	brings int64
 }
 
 func (in Input) options() options {
@@ -687,12 +724,13 @@ func (n *Agent) handleMessage(ctx context.Context, sessionID, message string, o 
 			return nil, err
 		}
 	}
-	if err := n.checkOptions(o); err != nil {
+	if err := n.checkOptions(ctx, o); err != nil {
 		return nil, err
 	}
 	if o.request != "" {
-		o.digest = requestDigest(message, o)
+		o.digest = requestDigest(message, nil, o)
 	}
+	o.brings = session.MessageWeight(chat.Message{Role: chat.RoleUser, Content: message, Attachments: o.attachments})
 	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
 		return n.startTurn(ctx, key, message, sess, o)
 	})
@@ -733,7 +771,9 @@ func (n *Agent) begin(ctx context.Context, sessionID string, o options, plan fun
 	// The session lives in its owner's keyspace: another owner using the
 	// same ID has a session of its own.
 	key := session.Key(o.owner, sessionID)
-	claimOpts := []session.UpdateOption{session.WithOwner(o.owner), session.WithAgent(n.ID())}
+	// A turn adds to its owner's bytes: refused when its message would
+	// take the owner past its quota.
+	claimOpts := []session.UpdateOption{session.WithOwner(o.owner), session.WithAgent(n.ID()), session.Charged(o.brings)}
 	// A turn another replica can take over keeps a journal, which its
 	// first write starts.
 	journals := n.cfg.StreamedSteps != nil && !o.stateless
@@ -931,8 +971,11 @@ func (n *Agent) startTurn(ctx context.Context, key, message string, sess session
 		return turnStart{}, err
 	}
 	var denials []chat.Message
-	for _, a := range pending {
-		if !a.Client {
+	for i, a := range pending {
+		// The approvals of one agent's calls share the call that asked
+		// it, which gets one result.
+		shared := slices.ContainsFunc(pending[:i], func(b session.Approval) bool { return b.Call.ID == a.Call.ID })
+		if !a.Client && !shared {
 			denials = append(denials, llmorch.ToolMessage(llmorch.DeniedResult(a.Call, DeniedByNewMessage)))
 		}
 	}
@@ -1166,8 +1209,11 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 	if len(answers) == 0 && o.results == nil {
 		return nil, &ApprovalError{Err: ErrInvalidApproval, Index: -1, Msg: "no answers: approvals must list at least one {id, approved}"}
 	}
-	if err := n.checkOptions(o); err != nil {
+	if err := n.checkOptions(ctx, o); err != nil {
 		return nil, err
+	}
+	if o.request != "" {
+		o.digest = requestDigest("", answers, o)
 	}
 	for i, a := range answers {
 		switch {
@@ -1191,6 +1237,11 @@ func (n *Agent) handleApprovals(ctx context.Context, sessionID string, answers [
 		return nil, fmt.Errorf("opening session: %w", err)
 	}
 	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
+		if o.request != "" {
+			if r, ok := sess.RequestOf(o.request); ok {
+				return turnStart{}, &DuplicateError{Request: r}
+			}
+		}
 		plan, err := planAnswers(sess.Approvals, answers)
 		if err != nil {
 			return turnStart{}, err
@@ -1232,6 +1283,17 @@ func planAnswers(stored []session.Approval, answers []ApprovalAnswer) ([]llmorch
 			missing = append(missing, s.ID)
 			continue
 		}
+		if s.Agent != "" {
+			// A call of an agent the session's call asked: the call runs
+			// again with the decisions on all of its agent's calls.
+			d := chat.Decision{ID: s.ID, Approved: answers[i].Approved, Reason: answers[i].Reason}
+			if k := slices.IndexFunc(plan, func(a llmorch.Answer) bool { return a.Call.ID == s.Call.ID && a.Decisions != nil }); k >= 0 {
+				plan[k].Decisions = append(plan[k].Decisions, d)
+				continue
+			}
+			plan = append(plan, llmorch.Answer{Call: s.Call, Approved: true, Decisions: []chat.Decision{d}, Offer: s.Offer})
+			continue
+		}
 		plan = append(plan, llmorch.Answer{Call: s.Call, Approved: answers[i].Approved, Reason: answers[i].Reason, Offer: s.Offer})
 	}
 	if len(missing) > 0 {
@@ -1254,7 +1316,17 @@ func (n *Agent) answerTurn(ctx context.Context, key string, sess session.Session
 	if err != nil {
 		return turnStart{}, err
 	}
+	// byID are the decisions on the calls of agents the session's calls
+	// asked (session.Approval.Agent), recorded approval by approval.
+	byID := map[string]chat.Decision{}
 	for _, a := range plan {
+		for _, d := range a.Decisions {
+			byID[d.ID] = d
+		}
+		if a.Decisions != nil {
+			approved[a.Call.ID] = true
+			continue
+		}
 		decided[a.Call.ID] = a
 		if a.Approved {
 			approved[a.Call.ID] = true
@@ -1283,13 +1355,24 @@ func (n *Agent) answerTurn(ctx context.Context, key string, sess session.Session
 		}
 	}
 	compacts := n.compacts()
-	write := session.Write{Update: update, Messages: denials, Window: -1, Options: []session.UpdateOption{
+	var request []session.UpdateOption
+	if o.request != "" {
+		request = append(request, session.WithRequest(o.request, o.turnID, o.digest))
+	}
+	write := session.Write{Update: update, Messages: denials, Window: -1, Options: append(request,
 		session.WithTurn(o.turnID),
 		session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
 			cur = markClient(cur, clientDecided)
 			for i := range cur {
+				if d, ok := byID[cur[i].ID]; ok && cur[i].Agent != "" && cur[i].Status == session.ApprovalPending {
+					cur[i].Status, cur[i].Reason = session.ApprovalDenied, d.Reason
+					if d.Approved {
+						cur[i].Status = session.ApprovalApproved
+					}
+					continue
+				}
 				a, ok := decided[cur[i].Call.ID]
-				if !ok || cur[i].Status != session.ApprovalPending {
+				if !ok || cur[i].Status != session.ApprovalPending || cur[i].Agent != "" {
 					continue
 				}
 				cur[i].Status, cur[i].Reason = session.ApprovalDenied, a.Reason
@@ -1302,7 +1385,7 @@ func (n *Agent) answerTurn(ctx context.Context, key string, sess session.Session
 			}
 			return llmorch.KeepAnswered(cur), nil
 		}),
-	}}
+	)}
 	window := n.historyWindow()
 	if compacts {
 		window = -1

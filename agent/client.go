@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/session"
@@ -87,7 +89,7 @@ func (e *AttachmentError) Unwrap() error { return ErrAttachment }
 // which ends with the results of its tools' calls), on a Stateless
 // session or added to the session's history.
 func (n *Agent) handleConversation(ctx context.Context, sessionID string, o options) (iter.Seq[chat.Event], error) {
-	if err := n.checkOptions(o); err != nil {
+	if err := n.checkOptions(ctx, o); err != nil {
 		return nil, err
 	}
 	return n.begin(ctx, sessionID, o, func(key string, sess session.Session) (turnStart, error) {
@@ -116,7 +118,7 @@ const MaxClientTools = 128
 
 // checkClient checks what the client brought that does not depend on
 // the session.
-func (n *Agent) checkClient(o options) error {
+func (n *Agent) checkClient(ctx context.Context, o options) error {
 	if len(o.clientTools) > MaxClientTools {
 		return &ClientToolError{Index: MaxClientTools, Msg: fmt.Sprintf("%d client tools; at most %d are taken", len(o.clientTools), MaxClientTools)}
 	}
@@ -159,10 +161,25 @@ func (n *Agent) checkClient(o options) error {
 				return &AttachmentError{Message: i, Index: k, Msg: fmt.Sprintf("the agent's model (%s %s) does not take %s attachments", info.Provider, info.Model, a.Kind)}
 			case n.cfg.MaxAttachmentBytes > 0 && len(a.URL) > n.cfg.MaxAttachmentBytes:
 				return &AttachmentError{Message: i, Index: k, Msg: fmt.Sprintf("the attachment is %d bytes as sent; the limit is %d (MAX_ATTACHMENT_BYTES)", len(a.URL), n.cfg.MaxAttachmentBytes)}
+			case strings.HasPrefix(a.URL, "data:"):
+			case n.cfg.AttachmentURLs == AttachmentURLsNone:
+				return &AttachmentError{Message: i, Index: k, Msg: "attachments are taken as data: URLs only here (ATTACHMENT_URLS=none); send the content itself, base64 in a data: URL"}
+			default:
+				if err := netguard.CheckURL(ctx, n.resolver(), a.URL); err != nil {
+					return &AttachmentError{Message: i, Index: k, Msg: "the attachment's URL is not one the model's provider may fetch: " + err.Error() + "; send an https URL of a public host, or the content as a data: URL"}
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// resolver resolves the hosts of attachment URLs.
+func (n *Agent) resolver() netguard.Resolver {
+	if n.cfg.Resolver != nil {
+		return n.cfg.Resolver
+	}
+	return net.DefaultResolver
 }
 
 // checkChoice refuses a tool_choice that requires a call the step the

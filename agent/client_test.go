@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"net/netip"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -130,7 +131,12 @@ func TestClientOptionsRefused(t *testing.T) {
 		{"a client tool named think", agent.Input{ClientTools: []chat.ToolSpec{{Name: "think"}}}, agent.ErrClientTools},
 		{"tool_choice naming client_b at client_a's position", agent.Input{ClientTools: clientSpecs,
 			ToolChoice: orchestration.ToolChoice{Only: []string{"client_b"}, Required: true}}, agent.ErrToolChoice},
-		{"an image the model takes", agent.Input{Attachments: []chat.Attachment{{Kind: chat.AttachImage, URL: "https://example.com/x.png"}}}, nil},
+		{"an image the model takes", agent.Input{Attachments: []chat.Attachment{{Kind: chat.AttachImage, URL: "https://93.184.215.14/x.png"}}}, nil},
+		// The provider fetches an image's URL: none that leads beside it.
+		{"an image on the metadata service", agent.Input{Attachments: []chat.Attachment{{Kind: chat.AttachImage, URL: "http://169.254.169.254/latest/meta-data/"}}}, agent.ErrAttachment},
+		{"an image over https on the metadata service", agent.Input{Attachments: []chat.Attachment{{Kind: chat.AttachImage, URL: "https://169.254.169.254/x.png"}}}, agent.ErrAttachment},
+		{"an image on loopback", agent.Input{Attachments: []chat.Attachment{{Kind: chat.AttachImage, URL: "https://localhost:8080/x.png"}}}, agent.ErrAttachment},
+		{"an image on a private network, in the history", agent.Input{Stateless: true, History: []chat.Message{{Role: chat.RoleUser, Content: "see", Attachments: []chat.Attachment{{Kind: chat.AttachImage, URL: "https://[fd00:ec2::254]/x.png"}}}}}, agent.ErrAttachment},
 	} {
 		tt.in.Text = "build it"
 		_, err := agent.Started(n.Run(ctx, session.NewID(), tt.in))
@@ -175,5 +181,66 @@ func TestClientResultCut(t *testing.T) {
 	}
 	if sent != stored {
 		t.Fatalf("the model read %d bytes of the result, the session holds %d", len(sent), len(stored))
+	}
+}
+
+// fakeResolver resolves every name to one address.
+type fakeResolver string
+
+func (r fakeResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr(string(r))}, nil
+}
+
+// TestAttachmentURLs: an image URL is taken when its host resolves to a
+// public address only, and with AttachmentURLs "none" no URL is, only
+// data: URLs.
+func TestAttachmentURLs(t *testing.T) {
+	mock := mockllm.New()
+	t.Cleanup(mock.Close)
+	a, ds := template.Load("builder.json", []byte(builderTemplate), template.Config{Provided: tools.BuiltinNames()})
+	if a == nil {
+		t.Fatal(ds.Err())
+	}
+	models := func(*template.Template) (llmorch.Model, error) {
+		return provider.New(provider.Config{Provider: provider.OpenAI, Model: "m", BaseURL: mock.URL() + "/v1"})
+	}
+	reg, err := tools.Builtin(tools.BuiltinConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byURL := []chat.Attachment{{Kind: chat.AttachImage, URL: "https://images.example.com/x.png"}}
+	byData := []chat.Attachment{{Kind: chat.AttachImage, URL: "data:image/png;base64,AAAA"}}
+	for _, tc := range []struct {
+		name     string
+		urls     string
+		resolves string
+		atts     []chat.Attachment
+		refused  bool
+	}{
+		{"a name resolving to a public address", "", "93.184.215.14", byURL, false},
+		{"a name resolving to the metadata service", "", "169.254.169.254", byURL, true},
+		{"a name resolving to loopback", agent.AttachmentURLsPublic, "127.0.0.1", byURL, true},
+		{"a public URL where only data is taken", agent.AttachmentURLsNone, "93.184.215.14", byURL, true},
+		{"data where only data is taken", agent.AttachmentURLsNone, "93.184.215.14", byData, false},
+	} {
+		store := session.NewMemory(session.Config{})
+		defer store.Close()
+		set, err := agent.NewSet(agent.Config{Store: store, Tools: reg, Models: models, AttachmentURLs: tc.urls, Resolver: fakeResolver(tc.resolves)}, []*template.Loaded{a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := set.Get("builder")
+		mock.Enqueue(mockllm.TextScript("seen"))
+		events, err := agent.Started(n.Run(t.Context(), session.NewID(), agent.Input{Text: "look", Attachments: tc.atts}))
+		if err == nil {
+			for range events {
+			}
+		}
+		if got := errors.Is(err, agent.ErrAttachment); got != tc.refused {
+			t.Errorf("%s: %v; refused %v, want %v", tc.name, err, got, tc.refused)
+		}
+	}
+	if _, err := agent.NewSet(agent.Config{Store: session.NewMemory(session.Config{}), Tools: reg, Models: models, AttachmentURLs: "any"}, []*template.Loaded{a}); err == nil {
+		t.Error("AttachmentURLs \"any\" accepted")
 	}
 }

@@ -147,14 +147,14 @@ func (n *Agent) Replay(st orchestration.State, msgs []chat.Message, client []str
 
 var errOptions = errors.New("agent: Input.Regenerate and Input.Edit cannot be combined with History or Stateless")
 
-func (n *Agent) checkOptions(o options) error {
+func (n *Agent) checkOptions(ctx context.Context, o options) error {
 	if o.regenerate && (o.stateless || len(o.history) > 0) {
 		return errOptions
 	}
 	if err := n.CheckHistory(append(slices.Clone(o.compacted), o.history...), o.clientNames()); err != nil {
 		return err
 	}
-	return n.checkClient(o)
+	return n.checkClient(ctx, o)
 }
 
 // turnStore makes the store and service of a stateless turn: an in-memory

@@ -120,6 +120,12 @@ func load(ctx context.Context, opts Options, read func(template.Config) ([]templ
 	if err := all.Err(); err != nil {
 		return nil, nil, fmt.Errorf("agent: %w", err)
 	}
+	for _, a := range loaded {
+		if len(a.Template.Agents) > 0 {
+			// Agent tools need a runner of turns, which Load does not make.
+			return nil, nil, fmt.Errorf("agent: %s: agents: Load does not run agent tools; make the Set with NewSet, giving Config.ToolsFor the tools of package tools/agenttool (agenttool.Direct runs their turns)", a.File)
+		}
+	}
 	warnings := all.Warnings()
 
 	toolsets, down, err := startMCP(ctx, opts.MCP, registry, loaded, onDisk)

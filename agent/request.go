@@ -16,7 +16,7 @@ import (
 )
 
 // Idempotent requests. A turn started with an idempotency key
-// (WithRequest) records the key with its user message, in its first
+// (Input.Key) records the key with its user message, in its first
 // write, along with a digest of what the request asked. The key sent
 // again with the same request finds the turn it started
 // (*DuplicateError), whatever became of it: running on this replica or
@@ -25,7 +25,7 @@ import (
 // no second turn starts.
 
 var (
-	// ErrKeyReused: the turn's idempotency key (WithRequest) started a
+	// ErrKeyReused: the turn's idempotency key (Input.Key) started a
 	// turn on the session for another request (another message, other
 	// attachments...); a *KeyReusedError names that turn.
 	ErrKeyReused = errors.New("this idempotency key was already used for another request on the session")
@@ -75,7 +75,7 @@ func (o options) duplicate(sess session.Session) error {
 // results sent with it, regenerate or edit, the client's tools, tool
 // choice, response format and instructions). The turn's ID, owner and
 // stream position are not part of it: a retry differs in those.
-func requestDigest(message string, o options) string {
+func requestDigest(message string, answers []ApprovalAnswer, o options) string {
 	h := sha256.New()
 	_ = json.NewEncoder(h).Encode(struct {
 		Message      string                   `json:"m"`
@@ -89,7 +89,8 @@ func requestDigest(message string, o options) string {
 		Choice       orchestration.ToolChoice `json:"tc"`
 		Format       *llmorch.Format          `json:"f,omitempty"`
 		Instructions string                   `json:"i,omitempty"`
-	}{message, o.attachments, o.history, o.compacted, o.results, o.regenerate, o.edit, o.clientTools, o.choice, o.format, o.instructions})
+		Answers      []ApprovalAnswer         `json:"d,omitempty"`
+	}{message, o.attachments, o.history, o.compacted, o.results, o.regenerate, o.edit, o.clientTools, o.choice, o.format, o.instructions, answers})
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 

@@ -131,6 +131,15 @@ type ToolResult struct {
 	// (NotRun and IsError are set too): Content tells the model so, with
 	// the person's reason.
 	Denied bool `json:"denied,omitempty"`
+	// Usage is what the tool spent on models: an agent tool's child
+	// turn. The turn adds it to its own.
+	Usage *Usage `json:"usage,omitempty"`
+	// Pending, when set, are approvals that an agent the call asked waits
+	// for (each with Agent and Call): the call did not complete, and the
+	// turn holds it like a call that waits for approval. It runs again
+	// with the answers (tools.Call.Decisions), and its result is then
+	// the agent's answer. Never stored: the session keeps the approvals.
+	Pending []Approval `json:"pending,omitempty"`
 }
 
 // The runtime begins the result of every call that did not run with one

@@ -81,6 +81,12 @@ const (
 	// the output ends the turn with FinishGuardrail, after a text delta
 	// saying so.
 	KindGuardrail Kind = "guardrail"
+
+	// KindToolProgress reports the work of a tool call under way, in
+	// Progress: the events of an agent the call asked (an agent tool's
+	// child turn), as they come. It is the stream's only: the history
+	// keeps the call's result, and the agent's own session its work.
+	KindToolProgress Kind = "tool-progress"
 	// KindDone ends a turn; FinishReason says why.
 	KindDone Kind = "done"
 )
@@ -106,6 +112,7 @@ type Event struct {
 	Restart       *Restart    `json:"restart,omitempty"`
 	Guardrail     *Guardrail  `json:"guardrail,omitempty"`
 	Fallback      *Fallback   `json:"fallback,omitempty"`
+	Progress      *Progress   `json:"progress,omitempty"`
 	FinishReason  string      `json:"finishReason,omitempty"`
 	// Final marks the turn-total usage event.
 	Final bool `json:"final,omitempty"`
@@ -244,6 +251,34 @@ type Approval struct {
 	ID string `json:"id"`
 	// ToolCallID is the call's ID (ToolCall.ID).
 	ToolCallID string `json:"toolCallId"`
+	// Agent is set when the call waiting is not the turn's own but one
+	// that an agent the turn asked made (an agent tool's child turn, or
+	// an agent that one asked): it names that agent, Call is its call,
+	// and ToolCallID is the turn's call that asked it. The answer goes to
+	// that agent, and the turn's call goes on with it.
+	Agent string    `json:"agent,omitempty"`
+	Call  *ToolCall `json:"call,omitempty"`
+}
+
+// Progress is the work of a tool call under way (KindToolProgress).
+type Progress struct {
+	// CallID and Name are the call's (ToolCall.ID and Name).
+	CallID string `json:"callId"`
+	Name   string `json:"name"`
+	// Agent names the agent the call asked, and Event is one event of
+	// its turn: its text, its tool calls and results, its orchestration,
+	// the approvals it asks for, its warnings and errors, and the
+	// progress of its own calls (nested the same way).
+	Agent string `json:"agent,omitempty"`
+	Event *Event `json:"event,omitempty"`
+}
+
+// Decision is a person's answer to one approval request (Approval.ID).
+type Decision struct {
+	ID       string `json:"id"`
+	Approved bool   `json:"approved"`
+	// Reason, optional, is told to the model with a denial.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Stop is the cause of a turn's context cancellation (see

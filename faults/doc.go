@@ -24,7 +24,15 @@
 // CLUSTER FAILOVER) and checks that no turn that finished stop lost text. routing_test.go checks cost
 // control: a model that answers 503 is answered by its fallback, a step's
 // model takes its calls, and token budgets per key hold on two replicas
-// sharing Redis (50 concurrent turns of one key; the figure is logged).
+// sharing Redis (50 concurrent turns of one key; the figure is logged). // Issue 55's, each printing its
+// figures: mcp_sessions_test.go floods /mcp with initialize requests
+// against an RSS bound and the session caps, and sets a sessionless
+// tools/list's CPU beside GET /api/agents'; budget_test.go sends a forged
+// compaction item, 700 KB images turn after turn (the model request's
+// size), and a live session past BYTES_PER_OWNER on both stores;
+// queue_test.go counts Redis's commands while hundreds of messages wait
+// for busy sessions; webhook_tenants_test.go has two keys post to one
+// webhook receiver.
 //
 // The package has no code of its own: only tests and their harness
 // (harness_test.go). The fast tests run in `go test ./faults/`; the slow

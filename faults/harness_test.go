@@ -22,6 +22,7 @@ import (
 	"github.com/agentdock-go/agentdock/internal/testenv"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/orchestration"
+	"github.com/agentdock-go/agentdock/tools/search/searchtest"
 )
 
 // serverBin is the agentdock binary TestMain built (or found in
@@ -32,7 +33,13 @@ func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
 
+// wikipedia is what the servers' search asks when a test gives it no
+// other service: a local fake, never the network.
+var wikipedia *searchtest.Wikipedia
+
 func runMain(m *testing.M) int {
+	wikipedia = searchtest.NewWikipedia()
+	defer wikipedia.Close()
 	// AGENTDOCK_BIN runs the tests against a binary built elsewhere (as the
 	// e2e tests do), e.g. `make build`'s.
 	if bin := os.Getenv("AGENTDOCK_BIN"); bin != "" {
@@ -168,6 +175,7 @@ func tryStartServer(t testing.TB, tdir string, extra []string) (*serverProc, err
 		"LOG_FORMAT=json",
 		"TEMPLATES_DIR=" + tdir,
 		"SESSION_STORE=memory://",
+		"WIKIPEDIA_URL=" + wikipedia.URL,
 		"OTEL_TRACES_EXPORTER=none",
 		"OTEL_METRICS_EXPORTER=none",
 		"OTEL_LOGS_EXPORTER=none",

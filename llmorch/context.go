@@ -123,13 +123,16 @@ type compaction struct {
 func (s *Service) compact(ctx context.Context, prev *chat.Message, msgs []chat.Message, last, fixed int, force bool) (*compaction, error) {
 	p := s.cfg.Context
 	starts, numbers := turnSpans(msgs, last)
+	// The turns are counted as a request carries them: with the newest
+	// attachments only.
+	sent := limitAttachments(msgs, s.cfg.MaxAttachments)
 	total := make([]int, len(starts)+1) // total[i]: tokens of the turns from i on
 	for i := len(starts) - 1; i >= 0; i-- {
 		end := len(msgs)
 		if i+1 < len(starts) {
 			end = starts[i+1]
 		}
-		for _, m := range msgs[starts[i]:end] {
+		for _, m := range sent[starts[i]:end] {
 			total[i] += s.tokens.message(m)
 		}
 		total[i] += total[i+1]
@@ -199,7 +202,7 @@ func (s *Service) Compact(ctx context.Context, prev *chat.Message, msgs []chat.M
 		if sum != nil {
 			n += s.tokens.message(summaryMessage(sum))
 		}
-		for _, m := range msgs {
+		for _, m := range limitAttachments(msgs, s.cfg.MaxAttachments) {
 			n += s.tokens.message(m)
 		}
 		return s.tokens.provider(n)
@@ -229,7 +232,7 @@ func (s *Service) Summarize(ctx context.Context, prev *chat.Message, msgs []chat
 		return Compacted{Summary: prev, Messages: msgs}, err
 	}
 	n := fixed + s.tokens.message(summaryMessage(c.summary))
-	for _, m := range c.messages {
+	for _, m := range limitAttachments(c.messages, s.cfg.MaxAttachments) {
 		n += s.tokens.message(m)
 	}
 	return Compacted{Summary: c.summary, Messages: c.messages, Tokens: s.tokens.provider(n)}, nil
@@ -308,13 +311,15 @@ func (r *run) rebuild(req *Request) {
 }
 
 // requestMessages are the messages a model call sends: the summary, if
-// any, then the turns after it.
+// any, then the turns after it, with the newest attachments only
+// (ServiceConfig.MaxAttachments).
 func (r *run) requestMessages() []chat.Message {
+	msgs := limitAttachments(r.messages, r.s.cfg.MaxAttachments)
 	if r.summary == nil {
-		return r.messages
+		return msgs
 	}
-	out := make([]chat.Message, 0, len(r.messages)+1)
-	return append(append(out, summaryMessage(r.summary)), r.messages...)
+	out := make([]chat.Message, 0, len(msgs)+1)
+	return append(append(out, summaryMessage(r.summary)), msgs...)
 }
 
 func (r *run) emitOK(ev chat.Event) error {

@@ -55,6 +55,10 @@ type ServiceConfig struct {
 	// StepModels are the models of the steps that name one (a step's
 	// "model"), by step name; the other steps' calls go to Model.
 	StepModels map[string]StepModel
+	// MaxAttachments bounds the images and files a model request carries:
+	// the newest ones; an older one is a line in its message saying what
+	// was there (default DefaultMaxAttachments; negative: no bound).
+	MaxAttachments int
 }
 
 // StepModel is the model of a step's calls and its settings: those of
@@ -124,6 +128,9 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		}
 	}
 	cfg.Budget = templateBudget(cfg.Template).Or(cfg.Budget).Or(DefaultBudget)
+	if cfg.MaxAttachments == 0 {
+		cfg.MaxAttachments = DefaultMaxAttachments
+	}
 	_, node := cfg.Template.Provider()
 	if cfg.Temperature == nil {
 		cfg.Temperature = node.Temperature
@@ -269,6 +276,11 @@ type Answer struct {
 	// (session.Approval.Offer): an approved call is judged against it.
 	// Nil: against the state it runs in.
 	Offer *orchestration.Offer
+	// Decisions, when set, are a person's answers to the approvals that
+	// an agent the call asked waits for (session.Approval.Agent): the
+	// call runs again with them (tools.Call.Decisions), whatever they
+	// decide, and Approved is true.
+	Decisions []chat.Decision
 }
 
 // DeniedResult is what the model reads for a call a person declined: it
@@ -452,8 +464,10 @@ type run struct {
 	ended     bool   // the turn's last write cleared the session's turn marker
 	noTools   bool   // the latest model call offered no tools (the final answer)
 	// answering: the call being run was approved, so it is not held for
-	// approval again.
+	// approval again; decisions are the answers it carries to the agent
+	// it asked (Answer.Decisions).
 	answering bool
+	decisions []chat.Decision
 	// recordWithStep: the call being run is its step's last, so its record
 	// goes in the step's write (toolOutcome.record) instead of a write of
 	// its own.
@@ -551,7 +565,9 @@ func (r *run) loop(ctx context.Context) (string, error) {
 			return reason, err
 		}
 	}
-	if err := r.answer(ctx); err != nil {
+	if err := r.answer(ctx); errors.Is(err, errAwaitApproval) {
+		return chat.FinishApproval, nil
+	} else if err != nil {
 		return "", err
 	}
 	// The step taken over is behind: the steps after it journal their
@@ -627,7 +643,7 @@ func (r *run) restart(ctx context.Context) (string, bool, error) {
 		// (answer) with the results the journal has.
 		r.turn.Answers = r.turn.Answers[:0]
 		for i, c := range st.Calls {
-			a := Answer{Call: c, Approved: true}
+			a := Answer{Call: c, Approved: true, Decisions: st.Decisions[c.ID]}
 			if i < len(st.Offers) {
 				a.Offer = st.Offers[i]
 			}
@@ -1021,10 +1037,12 @@ func (r *run) onStepFinish(ctx context.Context, text []byte, calls []chat.ToolCa
 			res = r.tool(ctx, call, invalid)
 			r.recordWithStep = false
 		}
+		// What an agent the call asked spent is the step's.
+		usage = usage.Add(res.usage)
 		if res.held {
-			a := session.Approval{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: time.Now().UTC(), MessageID: r.turn.message(), Offer: r.offerOf(call)}
-			held = append(held, a)
-			if !r.emit(chat.Event{Kind: chat.KindApproval, ToolCall: &call, Approval: &chat.Approval{ID: a.ID, ToolCallID: call.ID}}) {
+			hold := r.hold(call, res)
+			held = append(held, hold...)
+			if !r.announceHeld(call, hold) {
 				return stop(errStopped)
 			}
 			continue
@@ -1161,6 +1179,11 @@ func KeepAnswered(list []session.Approval) []session.Approval {
 		if a.Status != session.ApprovalPending {
 			answered++
 			list[i].Call.Arguments = nil
+			if a.AgentCall != nil {
+				c := *a.AgentCall
+				c.Arguments = nil
+				list[i].AgentCall = &c
+			}
 		}
 	}
 	if answered <= MaxAnsweredApprovals {
@@ -1187,6 +1210,7 @@ func (r *run) answer(ctx context.Context) error {
 	if err := r.journalAnswers(ctx); err != nil {
 		return err
 	}
+	var held []session.Approval
 	for _, a := range r.turn.Answers {
 		call := a.Call
 		if res, ok := r.journaled[call.ID]; ok {
@@ -1217,14 +1241,27 @@ func (r *run) answer(ctx context.Context) error {
 			r.offer.Tools = []string{call.Name}
 		}
 		r.callState = r.state
-		r.answering, r.recordWithStep = true, true
+		r.answering, r.recordWithStep, r.decisions = true, true, a.Decisions
 		res := r.tool(ctx, call, nil)
-		r.answering, r.recordWithStep = false, false
+		r.answering, r.recordWithStep, r.decisions = false, false, nil
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if res.err != nil {
 			return res.err
+		}
+		if res.held {
+			// The agent the call asked waits for more answers: the call
+			// waits again, and the turn ends once the answers are done.
+			hold := r.hold(call, res)
+			if err := r.holdAgain(ctx, hold, res.usage); err != nil {
+				return fmt.Errorf("saving the approvals an agent waits for: %w", err)
+			}
+			held = append(held, hold...)
+			if !r.announceHeld(call, hold) {
+				return errStopped
+			}
+			continue
 		}
 		// The call's record and its result in one write.
 		msg := ToolMessage(res.result)
@@ -1236,6 +1273,60 @@ func (r *run) answer(ctx context.Context) error {
 			return errStopped
 		}
 	}
+	if len(held) > 0 {
+		return errAwaitApproval
+	}
+	return nil
+}
+
+// hold is the session's approvals of a call that waits: one asking a
+// person to approve it, or, for a call whose agent waits for approvals
+// (chat.ToolResult.Pending), one per approval the agent waits for, each
+// under the agent's ID, so that the answer reaches it.
+func (r *run) hold(call chat.ToolCall, res toolOutcome) []session.Approval {
+	now := time.Now().UTC()
+	if len(res.pending) == 0 {
+		return []session.Approval{{ID: NewApprovalID(), Call: call, Status: session.ApprovalPending, RequestedAt: now, MessageID: r.turn.message(), Offer: r.offerOf(call)}}
+	}
+	out := make([]session.Approval, 0, len(res.pending))
+	for _, p := range res.pending {
+		out = append(out, session.Approval{ID: p.ID, Call: call, Status: session.ApprovalPending, RequestedAt: now, MessageID: r.turn.message(), Offer: r.offerOf(call),
+			Agent: p.Agent, AgentCall: p.Call})
+	}
+	return out
+}
+
+// announceHeld tells the client that call waits for the approvals hold.
+func (r *run) announceHeld(call chat.ToolCall, hold []session.Approval) bool {
+	for _, a := range hold {
+		ap := &chat.Approval{ID: a.ID, ToolCallID: call.ID, Agent: a.Agent, Call: a.AgentCall}
+		if !r.emit(chat.Event{Kind: chat.KindApproval, ToolCall: &call, Approval: ap}) {
+			return false
+		}
+	}
+	return true
+}
+
+// holdAgain saves the approvals that an approved call waits for again
+// (its agent asks for more), with what the call spent, in one write.
+func (r *run) holdAgain(ctx context.Context, hold []session.Approval, usage chat.Usage) error {
+	cfg := r.s.cfg
+	st, err := session.Update(ctx, cfg.Store, r.turn.SessionID, func(s *orchestration.State) error {
+		if !usage.IsZero() {
+			*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(usage))
+		}
+		return nil
+	}, append(r.journal(func(j *session.Journal) { j.Usage = j.Usage.Add(usage) }),
+		session.WithLease(r.turn.Lease),
+		session.WithApprovals(func(cur []session.Approval) ([]session.Approval, error) {
+			return KeepAnswered(append(cur, hold...)), nil
+		}))...)
+	if err != nil {
+		return err
+	}
+	r.wrote(st)
+	r.state = st.State
+	r.turnUsage = r.turnUsage.Add(usage)
 	return nil
 }
 
@@ -1243,11 +1334,14 @@ func (r *run) answer(ctx context.Context) error {
 // call's result in the journal.
 func (r *run) record(ctx context.Context, res toolOutcome, msgs []chat.Message) error {
 	cfg := r.s.cfg
-	if res.record == nil && !r.turn.Journal {
+	if res.record == nil && !r.turn.Journal && res.usage.IsZero() {
 		return session.AppendMessages(ctx, cfg.Store, r.turn.SessionID, msgs, session.WithLease(r.turn.Lease))
 	}
 	frame := r.position()
 	st, _, err := cfg.Store.UpdateAppend(ctx, r.turn.SessionID, func(s *orchestration.State) error {
+		if !res.usage.IsZero() {
+			*s, _ = cfg.Engine.Apply(*s, orchestration.UsageReported(res.usage))
+		}
 		if res.record == nil {
 			return nil
 		}
@@ -1257,12 +1351,14 @@ func (r *run) record(ctx context.Context, res toolOutcome, msgs []chat.Message) 
 			j.Step.Results = append(j.Step.Results, res.result)
 		}
 		j.Frame = frame
+		j.Usage = j.Usage.Add(res.usage)
 	}), session.WithLease(r.turn.Lease))...)
 	if err != nil {
 		return err
 	}
 	r.wrote(st)
 	r.state = st.State
+	r.turnUsage = r.turnUsage.Add(res.usage)
 	if res.record != nil {
 		r.recorded(ctx, res)
 	}
@@ -1283,6 +1379,12 @@ func (r *run) journalAnswers(ctx context.Context) error {
 		step.Offers = append(step.Offers, a.Offer)
 		if !a.Approved {
 			step.Results = append(step.Results, DeniedResult(a.Call, a.Reason))
+		}
+		if len(a.Decisions) > 0 {
+			if step.Decisions == nil {
+				step.Decisions = map[string][]chat.Decision{}
+			}
+			step.Decisions[a.Call.ID] = a.Decisions
 		}
 	}
 	st, err := session.Update(ctx, r.s.cfg.Store, r.turn.SessionID, func(*orchestration.State) error { return nil },
@@ -1395,9 +1497,13 @@ type toolOutcome struct {
 	// journaled: the call completed before the turn was taken over; its
 	// result comes from the journal, its record was made then.
 	journaled bool
-	// held: the call waits for a person's approval; it did not run.
-	held bool
-	err  error // a store failure: ends the turn
+	// held: the call waits for a person's approval; it did not run, or,
+	// with pending, it ran and the agent it asked waits for them.
+	held    bool
+	pending []chat.Approval
+	// usage is what the tool spent on models (chat.ToolResult.Usage).
+	usage chat.Usage
+	err   error // a store failure: ends the turn
 	// record, when set, is the record of a call that ran and is still to
 	// be written, with its step's messages (run.recordWithStep).
 	record *toolRecord
@@ -1560,13 +1666,27 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	c, _ := tools.CallFrom(ctx)
 	c.ToolCallID, c.Step = call.ID, r.state.ActiveStep
 	c.ResultLimit = cfg.Budget.MaxToolResultBytes
-	res := cfg.Tools.Execute(tools.WithCall(ctx, c), call)
+	c.Decisions = r.decisions
+	res := r.execute(ctx, c, call)
 	res.CallID, res.Name = call.ID, call.Name
+	var spent chat.Usage
+	if res.Usage != nil {
+		spent = *res.Usage
+		res.Usage = nil
+	}
+	pending := res.Pending
+	res.Pending = nil
 	if res.NotRun || ctx.Err() != nil {
 		// Stopped while the tool ran: the call is not recorded, and its
 		// result says so (a replay of the history must not record it).
 		res.NotRun = true
-		return toolOutcome{result: res}
+		return toolOutcome{result: res, usage: spent}
+	}
+	if len(pending) > 0 {
+		// The agent the call asked waits for approvals: the call waits
+		// with it, unrecorded, and runs again with the answers.
+		return toolOutcome{held: true, pending: pending, usage: spent, result: chat.ToolResult{CallID: call.ID, Name: call.Name, Type: "approval_requested",
+			Content: "waiting for the user's approval of what " + pending[0].Agent + " asks", NotRun: true}}
 	}
 	// The tool_result guardrails see the result before anyone else.
 	guarded := toolOutcome{result: res}
@@ -1587,7 +1707,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 		}
 		from := r.state.ActiveStep
 		r.state = st
-		return withGuards(toolOutcome{result: res, transition: dec.Transition, record: &toolRecord{event: used, from: from}})
+		return withGuards(toolOutcome{result: res, transition: dec.Transition, record: &toolRecord{event: used, from: from}, usage: spent})
 	}
 	var dec orchestration.Decision
 	// The journal keeps the result with the record, until the step's
@@ -1613,7 +1733,7 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 	if dec.Transition {
 		cfg.Telemetry.CountTransition(ctx, cfg.Template.AgentID, dec.PreviousStep, st.State.ActiveStep)
 	}
-	return withGuards(toolOutcome{result: res, transition: dec.Transition})
+	return withGuards(toolOutcome{result: res, transition: dec.Transition, usage: spent})
 }
 
 // offerOf is the offer a held call is judged against when it is carried
@@ -1621,6 +1741,49 @@ func (r *run) runTool(ctx context.Context, call chat.ToolCall) toolOutcome {
 // was offered, or it would not be held).
 func (r *run) offerOf(call chat.ToolCall) *orchestration.Offer {
 	return &orchestration.Offer{Tools: []string{call.Name}, Step: r.offer.Step, SequenceIndex: r.offer.SequenceIndex, StepChanges: r.offer.StepChanges}
+
+}
+
+// execute runs call in the toolbox, for c, and streams the progress the
+// tool reports while it runs (tools.Report) as chat.KindToolProgress
+// events, in the order reported, before its result. The tool runs in a
+// goroutine of its own so that the turn's events stay on the turn's; a
+// consumer that leaves stops the tool.
+func (r *run) execute(ctx context.Context, c tools.Call, call chat.ToolCall) chat.ToolResult {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	progress := make(chan chat.Progress, 16)
+	returned := make(chan struct{})
+	c.Report = func(p chat.Progress) {
+		p.CallID, p.Name = call.ID, call.Name
+		select {
+		case progress <- p:
+		case <-returned: // late: the call has its result
+		}
+	}
+	done := make(chan chat.ToolResult, 1)
+	go func() { done <- r.s.cfg.Tools.Execute(tools.WithCall(ctx, c), call) }()
+	tell := func(p chat.Progress) {
+		if !r.stopped && !r.emit(chat.Event{Kind: chat.KindToolProgress, Progress: &p}) {
+			cancel(errStopped)
+		}
+	}
+	for {
+		select {
+		case p := <-progress:
+			tell(p)
+		case res := <-done:
+			close(returned)
+			for {
+				select {
+				case p := <-progress:
+					tell(p)
+				default:
+					return res
+				}
+			}
+		}
+	}
 }
 
 // available freezes what can run now, for one model call or one tool call
@@ -1812,16 +1975,28 @@ type storeFailure struct {
 func (f *storeFailure) Error() string { return f.err.Error() }
 func (f *storeFailure) Unwrap() error { return f.err }
 
+// message says what the session keeps. A write whose fate is unknown
+// (session.ErrMaybeApplied) may have saved its step, the answer's last
+// one included: the message says what is saved for sure and that the
+// rest may be, never that nothing is when all may be.
 func (f *storeFailure) message() string {
-	kept := "your message is saved, but none of this answer"
+	sure := "your message is saved"
 	if f.saved > 0 {
-		kept = fmt.Sprintf("your message and the first %d step(s) of this answer are saved, but not the rest", f.saved)
+		sure = fmt.Sprintf("your message and the first %d step(s) of this answer are saved", f.saved)
 	}
-	msg := "the session store stopped answering and the turn stopped: " + kept
+	ran := ""
+	if f.tool {
+		ran = " (a tool of that step ran)"
+	}
 	if errors.Is(f.err, session.ErrMaybeApplied) {
-		msg += "; the store may still apply the last write it received, so read the session (GET /api/sessions/:id) before sending your message again"
+		return "the session store stopped answering and the turn stopped: " + sure + "; the write of the next step" + ran +
+			" reached the store but was not acknowledged, so it may be saved too, and with it the rest of this answer when it was the last: read the session (GET /api/sessions/:id) before sending your message again"
 	}
-	return msg
+	rest := "none of this answer"
+	if f.saved > 0 {
+		rest = "not the rest"
+	}
+	return "the session store stopped answering and the turn stopped: " + sure + ", but " + rest + ran
 }
 
 // CodeNotReplicated is the code of a turn whose last write the session

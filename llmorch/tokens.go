@@ -52,7 +52,9 @@ const (
 // hash of the text) so that each text is counted once while it is in use.
 type tokenCount struct {
 	counter TokenCounter // nil: EstimateTokens
-	cache   tokenCache
+	// wire is the provider whose image tokens are counted (Info).
+	wire  string
+	cache tokenCache
 	// ratios are the latest reports' input tokens over the count of the
 	// same request: tokenizers differ by provider, requests carry framing
 	// the count does not see, and the share of each varies with what a
@@ -67,7 +69,7 @@ type tokenCount struct {
 const reconciled = 16
 
 func newTokenCount(m Model) *tokenCount {
-	c := &tokenCount{}
+	c := &tokenCount{wire: m.Info().Provider}
 	c.counter, _ = m.(TokenCounter)
 	c.cache.seed = maphash.MakeSeed()
 	return c
@@ -99,6 +101,9 @@ func (c *tokenCount) count(s string) int {
 // message counts one message as a request carries it.
 func (c *tokenCount) message(m chat.Message) int {
 	n := messageOverhead + c.text(m.Content)
+	for _, a := range m.Attachments {
+		n += c.attachment(a)
+	}
 	for _, call := range m.ToolCalls {
 		n += messageOverhead + c.text(call.Name) + c.text(string(call.Arguments))
 	}
@@ -182,8 +187,9 @@ func (t *tokenCache) key(s string) uint64 {
 	return maphash.String(t.seed, s) ^ uint64(len(s))<<48
 }
 
-func (t *tokenCache) get(s string) (int, bool) {
-	k := t.key(s)
+func (t *tokenCache) get(s string) (int, bool) { return t.getKey(t.key(s)) }
+
+func (t *tokenCache) getKey(k uint64) (int, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n, ok := t.cur[k]; ok {
@@ -196,8 +202,9 @@ func (t *tokenCache) get(s string) (int, bool) {
 	return 0, false
 }
 
-func (t *tokenCache) put(s string, n int) {
-	k := t.key(s)
+func (t *tokenCache) put(s string, n int) { t.putKey(t.key(s), n) }
+
+func (t *tokenCache) putKey(k uint64, n int) {
 	t.mu.Lock()
 	t.putLocked(k, int32(min(n, math.MaxInt32)))
 	t.mu.Unlock()

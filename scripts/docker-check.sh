@@ -16,6 +16,12 @@ docker_cmd=${cmd//\/out\/agentdock/$tmp/docker-agentdock}
 echo "build stage: $docker_cmd"
 bash -c "$docker_cmd"
 make --no-print-directory build >/dev/null
+# The binary leaves out what the server never uses (docs/deploying.md, "The
+# binary's size"): gin's MessagePack binding, by the nomsgpack tag.
+if go version -m bin/agentdock | grep -q 'github.com/ugorji/go/codec'; then
+	echo "docker-check: bin/agentdock links gin's MessagePack binding (github.com/ugorji/go/codec): build it with -tags nomsgpack" >&2
+	exit 1
+fi
 if cmp -s "$tmp/docker-agentdock" bin/agentdock; then
 	echo "docker-check: the build stage and make build produce the same binary ($(sha256sum bin/agentdock | cut -c1-16))"
 else

@@ -54,6 +54,8 @@ targets=(
 	"./server/a2a FuzzRequest 5000"
 	"./server/agui FuzzInput 5000"
 	"./server/mcpserver FuzzRequestState 6000"
+	"./server/mcpserver FuzzPlainToolsList 20000"
+	"./internal/netguard FuzzCheckURL 20000"
 )
 
 log=$(mktemp)

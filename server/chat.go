@@ -123,12 +123,12 @@ func (s *Server) startChat(c *gin.Context) *turns.Turn {
 		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "webhook", "a webhook is called when a background run ends: send background: true with it"))
 		return nil
 	case webhook != "":
-		if err := s.checkWebhook(webhook); err != nil {
+		if err := s.checkWebhook(ownerOf(c), webhook); err != nil {
 			abortWith(c, newParamError(http.StatusBadRequest, "invalid_webhook", "webhook", "%s", err.Error()))
 			return nil
 		}
 	case body.Background:
-		webhook = s.cfg.WebhookURL
+		webhook = s.webhookURL(ownerOf(c))
 	}
 	in.Busy = cmp.Or(body.Busy, c.GetHeader("X-Busy"))
 	if in.Policy(node) != template.BusyReject {

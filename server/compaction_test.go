@@ -80,7 +80,7 @@ func TestCompactionOverHTTP(t *testing.T) {
 // the user said in them, and the kept turn comes back as items; a
 // conversation of one turn has nothing to compact.
 func TestResponsesCompactSummarizes(t *testing.T) {
-	e := newEnv(t, envOptions{templates: "testdata/compact"})
+	e := newEnv(t, envOptions{templates: "testdata/compact", cfg: func(c *Config) { c.CompactionSecret = "compaction-test-secret" }})
 	var input []map[string]any
 	for i := 1; i <= 3; i++ {
 		input = append(input,
@@ -100,7 +100,7 @@ func TestResponsesCompactSummarizes(t *testing.T) {
 		return out.Output
 	}
 	items := compact(input)
-	c, err := wire.DecodeCompaction(items[0]["encrypted_content"].(string))
+	c, err := wire.DecodeCompaction(items[0]["encrypted_content"].(string), wire.CompactionKey("compaction-test-secret"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,43 @@ func TestResponsesCompactSummarizes(t *testing.T) {
 		t.Fatalf("kept items %v; want the last turn", kept)
 	}
 	items = compact(input[:2])
-	if c, err = wire.DecodeCompaction(items[0]["encrypted_content"].(string)); err != nil || len(c.Messages) != 0 || c.Summary != "" || len(items) != 3 {
+	if c, err = wire.DecodeCompaction(items[0]["encrypted_content"].(string), wire.CompactionKey("compaction-test-secret")); err != nil || len(c.Messages) != 0 || c.Summary != "" || len(items) != 3 {
 		t.Fatalf("one turn compacted: %+v, %v, %d items; want nothing dropped", c, err, len(items))
+	}
+}
+
+// A compaction item the server did not sign is refused with 400 before
+// it is unpacked, and reaches no model; one it signed continues the
+// conversation. A compaction holds whatever summary a client puts in it,
+// so a forged one could carry megabytes to the model past every budget.
+func TestForgedCompactionRefused(t *testing.T) {
+	e := newEnv(t, envOptions{templates: "testdata/compact"})
+	forged, err := wire.EncodeCompaction(wire.Compaction{Summary: strings.Repeat("forged summary ", 100_000)}, wire.CompactionKey("not the server's"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := e.do(http.MethodPost, "/v1/responses", jsonBody(map[string]any{"model": "long", "input": []any{
+		map[string]any{"type": "compaction", "encrypted_content": forged},
+		map[string]any{"role": "user", "content": "go on"},
+	}}))
+	var out struct {
+		Error struct {
+			Code, Param, Message string
+		} `json:"error"`
+	}
+	getJSON(t, res, http.StatusBadRequest, &out)
+	if out.Error.Param != "input[0].encrypted_content" || !strings.Contains(out.Error.Message, "not a compaction this server made") {
+		t.Fatalf("a forged compaction: %+v", out.Error)
+	}
+
+	var comp struct{ Output []map[string]any }
+	getJSON(t, e.do(http.MethodPost, "/v1/responses/compact", jsonBody(map[string]any{"model": "long", "input": []any{
+		map[string]any{"role": "user", "content": "Fact: the harbour master is Ines."},
+		map[string]any{"role": "assistant", "content": "Noted."},
+	}})), http.StatusOK, &comp)
+	var resp struct{ Status string }
+	getJSON(t, e.do(http.MethodPost, "/v1/responses", jsonBody(map[string]any{"model": "long", "input": append(comp.Output, map[string]any{"role": "user", "content": "[offline:echo] go on"})})), http.StatusOK, &resp)
+	if resp.Status != "completed" {
+		t.Fatalf("a signed compaction: status %q", resp.Status)
 	}
 }

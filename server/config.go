@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/agentdock-go/agentdock/responses"
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/telemetry"
@@ -47,6 +48,12 @@ type Config struct {
 	// (responses/redisstore on the session store's Redis). Nil: an in-memory
 	// store of this server (responses.DefaultTTL, bounded).
 	Responses responses.Store
+	// CompactionSecret signs the compaction items of POST
+	// /v1/responses/compact (HMAC-SHA256), so that only the items this
+	// server (or a replica with the same secret) made are taken back: a
+	// forged one could carry a summary of any size to the model. Empty: a
+	// random secret of this process, whose items no other process takes.
+	CompactionSecret string
 	// Compactor makes the compactions of POST /v1/responses/compact (nil:
 	// agent.Summarizing, the agent's own context machinery, which
 	// summarizes the turns beyond the kept ones; for an agent whose
@@ -82,13 +89,17 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	// WebhookHosts are the hosts ("host" or "host:port") that background
-	// runs' webhooks may be posted to; none (the default) calls no
-	// webhook. WebhookSecret keys their signatures (required with
+	// runs' webhooks may be posted to; a bare host allows its scheme's
+	// default port only. None (the default) calls no webhook. WebhookSecret keys their signatures (required with
 	// WebhookHosts; "whsec_" and base64, or any string). WebhookURL is the
 	// webhook of background runs that name none (default none).
 	WebhookHosts  []string
 	WebhookSecret string
 	WebhookURL    string
+	// Webhooks, when set, gives an owner webhook settings of its own
+	// (KeyAuth.Webhooks: the keys file's per-key secret, hosts and URL),
+	// which replace the server's above for that owner's runs.
+	Webhooks func(owner string) OwnerWebhooks
 	// WebhookAttempts bounds the calls of one webhook (default 6: the
 	// first and 5 retries); WebhookBackoff is the wait before the first
 	// retry, doubled before each next (default 1 s).
@@ -164,6 +175,11 @@ func (c *Config) validate() error {
 	}
 	if c.WebhookBackoff == 0 {
 		c.WebhookBackoff = DefaultWebhookBackoff
+	}
+	for _, h := range c.WebhookHosts {
+		if err := netguard.CheckHost(h); err != nil {
+			probs = append(probs, "WebhookHosts: "+err.Error())
+		}
 	}
 	if len(c.WebhookHosts) > 0 && c.WebhookSecret == "" {
 		probs = append(probs, "WebhookHosts needs WebhookSecret, which signs the calls (WEBHOOK_SECRET)")

@@ -10,6 +10,7 @@ import (
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/llmorch/mockllm"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 )
 
@@ -67,7 +68,7 @@ type viewedSession struct {
 		TurnStart         any      `json:"turnStart"`
 	} `json:"state"`
 	Orchestration *chat.Snapshot `json:"orchestration"`
-	Usage         usageTotals    `json:"usage"`
+	Usage         wire.Totals    `json:"usage"`
 	Messages      []chat.Message `json:"messages"`
 }
 

@@ -3,13 +3,9 @@ package server
 import (
 	"encoding/json"
 	"errors"
-	"io"
-	"net"
 	"net/http"
-	"strconv"
-	"strings"
-	"time"
 
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/turns"
@@ -30,52 +26,10 @@ func newParamError(status int, code, param, format string, args ...any) *apiErro
 	return turns.ParamProblem(status, code, param, format, args...)
 }
 
-// errorBody is an error answer: {"error": {"code", "message"}}, and under
-// /v1 OpenAI's shape {"error": {"message", "type", "param", "code"}}, which
-// OpenAI clients raise as their own error objects.
-type errorBody struct {
-	Error  *apiError
-	openAI bool
-}
-
-func (b errorBody) MarshalJSON() ([]byte, error) {
-	if !b.openAI {
-		return json.Marshal(map[string]map[string]string{"error": {"code": b.Error.Code, "message": b.Error.Message}})
-	}
-	var param *string
-	if b.Error.Param != "" {
-		param = &b.Error.Param
-	}
-	return json.Marshal(map[string]any{"error": map[string]any{
-		"message": b.Error.Message, "type": openAIErrorType(b.Error.Status), "param": param, "code": b.Error.Code}})
-}
-
-// openAIErrorType is OpenAI's error type for a status.
-func openAIErrorType(status int) string {
-	switch {
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusForbidden:
-		return "permission_error"
-	case status == http.StatusNotFound:
-		return "not_found_error"
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status >= 500:
-		return "server_error"
-	}
-	return "invalid_request_error"
-}
-
-// isOpenAIPath reports whether a request is for the OpenAI-compatible API.
-func isOpenAIPath(p string) bool { return p == "/v1" || strings.HasPrefix(p, "/v1/") }
-
 // abortWith answers e and stops the handler chain.
 func abortWith(c *gin.Context, e *apiError) {
-	if e.RetryAfter > 0 {
-		c.Header("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
-	}
-	c.AbortWithStatusJSON(e.Status, errorBody{Error: e, openAI: isOpenAIPath(c.Request.URL.Path)})
+	door.WriteProblem(c.Writer, c.Request, e)
+	c.Abort()
 }
 
 // storeError maps a session store error of a read or delete.
@@ -109,60 +63,11 @@ func decodeJSON(r *http.Request, vs ...any) *apiError {
 	return nil
 }
 
-// bodyError maps an error of a wire parser: a refused parameter names it,
-// a body that does not decode says where.
-func bodyError(err error) *apiError {
-	var pe *wire.ParamError
-	if errors.As(err, &pe) {
-		return newParamError(http.StatusBadRequest, pe.Code, pe.Param, "%s", pe.Message)
-	}
-	return newError(http.StatusBadRequest, "invalid_json", "%s", err.Error())
-}
+// bodyError describes an error of a wire parser (door.BodyProblem).
+func bodyError(err error) *apiError { return door.BodyProblem(err) }
 
-// parseBody reads the request's body and parses it with one of the wire
-// parsers; false when it failed, which is answered.
-func parseBody[T any](c *gin.Context, parse func([]byte) (T, error)) (T, bool) {
-	var zero T
-	data, e := readBody(c.Request)
-	if e != nil {
-		abortWith(c, e)
-		return zero, false
-	}
-	body, err := parse(data)
-	if err != nil {
-		abortWith(c, bodyError(err))
-		return zero, false
-	}
-	return body, true
-}
-
-// readBody reads the request body (bounded by the body limit installed by
-// the middleware) and checks that it is UTF-8 text. The body read to its
-// end is closed: net/http then knows it is consumed, instead of trying to
-// drain it when the answer starts (on a stream, deep in the first flush).
-func readBody(r *http.Request) ([]byte, *apiError) {
-	data, err := io.ReadAll(r.Body)
-	if err == nil {
-		_ = r.Body.Close()
-	}
-	if err != nil {
-		var (
-			mbe *http.MaxBytesError
-			ne  net.Error
-		)
-		switch {
-		case errors.As(err, &mbe):
-			return nil, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over the limit of %d bytes", mbe.Limit)
-		case errors.As(err, &ne) && ne.Timeout():
-			return nil, newError(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive within the server's read timeout (READ_TIMEOUT)")
-		}
-		return nil, newError(http.StatusBadRequest, "unreadable_body", "the request body could not be read")
-	}
-	if err := wire.CheckUTF8(data); err != nil {
-		return nil, newError(http.StatusBadRequest, "invalid_message", "%s", err.Error())
-	}
-	return data, nil
-}
+// readBody reads the request body (door.ReadBody).
+func readBody(r *http.Request) ([]byte, *apiError) { return door.ReadBody(r) }
 
 func errBadSessionID(where string) *apiError { return turns.ErrBadSessionID(where) }
 

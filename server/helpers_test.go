@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -58,6 +59,9 @@ type envOptions struct {
 	templates string
 	// tools are added to the cognitive tools.
 	tools []tools.Tool
+	// connState is the HTTP server's ConnState hook, set before it starts
+	// (setting it later races with the accept loop).
+	connState func(net.Conn, http.ConnState)
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -120,7 +124,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(s.Handler())
+	hs := httptest.NewUnstartedServer(s.Handler())
+	hs.Config.ConnState = o.connState
+	hs.Start()
 	e := &env{t: t, srv: s, http: hs, store: store, base: hs.URL, log: o.log}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -2,13 +2,10 @@ package server
 
 import (
 	"net/http"
-	"unicode"
 
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 )
-
-// maxIdempotencyKey bounds an idempotency key, which the session keeps.
-const maxIdempotencyKey = 256
 
 // idempotencyKey is a request's idempotency key (agent.Input.Key): its
 // Idempotency-Key header, else, for a chat request that sends a new
@@ -17,26 +14,14 @@ const maxIdempotencyKey = 256
 // an edit resends a message ID that already started a turn, to have it
 // answered again: it has no key but its header's.
 func idempotencyKey(r *http.Request, body *wire.ChatRequest) (string, *apiError) {
-	if h := r.Header.Get("Idempotency-Key"); h != "" {
-		if len(h) > maxIdempotencyKey || !printable(h) {
-			return "", newParamError(http.StatusBadRequest, "invalid_idempotency_key", "Idempotency-Key", "the Idempotency-Key header must be 1 to %d printable ASCII characters", maxIdempotencyKey)
-		}
-		return "key:" + h, nil
+	if key, p := door.IdempotencyKey(r); key != "" || p != nil {
+		return key, p
 	}
 	if body == nil || body.Trigger == "regenerate-message" || body.Edits() {
 		return "", nil
 	}
-	if id := body.LastUserID(); id != "" && len(id) <= maxIdempotencyKey && printable(id) {
+	if id := body.LastUserID(); id != "" && len(id) <= door.MaxIdempotencyKey && door.Printable(id) {
 		return "msg:" + id, nil
 	}
 	return "", nil
-}
-
-func printable(s string) bool {
-	for _, r := range s {
-		if r > unicode.MaxASCII || !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
@@ -36,7 +37,11 @@ type agentSummary struct {
 
 type agentDetail struct {
 	agentSummary
+	// Tools are the agent's tools that can run (built in, given, from MCP
+	// servers, whose state mcpServers says); NotProvided the nodes naming
+	// a tool nobody provides, never offered to the model.
 	Tools         []string           `json:"tools"`
+	NotProvided   []string           `json:"notProvided"`
 	Warnings      []string           `json:"warnings"`
 	Orchestration *orchestrationInfo `json:"orchestration"`
 }
@@ -100,7 +105,13 @@ func (s *Server) getAgent(c *gin.Context) {
 		return
 	}
 	t := n.Template()
-	d := agentDetail{agentSummary: s.summarize(n), Tools: nonNil(t.Tools()), Warnings: nonNil(n.Warnings())}
+	tools := n.Engine().Tools()
+	d := agentDetail{agentSummary: s.summarize(n), Tools: nonNil(tools), NotProvided: []string{}, Warnings: nonNil(n.Warnings())}
+	for _, name := range t.Tools() {
+		if !slices.Contains(tools, name) {
+			d.NotProvided = append(d.NotProvided, name)
+		}
+	}
 	if spec := t.Orchestration; spec != nil && len(spec.Steps) > 0 {
 		compiled := map[string]orchestration.StepInfo{}
 		for _, st := range n.Engine().Steps() {

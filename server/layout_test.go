@@ -16,17 +16,10 @@ import (
 // the stream finds no handler in it, and a change to a route cannot reach
 // into the turn log.
 var layers = [][]string{
-	{"errors.go", "config.go", "security.go", "rawerrors.go", "otel.go"},
+	{"errors.go", "retry.go", "config.go", "security.go", "rawerrors.go", "otel.go"},
 	{"uistream.go"},
-	{"turns.go"},
-	{"recover.go"},
-	{"replicas.go", "takeover.go"},
-	{"run.go"},
-	{"stream.go", "idempotency.go", "busy.go"},
-	{"chat.go", "sessions.go", "resume.go", "info.go", "client.go", "edge.go", "openapi.go", "webhook.go"},
-	{"openai.go"},
-	{"responses.go"},
-	{"responses_extra.go"},
+	{"stream.go", "idempotency.go"},
+	{"chat.go", "sessions.go", "resume.go", "info.go", "openapi.go", "webhook.go"},
 	{"server.go"},
 }
 

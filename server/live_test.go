@@ -131,13 +131,11 @@ func startLive(t *testing.T, e *env, m *fedModel, session, text string) *liveStr
 	return s
 }
 
-// serveWithSmallBuffers makes the server's side of every connection of e
-// write through a socketBuffer buffer.
-func serveWithSmallBuffers(e *env) {
-	e.http.Config.ConnState = func(c net.Conn, s http.ConnState) {
-		if tc, ok := c.(*net.TCPConn); ok && s == http.StateNew {
-			_ = tc.SetWriteBuffer(socketBuffer)
-		}
+// smallBuffers, as an env's connState, makes the server's side of every
+// connection write through a socketBuffer buffer.
+func smallBuffers(c net.Conn, s http.ConnState) {
+	if tc, ok := c.(*net.TCPConn); ok && s == http.StateNew {
+		_ = tc.SetWriteBuffer(socketBuffer)
 	}
 }
 
@@ -295,8 +293,7 @@ func TestLingersOneLoop(t *testing.T) {
 func TestLiveConnectionFallsBehind(t *testing.T) {
 	m := newFedModel()
 	// 5 MB of answer: past the default output budget.
-	e := newEnv(t, envOptions{model: m, budget: llmorch.Budget{MaxOutputBytes: 64 << 20}, cfg: func(c *Config) { c.Heartbeat = time.Minute }})
-	serveWithSmallBuffers(e)
+	e := newEnv(t, envOptions{model: m, budget: llmorch.Budget{MaxOutputBytes: 64 << 20}, cfg: func(c *Config) { c.Heartbeat = time.Minute }, connState: smallBuffers})
 	s := startLive(t, e, m, "live-session-2", "first ")
 	waitLive(t, e, 1)
 	// 600 deltas of 8 KiB: more than the socket buffers (socketBuffer on

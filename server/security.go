@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/gin-gonic/gin"
 	"golang.org/x/time/rate"
 )
@@ -38,6 +40,32 @@ type KeyAuth struct {
 	// digests are SHA-256 digests of the keys: comparing digests of equal
 	// length in constant time reveals neither a key's length nor a prefix.
 	digests [][sha256.Size]byte
+	// webhooks are the keys' own webhook settings, by fingerprint.
+	webhooks map[string]OwnerWebhooks
+}
+
+// A Key is an API key, with the settings of its own that a keys file may
+// give it: its webhooks' (OwnerWebhooks), in place of the server's.
+type Key struct {
+	Key string
+	// WebhookSecret signs the key's webhook calls ("": the server's
+	// WebhookSecret): "whsec_" and base64, or any string. A receiver
+	// that knows it tells the key's events from every other key's.
+	WebhookSecret string
+	// WebhookHosts are the hosts ("host" or "host:port") the key's
+	// webhooks may be posted to, in place of the server's WebhookHosts.
+	WebhookHosts []string
+	// WebhookURL is the webhook of the key's background runs that name
+	// none ("": the server's WebhookURL).
+	WebhookURL string
+}
+
+// OwnerWebhooks are an owner's own webhook settings (Config.Webhooks):
+// what is unset is the server's.
+type OwnerWebhooks struct {
+	Secret []byte
+	Hosts  []string
+	URL    string
 }
 
 // NewKeyAuth accepts the given keys. secret keys the fingerprints: sessions
@@ -45,6 +73,15 @@ type KeyAuth struct {
 // when every process uses the same secret; nil picks a random one for this
 // process. Empty keys are an error; duplicates are ignored.
 func NewKeyAuth(keys []string, secret []byte) (*KeyAuth, error) {
+	list := make([]Key, len(keys))
+	for i, k := range keys {
+		list[i] = Key{Key: k}
+	}
+	return NewKeys(list, secret)
+}
+
+// NewKeys is NewKeyAuth for keys with settings of their own.
+func NewKeys(keys []Key, secret []byte) (*KeyAuth, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("server: NewKeyAuth: no API keys")
 	}
@@ -55,17 +92,53 @@ func NewKeyAuth(keys []string, secret []byte) (*KeyAuth, error) {
 	}
 	seen := map[[sha256.Size]byte]bool{}
 	for i, k := range keys {
-		if strings.TrimSpace(k) == "" {
+		if strings.TrimSpace(k.Key) == "" {
 			return nil, fmt.Errorf("server: NewKeyAuth: key %d is empty", i+1)
 		}
-		d := sha256.Sum256([]byte(k))
+		d := sha256.Sum256([]byte(k.Key))
 		if !seen[d] {
 			seen[d] = true
 			a.digests = append(a.digests, d)
 		}
+		if k.WebhookSecret == "" && len(k.WebhookHosts) == 0 && k.WebhookURL == "" {
+			continue
+		}
+		w := OwnerWebhooks{Hosts: k.WebhookHosts, URL: k.WebhookURL}
+		if k.WebhookSecret != "" {
+			var err error
+			if w.Secret, err = webhookSecret(k.WebhookSecret); err != nil {
+				return nil, fmt.Errorf("server: NewKeyAuth: key %d: its webhook secret: %w", i+1, err)
+			}
+		}
+		for _, h := range k.WebhookHosts {
+			if err := netguard.CheckHost(h); err != nil {
+				return nil, fmt.Errorf("server: NewKeyAuth: key %d: its webhook hosts: %w", i+1, err)
+			}
+		}
+		if a.webhooks == nil {
+			a.webhooks = map[string]OwnerWebhooks{}
+		}
+		a.webhooks[a.Fingerprint(k.Key)] = w
 	}
 	return a, nil
 }
+
+// webhookSecret is WEBHOOK_SECRET's key: the base64 after "whsec_", as
+// Standard Webhooks write their secrets, or the bytes of any other value.
+func webhookSecret(secret string) ([]byte, error) {
+	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		k, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil {
+			return nil, fmt.Errorf("a secret that starts with whsec_ is base64 after it: %w", err)
+		}
+		return k, nil
+	}
+	return []byte(secret), nil
+}
+
+// Webhooks is a Config.Webhooks hook: the webhook settings of the key
+// whose fingerprint is owner.
+func (a *KeyAuth) Webhooks(owner string) OwnerWebhooks { return a.webhooks[owner] }
 
 // Fingerprint is the owner name of key: 32 hex digits of HMAC-SHA256(secret,
 // key).

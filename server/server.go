@@ -1,43 +1,38 @@
 // Package server is the HTTP API of agentdock: the AI SDK chat stream
 // (POST /api/chat/:agentId) with resumable turns, the agents and sessions
-// endpoints, health checks, the OpenAI-compatible endpoints (chat
-// completions and the Responses API) and the chat page; the A2A, AG-UI and
-// MCP edges run their turns through it (Edge). docs/api.md is its
-// reference.
+// endpoints, health checks, metrics and the chat page, and the doors of the
+// other protocols it serves beside them (package server/door: the
+// OpenAI-compatible endpoints of server/openai, always served, and A2A,
+// AG-UI and MCP, as Config.Doors says). docs/api.md is its reference.
 //
-// A turn runs in its own goroutine under a server-owned context, not the
-// request's: a client that disconnects does not stop it. Each of its
-// events becomes its frames once, as it is logged in the turn's bounded
-// log, from which every connected client is fed, so that a client that
-// reconnects with Last-Event-ID gets exactly the frames it missed. Streams
-// are written by github.com/r3labs/sse/v2.
+// The turns run on the turn runtime (package turns, Config.Runtime), under
+// a context of the runtime's, not the request's: a client that disconnects
+// does not stop its turn. The chat stream maps each turn's events to AI SDK
+// chunks as it writes them (uistream.go), through
+// github.com/r3labs/sse/v2 (stream.go); a client that reconnects with
+// Last-Event-ID gets exactly the frames it missed, from any replica.
 //
 // The files, each one concern, in the order they build on each other (a
 // file refers only to files before it, and to the Server of server.go that
-// every file hangs its methods on):
+// every file hangs its methods on; layout_test.go checks it):
 //
 //   - errors.go, config.go, security.go, rawerrors.go, otel.go: the API's
 //     errors, the configuration, the request checks, telemetry of requests.
-//   - uistream.go: a turn's frames, made from its events once (the AI SDK's
-//     UI message stream, or an edge's events).
-//   - turns.go: a turn's log of frames, its live readers, the registry.
-//   - recover.go, replicas.go, takeover.go: the shared turn log between
-//     replicas (the mirror, reading another replica's turn, stopping a turn
-//     anywhere, recovering an abandoned one or taking it over).
-//   - run.go: starting a turn and running it into its log.
-//   - stream.go: a connection's SSE stream from a turn's log, through r3labs;
-//     idempotency.go: a retried request given the turn it started;
-//     busy.go: a message for a busy session queued, or interrupting.
-//   - the routes: chat.go (POST /api/chat, approvals), webhook.go (background
-//     runs, their status and webhooks), sessions.go and
-//     resume.go (/api/sessions), info.go (/api/agents), client.go, openai.go,
-//     responses.go and responses_extra.go (/v1), edge.go (the turns of the
-//     edges), openapi.go.
-//   - server.go: the Server, its routes and middleware, serving and shutdown.
+//   - uistream.go: the AI SDK's UI message stream, made from a turn's
+//     events.
+//   - stream.go: a connection's SSE stream of a turn, through r3labs;
+//     idempotency.go: a chat request's idempotency key.
+//   - the routes: chat.go (POST /api/chat, approvals), webhook.go
+//     (background runs, their status and webhooks), sessions.go and
+//     resume.go (/api/sessions), info.go (/api/agents, /api/usage),
+//     openapi.go.
+//   - server.go: the Server, its routes and middleware, the doors,
+//     serving and shutdown.
 package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +46,8 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/server/door"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/agentdock-go/agentdock/server/openai"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/telemetry"
 	"github.com/agentdock-go/agentdock/turns"
@@ -108,8 +105,13 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.webhookKey = k
 	}
+	compactionKey := wire.CompactionKey(cfg.CompactionSecret)
+	if cfg.CompactionSecret == "" {
+		compactionKey = make(wire.CompactionKey, 32)
+		_, _ = rand.Read(compactionKey)
+	}
 	if cfg.WebhookURL != "" {
-		if err := s.checkWebhook(cfg.WebhookURL); err != nil {
+		if err := s.checkWebhook("", cfg.WebhookURL); err != nil {
 			return nil, fmt.Errorf("server: WebhookURL: %w", err)
 		}
 	}
@@ -129,7 +131,17 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.sse = newSSE()
-	for _, d := range cfg.Doors {
+	// The OpenAI-compatible endpoints are a door of their own (package
+	// server/openai), always served.
+	oa, err := openai.New(openai.Config{
+		Responses: cfg.Responses, Compactor: cfg.Compactor, Heartbeat: cfg.Heartbeat, MaxMessageBytes: cfg.MaxBodyBytes,
+		Started: s.started, Telemetry: cfg.Telemetry, Logger: cfg.Logger, Webhook: s.openAIWebhook(), CompactionKey: compactionKey,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.cfg.Doors = append([]door.Door{oa}, cfg.Doors...)
+	for _, d := range s.cfg.Doors {
 		s.doorRoutes = append(s.doorRoutes, d.Routes(s.rt)...)
 	}
 	s.engine = s.routes(true)
@@ -313,14 +325,6 @@ func (s *Server) routes(full bool) *gin.Engine {
 	api.GET("/sessions/:id/turns/:turnId", s.getTurn)
 	api.GET("/usage", s.getUsage)
 
-	v1 := e.Group("/v1", guard)
-	v1.GET("/models", s.listModels)
-	v1.POST("/chat/completions", s.chatCompletions)
-	v1.POST("/responses", s.createResponse)
-	v1.GET("/responses", s.responsesSocket)
-	v1.POST("/responses/compact", s.compactResponse)
-	v1.GET("/responses/:id", s.getResponse)
-	v1.POST("/responses/:id/cancel", s.cancelResponse)
 	s.mountDoors(e, guard)
 
 	if full {

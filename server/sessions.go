@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
@@ -160,7 +161,7 @@ type sessionView struct {
 	// Orchestration is the snapshot of the state under the session's agent
 	// (null when that agent is no longer served).
 	Orchestration *chat.Snapshot `json:"orchestration"`
-	Usage         usageTotals    `json:"usage"`
+	Usage         wire.Totals    `json:"usage"`
 	Messages      []chat.Message `json:"messages"`
 	// Turn is the session's latest turn while its stream is kept.
 	Turn *turnView `json:"turn"`
@@ -170,6 +171,9 @@ type sessionView struct {
 	// Queued is how many messages wait for the running turn (busy policy
 	// enqueue).
 	Queued int `json:"queued"`
+	// Children are the sessions of the agents this session's agent asked
+	// (its agent tools).
+	Children []childView `json:"children"`
 }
 
 type approvalView struct {
@@ -178,6 +182,10 @@ type approvalView struct {
 	ToolName    string          `json:"toolName"`
 	Input       json.RawMessage `json:"input"`
 	RequestedAt time.Time       `json:"requestedAt"`
+	// AgentCall is the call of an agent the session's call asked, when
+	// that agent waits for the approval (ToolCallID is then the session's
+	// call, an agent tool's).
+	AgentCall *agentCallView `json:"agentCall,omitempty"`
 }
 
 type turnView struct {
@@ -256,15 +264,15 @@ func (s *Server) getSession(c *gin.Context) {
 	u := st.TokenUsage
 	v := sessionView{
 		ID: c.Param("id"), Agent: sess.Agent, Title: sess.Title, CreatedAt: sess.CreatedAt, LastAccessed: sess.LastAccessed,
-		State: st, Usage: totalsOf(u),
+		State: st, Usage: wire.TotalsOf(u),
 		Messages: msgs,
 	}
 	if u := sess.SummarizerUsage; !u.IsZero() {
-		su := totalsOf(u)
+		su := wire.TotalsOf(u)
 		v.Usage.Summarizer = &su
 	}
 	if r := st.RegeneratedUsage; !r.IsZero() {
-		rt := totalsOf(r)
+		rt := wire.TotalsOf(r)
 		v.Usage.Regenerated = &rt
 	}
 	if v.Messages == nil {
@@ -276,8 +284,10 @@ func (s *Server) getSession(c *gin.Context) {
 		if len(in) == 0 {
 			in = json.RawMessage("{}")
 		}
-		v.PendingApprovals = append(v.PendingApprovals, approvalView{ApprovalID: a.ID, ToolCallID: a.Call.ID, ToolName: a.Call.Name, Input: in, RequestedAt: a.RequestedAt})
+		v.PendingApprovals = append(v.PendingApprovals, approvalView{ApprovalID: a.ID, ToolCallID: a.Call.ID, ToolName: a.Call.Name, Input: in, RequestedAt: a.RequestedAt,
+			AgentCall: agentCallOf(a)})
 	}
+	v.Children = s.children(ctx, ownerOf(c), c.Param("id"), n, served)
 	if served {
 		snap := n.Engine().Snapshot(st)
 		v.Orchestration = &snap
@@ -344,4 +354,55 @@ func (s *Server) stopTurn(c *gin.Context) {
 		c.Header("X-Session-Id", c.Param("id"))
 		c.Status(http.StatusNoContent)
 	}
+}
+
+// childView is a session in which a session's agent asked another agent
+// of the server (an agent tool): readable by the same owner at
+// GET /api/sessions/:sessionId.
+type childView struct {
+	// Tool is the agent tool's name, Agent the agent it asks.
+	Tool      string `json:"tool"`
+	Agent     string `json:"agent"`
+	SessionID string `json:"sessionId"`
+}
+
+// children lists the child sessions of the owner's session id, one per
+// local agent tool of its agent that was called (session.ChildID).
+func (s *Server) children(ctx context.Context, owner, id string, n *agent.Agent, served bool) []childView {
+	out := []childView{}
+	if !served {
+		return out
+	}
+	t := n.Template()
+	for _, name := range t.AgentTools() {
+		a := t.Agents[name]
+		if !a.Local() {
+			continue
+		}
+		child := session.ChildID(owner, id, name, a.Agent)
+		if _, err := s.rt.Session(ctx, owner, child); err == nil {
+			out = append(out, childView{Tool: name, Agent: a.Agent, SessionID: child})
+		}
+	}
+	return out
+}
+
+// agentCallView is the call of an agent that a session's call asked,
+// waiting for approval.
+type agentCallView struct {
+	Agent      string          `json:"agent"`
+	ToolCallID string          `json:"toolCallId"`
+	ToolName   string          `json:"toolName"`
+	Input      json.RawMessage `json:"input"`
+}
+
+func agentCallOf(a session.Approval) *agentCallView {
+	if a.Agent == "" || a.AgentCall == nil {
+		return nil
+	}
+	in := a.AgentCall.Arguments
+	if len(in) == 0 {
+		in = json.RawMessage("{}")
+	}
+	return &agentCallView{Agent: a.Agent, ToolCallID: a.AgentCall.ID, ToolName: a.AgentCall.Name, Input: in}
 }

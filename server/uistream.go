@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/server/internal/wire"
 )
 
 // The AI SDK "UI message stream" (v1 protocol of AI SDK 5 and later): one
@@ -29,6 +30,18 @@ type uiChunk struct {
 	// FinishReason is one of the AI SDK's reasons: stop, length, error,
 	// other.
 	FinishReason string `json:"finishReason,omitempty"`
+	// Transient marks a data part the AI SDK hands to onData without
+	// adding it to the message.
+	Transient bool `json:"transient,omitempty"`
+}
+
+// uiAgent is a data-agent part: an event of the turn of an agent that a
+// tool call asked (chat.KindToolProgress), under the call.
+type uiAgent struct {
+	ToolCallID string      `json:"toolCallId"`
+	ToolName   string      `json:"toolName"`
+	Agent      string      `json:"agent"`
+	Event      *chat.Event `json:"event"`
 }
 
 type uiToolOutput struct {
@@ -45,69 +58,6 @@ type uiOrchestration struct {
 	Transition    bool     `json:"transition"`
 	// Blocked: the sequence stops at a position no provided tool can fill.
 	Blocked string `json:"blocked,omitempty"`
-}
-
-type uiUsage struct {
-	usageTotals
-	Final   bool         `json:"final"`
-	Session *usageTotals `json:"session,omitempty"`
-	// Model is the model that answered the step's call; Models, on the
-	// turn's final usage, the turn's usage by model.
-	Model  *chat.ModelRef `json:"model,omitempty"`
-	Models []uiModelUsage `json:"models,omitempty"`
-}
-
-type uiModelUsage struct {
-	chat.ModelRef
-	Usage usageTotals `json:"usage"`
-	Calls int         `json:"calls"`
-}
-
-// usageTotals is a token count as clients read it: prompt counts the
-// cached input too, cacheRead and cacheWrite the parts of it the
-// provider's prompt cache served and stored (absent when none).
-type usageTotals struct {
-	Prompt     int64 `json:"prompt"`
-	Completion int64 `json:"completion"`
-	Total      int64 `json:"total"`
-	CacheRead  int64 `json:"cacheRead,omitempty"`
-	CacheWrite int64 `json:"cacheWrite,omitempty"`
-	// Cost is what the tokens cost when the server prices the models
-	// (MODEL_PRICES; absent otherwise).
-	Cost float64 `json:"cost,omitempty"`
-	// Regenerated, in a session's usage, is the part of it spent on
-	// answers that were dropped and given again (absent when none).
-	Regenerated *usageTotals `json:"regenerated,omitempty"`
-	// Summarizer, in a session's usage, is what the summaries of its
-	// history cost, apart from the agent's model calls above (absent when
-	// none).
-	Summarizer *usageTotals `json:"summarizer,omitempty"`
-}
-
-func totalsOf(u chat.Usage) usageTotals {
-	return usageTotals{Prompt: u.Prompt, Completion: u.Completion, Total: totalOf(u), CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Cost: u.Cost}
-}
-
-// uiCompaction is a chat.Compaction on the wire: the turns a summary
-// replaces for the model from now on, the summary and what it saved.
-type uiCompaction struct {
-	From        int         `json:"from"`
-	Through     int         `json:"through"`
-	Kept        int         `json:"kept"`
-	Tokens      int         `json:"tokens"`
-	By          string      `json:"by,omitempty"`
-	InputBefore int         `json:"inputBefore"`
-	InputAfter  int         `json:"inputAfter"`
-	Usage       usageTotals `json:"usage"`
-	Summary     string      `json:"summary"`
-}
-
-func compactionOf(c *chat.Compaction) *uiCompaction {
-	out := &uiCompaction{Summary: c.Summary.Content, InputBefore: c.InputBefore, InputAfter: c.InputAfter}
-	if s := c.Summary.Summary; s != nil {
-		out.From, out.Through, out.Kept, out.Tokens, out.By, out.Usage = s.From, s.Through, s.Kept, s.Tokens, s.By, totalsOf(s.Usage)
-	}
-	return out
 }
 
 type uiWarning struct {
@@ -254,6 +204,13 @@ func (m *uiMapper) add(ev chat.Event, encode bool) [][]byte {
 		}
 		closeText()
 		add(&uiChunk{Type: "tool-approval-request", ApprovalID: ev.Approval.ID, ToolCallID: ev.Approval.ToolCallID})
+	case chat.KindToolProgress:
+		if p := ev.Progress; p != nil && p.Event != nil {
+			// The asked agent's work, nested under the call; transient,
+			// since the call's output is its answer.
+			closeText()
+			add(&uiChunk{Type: "data-agent", Data: uiAgent{ToolCallID: p.CallID, ToolName: p.Name, Agent: p.Agent, Event: p.Event}, Transient: true})
+		}
 	case chat.KindAbort:
 		closeText()
 		add(&uiChunk{Type: "abort", Reason: ev.Text})
@@ -270,13 +227,13 @@ func (m *uiMapper) add(ev chat.Event, encode bool) [][]byte {
 		if ev.Usage == nil {
 			return nil
 		}
-		u := uiUsage{usageTotals: totalsOf(*ev.Usage), Final: ev.Final, Model: ev.Model}
+		u := wire.Usage{Totals: wire.TotalsOf(*ev.Usage), Final: ev.Final, Model: ev.Model}
 		if su := ev.SessionUsage; su != nil {
-			st := totalsOf(*su)
+			st := wire.TotalsOf(*su)
 			u.Session = &st
 		}
 		for _, m := range ev.Models {
-			u.Models = append(u.Models, uiModelUsage{ModelRef: m.ModelRef, Usage: totalsOf(m.Usage), Calls: m.Calls})
+			u.Models = append(u.Models, wire.ModelUsage{ModelRef: m.ModelRef, Usage: wire.TotalsOf(m.Usage), Calls: m.Calls})
 		}
 		add(&uiChunk{Type: "data-usage", Data: u})
 	case chat.KindFallback:
@@ -287,7 +244,7 @@ func (m *uiMapper) add(ev chat.Event, encode bool) [][]byte {
 		add(&uiChunk{Type: "data-warning", Data: uiWarning{Message: ev.Text}})
 	case chat.KindCompaction:
 		if ev.Compaction != nil {
-			add(&uiChunk{Type: "data-compaction", Data: compactionOf(ev.Compaction)})
+			add(&uiChunk{Type: "data-compaction", Data: wire.CompactionOf(ev.Compaction)})
 		}
 	case chat.KindRestart:
 		if r := ev.Restart; r != nil {
@@ -357,13 +314,6 @@ func uiFinishReason(r string) string {
 		return "tool-calls"
 	}
 	return "other"
-}
-
-func totalOf(u chat.Usage) int64 {
-	if u.Total == 0 {
-		return u.Prompt + u.Completion
-	}
-	return u.Total
 }
 
 func nonNil(s []string) []string {

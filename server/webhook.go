@@ -6,17 +6,17 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/turns"
@@ -27,18 +27,25 @@ import (
 // it ends: one POST of a JSON event, signed as Standard Webhooks
 // (standardwebhooks.com) sign theirs: the headers webhook-id (the event's
 // ID, the same on every retry), webhook-timestamp (Unix seconds) and
-// webhook-signature ("v1," and the base64 HMAC-SHA256, keyed with
-// WEBHOOK_SECRET, of "<id>.<timestamp>.<body>"). A receiver that fails
-// (a network error, 408, 429 or 5xx) is called again after 1 s, 2 s, 4 s
-// ... up to WebhookAttempts calls in all. Targets are limited to the hosts
-// of Config.WebhookHosts: the server posts nowhere else, and follows no
+// webhook-signature ("v1," and the base64 HMAC-SHA256 of
+// "<id>.<timestamp>.<body>"), keyed with the secret of the run's owner:
+// its key's own (the keys file's webhook-secret), else WEBHOOK_SECRET.
+// The event names its owner (the key's fingerprint), so that a receiver
+// that serves several keys tells their events apart by the signature
+// each verifies with, and checks the owner it expects. A receiver that
+// fails (a network error, 408, 429 or 5xx) is called again after 1 s,
+// 2 s, 4 s ... up to WebhookAttempts calls in all. Targets are limited to
+// the owner's hosts (its key's webhook-hosts, else Config.WebhookHosts),
+// with their ports: the server posts nowhere else, and follows no
 // redirect.
 
 // webhookEvent is what a webhook receives.
 type webhookEvent struct {
 	// Type is "turn.completed" for a chat turn, "response.completed" for
 	// a /v1/responses background response.
-	Type      string    `json:"type"`
+	Type string `json:"type"`
+	// Owner is the fingerprint of the run's API key ("" without keys).
+	Owner     string    `json:"owner"`
 	Timestamp time.Time `json:"timestamp"`
 	Data      any       `json:"data"`
 }
@@ -56,35 +63,55 @@ type turnOutcome struct {
 	Error        *chat.Error `json:"error,omitempty"`
 }
 
-// checkWebhook allows http(s) URLs on the allowed hosts only.
-func (s *Server) checkWebhook(raw string) error {
+// webhooksOf are owner's webhook settings: its own (Config.Webhooks),
+// else the server's; a key's own hosts keep the server's URL out unless
+// they allow it.
+func (s *Server) webhooksOf(owner string) OwnerWebhooks {
+	w := OwnerWebhooks{Secret: s.webhookKey, Hosts: s.cfg.WebhookHosts, URL: s.cfg.WebhookURL}
+	if s.cfg.Webhooks == nil {
+		return w
+	}
+	own := s.cfg.Webhooks(owner)
+	if len(own.Secret) > 0 {
+		w.Secret = own.Secret
+	}
+	if len(own.Hosts) > 0 {
+		w.Hosts = own.Hosts
+	}
+	if own.URL != "" {
+		w.URL = own.URL
+	}
+	return w
+}
+
+// webhookURL is the webhook of owner's background runs that name none
+// ("": none).
+func (s *Server) webhookURL(owner string) string {
+	w := s.webhooksOf(owner)
+	if w.URL == "" || s.checkWebhook(owner, w.URL) != nil {
+		return ""
+	}
+	return w.URL
+}
+
+// checkWebhook allows http(s) URLs on owner's allowed hosts and ports
+// only.
+func (s *Server) checkWebhook(owner, raw string) error {
+	w := s.webhooksOf(owner)
 	u, err := url.Parse(raw)
 	switch {
-	case len(s.cfg.WebhookHosts) == 0:
-		return errors.New("the server calls no webhooks: it needs WEBHOOK_HOSTS and WEBHOOK_SECRET")
+	case len(w.Hosts) == 0 || len(w.Secret) == 0:
+		return errors.New("the server calls no webhooks for this key: it needs WEBHOOK_HOSTS and WEBHOOK_SECRET, or the key's webhook-hosts and webhook-secret in API_KEYS_FILE")
 	case err != nil || u.Host == "":
 		return fmt.Errorf("%q is not an absolute URL", clipped(raw))
 	case u.Scheme != "https" && u.Scheme != "http":
 		return fmt.Errorf("the scheme must be http or https, not %q", u.Scheme)
 	case u.User != nil:
 		return errors.New("the URL must not carry credentials")
-	case !slices.Contains(s.cfg.WebhookHosts, u.Host) && !slices.Contains(s.cfg.WebhookHosts, u.Hostname()):
-		return fmt.Errorf("the host %q is not one the server posts to (WEBHOOK_HOSTS)", u.Host)
+	case !netguard.HostAllowed(u, w.Hosts):
+		return fmt.Errorf("the host and port %q are not ones the server posts to for this key (WEBHOOK_HOSTS, or the key's webhook-hosts; a bare host allows its default port only)", u.Host)
 	}
 	return nil
-}
-
-// webhookSecret is WEBHOOK_SECRET's key: the base64 after "whsec_", as
-// Standard Webhooks write their secrets, or the bytes of any other value.
-func webhookSecret(secret string) ([]byte, error) {
-	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
-		k, err := base64.StdEncoding.DecodeString(rest)
-		if err != nil {
-			return nil, fmt.Errorf("a secret that starts with whsec_ is base64 after it: %w", err)
-		}
-		return k, nil
-	}
-	return []byte(secret), nil
 }
 
 // SignWebhook returns the webhook-signature header of a webhook call:
@@ -104,18 +131,20 @@ var webhookClient = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
-// callWebhook posts ev to target in the background, again after each
-// failure with a doubling wait, up to Config.WebhookAttempts calls; the
-// server's shutdown ends the retries.
-func (s *Server) callWebhook(target string, ev webhookEvent) {
+// callWebhook posts owner's ev to target in the background, signed with
+// owner's secret, again after each failure with a doubling wait, up to
+// Config.WebhookAttempts calls; the server's shutdown ends the retries.
+func (s *Server) callWebhook(owner, target string, ev webhookEvent) {
+	ev.Owner = owner
 	body := mustJSON(ev)
 	id := "msg_" + session.NewID()
+	key := s.webhooksOf(owner).Secret
 	s.recorders.Add(1)
 	go func() {
 		defer s.recorders.Done()
 		wait := s.cfg.WebhookBackoff
 		for attempt := 1; ; attempt++ {
-			status, err := s.postWebhook(target, id, body)
+			status, err := s.postWebhook(key, target, id, body)
 			if err == nil && status < 300 {
 				return
 			}
@@ -134,7 +163,7 @@ func (s *Server) callWebhook(target string, ev webhookEvent) {
 	}()
 }
 
-func (s *Server) postWebhook(target, id string, body []byte) (int, error) {
+func (s *Server) postWebhook(key []byte, target, id string, body []byte) (int, error) {
 	ctx, cancel := context.WithTimeout(s.rt.Base(), webhookClient.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
@@ -146,7 +175,7 @@ func (s *Server) postWebhook(target, id string, body []byte) (int, error) {
 	req.Header.Set("User-Agent", "agentdock-webhook")
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
-	req.Header.Set("webhook-signature", SignWebhook(s.webhookKey, id, ts, body))
+	req.Header.Set("webhook-signature", SignWebhook(key, id, ts, body))
 	res, err := webhookClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -198,7 +227,7 @@ func (s *Server) runInBackground(t *turns.Turn, webhook string) {
 		default:
 			out.Status = "cancelled"
 		}
-		s.callWebhook(webhook, webhookEvent{Type: "turn.completed", Timestamp: time.Now().UTC(), Data: out})
+		s.callWebhook(t.Owner(), webhook, webhookEvent{Type: "turn.completed", Timestamp: time.Now().UTC(), Data: out})
 	}()
 }
 
@@ -283,4 +312,14 @@ func clipped(s string) string {
 		n--
 	}
 	return s[:n] + "..."
+}
+
+// openAIWebhook is the OpenAI door's webhook of background responses: the
+// owner's (webhookURL), when it has one.
+func (s *Server) openAIWebhook() func(owner, event string, data json.RawMessage) {
+	return func(owner, event string, data json.RawMessage) {
+		if url := s.webhookURL(owner); url != "" {
+			s.callWebhook(owner, url, webhookEvent{Type: event, Timestamp: time.Now().UTC(), Data: data})
+		}
+	}
 }

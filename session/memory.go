@@ -318,6 +318,7 @@ func (m *Memory) releaseWith(id string, o WriteOptions) {
 	if l, ok := o.Lease.(*memLease); ok && l.m == m {
 		l.released = true
 	}
+	m.released(id, m.cfg.Now())
 }
 
 // fence returns ErrFenced when l no longer holds session id. m.mu is held.
@@ -392,7 +393,17 @@ func (m *Memory) tryClaim(ctx context.Context, id string, o WriteOptions) (Sessi
 	}
 	now := m.cfg.Now()
 	e := m.lookup(id, now)
-	if e == nil {
+	existed := e != nil
+	if !existed {
+		if o.Charged {
+			var used int64
+			if ow := m.owners[o.Owner]; ow != nil {
+				used = ow.bytes
+			}
+			if err := m.cfg.AdmitTurn(o.Owner, used, o.Brings); err != nil {
+				return Session{}, nil, err
+			}
+		}
 		var err error
 		if e, err = m.create(id, o, now); err != nil {
 			return Session{}, nil, err
@@ -403,6 +414,11 @@ func (m *Memory) tryClaim(ctx context.Context, id string, o WriteOptions) (Sessi
 	}
 	if cur, ok := m.leases[id]; ok && now.Before(cur.expires) {
 		return Session{}, nil, ErrBusy
+	}
+	if o.Charged && existed {
+		if err := m.cfg.AdmitTurn(e.sess.Owner, m.owners[e.sess.Owner].bytes, o.Brings); err != nil {
+			return Session{}, nil, err
+		}
 	}
 	l := &memLease{m: m, id: id, token: newToken(), expires: now.Add(m.cfg.LockTTL)}
 	m.leases[id] = l
@@ -532,6 +548,7 @@ func (l *memLease) Release(ctx context.Context) error {
 	defer l.m.mu.Unlock()
 	if cur, ok := l.m.leases[l.id]; ok && cur.token == l.token {
 		delete(l.m.leases, l.id)
+		l.m.released(l.id, l.m.cfg.Now())
 	}
 	return nil
 }

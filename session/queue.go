@@ -12,6 +12,22 @@ import (
 // already (Queuer.Enqueue).
 var ErrQueueFull = errors.New("the session's queue of waiting messages is full")
 
+// A Notifier is a Queuer that tells, on every replica, when the ticket
+// first in a session's queue may start its turn: the session's lease was
+// released while tickets wait, or the first ticket left and others wait.
+// A waiter then asks the store once, instead of asking it on a timer. The
+// memory store tells its own waiters; the Redis store publishes on the
+// queue's key (pub/sub), which every replica's store hears on one
+// connection.
+type Notifier interface {
+	Queuer
+	// Watch calls fn with the ticket now first in session id's queue each
+	// time it may start its turn, until stop is called. fn must not block.
+	// A notice can be lost (a replica's subscription was down): a waiter
+	// still asks the store every renewal of its ticket.
+	Watch(id string, fn func(first string)) (stop func())
+}
+
 // A Queuer is a Store that keeps, beside each session, the queue of the
 // messages that wait for the turn running on it (a server's busy policy
 // "enqueue"): tickets in the order they came, which any replica can read.
@@ -34,10 +50,12 @@ type Queuer interface {
 	Queued(ctx context.Context, id string) (int, error)
 }
 
-// memQueues are the memory store's queues.
+// memQueues are the memory store's queues, and who watches them.
 type memQueues struct {
 	mu sync.Mutex
 	q  map[string][]memTicket
+	// watchers are the Watch functions of each session.
+	watchers map[string]map[*func(string)]struct{}
 }
 
 type memTicket struct {
@@ -96,13 +114,60 @@ func (m *Memory) Leave(_ context.Context, id, ticket string) error {
 	q := &m.queues
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	wasFirst := len(q.q[id]) > 0 && q.q[id][0].id == ticket
 	l := slices.DeleteFunc(q.q[id], func(t memTicket) bool { return t.id == ticket })
 	if len(l) == 0 {
 		delete(q.q, id)
 	} else {
 		q.q[id] = l
 	}
+	if wasFirst {
+		q.notify(id, m.cfg.Now())
+	}
 	return nil
+}
+
+// Watch implements Notifier.
+func (m *Memory) Watch(id string, fn func(first string)) (stop func()) {
+	q := &m.queues
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.watchers == nil {
+		q.watchers = map[string]map[*func(string)]struct{}{}
+	}
+	if q.watchers[id] == nil {
+		q.watchers[id] = map[*func(string)]struct{}{}
+	}
+	q.watchers[id][&fn] = struct{}{}
+	return func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		delete(q.watchers[id], &fn)
+		if len(q.watchers[id]) == 0 {
+			delete(q.watchers, id)
+		}
+	}
+}
+
+// notify tells the watchers of session id which ticket is first, when one
+// waits. q.mu is held.
+func (q *memQueues) notify(id string, now time.Time) {
+	l := q.live(id, now)
+	if len(l) == 0 {
+		return
+	}
+	for fn := range q.watchers[id] {
+		(*fn)(l[0].id)
+	}
+}
+
+// released tells the watchers of session id that its lease was released.
+// m.mu may be held: the queues have a lock of their own, taken after it.
+func (m *Memory) released(id string, now time.Time) {
+	q := &m.queues
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.notify(id, now)
 }
 
 // Queued implements Queuer.

@@ -125,7 +125,7 @@ type Request struct {
 	// follows that user message in the history.
 	UserMessages int `json:"userMessages"`
 	// Digest identifies what the request asked (its message, attachments
-	// and the rest; see agent.WithRequest), so that the key sent again
+	// and the rest; see agent.Input.Key), so that the key sent again
 	// with another request is told apart from a retry. Empty for a key
 	// recorded without one, which matches any request.
 	Digest string `json:"digest,omitempty"`
@@ -200,6 +200,9 @@ type JournalStep struct {
 	// offered (Approval.Offer; nil where the approval kept none).
 	Answers bool                   `json:"answers,omitempty"`
 	Offers  []*orchestration.Offer `json:"offers,omitempty"`
+	// Decisions are the person's answers that the calls carry to the
+	// agents they asked (Approval.Agent), by call ID.
+	Decisions map[string][]chat.Decision `json:"decisions,omitempty"`
 	// Results are the results of the calls that ran and completed, in
 	// the order they did. The orchestration has recorded each of them.
 	Results []chat.ToolResult `json:"results,omitempty"`
@@ -250,6 +253,13 @@ type Approval struct {
 	// other calls of its answer were. Nil in approvals saved before it was
 	// kept: the call is judged against the state it runs in.
 	Offer *orchestration.Offer `json:"offer,omitempty"`
+	// Agent is set for a call that an agent the session's turn asked
+	// made (chat.Approval.Agent): it names that agent, AgentCall is its
+	// call, and Call is the session's call that asked it (an agent
+	// tool's), which the answer runs again with the decisions. Several
+	// approvals may share one Call.
+	Agent     string         `json:"agent,omitempty"`
+	AgentCall *chat.ToolCall `json:"agentCall,omitempty"`
 }
 
 // Approval statuses.
@@ -405,6 +415,11 @@ type WriteOptions struct {
 	Request Request
 	// Journal, when set, changes Session.Journal (WithJournal).
 	Journal func(*Journal) error
+	// Charged: a Claim starts a turn that adds to its owner's bytes,
+	// Brings of them with its message, and is refused when they would
+	// take the owner past its BytesPerOwner (Charged).
+	Charged bool
+	Brings  int64
 }
 
 // WithApprovals makes an Update or UpdateAppend replace the session's
@@ -586,6 +601,18 @@ func WithOwner(owner string) UpdateOption { return func(o *WriteOptions) { o.Own
 // WithAgent sets the agent of a session that the write creates.
 func WithAgent(id string) UpdateOption { return func(o *WriteOptions) { o.Agent = id } }
 
+// Charged marks a Claim (or ClaimStart) that starts a turn, whose writes
+// add to the owner's bytes, brings of them with its message (its
+// MessageWeight): when the owner's sessions and that message would pass
+// Config.BytesPerOwner, the claim fails with a *QuotaError and takes no
+// lease, on an existing session as on a new one. A claim that only
+// finishes what a turn left (recovering it) is not charged, and no write
+// of a turn is ever refused midway: a turn started under the quota may
+// pass it by its answer, which the turn budgets bound.
+func Charged(brings int64) UpdateOption {
+	return func(o *WriteOptions) { o.Charged, o.Brings = true, brings }
+}
+
 // DropLastAnswer makes UpdateAppend drop the answer to the history's last
 // user message (every message after it) before it appends, in the same
 // atomic write; the history it returns is what is left, which ends with
@@ -656,9 +683,10 @@ type Config struct {
 	// 10000 sessions and 256 MiB, as Weight counts them; negative: none):
 	// a write that would create a session for an owner that holds as many
 	// sessions, or as many bytes, fails with a *QuotaError and creates
-	// nothing. Sessions that exist keep working: a quota is checked when a
-	// session is created, never in the middle of a turn. The anonymous
-	// owner "" (a server without API keys) has no quota.
+	// nothing; so does a turn's claim (Charged) of an existing session
+	// once the owner holds its bytes. A quota is never checked in the
+	// middle of a turn. The anonymous owner "" (a server without API keys)
+	// has no quota.
 	SessionsPerOwner int
 	BytesPerOwner    int64
 	// Now is the clock (default time.Now); tests replace it.
@@ -718,8 +746,10 @@ func (c Config) WithDefaults() Config {
 type QuotaError struct {
 	// Limit is the quota reached: QuotaSessions or QuotaBytes.
 	Limit string
-	// Max is the quota; Used is what the owner held when refused.
-	Max, Used int64
+	// Max is the quota; Used is what the owner held when refused, and
+	// Adding what the refused turn's message would have added (0 for a
+	// new session).
+	Max, Used, Adding int64
 }
 
 // The quotas of QuotaError.Limit.
@@ -729,6 +759,9 @@ const (
 )
 
 func (e *QuotaError) Error() string {
+	if e.Limit == QuotaBytes && e.Adding > 0 && e.Used < e.Max {
+		return fmt.Sprintf("owner quota reached: its sessions hold %d bytes and the turn's message %d more, past its quota of %d (Config.BytesPerOwner)", e.Used, e.Adding, e.Max)
+	}
 	if e.Limit == QuotaBytes {
 		return fmt.Sprintf("owner quota reached: its sessions hold %d bytes, its quota is %d (Config.BytesPerOwner)", e.Used, e.Max)
 	}
@@ -748,6 +781,16 @@ func (c Config) Admit(owner string, sessions int, bytes int64) error {
 		return &QuotaError{Limit: QuotaSessions, Max: int64(c.SessionsPerOwner), Used: int64(sessions)}
 	case c.BytesPerOwner > 0 && bytes >= c.BytesPerOwner:
 		return &QuotaError{Limit: QuotaBytes, Max: c.BytesPerOwner, Used: bytes}
+	}
+	return nil
+}
+
+// AdmitTurn says whether owner, whose sessions weigh bytes, may start a
+// turn (a Charged claim) whose message brings more under c's bytes
+// quota: nil, or the *QuotaError.
+func (c Config) AdmitTurn(owner string, bytes, brings int64) error {
+	if owner != "" && c.BytesPerOwner > 0 && (bytes >= c.BytesPerOwner || bytes+brings > c.BytesPerOwner) {
+		return &QuotaError{Limit: QuotaBytes, Max: c.BytesPerOwner, Used: bytes, Adding: brings}
 	}
 	return nil
 }
@@ -781,6 +824,9 @@ func MessageWeight(m chat.Message) int64 {
 	n := 48 + len(m.Role) + len(m.Content) + len(m.ToolCallID) + len(m.ToolName)
 	for _, c := range m.ToolCalls {
 		n += 48 + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	for _, a := range m.Attachments {
+		n += 48 + len(a.Kind) + len(a.URL) + len(a.MediaType) + len(a.Filename) + len(a.Detail)
 	}
 	return int64(n)
 }
@@ -889,4 +935,17 @@ func ValidID(id string) bool {
 		}
 	}
 	return true
+}
+
+// ChildID is the ID of the session in which the session that owner calls
+// parentID asks agent (another agent of the server; "" for a remote
+// agent, whose conversation this ID names on its server), through its
+// tool named tool (an agent tool): one conversation per parent session,
+// tool and agent, so that a second call continues what the first began,
+// under the same owner. It is a digest, so that it says nothing of the
+// parent's ID to whoever sees it (a remote agent's contextId), and the
+// parent's session can always find its children again.
+func ChildID(owner, parentID, tool, agent string) string {
+	d := sha256.Sum256([]byte(Key(owner, parentID) + "\x00" + tool + "\x00" + agent))
+	return "child-" + hex.EncodeToString(d[:16])
 }

@@ -126,6 +126,9 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 	}
 	var unavailable []string
 	for i, n := range t.Nodes {
+		if _, agentTool := t.Agents[n]; agentTool {
+			continue // provided by its agents entry (checkAgents)
+		}
 		if strings.HasPrefix(n, "llm.") {
 			llms++
 			if llms == 2 {
@@ -164,6 +167,7 @@ func Compile(file string, t *Template, cfg Config) (*orchestration.Engine, orche
 			add(orchestration.SeverityWarning, "mcpServers."+name, "no node names a tool of this server (add \"%s\" to nodes); the agent cannot use it", mcpconfig.ToolName(name, "<tool>"))
 		}
 	}
+	checkAgents(t, cfg, add)
 	switch t.ChatSettings.HistoryPolicy {
 	case "", HistoryAll, HistoryLastN, HistoryNone:
 	default:

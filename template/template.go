@@ -49,9 +49,50 @@ type Template struct {
 	// named "<server>__<tool>" and, like any tool, belong to the agent when
 	// its nodes name them.
 	MCPServers mcpconfig.Servers `json:"mcpServers,omitempty"`
+	// Agents are the agents this agent may ask, each a tool the model
+	// sees under its key: another agent of the server, or a remote A2A
+	// agent. Like any tool, a node names it, and the orchestration
+	// offers, refuses, sequences and records it.
+	Agents map[string]AgentTool `json:"agents,omitempty"`
 
 	// Extra keeps the fields this runtime does not know.
 	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// AgentTool is one entry of a template's agents: the agent a tool asks.
+// Exactly one of Agent and A2A is set.
+type AgentTool struct {
+	// Agent is the ID of another agent of the same server.
+	Agent string `json:"agent,omitempty"`
+	// A2A is a remote agent's A2A URL: its card's address
+	// (".../.well-known/agent-card.json") or the base it is served under
+	// (the card is read at <base>/.well-known/agent-card.json). ${VAR}
+	// and ${VAR:-default} are read from the server's environment.
+	A2A string `json:"a2a,omitempty"`
+	// Headers are sent with every request to an A2A agent (its
+	// credentials); values may use ${VAR} as A2A does.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Description tells the model what the agent is for; default: the
+	// agent's own description (its template's, or its card's).
+	Description string `json:"description,omitempty"`
+
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+func (a *AgentTool) UnmarshalJSON(b []byte) error { return orchestration.UnmarshalKeep(b, a, &a.Extra) }
+func (a AgentTool) MarshalJSON() ([]byte, error)  { return orchestration.MarshalKeep(a, a.Extra) }
+
+// Local reports whether the tool asks an agent of the same server.
+func (a AgentTool) Local() bool { return a.Agent != "" }
+
+// AgentTools returns the template's agent tools' names, sorted.
+func (t *Template) AgentTools() []string {
+	names := make([]string, 0, len(t.Agents))
+	for n := range t.Agents {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // NodeConfig configures one node; for llm.* nodes, the model.

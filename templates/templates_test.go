@@ -25,8 +25,8 @@ func TestEmbedsTemplatesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 3 {
-		t.Errorf("embedded %v, want the three template.json files", files)
+	if len(files) != 4 {
+		t.Errorf("embedded %v, want the four template.json files", files)
 	}
 	for _, f := range files {
 		if path.Base(f) != "template.json" {
@@ -42,8 +42,8 @@ func TestEmbedsTemplatesOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(results) != 3 {
-			t.Fatalf("loaded %d templates, want 3", len(results))
+		if len(results) != 4 {
+			t.Fatalf("loaded %d templates, want 4", len(results))
 		}
 		for _, r := range results {
 			if r.Loaded == nil || len(r.Diagnostics) > 0 {

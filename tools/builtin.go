@@ -24,10 +24,15 @@ type BuiltinConfig struct {
 	Logger *slog.Logger
 }
 
-// BuiltinConfigFromEnv reads the search variables (see search.ConfigFromEnv)
-// and TOOL_TIMEOUT, a Go duration such as "45s".
+// BuiltinConfigFromEnv reads the search variables (see search.ConfigFromEnv:
+// Wikipedia when no other provider is set) and TOOL_TIMEOUT, a Go duration
+// such as "45s", and checks them: an unknown SEARCH_PROVIDER, one without
+// its key or a malformed URL is an error.
 func BuiltinConfigFromEnv() (BuiltinConfig, error) {
 	cfg := BuiltinConfig{Search: search.ConfigFromEnv()}
+	if _, err := search.New(cfg.Search); err != nil && !errors.Is(err, search.ErrNotConfigured) {
+		return BuiltinConfig{}, fmt.Errorf("tools: %w", err)
+	}
 	if v := strings.TrimSpace(os.Getenv("TOOL_TIMEOUT")); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

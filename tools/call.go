@@ -1,6 +1,10 @@
 package tools
 
-import "context"
+import (
+	"context"
+
+	"github.com/agentdock-go/agentdock/chat"
+)
 
 // Call describes what a tool runs for: the session and turn, the agent,
 // the caller, the model's call and the orchestration step it was made in.
@@ -24,6 +28,15 @@ type Call struct {
 	// longer one (LimitResult). Zero means DefaultMaxResultBytes. A tool
 	// that can stop reading early (ResultLimit(ctx)) need not hold more.
 	ResultLimit int
+	// Report, when set, streams the call's progress to the turn's client
+	// (chat.KindToolProgress) while the call runs: a tool reports through
+	// Report(ctx, ...), from any goroutine, until its Call returns. Nil
+	// outside a turn.
+	Report func(chat.Progress)
+	// Decisions are a person's answers to the approvals that this call's
+	// earlier run left pending (chat.ToolResult.Pending): the call runs
+	// again to carry them out. Nil for a call's first run.
+	Decisions []chat.Decision
 }
 
 type callKey struct{}
@@ -39,4 +52,15 @@ func CallFrom(ctx context.Context) (c Call, ok bool) {
 // a tool's own tests can set it too.
 func WithCall(ctx context.Context, c Call) context.Context {
 	return context.WithValue(ctx, callKey{}, c)
+}
+
+// Report streams p, the progress of the call ctx runs for, to its turn's
+// client (Call.Report); it does nothing outside a turn. The call's ID and
+// name are filled in.
+func Report(ctx context.Context, p chat.Progress) {
+	c, ok := CallFrom(ctx)
+	if !ok || c.Report == nil {
+		return
+	}
+	c.Report(p)
 }

@@ -33,8 +33,9 @@ var searchParams = json.RawMessage(fmt.Sprintf(`{
   "additionalProperties": false
 }`, maxQueryLen, maxSearchLimit, defaultSearchLimit, maxSearchLimit, defaultSearchLimit))
 
-// webSearch is the search tool. With no backend configured it fails every
-// call with search.ErrNotConfigured, which tells the model (and through it the
+// webSearch is the search tool. With no backend configured (the zero
+// search.Config, or SEARCH_PROVIDER=none) it fails every call with
+// search.ErrNotConfigured, which tells the model (and through it the
 // operator) which variables to set; it never makes results up.
 type webSearch struct {
 	backend search.Backend
@@ -48,13 +49,17 @@ func NewSearch(backend search.Backend) Tool { return &webSearch{backend: backend
 func (s *webSearch) Idempotent() bool { return true }
 
 func (s *webSearch) Spec() chat.ToolSpec {
-	return chat.ToolSpec{
-		Name: SearchName,
-		Description: "Search the web for current or specific information you do not know reliably. " +
-			"Returns a numbered list of results with titles, links and short snippets; cite the links you use. " +
-			"Prefer one precise query over several vague ones.",
-		Parameters: searchParams,
+	desc := "Search the web for current or specific information you do not know reliably. " +
+		"Returns a numbered list of results with titles, links and short snippets; cite the links you use. " +
+		"Prefer one precise query over several vague ones."
+	if s.backend != nil && s.backend.Name() == search.Wikipedia {
+		// The model should know that it searches one encyclopedia, whose
+		// search matches article text, not the web.
+		desc = "Search Wikipedia's articles for facts you do not know reliably (this search covers Wikipedia only, not the whole web or recent news). " +
+			"Returns a numbered list of articles with titles, links and short snippets; cite the links you use. " +
+			"Search for the topic's name or a few key words rather than a whole question."
 	}
+	return chat.ToolSpec{Name: SearchName, Description: desc, Parameters: searchParams}
 }
 
 func (s *webSearch) Call(ctx context.Context, args json.RawMessage) (Result, error) {
@@ -83,5 +88,5 @@ func (s *webSearch) Call(ctx context.Context, args json.RawMessage) (Result, err
 	if err != nil {
 		return Result{}, fmt.Errorf("web search: %w", err)
 	}
-	return Result{Content: search.Markdown(query, results), Type: "search_result"}, nil
+	return Result{Content: search.Markdown(search.DisplayName(s.backend.Name()), query, results), Type: "search_result"}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/tools/search"
+	"github.com/agentdock-go/agentdock/tools/search/searchtest"
 )
 
 const braveKey = "BSA-test-key-0123456789"
@@ -52,7 +53,7 @@ func TestSearchToolThroughRegistry(t *testing.T) {
 	if *count != "5" {
 		t.Errorf("default limit sent as count=%q, want 5", *count)
 	}
-	want := "## Search results: who maintains the go programming language\n\n" +
+	want := "## Search results from Brave Search: who maintains the go programming language\n\n" +
 		"1. [Frequently Asked Questions (FAQ) - The Go Programming Language](https://go.dev/doc/faq)\n" +
 		"   Go was designed at Google in 2007 & is developed as an open source project by the Go team and contributors.\n\n" +
 		"2. [Go (programming language) - Wikipedia](https://en.wikipedia.org/wiki/Go_%28programming_language%29)\n" +
@@ -164,11 +165,46 @@ func TestBuiltinConfigFromEnv(t *testing.T) {
 	}
 	t.Setenv("TOOL_TIMEOUT", "")
 	t.Setenv("SEARCH_PROVIDER", "tavily")
-	cfg, err = BuiltinConfigFromEnv()
+	if _, err := BuiltinConfigFromEnv(); err == nil || !strings.Contains(err.Error(), "TAVILY_API_KEY is not set") {
+		t.Fatalf("misconfigured provider accepted: %v", err)
+	}
+	if _, err := Builtin(BuiltinConfig{Search: search.Config{Provider: "tavily"}}); err == nil || !strings.Contains(err.Error(), "TAVILY_API_KEY is not set") {
+		t.Fatalf("misconfigured provider accepted: %v", err)
+	}
+	for _, k := range []string{"SEARCH_PROVIDER", "SERPER_API_KEY", "BRAVE_API_KEY"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("WIKIPEDIA_URL", "en.wikipedia.org")
+	if _, err := BuiltinConfigFromEnv(); err == nil || !strings.Contains(err.Error(), "WIKIPEDIA_URL must be an http or https URL") {
+		t.Fatalf("a malformed WIKIPEDIA_URL accepted: %v", err)
+	}
+}
+
+// TestSearchToolOnWikipedia: with nothing else set, the environment's
+// search is Wikipedia's: the model is told that it searches an
+// encyclopedia, and the result says where it comes from.
+func TestSearchToolOnWikipedia(t *testing.T) {
+	fake := searchtest.NewWikipedia()
+	t.Cleanup(fake.Close)
+	for _, k := range []string{"SEARCH_PROVIDER", "SEARXNG_URL", "TAVILY_API_KEY", "BRAVE_API_KEY", "SERPER_API_KEY"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("WIKIPEDIA_URL", fake.URL)
+	cfg, err := BuiltinConfigFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Builtin(cfg); err == nil || !strings.Contains(err.Error(), "TAVILY_API_KEY is not set") {
-		t.Fatalf("misconfigured provider accepted: %v", err)
+	r, err := Builtin(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := r.Lookup(SearchName)
+	if d := tool.Spec().Description; !strings.Contains(d, "Wikipedia") {
+		t.Errorf("the model is not told that it searches Wikipedia: %q", d)
+	}
+	res := r.Execute(context.Background(), call("search", `{"query":"heat pumps in cold climates","limit":2}`))
+	want := "## Search results from Wikipedia: heat pumps in cold climates\n\n1. [Heat pump](" + fake.URL + "/wiki/Heat_pump)\n   A heat pump moves heat"
+	if res.IsError || res.Type != "search_result" || !strings.HasPrefix(res.Content, want) {
+		t.Fatalf("%+v\nwant it to start %q", res, want)
 	}
 }

@@ -44,6 +44,18 @@ type TurnReport struct {
 	// Failure says why no turn ran (the message was refused).
 	Failure    string
 	Mismatches []Mismatch
+	// Agents are the turns of the agents this turn's agent asked (agent
+	// tools), one report per agent; their mismatches are among the
+	// turn's Mismatches.
+	Agents []AgentReport
+}
+
+// AgentReport is what an agent asked by a turn's agent did during the
+// turn: its model calls and results, across the calls that asked it;
+// State is its session's after the turn, FinishReason its last turn's.
+type AgentReport struct {
+	Agent string
+	TurnReport
 }
 
 // Call is one model call: what the orchestration offered and where it was.
@@ -128,32 +140,42 @@ func (r *Report) Print(w io.Writer) {
 	for _, t := range r.Turns {
 		fmt.Fprintf(w, "  turn %d %s -> step=%s seq=%d recent=%s finish=%s\n", t.Index+1, quote(t.User, 50),
 			stepName(t.State.ActiveStep), t.State.SequenceIndex, list(t.State.RecentlyUsedTools.Slice()), finish(&t))
-		answers := tr.Turns[t.Index].Model
-		for k, c := range t.Calls {
-			did := "(no answer in the transcript)"
-			if k < len(answers) {
-				did = describe(answers[k])
-			}
-			fmt.Fprintf(w, "    call %d: step=%s seq=%d offered=%s -> %s\n", k+1, stepName(c.Step), c.SequenceIndex, list(c.Offered), did)
-			for _, res := range t.Results {
-				if res.Call != k+1 || !res.Result.IsError {
-					continue
-				}
-				what := "failed"
-				switch {
-				case res.Result.Type == "refused":
-					what = "REFUSED"
-				case res.Result.NotRun:
-					what = "invalid"
-				}
-				fmt.Fprintf(w, "      %s %s: %s\n", what, res.Result.Name, clip(res.Result.Content, 160))
-			}
+		printCalls(w, "    ", &t, tr.Turns[t.Index].Model)
+		for _, a := range t.Agents {
+			fmt.Fprintf(w, "    asked %s -> step=%s seq=%d recent=%s finish=%s\n", a.Agent,
+				stepName(a.State.ActiveStep), a.State.SequenceIndex, list(a.State.RecentlyUsedTools.Slice()), finish(&a.TurnReport))
+			printCalls(w, "      ", &a.TurnReport, tr.Turns[t.Index].Agents[a.Agent].Model)
 		}
 		if t.Error != nil {
 			fmt.Fprintf(w, "    error %s: %s\n", t.Error.Code, t.Error.Message)
 		}
 		for _, m := range t.Mismatches {
 			fmt.Fprintf(w, "    MISMATCH %s: %s: expected %s, got %s\n", m.Where, m.Key, m.Expected, m.Got)
+		}
+	}
+}
+
+// printCalls writes a turn's model calls, each with its step, its offer,
+// the transcript's answer and the calls that failed or were refused.
+func printCalls(w io.Writer, indent string, t *TurnReport, answers []Answer) {
+	for k, c := range t.Calls {
+		did := "(no answer in the transcript)"
+		if k < len(answers) {
+			did = describe(answers[k])
+		}
+		fmt.Fprintf(w, "%scall %d: step=%s seq=%d offered=%s -> %s\n", indent, k+1, stepName(c.Step), c.SequenceIndex, list(c.Offered), did)
+		for _, res := range t.Results {
+			if res.Call != k+1 || !res.Result.IsError {
+				continue
+			}
+			what := "failed"
+			switch {
+			case res.Result.Type == "refused":
+				what = "REFUSED"
+			case res.Result.NotRun:
+				what = "invalid"
+			}
+			fmt.Fprintf(w, "%s  %s %s: %s\n", indent, what, res.Result.Name, clip(res.Result.Content, 160))
 		}
 	}
 }

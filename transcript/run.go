@@ -20,6 +20,7 @@ import (
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/templates"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/tools/agenttool"
 )
 
 // Run plays tr through a fresh session of the real turn loop (agent.Agent
@@ -31,7 +32,9 @@ import (
 // The built-in tools run as `serve` runs them, except that web search has
 // no backend (whatever the environment says), so that a transcript gives
 // the same result everywhere: a search call fails, and is recorded, unless
-// the turn's toolResults stands in for it.
+// the turn's toolResults stands in for it. The agents the transcript's
+// agent asks (agent tools) run in the same process, each with its own
+// scripted model; a remote (A2A) agent tool cannot be played.
 func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 	quiet := slog.New(slog.DiscardHandler)
 	builtin, err := tools.BuiltinTools(tools.BuiltinConfig{})
@@ -46,46 +49,108 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	all, err := loadAsked(tr, loaded, base.Names())
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, l := range all {
+		ids[l.ID()] = true
+	}
 	for i, t := range tr.Turns {
-		for name := range t.ToolResults {
-			if _, ok := base.Lookup(name); !ok {
-				return nil, &Error{File: tr.File, Err: fmt.Errorf("turns[%d].toolResults: %q is not a tool of this runtime (%s); a stand-in replaces a tool's result, it cannot add a tool",
-					i, name, strings.Join(base.Names(), ", "))}
+		results := []map[string]StandIn{t.ToolResults}
+		for id, a := range t.Agents {
+			if !ids[id] || id == loaded.ID() {
+				return nil, &Error{File: tr.File, Err: fmt.Errorf("turns[%d].agents: %q is not an agent that %s asks", i, id, loaded.ID())}
+			}
+			results = append(results, a.ToolResults)
+		}
+		for _, rs := range results {
+			for name := range rs {
+				if _, ok := base.Lookup(name); !ok {
+					return nil, &Error{File: tr.File, Err: fmt.Errorf("turns[%d].toolResults: %q is not a tool of this runtime (%s); a stand-in replaces a tool's result, it cannot add a tool",
+						i, name, strings.Join(base.Names(), ", "))}
+				}
 			}
 		}
 	}
 
 	store := session.NewMemory(session.Config{})
 	defer store.Close()
-	exec := &switchable{}
-	exec.reg.Store(base)
-	model := &scripted{}
+	// Each agent has its model and its tools (swapped for each turn's
+	// stand-ins) of its own.
+	models := map[string]*scripted{}
+	execs := map[string]*switchable{}
+	for _, l := range all {
+		models[l.ID()] = &scripted{}
+		execs[l.ID()] = &switchable{}
+		execs[l.ID()].reg.Store(base)
+	}
+	runner := &recorder{direct: &agenttool.Direct{}}
+	byID := map[string]*template.Loaded{}
+	for _, l := range all {
+		byID[l.ID()] = l
+	}
+	var toolErr error
 	agents, err := agent.NewSet(agent.Config{
 		Store: store,
-		Tools: exec,
-		// One scripted model answers every configuration, and records
-		// which one each call went to.
-		Models: func(t *template.Template) (llmorch.Model, error) { return &scriptedAs{model, t.ModelNode()}, nil },
+		Tools: base,
+		ToolsFor: func(l *template.Loaded) tools.Toolbox {
+			if len(l.Template.Agents) == 0 {
+				return execs[l.ID()]
+			}
+			tb, err := agenttool.New(agenttool.Config{Runner: runner, Logger: quiet, Agents: func(id string) (*template.Template, bool) {
+				if a, ok := byID[id]; ok {
+					return a.Template, true
+				}
+				return nil, false
+			}}, l.Template)
+			if err != nil {
+				toolErr = errors.Join(toolErr, err)
+				return execs[l.ID()]
+			}
+			return tools.Join(execs[l.ID()], tb)
+		},
+		Models: func(t *template.Template) (llmorch.Model, error) {
+			return &scriptedAs{models[t.AgentID], t.ModelNode()}, nil
+		},
 		Logger: quiet,
-	}, []*template.Loaded{loaded})
+	}, all)
+	if err == nil {
+		err = toolErr
+	}
 	if err != nil {
 		return nil, &Error{File: tr.File, Err: err}
 	}
+	runner.direct.Agents = agents
 	node, _ := agents.Get(loaded.ID())
+	model := models[loaded.ID()]
 
 	rep := &Report{Transcript: tr, SessionID: session.NewID()}
-	for _, d := range loaded.Warnings {
-		rep.Warnings = append(rep.Warnings, d.String())
+	for _, l := range all {
+		for _, d := range l.Warnings {
+			rep.Warnings = append(rep.Warnings, d.String())
+		}
 	}
 	for i, t := range tr.Turns {
-		reg := base
-		if len(t.ToolResults) > 0 {
-			if reg, err = standIns(builtin, t.ToolResults, quiet); err != nil {
-				return nil, &Error{File: tr.File, Err: fmt.Errorf("turns[%d].toolResults: %w", i, err)}
+		for _, l := range all {
+			id := l.ID()
+			stand := t.ToolResults
+			var answers []Answer
+			if id != loaded.ID() {
+				stand, answers = t.Agents[id].ToolResults, t.Agents[id].Model
+				models[id].start(i, answers)
 			}
+			reg := base
+			if len(stand) > 0 {
+				if reg, err = standIns(builtin, stand, quiet); err != nil {
+					return nil, &Error{File: tr.File, Err: fmt.Errorf("turns[%d].toolResults: %w", i, err)}
+				}
+			}
+			execs[id].reg.Store(reg)
 		}
-		exec.reg.Store(reg)
 		model.start(i, t.Model)
+		runner.begin()
 		tp := TurnReport{Index: i, User: t.User}
 		var events iter.Seq[chat.Event]
 		if t.Approvals != nil {
@@ -110,12 +175,168 @@ func Run(ctx context.Context, tr *Transcript) (*Report, error) {
 		}
 		tp.State = sess.State
 		tp.Mismatches = check(t, &tp)
+		// The asked agents' part of the turn, checked as the turn is.
+		for _, l := range all {
+			id := l.ID()
+			if id == loaded.ID() {
+				continue
+			}
+			at, scripted := t.Agents[id]
+			ar := runner.report(id)
+			ar.Index, ar.User = i, tp.User
+			ar.Calls, ar.Unanswered = models[id].finish()
+			if !scripted && len(ar.Calls) == 0 {
+				continue
+			}
+			if key := runner.session(id); key != "" {
+				if s, err := store.Get(ctx, key); err == nil {
+					ar.State = s.State
+				}
+			}
+			for _, m := range check(Turn{Model: at.Model, Expect: at.Expect}, ar) {
+				m.Where = "agent " + id + ", " + m.Where
+				tp.Mismatches = append(tp.Mismatches, m)
+			}
+			tp.Agents = append(tp.Agents, AgentReport{Agent: id, TurnReport: *ar})
+		}
 		rep.Turns = append(rep.Turns, tp)
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
 	}
 	return rep, nil
+}
+
+// loadAsked returns the transcript's agent and every agent it asks through
+// its agent tools, and they through theirs: from the transcript's agents
+// (template files or shipped IDs), then the shipped agents. A circle of
+// agents asking one another is an error, as when a server loads them.
+func loadAsked(tr *Transcript, main *template.Loaded, provided []string) ([]*template.Loaded, error) {
+	cfg := template.Config{Provided: provided}
+	listed := map[string]*template.Loaded{}
+	for i, a := range tr.Agents {
+		var l *template.Loaded
+		var err error
+		if strings.HasSuffix(a, ".json") || strings.ContainsAny(a, `/\`) {
+			l, err = load(&Transcript{File: tr.File, Template: a}, provided)
+		} else {
+			l, err = load(&Transcript{File: tr.File, Agent: a}, provided)
+		}
+		if err != nil {
+			return nil, &Error{File: tr.File, Err: fmt.Errorf("agents[%d]: %w", i, errors.Unwrap(err))}
+		}
+		listed[l.ID()] = l
+	}
+	shipped, err := template.LoadFS(templates.FS(), ".", cfg)
+	if err != nil {
+		return nil, &Error{File: tr.File, Err: err}
+	}
+	all := []*template.Loaded{main}
+	have := map[string]bool{main.ID(): true}
+	for k := 0; k < len(all); k++ {
+		for _, name := range all[k].Template.AgentTools() {
+			a := all[k].Template.Agents[name]
+			if !a.Local() || have[a.Agent] {
+				continue
+			}
+			l := listed[a.Agent]
+			for _, r := range shipped {
+				if l == nil && r.Loaded != nil && r.Loaded.ID() == a.Agent {
+					l = r.Loaded
+				}
+			}
+			if l == nil {
+				return nil, &Error{File: tr.File, Err: fmt.Errorf("%s: agents.%s asks %q, which is neither in the transcript's agents nor shipped", all[k].ID(), name, a.Agent)}
+			}
+			have[l.ID()] = true
+			all = append(all, l)
+		}
+	}
+	if err := template.CheckAgents(all).Err(); err != nil {
+		return nil, &Error{File: tr.File, Err: err}
+	}
+	return all, nil
+}
+
+// recorder is the asked agents' Runner: Direct's turns, whose events it
+// also gathers into each agent's report of the current turn.
+type recorder struct {
+	direct   *agenttool.Direct
+	mu       sync.Mutex
+	reports  map[string]*TurnReport
+	sessions map[string]string // agent -> the store key of its latest session
+	steps    map[string]int    // agent -> its model calls so far this turn
+}
+
+// begin starts a turn of the transcript.
+func (r *recorder) begin() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reports, r.steps = map[string]*TurnReport{}, map[string]int{}
+	if r.sessions == nil {
+		r.sessions = map[string]string{}
+	}
+}
+
+func (r *recorder) report(id string) *TurnReport {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reports[id] == nil {
+		r.reports[id] = &TurnReport{}
+	}
+	return r.reports[id]
+}
+
+func (r *recorder) session(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sessions[id]
+}
+
+func (r *recorder) Start(ctx context.Context, req agenttool.Request) (agenttool.Turn, error) {
+	t, err := r.direct.Start(ctx, req)
+	return r.tee(req, t, err)
+}
+
+func (r *recorder) Answer(ctx context.Context, req agenttool.Request, ds []chat.Decision) (agenttool.Turn, error) {
+	t, err := r.direct.Answer(ctx, req, ds)
+	return r.tee(req, t, err)
+}
+
+func (r *recorder) tee(req agenttool.Request, t agenttool.Turn, err error) (agenttool.Turn, error) {
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.sessions[req.Agent] = session.Key(req.Owner, req.Session)
+	r.mu.Unlock()
+	return teed{Turn: t, r: r, agent: req.Agent}, nil
+}
+
+// teed is an asked agent's turn whose events go to its report as they are
+// read.
+type teed struct {
+	agenttool.Turn
+	r     *recorder
+	agent string
+}
+
+func (t teed) Events(ctx context.Context) iter.Seq2[chat.Event, error] {
+	return func(yield func(chat.Event, error) bool) {
+		rep := t.r.report(t.agent)
+		for ev, err := range t.Turn.Events(ctx) {
+			if err == nil {
+				t.r.mu.Lock()
+				call := t.r.steps[t.agent]
+				rep.add(ev, &call)
+				t.r.steps[t.agent] = call
+				t.r.mu.Unlock()
+			}
+			if !yield(ev, err) || err != nil {
+				return
+			}
+		}
+	}
 }
 
 // approvalAnswers names the session's waiting calls that the transcript's
@@ -128,7 +349,13 @@ func approvalAnswers(ctx context.Context, store session.Store, sessionID string,
 	waiting := sess.PendingApprovals()
 	var out []agent.ApprovalAnswer
 	for _, a := range list {
-		k := slices.IndexFunc(waiting, func(w session.Approval) bool { return w.Call.Name == a.Tool })
+		// A call of an asked agent is named by its own tool.
+		k := slices.IndexFunc(waiting, func(w session.Approval) bool {
+			if w.AgentCall != nil {
+				return w.AgentCall.Name == a.Tool
+			}
+			return w.Call.Name == a.Tool
+		})
 		if k < 0 {
 			return nil, fmt.Errorf("no call of %q waits for approval", a.Tool)
 		}
@@ -353,28 +580,37 @@ func estimate(req llmorch.Request, a *Answer) chat.Usage {
 func (tp *TurnReport) collect(events iter.Seq[chat.Event]) {
 	call := 0
 	for ev := range events {
-		switch ev.Kind {
-		case chat.KindStepStart:
-			call++
-		case chat.KindTextDelta:
-			tp.Text += ev.Text
-		case chat.KindApproval:
-			if ev.ToolCall != nil {
-				tp.Awaiting = append(tp.Awaiting, ev.ToolCall.Name)
-			}
-		case chat.KindToolResult:
-			r := *ev.ToolResult
-			if r.Type == "refused" {
-				tp.Refused = append(tp.Refused, Refusal{Tool: r.Name, Call: call, Reason: r.Content})
-			}
-			tp.Results = append(tp.Results, ToolOutcome{Call: call, Result: r})
-		case chat.KindError:
-			if ev.Error != nil && ev.ToolCall == nil {
-				tp.Error = ev.Error
-			}
-		case chat.KindDone:
-			tp.FinishReason = ev.FinishReason
+		tp.add(ev, &call)
+	}
+}
+
+// add reads one event of a turn; call counts its model calls so far.
+func (tp *TurnReport) add(ev chat.Event, call *int) {
+	switch ev.Kind {
+	case chat.KindStepStart:
+		*call++
+	case chat.KindTextDelta:
+		tp.Text += ev.Text
+	case chat.KindApproval:
+		switch {
+		case ev.Approval != nil && ev.Approval.Call != nil:
+			// A call of an agent the turn's call asked.
+			tp.Awaiting = append(tp.Awaiting, ev.Approval.Call.Name)
+		case ev.ToolCall != nil:
+			tp.Awaiting = append(tp.Awaiting, ev.ToolCall.Name)
 		}
+	case chat.KindToolResult:
+		r := *ev.ToolResult
+		if r.Type == "refused" {
+			tp.Refused = append(tp.Refused, Refusal{Tool: r.Name, Call: *call, Reason: r.Content})
+		}
+		tp.Results = append(tp.Results, ToolOutcome{Call: *call, Result: r})
+	case chat.KindError:
+		if ev.Error != nil && ev.ToolCall == nil {
+			tp.Error = ev.Error
+		}
+	case chat.KindDone:
+		tp.FinishReason = ev.FinishReason
 	}
 }
 

@@ -39,6 +39,14 @@
 //	  ]
 //	}
 //
+// An agent whose template has agent tools (its "agents") asks other agents:
+// they run as the server runs them, each in its own session with its own
+// scripted model. "agents" at the top lists their templates (files, or
+// shipped agents' IDs; shipped agents are found without), and a turn's
+// "agents" scripts them: {"probe": {"model": [...], "toolResults": {...},
+// "expect": {...}}}, every key as the turn's own, checked against the
+// asked agent's turns of that turn.
+//
 // Every expect key is optional; unknown keys are errors, since a misspelt
 // expectation would check nothing. There is deliberately no way to rewrite
 // expectations from a run: people write them. docs/testing.md is the
@@ -65,6 +73,8 @@ type (
 	StandIn = format.StandIn
 	// Approval is the user's answer to a call that waits for approval.
 	Approval = format.Approval
+	// AgentTurn scripts an agent the turn's agent asks (an agent tool).
+	AgentTurn = format.AgentTurn
 	// Expect lists what must hold after a turn; absent keys are not
 	// checked.
 	Expect = format.Expect

@@ -229,7 +229,7 @@ func TestRunErrors(t *testing.T) {
 			"turns": [{"user": "x", "model": [{"text": "y"}], "toolResults": {"pubmed_search": "z"}}]}`,
 			`turns[0].toolResults: "pubmed_search" is not a tool of this runtime`},
 		{"unknown shipped agent", `{"agent": "nobody", "turns": [{"user": "x", "model": [{"text": "y"}]}]}`,
-			`agent nobody: no shipped agent "nobody" (shipped: cognitive-reasoner, planner, research-assistant)`},
+			`agent nobody: no shipped agent "nobody" (shipped: cognitive-reasoner, planner, research-assistant, research-lead)`},
 		{"missing template", `{"template": "nope.json", "turns": [{"user": "x", "model": [{"text": "y"}]}]}`,
 			`testdata/inline.json: template nope.json: stat testdata/nope.json: no such file or directory`},
 		{"invalid template", `{"template": "bad-template.json", "turns": [{"user": "x", "model": [{"text": "y"}]}]}`,
@@ -305,6 +305,7 @@ func TestFiles(t *testing.T) {
 		"../templates/planner/tests/explore-challenge-decide.json",
 		"../templates/research-assistant/tests/parallel.json",
 		"../templates/research-assistant/tests/workflow.json",
+		"../templates/research-lead/tests/delegation.json",
 		"testdata/inline-example.json",
 	}
 	if strings.Join(files, "\n") != strings.Join(want, "\n") {

@@ -171,8 +171,11 @@ func Describe(err error) *Problem {
 // quota_exceeded naming the quota, without Retry-After, since only the
 // owner's deletions or the sessions' expiry free a place.
 func quotaProblem(qe *session.QuotaError) *Problem {
+	if qe.Limit == session.QuotaBytes && qe.Adding > 0 && qe.Used < qe.Max {
+		return NewProblem(http.StatusTooManyRequests, "quota_exceeded", "the sessions of this API key hold %d bytes and this message %d more, past its quota (BYTES_PER_OWNER) of %d: send less, or delete sessions (DELETE /api/sessions/{id})", qe.Used, qe.Adding, qe.Max)
+	}
 	if qe.Limit == session.QuotaBytes {
-		return NewProblem(http.StatusTooManyRequests, "quota_exceeded", "the sessions of this API key hold %d bytes, its quota (BYTES_PER_OWNER) is %d: delete sessions (DELETE /api/sessions/{id}) or wait for them to expire before starting a new one", qe.Used, qe.Max)
+		return NewProblem(http.StatusTooManyRequests, "quota_exceeded", "the sessions of this API key hold %d bytes, its quota (BYTES_PER_OWNER) is %d: no turn or session starts until sessions are deleted (DELETE /api/sessions/{id}) or expire", qe.Used, qe.Max)
 	}
 	return NewProblem(http.StatusTooManyRequests, "quota_exceeded", "this API key holds %d sessions, its quota (SESSIONS_PER_OWNER): delete sessions (DELETE /api/sessions/{id}) or wait for them to expire before starting a new one", qe.Used)
 }
@@ -210,6 +213,10 @@ func chatProblem(e *chat.Error) *Problem {
 		status = http.StatusInternalServerError
 	case ErrTurnGone.Code:
 		status = http.StatusGone
+	case llmorch.CodeInvalidOutput:
+		// The request's response format was not met, also after a repair:
+		// a 4xx that no client retries (a retry would bill the turn again).
+		status = http.StatusUnprocessableEntity
 	}
 	return &Problem{Status: status, Code: e.Code, Message: e.Message}
 }

@@ -83,6 +83,11 @@ type Config struct {
 	// (enqueue, interrupt; default 10 min) before it is refused with
 	// ErrQueueWait.
 	QueueWait time.Duration
+	// MaxQueuedPerOwner bounds the messages of one owner that wait for
+	// busy sessions at once on this replica (default
+	// session.DefaultMaxWaitingPerOwner; negative: no bound): one more is
+	// refused with 429 too_many_queued.
+	MaxQueuedPerOwner int
 	// MaxMessageBytes, when positive, bounds the user message before the
 	// agent sees it (the agent applies its own limit as well).
 	MaxMessageBytes int
@@ -154,6 +159,9 @@ type Runtime struct {
 	closeOnce sync.Once
 	// unwatch ends the watch for stop requests from other replicas.
 	unwatch func()
+	// waiters wait for busy sessions (Start's enqueue); nil when the
+	// store keeps no queues.
+	waiters *session.Waiters
 }
 
 // New validates cfg and makes the runtime.
@@ -169,6 +177,9 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	r.base, r.stopBase = context.WithCancel(context.Background())
 	r.unwatch = r.watchStops()
+	if q, ok := cfg.Store.(session.Queuer); ok {
+		r.waiters = session.NewWaiters(q, session.WaitersConfig{MaxPerOwner: cfg.MaxQueuedPerOwner})
+	}
 	return r, nil
 }
 

@@ -135,7 +135,7 @@ func (r *Runtime) Turn(ctx context.Context, owner, sessionID, turnID string) (*T
 	if !found {
 		return nil, ErrTurnNotFound
 	}
-	return r.sharedTurn(turnlog.Ref{Session: key, Turn: turnID}, sessionID, st.AgentID), nil
+	return r.sharedTurn(turnlog.Ref{Session: key, Turn: turnID}, owner, sessionID, st.AgentID), nil
 }
 
 // Running returns the session's running turn, wherever it runs, or nil.
@@ -157,7 +157,7 @@ func (r *Runtime) Running(ctx context.Context, owner, sessionID string) (*Turn, 
 		return nil, err
 	}
 	if found && !st.Done && r.turns.get(st.Turn) == nil && r.goesOn(st) {
-		return r.sharedTurn(st.Ref, sessionID, st.AgentID), nil
+		return r.sharedTurn(st.Ref, owner, sessionID, st.AgentID), nil
 	}
 	return nil, nil
 }

@@ -78,7 +78,8 @@ func (r *Runtime) Start(ctx context.Context, in Input) (*Turn, error) {
 		return nil, NewProblem(http.StatusNotFound, "agent_not_found", "no agent %q; GET /api/agents lists them", in.Agent)
 	}
 	if r.cfg.MaxMessageBytes > 0 && len(in.Text) > r.cfg.MaxMessageBytes {
-		return nil, ParamProblem(http.StatusBadRequest, "invalid_message", "message", "the message is %d bytes; the limit is %d", len(in.Text), r.cfg.MaxMessageBytes)
+		// The door names the field (its request's shape).
+		return nil, NewProblem(http.StatusBadRequest, "invalid_message", "the message is %d bytes; the limit is %d", len(in.Text), r.cfg.MaxMessageBytes)
 	}
 	if in.Busy != "" && !template.ValidBusy(in.Busy) {
 		return nil, ParamProblem(http.StatusBadRequest, "invalid_busy", "busy", "busy must be %s, %s or %s, got %q", template.BusyReject, template.BusyEnqueue, template.BusyInterrupt, in.Busy)
@@ -109,10 +110,6 @@ func (r *Runtime) Start(ctx context.Context, in Input) (*Turn, error) {
 // replica cannot hear another's release, so it asks the store, one round
 // trip per waiting message per poll.
 const queuePoll = 50 * time.Millisecond
-
-// queueTicketTTL is how long a queued message's ticket outlives its last
-// renewal: a replica that died with it queued holds the queue that long.
-const queueTicketTTL = 5 * time.Second
 
 // interrupt stops the session's running turn and starts the new one as
 // soon as the session is free.
@@ -148,11 +145,12 @@ func (r *Runtime) readSession(ctx context.Context, key string) (session.Session,
 }
 
 // enqueue queues the message in the store and starts its turn when the
-// turns queued before it started and the session is free. The message
-// leaves the queue when its turn starts, or when its client goes away.
+// turns queued before it started and the session is free: it wakes on the
+// store's notice of the session's release (session.Waiters), not by
+// polling. The message leaves the queue when its turn starts, or when its
+// client goes away.
 func (r *Runtime) enqueue(ctx context.Context, key string, start func() (*turn, error)) (*turn, error) {
-	q, ok := r.cfg.Store.(session.Queuer)
-	if !ok {
+	if r.waiters == nil {
 		// A store without queues: the message waits for the session,
 		// in no particular order with others that wait.
 		deadline := time.Now().Add(r.cfg.QueueWait)
@@ -165,42 +163,24 @@ func (r *Runtime) enqueue(ctx context.Context, key string, start func() (*turn, 
 			}
 		}
 	}
-	ticket := session.NewID()
-	pos, err := q.Enqueue(ctx, key, ticket, r.cfg.MaxQueue, queueTicketTTL)
-	if errors.Is(err, session.ErrQueueFull) {
+	var t *turn
+	err := r.waiters.Wait(ctx, key, r.cfg.MaxQueue, time.Now().Add(r.cfg.QueueWait), func() (bool, error) {
+		var err error
+		t, err = start()
+		if errors.Is(err, session.ErrBusy) {
+			return false, nil
+		}
+		return true, err
+	})
+	switch {
+	case errors.Is(err, session.ErrQueueFull):
 		return nil, errQueueFull(r.cfg.MaxQueue)
+	case errors.Is(err, session.ErrTooManyWaiting):
+		return nil, NewProblem(http.StatusTooManyRequests, "too_many_queued", "this API key has as many messages waiting for busy sessions as it may (MAX_QUEUED_PER_OWNER); wait for them, or send with busy: reject")
+	case errors.Is(err, session.ErrWaitedTooLong):
+		return nil, errQueueWait
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := q.Leave(lctx, key, ticket); err != nil {
-			r.log.Warn("leaving a session's queue; the ticket expires by itself", "err", err)
-		}
-	}()
-	deadline := time.Now().Add(r.cfg.QueueWait)
-	for {
-		if pos == 0 {
-			if t, err := start(); !errors.Is(err, session.ErrBusy) {
-				return t, err
-			}
-		}
-		if err := pause(ctx, deadline); err != nil {
-			return nil, err
-		}
-		if pos, err = q.Position(ctx, key, ticket, queueTicketTTL); err != nil {
-			return nil, err
-		}
-		if pos < 0 {
-			// The ticket expired (the store did not answer for a while):
-			// queue again, at the end.
-			if pos, err = q.Enqueue(ctx, key, ticket, r.cfg.MaxQueue+1, queueTicketTTL); err != nil {
-				return nil, err
-			}
-		}
-	}
+	return t, err
 }
 
 // pause waits queuePoll, or returns why the wait is over: the client went
@@ -265,7 +245,7 @@ func (r *Runtime) replay(ctx context.Context, agentID, owner, sessionID string, 
 	if t := r.turns.get(req.Turn); t != nil && t.key == key {
 		out = r.localTurn(t)
 	} else if err == nil && shared && st.AgentID == agentID {
-		out = r.sharedTurn(turnlog.Ref{Session: key, Turn: req.Turn}, sessionID, agentID)
+		out = r.sharedTurn(turnlog.Ref{Session: key, Turn: req.Turn}, owner, sessionID, agentID)
 	} else {
 		t, err := r.storedAnswer(ctx, key, sessionID, agentID, owner, req)
 		if err != nil {

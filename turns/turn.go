@@ -18,6 +18,7 @@ import (
 type Turn struct {
 	r         *Runtime
 	id        string
+	owner     string
 	sessionID string
 	agentID   string
 	local     *turn       // a turn of this replica, or a stored answer
@@ -26,11 +27,11 @@ type Turn struct {
 }
 
 func (r *Runtime) localTurn(t *turn) *Turn {
-	return &Turn{r: r, id: t.id, sessionID: t.sessionID, agentID: t.agentID, local: t}
+	return &Turn{r: r, id: t.id, owner: t.owner, sessionID: t.sessionID, agentID: t.agentID, local: t}
 }
 
-func (r *Runtime) sharedTurn(ref turnlog.Ref, sessionID, agentID string) *Turn {
-	return &Turn{r: r, id: ref.Turn, sessionID: sessionID, agentID: agentID, shared: &sharedTurn{r: r, ref: ref, sessionID: sessionID}}
+func (r *Runtime) sharedTurn(ref turnlog.Ref, owner, sessionID, agentID string) *Turn {
+	return &Turn{r: r, id: ref.Turn, owner: owner, sessionID: sessionID, agentID: agentID, shared: &sharedTurn{r: r, ref: ref, sessionID: sessionID}}
 }
 
 // ID names the turn.
@@ -38,6 +39,9 @@ func (t *Turn) ID() string { return t.id }
 
 // SessionID is the turn's session, as its client knows it.
 func (t *Turn) SessionID() string { return t.sessionID }
+
+// Owner is the owner of the turn's session (an API key's fingerprint).
+func (t *Turn) Owner() string { return t.owner }
 
 // Agent is the ID of the turn's agent.
 func (t *Turn) Agent() string { return t.agentID }

@@ -16,15 +16,18 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
+	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/llmorch/offline"
 	"github.com/agentdock-go/agentdock/llmorch/provider"
 	"github.com/agentdock-go/agentdock/server"
+	"github.com/agentdock-go/agentdock/server/mcpserver"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redisstore"
 	"github.com/agentdock-go/agentdock/spend"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/tools"
+	"github.com/agentdock-go/agentdock/tools/agenttool"
 	"github.com/agentdock-go/agentdock/tools/mcp"
 	"github.com/agentdock-go/agentdock/turns"
 )
@@ -50,8 +53,13 @@ type serveConfig struct {
 	OfflineDelay time.Duration
 
 	// APIKeys are never printed; APIKeySecret keys their fingerprints.
-	APIKeys           []string
-	APIKeySecret      string
+	// KeyWebhooks are the webhook settings the keys file gives some keys,
+	// by key.
+	APIKeys      []string
+	KeyWebhooks  map[string]server.Key
+	APIKeySecret string
+	// CompactionSecret signs the Responses API's compaction items.
+	CompactionSecret  string
 	MetricsRequireKey bool
 	RateLimitRPS      float64
 	RateLimitBurst    int
@@ -62,6 +70,10 @@ type serveConfig struct {
 	A2APushHosts []string
 	// A2ADefaultAgent answers A2A messages to /a2a that name no agent.
 	A2ADefaultAgent string
+	// AgentCallDepth and AgentCallTimeout bound agent tools
+	// (agenttool.Config's MaxDepth and Timeout).
+	AgentCallDepth   int
+	AgentCallTimeout time.Duration
 	// Webhooks of background runs (server.Config's fields of the same
 	// names); WebhookHosts is one allow-list with A2APushHosts.
 	WebhookHosts    []string
@@ -69,18 +81,28 @@ type serveConfig struct {
 	WebhookURL      string
 	WebhookAttempts int
 	// Busy sessions (server.Config's fields of the same names).
-	MaxQueue  int
-	QueueWait time.Duration
+	MaxQueue          int
+	QueueWait         time.Duration
+	MaxQueuedPerOwner int
 	// mcpStdio serves MCP over stdio instead of HTTP (agentdock mcp serve).
 	mcpStdio bool
+	// The MCP edge's sessions (mcpserver.Config's fields of the same
+	// names; -1: no bound).
+	MCPMaxSessions      int
+	MCPSessionsPerOwner int
+	MCPSessionIdle      time.Duration
 
 	MaxBodyBytes    int64
 	MaxMessageBytes int
 	// MaxAttachmentBytes bounds one image or file of a message as sent.
 	MaxAttachmentBytes int
-	MaxTurnEvents      int
-	StreamRetention    time.Duration
-	Heartbeat          time.Duration
+	// MaxAttachmentsInContext and AttachmentURLs: agent.Config's fields
+	// of the same names.
+	MaxAttachmentsInContext int
+	AttachmentURLs          string
+	MaxTurnEvents           int
+	StreamRetention         time.Duration
+	Heartbeat               time.Duration
 	// Budget bounds every turn (templates override it field by field).
 	Budget llmorch.Budget
 	// Context is the context budget (templates override it field by
@@ -215,16 +237,25 @@ func settings() []setting {
 			c.APIKeys = append(c.APIKeys, splitList(v)...)
 			return nil
 		}},
-		{"API_KEYS_FILE", "api-keys-file", "", "a file of API keys, one per line (# comments), each optionally followed by its own budgets: tokens_per_day=N tokens_per_month=N (0: none)", func(c *serveConfig, v string) error {
+		{"API_KEYS_FILE", "api-keys-file", "", "a file of API keys, one per line (# comments), each optionally followed by its own budgets (tokens_per_day=N tokens_per_month=N, 0: none) and webhook settings (webhook-secret=..., webhook-hosts=host[:port],... and webhook-url=...)", func(c *serveConfig, v string) error {
 			if v == "" {
 				return nil
 			}
 			keys, limits, err := readKeysFile(v)
-			c.APIKeys = append(c.APIKeys, keys...)
 			c.KeyLimits = limits
+			for _, k := range keys {
+				c.APIKeys = append(c.APIKeys, k.Key)
+				if k.WebhookSecret != "" || len(k.WebhookHosts) > 0 || k.WebhookURL != "" {
+					if c.KeyWebhooks == nil {
+						c.KeyWebhooks = map[string]server.Key{}
+					}
+					c.KeyWebhooks[k.Key] = k
+				}
+			}
 			return err
 		}},
 		{"API_KEY_SECRET", "", "", "secret of the key fingerprints that own sessions; set the same on every replica so that sessions in Redis keep their owner across restarts (default: random per process)", str(func(c *serveConfig) *string { return &c.APIKeySecret })},
+		{"COMPACTION_SECRET", "", "", "signs the compaction items of /v1/responses/compact (HMAC-SHA256), so that only the server's own are taken back; set the same on every replica (default: random per process)", str(func(c *serveConfig) *string { return &c.CompactionSecret })},
 		{"METRICS_REQUIRE_KEY", "metrics-require-key", "false", "put /metrics behind the API keys", func(c *serveConfig, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -292,9 +323,44 @@ func settings() []setting {
 		{"WEBHOOK_URL", "webhook-url", "", "the webhook of background runs that name none (chat API and /v1/responses); its host must be in WEBHOOK_HOSTS; none by default", str(func(c *serveConfig) *string { return &c.WebhookURL })},
 		{"WEBHOOK_ATTEMPTS", "webhook-attempts", strconv.Itoa(server.DefaultWebhookAttempts), "calls of one webhook at most: the first, and retries after a failure 1 s, 2 s, 4 s ... later", intv(func(c *serveConfig) *int { return &c.WebhookAttempts })},
 		{"MAX_QUEUE", "max-queue", strconv.Itoa(turns.DefaultMaxQueue), "messages that may wait for a session's running turn (busy policy enqueue); one more gets 409 session_queue_full", intv(func(c *serveConfig) *int { return &c.MaxQueue })},
+		{"MAX_QUEUED_PER_OWNER", "max-queued-per-owner", strconv.Itoa(session.DefaultMaxWaitingPerOwner), "messages of one API key (without keys, of everyone) that may wait for busy sessions at once on this replica; one more gets 429 too_many_queued; 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MaxQueuedPerOwner })(c, v), &c.MaxQueuedPerOwner)
+		}},
 		{"QUEUE_WAIT", "queue-wait", turns.DefaultQueueWait.String(), "longest wait of a message for a busy session (enqueue, interrupt) before 409 session_busy", dur(func(c *serveConfig) *time.Duration { return &c.QueueWait })},
+		{"MCP_MAX_SESSIONS", "mcp-max-sessions", strconv.Itoa(mcpserver.DefaultMaxSessions), "MCP sessions /mcp holds at once; an initialize past it gets a JSON-RPC error (HTTP 503); 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MCPMaxSessions })(c, v), &c.MCPMaxSessions)
+		}},
+		{"MCP_SESSIONS_PER_OWNER", "mcp-sessions-per-owner", strconv.Itoa(mcpserver.DefaultSessionsPerOwner), "MCP sessions one API key (without keys, one client address) holds at once; an initialize past it gets a JSON-RPC error (HTTP 429); 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MCPSessionsPerOwner })(c, v), &c.MCPSessionsPerOwner)
+		}},
+		{"MCP_SESSION_IDLE_TIMEOUT", "mcp-session-idle-timeout", mcpserver.DefaultSessionIdle.String(), "how long an MCP session without a request is kept before it is closed (its agent session stays, for a new MCP session to continue by sessionId)", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.MCPSessionIdle })(c, v); err != nil {
+				return err
+			}
+			if c.MCPSessionIdle < time.Second {
+				return errors.New("must be at least 1s")
+			}
+			return nil
+		}},
 		{"A2A_DEFAULT_AGENT", "a2a-default-agent", "", "the agent that answers A2A messages to /a2a naming none (message.metadata.agent); none by default", func(c *serveConfig, v string) error {
 			c.A2ADefaultAgent = v
+			return nil
+		}},
+		{"AGENT_CALL_DEPTH", "agent-call-depth", strconv.Itoa(agenttool.DefaultMaxDepth), "how deep agent tools may nest: a call that would be deeper (counting every agent asked, on this server or another, whose A2A requests carry the depth) is refused, and so is an A2A request that comes deeper (1 to 32)", func(c *serveConfig, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 32 {
+				return fmt.Errorf("want a whole number from 1 to 32, got %q", v)
+			}
+			c.AgentCallDepth = n
+			return nil
+		}},
+		{"AGENT_CALL_TIMEOUT", "agent-call-timeout", agenttool.DefaultTimeout.String(), "longest call of an agent tool (the asked agent's turn, or a remote agent's task); the asked turn is then stopped and the call fails", func(c *serveConfig, v string) error {
+			if err := dur(func(c *serveConfig) *time.Duration { return &c.AgentCallTimeout })(c, v); err != nil {
+				return err
+			}
+			if c.AgentCallTimeout < time.Second {
+				return errors.New("must be at least 1s")
+			}
 			return nil
 		}},
 		{"MAX_BODY_BYTES", "max-body-bytes", strconv.Itoa(server.DefaultMaxBodyBytes), "largest request body; larger ones get 413", func(c *serveConfig, v string) error {
@@ -308,6 +374,16 @@ func settings() []setting {
 		}},
 		{"MAX_MESSAGE_BYTES", "max-message-bytes", "32768", "longest user message; longer ones get 400 invalid_message", intv(func(c *serveConfig) *int { return &c.MaxMessageBytes })},
 		{"MAX_ATTACHMENT_BYTES", "max-attachment-bytes", "5242880", "largest image or file of a message, as sent (its data: URL); a stored session keeps each once, with its message; larger ones get 400", intv(func(c *serveConfig) *int { return &c.MaxAttachmentBytes })},
+		{"MAX_ATTACHMENTS_IN_CONTEXT", "max-attachments-in-context", strconv.Itoa(llmorch.DefaultMaxAttachments), "images and files a model request carries, the newest of the conversation; an older one is a line in its message saying it is no longer shown (the session keeps it); 0: no bound", func(c *serveConfig, v string) error {
+			return noBound(intv(func(c *serveConfig) *int { return &c.MaxAttachmentsInContext })(c, v), &c.MaxAttachmentsInContext)
+		}},
+		{"ATTACHMENT_URLS", "attachment-urls", agent.AttachmentURLsPublic, "where an image or file may be by URL (the model's provider fetches it): public, https URLs whose host resolves to public addresses only (no loopback, private, link-local or metadata address); none, data: URLs only", func(c *serveConfig, v string) error {
+			if v != agent.AttachmentURLsPublic && v != agent.AttachmentURLsNone {
+				return fmt.Errorf("want %s or %s, got %q", agent.AttachmentURLsPublic, agent.AttachmentURLsNone, v)
+			}
+			c.AttachmentURLs = v
+			return nil
+		}},
 		{"MAX_TURN_EVENTS", "max-turn-events", strconv.Itoa(turns.DefaultMaxEvents), "frames kept per turn for resuming", intv(func(c *serveConfig) *int { return &c.MaxTurnEvents })},
 		{"STREAM_RETENTION", "stream-retention", turns.DefaultRetention.String(), "how long a finished turn's frames are kept for resuming", dur(func(c *serveConfig) *time.Duration { return &c.StreamRetention })},
 		{"SESSION_LOCK_TTL", "session-lock-ttl", session.DefaultLockTTL.String(), "how long a turn's hold on its session outlives a replica that died mid-turn (renewed every third of it)", func(c *serveConfig, v string) error {
@@ -508,6 +584,15 @@ func settings() []setting {
 	}
 }
 
+// noBound turns a setting's 0 ("no bound") into -1, as the packages take
+// it, once it parsed (err nil).
+func noBound(err error, n *int) error {
+	if err == nil && *n == 0 {
+		*n = -1
+	}
+	return err
+}
+
 // configFileEnv names the configuration file when --config is not given.
 const configFileEnv = "AGENTDOCK_CONFIG"
 
@@ -530,8 +615,14 @@ func osConfigEnv() configEnv {
 // loadServeConfig reads the flags, the environment and the configuration
 // file, validates every value and reports every problem at once.
 func loadServeConfig(args []string, env configEnv, stderr io.Writer) (*serveConfig, error) {
+	return loadCommandConfig("serve", args, env, stderr)
+}
+
+// loadCommandConfig is loadServeConfig for a command that takes serve's
+// flags ("mcp serve"), which its usage names.
+func loadCommandConfig(cmd string, args []string, env configEnv, stderr io.Writer) (*serveConfig, error) {
 	all := settings()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	flagVals := map[string]*string{}
 	for _, s := range all {
@@ -549,7 +640,7 @@ func loadServeConfig(args []string, env configEnv, stderr io.Writer) (*serveConf
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+		return nil, fmt.Errorf("%s takes no arguments, got %q", cmd, fs.Args())
 	}
 	setFlags := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { setFlags[f.Name] = true })
@@ -608,6 +699,12 @@ func loadServeConfig(args []string, env configEnv, stderr io.Writer) (*serveConf
 		}
 	}
 	cfg.APIKeys = slices.Compact(slices.Sorted(slices.Values(cfg.APIKeys)))
+	probs = append(probs, checkKeyWebhooks(cfg)...)
+	for _, h := range webhookHosts(cfg) {
+		if err := netguard.CheckHost(h); err != nil {
+			probs = append(probs, "WEBHOOK_HOSTS / A2A_PUSH_HOSTS: "+err.Error())
+		}
+	}
 	if cfg.MetricsRequireKey && len(cfg.APIKeys) == 0 {
 		probs = append(probs, "METRICS_REQUIRE_KEY: needs API_KEYS or API_KEYS_FILE")
 	}
@@ -722,17 +819,18 @@ func (l keyLimits) over(def spend.Limits) spend.Limits {
 	return def
 }
 
-// readKeysFile reads API keys, one per line, each optionally followed by
-// its own budgets (tokens_per_day=N tokens_per_month=N, 0 for none);
-// blank lines and # comments are skipped. Errors name the line, never a
-// key.
-func readKeysFile(path string) ([]string, map[string]keyLimits, error) {
+// readKeysFile reads API keys, one per line; blank lines and # comments
+// are skipped. A key may be followed, after spaces, by its own budgets
+// (tokens_per_day=N tokens_per_month=N, 0 for none) and its own webhook
+// settings: webhook-secret=SECRET, webhook-hosts=HOST[:PORT],... and
+// webhook-url=URL (server.Key). Errors name the line, never a key.
+func readKeysFile(path string) ([]server.Key, map[string]keyLimits, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the keys: %w", err)
 	}
 	var (
-		keys   []string
+		keys   []server.Key
 		limits map[string]keyLimits
 		probs  []string
 		n      int
@@ -743,33 +841,46 @@ func readKeysFile(path string) ([]string, map[string]keyLimits, error) {
 		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
 			continue
 		}
-		key := fields[0]
-		keys = append(keys, key)
+		k := server.Key{Key: fields[0]}
 		var l keyLimits
 		for _, f := range fields[1:] {
 			if strings.HasPrefix(f, "#") {
 				break
 			}
-			name, v, _ := strings.Cut(f, "=")
-			num, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || num < 0 {
-				probs = append(probs, fmt.Sprintf("%s:%d: %s: want a non-negative whole number of tokens, got %q", path, n, name, v))
-				continue
-			}
-			switch name {
-			case "tokens_per_day":
-				l.day = &num
-			case "tokens_per_month":
-				l.month = &num
+			name, v, ok := strings.Cut(f, "=")
+			switch {
+			case ok && (name == "tokens_per_day" || name == "tokens_per_month"):
+				num, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || num < 0 {
+					probs = append(probs, fmt.Sprintf("%s:%d: %s: want a non-negative whole number of tokens, got %q", path, n, name, v))
+					continue
+				}
+				if name == "tokens_per_day" {
+					l.day = &num
+				} else {
+					l.month = &num
+				}
+			case ok && name == "webhook-secret" && v != "":
+				k.WebhookSecret = v
+			case ok && name == "webhook-hosts" && v != "":
+				k.WebhookHosts = splitList(v)
+				for _, h := range k.WebhookHosts {
+					if err := netguard.CheckHost(h); err != nil {
+						probs = append(probs, fmt.Sprintf("%s:%d: webhook-hosts: %v", path, n, err))
+					}
+				}
+			case ok && name == "webhook-url" && v != "":
+				k.WebhookURL = v
 			default:
-				probs = append(probs, fmt.Sprintf("%s:%d: unknown setting %q after the key (known: tokens_per_day, tokens_per_month)", path, n, name))
+				probs = append(probs, fmt.Sprintf("%s:%d: unknown setting %q after the key (known: tokens_per_day=, tokens_per_month=, webhook-secret=, webhook-hosts=, webhook-url=)", path, n, strings.SplitN(f, "=", 2)[0]))
 			}
 		}
+		keys = append(keys, k)
 		if l.day != nil || l.month != nil {
 			if limits == nil {
 				limits = map[string]keyLimits{}
 			}
-			limits[key] = l
+			limits[k.Key] = l
 		}
 	}
 	if len(probs) > 0 {
@@ -779,6 +890,29 @@ func readKeysFile(path string) ([]string, map[string]keyLimits, error) {
 		return nil, nil, fmt.Errorf("%s holds no key", path)
 	}
 	return keys, limits, nil
+}
+
+// checkKeyWebhooks reports the keys' webhook settings that cannot work:
+// hosts with no secret to sign with, a URL on no allowed host.
+func checkKeyWebhooks(c *serveConfig) []string {
+	var probs []string
+	for _, k := range c.KeyWebhooks {
+		// A key is never named: the line of the keys file is.
+		if len(k.WebhookHosts) > 0 && k.WebhookSecret == "" && c.WebhookSecret == "" {
+			probs = append(probs, "API_KEYS_FILE: a key with webhook-hosts needs webhook-secret (or WEBHOOK_SECRET), which signs its webhooks")
+		}
+		if k.WebhookURL == "" {
+			continue
+		}
+		hosts := k.WebhookHosts
+		if len(hosts) == 0 {
+			hosts = webhookHosts(c)
+		}
+		if u, err := url.Parse(k.WebhookURL); err != nil || u.Host == "" || !netguard.HostAllowed(u, hosts) {
+			probs = append(probs, fmt.Sprintf("API_KEYS_FILE: a key's webhook-url %q is not on its webhook-hosts (or WEBHOOK_HOSTS)", redactURL(k.WebhookURL)))
+		}
+	}
+	return probs
 }
 
 func splitList(v string) []string {
@@ -812,34 +946,45 @@ var printedEnv = []string{
 	"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
 	"GEMINI_API_KEY", "GOOGLE_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "CEREBRAS_API_KEY", "OPENROUTER_API_KEY",
 	"SEARCH_PROVIDER", "SEARXNG_URL", "TAVILY_API_KEY", "TAVILY_BASE_URL", "BRAVE_API_KEY", "BRAVE_BASE_URL",
-	"SERPER_API_KEY", "SERPER_BASE_URL", mcpServersFileEnv,
+	"SERPER_API_KEY", "SERPER_BASE_URL", "WIKIPEDIA_URL", mcpServersFileEnv,
+	"LLM_FALLBACK_PROVIDER", "LLM_FALLBACK_MODEL", "LLM_FALLBACK_BASE_URL", "LLM_FALLBACK_API_KEY",
 	"MCP_MAX_TOOLS", "MCP_MAX_TOOL_PAGES", "MCP_MAX_SCHEMA_BYTES", "MCP_MAX_AGENT_SCHEMA_BYTES",
 }
 
 // redacted replaces a secret value.
 const redacted = "[redacted]"
 
-// redact returns value as it may be printed: secrets (keys, passwords,
-// tokens, the API keys) are replaced whole, URLs lose their password and
-// any query parameter that looks like a credential, and OTLP header lists
-// keep only their names.
+// secretSettings are the settings and variables whose values are secrets,
+// printed as [redacted] whole. The list, not a pattern of their names,
+// decides: CONTEXT_MAX_INPUT_TOKENS holds no token, and a secret setting
+// added later must be added here (TestSecretsListed makes sure every
+// name that looks like one was decided).
+var secretSettings = map[string]bool{
+	"API_KEYS": true, "API_KEY_SECRET": true, "WEBHOOK_SECRET": true, "COMPACTION_SECRET": true, "REDIS_PASSWORD": true,
+	"OPENAI_API_KEY": true, "ANTHROPIC_API_KEY": true, "GEMINI_API_KEY": true, "GOOGLE_API_KEY": true,
+	"GROQ_API_KEY": true, "DEEPSEEK_API_KEY": true, "CEREBRAS_API_KEY": true, "OPENROUTER_API_KEY": true,
+	"LLM_FALLBACK_API_KEY": true, "TAVILY_API_KEY": true, "BRAVE_API_KEY": true, "SERPER_API_KEY": true,
+}
+
+// headerSettings are the OTLP variables of name=value header lists, whose
+// values are credentials: printed with their names only.
+var headerSettings = map[string]bool{
+	"OTEL_EXPORTER_OTLP_HEADERS": true, "OTEL_EXPORTER_OTLP_TRACES_HEADERS": true,
+	"OTEL_EXPORTER_OTLP_METRICS_HEADERS": true, "OTEL_EXPORTER_OTLP_LOGS_HEADERS": true,
+}
+
+// redact returns value as it may be printed: the values of
+// secretSettings are replaced whole, those of headerSettings keep only
+// their names, and a URL loses its password and any query parameter that
+// looks like a credential.
 func redact(name, value string) string {
 	if value == "" {
 		return ""
 	}
-	upper := strings.ToUpper(name)
-	if upper == "METRICS_REQUIRE_KEY" {
-		return value
+	if secretSettings[name] {
+		return redacted
 	}
-	// A count of tokens (TOKENS_PER_OWNER_PER_DAY, CONTEXT_MAX_INPUT_TOKENS)
-	// is no secret.
-	countsTokens := strings.Contains(upper, "TOKENS")
-	for _, s := range []string{"KEY", "PASSWORD", "SECRET", "TOKEN", "CREDENTIAL"} {
-		if strings.Contains(upper, s) && !strings.HasSuffix(upper, "_FILE") && !(s == "TOKEN" && countsTokens) {
-			return redacted
-		}
-	}
-	if strings.HasSuffix(upper, "HEADERS") {
+	if headerSettings[name] {
 		var out []string
 		for _, kv := range strings.Split(value, ",") {
 			k, _, _ := strings.Cut(kv, "=")

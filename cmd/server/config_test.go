@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +24,8 @@ func testConfigEnv(t *testing.T) configEnv {
 }
 
 // clearConfigEnv unsets every variable the configuration reads, so the
-// machine's environment cannot change a test's outcome.
+// machine's environment cannot change a test's outcome; search goes to
+// the package's fake Wikipedia (TestMain), never the network.
 func clearConfigEnv(t *testing.T) {
 	for _, s := range settings() {
 		t.Setenv(s.env, "")
@@ -32,6 +35,7 @@ func clearConfigEnv(t *testing.T) {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
+	t.Setenv("WIKIPEDIA_URL", wikipedia.URL)
 }
 
 func writeFile(t *testing.T, name, data string) string {
@@ -271,11 +275,40 @@ func TestRedact(t *testing.T) {
 		{"ADDR", ":8080", ":8080"},
 		{"TOKENS_PER_OWNER_PER_DAY", "3000", "3000"},
 		{"CONTEXT_MAX_INPUT_TOKENS", "32000", "32000"},
+		{"WEBHOOK_SECRET", "whsec", redacted},
 		{"LLM_FALLBACK_API_KEY", "sk-fb", redacted},
-		{"GITHUB_TOKEN", "ghp", redacted},
+		{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-key=abc", "x-key=" + redacted},
 	} {
 		if got := redact(tc.name, tc.in); got != tc.want {
 			t.Errorf("redact(%s, %q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestSecretsListed: every setting or printed variable whose name looks
+// like a secret's was decided: it is in secretSettings, or reviewed here
+// as holding none. The pattern only asks the question; the list answers.
+func TestSecretsListed(t *testing.T) {
+	notSecret := map[string]string{
+		"API_KEYS_FILE":              "a path; the file holds the keys",
+		"METRICS_REQUIRE_KEY":        "a boolean",
+		"CONTEXT_MAX_INPUT_TOKENS":   "a number of tokens",
+		"TOKENS_PER_OWNER_PER_DAY":   "a number of tokens",
+		"TOKENS_PER_OWNER_PER_MONTH": "a number of tokens",
+	}
+	names := slices.Clone(printedEnv)
+	for _, s := range settings() {
+		names = append(names, s.env)
+	}
+	looks := regexp.MustCompile(`KEY|SECRET|PASSWORD|TOKEN|CREDENTIAL`)
+	for _, n := range names {
+		if looks.MatchString(n) && !secretSettings[n] && notSecret[n] == "" {
+			t.Errorf("%s looks like a secret: add it to secretSettings, or to this test's notSecret with why it is not", n)
+		}
+	}
+	for n := range secretSettings {
+		if !slices.Contains(names, n) {
+			t.Errorf("secretSettings lists %s, which is no setting and is not printed", n)
 		}
 	}
 }
@@ -293,7 +326,9 @@ func TestConfigPrintoutRedacts(t *testing.T) {
 		"SESSION_STORE":              "redis://app:store-pass-planted@127.0.0.1:6379/0",
 		"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer otlp-token-planted",
 		"TAVILY_API_KEY":             "tvly-planted",
+		"LLM_FALLBACK_API_KEY":       "sk-fallback-planted",
 	}
+	t.Setenv("CONTEXT_MAX_INPUT_TOKENS", "12345")
 	for k, v := range secrets {
 		t.Setenv(k, v)
 	}
@@ -309,12 +344,13 @@ func TestConfigPrintoutRedacts(t *testing.T) {
 		}
 		slog.New(h).LogAttrs(context.Background(), slog.LevelInfo, "configuration", cfg.attrs(os.LookupEnv, os.Environ())...)
 		out := buf.String()
-		for _, planted := range []string{"sk-planted-openai", "sk-ant-planted", "client-key-planted", "fingerprint-secret-planted", "redis-pass-planted", "store-pass-planted", "otlp-token-planted", "tvly-planted"} {
+		for _, planted := range []string{"sk-planted-openai", "sk-ant-planted", "client-key-planted", "fingerprint-secret-planted", "redis-pass-planted", "store-pass-planted", "otlp-token-planted", "tvly-planted", "sk-fallback-planted"} {
 			if strings.Contains(out, planted) {
 				t.Errorf("%s printout shows %s:\n%s", format, planted, out)
 			}
 		}
-		for _, want := range []string{"SHUTDOWN_TIMEOUT", "25s (default)", "OPENAI_API_KEY", "2 keys [redacted]", "redis://app:xxxxx@127.0.0.1:6379/0", "OTEL_EXPORTER_OTLP_HEADERS"} {
+		for _, want := range []string{"SHUTDOWN_TIMEOUT", "25s (default)", "OPENAI_API_KEY", "2 keys [redacted]", "redis://app:xxxxx@127.0.0.1:6379/0", "OTEL_EXPORTER_OTLP_HEADERS",
+			"12345 (env)", "LLM_FALLBACK_API_KEY"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s printout lacks %q:\n%s", format, want, out)
 			}
@@ -322,35 +358,90 @@ func TestConfigPrintoutRedacts(t *testing.T) {
 	}
 }
 
-// TestConfigurationDocumented: docs/configuration.md lists every setting,
-// and every limit of issue 41 on a line with its default.
+// TestConfigurationDocumented: docs/configuration.md lists every setting
+// on a row of its own with its default (a duration in any of its
+// spellings), and the limits the packages read themselves with theirs.
 func TestConfigurationDocumented(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(doc), "\n")
+	// row is the table row whose variable column is name.
 	row := func(name string) string {
 		for _, l := range lines {
-			if strings.Contains(l, "`"+name+"`") {
+			if strings.Contains(l, "| `"+name+"` |") || strings.HasPrefix(l, "| `"+name+"` |") {
 				return l
 			}
 		}
 		return ""
 	}
+	// listed reports whether r gives def in backquotes: the same text, or
+	// the same duration.
+	listed := func(r, def string) bool {
+		if strings.Contains(r, "`"+def+"`") {
+			return true
+		}
+		want, err := time.ParseDuration(def)
+		if err != nil {
+			return false
+		}
+		parts := strings.Split(r, "`")
+		for i := 1; i < len(parts); i += 2 {
+			if d, err := time.ParseDuration(parts[i]); err == nil && d == want {
+				return true
+			}
+		}
+		return false
+	}
 	for _, s := range settings() {
-		if row(s.env) == "" {
-			t.Errorf("docs/configuration.md does not list %s", s.env)
+		r := row(s.env)
+		switch {
+		case r == "":
+			t.Errorf("docs/configuration.md has no row for %s", s.env)
+		case s.def != "" && !listed(r, s.def):
+			t.Errorf("docs/configuration.md: %s is not listed with its default %s: %q", s.env, s.def, r)
 		}
 	}
 	for name, def := range map[string]string{
-		"SESSIONS_PER_OWNER": "10000", "BYTES_PER_OWNER": "268435456",
-		"MEMORY_STORE_MAX_SESSIONS": "100000", "MEMORY_STORE_MAX_BYTES": "1073741824",
-		"MAX_TOOL_RESULT_BYTES": "65536", "AUTH_FAILURES_PER_MINUTE": "10", "AUTH_FAILURE_BURST": "20",
 		"MCP_MAX_TOOLS": "1000", "MCP_MAX_TOOL_PAGES": "100", "MCP_MAX_SCHEMA_BYTES": "65536", "MCP_MAX_AGENT_SCHEMA_BYTES": "262144",
+		"SESSION_TTL_SECONDS": "86400", "TOOL_TIMEOUT": "30s", "OFFLINE_MODEL_DELAY_MS": "15",
 	} {
-		if r := row(name); !strings.Contains(r, "`"+def+"`") {
+		if r := row(name); !listed(r, def) {
 			t.Errorf("docs/configuration.md: %s is not listed with its default %s: %q", name, def, r)
+		}
+	}
+}
+
+// TestKeysFileWebhooks: a key of the keys file may carry its own webhook
+// secret, hosts and URL; what cannot work is reported by line, never
+// naming the key.
+func TestKeysFileWebhooks(t *testing.T) {
+	clearConfigEnv(t)
+	keys := writeFile(t, "keys", "# tenants\nkey-alpha webhook-secret=whsec_c2VjcmV0LWE= webhook-hosts=hooks.alpha.example,10.0.0.9:8443 webhook-url=https://hooks.alpha.example/in\nkey-beta\n")
+	t.Setenv("API_KEYS_FILE", keys)
+	cfg, err := loadServeConfig(nil, testConfigEnv(t), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.KeyWebhooks["key-alpha"]
+	if strings.Join(cfg.APIKeys, ",") != "key-alpha,key-beta" || a.WebhookSecret != "whsec_c2VjcmV0LWE=" || strings.Join(a.WebhookHosts, ",") != "hooks.alpha.example,10.0.0.9:8443" || a.WebhookURL != "https://hooks.alpha.example/in" {
+		t.Fatalf("keys %q, alpha's webhooks %+v", cfg.APIKeys, a)
+	}
+	if _, ok := cfg.KeyWebhooks["key-beta"]; ok {
+		t.Error("beta has webhooks of its own")
+	}
+	for _, tc := range []struct{ line, want string }{
+		{"key-x webhook-color=red", `"webhook-color" after the key`},
+		{"key-x webhook-hosts=http://h.example", "webhook-hosts"},
+		{"key-x webhook-hosts=h.example", "needs webhook-secret"},
+		{"key-x webhook-secret=s webhook-hosts=h.example webhook-url=https://other.example/x", "is not on its webhook-hosts"},
+		{"key-x webhook-secret=s webhook-hosts=h.example webhook-url=https://h.example:8443/x", "is not on its webhook-hosts"},
+	} {
+		t.Setenv("API_KEYS_FILE", writeFile(t, "bad-keys", tc.line+"\n"))
+		_, err := loadServeConfig(nil, testConfigEnv(t), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "key-x") {
+			t.Errorf("%q: %v; want an error saying %q, not naming the key", tc.line, err, tc.want)
 		}
 	}
 }

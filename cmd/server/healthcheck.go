@@ -17,8 +17,8 @@ func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", envOr("ADDR", ":8080"), "the server's listen address (env ADDR)")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for an answer")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	host, port, err := net.SplitHostPort(*addr)
 	if err != nil {

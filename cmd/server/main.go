@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -70,6 +72,20 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fmt.Fprintf(stderr, "agentdock: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+// parseFlags parses a command's flags. -h, -help and --help print the
+// command's usage and end it with exit code 0, a bad flag with 2: ok is
+// false then, and code is the exit code.
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		return 0, false
+	}
+	return 2, false
 }
 
 func usage(w io.Writer) {

@@ -91,7 +91,7 @@ func TestValidateMisspeltFeature(t *testing.T) {
 
 func TestValidateShippedTemplates(t *testing.T) {
 	code, out := run("validate", filepath.Join(testenv.ModuleRoot(), "templates"))
-	if code != 0 || !strings.Contains(out, "3 templates: 0 errors, 0 warnings") {
+	if code != 0 || !strings.Contains(out, "4 templates: 0 errors, 0 warnings") {
 		t.Fatalf("validate templates/ exited %d:\n%s", code, out)
 	}
 }
@@ -206,6 +206,30 @@ func TestHelpListsCommands(t *testing.T) {
 	}
 	if code, out := run("serve", "--help"); code != 0 || !strings.Contains(out, "-addr") {
 		t.Errorf("serve --help exited %d:\n%s", code, out)
+	}
+}
+
+// TestEveryCommandHelp: `agentdock COMMAND -h` (and --help) exits 0 for
+// every command and subcommand, and its usage names the command.
+func TestEveryCommandHelp(t *testing.T) {
+	names := map[string]string{"mcp": "agentdock mcp list", "mcp list": "Usage of mcp list", "mcp serve": "Usage of mcp serve",
+		"serve": "Usage of serve", "healthcheck": "Usage of healthcheck", "validate": "usage: agentdock validate",
+		"simulate": "usage: agentdock simulate", "test": "agentdock test", "mockllm": "agentdock mockllm"}
+	for _, c := range commands() {
+		if _, ok := names[c.name]; !ok {
+			t.Errorf("command %s has no expected usage here", c.name)
+		}
+	}
+	for cmd, want := range names {
+		for _, flag := range []string{"-h", "--help"} {
+			code, out := run(append(strings.Fields(cmd), flag)...)
+			if code != 0 || !strings.Contains(out, want) {
+				t.Errorf("agentdock %s %s exited %d, want 0 and %q:\n%s", cmd, flag, code, want, out)
+			}
+		}
+	}
+	if code, out := run("mcp", "serve", "-h"); strings.Contains(out, "Usage of serve") {
+		t.Errorf("mcp serve -h (exit %d) calls itself serve:\n%s", code, out)
 	}
 }
 

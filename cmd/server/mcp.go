@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -150,8 +149,14 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "serve" {
 		return serveCommand(ctx, "mcp serve", args[1:], stderr)
 	}
+	const mcpUsage = "usage: agentdock mcp list [--config FILE] [--templates DIR]\n       agentdock mcp serve [serve's flags]   # the agents as MCP tools over stdio\n" +
+		"Run 'agentdock mcp list -h' or 'agentdock mcp serve -h' for their flags."
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(stderr, mcpUsage)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "list" {
-		fmt.Fprintln(stderr, "usage: agentdock mcp list [--config FILE] [--templates DIR]\n       agentdock mcp serve [serve's flags]   # the agents as MCP tools over stdio")
+		fmt.Fprintln(stderr, mcpUsage)
 		return 2
 	}
 	fs := flag.NewFlagSet("mcp list", flag.ContinueOnError)
@@ -159,11 +164,8 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	file := fs.String("config", os.Getenv(mcpServersFileEnv), "MCP servers file ({\"mcpServers\": {...}}; env "+mcpServersFileEnv+")")
 	tdir := fs.String("templates", "", "also list the mcpServers of the templates at this path (a template file or a directory of */template.json)")
 	wait := fs.Duration("timeout", 30*time.Second, "how long to wait for each server to start")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args[1:]); !ok {
+		return code
 	}
 	if *file == "" && *tdir == "" {
 		fmt.Fprintln(stderr, "agentdock mcp list: no servers: give --config FILE (or set "+mcpServersFileEnv+") or --templates DIR")

@@ -95,35 +95,64 @@ func TestValidateMCP(t *testing.T) {
 	}
 }
 
-// TestMCPDocsExample: the filesystem example of docs/mcp.md, as written
-// (npx, and a relative "./workspace" beside the template), serves the
-// template's directory, whatever the runtime's working directory. npx runs
-// from the test servers' directory, which has the package installed, so
-// that it needs no network.
+// TestMCPDocsExample: the first example of docs/mcp.md, as written
+// (npx, and a relative "./workspace" beside the template), with its
+// commands: mcp list starts the server, serve --templates-dir serves the
+// agent, and asked to read todo.txt it reads the file through the
+// server, whatever the runtime's working directory. npx runs from the test
+// servers' directory, which has the package installed, so that it needs
+// no network.
 func TestMCPDocsExample(t *testing.T) {
 	_, modules := testenv.MCPServers(t)
 	if _, err := exec.LookPath("npx"); err != nil {
 		testenv.Missing(t, "npx is not installed (docs/mcp.md's example runs the filesystem server with it)")
 	}
-	doc, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(), "docs", "mcp.md"))
+	raw, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(), "docs", "mcp.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(doc), "## A template with MCP tools\n\n```json\n")
-	example, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 || !strings.Contains(example, `"./workspace"`) {
-		t.Fatalf("docs/mcp.md has no filesystem example with ./workspace:\n%s", example)
+	doc := string(raw)
+	_, rest, ok := strings.Cut(doc, "## A first example: notes in a folder\n")
+	_, rest, ok2 := strings.Cut(rest, "```json\n")
+	example, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 || !strings.Contains(example, `"./workspace"`) {
+		t.Fatalf("docs/mcp.md has no first example with ./workspace:\n%s", example)
 	}
-	dir := filepath.Join(t.TempDir(), "repo-helper")
+	for _, cmd := range []string{
+		`mkdir -p agents/notes/workspace && echo "Buy milk. Call the plumber." > agents/notes/workspace/todo.txt`,
+		"bin/agentdock mcp list --templates agents ", "bin/agentdock serve --templates-dir agents ",
+		`curl -sN localhost:8080/api/chat/notes -H 'content-type: application/json' -d '{"message":"Read the file todo.txt"}'`,
+	} {
+		if !strings.Contains(doc, cmd) {
+			t.Fatalf("docs/mcp.md's example no longer runs %q", cmd)
+		}
+	}
+	agents := t.TempDir()
+	dir := filepath.Join(agents, "notes")
 	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "template.json"), []byte(example), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "workspace", "todo.txt"), []byte("Buy milk. Call the plumber.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t.Chdir(filepath.Dir(modules))
-	code, out := run("mcp", "list", "--templates", dir, "--timeout", "20s")
-	if code != 0 || !strings.Contains(out, "files (stdio, template repo-helper): ready") || !strings.Contains(out, "\n  files__read_text_file\n") {
+	code, out := run("mcp", "list", "--templates", agents, "--timeout", "20s")
+	if code != 0 || !strings.Contains(out, "files (stdio, template notes): ready") || !strings.Contains(out, "\n  files__read_text_file\n") {
 		t.Fatalf("mcp list of the docs' example exited %d:\n%s", code, out)
+	}
+
+	clearConfigEnv(t)
+	t.Setenv("TEMPLATES_DIR", agents)
+	base, logs := serveForTest(t)
+	msgs := chatTurn(t, base, "notes", "Read the file todo.txt")
+	read := false
+	for _, m := range msgs {
+		read = read || m.Role == "tool" && !m.IsError && strings.Contains(m.Content, "Buy milk. Call the plumber.")
+	}
+	if !read {
+		t.Fatalf("the agent did not read todo.txt through the server: %+v\n%s", msgs, logs)
 	}
 }

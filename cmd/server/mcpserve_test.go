@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,9 +51,48 @@ func TestMCPServeApprovals(t *testing.T) {
 				t.Fatalf("asked %q; want one question about the search", questions)
 			}
 			answer, _ := out["answer"].(string)
-			if res.IsError || out["finishReason"] != "stop" || !strings.Contains(answer, "not configured") {
+			if res.IsError || out["finishReason"] != "stop" || !strings.Contains(answer, "Search results from Wikipedia") {
 				t.Fatalf("after the approval: error %v, %v, %q; want stop and the search's answer", res.IsError, out["finishReason"], answer)
 			}
 		})
+	}
+}
+
+// TestMCPServeAgentProgress: a client that sends a progress token and
+// calls the research lead over `agentdock mcp serve` hears the Research
+// Assistant it asks, as progress notes of the lead's call.
+func TestMCPServeAgentProgress(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "mcp", "serve")
+	cmd.Env = append(append(os.Environ(), offlineServe("127.0.0.1:0")...), "OFFLINE_MODEL_DELAY_MS=0", "HOME="+t.TempDir())
+	var mu sync.Mutex
+	var notes []string
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			notes = append(notes, r.Params.Message)
+			mu.Unlock()
+		},
+	})
+	cs, err := c.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	params := &mcp.CallToolParams{Name: "research-lead", Arguments: map[string]any{"message": "Fact-check: the Great Wall of China is visible from the Moon"}}
+	params.SetProgressToken("lead-1")
+	res, err := cs.CallTool(t.Context(), params)
+	if err != nil || res.IsError {
+		t.Fatalf("the call: %v %+v", err, res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{"calling ask_researcher", "research-assistant: calling search", "research-assistant is answering"} {
+		if !slices.Contains(notes, want) {
+			t.Errorf("no progress note %q among %q", want, notes)
+		}
 	}
 }

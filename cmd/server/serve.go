@@ -51,7 +51,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // agents, store and settings, served over stdio as MCP tools instead of
 // HTTP.
 func serveCommand(ctx context.Context, cmd string, args []string, stderr io.Writer) int {
-	cfg, err := loadServeConfig(args, osConfigEnv(), stderr)
+	cfg, err := loadCommandConfig(cmd, args, osConfigEnv(), stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -114,6 +114,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
+	logSearch(log, toolCfg.Search)
 	mcpServers, err := readMCPServers(os.Getenv(mcpServersFileEnv))
 	if err != nil {
 		return err
@@ -145,9 +146,13 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if err != nil {
 		return err
 	}
+	// Agent tools run their child turns on the runtime, which is made
+	// once the agents are.
+	runner := &runtimeRunner{store: store}
+	delegates := newAgentTools(cfg, runner, loaded, mcpRT.toolsFor, log)
 	agents, err := agent.NewSet(agent.Config{
 		StreamedSteps: streamed,
-		ToolsFor:      mcpRT.toolsFor,
+		ToolsFor:      delegates.toolsFor,
 		Store:         store,
 		Tools:         registry,
 		Models:        modelFactory(cfg, tel, log),
@@ -161,10 +166,16 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		MaxAttachmentBytes: cfg.MaxAttachmentBytes,
 		Budget:             cfg.Budget,
 		Context:            cfg.Context,
+
+		MaxAttachmentsInContext: cfg.MaxAttachmentsInContext,
+		AttachmentURLs:          cfg.AttachmentURLs,
 		// Three renewals per lease: a slow round trip or two does not lose
 		// it.
 		LeaseRenewal: cfg.LockTTL / 3,
 	}, loaded)
+	if err == nil {
+		err = delegates.err
+	}
 	if err != nil {
 		return err
 	}
@@ -173,6 +184,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		return err
 	}
 	mcpRT.reportStart(ctx, log)
+	runner.rt = rt
 	if cfg.mcpStdio {
 		// agentdock mcp serve: the agents as tools over stdin and stdout.
 		log.Info("serving MCP over stdio", "agents", len(agents.List()), "store", kind)
@@ -191,11 +203,18 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
 		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
 	}
-	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), DefaultAgent: cfg.A2ADefaultAgent, Logger: log})
+	var pushHostsOfKey func(string) []string
+	for _, k := range cfg.KeyWebhooks {
+		if len(k.WebhookHosts) > 0 {
+			pushHostsOfKey = pushHostsOf(scfg.Webhooks)
+		}
+	}
+	a2aEdge, err := a2a.New(a2a.Config{Tasks: stored, Index: back.a2aIndex, PushHosts: webhookHosts(cfg), PushHostsOf: pushHostsOfKey, DefaultAgent: cfg.A2ADefaultAgent, MaxCallDepth: cfg.AgentCallDepth, Logger: log})
 	if err != nil {
 		return err
 	}
-	scfg.Doors = []door.Door{a2aEdge, agui.New(), mcpserver.New(mcpserver.Config{Logger: log})}
+	scfg.Doors = []door.Door{a2aEdge, agui.New(), mcpserver.New(mcpserver.Config{Logger: log,
+		MaxSessions: cfg.MCPMaxSessions, SessionsPerOwner: cfg.MCPSessionsPerOwner, SessionIdle: cfg.MCPSessionIdle})}
 	srv, err := server.New(scfg)
 	if err != nil {
 		return err
@@ -230,6 +249,8 @@ func runtimeConfig(cfg *serveConfig, agents *agent.Set, shared turnlog.Log, log 
 		DisconnectGrace: cfg.DisconnectGrace,
 		MaxQueue:        cfg.MaxQueue,
 		QueueWait:       cfg.QueueWait,
+		// MAX_QUEUED_PER_OWNER's 0 is -1 here: no bound.
+		MaxQueuedPerOwner: cfg.MaxQueuedPerOwner,
 		// A replica that finds a turn abandoned waits for its lease to
 		// expire before saving what it streamed.
 		RecoverWait: cfg.LockTTL + 5*time.Second,
@@ -241,7 +262,14 @@ func keyAuth(cfg *serveConfig) (*server.KeyAuth, error) {
 	if len(cfg.APIKeys) == 0 {
 		return nil, nil
 	}
-	return server.NewKeyAuth(cfg.APIKeys, []byte(cfg.APIKeySecret))
+	keys := make([]server.Key, len(cfg.APIKeys))
+	for i, k := range cfg.APIKeys {
+		keys[i] = server.Key{Key: k}
+		if own, ok := cfg.KeyWebhooks[k]; ok {
+			keys[i] = own
+		}
+	}
+	return server.NewKeys(keys, []byte(cfg.APIKeySecret))
 }
 
 // spendPolicy is what each key may spend: the default budgets, and the
@@ -272,10 +300,11 @@ func serverConfig(cfg *serveConfig, storeKind string, auth *server.KeyAuth, log 
 		ShutdownTimeout:     cfg.ShutdownTimeout,
 		CORSOrigins:         cfg.CORSOrigins,
 		MetricsRequireOwner: cfg.MetricsRequireKey,
+		CompactionSecret:    cfg.CompactionSecret,
 	}
 	if auth != nil {
 		var err error
-		sc.Owner = auth.Owner
+		sc.Owner, sc.Webhooks = auth.Owner, auth.Webhooks
 		if cfg.AuthFailures > 0 {
 			if sc.AuthThrottle, err = server.NewAuthThrottle(cfg.AuthFailures, cfg.AuthFailureBurst, 0); err != nil {
 				return sc, err
@@ -286,6 +315,9 @@ func serverConfig(cfg *serveConfig, storeKind string, auth *server.KeyAuth, log 
 		}
 	} else if cfg.MetricsRequireKey {
 		return sc, errors.New("METRICS_REQUIRE_KEY needs API_KEYS or API_KEYS_FILE")
+	}
+	if cfg.CompactionSecret == "" && storeKind != "memory" {
+		log.Warn("COMPACTION_SECRET is not set: the compaction items of /v1/responses/compact are signed with a random per-process secret, so other replicas refuse them, and so does this one after a restart")
 	}
 	if cfg.RateLimitRPS > 0 {
 		lim, err := server.NewRateLimiter(cfg.RateLimitRPS, cfg.RateLimitBurst, 0)
@@ -335,6 +367,7 @@ func loadAgents(dir string, provided, mcpServers []string, log *slog.Logger) ([]
 		byID[r.Loaded.ID()] = len(out)
 		out = append(out, r.Loaded)
 	}
+	out = checkAgentTools(out, log)
 	if len(out) == 0 {
 		return nil, errors.New("no template loaded")
 	}
@@ -455,4 +488,13 @@ func chatWebhookHosts(cfg *serveConfig) []string {
 		return nil
 	}
 	return webhookHosts(cfg)
+}
+
+// pushHostsOf gives the A2A edge each owner's hosts: its key's own
+// webhook-hosts, else webhookHosts.
+func pushHostsOf(auth func(string) server.OwnerWebhooks) func(owner string) []string {
+	if auth == nil {
+		return nil
+	}
+	return func(owner string) []string { return auth(owner).Hosts }
 }

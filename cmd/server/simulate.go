@@ -27,8 +27,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "usage: agentdock simulate [--store URL] [--mcp-config FILE] [-q] SCENARIO...")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()

@@ -14,7 +14,7 @@ import (
 func TestTestCommand(t *testing.T) {
 	root := testenv.ModuleRoot()
 	code, out := run("test", "-q", filepath.Join(root, "templates"))
-	if code != 0 || !strings.Contains(out, "6 passed, 0 failed") {
+	if code != 0 || !strings.Contains(out, "7 passed, 0 failed") {
 		t.Fatalf("test templates/: exit %d\n%s", code, out)
 	}
 

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/agentdock-go/agentdock/template"
+	"github.com/agentdock-go/agentdock/templates"
 	"github.com/agentdock-go/agentdock/tools"
 )
 
@@ -24,8 +26,8 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "usage: agentdock validate [-q] PATH...\n\nPATH is a template file or a directory of */template.json.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
@@ -66,6 +68,14 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			}
 		}
 	}
+	// Agent tools name agents of the set serve would run: these templates
+	// and the shipped ones they do not replace.
+	for _, d := range template.CheckAgents(withShipped(loaded, cfg)) {
+		if slices.ContainsFunc(loaded, func(l *template.Loaded) bool { return l.File == d.File }) {
+			fmt.Fprintf(stdout, "%s: %s\n", d.Severity, d)
+			errs++
+		}
+	}
 	if !*noMCP {
 		e, w := checkMCPServers(ctx, stdout, servers, loaded)
 		errs += e
@@ -78,4 +88,20 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 1
 	}
 	return 0
+}
+
+// withShipped is loaded and the shipped templates whose agent ID none of
+// loaded has, as serve runs them together.
+func withShipped(loaded []*template.Loaded, cfg template.Config) []*template.Loaded {
+	all := slices.Clone(loaded)
+	shipped, err := template.LoadFS(templates.FS(), ".", cfg)
+	if err != nil {
+		return all
+	}
+	for _, r := range shipped {
+		if r.Loaded != nil && !slices.ContainsFunc(all, func(l *template.Loaded) bool { return l.ID() == r.Loaded.ID() }) {
+			all = append(all, r.Loaded)
+		}
+	}
+	return all
 }

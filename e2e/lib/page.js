@@ -18,16 +18,22 @@ export function missingChromium() {
   return missing;
 }
 
-/** launch starts Chromium with a fresh profile (signed in with httpCredentials, when given); close() removes it. */
-export async function launch({ httpCredentials } = {}) {
+/**
+ * launch starts Chromium with a fresh profile (signed in with
+ * httpCredentials, when given; with a viewport, a locale and a time zone
+ * when given); close() removes it.
+ */
+export async function launch({ httpCredentials, viewport = { width: 1280, height: 900 }, locale, timezoneId } = {}) {
   mkdirSync(artifacts, { recursive: true });
   const userDataDir = mkdtempSync(join(tmpdir(), 'agentdock-e2e-'));
   const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: chromiumPath,
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 900 },
+    viewport,
     httpCredentials,
+    locale,
+    timezoneId,
   });
   const problems = [];
   return {
@@ -37,9 +43,10 @@ export async function launch({ httpCredentials } = {}) {
       await context.close();
       rmSync(userDataDir, { recursive: true, force: true });
     },
-    /** open loads the page in a new tab and waits until it is ready. */
-    async open(base) {
+    /** open loads the page in a new tab and waits until it is ready (signed in: ready is false for the sign-in view). */
+    async open(base, { ready = true, setup } = {}) {
       const page = await context.newPage();
+      if (setup) await setup(page);
       await page.addInitScript(() => {
         document.addEventListener('securitypolicyviolation', (e) => {
           console.warn(`csp-violation ${JSON.stringify({ directive: e.violatedDirective, source: e.sourceFile, blocked: e.blockedURI })}`);
@@ -61,7 +68,7 @@ export async function launch({ httpCredentials } = {}) {
       });
       const res = await page.goto(`${base}/`);
       assert.match(res.headers()['content-security-policy'] ?? '', /script-src 'self'/, 'the page was not served under a CSP');
-      await page.waitForSelector('body[data-ready="true"]', { timeout: 10000 });
+      await page.waitForSelector(ready ? 'body[data-ready="true"]' : '#sign-in:not([hidden])', { timeout: 10000 });
       return page;
     },
   };

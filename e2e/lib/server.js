@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startWikipedia } from './wikipedia.js';
 
 const e2eDir = fileURLToPath(new URL('..', import.meta.url));
 
@@ -27,9 +28,20 @@ export function freePort() {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// One fake Wikipedia per test process: the servers' search asks it unless
+// a test's env says otherwise (WIKIPEDIA_URL, another provider), so that
+// no test reaches the network.
+let wikipedia;
+/** fakeWikipedia returns the process's fake Wikipedia (lib/wikipedia.js), started on first use. */
+export function fakeWikipedia() {
+  wikipedia ??= startWikipedia();
+  return wikipedia;
+}
+
 /**
  * startServer runs `agentdock serve --addr 127.0.0.1:<port>` (or bin with
- * args and --addr) with the offline model's delay at 1 ms, waits until
+ * args and --addr) with the offline model's delay at 1 ms and search on the
+ * fake Wikipedia, waits until
  * readyPath (/healthz) answers 200, and returns its
  * base URL and a stop function. The server's output is kept and shown when it
  * fails to start, since a test can only say "not ready" otherwise.
@@ -44,7 +56,7 @@ export async function startServer({ env = {}, timeoutMs = 20000, bin = binaryPat
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
     // An env value of undefined removes the variable.
-    const childEnv = { ...process.env, OFFLINE_MODEL_DELAY_MS: '1', ...env };
+    const childEnv = { ...process.env, OFFLINE_MODEL_DELAY_MS: '1', WIKIPEDIA_URL: (await fakeWikipedia()).url, ...env };
     for (const [k, v] of Object.entries(childEnv)) if (v === undefined) delete childEnv[k];
     const child = spawn(bin, [...args, '--addr', `127.0.0.1:${port}`], {
       env: childEnv,

@@ -26,8 +26,9 @@ const problems = []; // page errors and failed requests, reported by the tests
 before(async () => {
   if (skip) return;
   mkdirSync(artifacts, { recursive: true });
-  // Without a search backend the search tool fails, which the error-card test relies on.
-  server = await startServer({ env: { SEARXNG_URL: undefined, TAVILY_API_KEY: undefined, BRAVE_API_KEY: undefined, SERPER_API_KEY: undefined, SEARCH_PROVIDER: undefined } });
+  // Search turned off (SEARCH_PROVIDER=none): the search tool fails with a
+  // notice, which the not-configured test relies on.
+  server = await startServer({ env: { SEARXNG_URL: undefined, TAVILY_API_KEY: undefined, BRAVE_API_KEY: undefined, SERPER_API_KEY: undefined, SEARCH_PROVIDER: 'none' } });
   // A fresh profile per run: no cache, no sessionStorage from an earlier run.
   userDataDir = mkdtempSync(join(tmpdir(), 'agentdock-e2e-'));
   context = await chromium.launchPersistentContext(userDataDir, {
@@ -206,7 +207,7 @@ test('model output with HTML executes nothing', { skip }, async () => {
   await page.close();
 });
 
-test('phone width: one column, agent picker behind a toggle, keyboard sends', { skip }, async () => {
+test('phone width: one column, agent picker in a drawer, keyboard sends', { skip }, async () => {
   const page = await openPage({ width: 390, height: 844 });
   assert.equal(await page.isVisible('#agents-toggle'), true, 'no agents toggle at phone width');
   assert.equal(await page.isVisible('#agent-list'), false, 'the agent list is not collapsed at phone width');
@@ -219,9 +220,9 @@ test('phone width: one column, agent picker behind a toggle, keyboard sends', { 
   assert.equal(await page.isVisible('[data-o="offered"]'), false, 'the status panel is not folded at phone width');
   const answer = await sendAndWait(page, '[offline:echo] small **screen**');
   assert.equal(await answer.locator('.answer strong').textContent(), 'screen');
-  assert.match(await page.textContent('#status-summary'), /tokens$/, 'the folded status line shows no usage');
+  assert.match(await page.textContent('#topbar-status'), /tokens$/, 'the top bar shows no usage');
   await page.screenshot({ path: join(artifacts, 'phone.png') });
-  await page.click('#status-details > summary');
+  await page.click('#status-toggle');
   assert.equal(await page.isVisible('[data-o="offered"]'), true, 'the status panel does not unfold');
   await page.close();
 });
@@ -229,7 +230,7 @@ test('phone width: one column, agent picker behind a toggle, keyboard sends', { 
 test('a search that is not configured is a calm notice, and the turn goes on', { skip }, async () => {
   const page = await openPage();
   await pickAgent(page, 'cognitive-reasoner');
-  // ResearchMode starts with search, which has no backend configured here.
+  // ResearchMode starts with search, which is turned off here.
   const answer = await sendAndWait(page, 'Research the history of electric cars');
   const cards = answer.locator('section.tool-card');
   assert.deepEqual(await cards.evaluateAll((els) => els.map((e) => `${e.dataset.tool}:${e.dataset.state}`)),
@@ -247,13 +248,32 @@ test('a search that is not configured is a calm notice, and the turn goes on', {
   await page.close();
 });
 
+test('Research Lead: the Research Assistant it asks answers in a fold under the call', { skip }, async () => {
+  const page = await openPage();
+  await pickAgent(page, 'research-lead');
+  const answer = await sendAndWait(page, 'Fact-check: the Great Wall of China is visible from the Moon');
+  const cards = answer.locator('section.tool-card');
+  assert.deepEqual(await cards.evaluateAll((els) => els.map((e) => e.dataset.tool)), ['ask_researcher', 'critique']);
+  const fold = cards.first().locator('details.sub-answer');
+  assert.equal(await fold.locator('summary').textContent(), "research-assistant's answer");
+  assert.equal(await fold.evaluate((d) => d.open), false, 'the sub-answer is not folded');
+  assert.equal(await cards.nth(1).locator('details.sub-answer').count(), 0, 'a tool that asks no agent has a fold');
+  await fold.locator('summary').click();
+  assert.match(await fold.locator('.sub-answer-calls').innerText(), /search[\s\S]*critique/);
+  assert.match(await fold.locator('.sub-answer-text').innerText(), /Great Wall/);
+  await cards.first().screenshot({ path: join(artifacts, 'sub-answer.png') });
+  await page.close();
+});
+
 test('keyboard: skip link, visible focus, Enter on an agent and on a suggestion', { skip }, async () => {
   const page = await openPage();
   await page.keyboard.press('Tab');
   assert.equal(await page.evaluate(() => document.activeElement?.className), 'skip-link', 'the first Tab stop is not the skip link');
   await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'new-chat', 'the second Tab stop is not New conversation');
+  await page.keyboard.press('Tab');
   const first = await page.evaluate(() => document.activeElement?.dataset.agent);
-  assert.ok(first, 'the second Tab stop is not an agent');
+  assert.ok(first, 'the third Tab stop is not an agent');
   const outline = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
   assert.notEqual(outline, 'none', 'keyboard focus is not visible');
   // Walk to the Cognitive Reasoner and pick it with Enter.

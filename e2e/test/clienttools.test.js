@@ -100,14 +100,19 @@ test('parse: a JSON schema answer after a call of the agent\'s own tool, the sch
   assert.ok(toolNames(reqs[0]).includes('think'), 'the format goes with the tools');
   assert.match(reqs[2].messages.at(-1).content, /not in the format asked for/);
 
-  // A second mismatch is a clear error.
+  // A second mismatch is a clear error, which the client does not send
+  // again even with its default retries: one turn, two model calls.
+  const retrying = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused' });
+  const asked = model.requests.length;
   model.enqueue({ text: 'still prose' }, { text: 'prose again' });
   await assert.rejects(
-    client.chat.completions.parse({
+    retrying.chat.completions.parse({
       model: 'builder',
       messages: [{ role: 'user', content: 'Parts, please' }],
       response_format: { type: 'json_schema', json_schema: { name: 'parts', strict: true, schema } },
     }),
-    (err) => err instanceof OpenAI.APIError && err.code === 'invalid_output' && /did not match the response format/.test(err.message),
+    (err) => err instanceof OpenAI.APIError && err.status === 422 && err.code === 'invalid_output' && err.headers?.get('x-should-retry') === 'false'
+      && /did not match the response format/.test(err.message),
   );
+  assert.equal(model.requests.length - asked, 2, 'the client sent the failed request again');
 });

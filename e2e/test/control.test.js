@@ -114,10 +114,10 @@ test('approval loop: approved, the search runs in the next turn, is recorded, an
   assert.deepEqual(errors, []);
   assert.equal(chat.messages.length, 2, 'the answer went on in the same assistant message');
   assert.equal(chat.lastMessage.id, assistantId);
-  // Search has no backend here: it ran and said so (an error result).
+  // No search provider here: it asked the fake Wikipedia.
   const done = searchPart(chat);
-  assert.equal(done.state, 'output-error');
-  assert.match(done.errorText, /not configured/);
+  assert.equal(done.state, 'output-available');
+  assert.match(done.output.content, /^## Search results from Wikipedia: /);
   const view = await getSession(chat.id);
   assert.ok(view.state.recentlyUsedTools.includes('search'), 'the approved call was not recorded');
   assert.deepEqual(view.pendingApprovals, []);

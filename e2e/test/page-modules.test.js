@@ -7,7 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { approvalsBody, backoffDelay, chatBody, normalizeAgent, parseEventId, parseSSE, stopTurn } from '../../web/js/api.js';
 import {
-  Conversations, Sessions, answerApproval, applyChunk, historyEntries, maxConversations, newTurn, notConfigured, pendingApprovals, snapshotOf, textOf,
+  Conversations, Sessions, answerApproval, applyChunk, conversationTime, groupConversations, historyEntries, maxConversations, newTurn, notConfigured,
+  pendingApprovals, searchSource, snapshotOf, textOf,
 } from '../../web/js/state.js';
 import { guardrailText } from '../../web/js/guardrail.js';
 
@@ -369,4 +370,76 @@ test('a data-guardrail chunk is a part that names the guardrail, never the text'
   assert.equal(guardrailText({ name: 'keys', on: 'tool_result', action: 'redact', matched: 'openai_key', toolName: 'vault' }),
     "Guardrail “keys” redacted an openai key in a tool's result (vault).");
   assert.equal(textOf(turn), 'Your card [redacted:credit_card] is on file.');
+});
+
+test('groupConversations sorts by the local calendar: Today, Yesterday, the week, earlier', () => {
+  const now = new Date(2026, 2, 12, 15, 0).getTime();
+  const at = (d, h, m = 0) => new Date(2026, 2, d, h, m).getTime();
+  const list = [
+    { id: 'week', updatedAt: at(8, 10) },
+    { id: 'midnight', updatedAt: at(12, 0) },
+    { id: 'yesterday-late', updatedAt: at(11, 23, 59) },
+    { id: 'future', updatedAt: at(12, 18) },
+    { id: 'old', updatedAt: new Date(2025, 11, 24, 10).getTime() },
+    { id: 'eight-days', updatedAt: at(4, 12) },
+    { id: 'undated', updatedAt: 0 },
+  ];
+  assert.deepEqual(groupConversations(list, now).map((g) => [g.label, g.items.map((c) => c.id)]), [
+    ['Today', ['future', 'midnight']],
+    ['Yesterday', ['yesterday-late']],
+    ['Previous 7 days', ['week']],
+    ['Earlier', ['eight-days', 'old', 'undated']],
+  ]);
+  assert.deepEqual(groupConversations([], now), []);
+});
+
+test('conversationTime says the time, the weekday within the week, the date before', () => {
+  const now = new Date(2026, 2, 12, 15, 0).getTime();
+  assert.equal(conversationTime(new Date(2026, 2, 12, 9, 30).getTime(), now, 'en-US'), '9:30 AM');
+  assert.equal(conversationTime(new Date(2026, 2, 11, 18, 10).getTime(), now, 'en-US'), '6:10 PM');
+  assert.equal(conversationTime(new Date(2026, 2, 8, 11, 0).getTime(), now, 'en-US'), 'Sun 11:00 AM');
+  assert.equal(conversationTime(new Date(2026, 0, 5, 11, 0).getTime(), now, 'en-US'), 'Jan 5');
+  assert.equal(conversationTime(new Date(2025, 11, 24, 11, 0).getTime(), now, 'en-US'), 'Dec 24, 2025');
+  assert.equal(conversationTime(0, now, 'en-US'), '');
+});
+
+test('searchSource reads where search results come from and how many there are', () => {
+  assert.deepEqual(searchSource('## Search results from Wikipedia: heat pumps\n\n1. [Heat pump](https://x)\n   A heat pump…\n\n2. [Ground source](https://y)\n'), { source: 'Wikipedia', count: 2 });
+  assert.deepEqual(searchSource('## Search results: zzqx\n\nNo results found. Try a broader query.\n'), { source: '', count: 0 });
+  assert.equal(searchSource('### Critique\n\n1. [not a search](https://x)'), null);
+  assert.equal(searchSource(undefined), null);
+});
+
+test('applyChunk folds the work of an asked agent under the call that asked it', () => {
+  const turn = newTurn();
+  const agent = (event) => ({ type: 'data-agent', transient: true, data: { toolCallId: 'c1', toolName: 'ask_probe', agent: 'probe', event } });
+  for (const c of [
+    { type: 'tool-input-available', toolCallId: 'c1', toolName: 'ask_probe', input: { message: 'tea?' } },
+    agent({ type: 'tool-call', toolCall: { id: 'p1', name: 'search', arguments: { q: 'tea' } } }),
+    agent({ type: 'tool-result', toolResult: { callId: 'p1', name: 'search', content: 'x', isError: true } }),
+    agent({ type: 'text-delta', text: 'Tea ' }),
+    agent({ type: 'text-delta', text: 'cools.' }),
+    agent({ type: 'approval', toolCall: { id: 'p2', name: 'fetch', arguments: { url: 'u' } }, approval: { id: 'a1', toolCallId: 'p2' } }),
+    { type: 'tool-approval-request', toolCallId: 'c1', approvalId: 'a1' },
+  ]) applyChunk(turn, c);
+  const [part] = turn.parts;
+  assert.equal(turn.parts.length, 1);
+  assert.deepEqual(part.agent, { name: 'probe', text: 'Tea cools.', calls: [{ id: 'p1', name: 'search', state: 'failed' }],
+    asks: { approvalId: 'a1', agent: 'probe', toolName: 'fetch', input: { url: 'u' } }, failed: '', steps: [] });
+  assert.equal(part.state, 'approval-requested');
+
+  // The agent's turn taken over by another server: its step shows again.
+  const taken = newTurn();
+  for (const ev of [{ type: 'step-start' }, { type: 'text-delta', text: 'First step. ' }, { type: 'step-start' }, { type: 'text-delta', text: 'Cut sho' },
+    { type: 'restart', restart: { step: 2, since: 9 } }, { type: 'step-start' }, { type: 'text-delta', text: 'Second step.' }]) {
+    applyChunk(taken, agent(ev));
+  }
+  assert.equal(taken.parts[0].agent.text, 'First step. Second step.');
+
+  // A restored session says the same of a call that still waits.
+  const [, entry] = historyEntries(
+    [{ role: 'user', content: 'tea?' }, { role: 'assistant', toolCalls: [{ id: 'c1', name: 'ask_probe', arguments: { message: 'tea?' } }] }],
+    { pendingApprovals: [{ approvalId: 'a1', toolCallId: 'c1', toolName: 'ask_probe', agentCall: { agent: 'probe', toolName: 'fetch', input: { url: 'u' } } }] });
+  assert.deepEqual(entry.turn.parts[0].agent.asks, { approvalId: 'a1', agent: 'probe', toolName: 'fetch', input: { url: 'u' } });
+  assert.equal(entry.turn.parts[0].state, 'approval-requested');
 });

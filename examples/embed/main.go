@@ -1,13 +1,16 @@
 // Command embed runs the agent of travel.json, a template with two typed
 // tools and an MCP server, on the offline model and in memory, and prints
-// one turn: the embedding example of the README.
+// one turn: the embedding example of the README. The template is compiled
+// into the program, so that it runs from any directory of the module:
 //
 //	go run ./examples/embed
 package main
 
 import (
 	"context"
+	"embed"
 	"fmt"
+	"io/fs"
 	"log"
 
 	"github.com/agentdock-go/agentdock/agent"
@@ -32,7 +35,7 @@ func main() {
 	packing := tools.MustNew("packing", "Says what to pack for the weather.", func(ctx context.Context, in Weather) (string, error) {
 		return "sunglasses and a light jacket", nil
 	})
-	agents, warnings, err := agent.Load(ctx, file, agent.Options{Tools: []tools.Tool{weather, packing}, MCP: mcp.NewManager(mcp.Config{})})
+	agents, warnings, err := agent.LoadFS(ctx, templates, file, agent.Options{Tools: []tools.Tool{weather, packing}, MCP: mcp.NewManager(mcp.Config{})})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,6 +58,12 @@ func main() {
 	fmt.Println()
 }
 
-// file is the template; a variable, so that the test can load a misspelt
-// copy.
-var file = "travel.json"
+//go:embed travel.json
+var embedded embed.FS
+
+// templates and file are the template the program runs; variables, so
+// that the test can run a misspelt copy.
+var (
+	templates fs.FS = embedded
+	file            = "travel.json"
+)

@@ -285,3 +285,65 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestListenAndServeClosesIdleConnectionsAtOnce: when ctx ends, the
+// connections kept alive after their answers and one that never sent a
+// request (a client's spare connection) are closed at once, and the
+// address is free again. net/http's Shutdown alone waits five seconds for
+// a connection that sent nothing, which is what a quick restart met.
+func TestListenAndServeClosesIdleConnectionsAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ListenAndServe(ctx, addr, Config{}) }()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	var res *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if res, err = client.Post("http://"+addr+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close() // the connection stays open, idle
+	spare, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spare.Close()
+	// The server has accepted it once it answers another request.
+	res, err = client.Get("http://" + addr + "/v1/models")
+	if err == nil {
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("still shutting down after 4 s: a connection that sent no request held it")
+	}
+	_ = spare.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := spare.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the spare connection is still open")
+	}
+	again, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the address is not free again: %v", err)
+	}
+	again.Close()
+}

@@ -131,15 +131,17 @@ func (s *Server) Requests() []Request { return s.handler.requests() }
 // Handler returns the server's HTTP handler, for mounting elsewhere.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// ListenAndServe serves the mock on addr until ctx is done, then shuts down
-// (cutting open streams after five seconds). It is the body of the
+// ListenAndServe serves the mock on addr until ctx is done, then shuts down:
+// the listener and every connection that is not answering a request close
+// at once, open streams are cut after five seconds. It is the body of the
 // `agentdock mockllm` subcommand.
 func ListenAndServe(ctx context.Context, addr string, cfg Config) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("mockllm: listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: newHandler(cfg), ReadHeaderTimeout: 10 * time.Second}
+	var conns connStates
+	srv := &http.Server{Handler: newHandler(cfg), ReadHeaderTimeout: 10 * time.Second, ConnState: conns.track}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -149,11 +151,51 @@ func ListenAndServe(ctx context.Context, addr string, cfg Config) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(shutdownCtx) }()
+	// Shutdown closes idle connections, but waits up to five seconds for
+	// one that sent no request yet (a client's spare connection, which
+	// Go's Transport and others open): closed now, as nothing will come
+	// of it.
+	conns.closeIdle()
+	if err := <-shut; err != nil {
 		_ = srv.Close()
 	}
 	<-errc
 	return nil
+}
+
+// connStates follows a server's connections, for closing the ones that
+// are not answering a request when it shuts down.
+type connStates struct {
+	mu sync.Mutex
+	m  map[net.Conn]http.ConnState
+}
+
+func (c *connStates) track(conn net.Conn, s http.ConnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[net.Conn]http.ConnState{}
+	}
+	switch s {
+	case http.StateClosed, http.StateHijacked:
+		delete(c.m, conn)
+	default:
+		c.m[conn] = s
+	}
+}
+
+// closeIdle closes the connections waiting for a request, new or kept
+// alive.
+func (c *connStates) closeIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for conn, s := range c.m {
+		if s == http.StateNew || s == http.StateIdle {
+			_ = conn.Close()
+		}
+	}
 }
 
 type handler struct {

@@ -367,7 +367,8 @@ func tighter(a, b *float64, pick func(x, y float64) float64) *float64 {
 }
 
 // object generates every required property and every optional one that can
-// be generated, except optional aliases of other properties.
+// be generated, except optional aliases of other properties and optional
+// open-ended numbers (isSetting).
 func (g *generator) object(s *schema, name string) (any, error) {
 	types, err := s.types()
 	if err != nil {
@@ -393,7 +394,7 @@ func (g *generator) object(s *schema, name string) (any, error) {
 	out := make(map[string]any, len(keys))
 	for _, k := range keys {
 		required := slices.Contains(s.Required, k)
-		if !required && (g.requiredOnly || isAlias(k, s.Properties)) {
+		if !required && (g.requiredOnly || isAlias(k, s.Properties) || isSetting(s.Properties[k])) {
 			continue
 		}
 		v, err := g.value(s.Properties[k], joinPath(name, k), -1)
@@ -406,6 +407,29 @@ func (g *generator) object(s *schema, name string) (any, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// isSetting reports whether a property is a number with no default and
+// no bounds: not a choice within a range the tool expects (a limit of 1
+// to 10, a confidence of 0 to 1) but a setting that changes what the tool
+// does (a file server's head and tail, "if provided, only the first N
+// lines"), which a model leaves out unless asked. The filesystem server
+// refuses head and tail together.
+func isSetting(s *schema) bool {
+	if s == nil || len(s.Default) > 0 || len(s.Enum) > 0 || len(s.Const) > 0 ||
+		s.Minimum != nil || s.Maximum != nil || len(s.ExclMinimum) > 0 || len(s.ExclMaximum) > 0 {
+		return false
+	}
+	types, err := s.types()
+	if err != nil || len(types) == 0 {
+		return false
+	}
+	for _, t := range types {
+		if t != "number" && t != "integer" && t != "null" {
+			return false
+		}
+	}
+	return true
 }
 
 func joinPath(parent, k string) string {
@@ -550,6 +574,10 @@ func (g *generator) text(s *schema, path string, index int) (any, error) {
 	switch {
 	case s.Format != "":
 		v = formatted(s.Format, tp, index)
+	case name == "message" && index < 0:
+		// What to tell another agent (an agent tool): the user's request
+		// itself, which the asked agent acts on as the user's.
+		v = tp.message
 	case nameHas(name, []string{"lang", "locale"}):
 		v = "en"
 	case nameHas(name, []string{"url", "link", "uri"}):

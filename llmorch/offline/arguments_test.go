@@ -125,6 +125,9 @@ func TestValidArguments(t *testing.T) {
 		{"MCP read_text_file, a path named", readFile, "Summarise notes/todo.md for me", `"path":"notes/todo.md"`},
 		{"MCP read_text_file, a file name", readFile, "What is in README.md?", `"path":"README.md"`},
 		{"MCP read_text_file, no path", readFile, "What is in my files?", `"path":"."`},
+		// head and tail are settings without a default: left out, as the
+		// server refuses both at once.
+		{"MCP read_text_file, only the path", readFile, "Read the file todo.txt", `{"path":"todo.txt"}`},
 		{"an optional field no value satisfies", `{"type":"object","properties":{"topic":{"type":"string"},"extra":{"type":"string","not":{"type":"string"}}},"required":["topic"]}`,
 			"remote work", `{"topic":"remote work"}`},
 	}

@@ -24,6 +24,10 @@
 //     is described at modeScore and bestMode; ties go to the mode listed
 //     first. A failed tool call still counts, because retrying the same
 //     deterministic arguments would fail the same way.
+//   - Only tool. When no mode fits and no tool was called yet in this turn,
+//     and the active step is not the default step and offers one tool only,
+//     the model calls that tool: the step the message led to made the
+//     choice (a "quick answer" step that offers one search).
 //   - Approval. When no mode fits, or the fitting mode's first tool is not
 //     offered, and no tool was called yet in this turn, an offered tool
 //     whose calls wait for a person's approval (Request.ApprovalTools) is

@@ -248,6 +248,35 @@ func TestApprovalToolsFirst(t *testing.T) {
 	}
 }
 
+// TestDeniedCallIsTheUsersChoice: the answer after a person declined a
+// call says it did not run as they chose, with their reason, and never
+// calls it an error or a failure.
+func TestDeniedCallIsTheUsersChoice(t *testing.T) {
+	tools := cognitiveReasonerTools()
+	m := New(Config{})
+	first := call(t, m, llmorch.Request{Messages: []chat.Message{user("Plan a two-day offsite")}, Tools: tools, ApprovalTools: []string{"search"}})
+	denied := llmorch.DeniedResult(first.calls[0], "not on this network")
+	o := call(t, m, llmorch.Request{Tools: tools, ApprovalTools: []string{"search"}, Messages: []chat.Message{
+		user("Plan a two-day offsite"),
+		{Role: chat.RoleAssistant, ToolCalls: first.calls},
+		{Role: chat.RoleTool, ToolCallID: denied.CallID, ToolName: "search", Content: denied.Content, IsError: true, NotRun: true, Denied: true},
+	}})
+	if len(o.calls) != 0 {
+		t.Fatalf("calls %v after the denial", callNames(o.calls))
+	}
+	for _, want := range []string{"You chose not to run this search call, so it did not run. Your reason: not on this network",
+		"As you chose, the search call did not run"} {
+		if !strings.Contains(o.text, want) {
+			t.Errorf("the answer lacks %q:\n%s", want, o.text)
+		}
+	}
+	for _, bad := range []string{"error", "failed"} {
+		if strings.Contains(strings.ToLower(o.text), bad) {
+			t.Errorf("the answer calls the user's choice %q:\n%s", bad, o.text)
+		}
+	}
+}
+
 // When the engine moves the turn into the chosen mode (turn-scoped templates
 // enter it with the sequence done), the model answers instead of starting
 // again; under the documented rules it re-enters at position 0 and the model
@@ -641,5 +670,53 @@ func TestKeepsToOffered(t *testing.T) {
 		if got := callNames(o.calls); !slices.Equal(got, tt.want) {
 			t.Errorf("offered %v: calls %v, want %v", tt.offered, got, tt.want)
 		}
+	}
+}
+
+// TestOnlyTool: a step the message led to that offers one tool gets it
+// called once; the default step, or a step offering more, does not.
+func TestOnlyTool(t *testing.T) {
+	all := cognitiveReasonerTools()
+	var search chat.ToolSpec
+	for _, s := range all {
+		if s.Name == "search" {
+			search = s
+		}
+	}
+	modes := []llmorch.Mode{
+		{Name: "QuickAnswer", Description: "One search, then a short answer with its source."},
+		{Name: "Conversation", Default: true},
+	}
+	const msg = "quick: when was the first transatlantic telegraph cable laid?"
+	m := New(Config{})
+	for _, tt := range []struct {
+		name  string
+		step  string
+		tools []chat.ToolSpec
+		want  string
+	}{
+		{"a step of one tool", "QuickAnswer", []chat.ToolSpec{search}, "search"},
+		{"the default step", "Conversation", []chat.ToolSpec{search}, ""},
+		{"a step of several tools", "QuickAnswer", all, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := chat.Snapshot{ActiveStep: tt.step, OfferedTools: toolNames(tt.tools)}
+			o := call(t, m, llmorch.Request{Messages: []chat.Message{user(msg)}, Tools: tt.tools, Orchestration: &snap, Modes: modes})
+			if tt.want == "" {
+				if len(o.calls) != 0 {
+					t.Fatalf("calls %v, want none", callNames(o.calls))
+				}
+				return
+			}
+			if len(o.calls) != 1 || o.calls[0].Name != tt.want {
+				t.Fatalf("calls %v, want %s", callNames(o.calls), tt.want)
+			}
+			// Once it ran, the model answers.
+			msgs := []chat.Message{user(msg), {Role: chat.RoleAssistant, ToolCalls: o.calls},
+				{Role: chat.RoleTool, ToolCallID: o.calls[0].ID, ToolName: "search", Content: "## Search results from Wikipedia: cable\n\n1. [Transatlantic telegraph cable](https://en.wikipedia.org/wiki/Transatlantic_telegraph_cable)"}}
+			if o := call(t, m, llmorch.Request{Messages: msgs, Tools: tt.tools, Orchestration: &snap, Modes: modes}); len(o.calls) != 0 || !strings.Contains(o.text, "Transatlantic telegraph cable") {
+				t.Fatalf("after the call: calls %v, text %q", callNames(o.calls), o.text)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package offline
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +30,9 @@ type result struct {
 	name    string
 	content string
 	isError bool
+	// denied: a person declined the call, which did not run; not a
+	// failure.
+	denied bool
 }
 
 func readTurn(msgs []chat.Message) turn {
@@ -57,11 +61,16 @@ func readTurn(msgs []chat.Message) turn {
 			if name == "" {
 				name = names[msg.ToolCallID]
 			}
-			t.results = append(t.results, result{name: name, content: msg.Content, isError: msg.IsError})
+			t.results = append(t.results, result{name: name, content: msg.Content, isError: msg.IsError,
+				denied: msg.Denied || msg.IsError && declinedText.MatchString(msg.Content)})
 		}
 	}
 	return t
 }
+
+// declinedText finds a declined call in a conversation that lost the
+// Denied flag (kept as text, replayed by a client).
+var declinedText = regexp.MustCompile(`(?i)\buser declined\b`)
 
 // respond decides what one model call does; see the package documentation.
 func respond(req llmorch.Request) (response, error) {
@@ -129,6 +138,11 @@ func choose(req llmorch.Request, t turn, tp *topic) (string, *llmorch.Mode) {
 		}
 	}
 	if len(t.calls) == 0 {
+		if active != nil && !active.Default && len(req.Tools) == 1 {
+			// The step the message led to offers one tool: the choice is
+			// made ("quick: …" → a step of one search).
+			return req.Tools[0].Name, nonDefault(active)
+		}
 		if name := bestTool(approvalSpecs(req), tp); name != "" {
 			return name, nonDefault(active)
 		}

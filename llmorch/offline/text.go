@@ -385,7 +385,7 @@ func finalAnswer(req llmorch.Request, t turn, tp *topic, mode *llmorch.Mode) str
 		fmt.Fprintf(&b, "**Mode:** %s (%s)\n\n", mode.Name, sequenceText(mode.Sequence))
 	}
 	var roles []string
-	failed := 0
+	failed, declined := 0, 0
 	for i, r := range t.results {
 		name := r.name
 		if name == "" {
@@ -397,6 +397,16 @@ func finalAnswer(req llmorch.Request, t turn, tp *topic, mode *llmorch.Mode) str
 			title = capitalise(name)
 		}
 		fmt.Fprintf(&b, "### %d. %s\n\n", i+1, title)
+		if r.denied {
+			// The person's choice, not a failure.
+			declined++
+			fmt.Fprintf(&b, "You chose not to run this %s call, so it did not run.", name)
+			if _, reason, ok := strings.Cut(r.content, "The user's reason: "); ok && strings.TrimSpace(reason) != "" {
+				fmt.Fprintf(&b, " Your reason: %s", cutRunes(strings.TrimSpace(reason), maxQuoteRunes))
+			}
+			b.WriteString("\n\n")
+			continue
+		}
 		if r.isError {
 			failed++
 			first := "no details"
@@ -430,13 +440,31 @@ func finalAnswer(req llmorch.Request, t turn, tp *topic, mode *llmorch.Mode) str
 	if len(roles) > 0 {
 		fmt.Fprintf(&b, "On **%s**, %s. ", tp.phrase, joinAnd(roles))
 	}
+	ran := len(t.results) - failed - declined
 	switch {
-	case failed == len(t.results):
+	case ran == 0 && failed == 0:
+		calls, it := "the "+t.results[0].name+" call", "it"
+		if declined > 1 {
+			calls, it = "these calls", "them"
+		}
+		fmt.Fprintf(&b, "As you chose, %s did not run, so this answer has no results to build on: ask again and approve %s "+
+			"to get results, or say what to do instead.", calls, it)
+	case ran == 0 && declined == 0:
 		b.WriteString("Every tool call of this turn failed, so there is nothing to build on yet; the errors above say why.")
-	case failed > 0:
-		fmt.Fprintf(&b, "%d of %d tool calls failed and are left out. Taken together, the remaining results give a "+
+	case ran == 0:
+		fmt.Fprintf(&b, "Of this turn's %d tool calls, %d failed and you chose not to run %d, so there is nothing to build on yet; the notes above say why.",
+			len(t.results), failed, declined)
+	case failed > 0 || declined > 0:
+		var out []string
+		if failed > 0 {
+			out = append(out, fmt.Sprintf("%d failed", failed))
+		}
+		if declined > 0 {
+			out = append(out, fmt.Sprintf("%d did not run as you chose", declined))
+		}
+		fmt.Fprintf(&b, "Of %d tool calls, %s; they are left out. Taken together, the remaining results give a "+
 			"first, structured view; a configured model provider would weigh them against each other in a real synthesis.",
-			failed, len(t.results))
+			len(t.results), strings.Join(out, " and "))
 	default:
 		b.WriteString("Taken together, these results give a structured view of the question; a configured model " +
 			"provider would weigh them against each other in a real synthesis.")

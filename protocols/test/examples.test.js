@@ -27,7 +27,7 @@ test('agui-client.mjs approves the held call and finishes', async () => {
 
 test('mcp-client.mjs calls an agent with progress', async () => {
   const { stdout } = await run('node', [`${examples}mcp-client.mjs`, server.base], { timeout: 60000 });
-  assert.match(stdout, /\[tools: cognitive-reasoner, planner, research-assistant\]/);
+  assert.match(stdout, /\[tools: cognitive-reasoner, planner, research-assistant, research-lead\]/);
   assert.match(stdout, /\[calling compare\]/);
   assert.match(stdout, /\[session mcp-\w+, finish stop\]/);
 });

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { startServer } from '../lib/env.js';
-import { binaryPath } from '../../e2e/lib/server.js';
+import { binaryPath, fakeWikipedia } from '../../e2e/lib/server.js';
 
 const dir = fileURLToPath(new URL('..', import.meta.url));
 const bun = `${dir}node_modules/.bin/bun`;
@@ -84,12 +84,14 @@ for (const [version, names] of Object.entries(scenarios)) {
 }
 
 test('the TypeScript SDK client calls an agent over agentdock mcp serve (stdio)', async () => {
-  const transport = new StdioClientTransport({ command: binaryPath(), args: ['mcp', 'serve'], env: { ...process.env, OFFLINE_MODEL_DELAY_MS: '1' }, stderr: 'ignore' });
+  // Search asks the fake Wikipedia, as the servers of startServer do.
+  const env = { ...process.env, OFFLINE_MODEL_DELAY_MS: '1', WIKIPEDIA_URL: (await fakeWikipedia()).url };
+  const transport = new StdioClientTransport({ command: binaryPath(), args: ['mcp', 'serve'], env, stderr: 'ignore' });
   const client = new Client({ name: 'protocols-test', version: '1' });
   await client.connect(transport);
   try {
     const { tools } = await client.listTools();
-    assert.deepEqual(tools.map((t) => t.name).sort(), ['cognitive-reasoner', 'planner', 'research-assistant']);
+    assert.deepEqual(tools.map((t) => t.name).sort(), ['cognitive-reasoner', 'planner', 'research-assistant', 'research-lead']);
     const notes = [];
     const res = await client.callTool({ name: 'cognitive-reasoner', arguments: { message: 'Compare tea and coffee for a morning routine' } }, undefined, {
       onprogress: (p) => notes.push(p.message),

@@ -38,9 +38,11 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/internal/netguard"
 	"github.com/agentdock-go/agentdock/responses"
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/tools/agenttool"
 	"github.com/agentdock-go/agentdock/turns"
 )
 
@@ -56,10 +58,15 @@ type Config struct {
 	// Index lists each owner's tasks for ListTasks; with replicas, share
 	// one (package a2a/redistasks). Nil: an index of this process.
 	Index Index
-	// PushHosts are the hosts ("host" or "host:port") that push
-	// notification webhooks may be on. Empty: push notifications are not
-	// offered (the card says so, and configs are refused).
+	// PushHosts are the hosts ("host" or "host:port"; a bare host allows
+	// its scheme's default port only) that push notification webhooks
+	// may be on. Empty: push notifications are not offered (the card says
+	// so, and configs are refused).
 	PushHosts []string
+	// PushHostsOf, when set, gives an owner hosts of its own (its API
+	// key's, from the keys file), which replace PushHosts for its tasks;
+	// none: PushHosts.
+	PushHostsOf func(owner string) []string
 	// Client posts the push notifications (default: a 10 s timeout, no
 	// redirects).
 	Client *http.Client
@@ -67,6 +74,10 @@ type Config struct {
 	// (message.metadata.agent); empty: such a message is refused. A
 	// client that knows only the server's card (the A2A TCK) needs it.
 	DefaultAgent string
+	// MaxCallDepth refuses a request deeper in agent calls than this (its
+	// agenttool.DepthHeader): agents of servers that ask one another end
+	// there (default agenttool.DefaultMaxDepth; AGENT_CALL_DEPTH).
+	MaxCallDepth int
 	// Name, Description and Version describe the server on its card
 	// (defaults: "agentdock", a sentence, "1").
 	Name, Description, Version string
@@ -110,8 +121,8 @@ func New(cfg Config) (*Edge, error) {
 		cfg.Tasks = m
 	}
 	for _, h := range cfg.PushHosts {
-		if h == "" || strings.ContainsAny(h, "/@ ") {
-			return nil, fmt.Errorf("a2a: PushHosts: %q is not a host or host:port", h)
+		if err := netguard.CheckHost(h); err != nil {
+			return nil, fmt.Errorf("a2a: PushHosts: %w", err)
 		}
 	}
 	if cfg.Client == nil {
@@ -131,6 +142,9 @@ func New(cfg Config) (*Edge, error) {
 	}
 	if cfg.Index == nil {
 		cfg.Index = NewMemoryIndex(0)
+	}
+	if cfg.MaxCallDepth <= 0 {
+		cfg.MaxCallDepth = agenttool.DefaultMaxDepth
 	}
 	return &Edge{cfg: cfg, tasks: taskStore{s: cfg.Tasks, index: cfg.Index}}, nil
 }
@@ -191,7 +205,7 @@ func (e *Edge) card(r *http.Request, name, desc, endpoint string, skills []Agent
 	c := AgentCard{
 		Name: name, Description: desc, Version: e.cfg.Version,
 		SupportedInterfaces: []AgentInterface{{URL: endpoint, ProtocolBinding: "JSONRPC", ProtocolVersion: ProtocolVersion}},
-		Capabilities:        AgentCapabilities{Streaming: true, PushNotifications: len(e.cfg.PushHosts) > 0},
+		Capabilities:        AgentCapabilities{Streaming: true, PushNotifications: len(e.cfg.PushHosts) > 0 || e.cfg.PushHostsOf != nil},
 		DefaultInputModes:   []string{"text/plain", "application/json"},
 		DefaultOutputModes:  []string{"text/plain", "application/json"},
 		Skills:              skills,
@@ -777,14 +791,17 @@ func (e *Edge) subscribe(ctx context.Context, owner, id string, emit func(Stream
 
 // createPush serves CreateTaskPushNotificationConfig.
 func (e *Edge) createPush(ctx context.Context, owner string, p TaskPushNotificationConfig) (any, *rpcError) {
-	if len(e.cfg.PushHosts) == 0 {
-		return nil, errf(codeNoPush, "push notifications are not offered: the server allows no webhook hosts (A2A_PUSH_HOSTS)")
+	if len(e.pushHosts(owner)) == 0 {
+		return nil, errf(codeNoPush, "push notifications are not offered: the server allows no webhook hosts (A2A_PUSH_HOSTS, or the key's webhook-hosts)")
 	}
 	if _, err := e.tasks.get(ctx, owner, p.TaskID); err != nil {
 		return nil, e.storeErr(err, p.TaskID)
 	}
-	if err := e.checkWebhook(p.URL); err != nil {
+	if err := e.checkWebhook(owner, p.URL); err != nil {
 		return nil, errf(codeInvalidParams, "url: %s", err.Error())
+	}
+	if err := checkPushAuth(p); err != nil {
+		return nil, errf(codeInvalidParams, "%s", err.Error())
 	}
 	if p.ID == "" {
 		p.ID = session.NewID()
@@ -834,8 +851,19 @@ func (e *Edge) pushConfig(ctx context.Context, owner, method string, p pushConfi
 	return map[string]any{}, nil
 }
 
-// checkWebhook allows http(s) URLs on the allowed hosts only.
-func (e *Edge) checkWebhook(raw string) error {
+// pushHosts are the hosts owner's push notifications may be posted to.
+func (e *Edge) pushHosts(owner string) []string {
+	if e.cfg.PushHostsOf != nil {
+		if own := e.cfg.PushHostsOf(owner); len(own) > 0 {
+			return own
+		}
+	}
+	return e.cfg.PushHosts
+}
+
+// checkWebhook allows http(s) URLs on owner's allowed hosts and ports
+// only.
+func (e *Edge) checkWebhook(owner, raw string) error {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil || u.Host == "":
@@ -844,15 +872,77 @@ func (e *Edge) checkWebhook(raw string) error {
 		return fmt.Errorf("the scheme must be http or https, not %q", u.Scheme)
 	case u.User != nil:
 		return errors.New("the URL must not carry credentials; use authentication")
-	case !slices.Contains(e.cfg.PushHosts, u.Host) && !slices.Contains(e.cfg.PushHosts, u.Hostname()):
-		return fmt.Errorf("the host %q is not one the server posts to (A2A_PUSH_HOSTS)", u.Host)
+	case !netguard.HostAllowed(u, e.pushHosts(owner)):
+		return fmt.Errorf("the host and port %q are not ones the server posts to (A2A_PUSH_HOSTS, or the key's webhook-hosts; a bare host allows its default port only)", u.Host)
 	}
 	return nil
 }
 
+// pushSchemes are the HTTP authentication schemes of IANA's registry
+// whose credentials are one token (token68, RFC 9110): what a push
+// config's authentication may put in the Authorization header, as
+// "<scheme> <credentials>" (A2A 1.0, 4.3.3). A scheme of parameters, or
+// of a challenge and response, cannot be sent unasked.
+var pushSchemes = []string{"Basic", "Bearer", "DPoP", "Negotiate", "PrivateToken"}
+
+// Bounds of what a push config sends in its headers.
+const (
+	maxPushToken       = 1024
+	maxPushCredentials = 4096
+)
+
+// checkPushAuth limits a push config's headers to what A2A defines: its
+// token (X-A2A-Notification-Token) and its authentication (Authorization,
+// a registered scheme and one token68 of credentials), each bounded, with
+// no byte that would let it say more.
+func checkPushAuth(p TaskPushNotificationConfig) error {
+	if p.Token != "" && (len(p.Token) > maxPushToken || !visibleASCII(p.Token)) {
+		return fmt.Errorf("token: at most %d printable ASCII characters, without spaces", maxPushToken)
+	}
+	a := p.Authentication
+	if a == nil || a.Scheme == "" && a.Credentials == "" {
+		return nil
+	}
+	i := slices.IndexFunc(pushSchemes, func(s string) bool { return strings.EqualFold(s, a.Scheme) })
+	switch {
+	case i < 0:
+		return fmt.Errorf("authentication.scheme %q is not one of %s (HTTP authentication schemes whose credentials are one token)", clip(a.Scheme), strings.Join(pushSchemes, ", "))
+	case a.Credentials == "":
+		return errors.New("authentication.credentials is required with a scheme")
+	case len(a.Credentials) > maxPushCredentials || !token68(a.Credentials):
+		return fmt.Errorf("authentication.credentials must be one token68 (RFC 9110: letters, digits, -._~+/ and trailing =) of at most %d characters", maxPushCredentials)
+	}
+	return nil
+}
+
+// visibleASCII reports whether s is printable ASCII without spaces.
+func visibleASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// token68 reports whether s is a token68 of RFC 9110.
+func token68(s string) bool {
+	body := strings.TrimRight(s, "=")
+	if body == "" {
+		return false
+	}
+	for i := range len(body) {
+		c := body[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~+/", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // notify posts the task to its webhooks, once each; a failure is logged.
 func (e *Edge) notify(ctx context.Context, owner string, task Task) {
-	if len(e.cfg.PushHosts) == 0 {
+	if len(e.cfg.PushHosts) == 0 && e.cfg.PushHostsOf == nil {
 		return
 	}
 	list, err := e.tasks.pushConfigs(ctx, owner, task.ID)
@@ -862,8 +952,8 @@ func (e *Edge) notify(ctx context.Context, owner string, task Task) {
 	}
 	body, _ := json.Marshal(StreamResponse{Task: &task})
 	for _, c := range list {
-		if e.checkWebhook(c.URL) != nil {
-			continue // the allowed hosts changed since
+		if e.checkWebhook(owner, c.URL) != nil || checkPushAuth(c) != nil {
+			continue // the allowed hosts or the rules changed since
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
 		if err != nil {
@@ -874,7 +964,7 @@ func (e *Edge) notify(ctx context.Context, owner string, task Task) {
 			req.Header.Set("X-A2A-Notification-Token", c.Token)
 		}
 		if a := c.Authentication; a != nil && a.Scheme != "" && a.Credentials != "" {
-			req.Header.Set("Authorization", a.Scheme+" "+a.Credentials)
+			req.Header.Set("Authorization", pushSchemes[slices.IndexFunc(pushSchemes, func(s string) bool { return strings.EqualFold(s, a.Scheme) })]+" "+a.Credentials)
 		}
 		resp, err := e.cfg.Client.Do(req)
 		if err != nil {

@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentdock-go/agentdock/server/door"
+	"github.com/agentdock-go/agentdock/tools/agenttool"
 )
 
 // The two bindings of the methods: JSON-RPC 2.0 over HTTP, and HTTP+JSON.
@@ -64,6 +66,22 @@ func versionOK(r *http.Request) *rpcError {
 	return errf(codeVersion, "A2A-Version %q is not served; this server speaks A2A %s", clip(v), ProtocolVersion)
 }
 
+// callDepth reads the request's depth in agent calls (the
+// agenttool.DepthHeader an agent tool of another server sends): its turns
+// run at that depth, so that their own agent tools go one deeper, and a
+// request past Config.MaxCallDepth is refused, which ends a circle of
+// servers whose agents ask one another.
+func (e *Edge) callDepth(r *http.Request) (context.Context, *rpcError) {
+	d, err := agenttool.ParseDepth(r.Header.Get(agenttool.DepthHeader))
+	if err != nil {
+		return nil, errf(codeInvalidRequest, "%s", err.Error())
+	}
+	if d > e.cfg.MaxCallDepth {
+		return nil, errf(codeInvalidRequest, "this request is agent call %d in a chain of agents asking agents (%s), and this server allows %d (AGENT_CALL_DEPTH): answer with what you have", d, agenttool.DepthHeader, e.cfg.MaxCallDepth)
+	}
+	return agenttool.WithDepth(r.Context(), d), nil
+}
+
 // jsonRPC serves one JSON-RPC request; agentID is the URL's agent ("" at
 // /a2a).
 func (e *Edge) jsonRPC(w http.ResponseWriter, r *http.Request, agentID string) {
@@ -85,9 +103,14 @@ func (e *Edge) jsonRPC(w http.ResponseWriter, r *http.Request, agentID string) {
 		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: id, Error: verr})
 		return
 	}
+	ctx, derr := e.callDepth(r)
+	if derr != nil {
+		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: id, Error: derr})
+		return
+	}
 	s := newSSE(w)
 	c := call{owner: door.Owner(r), agentID: agentID, method: req.Method, params: req.Params}
-	result, rerr := e.invoke(r.Context(), c, func(ev StreamResponse) bool {
+	result, rerr := e.invoke(ctx, c, func(ev StreamResponse) bool {
 		return s.send(rpcResponse{JSONRPC: "2.0", ID: id, Result: ev})
 	})
 	switch {
@@ -194,6 +217,11 @@ func (e *Edge) rest(w http.ResponseWriter, r *http.Request, agentID, sub string)
 		restRPCError(w, verr)
 		return
 	}
+	ctx, derr := e.callDepth(r)
+	if derr != nil {
+		restRPCError(w, derr)
+		return
+	}
 	c := call{owner: door.Owner(r), agentID: agentID}
 	var params any
 	switch {
@@ -277,7 +305,7 @@ func (e *Edge) rest(w http.ResponseWriter, r *http.Request, agentID, sub string)
 		c.params = data
 	}
 	s := newSSE(w)
-	result, rerr := e.invoke(r.Context(), c, func(ev StreamResponse) bool { return s.send(ev) })
+	result, rerr := e.invoke(ctx, c, func(ev StreamResponse) bool { return s.send(ev) })
 	switch {
 	case s.started && rerr != nil:
 		s.send(map[string]any{"error": map[string]any{"code": rerr.Code, "message": rerr.Message}})

@@ -34,6 +34,10 @@ type approvalView struct {
 	ToolCallID string          `json:"toolCallId"`
 	ToolName   string          `json:"toolName"`
 	Input      json.RawMessage `json:"input"`
+	// Agent names the agent that asks, when it is one an agent tool of
+	// the task's agent asked: ToolName and Input are then its call's, and
+	// ToolCallID the task's call that asked it.
+	Agent string `json:"agent,omitempty"`
 }
 
 // newTracker continues task: its answer so far is the text its next turn
@@ -100,12 +104,19 @@ func (k *tracker) add(ev chat.Event) []StreamResponse {
 		return []StreamResponse{k.status(StateWorking, k.agentMessage(textPart(ev.Text)), nil)}
 	case chat.KindLimit:
 		return []StreamResponse{k.status(StateWorking, k.agentMessage(textPart(ev.Limit.Message)), nil)}
+	case chat.KindToolProgress:
+		// The work of an agent a tool call asked, as the call's progress.
+		return []StreamResponse{k.status(StateWorking, k.agentMessage(dataPart(map[string]any{"progress": ev.Progress})), nil)}
 	case chat.KindApproval:
-		in := ev.ToolCall.Arguments
+		call := ev.ToolCall
+		if c := ev.Approval.Call; c != nil {
+			call = c
+		}
+		in := call.Arguments
 		if len(in) == 0 {
 			in = json.RawMessage("{}")
 		}
-		k.approvals = append(k.approvals, approvalView{ID: ev.Approval.ID, ToolCallID: ev.Approval.ToolCallID, ToolName: ev.ToolCall.Name, Input: in})
+		k.approvals = append(k.approvals, approvalView{ID: ev.Approval.ID, ToolCallID: ev.Approval.ToolCallID, ToolName: call.Name, Input: in, Agent: ev.Approval.Agent})
 	case chat.KindError:
 		k.failure = ev.Error.Code + ": " + ev.Error.Message
 	case chat.KindDone:

@@ -35,6 +35,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentdock-go/agentdock/agent"
@@ -42,6 +43,7 @@ import (
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/turns"
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -53,9 +55,27 @@ type Config struct {
 	// Stateless serves every HTTP request on its own, without MCP
 	// sessions: no elicitation then (approvals come back in the result).
 	Stateless bool
+	// MaxSessions bounds the MCP sessions held at once (default
+	// DefaultMaxSessions); SessionsPerOwner bounds those of one owner, an
+	// API key, or a client address for the anonymous owner (default
+	// DefaultSessionsPerOwner). An initialize past either is refused with
+	// a JSON-RPC error (HTTP 503 or 429). Negative: no bound.
+	MaxSessions, SessionsPerOwner int
+	// SessionIdle is how long an MCP session without a request is kept
+	// (default DefaultSessionIdle): a client that never ends its session
+	// does not hold its place for long. Its agent session stays (for its
+	// own TTL), and a new MCP session continues it by sessionId.
+	SessionIdle time.Duration
 	// Logger is the SDK's logger (default: none).
 	Logger *slog.Logger
 }
+
+// Defaults of Config.
+const (
+	DefaultMaxSessions      = 10000
+	DefaultSessionsPerOwner = 100
+	DefaultSessionIdle      = 5 * time.Minute
+)
 
 // Edge serves the agents over MCP.
 type Edge struct {
@@ -74,48 +94,117 @@ func New(cfg Config) *Edge {
 	if cfg.Version == "" {
 		cfg.Version = "1"
 	}
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.SessionsPerOwner == 0 {
+		cfg.SessionsPerOwner = DefaultSessionsPerOwner
+	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
 	return &Edge{cfg: cfg}
 }
 
 // Routes implements door.Door: streamable HTTP at /mcp.
+//
+// One MCP server, its tools and their schemas built once, serves every
+// session and every sessionless request: the agents are fixed for the
+// server's life, and a call reads its owner from its context (ownerKey),
+// which the SDK carries from the HTTP request that opened the session (or,
+// sessionless, that made the call). An MCP session costs what the SDK
+// keeps of its connection, no more.
 func (e *Edge) Routes(rt *turns.Runtime) []door.Route {
 	e.rt = rt
-	newServer := func(r *http.Request) *mcp.Server { return e.newServer(door.Owner(r)) }
-	stateful := mcp.NewStreamableHTTPHandler(newServer, &mcp.StreamableHTTPOptions{Stateless: e.cfg.Stateless, Logger: e.cfg.Logger, SessionTimeout: sessionIdle})
+	srv := e.newServer()
+	getServer := func(*http.Request) *mcp.Server { return srv }
+	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: e.cfg.Stateless, Logger: e.cfg.Logger, SessionTimeout: e.cfg.SessionIdle})
 	// The SDK serves the sessionless revisions (2026-07-28 on) only
 	// stateless, and the earlier ones with sessions: a request goes to the
 	// handler of the revision its Mcp-Protocol-Version header names.
-	stateless := mcp.NewStreamableHTTPHandler(newServer, &mcp.StreamableHTTPOptions{Stateless: true, Logger: e.cfg.Logger})
+	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true, Logger: e.cfg.Logger})
+	list := renderList(stateless, sessionless)
+	sessions := newSessionTable(e.cfg.MaxSessions, e.cfg.SessionsPerOwner, func(yield func(string) bool) {
+		for ss := range srv.Sessions() {
+			if !yield(ss.ID()) {
+				return
+			}
+		}
+	})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Mcp-Protocol-Version") >= sessionless {
-			stateless.ServeHTTP(w, r)
+		owner := door.Owner(r)
+		r = r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner))
+		rw := &rpcErrors{ResponseWriter: w}
+		defer rw.finish()
+		if r.Header.Get("Mcp-Protocol-Version") >= sessionless || e.cfg.Stateless {
+			if list.serve(w, r) {
+				return
+			}
+			stateless.ServeHTTP(rw, r)
 			return
 		}
-		stateful.ServeHTTP(w, r)
-	})
-	guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// An MCP session belongs to the owner that opened it: its ID ends
-		// with the owner's tag, so another key's request for it is not
-		// found, without a table of sessions.
-		if id := r.Header.Get("Mcp-Session-Id"); id != "" && !strings.HasSuffix(id, "_"+ownerTag(door.Owner(r))) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32001, "message": "session not found"}})
+		// An MCP session belongs to the owner that opened it: another
+		// owner's request for it is answered as for no session.
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			if o, ok := sessions.ownerOf(id); !ok || o != owner {
+				writeError(w, http.StatusNotFound, nil, codeSessionNotFound, "session not found: it ended (idle for "+e.cfg.SessionIdle.String()+", or closed), or it is not this key's; initialize a new one")
+				return
+			}
+			rw.id = peekID(r)
+			stateful.ServeHTTP(rw, r)
+			if r.Method == http.MethodDelete && rw.status == http.StatusNoContent {
+				sessions.drop(id)
+			}
 			return
 		}
-		h.ServeHTTP(w, r)
+		msg := peek(r)
+		rw.id = msg.id
+		if r.Method != http.MethodPost || !msg.initialize {
+			stateful.ServeHTTP(rw, r)
+			return
+		}
+		holder := owner
+		if owner == "" {
+			holder = "addr:" + clientAddr(r) // anonymous callers are counted by address
+		}
+		if err := sessions.reserve(holder); err != nil {
+			status := http.StatusTooManyRequests
+			if err.total {
+				status = http.StatusServiceUnavailable
+			}
+			w.Header().Set("Retry-After", "60")
+			writeError(w, status, msg.id, codeTooManySessions, err.message(e.cfg.SessionIdle))
+			return
+		}
+		// The session is bound as its answer's head is written, before the
+		// client can send its next request on it.
+		bound := false
+		rw.onHead = func(status int) {
+			if id := rw.Header().Get("Mcp-Session-Id"); status == http.StatusOK && id != "" {
+				bound = sessions.bind(holder, owner, id)
+			}
+		}
+		stateful.ServeHTTP(rw, r)
+		if !bound {
+			sessions.release(holder)
+		}
 	})
-	return []door.Route{{Method: "*", Path: "/mcp", Handler: guarded}}
+	return []door.Route{{Method: "*", Path: "/mcp", Handler: h}}
+}
+
+// ownerKey carries a request's owner to the tool calls the SDK serves
+// for it.
+type ownerKey struct{}
+
+// ownerOf is the owner of a tool call: the one of the HTTP request that
+// opened its session (or made it, sessionless); "" over stdio.
+func ownerOf(ctx context.Context) string {
+	o, _ := ctx.Value(ownerKey{}).(string)
+	return o
 }
 
 // sessionless is the first protocol revision without sessions over HTTP.
 const sessionless = "2026-07-28"
-
-// sessionIdle is how long an MCP session without a request is kept: a
-// client that never ends its session does not hold it for ever. Its agent
-// session stays (for its own TTL), and a new MCP session can continue it
-// by sessionId.
-const sessionIdle = time.Hour
 
 // Stdio serves the agents of rt over stdin and stdout until ctx ends or
 // the client closes its end, as the anonymous owner "" (the process's
@@ -124,20 +213,14 @@ func Stdio(ctx context.Context, rt *turns.Runtime, cfg Config) error {
 	e := New(cfg)
 	e.rt = rt
 	e.process = rand.Text()
-	return e.newServer("").Run(ctx, &mcp.StdioTransport{})
+	return e.newServer().Run(ctx, &mcp.StdioTransport{})
 }
 
-func ownerTag(owner string) string {
-	d := sha256.Sum256([]byte("agentdock mcp session\x00" + owner))
-	return hex.EncodeToString(d[:8])
-}
-
-// newServer is the MCP server of one session (or, stateless, of one
-// request) of owner.
-func (e *Edge) newServer(owner string) *mcp.Server {
+// newServer is the MCP server of every session and request: a call's
+// owner is read from its context.
+func (e *Edge) newServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: e.cfg.Name, Version: e.cfg.Version}, &mcp.ServerOptions{
 		Instructions: "Each tool is an agent with its own orchestration: send it a message, get its answer. Pass sessionId to continue a conversation.",
-		GetSessionID: func() string { return rand.Text() + "_" + ownerTag(owner) },
 		// The SDK answers prompts/list, resources/list, resources/read and
 		// resources/templates/list whether or not a server has any, so the
 		// server declares the capabilities it answers for (MCP: a server
@@ -148,19 +231,37 @@ func (e *Edge) newServer(owner string) *mcp.Server {
 		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 		Logger:       e.cfg.Logger,
 	})
+	in, out := schemas()
 	for _, n := range e.rt.Agents().List() {
 		t := n.Template()
 		desc := strings.TrimSpace(t.Description)
 		if desc == "" {
 			desc = t.Name
 		}
-		mcp.AddTool(srv, &mcp.Tool{Name: n.ID(), Title: t.Name, Description: desc + " (an agent: send it a message, get its answer)"},
+		mcp.AddTool(srv, &mcp.Tool{Name: n.ID(), Title: t.Name, Description: desc + " (an agent: send it a message, get its answer)", InputSchema: in, OutputSchema: out},
 			func(ctx context.Context, req *mcp.CallToolRequest, in Input) (*mcp.CallToolResult, Output, error) {
-				return e.call(ctx, req, owner, n.ID(), in)
+				return e.call(ctx, req, ownerOf(ctx), n.ID(), in)
 			})
 	}
 	return srv
 }
+
+// schemas are the JSON of Input's and Output's schemas, every tool's,
+// inferred once and given to the SDK as JSON: a tools/list then copies
+// them rather than marshalling a jsonschema.Schema per tool per request.
+var schemas = sync.OnceValues(func() (in, out json.RawMessage) {
+	marshal := func(s *jsonschema.Schema, err error) json.RawMessage {
+		if err != nil {
+			panic(fmt.Sprintf("mcpserver: the schema of a tool's %v", err)) // fixed types: cannot fail
+		}
+		raw, err := json.Marshal(s)
+		if err != nil {
+			panic(fmt.Sprintf("mcpserver: the schema of a tool: %v", err))
+		}
+		return raw
+	}
+	return marshal(jsonschema.For[Input](nil)), marshal(jsonschema.For[Output](nil))
+})
 
 // Input is a tool's arguments.
 type Input struct {
@@ -343,12 +444,18 @@ func (e *Edge) follow(ctx context.Context, turn *turns.Turn, p *progress, text *
 				p.note("step " + ev.Orchestration.ActiveStep)
 			}
 		case chat.KindApproval:
-			args := ev.ToolCall.Arguments
+			call, who := ev.ToolCall, ""
+			if c := ev.Approval.Call; c != nil {
+				call, who = c, ev.Approval.Agent+": "
+			}
+			args := call.Arguments
 			if len(args) == 0 {
 				args = json.RawMessage("{}")
 			}
-			r.pending = append(r.pending, Pending{ID: ev.Approval.ID, ToolName: ev.ToolCall.Name, Arguments: args})
-			p.note(ev.ToolCall.Name + " waits for approval")
+			r.pending = append(r.pending, Pending{ID: ev.Approval.ID, ToolName: call.Name, Arguments: args})
+			p.note(who + call.Name + " waits for approval")
+		case chat.KindToolProgress:
+			p.agent(ev.Progress)
 		case chat.KindError:
 			failure = ev.Error
 		case chat.KindDone:
@@ -479,6 +586,8 @@ type progress struct {
 	n     float64
 	chars int
 	sent  int
+	// asked are the calls whose agent's answering was noted.
+	asked map[string]bool
 }
 
 func (p *progress) note(msg string) {
@@ -488,6 +597,26 @@ func (p *progress) note(msg string) {
 	}
 	p.n++
 	_ = p.req.Session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p.n, Message: msg})
+}
+
+// agent notes the work of an agent a tool call asked: its tool calls,
+// and that it answers.
+func (p *progress) agent(pr *chat.Progress) {
+	if pr == nil || pr.Event == nil {
+		return
+	}
+	switch ev := pr.Event; ev.Kind {
+	case chat.KindToolCall:
+		p.note(pr.Agent + ": calling " + ev.ToolCall.Name)
+	case chat.KindTextDelta:
+		if !p.asked[pr.CallID] {
+			if p.asked == nil {
+				p.asked = map[string]bool{}
+			}
+			p.asked[pr.CallID] = true
+			p.note(pr.Agent + " is answering")
+		}
+	}
 }
 
 // text notes the answer's growth, once per 200 bytes.

@@ -185,7 +185,7 @@ func TestApprovalsAsInputRequired(t *testing.T) {
 	}{
 		{"the SDK's client asks and calls again", true, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, "Thinking: tea"},
 		{"approved by hand", false, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, "Thinking: tea"},
-		{"denied with a reason", false, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": false, "reason": "not now"}}, "The user's reason: not now"},
+		{"denied with a reason", false, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": false, "reason": "not now"}}, "Your reason: not now"},
 		{"declined", false, &mcp.ElicitResult{Action: "decline"}, "the user declined the request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

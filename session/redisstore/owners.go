@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -46,12 +47,29 @@ import (
 const flushMax = 4096
 
 // ownerBooks are the bytes written to each owner's sessions that the index
-// does not count yet.
+// does not count yet, and each owner's total as the index last told it.
 type ownerBooks struct {
 	mu      sync.Mutex
 	pending map[string]map[string]*written // owner -> session key
 	n       int                            // sessions pending
+	// bytes are each owner's pending bytes, about: a state written
+	// counts whole, not by how much it grew.
+	bytes map[string]int64
+	// known are the owners' totals the index last answered.
+	known map[string]knownTotal
 }
+
+// knownTotal is an owner's total in the index, and when it was read.
+type knownTotal struct {
+	total int64
+	at    time.Time
+}
+
+// totalFresh is how long a total the index answered is taken as the
+// owner's for a turn's claim (Charged) without asking again: an owner
+// whose turns come closer than that costs no round trip for its quota,
+// and one whose other replicas write is learned about that late.
+const totalFresh = 5 * time.Second
 
 // written is what was written to a session since its bytes were last
 // added to the index: the length of its state's JSON as last written (-1:
@@ -110,12 +128,23 @@ func (r *Store) recordDigest(digest, id string, data int, msgs int64) {
 		w.data = data
 	}
 	w.msgs += msgs
+	if b.bytes == nil {
+		b.bytes = map[string]int64{}
+	}
+	b.bytes[digest] += max(int64(data), 0) + msgs
 	full := b.n >= flushMax
+	// An owner that writes much is added to the index as it goes, so
+	// that the other replicas see its bytes too.
+	owner := !full && r.cfg.BytesPerOwner > 0 && b.bytes[digest] >= max(r.cfg.BytesPerOwner/64, 64<<10)
 	b.mu.Unlock()
-	if full {
+	if full || owner {
 		ctx, cancel := context.WithTimeout(context.Background(), r.budget)
 		defer cancel()
-		r.flush(ctx)
+		if full {
+			r.flush(ctx)
+		} else {
+			_, _ = r.flushOwner(ctx, digest)
+		}
 	}
 }
 
@@ -126,8 +155,67 @@ func (r *Store) take(digest string) map[string]*written {
 	defer b.mu.Unlock()
 	ws := b.pending[digest]
 	delete(b.pending, digest)
+	delete(b.bytes, digest)
 	b.n -= len(ws)
 	return ws
+}
+
+// learn notes the total the index answered for the owner of digest.
+func (r *Store) learn(digest string, total int64) {
+	b := &r.books
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.known == nil {
+		b.known = map[string]knownTotal{}
+	}
+	if len(b.known) >= flushMax {
+		clear(b.known) // old owners' totals: asked again when needed
+	}
+	b.known[digest] = knownTotal{total: total, at: time.Now()}
+}
+
+// flushOwner adds the pending writes of the owner of digest to its index
+// and returns the owner's total there.
+func (r *Store) flushOwner(ctx context.Context, digest string) (int64, error) {
+	ws := r.take(digest)
+	rctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	total, err := scriptOwnerFlush.Run(rctx, r.client, r.digestKeys(digest), bookArgs([]any{r.ttlMillis()}, ws)...).Int64()
+	if err != nil {
+		r.putBack(digest, ws)
+		return 0, err
+	}
+	r.learn(digest, total)
+	return total, nil
+}
+
+// admitTurn refuses a turn's claim (session.Charged) of owner's session
+// when its message would take the owner past its bytes quota: the total the index
+// answered within totalFresh and the bytes pending here, else the
+// index's total now (one round trip, which adds the pending bytes).
+func (r *Store) admitTurn(ctx context.Context, owner string, brings int64) error {
+	if owner == "" || r.cfg.BytesPerOwner <= 0 {
+		return nil
+	}
+	digest := digestOf(owner)
+	b := &r.books
+	b.mu.Lock()
+	k, ok := b.known[digest]
+	pending := b.bytes[digest]
+	b.mu.Unlock()
+	if ok && time.Since(k.at) < totalFresh && k.total+pending+brings <= r.cfg.BytesPerOwner {
+		return nil
+	}
+	total, err := r.flushOwner(ctx, digest)
+	if err != nil {
+		// The claim that follows meets the same Redis and says so; a
+		// quota that cannot be read is not a reason to refuse.
+		return nil
+	}
+	if err := r.cfg.AdmitTurn(owner, total, brings); err != nil {
+		return fmt.Errorf("redis session store: %w", err)
+	}
+	return nil
 }
 
 // putBack returns writes that could not be flushed, to the next flush.
@@ -151,7 +239,7 @@ func (r *Store) flush(ctx context.Context) {
 	b := &r.books
 	b.mu.Lock()
 	all := b.pending
-	b.pending, b.n = nil, 0
+	b.pending, b.n, b.bytes = nil, 0, nil
 	b.mu.Unlock()
 	if len(all) == 0 {
 		return
@@ -186,11 +274,14 @@ func (r *Store) admit(ctx context.Context, owner, id string) error {
 	rctx, cancel := r.roundTrip(ctx)
 	reply, err := scriptOwnerAdmit.Run(rctx, r.client, r.digestKeys(digest), args...).Slice()
 	cancel()
-	if err != nil || len(reply) != 2 {
+	if err != nil || len(reply) != 3 {
 		r.putBack(digest, ws)
 		return nil
 	}
 	used, _ := reply[1].(int64)
+	if total, ok := reply[2].(int64); ok {
+		r.learn(digest, total)
+	}
 	var qe *session.QuotaError
 	switch reply[0] {
 	case "ok":
@@ -304,20 +395,20 @@ end
 // session unless the owner is at a quota.
 //
 // ARGV: ttl ms, key, sessions quota (<= 0: none), bytes quota (<= 0:
-// none), pending writes (flush's). Reply: {"ok", 0} | {"sessions", count}
-// | {"bytes", total}.
+// none), pending writes (flush's). Reply: {"ok", 0, total} | {"sessions",
+// count, total} | {"bytes", total, total}, total the owner's bytes.
 var scriptOwnerAdmit = newScript(luaOwners + `
 local now, ttl = nowMs(), tonumber(ARGV[1])
 prune(now)
 flush(5, now + ttl)
-local reply = {'ok', 0}
+local total = tonumber(redis.call('HGET', KEYS[2], 'total') or '0')
+local reply = {'ok', 0, total}
 if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then
   local n = redis.call('ZCARD', KEYS[1])
-  local total = tonumber(redis.call('HGET', KEYS[2], 'total') or '0')
   if tonumber(ARGV[3]) > 0 and n >= tonumber(ARGV[3]) then
-    reply = {'sessions', n}
+    reply = {'sessions', n, total}
   elseif tonumber(ARGV[4]) > 0 and total >= tonumber(ARGV[4]) then
-    reply = {'bytes', total}
+    reply = {'bytes', total, total}
   else
     redis.call('ZADD', KEYS[1], now + ttl, ARGV[2])
   end
@@ -328,13 +419,13 @@ return reply
 
 // scriptOwnerFlush adds an owner's pending writes to its index.
 //
-// ARGV: ttl ms, pending writes (flush's). Reply: 1.
+// ARGV: ttl ms, pending writes (flush's). Reply: the owner's total bytes.
 var scriptOwnerFlush = newScript(luaOwners + `
 local now, ttl = nowMs(), tonumber(ARGV[1])
 prune(now)
 flush(2, now + ttl)
 keep(ttl)
-return 1
+return tonumber(redis.call('HGET', KEYS[2], 'total') or '0')
 `)
 
 // scriptOwnerForget removes a deleted session from its owner's index.

@@ -54,6 +54,8 @@ type Store struct {
 	// books are the bytes written that the owners' index does not count
 	// yet (owners.go).
 	books ownerBooks
+	// watch hears the queues' notices (queue.go).
+	watch queueWatch
 }
 
 // maxConflicts bounds the compare-and-set retries of one write; reaching it
@@ -285,7 +287,7 @@ func (r *Store) Client() redis.UniversalClient { return r.client }
 func (r *Store) key(id, kind string) string { return r.prefix + ":{" + id + "}:" + kind }
 
 func (r *Store) keys(id string) []string {
-	return []string{r.key(id, "state"), r.key(id, "messages"), r.key(id, "lease")}
+	return []string{r.key(id, "state"), r.key(id, "messages"), r.key(id, "lease"), r.key(id, "queue")}
 }
 
 // runWrite runs one of the store's write scripts. When a round trip fails
@@ -863,6 +865,11 @@ func (r *Store) prepare(id string, fresh session.Session, o session.WriteOptions
 // claim is Claim, and ClaimStart when sw is not nil: fresh is the session
 // the claim creates when id has none.
 func (r *Store) claim(ctx context.Context, id string, o session.WriteOptions, fresh session.Session, sw *start) (session.Session, session.Lease, *session.Started, error) {
+	if o.Charged {
+		if err := r.admitTurn(ctx, o.Owner, o.Brings); err != nil {
+			return session.Session{}, nil, nil, err
+		}
+	}
 	deadline := time.Now().Add(r.cfg.LockWait)
 	now := fresh.CreatedAt
 	freshData := encode(fresh)
@@ -993,6 +1000,7 @@ func (r *Store) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.budget)
 	r.flush(ctx)
 	cancel()
+	r.watch.close()
 	return r.client.Close()
 }
 

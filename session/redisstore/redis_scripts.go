@@ -107,7 +107,7 @@ end
 // A write that released its lease and is sent again (go-redis retries a
 // script whose reply was lost) finds the lease gone: its nonce tells it
 // was applied.
-var scriptUpdate = newScript(`
+var scriptUpdate = newScript(luaWake + `
 local lease = ARGV[6]
 if lease ~= '' and redis.call('GET', KEYS[3]) ~= lease then
   if redis.call('HGET', KEYS[1], 'write') == ARGV[4] then
@@ -125,7 +125,10 @@ end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'data', ARGV[3], 'write', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-if lease ~= '' and ARGV[7] == '1' then redis.call('DEL', KEYS[3]) end
+if lease ~= '' and ARGV[7] == '1' then
+  redis.call('DEL', KEYS[3])
+  wake(KEYS[4])
+end
 return {'ok'}
 `)
 
@@ -201,15 +204,33 @@ end
 return 0
 `)
 
-// scriptRelease deletes the lease if the token still holds it.
+// scriptRelease deletes the lease, KEYS[1], if the token still holds
+// it, and wakes the session's queue, KEYS[2].
 //
 // ARGV: token. Reply: 1 | 0.
-var scriptRelease = newScript(`
+var scriptRelease = newScript(luaWake + `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  wake(KEYS[2])
+  return 1
 end
 return 0
 `)
+
+// luaWake tells the replicas that the first ticket of a session's queue
+// (session.Notifier), q, may start its turn: the session's lease was
+// released. It publishes the ticket on the queue's key, when a ticket
+// waits; q is nil for a caller that did not pass it.
+const luaWake = `
+local function wake(q)
+  if q then
+    local first = redis.call('ZRANGE', q, 0, 0)
+    if first[1] then
+      redis.call('PUBLISH', q, first[1])
+    end
+  end
+end
+`
 
 // luaClaim is claim in Lua, for scriptClaim and scriptClaimStart: it gets
 // or creates the session and, unless it belongs to another owner or
@@ -325,7 +346,7 @@ end
 // drop-answer ("0", "1" or "2"), release ("1": delete
 // the lease with the write), messages... It returns {"ok", window list} |
 // {"fenced"} | {"conflict", data or nil}.
-const luaUpdateAppend = luaTrimTurns + luaDropAnswer + luaSinceSummary + `
+const luaUpdateAppend = luaTrimTurns + luaDropAnswer + luaSinceSummary + luaWake + `
 local function updateAppend(o)
   local lease = ARGV[o+6]
   local fenced = lease ~= '' and redis.call('GET', KEYS[3]) ~= lease
@@ -365,7 +386,10 @@ local function updateAppend(o)
   end
   local h = hist(0)
   redis.call('HSET', KEYS[1], 'version', ARGV[o+2], 'data', ARGV[o+3], 'write', ARGV[o+4])
-  if lease ~= '' and ARGV[o+10] == '1' then redis.call('DEL', KEYS[3]) end
+  if lease ~= '' and ARGV[o+10] == '1' then
+    redis.call('DEL', KEYS[3])
+    wake(KEYS[4])
+  end
   appendTurns(KEYS[2], o + 11, tonumber(ARGV[o+8]))
   redis.call('PEXPIRE', KEYS[1], ARGV[o+5])
   redis.call('PEXPIRE', KEYS[2], ARGV[o+5])

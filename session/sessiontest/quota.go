@@ -30,7 +30,7 @@ func (h *harness) wantQuota(t *testing.T, what string, err error, limit string, 
 	if !errors.Is(err, session.ErrQuota) || !errors.As(err, &qe) {
 		t.Fatalf("%s: error %v, want a *session.QuotaError wrapping ErrQuota", what, err)
 	}
-	if qe.Limit != limit || qe.Max != quota || qe.Used < quota {
+	if qe.Limit != limit || qe.Max != quota || qe.Used+qe.Adding < quota {
 		t.Fatalf("%s: %+v, want the %s quota of %d reached", what, *qe, limit, quota)
 	}
 }
@@ -121,7 +121,8 @@ func (h *harness) quotaSessions(t *testing.T) {
 }
 
 // quotaBytes: an owner whose sessions hold its quota of bytes cannot
-// create another; its sessions keep working; another owner can; deleting
+// create another, nor start a turn (a Charged claim) on one it has; a
+// claim that starts no turn still works; another owner can; deleting
 // frees the bytes.
 func (h *harness) quotaBytes(t *testing.T) {
 	const quota = 50_000
@@ -141,6 +142,20 @@ func (h *harness) quotaBytes(t *testing.T) {
 	if err := claimed(ctx, s, aliceName, big); err != nil {
 		t.Fatalf("Claim of the existing session over the bytes quota: %v", err)
 	}
+	_, l, err = s.Claim(ctx, big, session.WithOwner(aliceName), session.WithAgent("agent"), session.Charged(0))
+	if err == nil {
+		err = l.Release(ctx)
+	}
+	h.wantQuota(t, "a turn's Claim (Charged) of the existing session over the bytes quota", err, session.QuotaBytes, quota)
+	if st, ok := s.(session.Starter); ok {
+		_, l, _, err := st.ClaimStart(ctx, big, func(session.Session) (session.Write, bool) {
+			return session.Write{Update: func(*orchestration.State) error { return nil }, Messages: msgs[:1], Window: -1}, true
+		}, session.WithOwner(aliceName), session.WithAgent("agent"), session.Charged(0))
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		h.wantQuota(t, "a turn's ClaimStart of the existing session over the bytes quota", err, session.QuotaBytes, quota)
+	}
 	if err := claimed(ctx, s, bobName, session.Key(bobName, session.NewID())); err != nil {
 		t.Fatalf("another owner's Claim: %v", err)
 	}
@@ -148,6 +163,28 @@ func (h *harness) quotaBytes(t *testing.T) {
 	if err := claimed(ctx, s, aliceName, session.Key(aliceName, session.NewID())); err != nil {
 		t.Fatalf("Claim after the Delete freed the bytes: %v", err)
 	}
+	// A turn whose message would pass the quota is refused, though the
+	// owner is under it.
+	_, l, err = s.Claim(ctx, session.Key(aliceName, session.NewID()), session.WithOwner(aliceName), session.WithAgent("agent"), session.Charged(quota))
+	if err == nil {
+		err = l.Release(ctx)
+	}
+	h.wantQuota(t, "a turn's Claim whose message would pass the bytes quota", err, session.QuotaBytes, quota)
+	// Images count by their data.
+	pic := session.Key(aliceName, session.NewID())
+	_, l, err = s.Claim(ctx, pic, session.WithOwner(aliceName), session.WithAgent("agent"), session.Charged(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := []chat.Message{{Role: chat.RoleUser, Content: "look", Attachments: []chat.Attachment{{Kind: chat.AttachImage, URL: "data:image/png;base64," + strings.Repeat("A", 60_000)}}}}
+	if _, _, err := s.UpdateAppend(ctx, pic, func(*orchestration.State) error { return nil }, image, 0, session.WithLease(l), session.WithRelease()); err != nil {
+		t.Fatal(err)
+	}
+	_, l, err = s.Claim(ctx, pic, session.WithOwner(aliceName), session.WithAgent("agent"), session.Charged(0))
+	if err == nil {
+		err = l.Release(ctx)
+	}
+	h.wantQuota(t, "a turn's Claim after an image over the bytes quota", err, session.QuotaBytes, quota)
 }
 
 // quotaExpiry: an expired session does not count toward its owner's

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -52,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T, cfg session.Config) session.Store
 	// and the parallel tests' timing is List's (which a session of the
 	// keyless owner's, made by another test as it lists, would upset).
 	t.Run("Queue", h.queue)
+	t.Run("QueueNotices", h.queueNotices)
 	t.Run("Requests", h.requests)
 	for _, tc := range []struct {
 		name string
@@ -1078,7 +1080,7 @@ func (h *harness) journal(t *testing.T) {
 	want.Step.Results = []chat.ToolResult{result}
 	if j := got.Journal; j == nil || j.Writes != want.Writes || j.Step == nil || j.Step.Text != step.Text || len(j.Step.Calls) != 2 ||
 		string(j.Step.Calls[0].Arguments) != `{"q":"go"}` || j.Step.Invalid["c2"] != "unknown tool" || j.Step.Offer.Step != "research" ||
-		len(j.Step.Offer.Tools) != 1 || j.Step.Usage.Prompt != 7 || j.Step.Output != 12 || len(j.Step.Results) != 1 || j.Step.Results[0] != result {
+		len(j.Step.Offer.Tools) != 1 || j.Step.Usage.Prompt != 7 || j.Step.Output != 12 || len(j.Step.Results) != 1 || !reflect.DeepEqual(j.Step.Results[0], result) {
 		t.Fatalf("the journal read back: %+v; want %+v", got.Journal, want)
 	}
 	// The step's write: the journal goes on without the step.
@@ -1856,5 +1858,73 @@ func (h *harness) queue(t *testing.T) {
 	time.Sleep(250 * time.Millisecond)
 	if pos, err := q.Position(ctx, other, "y", long); err != nil || pos != 0 {
 		t.Fatalf("Position after the ticket before expired: %d, %v", pos, err)
+	}
+}
+
+// queueNotices: a Notifier names the first ticket of a session's queue
+// when the session's lease is released (Release, or a write WithRelease)
+// and when the first ticket leaves, to its watchers only, and not after
+// they stopped.
+func (h *harness) queueNotices(t *testing.T) {
+	s, _ := h.store(t, session.Config{})
+	n, ok := s.(session.Notifier)
+	if !ok {
+		t.Skip("the store tells no queue moves (not a session.Notifier)")
+	}
+	ctx := t.Context()
+	id, other := session.NewID(), session.NewID()
+	heard := make(chan string, 16)
+	stop := n.Watch(id, func(first string) { heard <- first })
+	stopOther := n.Watch(other, func(first string) { heard <- "other:" + first })
+	defer stopOther()
+	expect := func(what, want string) {
+		t.Helper()
+		select {
+		case got := <-heard:
+			if got != want {
+				t.Fatalf("%s: heard %q, want %q", what, got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: heard nothing in 5 s, want %q", what, want)
+		}
+	}
+	_, l, err := s.Claim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ticket := range []string{"a", "b", "c"} {
+		if _, err := n.Enqueue(ctx, id, ticket, 8, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(0, l.Release(ctx))(t)
+	expect("a release", "a")
+	must(0, n.Leave(ctx, id, "b"))(t) // not the first: no notice
+	must(0, n.Leave(ctx, id, "a"))(t)
+	expect("the first leaving", "c")
+	_, l, err = s.Claim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.UpdateAppend(ctx, id, func(*orchestration.State) error { return nil }, []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, 0, session.WithLease(l), session.WithRelease()); err != nil {
+		t.Fatal(err)
+	}
+	expect("a write that releases", "c")
+	stop()
+	_, l, err = s.Claim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(0, l.Release(ctx))(t)
+	// A release without tickets waiting tells nobody.
+	_, l, err = s.Claim(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(0, l.Release(ctx))(t)
+	select {
+	case got := <-heard:
+		t.Fatalf("heard %q after the watch stopped, or without a ticket", got)
+	case <-time.After(200 * time.Millisecond):
 	}
 }

@@ -190,6 +190,12 @@ func TestRender(t *testing.T) {
 		{"structured content once", &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: `{"a": 1}`}}, StructuredContent: map[string]any{"a": 1}}, `{"a":1}`, "", "json"},
 		{"structured content after other text", &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "sum"}}, StructuredContent: map[string]any{"a": 1}}, "sum\n\n{\"a\":1}", "", ""},
 		{"structured content alone", &sdk.CallToolResult{StructuredContent: map[string]any{"a": 1}}, `{"a":1}`, "", "json"},
+		{"structured content that wraps the text", &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "line one\nline two"}},
+			StructuredContent: map[string]any{"content": "line one\nline two"}}, "line one\nline two", "", ""},
+		{"structured content that copies the blocks", &sdk.CallToolResult{Content: []sdk.Content{&sdk.ImageContent{MIMEType: "image/png", Data: []byte("png")}},
+			StructuredContent: map[string]any{"content": []any{map[string]any{"type": "image", "mimeType": "image/png", "data": "cG5n"}}}}, "[image: image/png, 3 bytes]", "", ""},
+		{"structured content with a value the text lacks", &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "Sunny in Paris"}},
+			StructuredContent: map[string]any{"city": "Paris", "celsius": 22}}, "Sunny in Paris\n\n{\"celsius\":22,\"city\":\"Paris\"}", "", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

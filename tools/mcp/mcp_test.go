@@ -167,6 +167,11 @@ func TestFilesystemStdio(t *testing.T) {
 	if res.IsError || !strings.Contains(res.Content, "second line") {
 		t.Errorf("read: %+v", res)
 	}
+	// Its structuredContent ({"content": the text}) adds nothing: the
+	// model reads the file once.
+	if n := strings.Count(res.Content, "second line"); n != 1 {
+		t.Errorf("the file's text reaches the model %d times: %q", n, res.Content)
+	}
 	res = call(ts, "fs__write_file", `{"path": "`+filepath.Join(dir, "out.txt")+`", "content": "written by a tool"}`)
 	if res.IsError {
 		t.Fatalf("write: %+v", res)

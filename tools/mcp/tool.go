@@ -164,8 +164,11 @@ func (t *mcpTool) Call(ctx context.Context, args json.RawMessage) (tools.Result,
 }
 
 // render turns a tool result into the text the model reads, within limit
-// bytes: the text content as it is; structuredContent as JSON (once, when
-// the text already is that JSON, as servers usually send it); images, audio
+// bytes: the text content as it is; structuredContent as JSON, only when
+// it adds to the content (once, when the text already is that JSON, as
+// servers usually send it; not at all when it only wraps the text or
+// copies the blocks, as the filesystem server's {"content": text} does);
+// images, audio
 // and resources as a short description of what they are. Every block
 // weighs what the server sent, an image's or a resource's data included,
 // although the model reads a line about it: blocks are kept in order while
@@ -212,6 +215,8 @@ func render(res *sdk.CallToolResult, limit int) (content, typ string) {
 				r = renderer{limit: limit}
 				r.text(string(structured), len(structured))
 				typ = "json"
+			case !addsTo(res.StructuredContent, res.Content):
+				// It says what the content says: the model reads it once.
 			case r.size <= limit:
 				r.text("\n"+string(structured), len(structured)+1)
 			default:
@@ -262,6 +267,72 @@ func (r *renderer) block(desc string, weight int) {
 			r.b.WriteByte('\n')
 		}
 		r.b.WriteString(desc)
+	}
+}
+
+// addsTo reports whether structured content holds a value the content
+// blocks do not: a string found neither in their text nor among their
+// values, or a number or boolean not among their values. Servers often
+// wrap their text ({"content": text}) or copy their blocks ({"content":
+// [block]}); the model should not read the same thing twice.
+func addsTo(structured any, blocks []sdk.Content) bool {
+	var text strings.Builder
+	known := map[string]bool{}
+	for _, c := range blocks {
+		if t, ok := c.(*sdk.TextContent); ok {
+			text.WriteString(t.Text)
+			text.WriteByte('\n')
+		}
+		raw, err := json.Marshal(c)
+		if err != nil {
+			return true
+		}
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			return true
+		}
+		leaves(v, func(leaf string) { known[leaf] = true })
+	}
+	// structured comes from the SDK's decoding; a value of Go types is
+	// read as its JSON would be.
+	raw, err := json.Marshal(structured)
+	if err != nil {
+		return true
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return true
+	}
+	adds := false
+	all := text.String()
+	leaves(v, func(leaf string) {
+		if known[leaf] {
+			return
+		}
+		var s string
+		if json.Unmarshal([]byte(leaf), &s) == nil && strings.Contains(all, strings.TrimSpace(s)) {
+			return
+		}
+		adds = true
+	})
+	return adds
+}
+
+// leaves calls f with the JSON of every string, number and boolean in v.
+func leaves(v any, f func(string)) {
+	switch t := v.(type) {
+	case map[string]any:
+		for _, x := range t {
+			leaves(x, f)
+		}
+	case []any:
+		for _, x := range t {
+			leaves(x, f)
+		}
+	case nil:
+	default:
+		b, _ := json.Marshal(t)
+		f(string(b))
 	}
 }
 

@@ -54,11 +54,17 @@ func safeURL(raw string) (string, bool) {
 
 var linkText = strings.NewReplacer(`\`, `\\`, "[", `\[`, "]", `\]`, "*", `\*`, "_", `\_`, "`", "\\`")
 
-// Markdown renders results as a numbered list under a heading naming the
-// query: each entry a linked title and, when there is one, its snippet.
-func Markdown(query string, results []Result) string {
+// Markdown renders results as a numbered list under a heading naming where
+// they come from (a provider's DisplayName, "" for none) and the query:
+// each entry a linked title and, when there is one, its snippet.
+func Markdown(source, query string, results []Result) string {
 	var b strings.Builder
-	b.WriteString("## Search results: ")
+	b.WriteString("## Search results")
+	if source != "" {
+		b.WriteString(" from ")
+		b.WriteString(source)
+	}
+	b.WriteString(": ")
 	b.WriteString(oneLine(query, 200))
 	b.WriteString("\n\n")
 	if len(results) == 0 {

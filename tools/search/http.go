@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -29,11 +30,17 @@ type client struct {
 	display string // "Tavily", "Brave Search", ...
 	keyVar  string // the environment variable holding the key, for hints
 	secret  string
+	// userAgent replaces the default User-Agent (Wikimedia asks for one
+	// that says who calls and how to reach them).
+	userAgent string
+	// unreachable ends the error of a request that found no server: what
+	// to check.
+	unreachable string
 }
 
 // do sends req and decodes a 2xx JSON answer into out.
 func (c *client) do(req *http.Request, out any) error {
-	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("User-Agent", orDefault(c.userAgent, userAgent))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return c.transportError(req.Context(), err)
@@ -70,7 +77,11 @@ func (c *client) transportError(ctx context.Context, err error) error {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return fmt.Errorf("could not reach %s: %s", c.display, c.redact(err.Error()))
+	msg := fmt.Sprintf("%s could not be reached: %s", c.display, c.redact(err.Error()))
+	if c.unreachable != "" {
+		msg += " (" + c.unreachable + ")"
+	}
+	return errors.New(msg)
 }
 
 func (c *client) statusError(resp *http.Response, body []byte) error {
@@ -84,9 +95,18 @@ func (c *client) statusError(resp *http.Response, body []byte) error {
 			msg += " (check " + c.keyVar + ")"
 		}
 	case http.StatusTooManyRequests:
-		msg += " (rate limit or quota reached; try again later)"
+		msg += " (rate limit or quota reached; try again " + retryAfter(resp.Header.Get("Retry-After")) + ")"
 	}
 	return &StatusError{Service: c.display, StatusCode: resp.StatusCode, msg: c.redact(msg)}
+}
+
+// retryAfter says when to try again from a Retry-After header in seconds:
+// "in 30 s", or "later" when it is absent or a date.
+func retryAfter(h string) string {
+	if n, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && n > 0 {
+		return "in " + strconv.Itoa(n) + " s"
+	}
+	return "later"
 }
 
 // StatusError is a non-2xx answer from a search service.

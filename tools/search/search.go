@@ -1,7 +1,14 @@
 // Package search is the web search behind the "search" tool: one Backend
-// interface with SearXNG, Tavily, Brave and Serper implementations speaking
-// each service's own HTTP API, chosen from configuration (usually the
-// environment), and the markdown rendering of results for the model.
+// interface with SearXNG, Tavily, Brave, Serper and Wikipedia
+// implementations speaking each service's own HTTP API, chosen from
+// configuration (usually the environment), and the markdown rendering of
+// results for the model.
+//
+// Wikipedia's public search (the MediaWiki Action API) needs no key: the
+// environment (ConfigFromEnv) selects it when no other provider is set, so
+// that the search tool works out of the box. The zero Config has no backend
+// at all, so that a program or a test that does not ask for search never
+// reaches the network.
 //
 // Errors from a backend are written for the model and the operator to read:
 // they name the service and what went wrong, and never contain the API key.
@@ -28,7 +35,8 @@ type Result struct {
 
 // Backend runs a web search on one service.
 type Backend interface {
-	// Name is the provider name ("searxng", "tavily", "brave", "serper").
+	// Name is the provider name ("searxng", "tavily", "brave", "serper",
+	// "wikipedia").
 	Name() string
 	// Search returns at most limit results for query.
 	Search(ctx context.Context, query string, limit int) ([]Result, error)
@@ -36,35 +44,67 @@ type Backend interface {
 
 // Provider names, in the order of preference used when several providers are
 // configured and Config.Provider is empty: a self-hosted SearXNG first (no
-// per-query cost, no third party), then the hosted APIs.
+// per-query cost, no third party), then the hosted web search APIs, then
+// Wikipedia, which searches one encyclopedia rather than the web but needs
+// no key.
 const (
-	SearXNG = "searxng"
-	Tavily  = "tavily"
-	Brave   = "brave"
-	Serper  = "serper"
+	SearXNG   = "searxng"
+	Tavily    = "tavily"
+	Brave     = "brave"
+	Serper    = "serper"
+	Wikipedia = "wikipedia"
 )
 
-var providers = []string{SearXNG, Tavily, Brave, Serper}
+// None as Config.Provider (SEARCH_PROVIDER=none) turns search off: New
+// returns ErrNotConfigured whatever else is set.
+const None = "none"
+
+var providers = []string{SearXNG, Tavily, Brave, Serper, Wikipedia}
+
+// DisplayName is how results and errors name a provider: "Wikipedia",
+// "Brave Search"; an unknown name is returned as it is.
+func DisplayName(provider string) string {
+	switch provider {
+	case SearXNG:
+		return "SearXNG"
+	case Tavily:
+		return "Tavily"
+	case Brave:
+		return "Brave Search"
+	case Serper:
+		return "Serper"
+	case Wikipedia:
+		return "Wikipedia"
+	}
+	return provider
+}
 
 // Default endpoints of the hosted services.
 const (
 	DefaultTavilyBaseURL = "https://api.tavily.com"
 	DefaultBraveBaseURL  = "https://api.search.brave.com"
 	DefaultSerperBaseURL = "https://google.serper.dev"
+	// DefaultWikipediaURL is the English Wikipedia; another language's
+	// (https://de.wikipedia.org) or any MediaWiki site with the Action API
+	// at /w/api.php works the same.
+	DefaultWikipediaURL = "https://en.wikipedia.org"
 )
 
 // DefaultTimeout bounds one request to a search service when Config.Timeout
 // is zero.
 const DefaultTimeout = 15 * time.Second
 
-// ErrNotConfigured is returned by New when no provider is configured.
-var ErrNotConfigured = errors.New("web search is not configured: set SEARXNG_URL (the address of a SearXNG instance with the JSON format enabled), " +
-	"TAVILY_API_KEY, BRAVE_API_KEY or SERPER_API_KEY in the server's environment, and SEARCH_PROVIDER to choose one when several are set")
+// ErrNotConfigured is returned by New when no provider is configured (the
+// zero Config) or search is turned off (Provider None).
+var ErrNotConfigured = errors.New("web search is not configured: unset SEARCH_PROVIDER=none to search Wikipedia (WIKIPEDIA_URL), or set SEARXNG_URL " +
+	"(the address of a SearXNG instance with the JSON format enabled), TAVILY_API_KEY, BRAVE_API_KEY or SERPER_API_KEY in the server's environment, " +
+	"and SEARCH_PROVIDER to choose one when several are set")
 
 // Config selects and configures the search backend.
 type Config struct {
 	// Provider picks one of the configured providers; empty picks the first
-	// configured in the order searxng, tavily, brave, serper.
+	// configured in the order searxng, tavily, brave, serper, wikipedia;
+	// None turns search off.
 	Provider string
 	// SearXNGURL is the base URL of a SearXNG instance. User info in the URL
 	// (https://user:pass@host) is sent as HTTP basic auth.
@@ -76,6 +116,10 @@ type Config struct {
 	BraveBaseURL  string
 	SerperAPIKey  string
 	SerperBaseURL string
+	// WikipediaURL is the base URL of a MediaWiki site whose Action API is
+	// at /w/api.php. Empty leaves Wikipedia out; ConfigFromEnv sets
+	// DefaultWikipediaURL when WIKIPEDIA_URL is not set.
+	WikipediaURL string
 
 	// Timeout bounds one request; zero means DefaultTimeout.
 	Timeout time.Duration
@@ -85,8 +129,9 @@ type Config struct {
 }
 
 // ConfigFromEnv reads SEARCH_PROVIDER, SEARXNG_URL, TAVILY_API_KEY,
-// TAVILY_BASE_URL, BRAVE_API_KEY, BRAVE_BASE_URL, SERPER_API_KEY and
-// SERPER_BASE_URL.
+// TAVILY_BASE_URL, BRAVE_API_KEY, BRAVE_BASE_URL, SERPER_API_KEY,
+// SERPER_BASE_URL and WIKIPEDIA_URL (DefaultWikipediaURL when unset, so
+// that Wikipedia answers when no other provider is set).
 func ConfigFromEnv() Config { return ConfigFromLookup(os.Getenv) }
 
 // ConfigFromLookup is ConfigFromEnv with another source of variables.
@@ -101,6 +146,7 @@ func ConfigFromLookup(getenv func(string) string) Config {
 		BraveBaseURL:  get("BRAVE_BASE_URL"),
 		SerperAPIKey:  get("SERPER_API_KEY"),
 		SerperBaseURL: get("SERPER_BASE_URL"),
+		WikipediaURL:  orDefault(get("WIKIPEDIA_URL"), DefaultWikipediaURL),
 	}
 }
 
@@ -126,14 +172,38 @@ func (c Config) has(p string) bool {
 		return c.BraveAPIKey != ""
 	case Serper:
 		return c.SerperAPIKey != ""
+	case Wikipedia:
+		return c.WikipediaURL != ""
 	}
 	return false
 }
 
+// Selected returns the provider New would use: Config.Provider, or the
+// first configured one. The errors are New's, without checking URLs.
+func (c Config) Selected() (string, error) {
+	p := c.Provider
+	if p == None {
+		return "", ErrNotConfigured
+	}
+	if p != "" && !slices.Contains(providers, p) {
+		return "", fmt.Errorf("search: unknown SEARCH_PROVIDER %q: want one of %s, or %s", p, strings.Join(providers, ", "), None)
+	}
+	configured := c.Configured()
+	switch {
+	case p == "" && len(configured) == 0:
+		return "", ErrNotConfigured
+	case p == "":
+		return configured[0], nil
+	case !c.has(p):
+		return "", fmt.Errorf("search: SEARCH_PROVIDER is %q but %s is not set", p, requiredVar(p))
+	}
+	return p, nil
+}
+
 // New validates cfg and returns the selected backend. It returns an error
-// wrapping ErrNotConfigured when no provider is configured, and a plain error
-// for a Provider that is unknown or not configured, a negative timeout, or a
-// malformed URL.
+// wrapping ErrNotConfigured when no provider is configured or Provider is
+// None, and a plain error for a Provider that is unknown or not
+// configured, a negative timeout, or a malformed URL.
 func New(cfg Config) (Backend, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("search: timeout must not be negative, got %s", cfg.Timeout)
@@ -141,18 +211,9 @@ func New(cfg Config) (Backend, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	p := cfg.Provider
-	if p != "" && !slices.Contains(providers, p) {
-		return nil, fmt.Errorf("search: unknown SEARCH_PROVIDER %q: want one of %s", p, strings.Join(providers, ", "))
-	}
-	configured := cfg.Configured()
-	switch {
-	case p == "" && len(configured) == 0:
-		return nil, ErrNotConfigured
-	case p == "":
-		p = configured[0]
-	case !cfg.has(p):
-		return nil, fmt.Errorf("search: SEARCH_PROVIDER is %q but %s is not set", p, requiredVar(p))
+	p, err := cfg.Selected()
+	if err != nil {
+		return nil, err
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -165,6 +226,8 @@ func New(cfg Config) (Backend, error) {
 		return newTavily(cfg.TavilyAPIKey, orDefault(cfg.TavilyBaseURL, DefaultTavilyBaseURL), hc)
 	case Brave:
 		return newBrave(cfg.BraveAPIKey, orDefault(cfg.BraveBaseURL, DefaultBraveBaseURL), hc)
+	case Wikipedia:
+		return newWikipedia(cfg.WikipediaURL, hc)
 	default:
 		return newSerper(cfg.SerperAPIKey, orDefault(cfg.SerperBaseURL, DefaultSerperBaseURL), hc)
 	}
@@ -178,6 +241,8 @@ func requiredVar(p string) string {
 		return "TAVILY_API_KEY"
 	case Brave:
 		return "BRAVE_API_KEY"
+	case Wikipedia:
+		return "WIKIPEDIA_URL"
 	}
 	return "SERPER_API_KEY"
 }

@@ -324,7 +324,7 @@ func TestTransportErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = b.Search(context.Background(), "secret query words", 5)
-		if err == nil || !strings.Contains(err.Error(), "could not reach Brave Search") {
+		if err == nil || !strings.Contains(err.Error(), "Brave Search could not be reached") {
 			t.Fatalf("error %v", err)
 		}
 		if strings.Contains(err.Error(), "secret") {
@@ -362,6 +362,12 @@ func TestNewSelectsProvider(t *testing.T) {
 		wantErr string
 	}{
 		{"nothing configured", Config{}, "", "web search is not configured"},
+		{"turned off", withProvider(all, None), "", "web search is not configured"},
+		{"wikipedia when nothing else", Config{WikipediaURL: DefaultWikipediaURL}, Wikipedia, ""},
+		{"any other provider before wikipedia", Config{SerperAPIKey: "s", WikipediaURL: DefaultWikipediaURL}, Serper, ""},
+		{"wikipedia chosen", Config{Provider: Wikipedia, BraveAPIKey: "b", WikipediaURL: "https://de.wikipedia.org"}, Wikipedia, ""},
+		{"wikipedia chosen without its url", Config{Provider: Wikipedia}, "", `SEARCH_PROVIDER is "wikipedia" but WIKIPEDIA_URL is not set`},
+		{"bad wikipedia url", Config{WikipediaURL: "en.wikipedia.org"}, "", "WIKIPEDIA_URL must be an http or https URL"},
 		{"preference order", all, SearXNG, ""},
 		{"hosted only", Config{BraveAPIKey: "b", SerperAPIKey: "s"}, Brave, ""},
 		{"explicit provider", withProvider(all, Serper), Serper, ""},
@@ -388,8 +394,10 @@ func TestNewSelectsProvider(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(Config{}); !errors.Is(err, ErrNotConfigured) {
-		t.Fatalf("empty config: %v, want ErrNotConfigured", err)
+	for _, c := range []Config{{}, {Provider: None, WikipediaURL: DefaultWikipediaURL}} {
+		if _, err := New(c); !errors.Is(err, ErrNotConfigured) {
+			t.Fatalf("%+v: %v, want ErrNotConfigured", c, err)
+		}
 	}
 }
 
@@ -401,12 +409,21 @@ func TestConfigFromLookup(t *testing.T) {
 		"TAVILY_API_KEY": "tk", "SEARXNG_URL": "http://searx",
 	}
 	got := ConfigFromLookup(func(k string) string { return env[k] })
-	want := Config{Provider: "brave", BraveAPIKey: "bk", BraveBaseURL: "http://127.0.0.1:9", TavilyAPIKey: "tk", SearXNGURL: "http://searx"}
+	want := Config{Provider: "brave", BraveAPIKey: "bk", BraveBaseURL: "http://127.0.0.1:9", TavilyAPIKey: "tk", SearXNGURL: "http://searx",
+		WikipediaURL: DefaultWikipediaURL}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	if c := got.Configured(); !reflect.DeepEqual(c, []string{SearXNG, Tavily, Brave}) {
+	if c := got.Configured(); !reflect.DeepEqual(c, []string{SearXNG, Tavily, Brave, Wikipedia}) {
 		t.Fatalf("configured %v", c)
+	}
+	// Nothing set: Wikipedia, at WIKIPEDIA_URL when given.
+	if p, err := ConfigFromLookup(func(string) string { return "" }).Selected(); p != Wikipedia || err != nil {
+		t.Fatalf("an empty environment selects %q, %v; want wikipedia", p, err)
+	}
+	de := ConfigFromLookup(func(k string) string { return map[string]string{"WIKIPEDIA_URL": "https://de.wikipedia.org"}[k] })
+	if de.WikipediaURL != "https://de.wikipedia.org" {
+		t.Fatalf("WIKIPEDIA_URL read as %q", de.WikipediaURL)
 	}
 }
 
@@ -416,15 +433,15 @@ func TestMarkdown(t *testing.T) {
 		{Title: "", URL: "https://example.org/path", Snippet: ""},
 		{Title: "bad", URL: "data:text/html,hi", Snippet: "dropped"},
 	}, 10)
-	got := Markdown("  golang \n news ", results)
-	want := "## Search results: golang news\n\n" +
+	got := Markdown("Brave Search", "  golang \n news ", results)
+	want := "## Search results from Brave Search: golang news\n\n" +
 		"1. [A \\[bracketed\\] \\*title\\*](https://example.com/a%20b%281%29)\n" +
 		"   first line <ok>\n\n" +
 		"2. [example.org](https://example.org/path)\n"
 	if got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
-	if empty := Markdown("zzqx", nil); !strings.Contains(empty, "No results found") {
+	if empty := Markdown("", "zzqx", nil); !strings.HasPrefix(empty, "## Search results: zzqx") || !strings.Contains(empty, "No results found") {
 		t.Fatalf("empty rendering %q", empty)
 	}
 }

@@ -8,7 +8,7 @@ import {
   ApiError, deleteSession, getSession, listAgents, listSessions, renameSession, resumeTurn, sendApprovals, setApiKey, stopTurn, streamTurn,
 } from './api.js';
 import {
-  Conversations, Sessions, answerApproval, applyChunk, historyEntries, newTurn, pendingApprovals, snapshotOf, textOf, usageOf,
+  Conversations, Sessions, answerApproval, applyChunk, conversationTime, groupConversations, historyEntries, newTurn, pendingApprovals, snapshotOf, textOf, usageOf,
 } from './state.js';
 import {
   TurnView, errorMessage, h, noteMessage, renderAgents, renderOrchestration,
@@ -20,15 +20,26 @@ const ui = {
   agentList: $('agent-list'),
   agentsPanel: $('agents-panel'),
   agentsToggle: $('agents-toggle'),
+  scrim: $('scrim'),
   title: $('agent-title'),
+  badge: $('agent-badge'),
+  aboutToggle: $('about-toggle'),
   desc: $('agent-desc'),
   newChat: $('new-chat'),
+  newChatTop: $('new-chat-top'),
+  topbarAgent: $('topbar-agent'),
+  topbarStatus: $('topbar-status'),
+  statusToggle: $('status-toggle'),
+  statusPanel: $('status-panel'),
   banner: $('offline-banner'),
+  dismissOffline: $('dismiss-offline'),
   log: $('log'),
+  dock: $('dock'),
   suggestions: $('suggestions'),
   form: $('composer'),
   input: $('composer-input'),
   send: $('send'),
+  sendLabel: $('send-label'),
   stop: $('stop'),
   editing: $('editing'),
   cancelEdit: $('cancel-edit'),
@@ -39,21 +50,70 @@ const ui = {
   statusDetails: $('status-details'),
   statusSummary: $('status-summary'),
   announcer: $('announcer'),
+  signIn: $('sign-in'),
   keyForm: $('key-form'),
   keyInput: $('key-input'),
+  keyRemember: $('key-remember'),
   keyError: $('key-error'),
+  signOut: $('sign-out'),
 };
 
-// The API key lives in sessionStorage: it is sent as x-api-key and forgotten
-// when the tab closes. The form shows only when the server answers 401.
+// The API key, sent as x-api-key, when the server asks for one (it answers
+// 401 and the sign-in view shows). "Remember on this device" keeps it in
+// localStorage; otherwise it lives in sessionStorage and is handed to the
+// other tabs of the page that ask for it while one is open
+// (BroadcastChannel), so that a second tab does not ask again.
 const apiKeyKey = 'agentdock.apiKey';
+const keyChannel = typeof BroadcastChannel === 'function' ? new BroadcastChannel('agentdock.apiKey') : null;
 function storedKey() {
   try {
-    return sessionStorage.getItem(apiKeyKey) ?? '';
+    return localStorage.getItem(apiKeyKey) || sessionStorage.getItem(apiKeyKey) || '';
   } catch {
     return '';
   }
 }
+function storeKey(key, remember) {
+  try {
+    if (remember) localStorage.setItem(apiKeyKey, key);
+    else localStorage.removeItem(apiKeyKey);
+    sessionStorage.setItem(apiKeyKey, key);
+  } catch {
+    // Storage disabled: the key lasts until the page is reloaded.
+  }
+}
+function forgetKey() {
+  try {
+    localStorage.removeItem(apiKeyKey);
+    sessionStorage.removeItem(apiKeyKey);
+  } catch {
+    // Nothing stored.
+  }
+}
+// askOpenTabs asks the page's other open tabs for their key: '' when none
+// answers within a moment.
+function askOpenTabs() {
+  if (!keyChannel) return Promise.resolve('');
+  return new Promise((resolve) => {
+    const done = (key) => {
+      keyChannel.removeEventListener('message', onMessage);
+      clearTimeout(timer);
+      resolve(key);
+    };
+    const onMessage = (e) => { if (e.data?.type === 'key' && typeof e.data.key === 'string') done(e.data.key); };
+    const timer = setTimeout(() => done(''), 300);
+    keyChannel.addEventListener('message', onMessage);
+    keyChannel.postMessage({ type: 'ask' });
+  });
+}
+keyChannel?.addEventListener('message', (e) => {
+  if (e.data?.type === 'ask') {
+    const key = storedKey();
+    if (key && document.body.dataset.ready === 'true') keyChannel.postMessage({ type: 'key', key });
+  } else if (e.data?.type === 'signed-out') {
+    forgetKey();
+    location.reload();
+  }
+});
 setApiKey(storedKey());
 
 const sessions = new Sessions(globalThis.sessionStorage);
@@ -118,6 +178,7 @@ function renderSummary() {
   if (o?.sequence.length) parts.push(`${Math.min(o.sequenceIndex, o.sequence.length)}/${o.sequence.length}`);
   if (current?.sessionUsage) parts.push(`${current.sessionUsage.total.toLocaleString('en-US')} tokens`);
   ui.statusSummary.textContent = parts.join(' · ');
+  ui.topbarStatus.textContent = current?.orchestration || current?.sessionUsage ? parts.join(' · ') : '';
 }
 
 function renderPanels() {
@@ -134,12 +195,14 @@ function updateComposer() {
   // The composer stays usable while an answer streams: a message sent then
   // waits for it (Queue), and is sent as the answer ends.
   ui.send.disabled = !current;
-  ui.send.textContent = busy ? 'Queue' : current?.editing ? 'Resend' : 'Send';
+  ui.sendLabel.textContent = busy ? 'Queue' : current?.editing ? 'Resend' : 'Send';
+  ui.send.title = ui.sendLabel.textContent;
   // While an answer streams, Stop goes beside Send; it needs the session,
   // which the server names as the answer starts.
   ui.stop.hidden = !busy;
   ui.stop.disabled = !busy || !sessions.get(current.agent.id);
   ui.editing.hidden = !current?.editing;
+  fitInput();
   // Only the last message can be edited, and not while it is answered.
   if (current) setEditable(current.lastUserEl, !busy && !current.editing && Boolean(current.lastUser));
   updateSuggestions();
@@ -158,36 +221,87 @@ function conversationList() {
   return serverList ?? conversations.list();
 }
 
-// renderConversations lists the conversations, the open one marked, each
-// with Rename and Delete; one being renamed shows its title in a field.
+// renderConversations lists the conversations by day (Today, Yesterday,
+// the week, earlier), each with its agent and when it was last active,
+// the open one marked; each has one menu of actions (Rename, Delete),
+// where the server keeps the list. One being renamed shows its title in a
+// field; a delete asks again in its menu.
 function renderConversations() {
   const open = current ? sessions.get(current.agent.id) : '';
   const names = new Map(agents.map((a) => [a.id, a.name]));
   const list = conversationList().filter((c) => names.has(c.agentId));
-  ui.conversationList.replaceChildren(...(list.length ? list.map((c) => {
-    const title = c.title || 'Untitled conversation';
-    if (renaming === c.id) {
-      return h('li', { class: 'conversation-item' },
-        h('form', { class: 'rename-form', 'data-rename': c.id },
-          h('label', { class: 'sr-only', for: `rename-${c.id}`, text: 'New name' }),
-          h('input', { id: `rename-${c.id}`, class: 'rename-input', type: 'text', value: c.title, maxlength: '200', autocomplete: 'off' }),
-          h('button', { type: 'submit', class: 'small', text: 'Save' }),
-          h('button', { type: 'button', class: 'secondary small', 'data-conversation-action': 'cancel-rename', text: 'Cancel' })));
-    }
-    return h('li', { class: 'conversation-item' },
-      h('button', { type: 'button', class: 'conversation', 'data-conversation': c.id, 'aria-current': c.id === open ? 'true' : undefined },
-        h('span', { class: 'conversation-title', text: title }),
-        h('span', { class: 'conversation-agent', text: names.get(c.agentId) })),
-      serverList ? h('div', { class: 'conversation-actions' },
-        h('button', { type: 'button', class: 'secondary small', 'data-conversation-action': 'rename', 'data-id': c.id, 'aria-label': `Rename ${title}`, text: 'Rename' }),
-        h('button', { type: 'button', class: 'secondary small danger', 'data-conversation-action': 'delete', 'data-id': c.id, 'aria-label': `Delete ${title}`, text: confirming === c.id ? 'Really delete?' : 'Delete' })) : null);
-  }) : [h('li', { class: 'muted small', text: 'Your conversations will be listed here.' })]));
+  if (list.length === 0) {
+    ui.conversationList.replaceChildren(h('p', { class: 'conversation-empty', text: 'Your conversations will be listed here.' }));
+    return;
+  }
+  const now = Date.now();
+  ui.conversationList.replaceChildren(...groupConversations(list, now).map((g) => {
+    const labelId = `conversations-${g.label.toLowerCase().replace(/\W+/g, '-')}`;
+    return h('section', { class: 'conversation-group', role: 'listitem', 'aria-labelledby': labelId },
+      h('h3', { class: 'conversation-group-label', id: labelId, text: g.label }),
+      h('ul', { class: 'conversation-items', 'aria-labelledby': labelId }, ...g.items.map((c) => conversationItem(c, names, open, now))));
+  }));
 }
 
-// renaming and confirming name the conversation whose rename field, or
-// whose delete confirmation, shows.
+function conversationItem(c, names, open, now) {
+  const title = c.title || 'Untitled conversation';
+  if (renaming === c.id) {
+    return h('li', { class: 'conversation-item' },
+      h('form', { class: 'rename-form', 'data-rename': c.id },
+        h('label', { class: 'sr-only', for: `rename-${c.id}`, text: 'New name' }),
+        h('input', { id: `rename-${c.id}`, class: 'rename-input', type: 'text', value: c.title, maxlength: '200', autocomplete: 'off' }),
+        h('button', { type: 'submit', class: 'small', text: 'Save' }),
+        h('button', { type: 'button', class: 'quiet small', 'data-conversation-action': 'cancel-rename', text: 'Cancel' })));
+  }
+  const when = conversationTime(c.updatedAt, now);
+  const meta = [names.get(c.agentId), when].filter(Boolean).join(' · ');
+  const menuOpen = menuFor === c.id;
+  const menuId = `menu-${c.id}`;
+  return h('li', { class: `conversation-item${c.id === open ? ' current' : ''}`, 'data-item': c.id },
+    h('button', { type: 'button', class: 'conversation', 'data-conversation': c.id, 'aria-current': c.id === open ? 'true' : undefined, title },
+      h('span', { class: 'conversation-title', text: title }),
+      h('span', { class: 'conversation-meta', text: meta })),
+    serverList ? h('button', {
+      type: 'button', class: 'icon small conversation-more', 'data-menu': c.id, 'aria-label': `Actions for ${title}`,
+      'aria-haspopup': 'menu', 'aria-expanded': menuOpen ? 'true' : 'false', 'aria-controls': menuOpen ? menuId : undefined,
+    }, icon('M5 12h.01M12 12h.01M19 12h.01', 'dots')) : null,
+    menuOpen ? h('div', { class: 'conversation-menu', role: 'menu', id: menuId, 'aria-label': `Actions for ${title}` },
+      ...(confirming === c.id
+        ? [h('p', { class: 'menu-note', text: 'Delete this conversation for good?' }),
+          h('button', { type: 'button', role: 'menuitem', class: 'danger', 'data-conversation-action': 'delete', 'data-id': c.id, text: 'Delete' }),
+          h('button', { type: 'button', role: 'menuitem', 'data-conversation-action': 'close-menu', text: 'Keep it' })]
+        : [h('button', { type: 'button', role: 'menuitem', 'data-conversation-action': 'rename', 'data-id': c.id, text: 'Rename' }),
+          h('button', { type: 'button', role: 'menuitem', class: 'danger', 'data-conversation-action': 'confirm-delete', 'data-id': c.id, text: 'Delete…' })])) : null);
+}
+
+// icon is an SVG glyph of one path, drawn with the text's colour.
+function icon(d, cls = '') {
+  const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+  svg.setAttribute('viewBox', '0 0 24 24');
+  svg.setAttribute('aria-hidden', 'true');
+  if (cls) svg.setAttribute('class', cls);
+  const path = document.createElementNS('http://www.w3.org/2000/svg', 'path');
+  path.setAttribute('d', d);
+  svg.append(path);
+  return svg;
+}
+
+// renaming, menuFor and confirming name the conversation whose rename
+// field, whose menu, and whose delete confirmation show.
 let renaming = '';
+let menuFor = '';
 let confirming = '';
+
+// closeMenu closes the open conversation menu, giving the focus back to
+// its button when asked.
+function closeMenu(focus = false) {
+  const id = menuFor;
+  if (!id) return;
+  menuFor = '';
+  confirming = '';
+  renderConversations();
+  if (focus) ui.conversationList.querySelector(`button[data-menu="${CSS.escape(id)}"]`)?.focus();
+}
 
 // refreshConversations reads the server's list again (another browser
 // may have added to it); a server that keeps no list leaves this
@@ -243,8 +357,15 @@ function selectAgent(id, { focus = true } = {}) {
   }
   renderAgents(ui.agentList, agents, agent.id);
   ui.title.textContent = agent.name;
+  ui.topbarAgent.textContent = agent.name;
+  document.title = `${agent.name} · AgentDock`;
+  ui.badge.hidden = !agent.offline;
+  // The description folds behind About: the conversation comes first.
   ui.desc.textContent = agent.description;
-  ui.banner.hidden = !agent.offline;
+  ui.aboutToggle.hidden = agent.description === '';
+  ui.aboutToggle.setAttribute('aria-label', `About ${agent.name}`);
+  setAbout(false);
+  ui.banner.hidden = !agent.offline || offlineNoticeDismissed();
   renderSuggestions(ui.suggestions, agent.chatPrompts);
   ui.input.value = current.editing ? current.lastUser : ui.input.value;
   renderPanels();
@@ -258,6 +379,32 @@ function selectAgent(id, { focus = true } = {}) {
 function setAgentsOpen(open) {
   ui.agentsToggle.setAttribute('aria-expanded', String(open));
   ui.agentsPanel.classList.toggle('open', open);
+  ui.scrim.hidden = !open;
+}
+
+function setAbout(open) {
+  ui.aboutToggle.setAttribute('aria-expanded', String(open));
+  ui.aboutToggle.textContent = open ? 'Hide' : 'About';
+  ui.desc.hidden = !open;
+}
+
+// The offline notice is one line, and once dismissed stays dismissed in
+// this browser: the badge beside the agent's name still says it.
+const offlineNoticeKey = 'agentdock.offlineNotice';
+function offlineNoticeDismissed() {
+  try {
+    return localStorage.getItem(offlineNoticeKey) === 'dismissed';
+  } catch {
+    return false;
+  }
+}
+
+// setStatusOpen shows or hides the orchestration panel on a phone, where
+// it drops down from the top bar.
+function setStatusOpen(open) {
+  ui.statusToggle.setAttribute('aria-expanded', String(open));
+  ui.statusPanel.classList.toggle('open', open);
+  if (open) ui.statusDetails.open = true;
 }
 
 function explain(err) {
@@ -299,12 +446,20 @@ async function send(text, { trigger, bubble: queued } = {}) {
   s.busy = true;
   s.editing = false;
   updateComposer();
-  // A new message denies the calls that wait for approval (the server says
-  // so to the model); the page shows them answered.
-  for (const p of s.lastTurn && !edit ? pendingApprovals(s.lastTurn.turn) : []) {
-    answerApproval(s.lastTurn.turn, p.approvalId, false, 'you sent a new message');
-    s.lastTurn.view.sync(s.lastTurn.turn);
-  }
+  // A new message the server takes denies the calls that wait for
+  // approval (the server says so to the model); the page marks them once
+  // the server took it, and not when it refuses the message (too long,
+  // say), since they still wait then.
+  const waitingTurn = s.lastTurn;
+  const waiting = waitingTurn && !edit ? pendingApprovals(waitingTurn.turn) : [];
+  const accepted = () => {
+    for (const p of waiting) {
+      if (p.state !== 'approval-requested') continue;
+      applyChunk(waitingTurn.turn, { type: 'tool-output-denied', toolCallId: p.toolCallId });
+      p.note = 'You sent a new message instead, so this call did not run.';
+    }
+    if (waiting.length > 0) waitingTurn.view.sync(waitingTurn.turn);
+  };
   let replaced = [];
   if (edit) {
     // The edited message and its answer are replaced: they go once the
@@ -329,7 +484,13 @@ async function send(text, { trigger, bubble: queued } = {}) {
   }
   s.lastUser = text;
   const lastTurn = s.lastTurn;
-  const refused = await play(s, (callbacks) => streamTurn({ agentId, sessionId: sessions.get(agentId), message: text, trigger, edit, ...callbacks }));
+  const refused = await play(s, (callbacks) => streamTurn({
+    agentId, sessionId: sessions.get(agentId), message: text, trigger, edit, ...callbacks,
+    onSession(id) {
+      accepted();
+      callbacks.onSession(id);
+    },
+  }));
   if (refused && bubble) {
     bubble.remove();
     for (const el of replaced) el.hidden = false;
@@ -666,7 +827,21 @@ ui.stop.addEventListener('click', stop);
 ui.conversationList.addEventListener('click', (e) => {
   const open = e.target.closest('button[data-conversation]');
   if (open) {
+    menuFor = '';
     openConversation(open.dataset.conversation);
+    return;
+  }
+  const more = e.target.closest('button[data-menu]');
+  if (more) {
+    const id = more.dataset.menu;
+    if (menuFor === id) {
+      closeMenu(true);
+      return;
+    }
+    menuFor = id;
+    confirming = '';
+    renderConversations();
+    ui.conversationList.querySelector('.conversation-menu [role="menuitem"]')?.focus();
     return;
   }
   const btn = e.target.closest('button[data-conversation-action]');
@@ -675,6 +850,7 @@ ui.conversationList.addEventListener('click', (e) => {
   switch (btn.dataset.conversationAction) {
     case 'rename':
       renaming = id;
+      menuFor = '';
       confirming = '';
       renderConversations();
       ui.conversationList.querySelector('.rename-input')?.select();
@@ -683,15 +859,18 @@ ui.conversationList.addEventListener('click', (e) => {
       renaming = '';
       renderConversations();
       break;
+    case 'confirm-delete':
+      confirming = id;
+      renderConversations();
+      ui.conversationList.querySelector('.conversation-menu button[data-conversation-action="delete"]')?.focus();
+      break;
     case 'delete':
-      if (confirming !== id) {
-        confirming = id;
-        renderConversations();
-        ui.conversationList.querySelector(`button[data-conversation-action="delete"][data-id="${CSS.escape(id)}"]`)?.focus();
-        return;
-      }
+      menuFor = '';
       confirming = '';
       removeConversation(id);
+      break;
+    case 'close-menu':
+      closeMenu(true);
       break;
     default:
   }
@@ -717,7 +896,23 @@ ui.conversationList.addEventListener('keydown', (e) => {
     e.stopPropagation();
     renaming = '';
     renderConversations();
+    return;
   }
+  const menu = e.target.closest?.('.conversation-menu');
+  if (!menu) return;
+  if (e.key === 'Escape') {
+    e.stopPropagation();
+    closeMenu(true);
+  } else if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
+    e.preventDefault();
+    const items = [...menu.querySelectorAll('[role="menuitem"]')];
+    const i = items.indexOf(document.activeElement);
+    items[(i + (e.key === 'ArrowDown' ? 1 : items.length - 1)) % items.length]?.focus();
+  }
+});
+// A click anywhere else closes the menu.
+document.addEventListener('click', (e) => {
+  if (menuFor && !e.target.closest?.('.conversation-menu, button[data-menu]')) closeMenu();
 });
 
 // removeConversation deletes a conversation on the server; one that is
@@ -777,27 +972,47 @@ ui.log.addEventListener('click', (e) => {
 ui.log.addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && e.target.classList?.contains('approval-reason')) e.preventDefault();
 });
+// Signing in: the key is tried on the agent list before anything else.
 ui.keyForm.addEventListener('submit', (e) => {
   e.preventDefault();
   const key = ui.keyInput.value.trim();
   if (key === '') return;
-  try {
-    sessionStorage.setItem(apiKeyKey, key);
-  } catch {
-    // Storage disabled: the key lasts until the page is reloaded.
-  }
+  storeKey(key, ui.keyRemember.checked);
   setApiKey(key);
   ui.keyInput.value = '';
-  ui.keyForm.hidden = true;
-  ui.log.replaceChildren();
+  ui.keyError.textContent = '';
   start();
 });
+ui.signOut.addEventListener('click', () => {
+  forgetKey();
+  keyChannel?.postMessage({ type: 'signed-out' });
+  location.reload();
+});
 ui.agentsToggle.addEventListener('click', () => setAgentsOpen(ui.agentsToggle.getAttribute('aria-expanded') !== 'true'));
+ui.scrim.addEventListener('click', () => setAgentsOpen(false));
+ui.newChatTop.addEventListener('click', newConversation);
+ui.statusToggle.addEventListener('click', () => setStatusOpen(ui.statusToggle.getAttribute('aria-expanded') !== 'true'));
+ui.aboutToggle.addEventListener('click', () => setAbout(ui.aboutToggle.getAttribute('aria-expanded') !== 'true'));
+ui.dismissOffline.addEventListener('click', () => {
+  ui.banner.hidden = true;
+  try {
+    localStorage.setItem(offlineNoticeKey, 'dismissed');
+  } catch {
+    // Dismissed for this page only.
+  }
+  announce('Notice dismissed');
+  ui.input.focus();
+});
 document.addEventListener('keydown', (e) => {
   if (e.key !== 'Escape') return;
   if (ui.agentsPanel.classList.contains('open')) {
     setAgentsOpen(false);
     ui.agentsToggle.focus();
+  } else if (ui.statusPanel.classList.contains('open')) {
+    setStatusOpen(false);
+    ui.statusToggle.focus();
+  } else if (menuFor) {
+    closeMenu(true);
   } else if (current?.editing && e.target === ui.input) {
     cancelEdit(current);
   } else if (current?.busy) {
@@ -810,28 +1025,70 @@ addEventListener('storage', (e) => { if (e.key === null || e.key === 'agentdock.
 addEventListener('focus', refreshConversations);
 document.addEventListener('visibilitychange', () => { if (!document.hidden) refreshConversations(); });
 
+// The message box grows with what is typed, up to its maximum height.
+function fitInput() {
+  ui.input.style.height = 'auto';
+  ui.input.style.height = `${ui.input.scrollHeight}px`;
+}
+ui.input.addEventListener('input', fitInput);
+// On a phone the dock (suggestions, composer) is fixed to the bottom: the
+// conversation is padded by its height, whatever it holds, so that its
+// last line is never under it.
+new ResizeObserver(() => {
+  document.documentElement.style.setProperty('--dock-h', `${ui.dock.offsetHeight}px`);
+}).observe(ui.dock);
+
+// showSignIn shows the sign-in view instead of the chat.
+function showSignIn(refused) {
+  document.body.classList.add('signed-out');
+  ui.signIn.hidden = false;
+  ui.keyError.textContent = refused ? 'The server did not accept that key.' : '';
+  try {
+    ui.keyRemember.checked = localStorage.getItem(apiKeyKey) !== null;
+  } catch {
+    ui.keyRemember.checked = false;
+  }
+  ui.keyInput.focus();
+}
+
+// Phones open the status panel from the top bar; wider screens show it
+// always.
+const phone = matchMedia('(max-width: 640px)');
+ui.statusDetails.open = !phone.matches;
+phone.addEventListener('change', (e) => {
+  ui.statusDetails.open = !e.matches;
+  setStatusOpen(false);
+});
+
 async function start() {
-  // Phones start with the status panel folded to its summary line; wider
-  // screens hide the summary, so the panel must be open there.
-  const phone = matchMedia('(max-width: 640px)');
-  ui.statusDetails.open = !phone.matches;
-  phone.addEventListener('change', (e) => { ui.statusDetails.open = !e.matches; });
   renderPanels();
   updateComposer();
   try {
     agents = await listAgents();
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) {
-      ui.title.textContent = 'API key required';
-      ui.keyError.textContent = storedKey() ? 'The server did not accept that key.' : '';
-      ui.keyForm.hidden = false;
-      ui.keyInput.focus();
+      if (!storedKey()) {
+        // Another open tab may be signed in already.
+        const shared = await askOpenTabs();
+        if (shared) {
+          storeKey(shared, false);
+          setApiKey(shared);
+          return start();
+        }
+      }
+      const refused = Boolean(storedKey());
+      if (refused) forgetKey();
+      setApiKey('');
+      showSignIn(refused);
       return;
     }
     ui.title.textContent = 'Agents unavailable';
     ui.log.append(errorMessage(`Could not load the agents: ${explain(err)}`));
     return;
   }
+  document.body.classList.remove('signed-out');
+  ui.signIn.hidden = true;
+  ui.signOut.hidden = !storedKey();
   if (agents.length === 0) {
     ui.title.textContent = 'No agents';
     ui.log.append(errorMessage('The server hosts no agents.'));

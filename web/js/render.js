@@ -17,6 +17,7 @@ import sql from '../vendor/highlight.sql.min.js';
 import typescript from '../vendor/highlight.typescript.min.js';
 import xml from '../vendor/highlight.xml.min.js';
 import yaml from '../vendor/highlight.yaml.min.js';
+import { searchSource } from './state.js';
 
 marked.use({ gfm: true, breaks: false });
 
@@ -96,7 +97,7 @@ const costText = (c) => Number(c).toLocaleString('en-US', { maximumSignificantDi
 export function userMessage(text) {
   return h('article', { class: 'msg user', 'aria-label': 'You said' }, h('p', { class: 'msg-text', text }),
     h('div', { class: 'msg-actions', hidden: true },
-      h('button', { type: 'button', class: 'secondary small', 'data-action': 'edit', 'aria-label': 'Edit and resend this message', text: 'Edit' })));
+      h('button', { type: 'button', class: 'quiet small', 'data-action': 'edit', 'aria-label': 'Edit and resend this message', text: 'Edit' })));
 }
 
 /** setEditable shows or hides a user message's Edit button. */
@@ -162,7 +163,18 @@ const toolStatus = {
 function statusOf(p) {
   if (p.state === 'output-error' && p.notConfigured) return 'not configured';
   if (p.state === 'approval-responded') return p.approved ? 'approved' : 'denied';
+  if (p.state === 'output-denied' && p.note) return 'not run';
   return toolStatus[p.state] ?? p.state;
+}
+
+// sourceOf says where a search's results come from, for the card's
+// summary: "Wikipedia · 3 results".
+function sourceOf(p) {
+  const content = typeof p.output === 'string' ? p.output : p.output?.content;
+  const found = p.state === 'output-available' ? searchSource(content) : null;
+  if (!found) return '';
+  const n = `${found.count} result${found.count === 1 ? '' : 's'}`;
+  return found.source ? `${found.source} · ${n}` : n;
 }
 
 function toolInputText(part) {
@@ -183,14 +195,16 @@ function toolInputText(part) {
 function toolCard(part) {
   const status = h('span', { class: 'tool-status' });
   const name = h('span', { class: 'tool-name', text: part.toolName });
+  const source = h('span', { class: 'tool-source', hidden: true });
   const input = h('pre', { class: 'tool-input-body' });
   const output = h('div', { class: 'tool-output md' });
   const details = h('details', { class: 'tool-details' },
-    h('summary', {}, name, status),
+    h('summary', {}, name, source, status),
     h('p', { class: 'label', text: 'Input' }), input,
     h('p', { class: 'label tool-output-label', text: 'Output' }), output);
   const approval = h('div', { class: 'approval', hidden: true });
   const notice = h('p', { class: 'tool-notice', role: 'status', hidden: true });
+  const sub = subAnswer();
   const el = h('section', { class: 'tool-card', 'aria-label': `Tool ${part.toolName}` }, details, notice, approval);
   let asked = '';
   return {
@@ -198,8 +212,13 @@ function toolCard(part) {
     update(p) {
       el.dataset.state = p.state;
       el.dataset.tool = p.toolName;
+      // Only the call of an agent tool gets the fold of the agent's work.
+      if (p.agent && !sub.el.parentNode) details.after(sub.el);
+      sub.update(p);
       name.textContent = p.toolName;
       status.textContent = statusOf(p);
+      source.textContent = sourceOf(p);
+      source.hidden = source.textContent === '';
       input.textContent = toolInputText(p);
       const hasOutput = p.state === 'output-available' || p.state === 'output-error';
       details.querySelector('.tool-output-label').hidden = !hasOutput;
@@ -226,7 +245,7 @@ function toolCard(part) {
       } else if (p.state === 'output-denied') {
         output.replaceChildren();
         notice.hidden = false;
-        notice.textContent = `You declined this call; it did not run.${p.reason ? ` Your reason: ${p.reason}` : ''}`;
+        notice.textContent = p.note || `You declined this call; it did not run.${p.reason ? ` Your reason: ${p.reason}` : ''}`;
       } else {
         output.replaceChildren();
       }
@@ -234,9 +253,13 @@ function toolCard(part) {
       if (p.state === 'approval-requested' && asked !== p.approvalId) {
         asked = p.approvalId;
         const reasonId = `reason-${p.approvalId}`;
+        // An asked agent's call says which agent asks, and for what.
+        const asks = p.agent?.asks?.approvalId === p.approvalId ? p.agent.asks : null;
         approval.replaceChildren(
-          h('p', { class: 'approval-question' }, 'The agent wants to run ', h('strong', { text: p.toolName }), ' with:'),
-          argumentList(p.input, p.inputText),
+          asks
+            ? h('p', { class: 'approval-question' }, h('strong', { text: asks.agent }), ' (asked by this call) wants to run ', h('strong', { text: asks.toolName }), ' with:')
+            : h('p', { class: 'approval-question' }, 'The agent wants to run ', h('strong', { text: p.toolName }), ' with:'),
+          asks ? argumentList(asks.input) : argumentList(p.input, p.inputText),
           h('p', { class: 'approval-allow', text: 'Allow it?' }),
           h('label', { class: 'sr-only', for: reasonId, text: 'Reason (optional)' }),
           h('input', { id: reasonId, class: 'approval-reason', type: 'text', placeholder: 'Reason (optional)', maxlength: '500', autocomplete: 'off' }),
@@ -248,6 +271,30 @@ function toolCard(part) {
         asked = '';
         approval.replaceChildren(h('p', { class: 'approval-answer muted', text: p.approved ? 'Approved; running it…' : `Denied${p.reason ? `: ${p.reason}` : ''}.` }));
       }
+    },
+  };
+}
+
+// subAnswer is the work of the agent a tool call asked (an agent tool),
+// folded under the card while it streams and after: its tool calls, then
+// its answer. Nothing shows for other tools.
+function subAnswer() {
+  const title = h('span', { class: 'sub-answer-title' });
+  const calls = h('ul', { class: 'sub-answer-calls' });
+  const text = h('div', { class: 'md sub-answer-text' });
+  const el = h('details', { class: 'sub-answer', hidden: true }, h('summary', {}, title), calls, text);
+  return {
+    el,
+    update(p) {
+      const a = p.agent;
+      el.hidden = !a;
+      if (!a) return;
+      const running = p.state === 'input-available' || p.state === 'input-streaming';
+      title.textContent = `${a.name}'s answer${running ? ' (working…)' : ''}`;
+      calls.replaceChildren(...a.calls.map((c) => h('li', { 'data-state': c.state }, h('span', { class: 'tool-name', text: c.name }), ` ${c.state}`)));
+      calls.hidden = a.calls.length === 0;
+      renderMarkdown(text, a.failed ? `${a.text}\n\n*${a.failed}*` : a.text);
+      el.classList.toggle('streaming', running);
     },
   };
 }
@@ -323,9 +370,10 @@ export class TurnView {
     this.footer = h('footer', { class: 'msg-usage' });
     this.status = h('p', { class: 'msg-status', text: 'Thinking…' });
     this.regenerate = h('button', { type: 'button', class: 'secondary small', 'data-action': 'regenerate', text: 'Regenerate', hidden: true });
+    // The answer's actions, and its token usage on the same line.
     this.actions = h('div', { class: 'msg-actions', hidden: true },
-      h('button', { type: 'button', class: 'secondary small', 'data-action': 'copy-answer', text: 'Copy' }), this.regenerate);
-    this.el = h('article', { class: 'msg assistant', 'aria-label': 'Agent answered', 'aria-busy': 'true' }, this.body, this.status, this.footer, this.actions);
+      h('button', { type: 'button', class: 'secondary small', 'data-action': 'copy-answer', text: 'Copy' }), this.regenerate, this.footer);
+    this.el = h('article', { class: 'msg assistant', 'aria-label': 'Agent answered', 'aria-busy': 'true' }, this.body, this.status, this.actions);
     this.views = [];
   }
 
@@ -400,7 +448,7 @@ export function renderUsage(root, turnUsage, sessionUsage) {
 /** renderAgents fills the agent picker; the selected agent's button is aria-pressed. */
 export function renderAgents(list, agents, selectedId) {
   list.replaceChildren(...agents.map((a) => h('li', {},
-    h('button', { type: 'button', class: 'agent', 'data-agent': a.id, 'aria-pressed': a.id === selectedId ? 'true' : 'false' },
+    h('button', { type: 'button', class: 'agent', 'data-agent': a.id, 'aria-pressed': a.id === selectedId ? 'true' : 'false', title: a.description || undefined },
       h('span', { class: 'agent-name', text: a.name }),
       a.offline ? h('span', { class: 'badge', text: 'offline' }) : null,
       a.description ? h('span', { class: 'agent-desc', text: a.description }) : null))));

@@ -195,6 +195,14 @@ export function applyChunk(turn, chunk) {
       touch(turn, part);
       break;
     }
+    case 'data-agent': {
+      // The work of an agent a tool call asked, folded into the call's part.
+      const d = chunk.data ?? {};
+      const part = toolPart(turn, d);
+      foldAgentEvent(part, String(d.agent ?? ''), d.event ?? {});
+      touch(turn, part);
+      break;
+    }
     case 'data-warning': {
       const part = { kind: 'warning', message: String(chunk.data?.message ?? '') };
       turn.parts.push(part);
@@ -237,6 +245,55 @@ export function applyChunk(turn, chunk) {
       break;
   }
   return changed;
+}
+
+/**
+ * foldAgentEvent adds one event of an asked agent's turn to the sub-answer
+ * of the tool part that asked it: its text, its tool calls and their
+ * outcome, the approval it waits for. The events of agents it asked in
+ * turn show as their tool calls' progress only.
+ */
+export function foldAgentEvent(part, agent, ev) {
+  const sub = (part.agent ??= { name: agent, text: '', calls: [], asks: null, failed: '', steps: [] });
+  switch (ev.type) {
+    case 'step-start':
+      sub.steps.push(sub.text.length);
+      break;
+    case 'restart': {
+      // Another server took the agent's turn over: the steps from
+      // ev.restart.step on are shown again.
+      const k = Number(ev.restart?.step ?? 0);
+      if (k >= 1 && k <= sub.steps.length) {
+        sub.text = sub.text.slice(0, sub.steps[k - 1]);
+        sub.steps.length = k - 1;
+      }
+      break;
+    }
+    case 'text-delta':
+      sub.text += String(ev.text ?? '');
+      break;
+    case 'tool-call':
+      sub.calls.push({ id: String(ev.toolCall?.id ?? ''), name: String(ev.toolCall?.name ?? 'tool'), state: 'running' });
+      break;
+    case 'tool-result': {
+      const c = sub.calls.findLast((x) => x.id === String(ev.toolResult?.callId ?? ''));
+      if (c) c.state = ev.toolResult?.isError ? 'failed' : 'done';
+      break;
+    }
+    case 'approval':
+      sub.asks = {
+        approvalId: String(ev.approval?.id ?? ''),
+        agent: String(ev.approval?.agent || agent),
+        toolName: String(ev.approval?.call?.name ?? ev.toolCall?.name ?? 'tool'),
+        input: ev.approval?.call?.arguments ?? ev.toolCall?.arguments,
+      };
+      break;
+    case 'error':
+      sub.failed = String(ev.error?.message ?? 'it failed');
+      break;
+    default:
+      break;
+  }
 }
 
 /**
@@ -342,6 +399,11 @@ export function historyEntries(messages, { dropAfterLastUser = false, pendingApp
   const last = out.findLast((e) => 'turn' in e)?.turn;
   for (const a of Array.isArray(waiting) ? waiting : []) {
     if (last && last.parts.some((p) => p.kind === 'tool' && p.toolCallId === a?.toolCallId)) {
+      if (a.agentCall) {
+        // An asked agent's call: the card says which agent asks, for what.
+        applyChunk(last, { type: 'data-agent', data: { toolCallId: a.toolCallId, agent: a.agentCall.agent,
+          event: { type: 'approval', toolCall: { name: a.agentCall.toolName, arguments: a.agentCall.input }, approval: { id: a.approvalId } } } });
+      }
       applyChunk(last, { type: 'tool-approval-request', toolCallId: a.toolCallId, approvalId: a.approvalId });
     }
   }
@@ -438,4 +500,71 @@ export class Conversations {
       // Storage full or disabled; the in-memory list still works.
     }
   }
+}
+
+const dayMs = 24 * 60 * 60 * 1000;
+
+// startOfDay is the local midnight that begins t's day.
+function startOfDay(t) {
+  const d = new Date(t);
+  d.setHours(0, 0, 0, 0);
+  return d.getTime();
+}
+
+// daysBefore is the local midnight n calendar days before the day of t
+// (a day is not always 24 hours long: daylight saving time).
+function daysBefore(t, n) {
+  const d = new Date(startOfDay(t));
+  d.setDate(d.getDate() - n);
+  return d.getTime();
+}
+
+/** The groups of the conversation list, newest first. */
+export const conversationGroups = ['Today', 'Yesterday', 'Previous 7 days', 'Earlier'];
+
+/**
+ * groupConversations sorts conversations ({updatedAt} in ms) into the
+ * groups a person scans by, on the local calendar of now: Today,
+ * Yesterday, Previous 7 days, Earlier. It returns [{label, items}] without
+ * empty groups, each newest first; a conversation dated after now (another
+ * machine's clock) counts as today.
+ */
+export function groupConversations(list, now = Date.now()) {
+  const today = startOfDay(now);
+  const yesterday = daysBefore(now, 1);
+  const week = daysBefore(now, 7);
+  const groups = conversationGroups.map((label) => ({ label, items: [] }));
+  for (const c of [...list].sort((a, b) => (b.updatedAt || 0) - (a.updatedAt || 0))) {
+    const t = c.updatedAt || 0;
+    const i = t >= today ? 0 : t >= yesterday ? 1 : t >= week ? 2 : 3;
+    groups[i].items.push(c);
+  }
+  return groups.filter((g) => g.items.length > 0);
+}
+
+/**
+ * conversationTime says when a conversation was last active, as its group
+ * needs: the time for Today and Yesterday ("2:05 PM"), the weekday and
+ * time within the week ("Mon 2:05 PM"), the date before ("Mar 5", with
+ * the year when it is not now's). '' for a conversation without a date.
+ */
+export function conversationTime(t, now = Date.now(), locale = undefined) {
+  if (!t) return '';
+  const time = new Intl.DateTimeFormat(locale, { hour: 'numeric', minute: '2-digit' }).format(t);
+  if (t >= daysBefore(now, 1)) return time;
+  if (t >= daysBefore(now, 7)) return `${new Intl.DateTimeFormat(locale, { weekday: 'short' }).format(t)} ${time}`;
+  const sameYear = new Date(t).getFullYear() === new Date(now).getFullYear();
+  return new Intl.DateTimeFormat(locale, { month: 'short', day: 'numeric', ...(sameYear ? {} : { year: 'numeric' }) }).format(t);
+}
+
+/**
+ * searchSource reads where a search result comes from off its heading
+ * ("## Search results from Wikipedia: …") and how many results it lists:
+ * {source, count}, or null for a result of another shape.
+ */
+export function searchSource(content) {
+  const m = /^#{1,6}\s*Search results(?: from ([^:\n]+))?:/.exec(String(content ?? ''));
+  if (!m) return null;
+  const count = (String(content).match(/^\d+\.\s+\[/gm) ?? []).length;
+  return { source: m[1]?.trim() ?? '', count };
 }

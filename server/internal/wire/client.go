@@ -2,8 +2,10 @@ package wire
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/agentdock-go/agentdock/chat"
@@ -350,19 +352,35 @@ func attachment(p contentPart, at string) (chat.Attachment, *ParamError) {
 	return a, nil
 }
 
-// checkURL accepts an http(s) URL or a base64 data: URL, and returns the
-// data URL's media type.
+// checkURL accepts an https URL or a base64 data: URL whose data is
+// base64, and returns the data URL's media type. Where an https URL may
+// point is the agent's to check (it resolves the host); an http URL is
+// never taken: the provider would fetch it in the clear, and a link to
+// a machine beside it is what the check is there to stop.
 func checkURL(u, at string) (string, *ParamError) {
 	switch {
-	case strings.HasPrefix(u, "https://"), strings.HasPrefix(u, "http://"):
+	case strings.HasPrefix(u, "https://"):
 		return "", nil
 	case strings.HasPrefix(u, "data:"):
-		head, _, ok := strings.Cut(u[len("data:"):], ",")
+		head, data, ok := strings.Cut(u[len("data:"):], ",")
 		mt, enc, _ := strings.Cut(head, ";")
 		if !ok || enc != "base64" || mt == "" {
 			return "", paramErrorf(at, "invalid_message", "a data: URL must be data:<media type>;base64,<data>")
 		}
+		if !validBase64(data) {
+			return "", paramErrorf(at, "invalid_message", "the data of the data: URL is not base64 (RFC 4648, with padding)")
+		}
 		return mt, nil
 	}
-	return "", paramErrorf(at, "invalid_message", "want an https URL or a data: URL")
+	return "", paramErrorf(at, "invalid_message", "want an https URL or a data: URL, not %q", clipParam(u))
+}
+
+// validBase64 reports whether data is standard base64 with its padding,
+// decoding it in small pieces rather than whole.
+func validBase64(data string) bool {
+	if len(data)%4 != 0 || strings.ContainsAny(data, "\r\n") {
+		return false
+	}
+	_, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, strings.NewReader(data)))
+	return err == nil
 }

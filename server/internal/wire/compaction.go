@@ -3,6 +3,8 @@ package wire
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -18,23 +20,39 @@ import (
 // compaction starts in the step a session holding it would be in) and
 // the model no longer sees, and what the model reads instead.
 //
-// Its encrypted_content is not encrypted: it is the Compaction as JSON,
-// gzipped and base64-encoded (URL alphabet), opaque to clients as the
-// spec has it. A client could forge it, as it can forge any conversation
-// it sends without a session: the orchestration replays its messages by
-// the same rules either way.
+// Its encrypted_content is not encrypted, but it is signed: the base64
+// (URL alphabet) of an HMAC-SHA256 under the server's CompactionKey and
+// the Compaction as gzipped JSON after it, opaque to clients as the spec
+// has it. The server takes back only the items it made: a forged one,
+// which could carry a summary of any size to the model past every
+// budget, is refused before it is unpacked.
 type Compaction struct {
 	V        int            `json:"v"`
 	Messages []chat.Message `json:"messages"`
 	Summary  string         `json:"summary,omitempty"`
 }
 
+// CompactionKey signs compaction items (HMAC-SHA256); replicas that take
+// each other's items share it.
+type CompactionKey []byte
+
 // MaxCompactionBytes bounds a compaction's messages once unpacked, so
 // that a small item cannot unpack into much more.
 const MaxCompactionBytes = 16 << 20
 
-// EncodeCompaction packs c into an item's encrypted_content.
-func EncodeCompaction(c Compaction) (string, error) {
+// macOf is the signature of packed, a compaction's gzipped JSON.
+func (k CompactionKey) macOf(packed []byte) []byte {
+	m := hmac.New(sha256.New, k)
+	m.Write([]byte("agentdock compaction v1\x00"))
+	m.Write(packed)
+	return m.Sum(nil)
+}
+
+// EncodeCompaction packs and signs c into an item's encrypted_content.
+func EncodeCompaction(c Compaction, key CompactionKey) (string, error) {
+	if len(key) == 0 {
+		return "", errors.New("wire: EncodeCompaction: no key")
+	}
 	c.V = 1
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -44,32 +62,40 @@ func EncodeCompaction(c Compaction) (string, error) {
 	if err := zw.Close(); err != nil {
 		return "", err
 	}
-	return base64.RawURLEncoding.EncodeToString(buf.Bytes()), nil
+	return base64.RawURLEncoding.EncodeToString(append(key.macOf(buf.Bytes()), buf.Bytes()...)), nil
 }
 
-// DecodeCompaction unpacks an item's encrypted_content.
-func DecodeCompaction(s string) (Compaction, error) {
+// errForeignCompaction is the error of an item the server did not sign.
+var errForeignCompaction = errors.New("encrypted_content is not a compaction this server made: send the compaction item as POST /v1/responses/compact (on a server with the same COMPACTION_SECRET) returned it")
+
+// DecodeCompaction checks the signature of an item's encrypted_content
+// and unpacks it.
+func DecodeCompaction(s string, key CompactionKey) (Compaction, error) {
 	var c Compaction
 	if s == "" {
 		return c, errors.New("a compaction item needs its encrypted_content")
 	}
 	data, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return c, errors.New("encrypted_content is not a compaction this server made (not base64)")
+	if err != nil || len(data) < sha256.Size || len(key) == 0 {
+		return c, errForeignCompaction
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
+	mac, packed := data[:sha256.Size], data[sha256.Size:]
+	if !hmac.Equal(mac, key.macOf(packed)) {
+		return c, errForeignCompaction
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(packed))
 	if err != nil {
-		return c, errors.New("encrypted_content is not a compaction this server made")
+		return c, errForeignCompaction
 	}
 	raw, err := io.ReadAll(io.LimitReader(zr, MaxCompactionBytes+1))
 	if err != nil {
-		return c, errors.New("encrypted_content is not a compaction this server made (corrupt)")
+		return c, errors.New("encrypted_content is corrupt")
 	}
 	if len(raw) > MaxCompactionBytes {
 		return c, fmt.Errorf("the compaction unpacks to more than %d bytes", MaxCompactionBytes)
 	}
 	if err := json.Unmarshal(raw, &c); err != nil || c.V != 1 {
-		return c, errors.New("encrypted_content is not a compaction this server made (unknown content)")
+		return c, errors.New("encrypted_content holds an unknown compaction")
 	}
 	return c, nil
 }

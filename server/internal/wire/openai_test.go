@@ -95,6 +95,10 @@ func TestChatConversation(t *testing.T) {
 
 	for _, tt := range []struct{ body, param string }{
 		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0].image_url"},
+		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://169.254.169.254/latest/meta-data/"}}]}]}`, "messages[0].content[0].image_url"},
+		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,not base64!"}}]}]}`, "messages[0].content[0].image_url"},
+		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAA"}}]}]}`, "messages[0].content[0].image_url"},
+		{`{"messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:application/pdf;base64,@@@@"}}]}]}`, "messages[0].content[0]"},
 		{`{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "messages[0].content[0]"},
 		{`{"messages":[{"role":"user"}]}`, "messages[0].content"},
 		{`{"messages":[{"role":"function","name":"f","content":"x"}]}`, "messages[0].role"},
@@ -130,7 +134,7 @@ func TestResponsesInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, pe := r.Conversation()
+	in, pe := r.Conversation(nil)
 	if pe != nil {
 		t.Fatal(pe)
 	}
@@ -155,7 +159,7 @@ func TestResponsesInput(t *testing.T) {
 		t.Fatalf("metadata %v %v", m, pe)
 	}
 	s, _ := ParseResponses([]byte(`{"model":"a","input":"hi","conversation":"conv_x"}`))
-	if in, pe := s.Conversation(); pe != nil || len(in.Messages) != 1 || in.Messages[0].Role != chat.RoleUser || !s.Stored() {
+	if in, pe := s.Conversation(nil); pe != nil || len(in.Messages) != 1 || in.Messages[0].Role != chat.RoleUser || !s.Stored() {
 		t.Fatalf("string input: %+v %v", in, pe)
 	}
 	for _, tt := range []struct{ body, param string }{
@@ -176,7 +180,7 @@ func TestResponsesInput(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.body, err)
 		}
-		if _, pe := r.Conversation(); pe == nil || pe.Param != tt.param {
+		if _, pe := r.Conversation(nil); pe == nil || pe.Param != tt.param {
 			t.Errorf("%s: %v, want an error naming %s", tt.body, pe, tt.param)
 		}
 	}
@@ -266,7 +270,7 @@ func FuzzOpenAIBodies(f *testing.F) {
 			t.Fatal("empty error")
 		}
 		if r, err := ParseResponses(data); err == nil {
-			in, pe := r.Conversation()
+			in, pe := r.Conversation(nil)
 			check(in.Messages, in.Index, pe)
 			_, _ = r.ConversationID()
 			_, _ = r.MetadataMap()

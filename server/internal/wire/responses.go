@@ -208,8 +208,9 @@ type Input struct {
 // the client's instructions, Input.Instructions), function_call items
 // (joined to the assistant message before them), function_call_output
 // items and a compaction item (first) become what Input holds. The
-// request's instructions parameter comes before the messages'.
-func (r *ResponsesRequest) Conversation() (in Input, err *ParamError) {
+// request's instructions parameter comes before the messages'. A
+// compaction item must be one signed with key (DecodeCompaction).
+func (r *ResponsesRequest) Conversation(key CompactionKey) (in Input, err *ParamError) {
 	var instructions []string
 	if r.InstructionsParam != nil && *r.InstructionsParam != "" {
 		instructions = append(instructions, *r.InstructionsParam)
@@ -266,7 +267,7 @@ func (r *ResponsesRequest) Conversation() (in Input, err *ParamError) {
 			if i > 0 {
 				return in, paramErrorf(at, "invalid_request", "a compaction item must open the input: it stands for the conversation before the items after it")
 			}
-			c, cerr := DecodeCompaction(it.EncryptedContent)
+			c, cerr := DecodeCompaction(it.EncryptedContent, key)
 			if cerr != nil {
 				return in, paramErrorf(at+".encrypted_content", "invalid_request", "%s", cerr.Error())
 			}

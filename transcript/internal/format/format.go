@@ -28,7 +28,12 @@ type Transcript struct {
 	Template string `json:"template,omitempty"`
 	// Agent is the ID of an agent shipped with the runtime (templates/).
 	Agent string `json:"agent,omitempty"`
-	Turns []Turn `json:"turns"`
+	// Agents are the other agents the transcript's agent asks (the
+	// agents of its agent tools, and theirs): template files, relative
+	// to the transcript's file, or shipped agents' IDs. An asked agent
+	// that is not listed is looked up among the shipped agents.
+	Agents []string `json:"agents,omitempty"`
+	Turns  []Turn   `json:"turns"`
 
 	// File is where the transcript was read from.
 	File string `json:"-"`
@@ -41,13 +46,29 @@ type Turn struct {
 	User string `json:"user,omitempty"`
 	// Approvals, instead of User, answers the calls of the previous turn
 	// that wait for approval (requireApproval), in the order the model made
-	// them: every one, each named by its tool.
+	// them: every one, each named by its tool (for a call of an asked
+	// agent, its own tool's name).
 	Approvals []Approval `json:"approvals,omitempty"`
 	// Model answers the turn's model calls, in order; the turn must make
 	// exactly this many.
 	Model []Answer `json:"model"`
 	// ToolResults stand in for the named tools during this turn: their
 	// arguments are still validated, but the result is this one.
+	ToolResults map[string]StandIn `json:"toolResults,omitempty"`
+	Expect      Expect             `json:"expect"`
+	// Agents script the agents that the turn's agent asks through its
+	// agent tools, by agent ID: the answers of each one's model calls
+	// during this turn (across all the calls that ask it), stand-ins for
+	// its tools, and what must hold of its turns.
+	Agents map[string]AgentTurn `json:"agents,omitempty"`
+}
+
+// AgentTurn is the part of a turn played by an agent that the turn's
+// agent asks: its model's answers, stand-ins for its tools, and what must
+// hold after its turns (its own session's state; finishReason is its last
+// turn's).
+type AgentTurn struct {
+	Model       []Answer           `json:"model"`
 	ToolResults map[string]StandIn `json:"toolResults,omitempty"`
 	Expect      Expect             `json:"expect"`
 }
@@ -230,6 +251,16 @@ func Parse(file string, data []byte) (*Transcript, error) {
 			bad(at(key("model")), "a turn needs the model's answer to every model call it makes, at least one")
 		}
 		checkAnswers(t.Model, at(key("model")), bad)
+		for id, a := range t.Agents {
+			ap := at(key("agents"), key(id))
+			if len(a.Model) == 0 {
+				bad(append(ap, key("model")), "an asked agent needs the answer to every model call it makes, at least one")
+			}
+			checkAnswers(a.Model, append(ap, key("model")), bad)
+			if x := a.Expect; x.SequenceIndex != nil && *x.SequenceIndex < 0 {
+				bad(append(ap, key("expect"), key("sequenceIndex")), "must not be negative")
+			}
+		}
 		for name := range t.ToolResults {
 			if name == "" {
 				bad(at(key("toolResults")), "a stand-in needs the tool's name")

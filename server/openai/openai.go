@@ -1,4 +1,4 @@
-package server
+package openai
 
 import (
 	"bytes"
@@ -18,7 +18,6 @@ import (
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/template"
 	"github.com/agentdock-go/agentdock/turns"
-	"github.com/gin-gonic/gin"
 )
 
 // The OpenAI-compatible endpoint. Only standard chat.completion and
@@ -38,7 +37,7 @@ type oaUsage struct {
 }
 
 func oaUsageOf(u chat.Usage) oaUsage {
-	ou := oaUsage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: totalOf(u)}
+	ou := oaUsage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: wire.TotalOf(u)}
 	ou.PromptTokensDetails.CachedTokens = u.CacheRead
 	return ou
 }
@@ -120,16 +119,16 @@ type oaDelta struct {
 
 // oaExtended is the "agentdock" extension field.
 type oaExtended struct {
-	SessionID     string           `json:"sessionId,omitempty"`
-	TurnID        string           `json:"turnId,omitempty"`
-	ToolCall      *chat.ToolCall   `json:"toolCall,omitempty"`
-	ToolResult    *chat.ToolResult `json:"toolResult,omitempty"`
-	Orchestration *chat.Snapshot   `json:"orchestration,omitempty"`
-	Usage         *uiUsage         `json:"usage,omitempty"`
-	Warning       string           `json:"warning,omitempty"`
-	Compaction    *uiCompaction    `json:"compaction,omitempty"`
-	Limit         *chat.Limit      `json:"limit,omitempty"`
-	Error         *chat.Error      `json:"error,omitempty"`
+	SessionID     string               `json:"sessionId,omitempty"`
+	TurnID        string               `json:"turnId,omitempty"`
+	ToolCall      *chat.ToolCall       `json:"toolCall,omitempty"`
+	ToolResult    *chat.ToolResult     `json:"toolResult,omitempty"`
+	Orchestration *chat.Snapshot       `json:"orchestration,omitempty"`
+	Usage         *wire.Usage          `json:"usage,omitempty"`
+	Warning       string               `json:"warning,omitempty"`
+	Compaction    *wire.CompactionInfo `json:"compaction,omitempty"`
+	Limit         *chat.Limit          `json:"limit,omitempty"`
+	Error         *chat.Error          `json:"error,omitempty"`
 	// Approval: the call of toolCall waits for a person's approval
 	// (answer it with POST /api/chat/:agentId, docs/api.md).
 	Approval     *chat.Approval `json:"approval,omitempty"`
@@ -143,10 +142,10 @@ type oaExtended struct {
 // openAISession picks the session: the x-session-id header, else the body's
 // user when it is a valid session ID, else a session derived from user (a
 // hash, so that any user string keeps its conversation), else a new one.
-func openAISession(r *http.Request, user, owner string) (string, *apiError) {
+func openAISession(r *http.Request, user, owner string) (string, *turns.Problem) {
 	if h := r.Header.Get("X-Session-Id"); h != "" {
 		if !session.ValidID(h) {
-			return "", errBadSessionID("the x-session-id header")
+			return "", turns.ErrBadSessionID("the x-session-id header")
 		}
 		return h, nil
 	}
@@ -160,81 +159,82 @@ func openAISession(r *http.Request, user, owner string) (string, *apiError) {
 	return "user-" + hex.EncodeToString(sum[:16]), nil
 }
 
-func (s *Server) listModels(c *gin.Context) {
+func (d *Door) listModels(w http.ResponseWriter, r *http.Request) {
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
 		Created int64  `json:"created"`
 		OwnedBy string `json:"owned_by"`
 	}
-	list := s.rt.Agents().List()
+	list := d.rt.Agents().List()
 	out := make([]model, 0, len(list))
 	for _, n := range list {
-		out = append(out, model{ID: n.ID(), Object: "model", Created: s.started.Unix(), OwnedBy: "agentdock"})
+		out = append(out, model{ID: n.ID(), Object: "model", Created: d.cfg.Started.Unix(), OwnedBy: "agentdock"})
 	}
-	c.JSON(http.StatusOK, gin.H{"object": "list", "data": out})
+	door.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-func (s *Server) chatCompletions(c *gin.Context) {
-	body, ok := parseBody(c, wire.ParseChatCompletion)
+func (d *Door) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	body, ok := door.ParseBody(w, r, wire.ParseChatCompletion)
 	if !ok {
 		return
 	}
-	node, e := s.openAIModel(body.Model)
+	node, e := d.openAIModel(body.Model)
 	if e != nil {
-		abortWith(c, e)
+		door.WriteProblem(w, r, e)
 		return
 	}
 	cr, e := chatClient(body)
 	if e != nil {
-		abortWith(c, e)
+		door.WriteProblem(w, r, e)
 		return
 	}
-	owner := ownerOf(c)
+	owner := door.Owner(r)
 	var (
 		sid, text string
 		reqKey    string // the Idempotency-Key, with a session
 		in        = turns.Input{Input: cr.input(), Agent: node.ID(), DefaultBusy: template.BusyReject}
 		stateless bool
-		goOn      bool // no new message: the turn goes on from the results
+		goOn      bool   // no new message: the turn goes on from the results
+		at        string // the new message's field, for errors
 	)
 	in.Owner = owner
-	if c.GetHeader("X-Session-Id") != "" || body.User != "" {
+	if r.Header.Get("X-Session-Id") != "" || body.User != "" {
 		// A session keeps the conversation: the request adds its last
 		// user message, or the results of the client's tools' calls, and
 		// the earlier messages are the client's copy.
 		msg, ok, results, pe := body.Turn()
 		if pe != nil {
-			abortWith(c, bodyError(pe))
+			door.WriteProblem(w, r, door.BodyProblem(pe))
 			return
 		}
-		if sid, e = openAISession(c.Request, body.User, owner); e != nil {
-			abortWith(c, e)
+		if sid, e = openAISession(r, body.User, owner); e != nil {
+			door.WriteProblem(w, r, e)
 			return
 		}
 		if e := checkAttachments(node, []chat.Message{msg}, []int{len(body.Messages) - 1}, "messages"); e != nil {
-			abortWith(c, e)
+			door.WriteProblem(w, r, e)
 			return
 		}
 		if results != nil {
 			in.Results = results
 		}
-		if reqKey, e = idempotencyKey(c.Request, nil); e != nil {
-			abortWith(c, e)
+		if reqKey, e = door.IdempotencyKey(r); e != nil {
+			door.WriteProblem(w, r, e)
 			return
 		}
 		in.Key, in.Attachments = reqKey, msg.Attachments
-		text, goOn = msg.Content, !ok
+		text, goOn, at = msg.Content, !ok, fmt.Sprintf("messages[%d].content", len(body.Messages)-1)
 	} else {
 		// No session: the messages are the conversation.
 		msgs, index, pe := body.Conversation()
 		if pe != nil {
-			abortWith(c, bodyError(pe))
+			door.WriteProblem(w, r, door.BodyProblem(pe))
 			return
 		}
 		last := len(msgs) - 1
 		if last < 0 || msgs[last].Role != chat.RoleUser && msgs[last].Role != chat.RoleTool {
-			abortWith(c, newParamError(http.StatusBadRequest, "invalid_message", "messages", `without a session (no user, no x-session-id) the messages are the conversation, and it must end with a message with role "user", or with the results ("tool" messages) of the calls of the client's tools`))
+			door.WriteProblem(w, r, turns.ParamProblem(http.StatusBadRequest, "invalid_message", "messages", `without a session (no user, no x-session-id) the messages are the conversation, and it must end with a message with role "user", or with the results ("tool" messages) of the calls of the client's tools`))
 			return
 		}
 		history := msgs[:last]
@@ -243,14 +243,14 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			history = msgs
 		}
 		if e := checkHistory(node, history, index, "messages", cr.names()); e != nil {
-			abortWith(c, e)
+			door.WriteProblem(w, r, e)
 			return
 		}
 		if e := checkAttachments(node, msgs, index, "messages"); e != nil {
-			abortWith(c, e)
+			door.WriteProblem(w, r, e)
 			return
 		}
-		sid, stateless = session.NewID(), true
+		sid, stateless, at = session.NewID(), true, fmt.Sprintf("messages[%d].content", index[last])
 		in.Stateless, in.History, in.CallTrail = true, history, true
 		if !goOn {
 			text = msgs[last].Content
@@ -262,17 +262,20 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		in.Text = text
 	}
 	if !stateless {
-		in.Busy = c.GetHeader("X-Busy")
+		in.Busy = r.Header.Get("X-Busy")
 	}
-	t, err := s.rt.Start(c.Request.Context(), in)
+	t, err := d.rt.Start(r.Context(), in)
 	if err != nil {
-		s.answerStartError(c, node.ID(), err)
+		if p := turns.Describe(err); p.Status < 500 {
+			err = startErrorAt(p, at, "messages")
+		}
+		door.StartError(w, r, d.log, node.ID(), err)
 		return
 	}
 	if t.Replayed() {
 		// A retry gets the turn its request started: the completion is
 		// made again from its events.
-		c.Header("Idempotent-Replayed", "true")
+		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	if stateless {
 		// Nothing can read a stateless turn but this request: it ends
@@ -280,46 +283,46 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		defer t.Cancel(errNoReader)
 		sid = ""
 	} else {
-		c.Header("X-Session-Id", sid)
+		w.Header().Set("X-Session-Id", sid)
 	}
-	c.Header("X-Turn-Id", t.ID())
+	w.Header().Set("X-Turn-Id", t.ID())
 	if body.Stream {
-		s.streamCompletion(c, t, body.Model, sid, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+		d.streamCompletion(w, r, t, body.Model, sid, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
 		return
 	}
-	s.completion(c, t, body.Model, sid)
+	d.completion(w, r, t, body.Model, sid)
 }
 
 // chatClient reads what a chat completion request brings besides its
 // messages.
-func chatClient(body *wire.ChatCompletionRequest) (clientRequest, *apiError) {
+func chatClient(body *wire.ChatCompletionRequest) (clientRequest, *turns.Problem) {
 	tools, pe := body.Tools()
 	if pe != nil {
-		return clientRequest{}, bodyError(pe)
+		return clientRequest{}, door.BodyProblem(pe)
 	}
 	choice, pe := body.Choice()
 	if pe != nil {
-		return clientRequest{}, bodyError(pe)
+		return clientRequest{}, door.BodyProblem(pe)
 	}
 	wf, pe := body.Format()
 	if pe != nil {
-		return clientRequest{}, bodyError(pe)
+		return clientRequest{}, door.BodyProblem(pe)
 	}
 	instructions, _, pe := body.Instructions()
 	if pe != nil {
-		return clientRequest{}, bodyError(pe)
+		return clientRequest{}, door.BodyProblem(pe)
 	}
 	return newClientRequest(tools, choice, wf, "response_format", instructions)
 }
 
 // openAIModel finds the agent an OpenAI request names as its model.
-func (s *Server) openAIModel(model string) (*agent.Agent, *apiError) {
+func (d *Door) openAIModel(model string) (*agent.Agent, *turns.Problem) {
 	if model == "" {
-		return nil, newParamError(http.StatusBadRequest, "invalid_request", "model", "model is required: an agent ID (GET /v1/models lists them)")
+		return nil, turns.ParamProblem(http.StatusBadRequest, "invalid_request", "model", "model is required: an agent ID (GET /v1/models lists them)")
 	}
-	node, ok := s.rt.Agents().Get(model)
+	node, ok := d.rt.Agents().Get(model)
 	if !ok {
-		return nil, newParamError(http.StatusNotFound, "model_not_found", "model", "no agent %q; GET /v1/models lists them", model)
+		return nil, turns.ParamProblem(http.StatusNotFound, "model_not_found", "model", "no agent %q; GET /v1/models lists them", model)
 	}
 	return node, nil
 }
@@ -327,14 +330,14 @@ func (s *Server) openAIModel(model string) (*agent.Agent, *apiError) {
 // checkHistory refuses a conversation the agent cannot take, naming the
 // message: index maps the history's messages to their position in the
 // request's list param.
-func checkHistory(node *agent.Agent, history []chat.Message, index []int, param string, client []string) *apiError {
+func checkHistory(node *agent.Agent, history []chat.Message, index []int, param string, client []string) *turns.Problem {
 	err := node.CheckHistory(history, client)
 	var he *agent.HistoryError
 	if !errors.As(err, &he) {
 		return nil
 	}
 	at := fmt.Sprintf("%s[%d]", param, index[he.Index])
-	return newParamError(http.StatusBadRequest, "invalid_message", at, "%s: %s", at, he.Reason)
+	return turns.ParamProblem(http.StatusBadRequest, "invalid_message", at, "%s: %s", at, he.Reason)
 }
 
 var errNoReader = &chat.Error{Code: "client_gone", Message: "the client went away, and a turn without a session has no other reader; it was stopped"}
@@ -353,8 +356,8 @@ func oaFinish(reason string) string {
 
 // completion waits for the turn and answers one chat.completion. The turn
 // runs on when the client goes away. sessionID is "" for a stateless turn.
-func (s *Server) completion(c *gin.Context, t *turns.Turn, model, sessionID string) {
-	rc := http.NewResponseController(c.Writer)
+func (d *Door) completion(w http.ResponseWriter, r *http.Request, t *turns.Turn, model, sessionID string) {
+	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	var (
 		text   strings.Builder
@@ -365,7 +368,7 @@ func (s *Server) completion(c *gin.Context, t *turns.Turn, model, sessionID stri
 		newRun bool
 		calls  []oaToolCall
 	)
-	err := door.Follow(c.Request.Context(), s.rt, t, 0, s.cfg.Heartbeat, func(ev chat.Event) {
+	err := door.Follow(r.Context(), d.rt, t, 0, d.cfg.Heartbeat, func(ev chat.Event) {
 		switch ev.Kind {
 		case chat.KindTextDelta:
 			if newRun && text.Len() > 0 {
@@ -404,7 +407,7 @@ func (s *Server) completion(c *gin.Context, t *turns.Turn, model, sessionID stri
 		}
 	}
 	if errEv != nil {
-		abortWith(c, turns.Describe(errEv))
+		door.WriteProblem(w, r, turns.Describe(errEv))
 		return
 	}
 	ext.FinishReason = reason
@@ -412,7 +415,7 @@ func (s *Server) completion(c *gin.Context, t *turns.Turn, model, sessionID stri
 	if text.Len() > 0 || len(calls) == 0 {
 		reply.Content = ptr(text.String())
 	}
-	c.JSON(http.StatusOK, oaCompletion{
+	door.WriteJSON(w, http.StatusOK, oaCompletion{
 		ID: "chatcmpl-" + t.ID(), Object: "chat.completion", Created: time.Now().Unix(), Model: model,
 		SystemFingerprint: "agentdock",
 		Choices:           []oaChoice{{Index: 0, Message: reply, FinishReason: oaFinish(reason), Logprobs: json.RawMessage("null")}},
@@ -437,9 +440,8 @@ func openEventStream(w http.ResponseWriter) *http.ResponseController {
 }
 
 // streamCompletion streams the turn as chat.completion.chunk objects.
-func (s *Server) streamCompletion(c *gin.Context, t *turns.Turn, model, sessionID string, includeUsage bool) {
-	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "openai")()
-	w := c.Writer
+func (d *Door) streamCompletion(w http.ResponseWriter, r *http.Request, t *turns.Turn, model, sessionID string, includeUsage bool) {
+	defer d.cfg.Telemetry.TrackStream(r.Context(), "openai")()
 	rc := openEventStream(w)
 
 	id, created := "chatcmpl-"+t.ID(), time.Now().Unix()
@@ -477,11 +479,11 @@ func (s *Server) streamCompletion(c *gin.Context, t *turns.Turn, model, sessionI
 	// sendError writes an error object the way OpenAI streams errors; OpenAI
 	// clients raise it. The finish chunk and [DONE] follow.
 	sendError := func(e *chat.Error) {
-		send(errorBody{Error: &apiError{Status: http.StatusBadGateway, Code: e.Code, Message: e.Message}, openAI: true})
+		send(door.ProblemBody(&turns.Problem{Status: http.StatusBadGateway, Code: e.Code, Message: e.Message}, true))
 	}
 	var failed *chat.Error
 	clientCalls := 0
-	err := door.Follow(c.Request.Context(), s.rt, t, 0, s.cfg.Heartbeat, func(ev chat.Event) {
+	err := door.Follow(r.Context(), d.rt, t, 0, d.cfg.Heartbeat, func(ev chat.Event) {
 		switch ev.Kind {
 		case chat.KindTextDelta:
 			text := ev.Text
@@ -502,11 +504,11 @@ func (s *Server) streamCompletion(c *gin.Context, t *turns.Turn, model, sessionI
 		case chat.KindWarning:
 			send(chunk(oaDelta{}, nil, &oaExtended{Warning: ev.Text}))
 		case chat.KindCompaction:
-			send(chunk(oaDelta{}, nil, &oaExtended{Compaction: compactionOf(ev.Compaction)}))
+			send(chunk(oaDelta{}, nil, &oaExtended{Compaction: wire.CompactionOf(ev.Compaction)}))
 		case chat.KindLimit:
 			send(chunk(oaDelta{}, nil, &oaExtended{Limit: ev.Limit}))
 		case chat.KindUsage:
-			u := uiUsage{usageTotals: totalsOf(*ev.Usage), Final: ev.Final}
+			u := wire.Usage{Totals: wire.TotalsOf(*ev.Usage), Final: ev.Final}
 			if ev.Final {
 				usage = *ev.Usage
 			}
@@ -537,5 +539,3 @@ func (s *Server) streamCompletion(c *gin.Context, t *turns.Turn, model, sessionI
 
 // errStreamClosed stops a /v1 streaming turn whose client went away.
 var errStreamClosed = &chat.Stop{Reason: "the client closed its streaming connection"}
-
-func ptr[T any](v T) *T { return &v }

@@ -1,4 +1,4 @@
-package server
+package openai
 
 import (
 	"bytes"
@@ -20,7 +20,6 @@ import (
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/turns"
-	"github.com/gin-gonic/gin"
 )
 
 // The Responses API (POST /v1/responses, GET /v1/responses/{id}). A
@@ -162,8 +161,8 @@ type oaRespExtension struct {
 	Limit         *chat.Limit    `json:"limit,omitempty"`
 	Warnings      []string       `json:"warnings,omitempty"`
 	// Compaction: the turn summarized earlier turns for the model.
-	Compaction   *uiCompaction `json:"compaction,omitempty"`
-	FinishReason string        `json:"finishReason,omitempty"`
+	Compaction   *wire.CompactionInfo `json:"compaction,omitempty"`
+	FinishReason string               `json:"finishReason,omitempty"`
 }
 
 type oaMessageItem struct {
@@ -302,7 +301,7 @@ func (b *respBuilder) add(ev chat.Event) []oaRespEvent {
 	case chat.KindWarning:
 		b.resp.AgentDock.Warnings = append(b.resp.AgentDock.Warnings, ev.Text)
 	case chat.KindCompaction:
-		b.resp.AgentDock.Compaction = compactionOf(ev.Compaction)
+		b.resp.AgentDock.Compaction = wire.CompactionOf(ev.Compaction)
 	case chat.KindLimit:
 		if ev.Limit != nil && ev.Limit.Name != chat.LimitToolCalls {
 			// The turn ends here; a tool-call limit only refuses calls.
@@ -375,7 +374,7 @@ func (b *respBuilder) finish(now time.Time) oaResponse {
 		r.IncompleteDetails = &oaIncomplete{Reason: incompleteReason(b.reason, b.limit)}
 	}
 	u := b.usage
-	ru := &oaResponseUsage{InputTokens: u.Prompt, OutputTokens: u.Completion, TotalTokens: totalOf(u)}
+	ru := &oaResponseUsage{InputTokens: u.Prompt, OutputTokens: u.Completion, TotalTokens: wire.TotalOf(u)}
 	ru.InputTokensDetails.CachedTokens = u.CacheRead
 	r.Usage = ru
 	return r
@@ -439,55 +438,55 @@ func templateTemperature(n *agent.Agent) float64 {
 	return 1
 }
 
-func (s *Server) createResponse(c *gin.Context) {
-	body, ok := parseBody(c, wire.ParseResponses)
+func (d *Door) createResponse(w http.ResponseWriter, r *http.Request) {
+	body, ok := door.ParseBody(w, r, wire.ParseResponses)
 	if !ok {
 		return
 	}
 	if body.Background && !body.Stored() {
-		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "background", "background responses must be stored (store: true): GET /v1/responses/{id} reads them"))
+		door.WriteProblem(w, r, turns.ParamProblem(http.StatusBadRequest, "invalid_request", "background", "background responses must be stored (store: true): GET /v1/responses/{id} reads them"))
 		return
 	}
-	key, e := idempotencyKey(c.Request, nil)
+	key, e := door.IdempotencyKey(r)
 	if e != nil {
-		abortWith(c, e)
+		door.WriteProblem(w, r, e)
 		return
 	}
-	rs, e := s.startResponse(c.Request.Context(), ownerOf(c), key, body, nil)
+	rs, e := d.startResponse(r.Context(), door.Owner(r), key, body, nil)
 	if e != nil {
-		abortWith(c, e)
+		door.WriteProblem(w, r, e)
 		return
 	}
 	if rs.stateless {
 		defer rs.t.Cancel(errNoReader)
 	} else {
-		c.Header("X-Session-Id", rs.sid)
+		w.Header().Set("X-Session-Id", rs.sid)
 	}
-	c.Header("X-Turn-Id", rs.t.ID())
+	w.Header().Set("X-Turn-Id", rs.t.ID())
 	if body.Stream {
-		s.streamResponse(c, rs.t, rs.run)
+		d.streamResponse(w, r, rs.t, rs.run)
 		return
 	}
 	if body.Background {
 		// It runs on; GET /v1/responses/{id} reads it, and
 		// POST /v1/responses/{id}/cancel stops it. The server's webhook
 		// hears when it ends.
-		if s.cfg.WebhookURL != "" {
-			s.responseWebhook(rs.run)
+		if d.cfg.Webhook != nil {
+			d.responseWebhook(door.Owner(r), rs.run)
 		}
-		c.JSON(http.StatusOK, rs.run.base)
+		door.WriteJSON(w, http.StatusOK, rs.run.base)
 		return
 	}
 	select {
 	case <-rs.run.done:
-	case <-c.Request.Context().Done():
+	case <-r.Context().Done():
 		return // the client went away; a stored response runs on
 	}
 	if rs.run.failure != nil {
-		abortWith(c, turns.Describe(rs.run.failure))
+		door.WriteProblem(w, r, turns.Describe(rs.run.failure))
 		return
 	}
-	c.Data(http.StatusOK, "application/json", rs.run.final)
+	writeRaw(w, rs.run.final)
 }
 
 // responseStart is a response whose turn started.
@@ -507,34 +506,34 @@ type responseStart struct {
 // conversation of the store: false response the request continues from
 // (a WebSocket connection keeps it): the input follows it.
 // key is the request's idempotency key (idempotencyKey), "" for none.
-func (s *Server) startResponse(ctx context.Context, owner, key string, body *wire.ResponsesRequest, prior []chat.Message) (*responseStart, *apiError) {
-	node, e := s.openAIModel(body.Model)
+func (d *Door) startResponse(ctx context.Context, owner, key string, body *wire.ResponsesRequest, prior []chat.Message) (*responseStart, *turns.Problem) {
+	node, e := d.openAIModel(body.Model)
 	if e != nil {
 		return nil, e
 	}
 	metadata, pe := body.MetadataMap()
 	if pe != nil {
-		return nil, bodyError(pe)
+		return nil, door.BodyProblem(pe)
 	}
 	conv, pe := body.ConversationID()
 	if pe != nil {
-		return nil, bodyError(pe)
+		return nil, door.BodyProblem(pe)
 	}
-	in, pe := body.Conversation()
+	in, pe := body.Conversation(d.cfg.CompactionKey)
 	if pe != nil {
-		return nil, bodyError(pe)
+		return nil, door.BodyProblem(pe)
 	}
 	tools, pe := body.Tools()
 	if pe != nil {
-		return nil, bodyError(pe)
+		return nil, door.BodyProblem(pe)
 	}
 	choice, pe := body.Choice()
 	if pe != nil {
-		return nil, bodyError(pe)
+		return nil, door.BodyProblem(pe)
 	}
 	wf, pe := body.Format()
 	if pe != nil {
-		return nil, bodyError(pe)
+		return nil, door.BodyProblem(pe)
 	}
 	cr, e := newClientRequest(tools, choice, wf, "text.format", joinText(in.Summary, in.Instructions))
 	if e != nil {
@@ -553,7 +552,7 @@ func (s *Server) startResponse(ctx context.Context, owner, key string, body *wir
 	last := len(msgs) - 1
 	goOn := msgs[last].Role == chat.RoleTool
 	if msgs[last].Role != chat.RoleUser && !goOn {
-		return nil, newParamError(http.StatusBadRequest, "invalid_message", "input", `the input must end with a user message, or with the function_call_output items of the calls of the client's tools the last response made`)
+		return nil, turns.ParamProblem(http.StatusBadRequest, "invalid_message", "input", `the input must end with a user message, or with the function_call_output items of the calls of the client's tools the last response made`)
 	}
 	history := msgs[:last]
 	if goOn {
@@ -567,17 +566,17 @@ func (s *Server) startResponse(ctx context.Context, owner, key string, body *wir
 	)
 	switch {
 	case body.PreviousResponseID != "" && conv != "":
-		e = newParamError(http.StatusBadRequest, "invalid_request", "conversation", "previous_response_id and conversation cannot be used together")
+		e = turns.ParamProblem(http.StatusBadRequest, "invalid_request", "conversation", "previous_response_id and conversation cannot be used together")
 	case prior != nil:
 		sid, stateless = session.NewID(), true
 		tin.Stateless = true
 	case !stored && (body.PreviousResponseID != "" || conv != ""):
-		e = newParamError(http.StatusBadRequest, "invalid_request", "store", "store: false cannot continue a conversation: a conversation here is a stored session, and every response in it is stored; send the whole conversation in input instead")
+		e = turns.ParamProblem(http.StatusBadRequest, "invalid_request", "store", "store: false cannot continue a conversation: a conversation here is a stored session, and every response in it is stored; send the whole conversation in input instead")
 	case body.PreviousResponseID != "":
-		sid, e = s.continueFrom(ctx, owner, body.PreviousResponseID)
+		sid, e = d.continueFrom(ctx, owner, body.PreviousResponseID)
 	case conv != "":
 		if !session.ValidID(conv) {
-			e = newParamError(http.StatusBadRequest, "invalid_request", "conversation", "conversation is not a valid ID: want 8 to 128 letters, digits, '-' or '_'")
+			e = turns.ParamProblem(http.StatusBadRequest, "invalid_request", "conversation", "conversation is not a valid ID: want 8 to 128 letters, digits, '-' or '_'")
 		}
 		sid = conv
 	case stored:
@@ -605,7 +604,7 @@ func (s *Server) startResponse(ctx context.Context, owner, key string, body *wir
 		tin.Results = results
 		history, index = history[:k], index[:k]
 		if goOn && k > 0 {
-			return nil, newParamError(http.StatusBadRequest, "invalid_message", fmt.Sprintf("input[%d]", index[k-1]), "continuing a conversation, an input that ends with function_call_output items holds only them: the conversation has the rest")
+			return nil, turns.ParamProblem(http.StatusBadRequest, "invalid_message", fmt.Sprintf("input[%d]", index[k-1]), "continuing a conversation, an input that ends with function_call_output items holds only them: the conversation has the rest")
 		}
 	}
 	if e := checkHistory(node, append(slices.Clone(in.Compacted), history...), append(make([]int, len(in.Compacted)), index...), "input", cr.names()); e != nil {
@@ -619,21 +618,21 @@ func (s *Server) startResponse(ctx context.Context, owner, key string, body *wir
 	if !goOn {
 		tin.Text, tin.Attachments = msgs[last].Content, msgs[last].Attachments
 	}
-	t, err := s.rt.Start(ctx, turns.Input{Input: tin, Agent: node.ID(), Session: sid})
+	t, err := d.rt.Start(ctx, turns.Input{Input: tin, Agent: node.ID(), Session: sid})
 	if err != nil {
 		e := turns.Describe(err)
 		if e.Status >= 500 {
-			s.log.Error("starting a turn", "agent", node.ID(), "err", err)
+			d.log.Error("starting a turn", "agent", node.ID(), "err", err)
 		}
-		return nil, e
+		return nil, startErrorAt(e, inputParam(body, index[last]), "input")
 	}
-	base := s.responseBase(node, t, body, cr, metadata, stored)
+	base := d.responseBase(node, t, body, cr, metadata, stored)
 	if !stateless {
 		base.Conversation = &oaConversation{ID: sid}
 		base.AgentDock.SessionID = sid
 	}
 	rs := &responseStart{t: t, sid: sid, stateless: stateless, client: cr, conv: msgs}
-	rs.run = s.recordResponse(t, base, owner, stored)
+	rs.run = d.recordResponse(t, base, owner, stored)
 	return rs, nil
 }
 
@@ -650,7 +649,7 @@ func joinText(texts ...string) string {
 
 // responseBase is the object of a response that starts: every required
 // field with the value its turn uses.
-func (s *Server) responseBase(node *agent.Agent, t *turns.Turn, body *wire.ResponsesRequest, cr clientRequest, metadata map[string]string, stored bool) oaResponse {
+func (d *Door) responseBase(node *agent.Agent, t *turns.Turn, body *wire.ResponsesRequest, cr clientRequest, metadata map[string]string, stored bool) oaResponse {
 	budget := node.Budget()
 	base := oaResponse{
 		ID: responseID(t.ID()), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
@@ -695,34 +694,34 @@ func isAbsentJSON(raw json.RawMessage) bool {
 // from. Only its conversation's latest response can be continued: a
 // session keeps one linear history, so continuing from an earlier one
 // would answer a conversation other than the one the client means.
-func (s *Server) continueFrom(ctx context.Context, owner, prev string) (string, *apiError) {
-	notFound := newParamError(http.StatusNotFound, "previous_response_not_found", "previous_response_id", "no response %q (responses are kept as long as sessions, SESSION_TTL_SECONDS)", prev)
+func (d *Door) continueFrom(ctx context.Context, owner, prev string) (string, *turns.Problem) {
+	notFound := turns.ParamProblem(http.StatusNotFound, "previous_response_not_found", "previous_response_id", "no response %q (responses are kept as long as sessions, SESSION_TTL_SECONDS)", prev)
 	if !session.ValidID(prev) {
 		return "", notFound
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rec, err := s.cfg.Responses.Get(ctx, session.Key(owner, prev))
+	rec, err := d.cfg.Responses.Get(ctx, session.Key(owner, prev))
 	switch {
 	case errors.Is(err, responses.ErrNotFound):
 		return "", notFound
 	case err != nil:
-		s.log.Error("reading a stored response", "err", err)
+		d.log.Error("reading a stored response", "err", err)
 		return "", storeError(err)
 	case rec.SessionID == "":
 		return "", notFound
 	case rec.UserMessages == responses.Running:
-		return "", newParamError(http.StatusConflict, "previous_response_in_progress", "previous_response_id", "response %q is still in progress; continue from it once it is done", prev)
+		return "", turns.ParamProblem(http.StatusConflict, "previous_response_in_progress", "previous_response_id", "response %q is still in progress; continue from it once it is done", prev)
 	}
-	sess, err := s.rt.Store().Get(ctx, session.Key(owner, rec.SessionID))
+	sess, err := d.rt.Store().Get(ctx, session.Key(owner, rec.SessionID))
 	switch {
 	case errors.Is(err, session.ErrNotFound):
-		return "", newParamError(http.StatusNotFound, "previous_response_not_found", "previous_response_id", "the conversation of response %q has expired or was deleted", prev)
+		return "", turns.ParamProblem(http.StatusNotFound, "previous_response_not_found", "previous_response_id", "the conversation of response %q has expired or was deleted", prev)
 	case err != nil:
-		s.log.Error("reading the session of a stored response", "err", err)
+		d.log.Error("reading the session of a stored response", "err", err)
 		return "", storeError(err)
 	case sess.State.UserMessages != rec.UserMessages:
-		return "", newParamError(http.StatusConflict, "previous_response_not_latest", "previous_response_id", "response %q is not the latest of its conversation (%s), which went on since; only the latest response can be continued, as a conversation keeps one history (use conversation: %q to continue it as it is)", prev, rec.SessionID, rec.SessionID)
+		return "", turns.ParamProblem(http.StatusConflict, "previous_response_not_latest", "previous_response_id", "response %q is not the latest of its conversation (%s), which went on since; only the latest response can be continued, as a conversation keeps one history (use conversation: %q to continue it as it is)", prev, rec.SessionID, rec.SessionID)
 	}
 	return rec.SessionID, nil
 }
@@ -731,25 +730,25 @@ func (s *Server) continueFrom(ctx context.Context, owner, prev string) (string, 
 // to its end whatever the client does, builds the final object and, for a
 // stored response, stores it (the running object is stored at once, so
 // that any replica can tell that the response exists).
-func (s *Server) recordResponse(t *turns.Turn, base oaResponse, owner string, stored bool) *responseRun {
+func (d *Door) recordResponse(t *turns.Turn, base oaResponse, owner string, stored bool) *responseRun {
 	run := &responseRun{base: base, done: make(chan struct{})}
 	key := session.Key(owner, base.ID)
 	put := func(rec responses.Record) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.rt.Base()), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(d.rt.Base()), 5*time.Second)
 		defer cancel()
-		if err := s.cfg.Responses.Put(ctx, key, rec); err != nil {
-			s.log.Warn("storing a response", "response", base.ID, "err", err)
+		if err := d.cfg.Responses.Put(ctx, key, rec); err != nil {
+			d.log.Warn("storing a response", "response", base.ID, "err", err)
 		}
 	}
 	if stored {
 		put(responses.Record{SessionID: t.SessionID(), UserMessages: responses.Running, Response: mustJSON(base)})
 	}
-	s.recorders.Add(1)
+	d.recorders.Add(1)
 	go func() {
-		defer s.recorders.Done()
+		defer d.recorders.Done()
 		defer close(run.done)
 		b := newRespBuilder(base)
-		err := door.Follow(s.rt.Base(), s.rt, t, 0, s.cfg.Heartbeat, func(ev chat.Event) { b.add(ev) }, nil)
+		err := door.Follow(d.rt.Base(), d.rt, t, 0, d.cfg.Heartbeat, func(ev chat.Event) { b.add(ev) }, nil)
 		if ce, ok := err.(*chat.Error); ok {
 			b.add(chat.Event{Kind: chat.KindError, Error: ce})
 		}
@@ -758,13 +757,13 @@ func (s *Server) recordResponse(t *turns.Turn, base oaResponse, owner string, st
 		if !stored {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.rt.Base()), 5*time.Second)
-		sess, err := s.rt.Store().Get(ctx, session.Key(owner, t.SessionID()))
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(d.rt.Base()), 5*time.Second)
+		sess, err := d.rt.Store().Get(ctx, session.Key(owner, t.SessionID()))
 		cancel()
 		if err != nil {
 			// Left running: continuing from it is refused, and the
 			// session can still be continued by its conversation ID.
-			s.log.Warn("reading a response's session to record it", "response", base.ID, "err", err)
+			d.log.Warn("reading a response's session to record it", "response", base.ID, "err", err)
 			return
 		}
 		put(responses.Record{SessionID: t.SessionID(), UserMessages: sess.State.UserMessages, Response: run.final})
@@ -774,9 +773,8 @@ func (s *Server) recordResponse(t *turns.Turn, base oaResponse, owner string, st
 
 // streamResponse streams a response as the Responses API's events over
 // SSE. The last one carries the recorder's final object.
-func (s *Server) streamResponse(c *gin.Context, t *turns.Turn, run *responseRun) {
-	defer s.cfg.Telemetry.TrackStream(c.Request.Context(), "openai")()
-	w := c.Writer
+func (d *Door) streamResponse(w http.ResponseWriter, r *http.Request, t *turns.Turn, run *responseRun) {
+	defer d.cfg.Telemetry.TrackStream(r.Context(), "openai")()
 	rc := openEventStream(w)
 
 	var buf bytes.Buffer
@@ -794,7 +792,7 @@ func (s *Server) streamResponse(c *gin.Context, t *turns.Turn, run *responseRun)
 		_, _ = w.Write([]byte(": heartbeat\n\n"))
 		_ = rc.Flush()
 	}
-	s.sendResponseEvents(c.Request.Context(), t, run, send, tick, nil)
+	d.sendResponseEvents(r.Context(), t, run, send, tick, nil)
 }
 
 // sendResponseEvents sends a response's events, numbered from 0, through
@@ -802,7 +800,7 @@ func (s *Server) streamResponse(c *gin.Context, t *turns.Turn, run *responseRun)
 // is called on idle heartbeats; observe, when set, sees every event of the
 // turn. It returns the final object's status ("" when the stream ended
 // before it: the client went away, or events were lost).
-func (s *Server) sendResponseEvents(ctx context.Context, t *turns.Turn, run *responseRun, send func(oaRespEvent) error, tick func(), observe func(chat.Event)) string {
+func (d *Door) sendResponseEvents(ctx context.Context, t *turns.Turn, run *responseRun, send func(oaRespEvent) error, tick func(), observe func(chat.Event)) string {
 	var seq int64
 	emit := func(ev oaRespEvent) {
 		ev.SequenceNumber = seq
@@ -812,7 +810,7 @@ func (s *Server) sendResponseEvents(ctx context.Context, t *turns.Turn, run *res
 	emit(oaRespEvent{Type: "response.created", Response: run.base})
 	emit(oaRespEvent{Type: "response.in_progress", Response: run.base})
 	b := newRespBuilder(run.base)
-	err := door.Follow(ctx, s.rt, t, 0, s.cfg.Heartbeat, func(ev chat.Event) {
+	err := door.Follow(ctx, d.rt, t, 0, d.cfg.Heartbeat, func(ev chat.Event) {
 		if observe != nil {
 			observe(ev)
 		}
@@ -839,38 +837,47 @@ func (s *Server) sendResponseEvents(ctx context.Context, t *turns.Turn, run *res
 	return final.Status
 }
 
-func (s *Server) getResponse(c *gin.Context) {
-	id := c.Param("id")
-	if v := c.Query("stream"); v != "" && v != "false" {
-		abortWith(c, newParamError(http.StatusBadRequest, "unsupported_parameter", "stream", "streaming a stored response is not supported; GET it when it is done"))
+func (d *Door) getResponse(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if v := r.URL.Query().Get("stream"); v != "" && v != "false" {
+		door.WriteProblem(w, r, turns.ParamProblem(http.StatusBadRequest, "unsupported_parameter", "stream", "streaming a stored response is not supported; GET it when it is done"))
 		return
 	}
-	notFound := newParamError(http.StatusNotFound, "response_not_found", "id", "no response %q", id)
+	notFound := turns.ParamProblem(http.StatusNotFound, "response_not_found", "id", "no response %q", id)
 	if !session.ValidID(id) {
-		abortWith(c, notFound)
+		door.WriteProblem(w, r, notFound)
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	rec, err := s.cfg.Responses.Get(ctx, session.Key(ownerOf(c), id))
+	rec, err := d.cfg.Responses.Get(ctx, session.Key(door.Owner(r), id))
 	switch {
 	case errors.Is(err, responses.ErrNotFound):
-		abortWith(c, notFound)
+		door.WriteProblem(w, r, notFound)
 	case err != nil:
-		s.log.Error("reading a stored response", "err", err)
-		abortWith(c, storeError(err))
+		d.log.Error("reading a stored response", "err", err)
+		door.WriteProblem(w, r, storeError(err))
 	default:
-		c.Data(http.StatusOK, "application/json", rec.Response)
+		writeRaw(w, rec.Response)
 	}
 }
 
 // responseWebhook calls the server's webhook with a background response's
 // final object once its run ends.
-func (s *Server) responseWebhook(run *responseRun) {
-	s.recorders.Add(1)
+func (d *Door) responseWebhook(owner string, run *responseRun) {
+	d.recorders.Add(1)
 	go func() {
-		defer s.recorders.Done()
+		defer d.recorders.Done()
 		<-run.done
-		s.callWebhook(s.cfg.WebhookURL, webhookEvent{Type: "response.completed", Timestamp: time.Now().UTC(), Data: json.RawMessage(run.final)})
+		d.cfg.Webhook(owner, "response.completed", json.RawMessage(run.final))
 	}()
+}
+
+// storeError describes a failure of the responses' store or the session
+// store.
+func storeError(err error) *turns.Problem {
+	if errors.Is(err, responses.ErrNotFound) {
+		return turns.NewProblem(http.StatusNotFound, "response_not_found", "no such response")
+	}
+	return turns.Describe(err)
 }

@@ -1,4 +1,4 @@
-package server
+package openai
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/responses"
+	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
+	"github.com/agentdock-go/agentdock/turns"
 	"github.com/coder/websocket"
-	"github.com/gin-gonic/gin"
 )
 
 // The Responses API beyond creating and reading a response: compaction
@@ -68,65 +69,65 @@ type oaInputMessage struct {
 // compactResponse serves POST /v1/responses/compact: the conversation
 // (its input, after the conversation of previous_response_id) compacted
 // by Config.Compactor, as a compaction item and the items kept.
-func (s *Server) compactResponse(c *gin.Context) {
-	body, ok := parseBody(c, wire.ParseCompact)
+func (d *Door) compactResponse(w http.ResponseWriter, r *http.Request) {
+	body, ok := door.ParseBody(w, r, wire.ParseCompact)
 	if !ok {
 		return
 	}
-	node, e := s.openAIModel(body.Model)
+	node, e := d.openAIModel(body.Model)
 	if e != nil {
-		abortWith(c, e)
+		door.WriteProblem(w, r, e)
 		return
 	}
-	owner := ownerOf(c)
+	owner := door.Owner(r)
 	var msgs []chat.Message
 	if body.PreviousResponseID != "" {
-		sid, e := s.continueFrom(c.Request.Context(), owner, body.PreviousResponseID)
+		sid, e := d.continueFrom(r.Context(), owner, body.PreviousResponseID)
 		if e != nil {
-			abortWith(c, e)
+			door.WriteProblem(w, r, e)
 			return
 		}
 		var err error
-		if msgs, err = s.rt.Store().Messages(c.Request.Context(), session.Key(owner, sid), 0); err != nil {
-			abortWith(c, storeError(err))
+		if msgs, err = d.rt.Store().Messages(r.Context(), session.Key(owner, sid), 0); err != nil {
+			door.WriteProblem(w, r, storeError(err))
 			return
 		}
 	}
 	var dropped []chat.Message
 	if !isAbsentJSON(body.Input) {
-		in, pe := body.Conversation()
+		in, pe := body.Conversation(d.cfg.CompactionKey)
 		if pe != nil {
-			abortWith(c, bodyError(pe))
+			door.WriteProblem(w, r, door.BodyProblem(pe))
 			return
 		}
 		if len(msgs) > 0 && len(in.Compacted) > 0 {
-			abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "input", "a compaction item cannot follow previous_response_id's conversation"))
+			door.WriteProblem(w, r, turns.ParamProblem(http.StatusBadRequest, "invalid_request", "input", "a compaction item cannot follow previous_response_id's conversation"))
 			return
 		}
 		dropped = in.Compacted
 		msgs = append(msgs, in.Messages...)
 		if e := checkHistory(node, append(slices.Clone(dropped), in.Messages...), append(make([]int, len(dropped)), in.Index...), "input", nil); e != nil {
-			abortWith(c, e)
+			door.WriteProblem(w, r, e)
 			return
 		}
 	}
-	comp, err := s.cfg.Compactor.Compact(c.Request.Context(), node, msgs)
+	comp, err := d.cfg.Compactor.Compact(r.Context(), node, msgs)
 	if err != nil {
-		s.log.Error("compacting a conversation", "agent", node.ID(), "err", err)
-		abortWith(c, newError(http.StatusBadGateway, "compaction_failed", "the conversation could not be compacted"))
+		d.log.Error("compacting a conversation", "agent", node.ID(), "err", err)
+		door.WriteProblem(w, r, turns.NewProblem(http.StatusBadGateway, "compaction_failed", "the conversation could not be compacted"))
 		return
 	}
-	content, err := wire.EncodeCompaction(wire.Compaction{Messages: append(dropped, comp.Dropped...), Summary: comp.Summary})
+	content, err := wire.EncodeCompaction(wire.Compaction{Messages: append(dropped, comp.Dropped...), Summary: comp.Summary}, d.cfg.CompactionKey)
 	if err != nil {
-		abortWith(c, newError(http.StatusInternalServerError, "internal_error", "the compaction could not be encoded"))
+		door.WriteProblem(w, r, turns.NewProblem(http.StatusInternalServerError, "internal_error", "the compaction could not be encoded"))
 		return
 	}
 	id := "cmp_" + session.NewID()
 	out := oaCompaction{ID: id, Object: "response.compaction", CreatedAt: time.Now().Unix(),
 		Output: append([]any{oaCompactionItem{ID: id + "_0", Type: "compaction", EncryptedContent: content, CreatedBy: node.ID()}}, outputItems(id, comp.Kept)...)}
-	out.Usage = oaResponseUsage{InputTokens: comp.Usage.Prompt, OutputTokens: comp.Usage.Completion, TotalTokens: totalOf(comp.Usage)}
+	out.Usage = oaResponseUsage{InputTokens: comp.Usage.Prompt, OutputTokens: comp.Usage.Completion, TotalTokens: wire.TotalOf(comp.Usage)}
 	out.Usage.InputTokensDetails.CachedTokens = comp.Usage.CacheRead
-	c.JSON(http.StatusOK, out)
+	door.WriteJSON(w, http.StatusOK, out)
 }
 
 // outputItems turns messages into Responses items, which an input takes
@@ -175,25 +176,25 @@ func outputItems(prefix string, msgs []chat.Message) []any {
 // cancelResponse serves POST /v1/responses/{id}/cancel: a background
 // response still running is stopped (on whichever replica runs it) and
 // answered once stored as cancelled; one that ended is answered as it is.
-func (s *Server) cancelResponse(c *gin.Context) {
-	id := c.Param("id")
-	notFound := newParamError(http.StatusNotFound, "response_not_found", "id", "no response %q", id)
+func (d *Door) cancelResponse(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	notFound := turns.ParamProblem(http.StatusNotFound, "response_not_found", "id", "no response %q", id)
 	if !session.ValidID(id) {
-		abortWith(c, notFound)
+		door.WriteProblem(w, r, notFound)
 		return
 	}
-	owner := ownerOf(c)
+	owner := door.Owner(r)
 	key := session.Key(owner, id)
-	ctx, cancel := context.WithTimeout(c.Request.Context(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 	defer cancel()
-	rec, err := s.cfg.Responses.Get(ctx, key)
+	rec, err := d.cfg.Responses.Get(ctx, key)
 	switch {
 	case errors.Is(err, responses.ErrNotFound):
-		abortWith(c, notFound)
+		door.WriteProblem(w, r, notFound)
 		return
 	case err != nil:
-		s.log.Error("reading a stored response", "err", err)
-		abortWith(c, storeError(err))
+		d.log.Error("reading a stored response", "err", err)
+		door.WriteProblem(w, r, storeError(err))
 		return
 	}
 	var obj struct {
@@ -201,18 +202,18 @@ func (s *Server) cancelResponse(c *gin.Context) {
 	}
 	_ = json.Unmarshal(rec.Response, &obj)
 	if !obj.Background {
-		abortWith(c, newParamError(http.StatusBadRequest, "invalid_request", "id", "response %q was not created with background: true; only background responses can be cancelled (stop a session's turn with POST /api/sessions/{id}/stop)", id))
+		door.WriteProblem(w, r, turns.ParamProblem(http.StatusBadRequest, "invalid_request", "id", "response %q was not created with background: true; only background responses can be cancelled (stop a session's turn with POST /api/sessions/{id}/stop)", id))
 		return
 	}
 	if rec.UserMessages == responses.Running {
-		sess, err := s.rt.Store().Get(ctx, session.Key(owner, rec.SessionID))
+		sess, err := d.rt.Store().Get(ctx, session.Key(owner, rec.SessionID))
 		if err != nil {
-			abortWith(c, storeError(err))
+			door.WriteProblem(w, r, storeError(err))
 			return
 		}
-		if _, err := s.rt.StopSession(ctx, sess); err != nil {
-			s.log.Error("cancelling a response", "response", id, "err", err)
-			abortWith(c, storeError(err))
+		if _, err := d.rt.StopSession(ctx, sess); err != nil {
+			d.log.Error("cancelling a response", "response", id, "err", err)
+			door.WriteProblem(w, r, storeError(err))
 			return
 		}
 		// The response is stored as cancelled once its turn ended.
@@ -221,12 +222,12 @@ func (s *Server) cancelResponse(c *gin.Context) {
 			case <-time.After(20 * time.Millisecond):
 			case <-ctx.Done():
 			}
-			if r, err := s.cfg.Responses.Get(ctx, key); err == nil {
+			if r, err := d.cfg.Responses.Get(ctx, key); err == nil {
 				rec = r
 			}
 		}
 	}
-	c.Data(http.StatusOK, "application/json", rec.Response)
+	writeRaw(w, rec.Response)
 }
 
 // wsError is the WebSocket mode's error envelope.
@@ -249,26 +250,26 @@ const maxSocketResponses = 16
 // connection that made it and there only: the connection keeps its
 // conversation (the newest maxSocketResponses of them), and a
 // continuation that fails drops the one it named.
-func (s *Server) responsesSocket(c *gin.Context) {
-	rc := http.NewResponseController(c.Writer)
+func (d *Door) responsesSocket(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
-	conn, err := websocket.Accept(c.Writer, c.Request, nil)
+	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept answered the request
 	}
 	defer conn.CloseNow()
-	conn.SetReadLimit(s.cfg.MaxBodyBytes)
-	ctx, cancel := context.WithCancel(c.Request.Context())
+	conn.SetReadLimit(d.cfg.MaxMessageBytes)
+	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go func() {
 		select {
-		case <-s.rt.Closing():
+		case <-d.rt.Closing():
 			_ = conn.Close(websocket.StatusGoingAway, "the server is shutting down")
 		case <-ctx.Done():
 		}
 	}()
-	owner := ownerOf(c)
+	owner := door.Owner(r)
 	kept := map[string][]chat.Message{} // store: false responses' conversations
 	var order []string
 	keep := func(id string, conv []chat.Message) {
@@ -280,12 +281,12 @@ func (s *Server) responsesSocket(c *gin.Context) {
 		}
 	}
 	send := func(v any) error { return conn.Write(ctx, websocket.MessageText, mustJSON(v)) }
-	fail := func(e *apiError) error {
+	fail := func(e *turns.Problem) error {
 		var param *string
 		if e.Param != "" {
 			param = ptr(e.Param)
 		}
-		return send(wsError{Type: "error", Status: e.Status, Error: oaErrorPayload{Type: openAIErrorType(e.Status), Code: e.Code, Message: e.Message, Param: param}})
+		return send(wsError{Type: "error", Status: e.Status, Error: oaErrorPayload{Type: door.OpenAIErrorType(e.Status), Code: e.Code, Message: e.Message, Param: param}})
 	}
 	for {
 		typ, data, err := conn.Read(ctx)
@@ -293,7 +294,7 @@ func (s *Server) responsesSocket(c *gin.Context) {
 			return
 		}
 		if typ != websocket.MessageText {
-			if fail(newError(http.StatusBadRequest, "invalid_request", "messages must be text: JSON response.create events")) != nil {
+			if fail(turns.NewProblem(http.StatusBadRequest, "invalid_request", "messages must be text: JSON response.create events")) != nil {
 				return
 			}
 			continue
@@ -303,12 +304,12 @@ func (s *Server) responsesSocket(c *gin.Context) {
 		if e == nil && prev != "" && (body.Store != nil && !*body.Store) {
 			var ok bool
 			if prior, ok = kept[prev]; !ok {
-				e = newParamError(http.StatusNotFound, "previous_response_not_found", "previous_response_id", "no store: false response %q on this connection: such a response can be continued only on the connection that made it; start a new chain, or store responses", prev)
+				e = turns.ParamProblem(http.StatusNotFound, "previous_response_not_found", "previous_response_id", "no store: false response %q on this connection: such a response can be continued only on the connection that made it; start a new chain, or store responses", prev)
 			}
 		}
 		var rs *responseStart
 		if e == nil {
-			rs, e = s.startResponse(ctx, owner, "", body, prior)
+			rs, e = d.startResponse(ctx, owner, "", body, prior)
 		}
 		if e != nil {
 			if prior != nil {
@@ -320,7 +321,7 @@ func (s *Server) responsesSocket(c *gin.Context) {
 			continue
 		}
 		var answer []chat.Message
-		status := s.sendResponseEvents(ctx, rs.t, rs.run, func(ev oaRespEvent) error { return send(ev) }, nil, func(ev chat.Event) { answer = appendAnswer(answer, ev) })
+		status := d.sendResponseEvents(ctx, rs.t, rs.run, func(ev oaRespEvent) error { return send(ev) }, nil, func(ev chat.Event) { answer = appendAnswer(answer, ev) })
 		if rs.stateless {
 			rs.t.Cancel(errNoReader)
 			if status == "completed" {
@@ -338,24 +339,24 @@ func (s *Server) responsesSocket(c *gin.Context) {
 // parseSocketCreate reads a response.create message: a Responses body
 // with "type", which may not ask to stream or run in the background (the
 // connection streams, and a background response is HTTP's).
-func parseSocketCreate(data []byte) (*wire.ResponsesRequest, string, *apiError) {
+func parseSocketCreate(data []byte) (*wire.ResponsesRequest, string, *turns.Problem) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, "", bodyError(wire.Unmarshal(data, &fields))
+		return nil, "", door.BodyProblem(wire.Unmarshal(data, &fields))
 	}
 	var typ string
 	if json.Unmarshal(fields["type"], &typ) != nil || typ != "response.create" {
-		return nil, "", newParamError(http.StatusBadRequest, "invalid_request", "type", `a message must be a response.create event: {"type": "response.create", ...}`)
+		return nil, "", turns.ParamProblem(http.StatusBadRequest, "invalid_request", "type", `a message must be a response.create event: {"type": "response.create", ...}`)
 	}
 	for _, f := range []string{"stream", "stream_options", "background"} {
 		if _, ok := fields[f]; ok {
-			return nil, "", newParamError(http.StatusBadRequest, "invalid_request", f, "%s is not taken in the WebSocket mode: the connection streams every response", f)
+			return nil, "", turns.ParamProblem(http.StatusBadRequest, "invalid_request", f, "%s is not taken in the WebSocket mode: the connection streams every response", f)
 		}
 	}
 	delete(fields, "type")
 	body, err := wire.ParseResponses(mustJSON(fields))
 	if err != nil {
-		return nil, "", bodyError(err)
+		return nil, "", door.BodyProblem(err)
 	}
 	return body, body.PreviousResponseID, nil
 }

@@ -1,4 +1,4 @@
-package server
+package openai
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/orchestration"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
+	"github.com/agentdock-go/agentdock/turns"
 )
 
 // What an OpenAI request brings to a turn besides its conversation: its
@@ -23,12 +24,12 @@ type clientRequest struct {
 
 // newClientRequest compiles the request's format (formatParam names it in
 // errors).
-func newClientRequest(tools []chat.ToolSpec, choice orchestration.ToolChoice, wf *wire.Format, formatParam, instructions string) (clientRequest, *apiError) {
+func newClientRequest(tools []chat.ToolSpec, choice orchestration.ToolChoice, wf *wire.Format, formatParam, instructions string) (clientRequest, *turns.Problem) {
 	c := clientRequest{tools: tools, choice: choice, instructions: instructions}
 	if wf != nil {
 		f, err := llmorch.NewFormat(wf.Type, wf.Name, wf.Description, wf.Schema, wf.Strict)
 		if err != nil {
-			return c, newParamError(http.StatusBadRequest, "invalid_request", formatParam, "%s", err.Error())
+			return c, turns.ParamProblem(http.StatusBadRequest, "invalid_request", formatParam, "%s", err.Error())
 		}
 		c.format = f
 	}
@@ -52,13 +53,13 @@ func (c clientRequest) names() []string {
 // checkAttachments refuses, before a turn starts, the attachments the
 // agent's model does not take (index maps msgs to the positions of the
 // request's list param).
-func checkAttachments(node *agent.Agent, msgs []chat.Message, index []int, param string) *apiError {
+func checkAttachments(node *agent.Agent, msgs []chat.Message, index []int, param string) *turns.Problem {
 	info := node.ModelInfo()
 	for i, m := range msgs {
 		for _, a := range m.Attachments {
 			if !info.Takes(a.Kind) {
 				at := fmt.Sprintf("%s[%d].content", param, index[i])
-				return newParamError(http.StatusBadRequest, "unsupported_parameter", at,
+				return turns.ParamProblem(http.StatusBadRequest, "unsupported_parameter", at,
 					"%s: agent %q runs on a model that does not take %s attachments (%s %s); send text, or use an agent whose model takes them", at, node.ID(), a.Kind, info.Provider, info.Model)
 			}
 		}
