@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/internal/netguard"
+	"github.com/agentdock-go/agentdock/outbox"
 	"github.com/agentdock-go/agentdock/responses"
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/telemetry"
@@ -105,6 +106,10 @@ type Config struct {
 	// retry, doubled before each next (default 1 s).
 	WebhookAttempts int
 	WebhookBackoff  time.Duration
+	// Outbox keeps the webhook calls owed until they are made, so that
+	// another replica makes those of a replica that died or shut down
+	// (redisoutbox on the session store's Redis); nil: in this process.
+	Outbox outbox.Store
 
 	// WebFS is the chat page, served at /; nil serves no page.
 	WebFS fs.FS

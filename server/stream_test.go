@@ -312,15 +312,19 @@ func TestHeartbeatAndWriteTimeout(t *testing.T) {
 // the server_shutdown error, finish and [DONE], the partial answer saved.
 func TestShutdownEndsStreams(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		delay  time.Duration
-		finish string
+		name    string
+		delay   time.Duration
+		timeout time.Duration
+		finish  string
 	}{
-		{name: "a turn that ends in time", delay: 20 * time.Millisecond, finish: "stop"},
-		{name: "a turn too long", delay: slowWord, finish: "other"},
+		// About a second of words, waited for up to 10 s (half the
+		// timeout): ample on a loaded machine.
+		{name: "a turn that ends in time", delay: 20 * time.Millisecond, timeout: 20 * time.Second, finish: "stop"},
+		// A minute of words, cancelled after 1 s.
+		{name: "a turn too long", delay: slowWord, timeout: 2 * time.Second, finish: "other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, envOptions{delay: tc.delay, cfg: func(c *Config) { c.ShutdownTimeout = 2 * time.Second }})
+			e := newEnv(t, envOptions{delay: tc.delay, cfg: func(c *Config) { c.ShutdownTimeout = tc.timeout }})
 			ln := newLocalListener(t)
 			ctx, stop := context.WithCancel(t.Context())
 			served := make(chan error, 1)

@@ -199,7 +199,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		return err
 	}
 	scfg.Runtime, scfg.Logger, scfg.WebFS, scfg.Telemetry = rt, log, web.FS(), tel
-	scfg.MCPServers, scfg.Responses = mcpRT.status, stored
+	scfg.MCPServers, scfg.Responses, scfg.Outbox = mcpRT.status, stored, back.outbox
 	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
 		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
 	}
