@@ -103,8 +103,10 @@ type Config struct {
 	Attempts int
 	Backoff  time.Duration
 	// Hold is how long a delivery taken is held for the replica working
-	// on it before another may take it (default 30 s; keep it above a
-	// call's timeout); a replica renews it while it waits for a run.
+	// on it before another may take it (default 30 s): the replica renews
+	// it every third of it while it works on it (waits for its run, makes
+	// a call), so that it bounds how long a delivery waits after its
+	// replica died.
 	Hold time.Duration
 	// Poll is how often the Outbox claims the deliveries due (default
 	// 1 s): one Store.Claim each time.
@@ -239,7 +241,9 @@ func (o *Outbox) deliver(d Delivery) {
 			return
 		}
 	}
+	release := o.hold(d)
 	err := o.cfg.Send(ctx, d)
+	release()
 	switch {
 	case err == nil:
 		o.drop(d, "")
@@ -262,15 +266,10 @@ func (o *Outbox) deliver(d Delivery) {
 	o.release(d, time.Now().Add(o.cfg.Backoff<<(d.Attempts-1)))
 }
 
-// resolve waits for the body of d, holding d meanwhile; it reports
-// whether d has its body (saved with it, so that no other replica waits
-// for the run again).
-func (o *Outbox) resolve(d *Delivery) bool {
-	if o.cfg.Resolve == nil {
-		o.cfg.Logger.Error("outbox: a delivery names a run, and the outbox resolves none; dropping it", "id", d.ID)
-		o.drop(*d, "")
-		return false
-	}
+// hold keeps d held for this replica, renewing its hold every third of
+// Hold, until the returned function is called: a replica that dies
+// working on d stops renewing it, and another takes d up within Hold.
+func (o *Outbox) hold(d Delivery) (release func()) {
 	ctx, cancel := context.WithCancel(o.ctx)
 	held := make(chan struct{})
 	go func() {
@@ -282,15 +281,30 @@ func (o *Outbox) resolve(d *Delivery) bool {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				if err := o.put(*d, time.Now().Add(o.cfg.Hold)); err != nil && ctx.Err() == nil {
-					o.cfg.Logger.Warn("outbox: holding a delivery that waits for its run failed", "id", d.ID, "err", err)
+				if err := o.put(d, time.Now().Add(o.cfg.Hold)); err != nil && ctx.Err() == nil {
+					o.cfg.Logger.Warn("outbox: renewing the hold of a delivery failed", "id", d.ID, "err", err)
 				}
 			}
 		}
 	}()
-	body, err := o.cfg.Resolve(ctx, *d)
-	cancel()
-	<-held
+	return func() {
+		cancel()
+		<-held
+	}
+}
+
+// resolve waits for the body of d, holding d meanwhile; it reports
+// whether d has its body (saved with it, so that no other replica waits
+// for the run again).
+func (o *Outbox) resolve(d *Delivery) bool {
+	if o.cfg.Resolve == nil {
+		o.cfg.Logger.Error("outbox: a delivery names a run, and the outbox resolves none; dropping it", "id", d.ID)
+		o.drop(*d, "")
+		return false
+	}
+	release := o.hold(*d)
+	body, err := o.cfg.Resolve(o.ctx, *d)
+	release()
 	if err != nil {
 		// Its run goes on elsewhere, or cannot be read now: the next
 		// sweep, here or elsewhere, takes it again.

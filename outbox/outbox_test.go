@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,5 +290,75 @@ func TestOutboxOutlivesItsReplica(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestOutboxHoldsWhileItWorks: a call that lasts several holds is not
+// taken up by another replica meanwhile: its replica renews the hold
+// while it works. Once it failed, the other replica may make the next
+// attempt.
+func TestOutboxHoldsWhileItWorks(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			// A hold with room for a late renewal on a loaded machine.
+			const hold = 600 * time.Millisecond
+			var (
+				mu      sync.Mutex
+				starts  []string
+				working bool // the first call is under way
+			)
+			made := make(chan string, 2)
+			send := func(who string) func(context.Context, outbox.Delivery) error {
+				return func(ctx context.Context, d outbox.Delivery) error {
+					mu.Lock()
+					if working {
+						who += " (while the first call was under way)"
+					}
+					starts = append(starts, who)
+					first := len(starts) == 1
+					working = first
+					mu.Unlock()
+					if first {
+						// Three holds long, then a failure.
+						select {
+						case <-time.After(3 * hold):
+						case <-ctx.Done():
+						}
+						mu.Lock()
+						working = false
+						mu.Unlock()
+						return errors.New("503 (simulated)")
+					}
+					made <- d.ID
+					return nil
+				}
+			}
+			cfg := quick(open(), send("A"), nil)
+			cfg.Hold = hold
+			a, err := outbox.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close(context.Background())
+			id := "msg_" + session.NewID()
+			if err := a.Add(context.Background(), outbox.Delivery{ID: id, Target: "http://h/x", Body: []byte(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+			cfg = quick(open(), send("B"), nil)
+			cfg.Hold = hold
+			b, err := outbox.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close(context.Background())
+			if got := wait(t, made); got != id {
+				t.Fatalf("made %s, want %s", got, id)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(starts) != 2 || starts[0] != "A" || strings.Contains(starts[1], "while") {
+				t.Fatalf("calls started by %v; want A's, then one more once it failed", starts)
+			}
+		})
 	}
 }

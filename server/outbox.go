@@ -38,6 +38,7 @@ func (s *Server) startOutbox() error {
 		Resolve:  s.resolveRun,
 		Attempts: s.cfg.WebhookAttempts,
 		Backoff:  s.cfg.WebhookBackoff,
+		Hold:     s.cfg.WebhookHold,
 		Logger:   s.log,
 	})
 	if err != nil {

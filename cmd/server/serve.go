@@ -301,6 +301,8 @@ func serverConfig(cfg *serveConfig, storeKind string, auth *server.KeyAuth, log 
 		CORSOrigins:         cfg.CORSOrigins,
 		MetricsRequireOwner: cfg.MetricsRequireKey,
 		CompactionSecret:    cfg.CompactionSecret,
+		// A dead replica's webhook calls go on as soon as its turns do.
+		WebhookHold: cfg.LockTTL,
 	}
 	if auth != nil {
 		var err error
