@@ -11,6 +11,7 @@ import (
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/session/redistest"
+	"github.com/agentdock-go/agentdock/turnlog"
 )
 
 // TestShutdownHandsTurnsOver: replica A shuts down while its turn
@@ -65,6 +66,14 @@ func TestShutdownHandsTurnsOver(t *testing.T) {
 					}
 				}
 				seen = append(seen, rest...)
+				// A's stream ends only once the shared log has the
+				// hand-over: a client resuming elsewhere then finds the
+				// turn handed over (or taken over already), never a
+				// writer that merely went quiet.
+				st, err := b.log.Lookup(t.Context(), turnlog.Ref{Session: session.Key("", sid), Turn: turnID})
+				if err != nil || !st.HandedOver && len(st.Restarts) == 0 && !st.Done {
+					t.Fatalf("when A's stream ended, the shared log had %+v (%v); want the turn handed over", st, err)
+				}
 			}
 			<-shut
 			var shown []shownFrame

@@ -24,9 +24,11 @@ import (
 // over (takeover.go) and goes on from the journal, whether or not a
 // client reads the turn. A reader elsewhere that finds the turn handed
 // over takes it over itself, without waiting for its writer to look dead.
-// The readers of this replica get the events it logged, then the end of
-// their stream without its last events (ErrHandedOver): a client resumes
-// on another replica with its Last-Event-ID.
+// The readers of this replica get the events it logged, then, once the
+// shared log has the hand-over (so that a replica they resume on takes
+// the turn over at once), the end of their stream without its last
+// events (ErrHandedOver): a client resumes on another replica with its
+// Last-Event-ID. The shutdown waits for that.
 //
 // A turn still running when the shutdown's time is nearly up (a tool call
 // of minutes) is handed over at once: cut, as a crash would cut it (the

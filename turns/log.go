@@ -73,9 +73,10 @@ type turn struct {
 	nextSeq int64        // seq of the next event
 	full    bool         // the log reached maxEvents and the turn was stopped
 	done    bool
-	// handedOver: the turn ended handed over to another replica; its
-	// readers here end with ErrHandedOver after its events.
-	handedOver bool
+	// handedOver: the turn ended handed over to another replica;
+	// announced: the shared log says so (or cannot), and its readers here
+	// end with ErrHandedOver after its events, to resume elsewhere.
+	handedOver, announced bool
 	// changed is closed when events or done change, and made again by the
 	// next read: nil while nobody was given it, so that an event no reader
 	// waits for (a live connection's) costs no channel.
@@ -133,6 +134,26 @@ func (t *turn) isHandedOver() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.handedOver
+}
+
+// announceHandedOver ends the streams of the turn's readers here, once
+// the shared log has the hand-over (or failed to take it): a reader that
+// resumes elsewhere then finds the turn handed over, and another replica
+// takes it over at once.
+func (t *turn) announceHandedOver() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.announced = true
+	t.endLive()
+	t.notify()
+}
+
+// handOverAnnounced reports whether the turn's readers here end (see
+// announceHandedOver).
+func (t *turn) handOverAnnounced() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.announced
 }
 
 // EventSlack is how many events a turn's log keeps beyond MaxEvents: a
@@ -215,13 +236,20 @@ func (t *turn) finishLocked() {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
+	if !t.handedOver || t.announced {
+		t.endLive()
+	}
+	t.events = slices.Clip(slices.Clone(t.events))
+	t.notify()
+	close(t.ended)
+}
+
+// endLive ends the live readers' streams; t.mu is held.
+func (t *turn) endLive() {
 	for _, r := range t.live {
 		r.End()
 	}
 	t.live = nil
-	t.events = slices.Clip(slices.Clone(t.events))
-	t.notify()
-	close(t.ended)
 }
 
 func (t *turn) notify() {
@@ -267,8 +295,11 @@ func (t *turn) next(ctx context.Context, after int64, tick <-chan time.Time, sto
 		case gap:
 			return nil, false, ErrGap
 		case done && len(events) == 0 && t.isHandedOver():
-			// The turn goes on elsewhere, from the shared log.
-			return nil, false, ErrHandedOver
+			if t.handOverAnnounced() {
+				// The turn goes on elsewhere, from the shared log.
+				return nil, false, ErrHandedOver
+			}
+			// Wait for the shared log to have the hand-over.
 		case len(events) > 0 || done:
 			return events, done, nil
 		}

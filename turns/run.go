@@ -84,12 +84,15 @@ func (r *Runtime) runTurn(t *turn, events iter.Seq2[chat.Event, error], started 
 		if !finished && v == nil && t.handingOff.Load() {
 			// Handed over (handover.go): this replica's readers get the
 			// end of their stream once the mirror marked the turn handed
-			// over in the shared log, where it goes on.
-			r.turns.handedOver(t)
+			// over in the shared log, where it goes on, and only then
+			// does the turn stop counting as running here (the shutdown
+			// waits for it).
 			t.finishHandedOver()
 			if mirrored != nil {
 				<-mirrored
 			}
+			t.announceHandedOver()
+			r.turns.handedOver(t)
 			return
 		}
 		if !finished {
