@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -133,4 +134,80 @@ func TestShutdownHandsTurnsOver(t *testing.T) {
 			checkShown(t, shown, rest, saved)
 		})
 	}
+}
+
+// TestWholeReplayAfterHandOver: a client that replays a turn from its
+// start with no Last-Event-ID (the AI SDK's resumeStream) does not honour
+// data-restart: the replay of a turn handed over leaves out the frames
+// the takeover voided, and the restart, so that the message it builds is
+// the saved answer, once. A replay that began before the takeover's
+// restart ends without finish when the restart voids what it sent, and
+// the client replays again (as the AI SDK recipe of docs/api.md does).
+func TestWholeReplayAfterHandOver(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := "replay-" + session.NewID()
+	opts := envOptions{delay: 10 * time.Millisecond, journal: true}
+	a, b := replica(t, srv, prefix, opts), replica(t, srv, prefix, opts)
+	sid := session.NewID()
+	body := jsonBody(map[string]string{"sessionId": sid, "message": "[offline:echo] " + strings.Repeat("word ", 80)})
+	res := a.do(http.MethodPost, "/api/chat/plain", body)
+	defer res.Body.Close()
+	r := newSSEReader(res.Body)
+	for deltas := 0; deltas < 5; {
+		ev, ok := r.next()
+		if !ok {
+			t.Fatal("A's stream ended before its fifth text delta")
+		}
+		if chunkType(t, ev.Data) == "text-delta" {
+			deltas++
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a.srv.Shutdown(ctx)
+	var (
+		frames  []sseEvent
+		replays int
+	)
+	for ; replays < 5; replays++ {
+		resB := b.do(http.MethodGet, "/api/sessions/"+sid+"/stream", "")
+		frames = newSSEReader(resB.Body).all()
+		resB.Body.Close()
+		if n := len(frames); n > 0 && chunkType(t, frames[n-1].Data) == "[DONE]" {
+			break
+		}
+	}
+	text := ""
+	if len(frames) == 0 || chunkType(t, frames[0].Data) != "start" {
+		t.Errorf("the whole replay does not begin with start: %v", frames[:min(3, len(frames))])
+	}
+	for _, ev := range frames {
+		switch chunkType(t, ev.Data) {
+		case "data-restart":
+			t.Errorf("the whole replay has a restart: %s", ev.Data)
+		case "text-delta":
+			var d struct{ Delta string }
+			_ = json.Unmarshal([]byte(ev.Data), &d)
+			text += d.Delta
+		}
+	}
+	n := len(frames)
+	if n < 2 || !strings.Contains(frames[n-2].Data, `"finishReason":"stop"`) {
+		t.Fatalf("after %d replays the last ends %v", replays+1, frames[max(0, n-3):])
+	}
+	b.waitIdle(sid)
+	msgs, err := b.store.Messages(t.Context(), sid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := ""
+	for _, m := range msgs {
+		if m.Role == chat.RoleAssistant {
+			saved += m.Content
+		}
+	}
+	if text != saved {
+		t.Errorf("the whole replay shows %q, the session saved %q", text, saved)
+	}
+	t.Logf("%d replay(s) ended early", replays)
 }

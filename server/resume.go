@@ -117,13 +117,12 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 		c.Status(http.StatusNoContent)
 		return
 	}
-	s.streamTurn(c, t, seen{})
+	s.streamTurn(c, t, wholeReplay(ctx, t))
 }
 
 // abortStore answers a failure of the stores (the session's, the shared
 // turn log's), logged as what failed.
 func (s *Server) abortStore(c *gin.Context, what, sessionID string, err error) {
-	println("DEBUG abortStore", what, err.Error())
 	e := turns.Describe(err)
 	if e.Status >= 500 {
 		s.log.Error(what, "session", sessionID, "err", err)

@@ -148,3 +148,73 @@ test('the page resumes by itself when a deploy hands its turn over', { skip: ski
     await browser.close();
   }
 });
+
+// deployingAfter is a fetch that calls deploy once a POST's answer has
+// streamed n text deltas.
+function deployingAfter(n, deploy) {
+  return async (url, init = {}) => {
+    const res = await fetch(url, init);
+    if (init.method !== 'POST' || !res.body) return res;
+    let seen = 0;
+    const decoder = new TextDecoder();
+    const body = res.body.pipeThrough(new TransformStream({
+      transform(chunk, c) {
+        seen += decoder.decode(chunk, { stream: true }).split('"text-delta"').length - 1;
+        if (seen >= n && n > 0) { n = 0; deploy(); }
+        c.enqueue(chunk);
+      },
+    }));
+    return new Response(body, { status: res.status, headers: res.headers });
+  };
+}
+
+// The AI SDK's Chat (useChat's, with a plain state) over its
+// DefaultChatTransport through the balancer: its stream ends without a
+// finish chunk when the replica hands the turn over, and the recipe of
+// docs/api.md resumes it: onFinish without a finishReason (and neither
+// aborted nor failed) calls resumeStream(), which replays the turn from
+// its start on the other replica.
+test("the AI SDK's Chat resumes a turn handed over with resumeStream()", { skip }, async () => {
+  const { AbstractChat, DefaultChatTransport } = await import('ai');
+  class State {
+    constructor() { this.messages = []; this.status = 'ready'; this.error = undefined; }
+    pushMessage(m) { this.messages = this.messages.concat(m); }
+    popMessage() { this.messages = this.messages.slice(0, -1); }
+    replaceMessage(i, m) { this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)]; }
+    snapshot(v) { return structuredClone(v); }
+  }
+  const { lb, deploy } = await deployment();
+  const errors = [];
+  let resumes = 0;
+  let stopped;
+  let ended;
+  const finished = new Promise((r) => { ended = r; });
+  const id = `e2e-${crypto.randomUUID()}`;
+  const chat = new (class extends AbstractChat {})({
+    id,
+    state: new State(),
+    // The deploy comes once the POST's answer has streamed ten words.
+    transport: new DefaultChatTransport({ api: `${lb.base}/api/chat/cognitive-reasoner`, fetch: deployingAfter(10, () => { stopped = deploy(); }) }),
+    onError: (e) => errors.push(e),
+    onFinish: ({ finishReason, isAbort, isError }) => {
+      // The recipe: a stream that ended without a finish goes on
+      // elsewhere (a deploy, a crash); follow it there.
+      if (!finishReason && !isAbort && !isError && resumes < 5) {
+        resumes++;
+        chat.resumeStream();
+        return;
+      }
+      ended(finishReason);
+    },
+  });
+  await chat.sendMessage({ text: `[offline:echo] ${words}` });
+  const reason = await Promise.race([finished, new Promise((_, fail) => setTimeout(() => fail(new Error('the chat did not finish within 60 s')), 60000).unref())]);
+  await stopped;
+  assert.deepEqual(errors, []);
+  assert.ok(resumes > 0, 'the stream ended with a finish: nothing was handed over');
+  assert.equal(reason, 'stop');
+  assert.deepEqual(chat.messages.map((m) => m.role), ['user', 'assistant']);
+  const shown = chat.messages[1].parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
+  assert.equal(shown, words, 'the message is not the whole answer, once');
+  assert.equal((await saved(lb.base, id)).trim(), words);
+});
