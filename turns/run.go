@@ -115,8 +115,13 @@ func (r *Runtime) runTurn(t *turn, events iter.Seq2[chat.Event, error], started 
 				return
 			}
 			if !r.turns.register(t) {
-				if t.continued {
-					// A takeover: it goes on elsewhere.
+				if t.handable {
+					// It started as this replica began shutting down
+					// (its message is stored): handed over at once,
+					// before it wrote anything more, like a turn whose
+					// replica died then; a retry of its request (its
+					// idempotency key) takes it over elsewhere, and so
+					// does a takeover that was under way here.
 					t.cut()
 				} else {
 					t.cancel(ErrShutdown)
