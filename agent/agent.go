@@ -137,7 +137,8 @@ type Options struct {
 	// attachment once, with its message.
 	MaxAttachmentBytes int
 	// LeaseRenewal is how often a running turn extends its session lease
-	// (default 10 s; keep it well under the store's LockTTL).
+	// (default a third of session.DefaultLockTTL; keep it well under the
+	// store's LockTTL).
 	LeaseRenewal time.Duration
 	// Budget bounds every turn (llmorch.Budget); a template's options
 	// override it field by field, and unset fields take
@@ -233,7 +234,7 @@ func (c *Options) check() error {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if c.LeaseRenewal <= 0 {
-		c.LeaseRenewal = 10 * time.Second
+		c.LeaseRenewal = session.DefaultLockTTL / 3
 	}
 	if err := c.Budget.Validate(); err != nil {
 		return fmt.Errorf("agent: Options.Budget: %w", err)

@@ -32,7 +32,14 @@
 // size), and a live session past BYTES_PER_OWNER on both stores;
 // queue_test.go counts Redis's commands while hundreds of messages wait
 // for busy sessions; webhook_tenants_test.go has two keys post to one
-// webhook receiver.
+// webhook receiver. Issue 57's, with the default configuration:
+// handover_test.go restarts three replicas one after the other under 30
+// conversations (every turn finishes stop, as shown, no completed tool
+// call runs twice), SIGTERMs the replica running a turn (the client
+// resumes elsewhere) and SIGKILLs one (the turn goes on elsewhere within
+// 15 s); webhook_replica_test.go kills the replica that owes a webhook
+// call (the other makes it, same webhook-id); renewal_test.go measures
+// what the lease renewals and signs of life cost Redis.
 //
 // The package has no code of its own: only tests and their harness
 // (harness_test.go). The fast tests run in `go test ./faults/`; the slow

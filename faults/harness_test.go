@@ -179,6 +179,9 @@ func tryStartServer(t testing.TB, tdir string, extra []string) (*serverProc, err
 		"OTEL_TRACES_EXPORTER=none",
 		"OTEL_METRICS_EXPORTER=none",
 		"OTEL_LOGS_EXPORTER=none",
+		// Stop waits 5 s for the exit: a turn still running with the
+		// memory store is waited for 1.5 s, then cancelled.
+		"SHUTDOWN_TIMEOUT=3s",
 	}
 	cmd := exec.Command(serverBin, "serve")
 	cmd.Env = append(env, extra...) // exec keeps the last of duplicate keys

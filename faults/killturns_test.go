@@ -88,16 +88,16 @@ func (c *searchCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // recordedRun finds the search runs a saved tool result holds.
 var recordedRun = regexp.MustCompile(`found (\S+) \(run (\d+)\)`)
 
-// durableAnswer answers each conversation by where its turn is: a search,
+// durableAnswer answers each turn by where it is: a search,
 // a second search, then a text streamed for about 0.6 s.
 func durableAnswer(words []string) func(mockllm.Request) mockllm.Script {
 	return func(req mockllm.Request) mockllm.Script {
-		// The session has one turn: its user message is "turn N" (the
-		// runtime may add a note after it), and the results are its own.
+		// The turn's user message is the last "turn N" (the runtime may
+		// add a note after it), and the results after it are its own.
 		user, results := "", 0
 		for _, m := range req.Messages {
 			if first, _, _ := strings.Cut(m.Text, "\n"); m.Role == "user" && strings.HasPrefix(first, "turn ") {
-				user = first
+				user, results = first, 0
 			}
 			results += len(m.ToolResults)
 		}

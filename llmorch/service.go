@@ -385,6 +385,7 @@ func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.S
 		if j := turn.Resume; j != nil {
 			r.calls, r.output, r.savedOutput, r.turnUsage, r.writes, r.saved = j.Steps, j.Output, j.Output, j.Usage, j.Writes, j.Steps
 		}
+		r.handOver = handOverSignal(ctx)
 		reason, err := r.loop(ctx)
 		r.end(ctx, reason, err)
 	}
@@ -393,6 +394,10 @@ func (s *Service) StreamWithOrchestration(ctx context.Context, turn Turn) iter.S
 // end ends the turn after its loop: its total usage, then why it ended
 // early (a budget or an error), then Done.
 func (r *run) end(ctx context.Context, reason string, err error) {
+	if r.handingOver(ctx) {
+		// Handed over: no write and no event more (handover.go).
+		return
+	}
 	if !r.ended && r.turn.ID != "" {
 		// No write cleared the turn marker yet (the consumer left,
 		// or the turn failed before a write that would have).
@@ -511,6 +516,10 @@ type run struct {
 	// argVerdicts are what the tool_arguments guardrails decided about
 	// the step's calls, by call ID.
 	argVerdicts map[string]argumentsVerdict
+	// handOver asks the turn to stop at its next safe point, handed over
+	// (WithHandOver); handedOver: it stopped so (handover.go).
+	handOver   context.Context
+	handedOver bool
 	// model is the model of the step under way; answered, the model that
 	// answers its call (a fallback's, after a KindFallback); byModel, the
 	// turn's usage by the model that answered it.
@@ -572,6 +581,11 @@ func (r *run) loop(ctx context.Context) (string, error) {
 	// calls, and none of their calls was under way when a replica died.
 	r.journaled, r.interrupt = nil, false
 	for step := r.calls + 1; ; step++ {
+		if r.handOverDue() {
+			// A safe point: the steps so far are saved, the next model
+			// call is the taker's.
+			return "", ErrHandedOver
+		}
 		final := step > budget.MaxSteps
 		if step == budget.MaxSteps+1 && !r.emit(chat.Event{Kind: chat.KindLimit, Limit: limitSteps(budget.MaxSteps)}) {
 			return "", errStopped
@@ -729,7 +743,14 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 			req.ApprovalTools = append(req.ApprovalTools, name)
 		}
 	}
-	if err := r.fit(ctx, &req); err != nil {
+	// The model call (and the compaction before it) is cut at once when
+	// the turn is handed over: the taker makes it again.
+	mctx, stopWatch := r.modelContext(ctx)
+	defer stopWatch()
+	if err := r.fit(mctx, &req); err != nil {
+		if r.handingOver(mctx) {
+			return nil, ErrHandedOver
+		}
 		return nil, err
 	}
 	if !r.emit(chat.Event{Kind: chat.KindStepStart}) {
@@ -764,8 +785,11 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 		r.saveEnd(ctx, text, usage)
 		return limitOutput(cfg.Budget.MaxOutputBytes)
 	}
-	for ev, err := range r.stream(ctx, req, prevStep) {
+	for ev, err := range r.stream(mctx, req, prevStep) {
 		if err != nil {
+			if r.handingOver(mctx) {
+				return nil, ErrHandedOver
+			}
 			if errors.Is(err, ErrOutputLimit) {
 				return nil, over()
 			}
@@ -825,9 +849,12 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 				return nil, errStopped
 			}
 		}
-		if ctx.Err() != nil {
+		if mctx.Err() != nil || r.handOverDue() {
 			break // stop reading the model at once
 		}
+	}
+	if r.handingOver(mctx) {
+		return nil, ErrHandedOver
 	}
 	if err := ctx.Err(); err != nil {
 		r.saveEnd(ctx, text, usage)
@@ -850,7 +877,10 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 	if r.turn.Format != nil {
 		if len(calls) == 0 {
 			var err error
-			if text, err = r.conform(ctx, req, text, &usage, prevStep); err != nil {
+			if text, err = r.conform(mctx, req, text, &usage, prevStep); err != nil {
+				if r.handingOver(mctx) {
+					return nil, ErrHandedOver
+				}
 				r.saveEnd(ctx, nil, usage)
 				return nil, err
 			}
@@ -875,6 +905,8 @@ func (r *run) modelStep(ctx context.Context, final bool) ([]chat.ToolCall, error
 			}
 		}
 	}
+	// The step's calls run to their end, a hand-over or not.
+	stopWatch()
 	return calls, r.onStepFinish(ctx, text, calls, invalid, usage)
 }
 
@@ -1873,12 +1905,18 @@ func (r *run) saveStopped(ctx context.Context, text []byte, shown []chat.ToolCal
 		msgs = append(msgs, ToolMessage(res))
 	}
 	r.saveEndWith(ctx, msgs, usage, rec)
+	if r.handedOver {
+		return
+	}
 	for i := range tell {
 		r.emit(chat.Event{Kind: chat.KindToolResult, ToolResult: &tell[i]})
 	}
 }
 
 func (r *run) saveEndWith(ctx context.Context, msgs []chat.Message, usage chat.Usage, rec *toolOutcome) {
+	if r.handingOver(ctx) {
+		return // the taker saves the turn
+	}
 	cfg := r.s.cfg
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/internal/netguard"
+	"github.com/agentdock-go/agentdock/outbox"
 	"github.com/agentdock-go/agentdock/responses"
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/telemetry"
@@ -105,6 +106,16 @@ type Config struct {
 	// retry, doubled before each next (default 1 s).
 	WebhookAttempts int
 	WebhookBackoff  time.Duration
+	// WebhookHold is how soon another replica takes up a webhook call
+	// whose replica died while working on it (default 30 s; the replica
+	// renews its hold every third of it): cmd/server uses the session
+	// lease's TTL, so that a dead replica's calls go on as soon as its
+	// turns do.
+	WebhookHold time.Duration
+	// Outbox keeps the webhook calls owed until they are made, so that
+	// another replica makes those of a replica that died or shut down
+	// (redisoutbox on the session store's Redis); nil: in this process.
+	Outbox outbox.Store
 
 	// WebFS is the chat page, served at /; nil serves no page.
 	WebFS fs.FS
@@ -170,6 +181,7 @@ func (c *Config) validate() error {
 	neg("ReadTimeout", int64(c.ReadTimeout))
 	neg("WebhookAttempts", int64(c.WebhookAttempts))
 	neg("WebhookBackoff", int64(c.WebhookBackoff))
+	neg("WebhookHold", int64(c.WebhookHold))
 	if c.WebhookAttempts == 0 {
 		c.WebhookAttempts = DefaultWebhookAttempts
 	}

@@ -47,8 +47,11 @@ type envOptions struct {
 	// store is the session store (default: a new memory store); the env
 	// closes it.
 	store session.Store
-	// log is the shared turn log (replica).
-	log turnlog.Log
+	// log is the shared turn log (replica); journal: the turns keep a
+	// journal, so that another replica can take them over (as
+	// cmd/server configures a deployment with Redis).
+	log     turnlog.Log
+	journal bool
 	// model answers every agent (default: the offline model).
 	model llmorch.Model
 	// templates is the directory of the agents' templates (default
@@ -90,12 +93,17 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.model != nil {
 		model = o.model
 	}
+	var streamed agent.StreamReader
+	if o.journal && o.log != nil {
+		streamed = turns.StreamedSteps(o.log)
+	}
 	agents, err := agent.NewSet(agent.Options{
-		Store:    store,
-		ToolsFor: func(*template.Loaded) tools.Toolbox { return reg },
-		Models:   func(*template.Template) (llmorch.Model, error) { return model, nil },
-		Logger:   slog.New(slog.DiscardHandler),
-		Budget:   o.budget,
+		Store:         store,
+		ToolsFor:      func(*template.Loaded) tools.Toolbox { return reg },
+		Models:        func(*template.Template) (llmorch.Model, error) { return model, nil },
+		Logger:        slog.New(slog.DiscardHandler),
+		Budget:        o.budget,
+		StreamedSteps: streamed,
 	}, loaded)
 	if err != nil {
 		t.Fatal(err)

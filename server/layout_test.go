@@ -19,7 +19,7 @@ var layers = [][]string{
 	{"errors.go", "config.go", "security.go", "rawerrors.go", "otel.go"},
 	{"uistream.go"},
 	{"stream.go", "idempotency.go"},
-	{"chat.go", "sessions.go", "resume.go", "info.go", "openapi.go", "webhook.go"},
+	{"chat.go", "sessions.go", "resume.go", "info.go", "openapi.go", "webhook.go", "outbox.go"},
 	{"server.go"},
 }
 

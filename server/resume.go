@@ -117,7 +117,7 @@ func (s *Server) resume(c *gin.Context, agentID string) {
 		c.Status(http.StatusNoContent)
 		return
 	}
-	s.streamTurn(c, t, seen{})
+	s.streamTurn(c, t, wholeReplay(ctx, t))
 }
 
 // abortStore answers a failure of the stores (the session's, the shared

@@ -27,7 +27,8 @@
 //   - stream.go: a connection's SSE stream of a turn, through r3labs;
 //     idempotency.go: a chat request's idempotency key.
 //   - the routes: chat.go (POST /api/chat, approvals), webhook.go
-//     (background runs, their status and webhooks), sessions.go and
+//     (background runs, their status and webhooks) and outbox.go (the
+//     webhook calls owed, made by any replica), sessions.go and
 //     resume.go (/api/sessions), info.go (/api/agents, /api/usage),
 //     openapi.go.
 //   - server.go: the Server, its routes and middleware, the doors,
@@ -49,6 +50,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentdock-go/agentdock/outbox"
 	"github.com/agentdock-go/agentdock/server/door"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/server/openai"
@@ -70,11 +72,13 @@ type Server struct {
 	sse     *sse.Server
 	connSeq atomic.Int64 // names the connections' r3labs streams
 	// recorders counts the Responses API recorders still storing a
-	// response (responses.go) and the webhook calls of background runs;
-	// Shutdown waits for them after the turns.
+	// response (responses.go); Shutdown waits for them after the turns.
 	recorders sync.WaitGroup
 	// webhookKey signs webhook calls (Config.WebhookSecret).
 	webhookKey []byte
+	// outbox makes the webhook calls (outbox.go); nil when the server
+	// calls none.
+	outbox *outbox.Outbox
 
 	// origins is the CORS allowlist; anyOrigin is "*".
 	origins   map[string]bool
@@ -118,6 +122,9 @@ func New(cfg Config) (*Server, error) {
 		if err := s.checkWebhook("", cfg.WebhookURL); err != nil {
 			return nil, fmt.Errorf("server: WebhookURL: %w", err)
 		}
+	}
+	if err := s.startOutbox(); err != nil {
+		return nil, err
 	}
 	s.crossOrigin = http.NewCrossOriginProtection()
 	for _, o := range cfg.CORSOrigins {
@@ -263,13 +270,22 @@ func (u *unusedConns) closeAll() {
 	clear(u.conns)
 }
 
-// Shutdown refuses new turns, cancels the running ones, waits for them (or
-// ctx) and then ends every open stream with closing frames. It is what Serve
+// Shutdown refuses new turns, hands the running ones over to the other
+// replicas (a shared turn log) or waits for them and cancels them, waits
+// for them (or ctx) and then ends every open stream with closing frames. It is what Serve
 // does on shutdown; call it yourself when serving Handler with your own
 // http.Server (from its RegisterOnShutdown, for example). The http.Server
 // still has to be shut down.
 func (s *Server) Shutdown(ctx context.Context) {
+	if s.cfg.Outbox != nil {
+		// Shared with the other replicas: the webhook calls this one
+		// holds go to them at once, as its turns do.
+		s.closeOutbox(ctx)
+	}
 	s.rt.Shutdown(ctx)
+	// In this process only: the calls of the turns that ended meanwhile
+	// had their chance.
+	s.closeOutbox(ctx)
 	if err := turns.WaitGroup(ctx, &s.recorders); err != nil {
 		s.log.Warn("shutdown: responses still being stored", "err", err)
 	}

@@ -52,6 +52,58 @@ type seen struct {
 	restarts int
 	// counted is the restart frames mapped so far.
 	counted int
+	// whole: the client replays the turn from its start with no
+	// Last-Event-ID (the AI SDK's resumeStream), and builds the message
+	// from what it gets without honouring data-restart: the events a
+	// restart voids are left out (void, restarts known when the replay
+	// began), and so is the restart; a restart that comes later and voids
+	// events already written ends the response with no chunk, for the
+	// client to replay the turn again (written: the last event written).
+	whole   bool
+	void    []voidSpan
+	written int64
+}
+
+// voidSpan is what a restart voids: the events after since and before
+// the restart's own.
+type voidSpan struct{ since, restart int64 }
+
+// wholeReplay is the seen of a client that replays t from its start with
+// no Last-Event-ID: the spans its restarts so far void (none read when
+// it had none). A turn that cannot be read now (not yet listed in the
+// shared log, say) has none known: a restart it meets is handled live.
+func wholeReplay(ctx context.Context, t *turns.Turn) seen {
+	sn := seen{whole: true}
+	if _, _, restarts, err := t.Last(ctx); err != nil || len(restarts) == 0 {
+		return sn
+	}
+	events, _, err := t.Read(ctx, 0)
+	if err != nil {
+		return sn
+	}
+	for _, ev := range events {
+		if ev.Kind == chat.KindRestart && ev.Restart != nil {
+			sn.void = append(sn.void, voidSpan{since: ev.Restart.Since, restart: ev.Seq})
+		}
+	}
+	return sn
+}
+
+// skips reports whether a whole replay leaves ev out (never the turn's
+// start: the client starts its message there).
+func (s *seen) skips(ev chat.Event) bool {
+	switch ev.Kind {
+	case chat.KindStart:
+		return false
+	case chat.KindRestart:
+		return true
+	}
+	for _, v := range s.void {
+		if ev.Seq > v.since && ev.Seq < v.restart {
+			return true
+		}
+	}
+	return false
 }
 
 // restart counts a takeover whose restart is the turn's frame first: one
@@ -118,6 +170,9 @@ func (s *Server) streamTurn(c *gin.Context, t *turns.Turn, seen seen) {
 		}
 		heartbeat.Reset(s.cfg.Heartbeat)
 		for len(conn.out) == 0 {
+			if conn.ended {
+				return // ended with no chunk (closeWith)
+			}
 			events, done, err := t.Next(ctx, conn.read, heartbeat.C, s.rt.Closing())
 			switch {
 			case err != nil:
@@ -127,7 +182,7 @@ func (s *Server) streamTurn(c *gin.Context, t *turns.Turn, seen seen) {
 			case done, ctx.Err() != nil:
 				return // every event is written, or nobody reads them
 			case isClosed(s.rt.Closing()):
-				conn.closeWith(turns.ErrShutdown)
+				conn.closeWith(s.rt.StreamEnd())
 			default:
 				conn.out = append(conn.out, &sse.Event{Comment: []byte("heartbeat")})
 				heartbeat.Reset(s.cfg.Heartbeat)
@@ -243,6 +298,11 @@ func (c *sseConn) goLive(h turns.Held) {
 func (c *sseConn) Push(events []chat.Event) bool {
 	for _, ev := range events {
 		c.mapEvent(ev)
+		if c.ended {
+			// A whole replay a restart voided (mapEvent): its end.
+			c.End()
+			return false
+		}
 	}
 	for i, ev := range c.out {
 		if !c.s.sse.TryPublish(c.streamID, ev) {
@@ -356,7 +416,7 @@ func (c *sseConn) endSession() {
 // read again.
 func (c *sseConn) queue(events []chat.Event) {
 	for _, ev := range events {
-		if len(c.out) >= maxBurst-maxChunks {
+		if len(c.out) >= maxBurst-maxChunks || c.ended {
 			return
 		}
 		c.mapEvent(ev)
@@ -375,7 +435,20 @@ func (c *sseConn) mapEvent(ev chat.Event) {
 	if ev.Kind == chat.KindRestart {
 		c.seen.restart(first)
 	}
-	chunks := c.m.add(ev, first+maxChunks-1 > c.seen.after)
+	skip := c.seen.whole && c.seen.skips(ev)
+	if skip && ev.Kind == chat.KindRestart && ev.Restart != nil && c.seen.written > ev.Restart.Since {
+		// A whole replay got events this restart voids: it ends, and the
+		// client replays the turn again, without them.
+		c.ended = true
+		return
+	}
+	chunks := c.m.add(ev, !skip && first+maxChunks-1 > c.seen.after)
+	if skip {
+		return // mapped, for the numbers of the frames after it
+	}
+	if ev.Kind != chat.KindStart {
+		c.seen.written = ev.Seq // what a restart can void
+	}
 	for i, data := range chunks {
 		n := first + int64(i)
 		if n <= c.seen.after {
@@ -400,13 +473,19 @@ type frameEvent struct {
 // (and recovered under its lease) or its session deleted. Otherwise (the
 // shared log unreadable, the server shutting down before the turn ended,
 // events lost) the turn may still hold its session, and a client told it
-// finished would get 409 for its next message: it may resume instead.
+// finished would get 409 for its next message: it may resume instead. A
+// turn that goes on on another replica (turns.ErrHandedOver) ends the
+// response with no chunk: the client resumes there, as after a cut
+// connection.
 func (c *sseConn) closeWith(e *chat.Error) {
+	c.ended = true
+	if e.Code == turns.ErrHandedOver.Code {
+		return
+	}
 	c.out = append(c.out, &sse.Event{Data: mustJSON(uiChunk{Type: "error", ErrorText: e.Code + ": " + e.Message})})
 	if turns.Over(e) {
 		c.out = append(c.out, &sse.Event{Data: mustJSON(uiChunk{Type: "finish", FinishReason: "error"})}, &sse.Event{Data: doneData})
 	}
-	c.ended = true
 }
 
 func isClosed(c <-chan struct{}) bool {

@@ -305,51 +305,75 @@ func TestHeartbeatAndWriteTimeout(t *testing.T) {
 	}
 }
 
-// TestShutdownEndsStreams: Serve's shutdown cancels the running turn; its
-// stream gets the server_shutdown error, finish and [DONE], the partial
-// answer is saved, and new turns are refused.
+// TestShutdownEndsStreams: with the memory store (no replica to hand
+// turns to), Serve's shutdown refuses new turns and waits for the running
+// ones: a turn that ends within ShutdownTimeout finishes stop; one still
+// running when the time is nearly up is cancelled, and its stream gets
+// the server_shutdown error, finish and [DONE], the partial answer saved.
 func TestShutdownEndsStreams(t *testing.T) {
-	e := newEnv(t, envOptions{delay: slowWord})
-	ln := newLocalListener(t)
-	ctx, stop := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- e.srv.Serve(ctx, ln) }()
-	res, err := http.Post("http://"+ln.Addr().String()+"/api/chat/plain", "application/json", strings.NewReader(`{"message":"tell me a long story","sessionId":"shutdown-1"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	// Stop once the answer is being written: the first word comes at once,
-	// the next only after slowWord.
-	r := newSSEReader(res.Body)
-	for {
-		ev, ok := r.next()
-		if !ok {
-			t.Fatal("the stream ended before the first text delta")
-		}
-		if chunkType(t, ev.Data) == "text-delta" {
-			break
-		}
-	}
-	stop()
-	rest := r.all()
-	n := len(rest)
-	if n < 3 || !strings.Contains(rest[n-3].Data, "server_shutdown") || chunkType(t, rest[n-2].Data) != "finish" || rest[n-1].Data != "[DONE]" {
-		t.Fatalf("stream ends %v", rest)
-	}
-	if err := <-served; err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := e.store.Messages(t.Context(), "shutdown-1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last := msgs[len(msgs)-1]; last.Role != chat.RoleAssistant || last.Content == "" {
-		t.Fatalf("partial answer not saved: %+v", msgs)
-	}
-	var ae *apiError
-	if _, err := e.srv.rt.Start(t.Context(), turns.Input{Input: agent.Text("hi"), Agent: "plain", Session: "after-shutdown"}); !errors.As(err, &ae) || ae.Status != 503 {
-		t.Fatalf("want 503, got %v", err)
+	for _, tc := range []struct {
+		name    string
+		delay   time.Duration
+		timeout time.Duration
+		finish  string
+	}{
+		// About a second of words, waited for up to 10 s (half the
+		// timeout): ample on a loaded machine.
+		{name: "a turn that ends in time", delay: 20 * time.Millisecond, timeout: 20 * time.Second, finish: "stop"},
+		// A minute of words, cancelled after 1 s.
+		{name: "a turn too long", delay: slowWord, timeout: 2 * time.Second, finish: "other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{delay: tc.delay, cfg: func(c *Config) { c.ShutdownTimeout = tc.timeout }})
+			ln := newLocalListener(t)
+			ctx, stop := context.WithCancel(t.Context())
+			served := make(chan error, 1)
+			go func() { served <- e.srv.Serve(ctx, ln) }()
+			res, err := http.Post("http://"+ln.Addr().String()+"/api/chat/plain", "application/json", strings.NewReader(`{"message":"tell me a long story","sessionId":"shutdown-1"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			// Stop once the answer is being written.
+			r := newSSEReader(res.Body)
+			for {
+				ev, ok := r.next()
+				if !ok {
+					t.Fatal("the stream ended before the first text delta")
+				}
+				if chunkType(t, ev.Data) == "text-delta" {
+					break
+				}
+			}
+			stop()
+			rest := r.all()
+			n := len(rest)
+			if n < 2 || chunkType(t, rest[n-2].Data) != "finish" || rest[n-1].Data != "[DONE]" {
+				t.Fatalf("stream ends %v", rest)
+			}
+			var fin struct{ FinishReason string }
+			_ = json.Unmarshal([]byte(rest[n-2].Data), &fin)
+			if fin.FinishReason != tc.finish {
+				t.Fatalf("finish %q, want %q: %v", fin.FinishReason, tc.finish, rest)
+			}
+			if tc.finish == "other" && (n < 3 || !strings.Contains(rest[n-3].Data, "server_shutdown")) {
+				t.Fatalf("stream ends %v", rest)
+			}
+			if err := <-served; err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := e.store.Messages(t.Context(), "shutdown-1", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := msgs[len(msgs)-1]; last.Role != chat.RoleAssistant || last.Content == "" {
+				t.Fatalf("partial answer not saved: %+v", msgs)
+			}
+			var ae *apiError
+			if _, err := e.srv.rt.Start(t.Context(), turns.Input{Input: agent.Text("hi"), Agent: "plain", Session: "after-shutdown"}); !errors.As(err, &ae) || ae.Status != 503 {
+				t.Fatalf("want 503, got %v", err)
+			}
+		})
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/chat"
 	"github.com/agentdock-go/agentdock/internal/netguard"
+	"github.com/agentdock-go/agentdock/outbox"
 	"github.com/agentdock-go/agentdock/server/internal/wire"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/turns"
@@ -133,38 +134,14 @@ var webhookClient = &http.Client{
 
 // callWebhook posts owner's ev to target in the background, signed with
 // owner's secret, again after each failure with a doubling wait, up to
-// Config.WebhookAttempts calls; the server's shutdown ends the retries.
+// Config.WebhookAttempts calls, from this replica or another (outbox.go).
 func (s *Server) callWebhook(owner, target string, ev webhookEvent) {
 	ev.Owner = owner
-	body := mustJSON(ev)
-	id := "msg_" + session.NewID()
-	key := s.webhooksOf(owner).Secret
-	s.recorders.Add(1)
-	go func() {
-		defer s.recorders.Done()
-		wait := s.cfg.WebhookBackoff
-		for attempt := 1; ; attempt++ {
-			status, err := s.postWebhook(key, target, id, body)
-			if err == nil && status < 300 {
-				return
-			}
-			retry := err != nil || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
-			if !retry || attempt >= s.cfg.WebhookAttempts {
-				s.log.Warn("a webhook call failed; giving up", "host", hostOf(target), "attempts", attempt, "status", status, "err", err)
-				return
-			}
-			select {
-			case <-time.After(wait):
-			case <-s.rt.Base().Done():
-				return
-			}
-			wait *= 2
-		}
-	}()
+	s.queueWebhook(outbox.Delivery{ID: "msg_" + session.NewID(), Target: target, Owner: owner, Body: mustJSON(ev)})
 }
 
-func (s *Server) postWebhook(key []byte, target, id string, body []byte) (int, error) {
-	ctx, cancel := context.WithTimeout(s.rt.Base(), webhookClient.Timeout)
+func (s *Server) postWebhook(ctx context.Context, key []byte, target, id string, body []byte) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, webhookClient.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
@@ -191,44 +168,16 @@ func hostOf(raw string) string {
 	return ""
 }
 
-// runInBackground follows a background chat turn to its end and calls
-// webhook (when set) with its outcome.
+// runInBackground calls webhook (when set) with the outcome of the
+// background chat turn t once it ends: the call is queued now, naming the
+// turn, so that another replica makes it if this one goes away first
+// (outbox.go).
 func (s *Server) runInBackground(t *turns.Turn, webhook string) {
 	if webhook == "" {
 		return
 	}
-	s.recorders.Add(1)
-	go func() {
-		defer s.recorders.Done()
-		out := turnOutcome{SessionID: t.SessionID(), TurnID: t.ID(), AgentID: t.Agent(), Status: "completed"}
-		var text chat.AnswerText
-		for ev, err := range t.Events(context.WithoutCancel(s.rt.Base()), 0) {
-			if err != nil {
-				if ce, ok := err.(*chat.Error); ok && out.Error == nil {
-					out.Error = ce
-				}
-				break
-			}
-			text.Add(ev)
-			switch ev.Kind {
-			case chat.KindError:
-				out.Error = ev.Error
-			case chat.KindDone:
-				out.FinishReason = string(ev.FinishReason)
-			}
-		}
-		out.Text = text.String()
-		switch {
-		case out.Error != nil:
-			out.Status = "failed"
-		case out.FinishReason == string(chat.FinishStop):
-		case out.FinishReason == string(chat.FinishLength), out.FinishReason == chat.FinishGuardrail:
-			out.Status = "incomplete"
-		default:
-			out.Status = "cancelled"
-		}
-		s.callWebhook(t.Owner(), webhook, webhookEvent{Type: "turn.completed", Timestamp: time.Now().UTC(), Data: out})
-	}()
+	s.queueWebhook(outbox.Delivery{ID: "msg_" + session.NewID(), Target: webhook, Owner: t.Owner(),
+		Run: &outbox.Run{Session: t.SessionID(), Turn: t.ID(), Agent: t.Agent()}})
 }
 
 // backgroundAccepted is the 202 answer to a background chat request.

@@ -660,7 +660,7 @@ func (o WriteOptions) New(id string, now time.Time) Session {
 type Config struct {
 	// TTL is the sliding lifetime of an untouched session (default 24 h).
 	TTL time.Duration
-	// LockTTL is how long a lease lives without Extend (default 30 s).
+	// LockTTL is how long a lease lives without Extend (default 10 s).
 	LockTTL time.Duration
 	// LockWait is how long Claim waits for a busy session before ErrBusy
 	// (default 0: refuse at once).
@@ -696,7 +696,7 @@ type Config struct {
 // Defaults.
 const (
 	DefaultTTL         = 24 * time.Hour
-	DefaultLockTTL     = 30 * time.Second
+	DefaultLockTTL     = 10 * time.Second
 	DefaultMaxMessages = 1000
 	DefaultMaxSessions = 100000
 	DefaultWriteRetry  = 15 * time.Second

@@ -157,6 +157,9 @@ type Status struct {
 	// Restarts are the seqs at which writers that took the turn over
 	// (Taker) began, oldest first: each is the first frame one wrote.
 	Restarts []int64
+	// HandedOver: the turn's writer handed it over (Taker.HandOver) and
+	// no process took it over since: it runs nowhere until one does.
+	HandedOver bool
 }
 
 // Log keeps the frames of turns. Implementations are safe for concurrent
@@ -233,6 +236,22 @@ type Taker interface {
 	// frames. It fails with ErrFinished for a finished turn. The returned
 	// Status says whether a stop was requested.
 	TakeOver(ctx context.Context, m Meta) (Status, error)
+	// HandOver gives up this process's writing of a running turn without
+	// finishing it (its process shuts down): its last frames, if any, are
+	// appended as Append would, the turn is marked handed over
+	// (Status.HandedOver) until a process takes it over, and the
+	// WatchHandOvers functions of every process are called with ref. It
+	// fails with ErrFenced when another process took the turn over
+	// already, ErrFinished for a finished turn.
+	HandOver(ctx context.Context, ref Ref, data ...[]byte) error
+	// WatchHandOvers calls fn, on a goroutine of the Log's, for the turns
+	// handed over (HandOver) by any process and not taken over yet: when
+	// one is handed over, and again for those still waiting every so
+	// often and when the watch (re)connects (Redis: through pub/sub, and
+	// a list of the turns waiting), until the returned function is
+	// called. A turn may be reported more than once, and to every
+	// process: TakeOver, under the session's lease, decides.
+	WatchHandOvers(fn func(Ref)) (cancel func())
 }
 
 // Watchers holds the WatchStops functions of a Log, for implementations:

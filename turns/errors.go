@@ -203,7 +203,7 @@ func approvalProblem(e *agent.ApprovalError) *Problem {
 func chatProblem(e *chat.Error) *Problem {
 	status := http.StatusBadGateway
 	switch e.Code {
-	case llmorch.CodeStoreUnavailable, ErrShutdown.Code:
+	case llmorch.CodeStoreUnavailable, ErrShutdown.Code, ErrHandedOver.Code:
 		status = http.StatusServiceUnavailable
 	case "turn_timeout", "timeout":
 		status = http.StatusGatewayTimeout

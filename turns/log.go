@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/session"
 )
 
@@ -58,12 +60,23 @@ type turn struct {
 	loaded int64
 	// ended is closed by finish.
 	ended chan struct{}
+	// handable: the turn can be handed to another replica (handover.go);
+	// signal is its signal to stop at its next safe point, which
+	// signalNow fires. handingOff is set once a hand-over was asked for.
+	handable   bool
+	signal     context.Context
+	signalNow  context.CancelFunc
+	handingOff atomic.Bool
 
 	mu      sync.Mutex
 	events  []chat.Event // the kept window, oldest first
 	nextSeq int64        // seq of the next event
 	full    bool         // the log reached maxEvents and the turn was stopped
 	done    bool
+	// handedOver: the turn ended handed over to another replica;
+	// announced: the shared log says so (or cannot), and its readers here
+	// end with ErrHandedOver after its events, to resume elsewhere.
+	handedOver, announced bool
 	// changed is closed when events or done change, and made again by the
 	// next read: nil while nobody was given it, so that an event no reader
 	// waits for (a live connection's) costs no channel.
@@ -78,6 +91,69 @@ type turn struct {
 func newTurn(id, sessionID, agentID, owner string, cancel context.CancelCauseFunc, maxEvents int, grace time.Duration) *turn {
 	return &turn{id: id, sessionID: sessionID, key: session.Key(owner, sessionID), agentID: agentID, owner: owner, cancel: cancel,
 		maxEvents: maxEvents, grace: grace, nextSeq: 1, ended: make(chan struct{})}
+}
+
+// makeHandable makes the turn one that can be handed over, and returns
+// ctx with its signal for the agent.
+func (t *turn) makeHandable(ctx context.Context) context.Context {
+	t.handable = true
+	t.signal, t.signalNow = context.WithCancel(context.Background())
+	return llmorch.WithHandOver(ctx, t.signal)
+}
+
+// handOver asks the turn to stop at its next safe point, handed over; a
+// turn that cannot be handed over is left to end (cut cancels it).
+func (t *turn) handOver() {
+	if t.handable {
+		t.handingOff.Store(true)
+		t.signalNow()
+	}
+}
+
+// cut ends the turn at once: handed over when it can be (as a crash would
+// stop it), else cancelled with ErrShutdown (its partial answer saved).
+func (t *turn) cut() {
+	if t.handable {
+		t.handingOff.Store(true)
+		t.cancel(llmorch.ErrHandedOver)
+		return
+	}
+	t.cancel(ErrShutdown)
+}
+
+// finishHandedOver ends a turn that stopped handed over: no event more.
+func (t *turn) finishHandedOver() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.handedOver = true
+	t.finishLocked()
+}
+
+// isHandedOver reports whether the turn ended handed over.
+func (t *turn) isHandedOver() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.handedOver
+}
+
+// announceHandedOver ends the streams of the turn's readers here, once
+// the shared log has the hand-over (or failed to take it): a reader that
+// resumes elsewhere then finds the turn handed over, and another replica
+// takes it over at once.
+func (t *turn) announceHandedOver() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.announced = true
+	t.endLive()
+	t.notify()
+}
+
+// handOverAnnounced reports whether the turn's readers here end (see
+// announceHandedOver).
+func (t *turn) handOverAnnounced() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.announced
 }
 
 // EventSlack is how many events a turn's log keeps beyond MaxEvents: a
@@ -160,13 +236,20 @@ func (t *turn) finishLocked() {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
+	if !t.handedOver || t.announced {
+		t.endLive()
+	}
+	t.events = slices.Clip(slices.Clone(t.events))
+	t.notify()
+	close(t.ended)
+}
+
+// endLive ends the live readers' streams; t.mu is held.
+func (t *turn) endLive() {
 	for _, r := range t.live {
 		r.End()
 	}
 	t.live = nil
-	t.events = slices.Clip(slices.Clone(t.events))
-	t.notify()
-	close(t.ended)
 }
 
 func (t *turn) notify() {
@@ -211,6 +294,12 @@ func (t *turn) next(ctx context.Context, after int64, tick <-chan time.Time, sto
 		switch {
 		case gap:
 			return nil, false, ErrGap
+		case done && len(events) == 0 && t.isHandedOver():
+			if t.handOverAnnounced() {
+				// The turn goes on elsewhere, from the shared log.
+				return nil, false, ErrHandedOver
+			}
+			// Wait for the shared log to have the hand-over.
 		case len(events) > 0 || done:
 			return events, done, nil
 		}
@@ -309,6 +398,13 @@ func (r *registry) ended(t *turn) {
 	time.AfterFunc(r.retention, func() { r.remove(t) })
 }
 
+// handedOver is called once the turn ended handed over: it is dropped at
+// once, so that this replica finds it in the shared log from now on.
+func (r *registry) handedOver(t *turn) {
+	r.remove(t)
+	r.running.Done()
+}
+
 func (r *registry) remove(t *turn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -345,18 +441,23 @@ func (r *registry) forgetSession(key string) {
 	delete(r.bySession, key)
 }
 
-// shutdown refuses new turns and cancels the running ones.
-func (r *registry) shutdown() {
+// shutdown refuses new turns and returns the running ones.
+func (r *registry) shutdown() []*turn {
 	r.mu.Lock()
 	r.closing = true
-	var all []*turn
+	r.mu.Unlock()
+	return r.runningTurns()
+}
+
+// runningTurns returns the turns that still run.
+func (r *registry) runningTurns() []*turn {
+	r.mu.Lock()
+	all := make([]*turn, 0, len(r.byID))
 	for _, t := range r.byID {
 		all = append(all, t)
 	}
 	r.mu.Unlock()
-	for _, t := range all {
-		t.cancel(ErrShutdown)
-	}
+	return slices.DeleteFunc(all, func(t *turn) bool { _, done := t.state(); return done })
 }
 
 // wait waits for the running turns to end, or for ctx.

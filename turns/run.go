@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentdock-go/agentdock/agent"
 	"github.com/agentdock-go/agentdock/chat"
+	"github.com/agentdock-go/agentdock/llmorch"
 	"github.com/agentdock-go/agentdock/session"
 	"github.com/agentdock-go/agentdock/turnlog"
 )
@@ -32,6 +33,11 @@ func (r *Runtime) run(ctx context.Context, node *agent.Agent, sessionID string, 
 	cancel := func(cause error) { stopWithRuntime(); cancelCtx(cause) }
 	in.TurnID = session.NewID()
 	t := newTurn(in.TurnID, sessionID, node.ID(), in.Owner, cancel, r.cfg.MaxEvents, r.cfg.DisconnectGrace)
+	if r.handsOver() && !in.Stateless {
+		// A stateless conversation's session is the request's own: it
+		// cannot go on elsewhere.
+		tctx = t.makeHandable(tctx)
+	}
 	started := make(chan error, 1)
 	// The turn's writes record how far its log reaches (an event of this
 	// replica's log, numbered as in the shared one).
@@ -75,6 +81,20 @@ func (r *Runtime) runTurn(t *turn, events iter.Seq2[chat.Event, error], started 
 		if !registered {
 			return
 		}
+		if !finished && v == nil && t.handingOff.Load() {
+			// Handed over (handover.go): this replica's readers get the
+			// end of their stream once the mirror marked the turn handed
+			// over in the shared log, where it goes on, and only then
+			// does the turn stop counting as running here (the shutdown
+			// waits for it).
+			t.finishHandedOver()
+			if mirrored != nil {
+				<-mirrored
+			}
+			t.announceHandedOver()
+			r.turns.handedOver(t)
+			return
+		}
 		if !finished {
 			t.add(chat.Event{Kind: chat.KindError, Error: &chat.Error{Code: "internal_error", Message: "the turn failed"}})
 			t.addLast(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishError})
@@ -95,7 +115,17 @@ func (r *Runtime) runTurn(t *turn, events iter.Seq2[chat.Event, error], started 
 				return
 			}
 			if !r.turns.register(t) {
-				t.cancel(ErrShutdown)
+				if t.handable {
+					// It started as this replica began shutting down
+					// (its message is stored): handed over at once,
+					// before it wrote anything more, like a turn whose
+					// replica died then; a retry of its request (its
+					// idempotency key) takes it over elsewhere, and so
+					// does a takeover that was under way here.
+					t.cut()
+				} else {
+					t.cancel(ErrShutdown)
+				}
 				draining = true
 				answer(ErrShuttingDown)
 				continue
@@ -125,6 +155,9 @@ func (r *Runtime) goOnTaken(h *agent.Takeover, key string, st turnlog.Status, ev
 	ctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(r.base))
 	stopWithRuntime := context.AfterFunc(r.base, func() { cancelCtx(ErrShutdown) })
 	cancel := func(cause error) { stopWithRuntime(); cancelCtx(cause) }
+	// A turn taken over can be handed over again (handover.go).
+	signal, handOverNow := context.WithCancel(context.Background())
+	ctx = llmorch.WithHandOver(ctx, signal)
 	t := newTurn(h.Turn(), sessionID, h.Agent(), h.Owner(), cancel, r.cfg.MaxEvents, r.cfg.DisconnectGrace)
 	t.continued, t.restarts = true, st.Restarts
 	t.events, t.nextSeq, t.loaded = events, st.Last+1, st.Last
@@ -134,6 +167,7 @@ func (r *Runtime) goOnTaken(h *agent.Takeover, key string, st turnlog.Status, ev
 		t.add(chat.Event{Kind: chat.KindStart, Start: &chat.Start{Turn: t.id, Message: t.id}})
 	}
 	evs := h.Run(ctx, func() int64 { last, _ := t.state(); return last })
+	t.handable, t.signal, t.signalNow = true, signal, handOverNow
 	started := make(chan error, 1)
 	r.runTurn(t, func(yield func(chat.Event, error) bool) {
 		for ev := range evs {

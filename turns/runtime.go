@@ -19,8 +19,9 @@ import (
 const (
 	DefaultRetention   = 5 * time.Minute
 	DefaultHeartbeat   = 15 * time.Second
+	DefaultLiveness    = 2 * time.Second
 	DefaultMaxEvents   = 100000
-	DefaultRecoverWait = 35 * time.Second
+	DefaultRecoverWait = 15 * time.Second
 	DefaultMaxQueue    = 8
 	DefaultQueueWait   = 10 * time.Minute
 )
@@ -52,10 +53,18 @@ type Config struct {
 	// length, a maxTurnEvents limit), and every event of it stays
 	// readable.
 	MaxEvents int
-	// Heartbeat is how often a reader that waits checks that the turn's
-	// writer lives, and how often a turn that logs nothing tells the
-	// shared log it lives (default 15 s).
+	// Heartbeat is how often a reader that waits (Turn.Events, Next's
+	// tick) hears from the turn when it logs nothing, so that a stream can
+	// tell the proxies it lives (default 15 s).
 	Heartbeat time.Duration
+	// Liveness is how often a running turn that copies nothing to the
+	// shared log tells it that its writer lives, and how often a reader on
+	// another replica that waits for it checks: a writer silent for three
+	// Livenesses is given up, and its turn taken over once its session's
+	// lease expired (default 2 s: keep it under a third of the store's
+	// LockTTL, so that the lease, not the sign of life, bounds a
+	// takeover).
+	Liveness time.Duration
 	// DisconnectGrace, when positive, cancels a running turn once no
 	// reader has been attached to it (Turn.Attach) for that long. Zero
 	// (the default) never cancels: the turn finishes and its answer is
@@ -63,7 +72,7 @@ type Config struct {
 	DisconnectGrace time.Duration
 	// RecoverWait is how long a replica that finds a turn abandoned (its
 	// writer died) waits for the session's lease before saving what the
-	// turn streamed, or taking it over (default 35 s: keep it above the
+	// turn streamed, or taking it over (default 15 s: keep it above the
 	// store's LockTTL).
 	RecoverWait time.Duration
 	// MaxQueue bounds the messages that wait in a session's queue for its
@@ -100,7 +109,7 @@ func (c *Config) validate() error {
 		c.Logger = slog.Default()
 	}
 	for name, v := range map[string]int64{
-		"Retention": int64(c.Retention), "MaxEvents": int64(c.MaxEvents), "Heartbeat": int64(c.Heartbeat),
+		"Retention": int64(c.Retention), "MaxEvents": int64(c.MaxEvents), "Heartbeat": int64(c.Heartbeat), "Liveness": int64(c.Liveness),
 		"DisconnectGrace": int64(c.DisconnectGrace), "RecoverWait": int64(c.RecoverWait), "MaxQueue": int64(c.MaxQueue),
 		"QueueWait": int64(c.QueueWait), "MaxMessageBytes": int64(c.MaxMessageBytes),
 	} {
@@ -111,6 +120,7 @@ func (c *Config) validate() error {
 	setDefault(&c.Retention, DefaultRetention)
 	setDefault(&c.MaxEvents, DefaultMaxEvents)
 	setDefault(&c.Heartbeat, DefaultHeartbeat)
+	setDefault(&c.Liveness, DefaultLiveness)
 	setDefault(&c.RecoverWait, DefaultRecoverWait)
 	setDefault(&c.MaxQueue, DefaultMaxQueue)
 	setDefault(&c.QueueWait, DefaultQueueWait)
@@ -192,14 +202,16 @@ func (r *Runtime) Closing() <-chan struct{} { return r.closing }
 // Draining reports whether the runtime refuses new turns (Shutdown began).
 func (r *Runtime) Draining() bool { return r.turns.isClosing() }
 
-// Shutdown refuses new turns, cancels the running ones and waits for them
-// (or ctx), then ends every reader that waits. Calls after the first do
+// Shutdown refuses new turns and ends the running ones, then ends every
+// reader that waits; ctx bounds it. With a shared log whose turns can be
+// taken over (a turnlog.Taker), each running turn is handed to another
+// replica (handover.go): at its next safe point, or at once when ctx is
+// about to end. Otherwise the running turns are waited for, and those
+// still running when ctx is about to end are cancelled: each saves its
+// partial answer and ends with ErrShutdown. Calls after the first do
 // nothing more.
 func (r *Runtime) Shutdown(ctx context.Context) {
-	r.turns.shutdown()
-	if err := r.turns.wait(ctx); err != nil {
-		r.log.Warn("shutdown: turns still running", "err", err)
-	}
+	r.handOverAll(ctx)
 	r.closeOnce.Do(func() {
 		close(r.closing)
 		r.stopBase()
@@ -212,15 +224,28 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 // the runtime (a webhook call after a turn, say) may run under it.
 func (r *Runtime) Base() context.Context { return r.base }
 
+// StreamEnd is the error that ends the stream of a reader this replica
+// stops serving as it shuts down: ErrHandedOver when its turns go on on
+// other replicas (the client resumes there), else ErrShutdown.
+func (r *Runtime) StreamEnd() *chat.Error {
+	if r.handsOver() {
+		return ErrHandedOver
+	}
+	return ErrShutdown
+}
+
 // watchStops cancels the turns this replica runs when a stop request for
-// one arrives through the shared turn log.
+// one arrives through the shared turn log; it also takes over the turns
+// other replicas hand over (watchHandOvers).
 func (r *Runtime) watchStops() (cancel func()) {
 	if r.cfg.Log == nil {
 		return func() {}
 	}
-	return r.cfg.Log.WatchStops(func(ref turnlog.Ref) {
+	unwatch := r.cfg.Log.WatchStops(func(ref turnlog.Ref) {
 		if t := r.turns.get(ref.Turn); t != nil && t.key == ref.Session {
 			t.cancel(chat.StoppedByUser)
 		}
 	})
+	unwatchHandOvers := r.watchHandOvers()
+	return func() { unwatch(); unwatchHandOvers() }
 }

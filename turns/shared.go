@@ -26,8 +26,8 @@ import (
 // replica then waits for the log to catch up rather than calling the
 // client's Last-Event-ID invalid. If the writer died, the log never catches
 // up; the writer's sign of life (turnlog.Status.Written, advanced at least
-// every heartbeat) tells readers so after writerTimeout, and they end the
-// stream with errAbandoned.
+// every Config.Liveness) tells readers so after writerTimeout, and they
+// take the turn over (takeover.go), or end the stream with errAbandoned.
 
 // mirrorBatch is how long the mirror lets frames gather before one write:
 // a paced model stream (a chunk every 10-50 ms) then costs ten round trips
@@ -89,15 +89,16 @@ var errTakenOver = &chat.Error{Code: "turn_taken_over", Message: "another server
 
 // writerTimeout is how long a running turn may go without a sign of life
 // from its writer before readers on other replicas give it up. The writer
-// appends at least every heartbeat; three missed ones are not a slow
+// shows one at least every Liveness; three missed ones are not a slow
 // network.
-func (r *Runtime) writerTimeout() time.Duration { return 3 * r.cfg.Heartbeat }
+func (r *Runtime) writerTimeout() time.Duration { return 3 * r.cfg.Liveness }
 
 // alive reports whether a running turn's writer still shows signs of life.
 // It compares the writer's clock with this replica's: replicas' clocks must
-// agree to well within writerTimeout (NTP does).
+// agree to well within writerTimeout (NTP does). A turn handed over has
+// no writer until one takes it over.
 func (r *Runtime) alive(st turnlog.Status) bool {
-	return st.Done || time.Since(st.Written) < r.writerTimeout()
+	return st.Done || !st.HandedOver && time.Since(st.Written) < r.writerTimeout()
 }
 
 // mirrors copies the frames of this replica's turns to the shared log:
@@ -264,6 +265,14 @@ func (r *Runtime) mirrorStep(st *mirrorState, now time.Time) (write func() (over
 			_ = log.Finish(r.mirrorContext(), st.ref)
 			return true
 		}
+	case done && !now.Before(onGrid(st.doneAt)) && t.isHandedOver():
+		// The last frames and the hand-over in one call (two writes):
+		// another replica goes on with the turn.
+		d := data()
+		return func() bool {
+			err := log.(turnlog.Taker).HandOver(r.mirrorContext(), st.ref, d...)
+			return err == nil || r.mirrorFailed(st, err)
+		}
 	case done && !now.Before(onGrid(st.doneAt)):
 		// The last frames and the end in one write.
 		d := data()
@@ -273,7 +282,7 @@ func (r *Runtime) mirrorStep(st *mirrorState, now time.Time) (write func() (over
 		}
 	case done:
 		return nil
-	case len(events) > 0 && !now.Before(batchDue(st.pending)), len(events) == 0 && now.Sub(st.lastWrite) >= r.cfg.Heartbeat:
+	case len(events) > 0 && !now.Before(batchDue(st.pending)), len(events) == 0 && now.Sub(st.lastWrite) >= r.cfg.Liveness:
 		// A batch, or the sign of life of a turn that streams nothing.
 		d, lastSeq := data(), int64(0)
 		if len(events) > 0 {
@@ -357,7 +366,9 @@ type sharedTurn struct {
 }
 
 // next waits for the events after seq `after` in the shared log (see
-// Turn.Next).
+// Turn.Next). While it waits it checks, every Liveness, that the turn's
+// writer lives: a turn whose writer died, or that was handed over, is
+// taken over (or its answer saved) without waiting for the caller's tick.
 func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Time, stop <-chan struct{}) ([]chat.Event, bool, *chat.Error) {
 	log := t.r.cfg.Log
 	ctx, cancel := context.WithCancel(ctx)
@@ -371,7 +382,16 @@ func (t *sharedTurn) next(ctx context.Context, after int64, tick <-chan time.Tim
 		cancel()
 	}()
 	for {
-		b, err := log.Wait(ctx, t.ref, after)
+		wctx, stopWait := context.WithTimeout(ctx, t.r.cfg.Liveness)
+		b, err := log.Wait(wctx, t.ref, after)
+		stopWait()
+		if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+			// Liveness without a frame: check the writer, and wait on.
+			if e := t.check(ctx); e != nil {
+				return nil, false, e
+			}
+			continue
+		}
 		switch {
 		case err == nil && b.Gap:
 			return nil, false, ErrGap

@@ -36,11 +36,11 @@ func TestBatchDue(t *testing.T) {
 
 // TestMirrorStep: stepped on the grid (a little late), the mirror writes a batch at the
 // grid point after the one where it first saw the batch's frames (so a
-// frame waits at most mirrorBatch), a sign of life after a heartbeat
+// frame waits at most mirrorBatch), a sign of life after Liveness
 // without frames, and the last frames with the end at the first grid
 // point after the turn ended.
 func TestMirrorStep(t *testing.T) {
-	s := &Runtime{cfg: Config{Heartbeat: time.Second}, log: slog.New(slog.DiscardHandler), base: t.Context()}
+	s := &Runtime{cfg: Config{Liveness: time.Second}, log: slog.New(slog.DiscardHandler), base: t.Context()}
 	grid := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	// Each step runs a little after its grid point, as a timer fires.
 	at := func(n int) time.Time { return grid.Add(time.Duration(n)*mirrorGrid + 3*time.Millisecond) }
@@ -56,7 +56,7 @@ func TestMirrorStep(t *testing.T) {
 		return w != nil
 	}
 	if step(1) {
-		t.Fatal("a write with no frames and no heartbeat due")
+		t.Fatal("a write with no frames and no sign of life due")
 	}
 	tr.add(chat.Event{Kind: chat.KindStart, Start: &chat.Start{Turn: "turn-1"}}) // just after point 1
 	if step(2) {
@@ -74,7 +74,7 @@ func TestMirrorStep(t *testing.T) {
 		t.Fatalf("a step with nothing to write allocated %v times", n)
 	}
 	if !step(3 + int(time.Second/mirrorGrid)) {
-		t.Fatal("no sign of life after a heartbeat without frames")
+		t.Fatal("no sign of life after Liveness without frames")
 	}
 	tr.add(chat.Event{Kind: chat.KindDone, FinishReason: chat.FinishStop})
 	tr.finish()

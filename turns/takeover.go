@@ -84,6 +84,13 @@ func (a *takeover) refused() bool {
 // turn goes on here (over and busy false), goes on elsewhere (busy), or
 // will not go on (over).
 func (r *Runtime) takeOver(key, turnID string, wait time.Duration) *takeover {
+	if r.turns.isClosing() {
+		// This replica hands its turns over as it shuts down: it takes
+		// none.
+		a := &takeover{done: make(chan struct{}), busy: true}
+		close(a.done)
+		return a
+	}
 	r.takeovers.mu.Lock()
 	defer r.takeovers.mu.Unlock()
 	if r.takeovers.m == nil {

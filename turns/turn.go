@@ -71,7 +71,8 @@ func (t *Turn) Next(ctx context.Context, after int64, tick <-chan time.Time, sto
 
 // Events yields the turn's events after seq after, in order, until Done,
 // wherever the turn runs; an error ends them: ctx's, the runtime's
-// shutdown (ErrShutdown), or Next's.
+// shutdown (Runtime.StreamEnd), or Next's (ErrHandedOver for a turn this
+// replica handed over as it shut down).
 func (t *Turn) Events(ctx context.Context, after int64) iter.Seq2[chat.Event, error] {
 	return func(yield func(chat.Event, error) bool) {
 		tick := time.NewTicker(t.r.cfg.Heartbeat)
@@ -95,7 +96,7 @@ func (t *Turn) Events(ctx context.Context, after int64) iter.Seq2[chat.Event, er
 				yield(chat.Event{}, ctx.Err())
 				return
 			case isClosed(t.r.closing) && len(events) == 0:
-				yield(chat.Event{}, ErrShutdown)
+				yield(chat.Event{}, t.r.StreamEnd())
 				return
 			}
 		}

@@ -205,18 +205,22 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-// TestSIGTERMDrainsStreams: SIGTERM during a streaming turn ends the stream
-// with the server_shutdown error, finish and [DONE], and the process exits
-// 0 well within SHUTDOWN_TIMEOUT, flushing its logs.
+// TestSIGTERMDrainsStreams: SIGTERM during a streaming turn with the
+// memory store waits for the turn; one that would outlast SHUTDOWN_TIMEOUT
+// is cancelled before it, and its stream ends with the server_shutdown
+// error, finish and [DONE]; the process exits 0 within SHUTDOWN_TIMEOUT,
+// flushing its logs.
 func TestSIGTERMDrainsStreams(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	bin := buildBinary(t)
 	addr := freeAddr(t)
-	const drain = 20 * time.Second
+	// The turn's words come a second apart: it cannot end by itself
+	// before its cancellation, half the drain in.
+	const drain = 4 * time.Second
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(append(os.Environ(), offlineServe(addr)...), "OFFLINE_MODEL_DELAY_MS=300", "SHUTDOWN_TIMEOUT="+drain.String())
+	cmd.Env = append(append(os.Environ(), offlineServe(addr)...), "OFFLINE_MODEL_DELAY_MS=1000", "SHUTDOWN_TIMEOUT="+drain.String())
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -186,7 +186,7 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		return err
 	}
 	scfg.Runtime, scfg.Logger, scfg.WebFS, scfg.Telemetry = rt, log, web.FS(), tel
-	scfg.MCPServers, scfg.Responses = mcpStatus(manager), stored
+	scfg.MCPServers, scfg.Responses, scfg.Outbox = mcpStatus(manager), stored, back.outbox
 	if _, ok := agents.Get(cfg.A2ADefaultAgent); cfg.A2ADefaultAgent != "" && !ok {
 		return fmt.Errorf("A2A_DEFAULT_AGENT: no agent %q", cfg.A2ADefaultAgent)
 	}
@@ -207,7 +207,11 @@ func serve(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry, log 
 		return err
 	}
 	context.AfterFunc(ctx, func() {
-		log.Info("shutting down: new turns are refused, running turns end with a final event", "timeout", cfg.ShutdownTimeout)
+		if shared != nil {
+			log.Info("shutting down: new turns are refused, running turns are handed to the other replicas", "timeout", cfg.ShutdownTimeout)
+			return
+		}
+		log.Info("shutting down: new turns are refused, running turns are waited for, then cancelled with their partial answers saved", "timeout", cfg.ShutdownTimeout)
 	})
 	log.Info("serving", "addr", cfg.Addr, "agents", len(agents.List()), "store", kind, "api_keys", len(cfg.APIKeys) > 0)
 	return srv.Serve(ctx, ln)
@@ -224,6 +228,11 @@ func runtimeConfig(cfg *serveConfig, agents *agent.Set, shared turnlog.Log, log 
 		MaxEvents:       cfg.MaxTurnEvents,
 		Retention:       cfg.StreamRetention,
 		Heartbeat:       cfg.Heartbeat,
+		// A turn's writer shows a sign of life five times per lease, and
+		// a reader elsewhere checks as often: a dead replica is noticed
+		// within about 3/5 of the lease, whose expiry then lets another
+		// replica take the turn over.
+		Liveness:        cfg.LockTTL / 5,
 		DisconnectGrace: cfg.DisconnectGrace,
 		MaxQueue:        cfg.MaxQueue,
 		QueueWait:       cfg.QueueWait,
@@ -279,6 +288,8 @@ func serverConfig(cfg *serveConfig, storeKind string, auth *server.KeyAuth, log 
 		CORSOrigins:         cfg.CORSOrigins,
 		MetricsRequireOwner: cfg.MetricsRequireKey,
 		CompactionSecret:    cfg.CompactionSecret,
+		// A dead replica's webhook calls go on as soon as its turns do.
+		WebhookHold: cfg.LockTTL,
 	}
 	if auth != nil {
 		var err error

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentdock-go/agentdock/outbox"
+	"github.com/agentdock-go/agentdock/outbox/redisoutbox"
 	"github.com/agentdock-go/agentdock/responses"
 	respredis "github.com/agentdock-go/agentdock/responses/redisstore"
 	"github.com/agentdock-go/agentdock/server/a2a"
@@ -21,13 +23,15 @@ import (
 // backend is where a deployment keeps its state: the sessions, and beside
 // them, as long as they live, the Responses API's objects, the shared turn
 // log that lets a client resume on any replica (nil: a turn's stream stays
-// on its replica) and the A2A edge's task index (nil: in memory).
+// on its replica), the A2A edge's task index (nil: in memory) and the
+// outbox of the webhook calls owed (nil: in this process).
 type backend struct {
 	kind      string // "memory", "redis", ...: for the log
 	sessions  session.Store
 	responses responses.Store
 	turns     turnlog.Log
 	a2aIndex  a2a.Index
+	outbox    outbox.Store
 	// close closes what the backend opened, the sessions last.
 	close func()
 }
@@ -136,12 +140,18 @@ func openRedis(ctx context.Context, cfg *serveConfig, tel *telemetry.Telemetry) 
 	if err != nil {
 		return nil, false, fmt.Errorf("the shared turn log: %w", err)
 	}
+	owed, err := redisoutbox.New(redisoutbox.Config{Client: st.Client(), Prefix: prefix + ":outbox"})
+	if err != nil {
+		tl.Close()
+		return nil, false, fmt.Errorf("the webhooks' outbox: %w", err)
+	}
 	return &backend{
 		kind:      kind,
 		sessions:  st,
 		responses: stored,
 		turns:     tl,
 		a2aIndex:  redistasks.New(st.Client(), prefix+":a2a", cfg.SessionTTL),
+		outbox:    owed,
 		close: func() {
 			tl.Close()
 			st.Close()

@@ -66,12 +66,14 @@ test('parseSSE cancels the body when the reader stops early', async () => {
   assert.ok(cancelled, 'the body was not cancelled');
 });
 
-test('parseEventId splits turn and sequence', () => {
-  assert.deepEqual(parseEventId('abc:12'), { turn: 'abc', seq: 12 });
-  assert.deepEqual(parseEventId('a:b:3'), { turn: 'a:b', seq: 3 });
-  assert.deepEqual(parseEventId('abc'), { turn: 'abc', seq: -1 });
-  assert.deepEqual(parseEventId('abc:x'), { turn: 'abc', seq: -1 });
-  assert.deepEqual(parseEventId(null), { turn: '', seq: -1 });
+test('parseEventId splits turn, sequence and takeovers', () => {
+  assert.deepEqual(parseEventId('abc:12'), { turn: 'abc', seq: 12, restart: 0 });
+  assert.deepEqual(parseEventId('abc:12.2'), { turn: 'abc', seq: 12, restart: 2 });
+  assert.deepEqual(parseEventId('a:b:3'), { turn: 'a:b', seq: 3, restart: 0 });
+  assert.deepEqual(parseEventId('abc'), { turn: 'abc', seq: -1, restart: 0 });
+  assert.deepEqual(parseEventId('abc:x'), { turn: 'abc', seq: -1, restart: 0 });
+  assert.deepEqual(parseEventId('abc:3.'), { turn: 'abc', seq: -1, restart: 0 });
+  assert.deepEqual(parseEventId(null), { turn: '', seq: -1, restart: 0 });
 });
 
 test('backoffDelay grows and is capped', () => {
@@ -145,6 +147,39 @@ test('applyChunk assembles a turn with text, tools, steps, usage and errors', ()
   assert.deepEqual(turn.sessionUsage, { prompt: 17, completion: 8, total: 25 });
   assert.equal(turn.parts[5].message, 'model_error: the model failed');
   assert.ok(turn.finished);
+});
+
+test('applyChunk honours data-restart: the parts begun after its since, and those it names, are dropped', () => {
+  const turn = newTurn();
+  const frames = [
+    ['T:1', { type: 'start', messageId: 'T' }],
+    ['T:2', { type: 'text-start', id: 'a' }],
+    ['T:3', { type: 'text-delta', id: 'a', delta: 'Searching. ' }],
+    ['T:4', { type: 'text-end', id: 'a' }],
+    ['T:5', { type: 'tool-input-available', toolCallId: 'c1', toolName: 'search', input: { q: 'x' } }],
+    ['T:6', { type: 'tool-output-available', toolCallId: 'c1', output: { content: 'found' } }],
+    ['T:7', { type: 'text-start', id: 'b' }],
+    ['T:8', { type: 'text-delta', id: 'b', delta: 'The answer is' }],
+    // The server stopped here; the one that took the turn over shows the
+    // step of text b again, and the frames it never had (T:8) are gone.
+    ['T:7.1', { type: 'data-restart', data: { step: 2, since: 6, textIds: [], toolCallIds: [] } }],
+    ['T:8.1', { type: 'text-start', id: 'b2' }],
+    ['T:9.1', { type: 'text-delta', id: 'b2', delta: 'The answer is 42.' }],
+    ['T:10.1', { type: 'text-end', id: 'b2' }],
+    ['T:11.1', { type: 'finish' }],
+  ];
+  for (const [id, c] of frames) applyChunk(turn, c, id);
+  assert.deepEqual(turn.parts.filter((p) => p.kind === 'text').map((p) => p.text), ['Searching. ', 'The answer is 42.']);
+  assert.deepEqual(turn.parts.map((p) => p.kind), ['text', 'tool', 'text']);
+  assert.equal(turn.restarts, 1);
+
+  // A part named by the restart goes, wherever it began.
+  const named = newTurn();
+  applyChunk(named, { type: 'text-start', id: 'a' }, 'U:2');
+  applyChunk(named, { type: 'text-delta', id: 'a', delta: 'half' }, 'U:3');
+  applyChunk(named, { type: 'data-restart', data: { step: 1, since: 3, textIds: ['a'] } }, 'U:4.1');
+  applyChunk(named, { type: 'text-delta', id: 'a2', delta: 'whole' }, 'U:5.1');
+  assert.equal(textOf(named), 'whole');
 });
 
 test('applyChunk sums per-call usage until the final total', () => {

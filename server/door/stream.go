@@ -116,7 +116,8 @@ func (s *EventStream) write(flush bool) bool {
 
 // Follow calls fn for each event of t after seq after, in order, until
 // the turn's Done or an error: ctx's, the runtime's shutdown
-// (turns.ErrShutdown) or one that ended the reading (a *chat.Error).
+// (Runtime.StreamEnd) or one that ended the reading (a *chat.Error:
+// turns.ErrHandedOver when the turn goes on on another replica).
 // tick, when not nil, is called when every has passed without an event,
 // for a heartbeat.
 func Follow(ctx context.Context, rt *turns.Runtime, t *turns.Turn, after int64, every time.Duration, fn func(chat.Event), tick func()) error {
@@ -141,7 +142,7 @@ func Follow(ctx context.Context, rt *turns.Runtime, t *turns.Turn, after int64, 
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case isClosed(rt.Closing()):
-			return turns.ErrShutdown
+			return rt.StreamEnd()
 		case tick != nil:
 			tick()
 		}

@@ -88,11 +88,15 @@ type Log struct {
 	// pipe batches the writes of concurrent turns (Start, Append, Finish).
 	pipe pipe
 
-	// stops are the WatchStops functions; the first starts the
-	// subscription to the stop channel (listen).
+	// stops and handOvers are the WatchStops and WatchHandOvers
+	// functions; the first of either starts the subscription to the stop
+	// and hand-over channels (listen). sweeping: a sweep of the turns
+	// handed over runs.
 	stops     turnlog.Watchers
+	handOvers turnlog.Watchers
 	listening sync.Once
 	listener  sync.WaitGroup
+	sweeping  atomic.Bool
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -314,6 +318,9 @@ func (r *Log) TakeOver(ctx context.Context, m turnlog.Meta) (turnlog.Status, err
 	// From now on this process writes the turn, from its last frame on;
 	// the first write sets the keys' TTLs again.
 	r.writers.Store(r.streamKey(m.Ref), &writer{ref: m.Ref, known: true, last: reply[0], token: token})
+	// No longer waiting to be taken over, if it was (a sweep would drop
+	// it otherwise).
+	_ = r.client.ZRem(rctx, r.handedOverKey(), handOverMember(m.Ref)).Err()
 	st, err := r.lookup(rctx, m.Ref)
 	if err != nil {
 		return turnlog.Status{}, err
@@ -645,7 +652,8 @@ func (r *Log) lookup(ctx context.Context, ref turnlog.Ref) (turnlog.Status, erro
 		return turnlog.Status{}, fmt.Errorf("redis turn log: %s: meta field t %q is not a time: %w", ref, fields["t"], session.ErrCorrupt)
 	}
 	_, stop := fields["x"]
-	s := turnlog.Status{Meta: turnlog.Meta{Ref: ref, Owner: fields["o"], AgentID: fields["a"], Started: time.UnixMilli(started)}, Written: time.UnixMilli(started), Stop: stop}
+	_, handed := fields["h"]
+	s := turnlog.Status{Meta: turnlog.Meta{Ref: ref, Owner: fields["o"], AgentID: fields["a"], Started: time.UnixMilli(started)}, Written: time.UnixMilli(started), Stop: stop, HandedOver: handed}
 	if w, ok := fields["w"]; ok {
 		written, err := strconv.ParseInt(w, 10, 64)
 		if err != nil {
@@ -751,6 +759,117 @@ func (r *Log) Close() error {
 
 func (r *Log) stopChannel() string { return r.cfg.Prefix + ":stops" }
 
+// handOverChannel is where hand-overs are published; handedOverKey, the
+// sorted set of the turns handed over and not yet taken over (by the
+// time of the hand-over, in ms), which a replica sweeps when its
+// subscription (re)connects and every handOverSweep.
+func (r *Log) handOverChannel() string { return r.cfg.Prefix + ":handovers" }
+func (r *Log) handedOverKey() string   { return r.cfg.Prefix + ":handed-over" }
+
+// handOverMember names a turn in the hand-over channel and set, as the
+// stop channel does: "<session> <turn>".
+func handOverMember(ref turnlog.Ref) string { return ref.Session + " " + ref.Turn }
+
+// handOverSweep is how often a replica that watches hand-overs looks for
+// the turns still waiting to be taken over (one round trip when none
+// waits): a message of the channel lost, or a takeover that failed.
+const handOverSweep = 10 * time.Second
+
+// HandOver implements turnlog.Taker: the last frames go in as an Append
+// (which registers a turn opened and not yet written), then one script
+// marks the turn handed over and publishes it, and the turn is listed
+// among those waiting to be taken over. This process no longer writes
+// the turn.
+func (r *Log) HandOver(ctx context.Context, ref turnlog.Ref, data ...[]byte) error {
+	if _, err := r.write(ctx, ref, false, data); err != nil {
+		return err
+	}
+	key := r.streamKey(ref)
+	v, ok := r.writers.Load(key)
+	if !ok {
+		return fmt.Errorf("redis turn log: %s: hand over: %w", ref, turnlog.ErrFenced)
+	}
+	w := v.(*writer)
+	now := time.Now().UnixMilli()
+	rctx, cancel := r.roundTrip(ctx)
+	defer cancel()
+	err := handOverScript.Run(rctx, r.client, []string{key, r.metaKey(ref)}, w.token, now, r.handOverChannel(), handOverMember(ref)).Err()
+	if err != nil {
+		err = r.fail(ref, "hand over", err)
+		if errors.Is(err, turnlog.ErrFenced) {
+			w.fenced.Store(true)
+		}
+		return err
+	}
+	// Its writes are refused from now on; the writer is dropped a while
+	// later.
+	w.fenced.Store(true)
+	time.AfterFunc(time.Minute, func() { r.writers.CompareAndDelete(key, w) })
+	// Listed after the mark: a sweep that finds a listed turn without it
+	// (taken over meanwhile) drops it.
+	if err := r.client.ZAdd(rctx, r.handedOverKey(), redis.Z{Score: float64(now), Member: handOverMember(ref)}).Err(); err != nil {
+		// The publication reached the replicas that listen now.
+		return r.fail(ref, "hand over: listing the turn", err)
+	}
+	return nil
+}
+
+// WatchHandOvers implements turnlog.Taker (see listen).
+func (r *Log) WatchHandOvers(fn func(turnlog.Ref)) (cancel func()) {
+	cancel = r.handOvers.Add(fn)
+	r.startListening()
+	return cancel
+}
+
+// sweepHandOvers reports the turns handed over that still wait, and
+// drops from the list those taken over or gone (and, after RunningTTL,
+// any). One round trip when none waits, two otherwise.
+func (r *Log) sweepHandOvers() {
+	if !r.sweeping.CompareAndSwap(false, true) {
+		return
+	}
+	defer r.sweeping.Store(false)
+	ctx, cancel := r.roundTrip(context.Background())
+	defer cancel()
+	listed, err := r.client.ZRangeWithScores(ctx, r.handedOverKey(), 0, -1).Result()
+	if err != nil || len(listed) == 0 {
+		return
+	}
+	refs := make([]turnlog.Ref, 0, len(listed))
+	var stale []any
+	oldest := float64(time.Now().Add(-r.runningTTL()).UnixMilli())
+	for _, z := range listed {
+		m, _ := z.Member.(string)
+		s, t, ok := strings.Cut(m, " ")
+		ref := turnlog.Ref{Session: s, Turn: t}
+		if !ok || ref.Validate() != nil || z.Score < oldest {
+			stale = append(stale, m)
+			continue
+		}
+		refs = append(refs, ref)
+	}
+	marks := make([]*redis.BoolCmd, len(refs))
+	_, err = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, ref := range refs {
+			marks[i] = p.HExists(ctx, r.metaKey(ref), "h")
+		}
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	for i, ref := range refs {
+		if marks[i].Val() {
+			r.handOvers.Call(ref)
+		} else {
+			stale = append(stale, handOverMember(ref))
+		}
+	}
+	if len(stale) > 0 {
+		_ = r.client.ZRem(ctx, r.handedOverKey(), stale...).Err()
+	}
+}
+
 // Stop implements Log: one script records the request on the turn and
 // publishes it (PUBLISH reaches every node's subscribers on a Cluster).
 func (r *Log) Stop(ctx context.Context, ref turnlog.Ref) error {
@@ -777,6 +896,11 @@ func (r *Log) Stop(ctx context.Context, ref turnlog.Ref) error {
 // down is not lost.
 func (r *Log) WatchStops(fn func(turnlog.Ref)) (cancel func()) {
 	cancel = r.stops.Add(fn)
+	r.startListening()
+	return cancel
+}
+
+func (r *Log) startListening() {
 	r.listening.Do(func() {
 		if r.isClosed() {
 			return
@@ -784,32 +908,54 @@ func (r *Log) WatchStops(fn func(turnlog.Ref)) (cancel func()) {
 		r.listener.Add(1)
 		go r.listen()
 	})
-	return cancel
 }
 
+// listen follows the stop and hand-over channels: a stop of a turn this
+// process writes goes to the WatchStops functions, a hand-over to the
+// WatchHandOvers functions; each (re)subscription rechecks what the
+// connection may have missed, and the turns handed over and still
+// waiting are swept every handOverSweep.
 func (r *Log) listen() {
 	defer r.listener.Done()
-	ps := r.client.Subscribe(context.Background(), r.stopChannel())
+	ps := r.client.Subscribe(context.Background(), r.stopChannel(), r.handOverChannel())
 	defer ps.Close()
 	ch := ps.ChannelWithSubscriptions()
+	sweep := time.NewTicker(handOverSweep)
+	defer sweep.Stop()
 	for {
 		select {
 		case <-r.closed:
 			return
+		case <-sweep.C:
+			if r.handOvers.Count() > 0 {
+				go r.sweepHandOvers()
+			}
 		case m, ok := <-ch:
 			if !ok {
 				return
 			}
 			switch v := m.(type) {
 			case *redis.Subscription:
-				if v.Kind == "subscribe" {
+				switch {
+				case v.Kind != "subscribe":
+				case v.Channel == r.stopChannel():
 					r.recheckStops()
+				case r.handOvers.Count() > 0:
+					go r.sweepHandOvers()
 				}
 			case *redis.Message:
 				sess, turn, ok := strings.Cut(v.Payload, " ")
 				ref := turnlog.Ref{Session: sess, Turn: turn}
-				if v, mine := r.writers.Load(r.streamKey(ref)); ok && mine && !v.(*writer).fenced.Load() {
-					r.stops.Call(ref)
+				switch {
+				case !ok:
+				case v.Channel == r.handOverChannel():
+					if v, mine := r.writers.Load(r.streamKey(ref)); !mine || v.(*writer).fenced.Load() {
+						r.handOvers.Call(ref)
+					}
+				default:
+					if v, mine := r.writers.Load(r.streamKey(ref)); mine && !v.(*writer).fenced.Load() {
+						r.stops.Call(ref)
+					}
 				}
 			}
 		}

@@ -170,14 +170,14 @@ if #msgs > 0 then return {k, msgs} end
 return {k, msgs, redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1), redis.call('EXISTS', KEYS[2])}
 `)
 
-var allScripts = []*redis.Script{startScript, appendScript, readScript, stopScript, takeOverScript}
+var allScripts = []*redis.Script{startScript, appendScript, readScript, stopScript, takeOverScript, handOverScript}
 
 // takeOverScript: KEYS stream, meta, latest, turns; ARGV writer token,
 // turnID, owner, agent, startedMs, ttlMs, nowMs, pruneBeforeMs. It makes
 // the token the turn's writer (meta field l, which appendScript checks),
 // records a sign of life and the seq the new writer starts at (field r,
-// a list); a turn the log does not have is registered as openScript
-// registers one. It refuses a finished turn and returns
+// a list), and clears the hand-over mark (field h); a turn the log does
+// not have is registered as openScript registers one. It refuses a finished turn and returns
 // {last, stop requested 0|1}.
 var takeOverScript = redis.NewScript(`
 if not redis.call('HGET', KEYS[2], 't') then
@@ -194,6 +194,7 @@ if fin then return redis.error_reply('TURNLOG_FINISHED ' .. last) end
 local r = redis.call('HGET', KEYS[2], 'r')
 if r then r = r .. ',' .. (last + 1) else r = tostring(last + 1) end
 redis.call('HSET', KEYS[2], 'l', ARGV[1], 'w', ARGV[7], 'r', r)
+redis.call('HDEL', KEYS[2], 'h')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
 if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[6]) then redis.call('PEXPIRE', KEYS[4], ARGV[6]) end
@@ -208,5 +209,19 @@ if fin then return redis.error_reply('TURNLOG_FINISHED ' .. last) end
 if redis.call('EXISTS', KEYS[2]) == 0 then return redis.error_reply('TURNLOG_NOTFOUND') end
 redis.call('HSET', KEYS[2], 'x', ARGV[3])
 redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 'OK'
+`)
+
+// handOverScript: KEYS stream, meta; ARGV writer token, nowMs, channel,
+// payload. It marks the running turn handed over (meta field h, the
+// time), if the token is still its writer's, and publishes it to the
+// replicas (WatchHandOvers).
+var handOverScript = redis.NewScript(topScript + `
+if fin then return redis.error_reply('TURNLOG_FINISHED ' .. last) end
+local l = redis.call('HGET', KEYS[2], 'l')
+if not l then return redis.error_reply('TURNLOG_NOTFOUND') end
+if l ~= ARGV[1] then return redis.error_reply('TURNLOG_FENCED') end
+redis.call('HSET', KEYS[2], 'h', ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 'OK'
 `)

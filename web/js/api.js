@@ -136,12 +136,19 @@ export async function* parseSSE(body) {
   }
 }
 
-/** parseEventId splits "<turnId>:<seq>"; seq is -1 when the id has another form. */
+/**
+ * parseEventId splits "<turnId>:<seq>", or "<turnId>:<seq>.<k>" after k
+ * takeovers of the turn by another server (restart is k, else 0); seq is -1
+ * when the id has another form.
+ */
 export function parseEventId(id) {
   const at = id?.lastIndexOf(':') ?? -1;
-  if (at < 0) return { turn: id ?? '', seq: -1 };
-  const seq = Number(id.slice(at + 1));
-  return { turn: id.slice(0, at), seq: Number.isSafeInteger(seq) ? seq : -1 };
+  if (at < 0) return { turn: id ?? '', seq: -1, restart: 0 };
+  const [n, k = '0'] = id.slice(at + 1).split('.');
+  const seq = Number(n);
+  const restart = Number(k);
+  if (!Number.isSafeInteger(seq) || !Number.isSafeInteger(restart) || n === '' || k === '') return { turn: id.slice(0, at), seq: -1, restart: 0 };
+  return { turn: id.slice(0, at), seq, restart };
 }
 
 /** Backoff before reconnect attempt n (0-based): 250 ms doubling to 8 s, with jitter. */
@@ -188,11 +195,13 @@ export function approvalsBody(sessionId, approvals) {
 
 /**
  * streamTurn sends one message and feeds every UI message chunk of the reply
- * to onChunk(chunk, frameId). When the connection drops before the closing
- * [DONE], it reconnects to GET /api/sessions/:id/stream with Last-Event-ID set
- * to the last frame seen, backing off between attempts, and skips any frame it
- * has already seen so that a chunk is never applied twice. A 204 there means
- * the turn is over and nothing is left to replay.
+ * to onChunk(chunk, frameId). When the stream ends before the closing [DONE]
+ * (the connection dropped, or the server shut down and handed the turn to
+ * another server behind the same address), it reconnects to
+ * GET /api/sessions/:id/stream with Last-Event-ID set to the last frame seen,
+ * backing off between attempts, and skips any frame it has already seen so
+ * that a chunk is never applied twice. A 204 there means the turn is over and
+ * nothing is left to replay.
  *
  * The server runs the turn independently of this request, so aborting signal
  * only stops reading; it does not cancel the turn.
@@ -244,6 +253,10 @@ async function follow({
 }) {
   let lastId = from;
   let lastSeq = fromSeq;
+  // Frames after a takeover are numbered on from the shared log's last,
+  // which may come before the last one the dead server sent: their
+  // restart count tells them apart.
+  let lastRestart = from ? parseEventId(from).restart : 0;
   let attempt = 0;
   // A resumeTurn starts without a body: its first connect is not a reconnect.
   let first = body === null;
@@ -252,11 +265,12 @@ async function follow({
       try {
         for await (const frame of parseSSE(body)) {
           if (frame.id) {
-            const { turn, seq } = parseEventId(frame.id);
+            const { turn, seq, restart } = parseEventId(frame.id);
             // Drop a frame of this turn already applied (a replay that overlaps).
             if (seq >= 0 && (!turnId || turn === turnId)) {
-              if (seq <= lastSeq) continue;
+              if (restart < lastRestart || (restart === lastRestart && seq <= lastSeq)) continue;
               lastSeq = seq;
+              lastRestart = restart;
             }
             lastId = frame.id;
           }

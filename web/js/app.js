@@ -628,8 +628,8 @@ async function play(s, start, into) {
       onReconnect(attempt) {
         view.setStatus(`Connection lost; reconnecting (attempt ${attempt})…`);
       },
-      onChunk(chunk) {
-        const changed = applyChunk(turn, chunk);
+      onChunk(chunk, id) {
+        const changed = applyChunk(turn, chunk, id);
         if (changed.orchestration) {
           const prev = s.orchestration;
           s.orchestration = turn.orchestration;

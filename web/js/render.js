@@ -375,6 +375,7 @@ export class TurnView {
       h('button', { type: 'button', class: 'secondary small', 'data-action': 'copy-answer', text: 'Copy' }), this.regenerate, this.footer);
     this.el = h('article', { class: 'msg assistant', 'aria-label': 'Agent answered', 'aria-busy': 'true' }, this.body, this.status, this.actions);
     this.views = [];
+    this.restarts = 0;
   }
 
   /** setActions shows Copy once the answer is complete, and Regenerate on the last answer only. */
@@ -384,6 +385,13 @@ export class TurnView {
   }
 
   sync(turn) {
+    if (this.restarts !== (turn.restarts ?? 0)) {
+      // Another server took the turn over and parts were dropped: the
+      // turn is shown anew.
+      this.restarts = turn.restarts ?? 0;
+      this.views = [];
+      this.body.replaceChildren();
+    }
     turn.parts.forEach((part, i) => {
       let v = this.views[i];
       if (!v) {

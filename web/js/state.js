@@ -75,14 +75,32 @@ function withCache(u, read, write, cost) {
   return u;
 }
 
+// frameSeq is the <n> of a frame ID "<turnId>:<n>" or "<turnId>:<n>.<k>"
+// (0 when there is none): where a part began, which a data-restart names.
+function frameSeq(id) {
+  const n = Number(String(id ?? '').split(':').pop().split('.')[0]);
+  return Number.isSafeInteger(n) && n > 0 ? n : 0;
+}
+
 /**
- * applyChunk folds one UI message chunk into turn and reports what changed
- * beyond the parts: {orchestration, usage} flags for the side panel. Unknown
- * chunk types are ignored so a newer server does not break an older page.
+ * applyChunk folds one UI message chunk (of the frame frameId, when known)
+ * into turn and reports what changed beyond the parts: {orchestration,
+ * usage} flags for the side panel. Unknown chunk types are ignored so a
+ * newer server does not break an older page.
  */
-export function applyChunk(turn, chunk) {
+export function applyChunk(turn, chunk, frameId) {
   const changed = { orchestration: false, usage: false };
   if (!chunk || typeof chunk.type !== 'string') return changed;
+  const seq = frameSeq(frameId);
+  const parts = turn.parts.length;
+  applyPart(turn, chunk, changed);
+  // The parts this frame began: a data-restart drops those begun after
+  // the frame it names.
+  for (let i = parts; i < turn.parts.length; i++) turn.parts[i].seq ??= seq;
+  return changed;
+}
+
+function applyPart(turn, chunk, changed) {
   switch (chunk.type) {
     case 'start':
       turn.messageId = String(chunk.messageId ?? '');
@@ -235,6 +253,24 @@ export function applyChunk(turn, chunk) {
       turn.rev++;
       break;
     }
+    case 'data-restart': {
+      // Another server took the turn over (its server died, or shut down
+      // and handed it over): the text parts and tool calls begun after
+      // frame `since`, and those named, are dropped; the step they belong
+      // to is shown again.
+      const d = chunk.data ?? {};
+      const since = num(d.since);
+      const texts = new Set((Array.isArray(d.textIds) ? d.textIds : []).map(String));
+      const calls = new Set((Array.isArray(d.toolCallIds) ? d.toolCallIds : []).map(String));
+      turn.parts = turn.parts.filter((p) => {
+        if (p.kind === 'text') return !(p.seq > since || texts.has(p.id));
+        if (p.kind === 'tool') return !(p.seq > since || calls.has(p.toolCallId));
+        return true;
+      });
+      turn.restarts = (turn.restarts ?? 0) + 1;
+      turn.rev++;
+      break;
+    }
     case 'finish':
       turn.finishReason = String(chunk.finishReason ?? '');
       turn.finished = true;
@@ -244,7 +280,6 @@ export function applyChunk(turn, chunk) {
     default:
       break;
   }
-  return changed;
 }
 
 /**
